@@ -1,0 +1,71 @@
+"""The aiohttp application factory: routes, the error middleware and the core channel."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from http_facade.client import CoreClient
+from http_facade.errors import FALLBACK, METHOD_NOT_ALLOWED, UNKNOWN_ROUTE, HttpError, OpenAIError
+from http_facade.routes import CLIENT, add_routes
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+def _error_response(error: OpenAIError) -> web.Response:
+    return web.json_response(error.body(), status=error.status)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure leaves as an OpenAI error envelope; unexpected ones are logged once."""
+    try:
+        return await handler(request)
+    except OpenAIError as error:
+        return _error_response(error)
+    except web.HTTPException as exc:
+        if exc.status == 404:
+            kind = UNKNOWN_ROUTE
+        elif exc.status == 405:
+            kind = METHOD_NOT_ALLOWED
+        elif exc.status == 413:
+            kind = HttpError(413, "invalid_request_error", "request_too_large")
+        else:
+            raise
+        message = f"{exc.reason}: {request.method} {request.path}"
+        return _error_response(OpenAIError(kind, message))
+    except Exception as exc:
+        log.exception("unexpected error on %s %s", request.method, request.path)
+        return _error_response(OpenAIError(FALLBACK, f"internal error: {type(exc).__name__}"))
+
+
+def create_app(core_address: str) -> web.Application:
+    """The façade app, talking to the core at `core_address` (host:port) over gRPC."""
+    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY_BYTES)
+
+    async def core_channel(app: web.Application) -> AsyncIterator[None]:
+        app[CLIENT] = CoreClient.connect(core_address)
+        yield
+        await app[CLIENT].close()
+
+    app.cleanup_ctx.append(core_channel)
+    add_routes(app)
+    return app
+
+
+async def start_facade(core_address: str, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Starts the façade on host:port (0 picks one); returns the runner and the bound port."""
+    # handler_cancellation: a client that disconnects cancels its handler, hence its RPC.
+    runner = web.AppRunner(create_app(core_address), handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
+    bound = sockets[0].getsockname()[1] if sockets else port
+    log.info("HTTP façade listening on http://%s:%d (core at %s)", host, bound, core_address)
+    return runner, bound

@@ -1,0 +1,109 @@
+"""THE façade error table: core reasons and gRPC codes to OpenAI-shaped HTTP errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+@dataclass(frozen=True)
+class HttpError:
+    """How one kind of failure reaches an HTTP client."""
+
+    status: int
+    type: str
+    code: str | None = None
+
+
+# Core ErrorInfo.reason -> HTTP. The core's service/errors.py holds the matching gRPC table.
+REASON_TABLE: dict[str, HttpError] = {
+    "INVALID_REQUEST": HttpError(400, "invalid_request_error"),
+    "MODEL_NOT_FOUND": HttpError(404, "invalid_request_error", "model_not_found"),
+    "NOT_FOUND": HttpError(404, "invalid_request_error", "not_found"),
+    "STORE_DISABLED": HttpError(400, "invalid_request_error", "store_disabled"),
+    "CONTEXT_LENGTH_EXCEEDED": HttpError(400, "invalid_request_error", "context_length_exceeded"),
+    "RATE_LIMITED": HttpError(429, "rate_limit_error", "rate_limit_exceeded"),
+    "QUEUE_FULL": HttpError(503, "server_error", "server_overloaded"),
+    "NOT_READY": HttpError(503, "server_error", "model_not_ready"),
+    "INTERNAL": HttpError(500, "server_error", "server_error"),
+}
+
+# gRPC failures that carry no ErrorInfo (transport trouble, unimplemented RPCs).
+GRPC_TABLE: dict[grpc.StatusCode, HttpError] = {
+    grpc.StatusCode.UNAVAILABLE: HttpError(503, "server_error", "core_unavailable"),
+    grpc.StatusCode.UNIMPLEMENTED: HttpError(501, "server_error", "not_implemented"),
+    grpc.StatusCode.DEADLINE_EXCEEDED: HttpError(504, "server_error", "timeout"),
+    grpc.StatusCode.CANCELLED: HttpError(499, "server_error", "cancelled"),
+    grpc.StatusCode.INVALID_ARGUMENT: HttpError(400, "invalid_request_error"),
+    grpc.StatusCode.NOT_FOUND: HttpError(404, "invalid_request_error", "not_found"),
+}
+FALLBACK = HttpError(500, "server_error", "server_error")
+
+# Failures the façade itself detects.
+INVALID_JSON = HttpError(400, "invalid_request_error", "invalid_json")
+INVALID_REQUEST = HttpError(400, "invalid_request_error")
+UNKNOWN_ROUTE = HttpError(404, "invalid_request_error", "unknown_url")
+METHOD_NOT_ALLOWED = HttpError(405, "invalid_request_error", "method_not_allowed")
+
+
+class OpenAIError(Exception):
+    """An error answered as `{"error": {"message", "type", "param", "code"}}`."""
+
+    def __init__(
+        self, kind: HttpError, message: str, *, param: str | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.param = param
+        self.code = code if code is not None else kind.code
+
+    @property
+    def status(self) -> int:
+        return self.kind.status
+
+    def body(self) -> dict[str, Any]:
+        """The OpenAI error envelope."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.kind.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+def invalid(message: str, param: str | None = None, code: str | None = None) -> OpenAIError:
+    """A 400 invalid_request_error the façade raises while decoding a body."""
+    return OpenAIError(INVALID_REQUEST, message, param=param, code=code)
+
+
+def _error_info(metadata: Any) -> error_details_pb2.ErrorInfo | None:
+    for key, value in metadata or ():
+        if key == STATUS_DETAILS_KEY:
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return info
+    return None
+
+
+def from_rpc_error(error: grpc.aio.AioRpcError) -> OpenAIError:
+    """Translates a failed core call, reading the ErrorInfo the core attached."""
+    info = _error_info(error.trailing_metadata())
+    message = error.details() or error.code().name
+    if info is not None and info.reason in REASON_TABLE:
+        return OpenAIError(
+            REASON_TABLE[info.reason],
+            message,
+            param=info.metadata.get("param"),
+            code=info.metadata.get("code"),
+        )
+    return OpenAIError(GRPC_TABLE.get(error.code(), FALLBACK), message)

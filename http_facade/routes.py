@@ -1,0 +1,159 @@
+"""One small handler per endpoint; each translates JSON to a core RPC and back."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from http_facade.client import CoreClient, EventStream
+from http_facade.errors import INVALID_JSON, OpenAIError, invalid
+from http_facade.from_proto import item_to_json, response_to_json, usage_to_json
+from http_facade.sse import SSE_HEADERS, frame, frames
+from http_facade.to_proto import params_from_json
+
+log = logging.getLogger(__name__)
+
+CLIENT = web.AppKey("core_client", CoreClient)
+
+
+async def read_json(request: web.Request) -> Any:
+    """The parsed body, or a 400 for malformed JSON."""
+    raw = await request.read()
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise OpenAIError(INVALID_JSON, f"The request body is not valid JSON: {exc}") from exc
+
+
+async def create_response(request: web.Request) -> web.StreamResponse:
+    """POST /v1/responses: foreground, streamed or background."""
+    client = request.app[CLIENT]
+    params = params_from_json(await read_json(request))
+    if params.background:
+        if params.stream:
+            raise invalid(
+                "'background' cannot be combined with 'stream': poll GET /v1/responses/{id}.",
+                "background",
+            )
+        return web.json_response(response_to_json(await client.create_job(params)))
+    if params.stream:
+        return await _stream(request, client.stream(params))
+    return web.json_response(response_to_json(await client.create(params)))
+
+
+async def _stream(request: web.Request, stream: EventStream) -> web.StreamResponse:
+    try:
+        # Refusals (400, 404, 503) arrive before any event: answer them as plain HTTP errors.
+        first = await stream.first()
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        await response.prepare(request)
+        await response.write(frames(first))
+        last = first[-1] if first else None
+        last_snapshot = next(
+            (e.snapshot.response for e in reversed(first) if e.HasField("snapshot")), None
+        )
+        try:
+            async for batch in stream.rest():
+                await response.write(frames(batch))
+                last = batch[-1]
+                for event in batch:
+                    if event.HasField("snapshot"):
+                        last_snapshot = event.snapshot.response
+        except OpenAIError as error:
+            # The core broke mid-stream: end with a whole response.failed frame.
+            log.error("stream broke: %s", error.message)
+            failed: dict[str, Any] = (
+                response_to_json(last_snapshot) if last_snapshot is not None else {}
+            )
+            failed.update(status="failed", error={"code": "server_error", "message": error.message})
+            await response.write(
+                frame(
+                    {
+                        "type": "response.failed",
+                        "sequence_number": (last.sequence_number + 1) if last else 0,
+                        "response": failed,
+                    }
+                )
+            )
+        await response.write_eof()
+        return response
+    finally:
+        stream.cancel()
+
+
+async def get_response(request: web.Request) -> web.Response:
+    """GET /v1/responses/{id}."""
+    response = await request.app[CLIENT].get_response(request.match_info["response_id"])
+    return web.json_response(response_to_json(response))
+
+
+async def delete_response(request: web.Request) -> web.Response:
+    """DELETE /v1/responses/{id}."""
+    reply = await request.app[CLIENT].delete_response(request.match_info["response_id"])
+    return web.json_response({"id": reply.id, "object": "response", "deleted": reply.deleted})
+
+
+async def cancel_response(request: web.Request) -> web.Response:
+    """POST /v1/responses/{id}/cancel."""
+    response = await request.app[CLIENT].cancel(request.match_info["response_id"])
+    return web.json_response(response_to_json(response))
+
+
+async def input_tokens(request: web.Request) -> web.Response:
+    """POST /v1/responses/input_tokens."""
+    params = params_from_json(await read_json(request))
+    count = await request.app[CLIENT].count_input_tokens(params)
+    return web.json_response({"object": "response.input_tokens", "input_tokens": count})
+
+
+async def compact(request: web.Request) -> web.Response:
+    """POST /v1/responses/compact."""
+    body = await read_json(request)
+    params = params_from_json(body)
+    keep = body.get("keep_tokens") if isinstance(body, dict) else None
+    if keep is not None and (not isinstance(keep, int) or isinstance(keep, bool)):
+        raise invalid("Invalid type for 'keep_tokens': expected an integer.", "keep_tokens")
+    reply = await request.app[CLIENT].compact(params, keep)
+    return web.json_response(
+        {
+            "id": reply.id,
+            "object": "response.compaction",
+            "created_at": reply.created_at,
+            "model": reply.model,
+            "output": [item_to_json(i) for i in reply.output],
+            "usage": usage_to_json(reply.usage),
+        }
+    )
+
+
+async def list_models(request: web.Request) -> web.Response:
+    """GET /v1/models."""
+    models = await request.app[CLIENT].list_models()
+    data = [
+        {"id": m.id, "object": "model", "created": m.created, "owned_by": m.owned_by}
+        for m in models
+    ]
+    return web.json_response({"object": "list", "data": data})
+
+
+async def health(request: web.Request) -> web.Response:
+    """GET /health: 200 only while the core reports SERVING."""
+    if await request.app[CLIENT].serving():
+        return web.json_response({"status": "ok"})
+    return web.json_response({"status": "unavailable"}, status=503)
+
+
+def add_routes(app: web.Application) -> None:
+    """Mounts every endpoint under /v1 and bare (seed aliases)."""
+    for prefix in ("/v1", ""):
+        app.router.add_post(f"{prefix}/responses", create_response)
+        app.router.add_post(f"{prefix}/responses/compact", compact)
+        app.router.add_post(f"{prefix}/responses/input_tokens", input_tokens)
+        app.router.add_get(f"{prefix}/responses/{{response_id}}", get_response)
+        app.router.add_delete(f"{prefix}/responses/{{response_id}}", delete_response)
+        app.router.add_post(f"{prefix}/responses/{{response_id}}/cancel", cancel_response)
+        app.router.add_get(f"{prefix}/models", list_models)
+    app.router.add_get("/health", health)

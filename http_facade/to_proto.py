@@ -1,0 +1,368 @@
+"""Decodes OpenAI Responses JSON into core proto messages; bad shapes are refused with a param."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from http_facade.errors import invalid
+from mlx_responses.v1 import responses_pb2 as pb
+
+ROLES = {
+    "user": pb.ROLE_USER,
+    "assistant": pb.ROLE_ASSISTANT,
+    "system": pb.ROLE_SYSTEM,
+    "developer": pb.ROLE_DEVELOPER,
+}
+ITEM_STATUS = {
+    "in_progress": pb.ITEM_STATUS_IN_PROGRESS,
+    "completed": pb.ITEM_STATUS_COMPLETED,
+    "incomplete": pb.ITEM_STATUS_INCOMPLETE,
+}
+TOOL_CHOICE_MODES = {
+    "none": pb.TOOL_CHOICE_MODE_NONE,
+    "auto": pb.TOOL_CHOICE_MODE_AUTO,
+    "required": pb.TOOL_CHOICE_MODE_REQUIRED,
+}
+# Hosted tools need services this server does not run (seed: rejected with 400).
+HOSTED_TOOLS = {
+    "web_search",
+    "web_search_preview",
+    "web_search_2025_08_26",
+    "web_search_preview_2025_03_11",
+    "file_search",
+    "computer",
+    "computer_use",
+    "computer_use_preview",
+    "code_interpreter",
+    "image_generation",
+    "mcp",
+    "custom",
+    "apply_patch",
+    "function_shell",
+    "shell",
+    "local_shell",
+}
+MEDIA_PARTS = {"input_image", "input_file", "input_audio"}
+STRING_FIELDS = ("instructions", "user", "safety_identifier", "prompt_cache_key", "service_tier")
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], param: str, what: str) -> Any:
+    is_bool = isinstance(value, bool)
+    numeric = kind in (int, float, (int, float))
+    if not isinstance(value, kind) or (numeric and is_bool):
+        raise invalid(
+            f"Invalid type for '{param}': expected {what}, but got {_type_name(value)}.",
+            param,
+            "invalid_type",
+        )
+    return value
+
+
+def _text_parts(content: Any, param: str, role: int) -> list[pb.ContentPart]:
+    if isinstance(content, str):
+        if role == pb.ROLE_ASSISTANT:
+            return [pb.ContentPart(output_text=pb.OutputText(text=content))]
+        return [pb.ContentPart(input_text=pb.InputText(text=content))]
+    _expect(content, list, param, "a string or an array of content parts")
+    parts = []
+    for i, part in enumerate(content):
+        where = f"{param}[{i}]"
+        _expect(part, dict, where, "an object")
+        kind = part.get("type")
+        if kind in ("input_text", "output_text", "text"):
+            text = _expect(part.get("text"), str, f"{where}.text", "a string")
+            if kind == "output_text" or (kind == "text" and role == pb.ROLE_ASSISTANT):
+                parts.append(pb.ContentPart(output_text=pb.OutputText(text=text)))
+            else:
+                parts.append(pb.ContentPart(input_text=pb.InputText(text=text)))
+        elif kind == "refusal":
+            refusal = _expect(part.get("refusal"), str, f"{where}.refusal", "a string")
+            parts.append(pb.ContentPart(refusal=pb.Refusal(refusal=refusal)))
+        elif kind in MEDIA_PARTS:
+            raise invalid(
+                f"Content part type '{kind}' is not supported by this text model.",
+                f"{where}.type",
+                "unsupported_content",
+            )
+        else:
+            raise invalid(f"Unknown content part type {kind!r}.", f"{where}.type", "invalid_value")
+    return parts
+
+
+def _message(item: dict[str, Any], param: str) -> pb.Item:
+    role_name = item.get("role")
+    if role_name not in ROLES:
+        raise invalid(
+            f"Invalid 'role' {role_name!r}: expected one of user, assistant, system, developer.",
+            f"{param}.role",
+            "invalid_value",
+        )
+    role = ROLES[role_name]
+    if "content" not in item:
+        raise invalid("Missing required parameter: 'content'.", f"{param}.content")
+    message = pb.MessageItem(
+        id=_optional_str(item, "id", param) or "",
+        role=role,
+        content=_text_parts(item["content"], f"{param}.content", role),
+    )
+    if "status" in item and item["status"] is not None:
+        message.status = ITEM_STATUS.get(item["status"], pb.ITEM_STATUS_UNSPECIFIED)
+    return pb.Item(message=message)
+
+
+def _optional_str(obj: dict[str, Any], key: str, param: str) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    return _expect(value, str, f"{param}.{key}", "a string")
+
+
+def _required_str(obj: dict[str, Any], key: str, param: str) -> str:
+    if obj.get(key) is None:
+        raise invalid(f"Missing required parameter: '{param}.{key}'.", f"{param}.{key}")
+    return _expect(obj[key], str, f"{param}.{key}", "a string")
+
+
+def item_from_json(item: Any, param: str) -> pb.Item:
+    """One input item (message, function_call, function_call_output, reasoning, compaction)."""
+    _expect(item, dict, param, "an object")
+    kind = item.get("type")
+    if (kind is None and "role" in item) or kind == "message":
+        return _message(item, param)
+    status = ITEM_STATUS.get(item.get("status") or "", pb.ITEM_STATUS_UNSPECIFIED)
+    if kind == "function_call":
+        arguments = item.get("arguments", "")
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments)
+        return pb.Item(
+            function_call=pb.FunctionCallItem(
+                id=_optional_str(item, "id", param) or "",
+                call_id=_required_str(item, "call_id", param),
+                name=_required_str(item, "name", param),
+                arguments=_expect(arguments, str, f"{param}.arguments", "a string"),
+                status=status,
+            )
+        )
+    if kind == "function_call_output":
+        output = item.get("output")
+        if isinstance(output, list):
+            output = "".join(
+                p.get("text", "") for p in output if isinstance(p, dict)
+            )  # text parts of a structured output
+        return pb.Item(
+            function_call_output=pb.FunctionCallOutputItem(
+                id=_optional_str(item, "id", param) or "",
+                call_id=_required_str(item, "call_id", param),
+                output=_expect(output, str, f"{param}.output", "a string"),
+                status=status,
+            )
+        )
+    if kind == "reasoning":
+        reasoning = pb.ReasoningItem(id=_optional_str(item, "id", param) or "", status=status)
+        for i, part in enumerate(item.get("content") or []):
+            _expect(part, dict, f"{param}.content[{i}]", "an object")
+            reasoning.content.append(pb.ReasoningText(text=str(part.get("text", ""))))
+        for i, part in enumerate(item.get("summary") or []):
+            _expect(part, dict, f"{param}.summary[{i}]", "an object")
+            reasoning.summary.append(pb.SummaryText(text=str(part.get("text", ""))))
+        encrypted = _optional_str(item, "encrypted_content", param)
+        if encrypted is not None:
+            reasoning.encrypted_content = encrypted
+        return pb.Item(reasoning=reasoning)
+    if kind == "compaction":
+        return pb.Item(
+            compaction=pb.CompactionItem(
+                id=_optional_str(item, "id", param) or "",
+                encrypted_content=_required_str(item, "encrypted_content", param),
+            )
+        )
+    raise invalid(f"Unknown input item type {kind!r}.", f"{param}.type", "invalid_value")
+
+
+def _input(value: Any) -> list[pb.Item]:
+    if isinstance(value, str):
+        return [
+            pb.Item(
+                message=pb.MessageItem(
+                    role=pb.ROLE_USER, content=[pb.ContentPart(input_text=pb.InputText(text=value))]
+                )
+            )
+        ]
+    _expect(value, list, "input", "a string or an array of items")
+    return [item_from_json(item, f"input[{i}]") for i, item in enumerate(value)]
+
+
+def _tool(tool: Any, param: str) -> pb.Tool:
+    _expect(tool, dict, param, "an object")
+    kind = tool.get("type")
+    if kind in HOSTED_TOOLS:
+        raise invalid(
+            f"Tool type '{kind}' is not supported: this server runs function tools only.",
+            f"{param}.type",
+            "unsupported_tool",
+        )
+    if kind != "function":
+        raise invalid(f"Unknown tool type {kind!r}.", f"{param}.type", "invalid_value")
+    spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+    fn = pb.FunctionTool(name=_required_str(spec, "name", param))
+    description = _optional_str(spec, "description", param)
+    if description is not None:
+        fn.description = description
+    parameters = spec.get("parameters")
+    if parameters is not None:
+        _expect(parameters, dict, f"{param}.parameters", "an object")
+        fn.parameters_json = json.dumps(parameters)
+    if spec.get("strict") is not None:
+        fn.strict = _expect(spec["strict"], bool, f"{param}.strict", "a boolean")
+    return pb.Tool(function=fn)
+
+
+def _tool_choice(value: Any) -> pb.ToolChoice:
+    if isinstance(value, str):
+        if value not in TOOL_CHOICE_MODES:
+            raise invalid(
+                f"Invalid 'tool_choice' {value!r}: expected none, auto or required.",
+                "tool_choice",
+                "invalid_value",
+            )
+        return pb.ToolChoice(mode=TOOL_CHOICE_MODES[value])
+    _expect(value, dict, "tool_choice", "a string or an object")
+    if value.get("type") == "function":
+        name = value.get("name")
+        if name is None and isinstance(value.get("function"), dict):
+            name = value["function"].get("name")
+        return pb.ToolChoice(function_name=_expect(name, str, "tool_choice.name", "a string"))
+    raise invalid(
+        f"Unsupported tool_choice type {value.get('type')!r}: only function tools exist here.",
+        "tool_choice",
+        "unsupported_tool",
+    )
+
+
+def _text(value: Any) -> pb.TextConfig:
+    _expect(value, dict, "text", "an object")
+    config = pb.TextConfig()
+    fmt = value.get("format")
+    if fmt is not None:
+        _expect(fmt, dict, "text.format", "an object")
+        kind = fmt.get("type")
+        if kind == "text":
+            config.text.SetInParent()
+        elif kind == "json_object":
+            config.json_object.SetInParent()
+        elif kind == "json_schema":
+            schema = fmt.get("schema")
+            _expect(schema, dict, "text.format.schema", "an object")
+            js = pb.TextFormatJsonSchema(
+                name=_expect(fmt.get("name", ""), str, "text.format.name", "a string"),
+                schema_json=json.dumps(schema),
+            )
+            if fmt.get("description") is not None:
+                js.description = _expect(
+                    fmt["description"], str, "text.format.description", "a string"
+                )
+            if fmt.get("strict") is not None:
+                js.strict = _expect(fmt["strict"], bool, "text.format.strict", "a boolean")
+            config.json_schema.CopyFrom(js)
+        else:
+            raise invalid(
+                f"Unknown text.format type {kind!r}.", "text.format.type", "invalid_value"
+            )
+    if value.get("verbosity") is not None:
+        config.verbosity = _expect(value["verbosity"], str, "text.verbosity", "a string")
+    return config
+
+
+def _reasoning(value: Any) -> pb.ReasoningConfig:
+    _expect(value, dict, "reasoning", "an object")
+    config = pb.ReasoningConfig()
+    for key in ("effort", "summary"):
+        if value.get(key) is not None:
+            setattr(config, key, _expect(value[key], str, f"reasoning.{key}", "a string"))
+    return config
+
+
+def _number(body: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
+    return _expect(body[key], kind, key, what)
+
+
+def params_from_json(body: Any) -> pb.CreateResponseParams:
+    """A create (or input_tokens / compact) body as CreateResponseParams.
+
+    Unknown fields are ignored: real clients send fields this server does not act on.
+    """
+    if not isinstance(body, dict):
+        raise invalid("The request body must be a JSON object.", None, "invalid_type")
+    params = pb.CreateResponseParams()
+    model = body.get("model")
+    if model is None:
+        raise invalid("Missing required parameter: 'model'.", "model", "missing_required_parameter")
+    params.model = _expect(model, str, "model", "a string")
+    if body.get("input") is None:
+        raise invalid("Missing required parameter: 'input'.", "input", "missing_required_parameter")
+    params.input.extend(_input(body["input"]))
+    for key in STRING_FIELDS:
+        if body.get(key) is not None:
+            setattr(params, key, _expect(body[key], str, key, "a string"))
+    if body.get("tools") is not None:
+        tools = _expect(body["tools"], list, "tools", "an array")
+        params.tools.extend(_tool(t, f"tools[{i}]") for i, t in enumerate(tools))
+    if body.get("tool_choice") is not None:
+        params.tool_choice.CopyFrom(_tool_choice(body["tool_choice"]))
+    if body.get("text") is not None:
+        params.text.CopyFrom(_text(body["text"]))
+    if body.get("reasoning") is not None:
+        params.reasoning.CopyFrom(_reasoning(body["reasoning"]))
+    if body.get("previous_response_id") is not None:
+        params.previous_response_id = _expect(
+            body["previous_response_id"], str, "previous_response_id", "a string"
+        )
+    conversation = body.get("conversation")
+    if conversation is not None:
+        if isinstance(conversation, dict):
+            conversation = conversation.get("id")
+            _expect(conversation, str, "conversation.id", "a string")
+        params.conversation = _expect(conversation, str, "conversation", "a string or an object")
+    if body.get("context_management") is not None:
+        entries = _expect(body["context_management"], list, "context_management", "an array")
+        for i, entry in enumerate(entries):
+            where = f"context_management[{i}]"
+            _expect(entry, dict, where, "an object")
+            cm = pb.ContextManagement(
+                type=_expect(entry.get("type"), str, f"{where}.type", "a string")
+            )
+            if entry.get("compact_threshold") is not None:
+                cm.compact_threshold = _expect(
+                    entry["compact_threshold"], int, f"{where}.compact_threshold", "an integer"
+                )
+            params.context_management.append(cm)
+    for key in ("store", "parallel_tool_calls"):
+        if body.get(key) is not None:
+            setattr(params, key, _expect(body[key], bool, key, "a boolean"))
+    for key in ("stream", "background"):
+        if body.get(key) is not None:
+            setattr(params, key, _expect(body[key], bool, key, "a boolean"))
+    if body.get("max_output_tokens") is not None:
+        params.max_output_tokens = _number(body, "max_output_tokens", int, "an integer")
+    if body.get("top_logprobs") is not None:
+        params.top_logprobs = _number(body, "top_logprobs", int, "an integer")
+    for key in ("temperature", "top_p"):
+        if body.get(key) is not None:
+            setattr(params, key, float(_number(body, key, (int, float), "a number")))
+    if body.get("truncation") is not None:
+        params.truncation = _expect(body["truncation"], str, "truncation", "a string")
+    if body.get("metadata") is not None:
+        metadata = _expect(body["metadata"], dict, "metadata", "an object")
+        for key, value in metadata.items():
+            params.metadata[key] = _expect(value, str, f"metadata.{key}", "a string")
+    if body.get("chat_template_kwargs") is not None:
+        kwargs = _expect(body["chat_template_kwargs"], dict, "chat_template_kwargs", "an object")
+        params.chat_template_kwargs_json = json.dumps(kwargs)
+    return params

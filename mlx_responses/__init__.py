@@ -1,0 +1,1 @@
+"""Generated protobuf contract of mlx-responses (see proto/)."""

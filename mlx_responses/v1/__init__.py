@@ -1,0 +1,1 @@
+"""Generated code of the mlx_responses.v1 package."""

@@ -1,0 +1,69 @@
+from mlx_responses.v1 import events_pb2 as _events_pb2
+from mlx_responses.v1 import responses_pb2 as _responses_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CreateResponseRequest(_message.Message):
+    __slots__ = ("params",)
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    params: _responses_pb2.CreateResponseParams
+    def __init__(self, params: _Optional[_Union[_responses_pb2.CreateResponseParams, _Mapping]] = ...) -> None: ...
+
+class CreateResponseResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _responses_pb2.Response
+    def __init__(self, response: _Optional[_Union[_responses_pb2.Response, _Mapping]] = ...) -> None: ...
+
+class StreamResponseRequest(_message.Message):
+    __slots__ = ("params",)
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    params: _responses_pb2.CreateResponseParams
+    def __init__(self, params: _Optional[_Union[_responses_pb2.CreateResponseParams, _Mapping]] = ...) -> None: ...
+
+class StreamResponseResponse(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_events_pb2.ResponseEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.ResponseEvent, _Mapping]]] = ...) -> None: ...
+
+class CountInputTokensRequest(_message.Message):
+    __slots__ = ("params",)
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    params: _responses_pb2.CreateResponseParams
+    def __init__(self, params: _Optional[_Union[_responses_pb2.CreateResponseParams, _Mapping]] = ...) -> None: ...
+
+class CountInputTokensResponse(_message.Message):
+    __slots__ = ("input_tokens",)
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ...) -> None: ...
+
+class ListModelsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Model(_message.Message):
+    __slots__ = ("id", "created", "owned_by", "path", "context_length")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    OWNED_BY_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    created: int
+    owned_by: str
+    path: str
+    context_length: int
+    def __init__(self, id: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., path: _Optional[str] = ..., context_length: _Optional[int] = ...) -> None: ...
+
+class ListModelsResponse(_message.Message):
+    __slots__ = ("models",)
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    models: _containers.RepeatedCompositeFieldContainer[Model]
+    def __init__(self, models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,432 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ResponseStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESPONSE_STATUS_UNSPECIFIED: _ClassVar[ResponseStatus]
+    RESPONSE_STATUS_QUEUED: _ClassVar[ResponseStatus]
+    RESPONSE_STATUS_IN_PROGRESS: _ClassVar[ResponseStatus]
+    RESPONSE_STATUS_COMPLETED: _ClassVar[ResponseStatus]
+    RESPONSE_STATUS_INCOMPLETE: _ClassVar[ResponseStatus]
+    RESPONSE_STATUS_FAILED: _ClassVar[ResponseStatus]
+    RESPONSE_STATUS_CANCELLED: _ClassVar[ResponseStatus]
+
+class ItemStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ITEM_STATUS_UNSPECIFIED: _ClassVar[ItemStatus]
+    ITEM_STATUS_IN_PROGRESS: _ClassVar[ItemStatus]
+    ITEM_STATUS_COMPLETED: _ClassVar[ItemStatus]
+    ITEM_STATUS_INCOMPLETE: _ClassVar[ItemStatus]
+
+class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ROLE_UNSPECIFIED: _ClassVar[Role]
+    ROLE_USER: _ClassVar[Role]
+    ROLE_ASSISTANT: _ClassVar[Role]
+    ROLE_SYSTEM: _ClassVar[Role]
+    ROLE_DEVELOPER: _ClassVar[Role]
+
+class ToolChoiceMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOOL_CHOICE_MODE_UNSPECIFIED: _ClassVar[ToolChoiceMode]
+    TOOL_CHOICE_MODE_NONE: _ClassVar[ToolChoiceMode]
+    TOOL_CHOICE_MODE_AUTO: _ClassVar[ToolChoiceMode]
+    TOOL_CHOICE_MODE_REQUIRED: _ClassVar[ToolChoiceMode]
+RESPONSE_STATUS_UNSPECIFIED: ResponseStatus
+RESPONSE_STATUS_QUEUED: ResponseStatus
+RESPONSE_STATUS_IN_PROGRESS: ResponseStatus
+RESPONSE_STATUS_COMPLETED: ResponseStatus
+RESPONSE_STATUS_INCOMPLETE: ResponseStatus
+RESPONSE_STATUS_FAILED: ResponseStatus
+RESPONSE_STATUS_CANCELLED: ResponseStatus
+ITEM_STATUS_UNSPECIFIED: ItemStatus
+ITEM_STATUS_IN_PROGRESS: ItemStatus
+ITEM_STATUS_COMPLETED: ItemStatus
+ITEM_STATUS_INCOMPLETE: ItemStatus
+ROLE_UNSPECIFIED: Role
+ROLE_USER: Role
+ROLE_ASSISTANT: Role
+ROLE_SYSTEM: Role
+ROLE_DEVELOPER: Role
+TOOL_CHOICE_MODE_UNSPECIFIED: ToolChoiceMode
+TOOL_CHOICE_MODE_NONE: ToolChoiceMode
+TOOL_CHOICE_MODE_AUTO: ToolChoiceMode
+TOOL_CHOICE_MODE_REQUIRED: ToolChoiceMode
+
+class InputText(_message.Message):
+    __slots__ = ("text",)
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class TopLogprob(_message.Message):
+    __slots__ = ("token", "logprob", "token_bytes")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LOGPROB_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    logprob: float
+    token_bytes: bytes
+    def __init__(self, token: _Optional[str] = ..., logprob: _Optional[float] = ..., token_bytes: _Optional[bytes] = ...) -> None: ...
+
+class Logprob(_message.Message):
+    __slots__ = ("token", "logprob", "token_bytes", "top_logprobs")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LOGPROB_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TOP_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    logprob: float
+    token_bytes: bytes
+    top_logprobs: _containers.RepeatedCompositeFieldContainer[TopLogprob]
+    def __init__(self, token: _Optional[str] = ..., logprob: _Optional[float] = ..., token_bytes: _Optional[bytes] = ..., top_logprobs: _Optional[_Iterable[_Union[TopLogprob, _Mapping]]] = ...) -> None: ...
+
+class OutputText(_message.Message):
+    __slots__ = ("text", "logprobs")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    logprobs: _containers.RepeatedCompositeFieldContainer[Logprob]
+    def __init__(self, text: _Optional[str] = ..., logprobs: _Optional[_Iterable[_Union[Logprob, _Mapping]]] = ...) -> None: ...
+
+class Refusal(_message.Message):
+    __slots__ = ("refusal",)
+    REFUSAL_FIELD_NUMBER: _ClassVar[int]
+    refusal: str
+    def __init__(self, refusal: _Optional[str] = ...) -> None: ...
+
+class ReasoningText(_message.Message):
+    __slots__ = ("text",)
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class SummaryText(_message.Message):
+    __slots__ = ("text",)
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class ContentPart(_message.Message):
+    __slots__ = ("input_text", "output_text", "refusal", "reasoning_text")
+    INPUT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    REFUSAL_FIELD_NUMBER: _ClassVar[int]
+    REASONING_TEXT_FIELD_NUMBER: _ClassVar[int]
+    input_text: InputText
+    output_text: OutputText
+    refusal: Refusal
+    reasoning_text: ReasoningText
+    def __init__(self, input_text: _Optional[_Union[InputText, _Mapping]] = ..., output_text: _Optional[_Union[OutputText, _Mapping]] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., reasoning_text: _Optional[_Union[ReasoningText, _Mapping]] = ...) -> None: ...
+
+class MessageItem(_message.Message):
+    __slots__ = ("id", "role", "status", "content")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    role: Role
+    status: ItemStatus
+    content: _containers.RepeatedCompositeFieldContainer[ContentPart]
+    def __init__(self, id: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., status: _Optional[_Union[ItemStatus, str]] = ..., content: _Optional[_Iterable[_Union[ContentPart, _Mapping]]] = ...) -> None: ...
+
+class FunctionCallItem(_message.Message):
+    __slots__ = ("id", "call_id", "name", "arguments", "status")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    call_id: str
+    name: str
+    arguments: str
+    status: ItemStatus
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., name: _Optional[str] = ..., arguments: _Optional[str] = ..., status: _Optional[_Union[ItemStatus, str]] = ...) -> None: ...
+
+class FunctionCallOutputItem(_message.Message):
+    __slots__ = ("id", "call_id", "output", "status")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    call_id: str
+    output: str
+    status: ItemStatus
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., output: _Optional[str] = ..., status: _Optional[_Union[ItemStatus, str]] = ...) -> None: ...
+
+class ReasoningItem(_message.Message):
+    __slots__ = ("id", "content", "summary", "encrypted_content", "status")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    ENCRYPTED_CONTENT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    content: _containers.RepeatedCompositeFieldContainer[ReasoningText]
+    summary: _containers.RepeatedCompositeFieldContainer[SummaryText]
+    encrypted_content: str
+    status: ItemStatus
+    def __init__(self, id: _Optional[str] = ..., content: _Optional[_Iterable[_Union[ReasoningText, _Mapping]]] = ..., summary: _Optional[_Iterable[_Union[SummaryText, _Mapping]]] = ..., encrypted_content: _Optional[str] = ..., status: _Optional[_Union[ItemStatus, str]] = ...) -> None: ...
+
+class CompactionItem(_message.Message):
+    __slots__ = ("id", "encrypted_content")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ENCRYPTED_CONTENT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    encrypted_content: str
+    def __init__(self, id: _Optional[str] = ..., encrypted_content: _Optional[str] = ...) -> None: ...
+
+class Item(_message.Message):
+    __slots__ = ("message", "function_call", "function_call_output", "reasoning", "compaction")
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_CALL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_FIELD_NUMBER: _ClassVar[int]
+    message: MessageItem
+    function_call: FunctionCallItem
+    function_call_output: FunctionCallOutputItem
+    reasoning: ReasoningItem
+    compaction: CompactionItem
+    def __init__(self, message: _Optional[_Union[MessageItem, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCallItem, _Mapping]] = ..., function_call_output: _Optional[_Union[FunctionCallOutputItem, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningItem, _Mapping]] = ..., compaction: _Optional[_Union[CompactionItem, _Mapping]] = ...) -> None: ...
+
+class FunctionTool(_message.Message):
+    __slots__ = ("name", "description", "parameters_json", "strict")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    parameters_json: str
+    strict: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[str] = ..., strict: _Optional[bool] = ...) -> None: ...
+
+class Tool(_message.Message):
+    __slots__ = ("function",)
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    function: FunctionTool
+    def __init__(self, function: _Optional[_Union[FunctionTool, _Mapping]] = ...) -> None: ...
+
+class ToolChoice(_message.Message):
+    __slots__ = ("mode", "function_name")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_NAME_FIELD_NUMBER: _ClassVar[int]
+    mode: ToolChoiceMode
+    function_name: str
+    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., function_name: _Optional[str] = ...) -> None: ...
+
+class TextFormatText(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TextFormatJsonObject(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TextFormatJsonSchema(_message.Message):
+    __slots__ = ("name", "schema_json", "description", "strict")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    schema_json: str
+    description: str
+    strict: bool
+    def __init__(self, name: _Optional[str] = ..., schema_json: _Optional[str] = ..., description: _Optional[str] = ..., strict: _Optional[bool] = ...) -> None: ...
+
+class TextConfig(_message.Message):
+    __slots__ = ("text", "json_schema", "json_object", "verbosity")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    JSON_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    JSON_OBJECT_FIELD_NUMBER: _ClassVar[int]
+    VERBOSITY_FIELD_NUMBER: _ClassVar[int]
+    text: TextFormatText
+    json_schema: TextFormatJsonSchema
+    json_object: TextFormatJsonObject
+    verbosity: str
+    def __init__(self, text: _Optional[_Union[TextFormatText, _Mapping]] = ..., json_schema: _Optional[_Union[TextFormatJsonSchema, _Mapping]] = ..., json_object: _Optional[_Union[TextFormatJsonObject, _Mapping]] = ..., verbosity: _Optional[str] = ...) -> None: ...
+
+class ReasoningConfig(_message.Message):
+    __slots__ = ("effort", "summary")
+    EFFORT_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    effort: str
+    summary: str
+    def __init__(self, effort: _Optional[str] = ..., summary: _Optional[str] = ...) -> None: ...
+
+class ContextManagement(_message.Message):
+    __slots__ = ("type", "compact_threshold")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    COMPACT_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    compact_threshold: int
+    def __init__(self, type: _Optional[str] = ..., compact_threshold: _Optional[int] = ...) -> None: ...
+
+class Usage(_message.Message):
+    __slots__ = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens", "reasoning_tokens")
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ...) -> None: ...
+
+class IncompleteDetails(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class ResponseError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    message: str
+    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CreateResponseParams(_message.Message):
+    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "previous_response_id", "conversation", "context_management", "store", "background", "max_output_tokens", "temperature", "top_p", "top_logprobs", "truncation", "metadata", "chat_template_kwargs_json", "user", "service_tier", "safety_identifier", "prompt_cache_key", "stream")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    PARALLEL_TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_MANAGEMENT_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    BACKGROUND_FIELD_NUMBER: _ClassVar[int]
+    MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    TOP_P_FIELD_NUMBER: _ClassVar[int]
+    TOP_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATION_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    CHAT_TEMPLATE_KWARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_TIER_FIELD_NUMBER: _ClassVar[int]
+    SAFETY_IDENTIFIER_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_CACHE_KEY_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    input: _containers.RepeatedCompositeFieldContainer[Item]
+    instructions: str
+    tools: _containers.RepeatedCompositeFieldContainer[Tool]
+    tool_choice: ToolChoice
+    parallel_tool_calls: bool
+    text: TextConfig
+    reasoning: ReasoningConfig
+    previous_response_id: str
+    conversation: str
+    context_management: _containers.RepeatedCompositeFieldContainer[ContextManagement]
+    store: bool
+    background: bool
+    max_output_tokens: int
+    temperature: float
+    top_p: float
+    top_logprobs: int
+    truncation: str
+    metadata: _containers.ScalarMap[str, str]
+    chat_template_kwargs_json: str
+    user: str
+    service_tier: str
+    safety_identifier: str
+    prompt_cache_key: str
+    stream: bool
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., context_management: _Optional[_Iterable[_Union[ContextManagement, _Mapping]]] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., truncation: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chat_template_kwargs_json: _Optional[str] = ..., user: _Optional[str] = ..., service_tier: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., stream: _Optional[bool] = ...) -> None: ...
+
+class Response(_message.Message):
+    __slots__ = ("id", "created_at", "completed_at", "status", "incomplete_details", "error", "instructions", "model", "output", "usage", "tools", "tool_choice", "text", "reasoning", "temperature", "top_p", "top_logprobs", "parallel_tool_calls", "max_output_tokens", "previous_response_id", "conversation", "truncation", "store", "background", "service_tier", "metadata", "user", "safety_identifier", "prompt_cache_key")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_AT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    INCOMPLETE_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    TOP_P_FIELD_NUMBER: _ClassVar[int]
+    TOP_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    PARALLEL_TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATION_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    BACKGROUND_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_TIER_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    SAFETY_IDENTIFIER_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_CACHE_KEY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    created_at: int
+    completed_at: int
+    status: ResponseStatus
+    incomplete_details: IncompleteDetails
+    error: ResponseError
+    instructions: str
+    model: str
+    output: _containers.RepeatedCompositeFieldContainer[Item]
+    usage: Usage
+    tools: _containers.RepeatedCompositeFieldContainer[Tool]
+    tool_choice: ToolChoice
+    text: TextConfig
+    reasoning: ReasoningConfig
+    temperature: float
+    top_p: float
+    top_logprobs: int
+    parallel_tool_calls: bool
+    max_output_tokens: int
+    previous_response_id: str
+    conversation: str
+    truncation: str
+    store: bool
+    background: bool
+    service_tier: str
+    metadata: _containers.ScalarMap[str, str]
+    user: str
+    safety_identifier: str
+    prompt_cache_key: str
+    def __init__(self, id: _Optional[str] = ..., created_at: _Optional[int] = ..., completed_at: _Optional[int] = ..., status: _Optional[_Union[ResponseStatus, str]] = ..., incomplete_details: _Optional[_Union[IncompleteDetails, _Mapping]] = ..., error: _Optional[_Union[ResponseError, _Mapping]] = ..., instructions: _Optional[str] = ..., model: _Optional[str] = ..., output: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., parallel_tool_calls: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., truncation: _Optional[str] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., service_tier: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,117 @@
+"""The `mlx-responses` command: serve (core + façade), core, or facade alone."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from service.config import ConfigError, add_core_arguments, read_environment, settings_from_args
+
+log = logging.getLogger("mlx_responses")
+
+
+def _add_http_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address the HTTP façade binds (default 127.0.0.1)"
+    )
+    parser.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line, with --help text on every flag."""
+    env = read_environment()
+    parser = argparse.ArgumentParser(
+        prog="mlx-responses",
+        description="Serve a local MLX model behind the OpenAI Responses API.",
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING; default INFO)"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser(
+        "serve", help="run the gRPC core and the HTTP façade in one process (over loopback gRPC)"
+    )
+    _add_http_arguments(serve)
+    add_core_arguments(serve, env)
+    core = commands.add_parser("core", help="run the gRPC core alone")
+    add_core_arguments(core, env)
+    facade = commands.add_parser("facade", help="run the HTTP façade alone, against a core")
+    _add_http_arguments(facade)
+    facade.add_argument(
+        "--core", required=True, metavar="HOST:PORT", help="address of the gRPC core"
+    )
+    return parser
+
+
+async def _wait_for_signal(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+async def _run_facade(core_address: str, host: str, port: int, stop: asyncio.Event) -> None:
+    from http_facade.app import start_facade
+
+    runner, _ = await start_facade(core_address, host, port)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+async def _run(args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    signals = asyncio.create_task(_wait_for_signal(stop))
+    if args.command == "facade":
+        await _run_facade(args.core, args.host, args.port, stop)
+        signals.cancel()
+        return 0
+    try:
+        settings = settings_from_args(args, read_environment())
+    except ConfigError as exc:
+        log.error("invalid configuration: %s", exc)
+        return 2
+    from service.engine.blas import preload_blas
+
+    preload_blas(settings.blas)  # before anything imports mlx
+    from service.core import Core
+    from service.server import start_core_server
+
+    core = Core.in_memory(settings)
+    server = await start_core_server(core, settings.grpc_host, settings.grpc_port)
+    facade = None
+    try:
+        if args.command == "serve":
+            from http_facade.app import start_facade
+
+            facade, _ = await start_facade(f"127.0.0.1:{server.port}", args.host, args.port)
+        await core.load()
+        await server.set_serving()
+        log.info("ready: model %s", core.generator.loaded.alias)
+        await stop.wait()
+    finally:
+        log.info("shutting down")
+        if facade is not None:
+            await facade.cleanup()
+        await server.stop()
+        signals.cancel()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return asyncio.run(_run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

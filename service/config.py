@@ -1,0 +1,216 @@
+"""Frozen settings of the core, read once from flags and environment variables."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+BUNDLED_MODEL = Path(__file__).resolve().parent / "assets" / "tiny-chat"
+
+
+@dataclass(frozen=True)
+class StoreFlag:
+    """One store control of the seed: flag name, default and environment variable."""
+
+    field: str
+    flag: str
+    default: int
+    env: str
+    help: str
+
+
+# The seed's storage flags, exactly as it names them (flag, default, env var).
+STORE_FLAGS: tuple[StoreFlag, ...] = (
+    StoreFlag(
+        "responses_store_max_entries",
+        "--responses-store-max-entries",
+        1024,
+        "LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES",
+        "stored responses kept (LRU); 0 disables response persistence",
+    ),
+    StoreFlag(
+        "responses_store_max_bytes",
+        "--responses-store-max-bytes",
+        268435456,
+        "MLXCEL_RESPONSES_STORE_MAX_BYTES",
+        "approximate retained-byte budget of stored responses; 0 evicts at once",
+    ),
+    StoreFlag(
+        "responses_store_ttl_secs",
+        "--responses-store-ttl-secs",
+        3600,
+        "LLAMA_ARG_RESPONSES_STORE_TTL_SECS",
+        "seconds a stored response lives after it is stored; 0 disables TTL",
+    ),
+    StoreFlag(
+        "responses_background_max_jobs",
+        "--responses-background-max-jobs",
+        64,
+        "MLXCEL_RESPONSES_BACKGROUND_MAX_JOBS",
+        "cap on concurrently active background responses; 0 disables background mode",
+    ),
+    StoreFlag(
+        "responses_background_ephemeral_ttl_secs",
+        "--responses-background-ephemeral-ttl-secs",
+        600,
+        "MLXCEL_RESPONSES_BACKGROUND_EPHEMERAL_TTL_SECS",
+        "seconds the final object of a store:false background response stays readable (>= 1)",
+    ),
+    StoreFlag(
+        "conversation_store_max_entries",
+        "--conversation-store-max-entries",
+        256,
+        "LLAMA_ARG_CONVERSATION_STORE_MAX_ENTRIES",
+        "conversation transcripts kept (LRU); 0 disables conversations",
+    ),
+    StoreFlag(
+        "conversation_store_max_bytes",
+        "--conversation-store-max-bytes",
+        67108864,
+        "MLXCEL_CONVERSATION_STORE_MAX_BYTES",
+        "approximate retained-byte budget of transcripts; 0 evicts at once",
+    ),
+    StoreFlag(
+        "conversation_store_ttl_secs",
+        "--conversation-store-ttl-secs",
+        3600,
+        "LLAMA_ARG_CONVERSATION_STORE_TTL_SECS",
+        "seconds a transcript lives after its last update; 0 disables TTL",
+    ),
+)
+
+REASONING_ECHO_ENV = "MLXCEL_REASONING_ECHO_MAX_BYTES"
+BLAS_ENV = "MLX_RESPONSES_BLAS"
+
+
+class ConfigError(ValueError):
+    """A setting that cannot start the server."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the core needs to start, fixed at startup and passed down."""
+
+    model_path: Path = BUNDLED_MODEL
+    model_alias: str | None = None
+    grpc_host: str = "127.0.0.1"
+    grpc_port: int = 50051
+    responses_store_max_entries: int = 1024
+    responses_store_max_bytes: int = 268435456
+    responses_store_ttl_secs: int = 3600
+    responses_background_max_jobs: int = 64
+    responses_background_ephemeral_ttl_secs: int = 600
+    conversation_store_max_entries: int = 256
+    conversation_store_max_bytes: int = 67108864
+    conversation_store_ttl_secs: int = 3600
+    reasoning_echo_max_bytes: int = 16 * 1024 * 1024
+    max_batch_size: int = 16
+    max_queued_requests: int = 64
+    prompt_cache_max_entries: int = 32
+    prompt_cache_max_bytes: int = 1024 * 1024 * 1024
+    default_max_output_tokens: int = 4096
+    blas: str = "auto"
+
+    def __post_init__(self) -> None:
+        for spec in STORE_FLAGS:
+            if getattr(self, spec.field) < 0:
+                raise ConfigError(f"{spec.flag} must be >= 0")
+        if self.responses_background_ephemeral_ttl_secs < 1:
+            raise ConfigError("--responses-background-ephemeral-ttl-secs must be at least 1")
+        if self.max_batch_size < 1:
+            raise ConfigError("--max-batch-size must be at least 1")
+        if self.max_queued_requests < 0:
+            raise ConfigError("--max-queued-requests must be >= 0")
+        if self.reasoning_echo_max_bytes < 0:
+            raise ConfigError(f"{REASONING_ECHO_ENV} must be >= 0")
+
+
+def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from exc
+
+
+def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    """Adds the core's flags; defaults come from the environment where the seed names a variable."""
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=BUNDLED_MODEL,
+        help="local mlx-lm model folder (default: the bundled tiny chat model)",
+    )
+    parser.add_argument(
+        "--model-alias",
+        default=None,
+        help="name clients pass as `model` (default: the folder name); the path is accepted too",
+    )
+    parser.add_argument(
+        "--grpc-host",
+        default="127.0.0.1",
+        help="address the gRPC core binds (default 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--grpc-port",
+        type=int,
+        default=50051,
+        help="port of the gRPC core (default 50051)",
+    )
+    for spec in STORE_FLAGS:
+        parser.add_argument(
+            spec.flag,
+            type=int,
+            dest=spec.field,
+            default=_env_int(env, spec.env, spec.default),
+            help=f"{spec.help} (default {spec.default}, env {spec.env})",
+        )
+    parser.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=16,
+        help="sequences decoded together in one batch (default 16)",
+    )
+    parser.add_argument(
+        "--max-queued-requests",
+        type=int,
+        default=64,
+        help="requests waiting for a batch slot before new ones get 503 (default 64)",
+    )
+    parser.add_argument(
+        "--prompt-cache-max-entries",
+        type=int,
+        default=32,
+        help="KV caches of finished turns kept for prefix reuse; 0 disables (default 32)",
+    )
+    parser.add_argument(
+        "--prompt-cache-max-bytes",
+        type=int,
+        default=1024 * 1024 * 1024,
+        help="byte budget of the prompt cache (default 1 GiB)",
+    )
+    parser.add_argument(
+        "--default-max-output-tokens",
+        type=int,
+        default=4096,
+        help="generation cap when a request gives no max_output_tokens (default 4096)",
+    )
+
+
+def settings_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
+    """Builds the frozen settings from parsed flags and the environment."""
+    values = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
+    values["model_path"] = args.model
+    values["reasoning_echo_max_bytes"] = _env_int(env, REASONING_ECHO_ENV, 16 * 1024 * 1024)
+    values["blas"] = env.get(BLAS_ENV, "auto")
+    return Settings(**values)
+
+
+def read_environment() -> Mapping[str, str]:
+    """The only place that reads the process environment."""
+    return dict(os.environ)

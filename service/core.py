@@ -1,0 +1,86 @@
+"""The composition root of the core: model, engine worker, stores and the generator."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from service.config import Settings
+from service.engine.blas import blas_in_use
+from service.errors import Reason, ServiceError
+from service.stores.base import ConversationStore, ResponseStore
+from service.stores.memory import InMemoryConversationStore, InMemoryResponseStore
+
+if TYPE_CHECKING:  # the generator imports MLX; the façade must be able to skip it
+    from service.generation import ResponseGenerator
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Core:
+    """Everything the servicers delegate to; the generator exists once the model is loaded."""
+
+    settings: Settings
+    responses: ResponseStore
+    conversations: ConversationStore
+    _generator: ResponseGenerator | None = None
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @classmethod
+    def in_memory(cls, settings: Settings) -> Core:
+        """The embedded default: in-memory stores sized by the seed's flags."""
+        s = settings
+        return cls(
+            settings=s,
+            responses=InMemoryResponseStore(
+                s.responses_store_max_entries,
+                s.responses_store_max_bytes,
+                s.responses_store_ttl_secs,
+            ),
+            conversations=InMemoryConversationStore(
+                s.conversation_store_max_entries,
+                s.conversation_store_max_bytes,
+                s.conversation_store_ttl_secs,
+            ),
+        )
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    @property
+    def generator(self) -> ResponseGenerator:
+        """The response generator; NOT_READY (503) until the model is loaded."""
+        if self._generator is None:
+            raise ServiceError(Reason.NOT_READY, "The model is still loading; retry shortly.")
+        return self._generator
+
+    async def load(self) -> None:
+        """Loads the model off the loop, then starts the engine worker."""
+        from service.engine.model import load_model
+        from service.engine.worker import EngineWorker
+        from service.generation import ResponseGenerator
+
+        s = self.settings
+        loaded = await asyncio.to_thread(load_model, s.model_path, s.model_alias)
+        log.info("MLX CPU BLAS in use: %s", blas_in_use())
+        worker = EngineWorker(
+            loaded, max_batch_size=s.max_batch_size, max_queued_requests=s.max_queued_requests
+        )
+        worker.start()
+        self._generator = ResponseGenerator(
+            loaded=loaded,
+            worker=worker,
+            responses=self.responses,
+            conversations=self.conversations,
+            default_max_output_tokens=s.default_max_output_tokens,
+        )
+        self._ready.set()
+
+    def close(self) -> None:
+        """Stops the engine worker."""
+        if self._generator is not None:
+            self._generator.worker.stop()

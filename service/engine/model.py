@@ -1,0 +1,95 @@
+"""Loads a local mlx-lm model folder and describes it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlx import nn
+from mlx_lm import load
+from mlx_lm.tokenizer_utils import TokenizerWrapper
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONTEXT = 4096
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model and its tokenizer, with the names clients may use for it."""
+
+    model: nn.Module
+    tokenizer: TokenizerWrapper
+    path: Path
+    alias: str
+    context_length: int
+    created: int
+    default_temperature: float = 1.0
+    default_top_p: float = 1.0
+
+    def accepts_name(self, name: str) -> bool:
+        """Whether a request's `model` names this model (alias, folder name or path)."""
+        return name in {
+            self.alias,
+            self.path.name,
+            str(self.path),
+            str(self.path.resolve()),
+        }
+
+
+def context_length_of(config: dict[str, Any]) -> int:
+    """The context window a model config declares."""
+    for key in (
+        "max_position_embeddings",
+        "max_sequence_length",
+        "n_positions",
+        "seq_length",
+    ):
+        value = config.get(key) or config.get("text_config", {}).get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    return DEFAULT_CONTEXT
+
+
+def sampling_defaults(folder: Path) -> tuple[float, float]:
+    """Temperature and top_p the model's generation_config.json declares (OpenAI's 1.0 else)."""
+    path = folder / "generation_config.json"
+    if not path.is_file():
+        return 1.0, 1.0
+    config = json.loads(path.read_text())
+    if config.get("do_sample") is False:
+        return 0.0, 1.0
+    return float(config.get("temperature", 1.0)), float(config.get("top_p", 1.0))
+
+
+def load_model(path: Path, alias: str | None = None) -> LoadedModel:
+    """Loads `path` (a local folder, never a hub id) with mlx_lm."""
+    folder = path.expanduser().resolve()
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{folder} is not an mlx-lm model folder (no config.json)")
+    started = time.perf_counter()
+    model, tokenizer = load(str(folder))
+    config = json.loads((folder / "config.json").read_text())
+    temperature, top_p = sampling_defaults(folder)
+    loaded = LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        path=folder,
+        alias=alias or folder.name,
+        context_length=context_length_of(config),
+        created=int(time.time()),
+        default_temperature=temperature,
+        default_top_p=top_p,
+    )
+    log.info(
+        "loaded model %s from %s in %.2fs (context %d)",
+        loaded.alias,
+        folder,
+        time.perf_counter() - started,
+        loaded.context_length,
+    )
+    return loaded

@@ -1,0 +1,274 @@
+"""The Responses streaming state machine: turns generation progress into typed events.
+
+Pure: no model, no I/O. It owns the response's output items, so the stream, the final object
+and the stored object share their ids.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+
+from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import responses_pb2 as pb
+
+IdFactory = Callable[[str], str]
+
+TERMINAL = {
+    pb.RESPONSE_STATUS_COMPLETED: ev.EVENT_TYPE_RESPONSE_COMPLETED,
+    pb.RESPONSE_STATUS_INCOMPLETE: ev.EVENT_TYPE_RESPONSE_INCOMPLETE,
+    pb.RESPONSE_STATUS_FAILED: ev.EVENT_TYPE_RESPONSE_FAILED,
+    pb.RESPONSE_STATUS_CANCELLED: ev.EVENT_TYPE_RESPONSE_FAILED,
+}
+
+
+def new_id(prefix: str) -> str:
+    """An OpenAI-looking id: `prefix_` and 48 hex digits."""
+    return f"{prefix}_{secrets.token_hex(24)}"
+
+
+class EventAssembler:
+    """Builds the event sequence and the output items of one response."""
+
+    def __init__(self, response: pb.Response, ids: IdFactory = new_id) -> None:
+        self.response = response
+        self._ids = ids
+        self._sequence = 0
+        self._open: str | None = None  # "message" | "reasoning" while an item is open
+        self._text = ""
+
+    # --- helpers ---------------------------------------------------------------------------
+    def _event(self, kind: int, **payload: object) -> ev.ResponseEvent:
+        event = ev.ResponseEvent(type=kind, sequence_number=self._sequence, **payload)  # type: ignore[arg-type]
+        self._sequence += 1
+        return event
+
+    def _snapshot(self, kind: int) -> ev.ResponseEvent:
+        copy = pb.Response()
+        copy.CopyFrom(self.response)
+        return self._event(kind, snapshot=ev.ResponseSnapshotEvent(response=copy))
+
+    @property
+    def _index(self) -> int:
+        return len(self.response.output) - 1
+
+    def _item(self) -> pb.Item:
+        return self.response.output[self._index]
+
+    def _item_event(self, kind: int) -> ev.ResponseEvent:
+        item = pb.Item()
+        item.CopyFrom(self._item())
+        return self._event(
+            kind, output_item=ev.OutputItemEvent(output_index=self._index, item=item)
+        )
+
+    def _part_event(self, kind: int, item_id: str, part: pb.ContentPart) -> ev.ResponseEvent:
+        return self._event(
+            kind,
+            content_part=ev.ContentPartEvent(
+                item_id=item_id, output_index=self._index, content_index=0, part=part
+            ),
+        )
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def queued(self) -> list[ev.ResponseEvent]:
+        """`response.created` and `response.queued` of a background response."""
+        return [
+            self._snapshot(ev.EVENT_TYPE_RESPONSE_CREATED),
+            self._snapshot(ev.EVENT_TYPE_RESPONSE_QUEUED),
+        ]
+
+    def start(self) -> list[ev.ResponseEvent]:
+        """`response.created` then `response.in_progress`."""
+        self.response.status = pb.RESPONSE_STATUS_IN_PROGRESS
+        return [
+            self._snapshot(ev.EVENT_TYPE_RESPONSE_CREATED),
+            self._snapshot(ev.EVENT_TYPE_RESPONSE_IN_PROGRESS),
+        ]
+
+    def in_progress(self) -> list[ev.ResponseEvent]:
+        """`response.in_progress` alone (a queued background job starting)."""
+        self.response.status = pb.RESPONSE_STATUS_IN_PROGRESS
+        return [self._snapshot(ev.EVENT_TYPE_RESPONSE_IN_PROGRESS)]
+
+    def custom(self, event: ev.ResponseEvent) -> ev.ResponseEvent:
+        """Numbers an extension event (compaction) into the sequence."""
+        event.sequence_number = self._sequence
+        self._sequence += 1
+        return event
+
+    def reasoning_text(self) -> str:
+        """All reasoning generated so far, the open item included."""
+        done = "".join(
+            part.text
+            for item in self.response.output
+            if item.WhichOneof("item") == "reasoning"
+            for part in item.reasoning.content
+        )
+        return done + (self._text if self._open == "reasoning" else "")
+
+    # --- content ---------------------------------------------------------------------------
+    def _open_item(self, kind: str) -> list[ev.ResponseEvent]:
+        if self._open == kind:
+            return []
+        events = self._close(pb.ITEM_STATUS_COMPLETED)
+        item = pb.Item()
+        if kind == "message":
+            item.message.CopyFrom(
+                pb.MessageItem(
+                    id=self._ids("msg"),
+                    role=pb.ROLE_ASSISTANT,
+                    status=pb.ITEM_STATUS_IN_PROGRESS,
+                )
+            )
+            part = pb.ContentPart(output_text=pb.OutputText(text=""))
+            item_id = item.message.id
+        else:
+            item.reasoning.CopyFrom(
+                pb.ReasoningItem(id=self._ids("rs"), status=pb.ITEM_STATUS_IN_PROGRESS)
+            )
+            part = pb.ContentPart(reasoning_text=pb.ReasoningText(text=""))
+            item_id = item.reasoning.id
+        self.response.output.append(item)
+        self._open = kind
+        self._text = ""
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        events.append(self._part_event(ev.EVENT_TYPE_CONTENT_PART_ADDED, item_id, part))
+        return events
+
+    def text_delta(self, delta: str) -> list[ev.ResponseEvent]:
+        """`response.output_text.delta` in the open message (opened if needed)."""
+        if not delta:
+            return []
+        events = self._open_item("message")
+        self._text += delta
+        item_id = self._item().message.id
+        events.append(
+            self._event(
+                ev.EVENT_TYPE_OUTPUT_TEXT_DELTA,
+                text_delta=ev.TextDeltaEvent(
+                    item_id=item_id,
+                    output_index=self._index,
+                    content_index=0,
+                    delta=delta,
+                ),
+            )
+        )
+        return events
+
+    def reasoning_delta(self, delta: str) -> list[ev.ResponseEvent]:
+        """`response.reasoning_text.delta` in the open reasoning item (opened if needed)."""
+        if not delta:
+            return []
+        events = self._open_item("reasoning")
+        self._text += delta
+        item_id = self._item().reasoning.id
+        events.append(
+            self._event(
+                ev.EVENT_TYPE_REASONING_TEXT_DELTA,
+                text_delta=ev.TextDeltaEvent(
+                    item_id=item_id,
+                    output_index=self._index,
+                    content_index=0,
+                    delta=delta,
+                ),
+            )
+        )
+        return events
+
+    def function_call(self, name: str, arguments: str) -> list[ev.ResponseEvent]:
+        """A whole function call: item added, arguments delta and done, item done."""
+        events = self._close(pb.ITEM_STATUS_COMPLETED)
+        item = pb.Item(
+            function_call=pb.FunctionCallItem(
+                id=self._ids("fc"),
+                call_id=self._ids("call"),
+                name=name,
+                arguments="",
+                status=pb.ITEM_STATUS_IN_PROGRESS,
+            )
+        )
+        self.response.output.append(item)
+        item_id = item.function_call.id
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        if arguments:
+            events.append(
+                self._event(
+                    ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA,
+                    text_delta=ev.TextDeltaEvent(
+                        item_id=item_id, output_index=self._index, delta=arguments
+                    ),
+                )
+            )
+        events.append(
+            self._event(
+                ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE,
+                text_done=ev.TextDoneEvent(
+                    item_id=item_id, output_index=self._index, text=arguments, name=name
+                ),
+            )
+        )
+        self._item().function_call.arguments = arguments
+        self._item().function_call.status = pb.ITEM_STATUS_COMPLETED
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
+        return events
+
+    def _close(self, status: int) -> list[ev.ResponseEvent]:
+        if self._open is None:
+            return []
+        item = self._item()
+        if self._open == "message":
+            item_id = item.message.id
+            part = pb.ContentPart(output_text=pb.OutputText(text=self._text))
+            done_kind = ev.EVENT_TYPE_OUTPUT_TEXT_DONE
+            item.message.content.append(part)
+            item.message.status = status
+        else:
+            item_id = item.reasoning.id
+            part = pb.ContentPart(reasoning_text=pb.ReasoningText(text=self._text))
+            done_kind = ev.EVENT_TYPE_REASONING_TEXT_DONE
+            item.reasoning.content.append(part.reasoning_text)
+            item.reasoning.status = status
+        events = [
+            self._event(
+                done_kind,
+                text_done=ev.TextDoneEvent(
+                    item_id=item_id,
+                    output_index=self._index,
+                    content_index=0,
+                    text=self._text,
+                ),
+            ),
+            self._part_event(ev.EVENT_TYPE_CONTENT_PART_DONE, item_id, part),
+            self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE),
+        ]
+        self._open = None
+        self._text = ""
+        return events
+
+    def finish(
+        self,
+        status: int,
+        usage: pb.Usage,
+        completed_at: int,
+        *,
+        incomplete_reason: str | None = None,
+        error: pb.ResponseError | None = None,
+    ) -> list[ev.ResponseEvent]:
+        """Closes the open item and ends with the terminal snapshot event."""
+        item_status = (
+            pb.ITEM_STATUS_COMPLETED
+            if status == pb.RESPONSE_STATUS_COMPLETED
+            else pb.ITEM_STATUS_INCOMPLETE
+        )
+        events = self._close(item_status)
+        r = self.response
+        r.status = status
+        r.usage.CopyFrom(usage)
+        r.completed_at = completed_at
+        if incomplete_reason is not None:
+            r.incomplete_details.CopyFrom(pb.IncompleteDetails(reason=incomplete_reason))
+        if error is not None:
+            r.error.CopyFrom(error)
+        events.append(self._snapshot(TERMINAL[status]))
+        return events

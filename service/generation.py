@@ -1,0 +1,331 @@
+"""Runs one create request: history, prompt, generation, events, persistence."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import responses_pb2 as pb
+from service.engine.model import LoadedModel
+from service.engine.output_parser import (
+    Channel,
+    Markers,
+    OutputParser,
+    Segment,
+    parse_tool_call,
+)
+from service.engine.prompt import (
+    RenderedPrompt,
+    items_to_messages,
+    render_prompt,
+    tools_to_template,
+)
+from service.engine.worker import (
+    EngineStoppedError,
+    EngineWorker,
+    GenerationStream,
+    QueueFullError,
+    SamplingParams,
+)
+from service.errors import Reason, ServiceError, invalid
+from service.events import EventAssembler, IdFactory, new_id
+from service.history import HistoryResolver
+from service.stores.base import ConversationStore, ResponseStore, StoredResponse
+from service.validation import parse_json_object, validate_params
+
+log = logging.getLogger(__name__)
+
+FINISH_STATUS = {
+    "stop": pb.RESPONSE_STATUS_COMPLETED,
+    "length": pb.RESPONSE_STATUS_INCOMPLETE,
+    "cancelled": pb.RESPONSE_STATUS_CANCELLED,
+    "error": pb.RESPONSE_STATUS_FAILED,
+}
+
+
+@dataclass
+class Turn:
+    """A validated, rendered request, ready to generate."""
+
+    params: pb.CreateResponseParams
+    response: pb.Response
+    context: list[pb.Item]
+    prompt: RenderedPrompt
+    sampling: SamplingParams
+    markers: Markers
+
+
+@dataclass
+class InFlight:
+    """A running generation and the final response it will resolve to."""
+
+    stream: GenerationStream
+    final: asyncio.Future[pb.Response]
+
+
+@dataclass
+class ResponseGenerator:
+    """The /v1/responses worker path, shared by foreground, streamed and background requests."""
+
+    loaded: LoadedModel
+    worker: EngineWorker
+    responses: ResponseStore
+    conversations: ConversationStore
+    default_max_output_tokens: int = 4096
+    clock: Callable[[], float] = time.time
+    ids: IdFactory = new_id
+    in_flight: dict[str, InFlight] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.history = HistoryResolver(self.responses, self.conversations)
+
+    # --- preparation -----------------------------------------------------------------------
+    def initial_response(self, params: pb.CreateResponseParams, response_id: str) -> pb.Response:
+        """The response object as it stands before generation, echoing the request."""
+        r = pb.Response(
+            id=response_id,
+            created_at=int(self.clock()),
+            status=pb.RESPONSE_STATUS_IN_PROGRESS,
+            model=self.loaded.alias,
+            temperature=params.temperature
+            if params.HasField("temperature")
+            else self.loaded.default_temperature,
+            top_p=params.top_p if params.HasField("top_p") else self.loaded.default_top_p,
+            top_logprobs=params.top_logprobs,
+            parallel_tool_calls=params.parallel_tool_calls
+            if params.HasField("parallel_tool_calls")
+            else True,
+            truncation="disabled",
+            store=params.store if params.HasField("store") else True,
+            background=params.background,
+            service_tier=params.service_tier if params.HasField("service_tier") else "default",
+            usage=pb.Usage(),
+        )
+        r.tools.extend(params.tools)
+        r.tool_choice.CopyFrom(params.tool_choice)
+        if r.tool_choice.WhichOneof("choice") is None:
+            r.tool_choice.mode = pb.TOOL_CHOICE_MODE_AUTO
+        r.text.CopyFrom(params.text)
+        if r.text.WhichOneof("format") is None:
+            r.text.text.SetInParent()
+        r.reasoning.CopyFrom(params.reasoning)
+        r.metadata.update(params.metadata)
+        for name in (
+            "instructions",
+            "max_output_tokens",
+            "previous_response_id",
+            "conversation",
+            "user",
+            "safety_identifier",
+            "prompt_cache_key",
+        ):
+            if params.HasField(name):
+                setattr(r, name, getattr(params, name))
+        return r
+
+    async def render(self, params: pb.CreateResponseParams) -> tuple[list[pb.Item], RenderedPrompt]:
+        """Validates, resolves history and renders; returns the turn context and the prompt."""
+        validate_params(params, self.loaded.accepts_name)
+        history = await self.history.resolve(params)
+        context = [*history, *params.input]
+        messages = items_to_messages(
+            params.instructions if params.HasField("instructions") else None, context
+        )
+        kwargs: dict[str, Any] = {}
+        if params.HasField("chat_template_kwargs_json"):
+            kwargs = parse_json_object(params.chat_template_kwargs_json, "chat_template_kwargs")
+        tools = None
+        if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE:
+            tools = tools_to_template(params.tools)
+        tokenizer = self.loaded.tokenizer
+        try:
+            prompt = render_prompt(tokenizer, messages, tools, kwargs, tokenizer.think_start)
+        except ValueError as exc:
+            raise invalid(str(exc), "input", "invalid_prompt") from exc
+        return context, prompt
+
+    async def count_input_tokens(self, params: pb.CreateResponseParams) -> int:
+        """Rendered input tokens, history included, exactly as generation renders them."""
+        _, prompt = await self.render(params)
+        return len(prompt.tokens)
+
+    async def prepare(
+        self, params: pb.CreateResponseParams, response_id: str | None = None
+    ) -> Turn:
+        """Everything refused before generation is refused here."""
+        context, prompt = await self.render(params)
+        room = self.loaded.context_length - len(prompt.tokens)
+        if room < 1:
+            raise ServiceError(
+                Reason.CONTEXT_LENGTH_EXCEEDED,
+                f"The input is {len(prompt.tokens)} tokens, which leaves no room for output in "
+                f"the model's {self.loaded.context_length}-token context window.",
+                param="input",
+                code="context_length_exceeded",
+            )
+        requested = (
+            params.max_output_tokens
+            if params.HasField("max_output_tokens")
+            else self.default_max_output_tokens
+        )
+        response = self.initial_response(params, response_id or self.ids("resp"))
+        sampling = SamplingParams(
+            max_tokens=min(requested, room),
+            temperature=response.temperature,
+            top_p=response.top_p,
+        )
+        tokenizer = self.loaded.tokenizer
+        use_tools = bool(params.tools) and params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE
+        markers = Markers(
+            think_start=tokenizer.think_start,
+            think_end=tokenizer.think_end,
+            tool_start=(tokenizer.tool_call_start or "<tool_call>") if use_tools else None,
+            tool_end=(tokenizer.tool_call_end or "</tool_call>") if use_tools else None,
+        )
+        return Turn(params, response, context, prompt, sampling, markers)
+
+    # --- generation ------------------------------------------------------------------------
+    def submit(self, turn: Turn) -> GenerationStream:
+        """Queues the turn on the engine; a full queue is a 503 before anything streams."""
+        try:
+            stream = self.worker.submit(turn.prompt.tokens, turn.sampling)
+        except QueueFullError as exc:
+            raise ServiceError(
+                Reason.QUEUE_FULL, "The generation queue is full; retry later."
+            ) from exc
+        except EngineStoppedError as exc:
+            raise ServiceError(Reason.NOT_READY, str(exc)) from exc
+        future: asyncio.Future[pb.Response] = asyncio.get_running_loop().create_future()
+        self.in_flight[turn.response.id] = InFlight(stream, future)
+        return stream
+
+    async def cancel(self, response_id: str, timeout: float = 30.0) -> pb.Response | None:
+        """Stops an in-flight generation and returns its final (cancelled) response.
+
+        None if nothing runs under that id.
+        """
+        running = self.in_flight.get(response_id)
+        if running is None:
+            return None
+        running.stream.cancel()
+        return await asyncio.wait_for(asyncio.shield(running.final), timeout)
+
+    async def stream(
+        self, turn: Turn, assembler: EventAssembler | None = None
+    ) -> AsyncIterator[list[ev.ResponseEvent]]:
+        """The events of one turn, in batches of those ready together."""
+        generation = self.submit(turn)
+        assembler = assembler or EventAssembler(turn.response, self.ids)
+        try:
+            yield (
+                assembler.start()
+                if assembler.response.status != pb.RESPONSE_STATUS_QUEUED
+                else assembler.in_progress()
+            )
+            parser = OutputParser(turn.markers, in_reasoning=turn.prompt.opens_reasoning)
+            output_tokens = 0
+            finish: str | None = None
+            error: str | None = None
+            async for chunks in generation.batches():
+                output_tokens += sum(c.tokens for c in chunks)
+                events: list[ev.ResponseEvent] = []
+                for segment in parser.feed("".join(c.text for c in chunks)):
+                    events += self._segment(assembler, segment)
+                last = chunks[-1]
+                if last.finish_reason is not None:
+                    finish, error = last.finish_reason, last.error
+                    for segment in parser.finish():
+                        events += self._segment(assembler, segment)
+                    events += await self._finish(turn, assembler, finish, error, output_tokens)
+                if events:
+                    yield events
+        finally:
+            running = self.in_flight.pop(turn.response.id, None)
+            if running is not None and not running.final.done():
+                running.final.set_result(assembler.response)
+
+    def _segment(self, assembler: EventAssembler, segment: Segment) -> list[ev.ResponseEvent]:
+        if segment.channel is Channel.REASONING:
+            return assembler.reasoning_delta(segment.text)
+        if segment.channel is Channel.TEXT:
+            return assembler.text_delta(segment.text)
+        call = parse_tool_call(segment.text, self.loaded.tokenizer.tool_parser)
+        if call is None:
+            # A malformed call stays visible as text rather than vanishing.
+            start = self.loaded.tokenizer.tool_call_start or "<tool_call>"
+            end = self.loaded.tokenizer.tool_call_end or "</tool_call>"
+            return assembler.text_delta(f"{start}{segment.text}{end}")
+        return assembler.function_call(call.name, call.arguments)
+
+    async def _finish(
+        self,
+        turn: Turn,
+        assembler: EventAssembler,
+        finish: str,
+        error: str | None,
+        output_tokens: int,
+    ) -> list[ev.ResponseEvent]:
+        status = FINISH_STATUS[finish]
+        reasoning = assembler.reasoning_text()
+        input_tokens = len(turn.prompt.tokens)
+        usage = pb.Usage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            total_tokens=input_tokens + output_tokens,
+            reasoning_tokens=len(self.loaded.tokenizer.encode(reasoning, add_special_tokens=False))
+            if reasoning
+            else 0,
+        )
+        failure = None
+        if status == pb.RESPONSE_STATUS_FAILED:
+            failure = pb.ResponseError(code="server_error", message=error or "generation failed")
+            log.error("response %s failed: %s", turn.response.id, failure.message)
+        events = assembler.finish(
+            status,
+            usage,
+            int(self.clock()),
+            incomplete_reason="max_output_tokens" if finish == "length" else None,
+            error=failure,
+        )
+        # Persist the final snapshot before the client can see it, so a GET right after works.
+        await self.persist(turn, events[-1].snapshot.response)
+        log.info(
+            "response %s %s: %d input, %d output tokens",
+            turn.response.id,
+            finish,
+            input_tokens,
+            output_tokens,
+        )
+        return events
+
+    async def persist(self, turn: Turn, final: pb.Response) -> None:
+        """Stores the finished response and appends the turn to its conversation."""
+        context = [*turn.context, *final.output]
+        if final.store and self.responses.enabled:
+            await self.responses.put(StoredResponse(response=final, context=context))
+        if (
+            turn.params.HasField("conversation")
+            and final.output
+            and final.status
+            in (
+                pb.RESPONSE_STATUS_COMPLETED,
+                pb.RESPONSE_STATUS_INCOMPLETE,
+            )
+        ):
+            await self.conversations.append(
+                turn.params.conversation, [*turn.params.input, *final.output]
+            )
+
+    async def create(self, params: pb.CreateResponseParams) -> pb.Response:
+        """Generates a whole response (`stream: false`)."""
+        turn = await self.prepare(params)
+        final = turn.response
+        async for events in self.stream(turn):
+            if events and events[-1].WhichOneof("payload") == "snapshot":
+                final = events[-1].snapshot.response
+        return final

@@ -1,0 +1,68 @@
+"""Resolves the history a turn continues from: a stored chain or a conversation transcript."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlx_responses.v1 import responses_pb2 as pb
+from service.errors import Reason, ServiceError, invalid
+from service.stores.base import ConversationStore, ResponseStore
+
+UNFINISHED = {pb.RESPONSE_STATUS_QUEUED, pb.RESPONSE_STATUS_IN_PROGRESS}
+STATUS_NAMES = {
+    pb.RESPONSE_STATUS_QUEUED: "queued",
+    pb.RESPONSE_STATUS_IN_PROGRESS: "in_progress",
+    pb.RESPONSE_STATUS_COMPLETED: "completed",
+    pb.RESPONSE_STATUS_INCOMPLETE: "incomplete",
+    pb.RESPONSE_STATUS_FAILED: "failed",
+    pb.RESPONSE_STATUS_CANCELLED: "cancelled",
+}
+
+
+def store_disabled(what: str, param: str | None = None) -> ServiceError:
+    """The refusal for a route that needs a disabled store."""
+    return ServiceError(Reason.STORE_DISABLED, f"{what} is disabled on this server.", param=param)
+
+
+@dataclass
+class HistoryResolver:
+    """Reads history for previous_response_id and conversation."""
+
+    responses: ResponseStore
+    conversations: ConversationStore
+
+    async def resolve(self, params: pb.CreateResponseParams) -> list[pb.Item]:
+        """The items that precede this turn's input (instructions excluded)."""
+        if params.HasField("previous_response_id"):
+            return await self._chain(params.previous_response_id)
+        if params.HasField("conversation"):
+            if not self.conversations.enabled:
+                raise store_disabled("The conversation store", "conversation")
+            return await self.conversations.items(params.conversation)
+        return []
+
+    async def _chain(self, response_id: str) -> list[pb.Item]:
+        if not self.responses.enabled:
+            raise store_disabled("Response storage", "previous_response_id")
+        stored = await self.responses.get(response_id)
+        if stored is None:
+            raise invalid(
+                f"Previous response with id '{response_id}' not found.",
+                "previous_response_id",
+                "previous_response_not_found",
+            )
+        status = stored.response.status
+        if status in UNFINISHED:
+            raise invalid(
+                f"previous response '{response_id}' has not finished "
+                f"(status: {STATUS_NAMES[status]})",
+                "previous_response_id",
+            )
+        if not stored.response.store:
+            # NOTE: store:false background objects stay readable but never chain (seed).
+            raise invalid(
+                f"Previous response with id '{response_id}' not found.",
+                "previous_response_id",
+                "previous_response_not_found",
+            )
+        return list(stored.context)

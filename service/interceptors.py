@@ -1,0 +1,79 @@
+"""The one place that turns domain errors into gRPC statuses with google.rpc ErrorInfo."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from grpc_status import rpc_status
+
+from service.errors import Reason, ServiceError, to_rpc_status
+
+log = logging.getLogger(__name__)
+
+
+async def _abort(context: grpc.aio.ServicerContext[Any, Any], error: ServiceError) -> None:
+    status = rpc_status.to_status(to_rpc_status(error))
+    await context.abort(status.code, status.details, status.trailing_metadata)
+
+
+def _internal(exc: Exception, method: str) -> ServiceError:
+    log.exception("unexpected error in %s", method)
+    return ServiceError(Reason.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    """Wraps every handler so ServiceError and unexpected errors abort with ErrorInfo."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                try:
+                    return await inner(request, context)
+                except ServiceError as error:
+                    await _abort(context, error)
+                except (grpc.aio.AbortError, asyncio.CancelledError):
+                    raise
+                except Exception as exc:
+                    await _abort(context, _internal(exc, method))
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            inner_stream = handler.unary_stream
+
+            async def stream(
+                request: Any, context: grpc.aio.ServicerContext[Any, Any]
+            ) -> AsyncIterator[Any]:
+                try:
+                    async for message in inner_stream(request, context):
+                        yield message
+                except ServiceError as error:
+                    await _abort(context, error)
+                except (grpc.aio.AbortError, asyncio.CancelledError):
+                    raise
+                except Exception as exc:
+                    await _abort(context, _internal(exc, method))
+
+            return grpc.unary_stream_rpc_method_handler(
+                stream,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler

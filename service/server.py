@@ -1,0 +1,104 @@
+"""Builds the gRPC core: servicers, health, reflection and the error interceptor."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from mlx_responses.v1 import (
+    compaction_service_pb2,
+    compaction_service_pb2_grpc,
+    generation_service_pb2,
+    generation_service_pb2_grpc,
+    jobs_service_pb2,
+    jobs_service_pb2_grpc,
+    storage_service_pb2,
+    storage_service_pb2_grpc,
+)
+from service.core import Core
+from service.interceptors import ErrorInterceptor
+from service.servicers.generation import GenerationServicer
+from service.servicers.jobs import JobsServicer
+from service.servicers.storage import StorageServicer
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    generation_service_pb2.DESCRIPTOR.services_by_name["GenerationService"].full_name,
+    storage_service_pb2.DESCRIPTOR.services_by_name["StorageService"].full_name,
+    jobs_service_pb2.DESCRIPTOR.services_by_name["JobsService"].full_name,
+    compaction_service_pb2.DESCRIPTOR.services_by_name["CompactionService"].full_name,
+)
+
+# Token streams can carry large snapshots (the final response); allow generous messages.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class CoreServer:
+    """A started gRPC server, its bound port and its health servicer."""
+
+    server: grpc.aio.Server
+    port: int
+    health: health.aio.HealthServicer
+    core: Core
+
+    async def set_serving(self) -> None:
+        """Marks every service SERVING (after the model loaded)."""
+        for name in ("", *SERVICE_NAMES):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Drains: NOT_SERVING first, then stops the server and the engine."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+        self.core.close()
+
+
+async def start_core_server(core: Core, host: str, port: int) -> CoreServer:
+    """Starts the gRPC server on host:port (port 0 picks one); health is NOT_SERVING until ready."""
+    server = grpc.aio.server(
+        interceptors=[ErrorInterceptor()],
+        options=[
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ],
+    )
+    generation_service_pb2_grpc.add_GenerationServiceServicer_to_server(
+        GenerationServicer(core), server
+    )
+    storage_service_pb2_grpc.add_StorageServiceServicer_to_server(StorageServicer(core), server)
+    jobs_service_pb2_grpc.add_JobsServiceServicer_to_server(JobsServicer(core), server)
+    # Compaction has no implementation yet: the generated base class answers UNIMPLEMENTED.
+    compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(
+        compaction_service_pb2_grpc.CompactionServiceServicer(), server
+    )
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for name in ("", *SERVICE_NAMES):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot bind gRPC on {host}:{port}")
+    await server.start()
+    log.info("gRPC core listening on %s:%d", host, bound)
+    return CoreServer(server, bound, health_servicer, core)
+
+
+async def run_core(core: Core, host: str, port: int, stop: asyncio.Event) -> None:
+    """Serves until `stop` is set: binds, loads the model, marks SERVING, drains on stop."""
+    started = await start_core_server(core, host, port)
+    try:
+        await core.load()
+        await started.set_serving()
+        await stop.wait()
+    finally:
+        await started.stop()

@@ -1,0 +1,1 @@
+"""Thin gRPC servicers: decode, delegate to the core, encode."""

@@ -1,0 +1,42 @@
+"""JobsService: cancellation of in-flight responses (background jobs: not yet, UNIMPLEMENTED)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from mlx_responses.v1 import jobs_service_pb2 as jobs
+from mlx_responses.v1 import jobs_service_pb2_grpc as jobs_grpc
+from mlx_responses.v1 import responses_pb2 as pb
+from service.core import Core
+from service.errors import invalid
+from service.history import STATUS_NAMES, store_disabled
+from service.servicers.storage import not_found
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class JobsServicer(jobs_grpc.JobsServiceServicer):
+    """Cancels in-flight responses. CreateJob and WatchJob answer UNIMPLEMENTED (base class)."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def CancelResponse(
+        self, request: jobs.CancelResponseRequest, context: Context
+    ) -> jobs.CancelResponseResponse:
+        if not self._core.responses.enabled:
+            raise store_disabled("Response storage")
+        final = await self._core.generator.cancel(request.id)
+        if final is not None:
+            return jobs.CancelResponseResponse(response=final)
+        stored = await self._core.responses.get(request.id)
+        if stored is None:
+            raise not_found("Response", request.id)
+        if stored.response.status == pb.RESPONSE_STATUS_CANCELLED:
+            return jobs.CancelResponseResponse(response=stored.response)
+        raise invalid(
+            f"Cannot cancel a response with status '{STATUS_NAMES[stored.response.status]}'.",
+            "response_id",
+        )

@@ -1,0 +1,88 @@
+"""StorageService: stored responses and conversation transcripts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from mlx_responses.v1 import storage_service_pb2 as st
+from mlx_responses.v1 import storage_service_pb2_grpc as st_grpc
+from service.core import Core
+from service.errors import Reason, ServiceError
+from service.history import store_disabled
+from service.stores.base import Occupancy
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def _stats(o: Occupancy) -> st.StoreStats:
+    return st.StoreStats(
+        entries=o.entries,
+        bytes=o.bytes,
+        max_entries=o.max_entries,
+        max_bytes=o.max_bytes,
+        evictions=o.evictions,
+    )
+
+
+def not_found(what: str, ident: str) -> ServiceError:
+    """404 for an unknown, evicted or expired id."""
+    return ServiceError(Reason.NOT_FOUND, f"{what} with id '{ident}' not found.", param="id")
+
+
+class StorageServicer(st_grpc.StorageServiceServicer):
+    """Reads the core's stores."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    def _responses_enabled(self) -> None:
+        if not self._core.responses.enabled:
+            raise store_disabled("Response storage")
+
+    async def GetResponse(
+        self, request: st.GetResponseRequest, context: Context
+    ) -> st.GetResponseResponse:
+        self._responses_enabled()
+        stored = await self._core.responses.get(request.id)
+        if stored is None:
+            raise not_found("Response", request.id)
+        return st.GetResponseResponse(response=stored.response)
+
+    async def DeleteResponse(
+        self, request: st.DeleteResponseRequest, context: Context
+    ) -> st.DeleteResponseResponse:
+        self._responses_enabled()
+        if not await self._core.responses.delete(request.id):
+            raise not_found("Response", request.id)
+        return st.DeleteResponseResponse(id=request.id, deleted=True)
+
+    async def GetConversation(
+        self, request: st.GetConversationRequest, context: Context
+    ) -> st.GetConversationResponse:
+        conversations = self._core.conversations
+        if not conversations.enabled:
+            raise store_disabled("The conversation store", "conversation")
+        if not await conversations.exists(request.id):
+            raise not_found("Conversation", request.id)
+        items = await conversations.items(request.id)
+        return st.GetConversationResponse(id=request.id, items=items)
+
+    async def DeleteConversation(
+        self, request: st.DeleteConversationRequest, context: Context
+    ) -> st.DeleteConversationResponse:
+        conversations = self._core.conversations
+        if not conversations.enabled:
+            raise store_disabled("The conversation store", "conversation")
+        if not await conversations.delete(request.id):
+            raise not_found("Conversation", request.id)
+        return st.DeleteConversationResponse(id=request.id, deleted=True)
+
+    async def GetStoreStats(
+        self, request: st.GetStoreStatsRequest, context: Context
+    ) -> st.GetStoreStatsResponse:
+        return st.GetStoreStatsResponse(
+            responses=_stats(await self._core.responses.occupancy()),
+            conversations=_stats(await self._core.conversations.occupancy()),
+        )

@@ -1,0 +1,1 @@
+"""Response and conversation stores: an async interface and the in-memory default."""
