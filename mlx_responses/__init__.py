@@ -1,1 +1,1 @@
-"""Generated protobuf contract of mlx-responses (see proto/)."""
+"""Generated protobuf contract (see proto/)."""

@@ -52,7 +52,7 @@ WORDS: tuple[str, ...] = (
     "fork", "knife", "bottle", "phone", "computer", "screen", "camera", "radio", "music",
     "song", "movie", "film", "game", "ball", "toy", "gift", "ticket", "coin", "money", "price",
     "animal", "fruit", "food", "car", "bus", "train", "plane", "boat", "ship", "bike", "truck",
-    "taxi", "rocket",
+    "taxi", "rocket", "web",
     "shirt", "shoe", "hat", "coat", "dress", "sock", "ring", "watch", "button", "robot",
     "file", "folder", "image", "photo", "video", "email", "message", "link", "code", "data",
     "text", "list", "report", "order", "account", "password", "user", "team", "project",
@@ -88,7 +88,7 @@ WORDS: tuple[str, ...] = (
     "sort", "filter", "move", "copy", "rename", "upload", "download", "buy", "sell", "pay",
     "order", "reserve", "lookup", "list", "describe", "explain", "summarize", "define", "spell",
     "run", "walk", "jump", "swim", "fly", "drive", "ride", "climb", "dance", "sing", "draw",
-    "paint", "cook", "bake", "eat", "drink", "sleep", "dream", "laugh", "smile", "cry", "think",
+    "paint", "cook", "bake", "eat", "drink", "sleep", "dream", "laugh", "smile", "cry",
     "learn", "teach", "build", "fix", "clean", "wash", "grow", "plant", "feed", "help", "visit",
     # misc
     "maybe", "sure", "thanks", "please", "sorry", "welcome", "goodbye", "bye", "hi", "hey",

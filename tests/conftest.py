@@ -1,0 +1,46 @@
+"""Shared fixtures: a real core + façade stack on port 0, running in a background thread."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from service.config import BUNDLED_MODEL
+from service.engine.blas import preload_blas
+
+preload_blas()  # before the first `import mlx` of the session
+
+from tests.support.stack import Stack  # noqa: E402
+
+TEST_MODEL = Path(os.environ.get("MLX_RESPONSES_TEST_MODEL", str(BUNDLED_MODEL)))
+
+
+@pytest.fixture(scope="session")
+def model_path() -> Path:
+    return TEST_MODEL
+
+
+@pytest.fixture(scope="session")
+def stack(model_path: Path) -> Iterator[Stack]:
+    """The default stack (seed defaults), shared by the tests that don't change settings."""
+    with Stack.running(model_path=model_path) as s:
+        yield s
+
+
+@pytest.fixture
+def make_stack(model_path: Path) -> Iterator[object]:
+    """Starts stacks with custom settings; stops them after the test."""
+    started: list[Stack] = []
+
+    def factory(**overrides: object) -> Stack:
+        s = Stack(model_path=model_path, **overrides)
+        s.start()
+        started.append(s)
+        return s
+
+    yield factory
+    for s in started:
+        s.stop()

@@ -1,0 +1,84 @@
+"""A core and a façade on ephemeral ports, in their own event loop thread, for sync tests."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from http_facade.app import start_facade
+from service.config import Settings
+from service.core import Core
+from service.server import CoreServer, start_core_server
+
+T = TypeVar("T")
+
+
+class Stack:
+    """Core (gRPC, port 0) + façade (HTTP, port 0) talking over a real loopback channel."""
+
+    def __init__(self, model_path: Path, **overrides: Any) -> None:
+        self.settings = Settings(model_path=model_path, grpc_port=0, **overrides)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self.core: Core | None = None
+        self.server: CoreServer | None = None
+        self.runner: web.AppRunner | None = None
+        self.http_port = 0
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
+        """Runs a coroutine on the stack's loop and waits for it."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    async def _start(self) -> None:
+        self.core = Core.in_memory(self.settings)
+        self.server = await start_core_server(self.core, "127.0.0.1", 0)
+        self.runner, self.http_port = await start_facade(
+            f"127.0.0.1:{self.server.port}", "127.0.0.1", 0
+        )
+        await self.core.load()
+        await self.server.set_serving()
+
+    async def _stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+        if self.server is not None:
+            await self.server.stop(grace=1)
+
+    def start(self) -> None:
+        self._thread.start()
+        self.run(self._start())
+
+    def stop(self) -> None:
+        self.run(self._stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    @classmethod
+    @contextmanager
+    def running(cls, model_path: Path, **overrides: Any) -> Iterator[Stack]:
+        stack = cls(model_path, **overrides)
+        stack.start()
+        try:
+            yield stack
+        finally:
+            stack.stop()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_address(self) -> str:
+        assert self.server is not None
+        return f"127.0.0.1:{self.server.port}"
+
+    @property
+    def engine_stats(self) -> Any:
+        assert self.core is not None
+        return self.core.generator.worker.stats

@@ -1,0 +1,73 @@
+"""Flags, defaults and environment variables of the seed's store controls."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from service.config import (
+    STORE_FLAGS,
+    ConfigError,
+    Settings,
+    add_core_arguments,
+    settings_from_args,
+)
+
+SEED_TABLE = {
+    "--responses-store-max-entries": (1024, "LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES"),
+    "--responses-store-max-bytes": (268435456, "MLXCEL_RESPONSES_STORE_MAX_BYTES"),
+    "--responses-store-ttl-secs": (3600, "LLAMA_ARG_RESPONSES_STORE_TTL_SECS"),
+    "--responses-background-max-jobs": (64, "MLXCEL_RESPONSES_BACKGROUND_MAX_JOBS"),
+    "--responses-background-ephemeral-ttl-secs": (
+        600,
+        "MLXCEL_RESPONSES_BACKGROUND_EPHEMERAL_TTL_SECS",
+    ),
+    "--conversation-store-max-entries": (256, "LLAMA_ARG_CONVERSATION_STORE_MAX_ENTRIES"),
+    "--conversation-store-max-bytes": (67108864, "MLXCEL_CONVERSATION_STORE_MAX_BYTES"),
+    "--conversation-store-ttl-secs": (3600, "LLAMA_ARG_CONVERSATION_STORE_TTL_SECS"),
+}
+
+
+def _parse(argv: list[str], env: dict[str, str]) -> Settings:
+    parser = argparse.ArgumentParser()
+    add_core_arguments(parser, env)
+    return settings_from_args(parser.parse_args(argv), env)
+
+
+def test_flags_match_the_seed() -> None:
+    assert {f.flag: (f.default, f.env) for f in STORE_FLAGS} == SEED_TABLE
+
+
+def test_defaults() -> None:
+    settings = _parse([], {})
+    for spec in STORE_FLAGS:
+        assert getattr(settings, spec.field) == spec.default
+    assert settings.reasoning_echo_max_bytes == 16 * 1024 * 1024
+
+
+@pytest.mark.parametrize("spec", STORE_FLAGS, ids=lambda s: s.flag)
+def test_environment_then_flag(spec: object) -> None:
+    env = {spec.env: "7"}  # type: ignore[attr-defined]
+    assert getattr(_parse([], env), spec.field) == 7  # type: ignore[attr-defined]
+    flag_value = _parse([spec.flag, "9"], env)  # type: ignore[attr-defined]
+    assert getattr(flag_value, spec.field) == 9  # type: ignore[attr-defined]
+
+
+def test_reasoning_echo_env() -> None:
+    assert _parse([], {"MLXCEL_REASONING_ECHO_MAX_BYTES": "0"}).reasoning_echo_max_bytes == 0
+
+
+def test_ephemeral_ttl_zero_fails_startup() -> None:
+    with pytest.raises(ConfigError):
+        _parse(["--responses-background-ephemeral-ttl-secs", "0"], {})
+
+
+def test_bad_env_value_is_a_config_error() -> None:
+    with pytest.raises(ConfigError):
+        _parse([], {"LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES": "lots"})
+
+
+def test_negative_limits_fail() -> None:
+    with pytest.raises(ConfigError):
+        _parse(["--responses-store-max-bytes", "-1"], {})

@@ -1,0 +1,68 @@
+"""Both error tables, row by row: core reason -> gRPC code -> ErrorInfo -> HTTP status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import pytest
+from grpc_status import rpc_status
+
+from http_facade.errors import GRPC_TABLE, REASON_TABLE, from_rpc_error
+from service.errors import GRPC_TABLE as CORE_TABLE
+from service.errors import Reason, ServiceError, to_rpc_status
+
+EXPECTED_HTTP = {
+    Reason.INVALID_REQUEST: 400,
+    Reason.MODEL_NOT_FOUND: 404,
+    Reason.NOT_FOUND: 404,
+    Reason.STORE_DISABLED: 400,
+    Reason.CONTEXT_LENGTH_EXCEEDED: 400,
+    Reason.RATE_LIMITED: 429,
+    Reason.QUEUE_FULL: 503,
+    Reason.NOT_READY: 503,
+    Reason.INTERNAL: 500,
+}
+
+
+class FakeRpcError(grpc.aio.AioRpcError):
+    def __init__(self, code: grpc.StatusCode, details: str, trailing: Any) -> None:
+        super().__init__(code, grpc.aio.Metadata(), grpc.aio.Metadata(*trailing), details)
+
+
+def test_every_reason_has_a_row_on_both_sides() -> None:
+    assert set(CORE_TABLE) == set(Reason)
+    assert {r.value for r in Reason} == set(REASON_TABLE)
+
+
+@pytest.mark.parametrize("reason", list(Reason))
+def test_reason_round_trips_to_http(reason: Reason) -> None:
+    error = ServiceError(reason, "boom", param="p", code="c")
+    status = rpc_status.to_status(to_rpc_status(error))
+    assert status.code == CORE_TABLE[reason].code
+    translated = from_rpc_error(FakeRpcError(status.code, "boom", status.trailing_metadata))
+    assert translated.status == EXPECTED_HTTP[reason]
+    body = translated.body()["error"]
+    assert body == {
+        "message": "boom",
+        "type": REASON_TABLE[reason.value].type,
+        "param": "p",
+        "code": "c",
+    }
+
+
+def test_default_code_when_core_gives_none() -> None:
+    error = ServiceError(Reason.MODEL_NOT_FOUND, "x")
+    status = rpc_status.to_status(to_rpc_status(error))
+    translated = from_rpc_error(FakeRpcError(status.code, "x", status.trailing_metadata))
+    assert translated.code == "model_not_found"
+
+
+@pytest.mark.parametrize(("code", "row"), list(GRPC_TABLE.items()))
+def test_grpc_codes_without_error_info(code: grpc.StatusCode, row: Any) -> None:
+    translated = from_rpc_error(FakeRpcError(code, "x", ()))
+    assert translated.status == row.status
+
+
+def test_unknown_code_is_500() -> None:
+    assert from_rpc_error(FakeRpcError(grpc.StatusCode.DATA_LOSS, "x", ())).status == 500
