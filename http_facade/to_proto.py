@@ -188,6 +188,8 @@ def item_from_json(item: Any, param: str) -> pb.Item:
 
 def _input(value: Any) -> list[pb.Item]:
     if isinstance(value, str):
+        if not value:
+            raise invalid("'input' must not be empty.", "input", "empty_input")
         return [
             pb.Item(
                 message=pb.MessageItem(

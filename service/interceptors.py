@@ -20,9 +20,16 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], error: ServiceErro
     await context.abort(status.code, status.details, status.trailing_metadata)
 
 
-def _internal(exc: Exception, method: str) -> ServiceError:
+async def _unexpected(
+    context: grpc.aio.ServicerContext[Any, Any], exc: Exception, method: str
+) -> None:
+    if isinstance(exc, NotImplementedError):
+        # Generated base classes raise this for RPCs whose issue has not landed yet.
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented yet")
     log.exception("unexpected error in %s", method)
-    return ServiceError(Reason.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+    await _abort(
+        context, ServiceError(Reason.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+    )
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
@@ -48,7 +55,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                 except (grpc.aio.AbortError, asyncio.CancelledError):
                     raise
                 except Exception as exc:
-                    await _abort(context, _internal(exc, method))
+                    await _unexpected(context, exc, method)
 
             return grpc.unary_unary_rpc_method_handler(
                 unary,
@@ -69,7 +76,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                 except (grpc.aio.AbortError, asyncio.CancelledError):
                     raise
                 except Exception as exc:
-                    await _abort(context, _internal(exc, method))
+                    await _unexpected(context, exc, method)
 
             return grpc.unary_stream_rpc_method_handler(
                 stream,

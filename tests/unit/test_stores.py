@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from mlx_responses.v1 import responses_pb2 as pb
-from service.stores.lru import BoundedLru
 from service.stores.base import StoredResponse
+from service.stores.lru import BoundedLru
 from service.stores.memory import InMemoryConversationStore, InMemoryResponseStore
 
 

@@ -1,0 +1,133 @@
+"""The core through real gRPC stubs: generation, streaming, ErrorInfo, health, reflection."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_status import rpc_status
+
+from mlx_responses.v1 import compaction_service_pb2 as cp
+from mlx_responses.v1 import compaction_service_pb2_grpc as cp_grpc
+from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import generation_service_pb2 as gen
+from mlx_responses.v1 import generation_service_pb2_grpc as gen_grpc
+from mlx_responses.v1 import responses_pb2 as pb
+from tests.support.stack import Stack
+
+
+@pytest.fixture(scope="module")
+def channel(stack: Stack) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(stack.grpc_address) as ch:
+        yield ch
+
+
+def _params(stack: Stack, text: str, **fields: object) -> pb.CreateResponseParams:
+    return pb.CreateResponseParams(
+        model=stack.settings.model_path.name,
+        input=[
+            pb.Item(
+                message=pb.MessageItem(
+                    role=pb.ROLE_USER, content=[pb.ContentPart(input_text=pb.InputText(text=text))]
+                )
+            )
+        ],
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def test_create_response(stack: Stack, channel: grpc.Channel) -> None:
+    stub = gen_grpc.GenerationServiceStub(channel)
+    reply = stub.CreateResponse(
+        gen.CreateResponseRequest(params=_params(stack, "Reply with: hello", max_output_tokens=16))
+    )
+    r = reply.response
+    assert r.status == pb.RESPONSE_STATUS_COMPLETED
+    assert r.output[0].message.content[0].output_text.text == "hello"
+    assert r.usage.input_tokens > 0
+
+
+def test_stream_response_events(stack: Stack, channel: grpc.Channel) -> None:
+    stub = gen_grpc.GenerationServiceStub(channel)
+    events = [
+        e
+        for message in stub.StreamResponse(
+            gen.StreamResponseRequest(
+                params=_params(stack, "Reply with: world", max_output_tokens=16)
+            )
+        )
+        for e in message.events
+    ]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert events[0].type == ev.EVENT_TYPE_RESPONSE_CREATED
+    assert events[-1].type == ev.EVENT_TYPE_RESPONSE_COMPLETED
+    text = "".join(e.text_delta.delta for e in events if e.type == ev.EVENT_TYPE_OUTPUT_TEXT_DELTA)
+    assert text == "world"
+
+
+def test_errors_carry_error_info(stack: Stack, channel: grpc.Channel) -> None:
+    stub = gen_grpc.GenerationServiceStub(channel)
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.CreateResponse(gen.CreateResponseRequest(params=_params(stack, "x", temperature=9.0)))
+    error = caught.value
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    assert status is not None
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info)
+    assert info.reason == "INVALID_REQUEST"
+    assert info.domain == "mlx-responses"
+    assert info.metadata["param"] == "temperature"
+
+
+def test_unknown_model_is_not_found(stack: Stack, channel: grpc.Channel) -> None:
+    stub = gen_grpc.GenerationServiceStub(channel)
+    params = _params(stack, "x")
+    params.model = "nope"
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.CreateResponse(gen.CreateResponseRequest(params=params))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
+
+
+def test_count_input_tokens_and_models(stack: Stack, channel: grpc.Channel) -> None:
+    stub = gen_grpc.GenerationServiceStub(channel)
+    short = stub.CountInputTokens(gen.CountInputTokensRequest(params=_params(stack, "hi")))
+    long = stub.CountInputTokens(
+        gen.CountInputTokensRequest(params=_params(stack, "hi there, how are you today"))
+    )
+    assert 0 < short.input_tokens < long.input_tokens
+    models = stub.ListModels(gen.ListModelsRequest()).models
+    assert [m.id for m in models] == [stack.settings.model_path.name]
+
+
+def test_health_is_serving(channel: grpc.Channel) -> None:
+    stub = health_pb2_grpc.HealthStub(channel)
+    for service in ("", "mlx_responses.v1.GenerationService"):
+        reply = stub.Check(health_pb2.HealthCheckRequest(service=service))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_reflection_lists_every_service(channel: grpc.Channel) -> None:
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    replies = stub.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+    )
+    names = {s.name for r in replies for s in r.list_services_response.service}
+    assert {
+        "mlx_responses.v1.GenerationService",
+        "mlx_responses.v1.StorageService",
+        "mlx_responses.v1.JobsService",
+        "mlx_responses.v1.CompactionService",
+        "grpc.health.v1.Health",
+    } <= names
+
+
+def test_compaction_is_unimplemented_for_now(stack: Stack, channel: grpc.Channel) -> None:
+    stub = cp_grpc.CompactionServiceStub(channel)
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.CompactResponse(cp.CompactResponseRequest(params=_params(stack, "x")))
+    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED  # type: ignore[attr-defined]

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Idempotent setup: the fast system BLAS (best effort), .venv with the project and its dev tools.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# MLX's CPU wheel links a reference BLAS; the system OpenBLAS is ~40x faster (service/engine/blas.py).
+if [ "$(uname -s)" = "Linux" ] && ! ls /usr/lib/*-linux-gnu/openblas-pthread/libblas.so.3 >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas0-pthread) \
+      >/dev/null 2>&1 || echo "setup: could not install libopenblas0-pthread; using the reference BLAS"
+  else
+    echo "setup: install libopenblas0-pthread for fast CPU matmuls (reference BLAS in use)"
+  fi
+fi
+
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e ".[dev]"
+touch .venv/.installed
