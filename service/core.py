@@ -63,6 +63,7 @@ class Core:
         from service.engine.model import load_model
         from service.engine.worker import EngineWorker
         from service.generation import ResponseGenerator
+        from service.reasoning_echo import ReasoningEcho
 
         s = self.settings
         loaded = await asyncio.to_thread(load_model, s.model_path, s.model_alias)
@@ -77,6 +78,10 @@ class Core:
             responses=self.responses,
             conversations=self.conversations,
             default_max_output_tokens=s.default_max_output_tokens,
+            # Seed: the echo runs while the prompt cache is on.
+            reasoning_echo=ReasoningEcho(
+                s.reasoning_echo_max_bytes if s.prompt_cache_max_entries > 0 else 0
+            ),
         )
         self._ready.set()
 

@@ -35,6 +35,7 @@ from service.engine.worker import (
 from service.errors import Reason, ServiceError, invalid
 from service.events import EventAssembler, IdFactory, new_id
 from service.history import HistoryResolver
+from service.reasoning_echo import ReasoningEcho
 from service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from service.validation import parse_json_object, validate_params
 
@@ -77,6 +78,7 @@ class ResponseGenerator:
     responses: ResponseStore
     conversations: ConversationStore
     default_max_output_tokens: int = 4096
+    reasoning_echo: ReasoningEcho = field(default_factory=lambda: ReasoningEcho(0))
     clock: Callable[[], float] = time.time
     ids: IdFactory = new_id
     in_flight: dict[str, InFlight] = field(default_factory=dict)
@@ -132,7 +134,7 @@ class ResponseGenerator:
         """Validates, resolves history and renders; returns the turn context and the prompt."""
         validate_params(params, self.loaded.accepts_name)
         history = await self.history.resolve(params)
-        context = [*history, *params.input]
+        context = self.reasoning_echo.restore([*history, *params.input])
         messages = items_to_messages(
             params.instructions if params.HasField("instructions") else None, context
         )
@@ -305,6 +307,7 @@ class ResponseGenerator:
 
     async def persist(self, turn: Turn, final: pb.Response) -> None:
         """Stores the finished response and appends the turn to its conversation."""
+        self.reasoning_echo.remember(final.output)
         context = [*turn.context, *final.output]
         if final.store and self.responses.enabled:
             await self.responses.put(StoredResponse(response=final, context=context))

@@ -228,6 +228,7 @@ class EngineWorker:
                             generator.remove([uid])
                             entry = active.pop(uid)
                             self.stats.cancelled += 1
+                            self.stats.active = len(active)
                             self._emit(entry.stream, Chunk("", 0, "cancelled"))
                 if not active:
                     continue
