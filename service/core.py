@@ -69,7 +69,11 @@ class Core:
         loaded = await asyncio.to_thread(load_model, s.model_path, s.model_alias)
         log.info("MLX CPU BLAS in use: %s", blas_in_use())
         worker = EngineWorker(
-            loaded, max_batch_size=s.max_batch_size, max_queued_requests=s.max_queued_requests
+            loaded,
+            max_batch_size=s.max_batch_size,
+            max_queued_requests=s.max_queued_requests,
+            prompt_cache_max_entries=s.prompt_cache_max_entries,
+            prompt_cache_max_bytes=s.prompt_cache_max_bytes,
         )
         worker.start()
         self._generator = ResponseGenerator(

@@ -97,16 +97,6 @@ class EventAssembler:
         self._sequence += 1
         return event
 
-    def reasoning_text(self) -> str:
-        """All reasoning generated so far, the open item included."""
-        done = "".join(
-            part.text
-            for item in self.response.output
-            if item.WhichOneof("item") == "reasoning"
-            for part in item.reasoning.content
-        )
-        return done + (self._text if self._open == "reasoning" else "")
-
     # --- content ---------------------------------------------------------------------------
     def _open_item(self, kind: str) -> list[ev.ResponseEvent]:
         if self._open == kind:

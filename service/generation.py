@@ -231,19 +231,33 @@ class ResponseGenerator:
             )
             parser = OutputParser(turn.markers, in_reasoning=turn.prompt.opens_reasoning)
             output_tokens = 0
+            cached_tokens = 0
+            reasoning_tokens = 0
             finish: str | None = None
             error: str | None = None
             async for chunks in generation.batches():
-                output_tokens += sum(c.tokens for c in chunks)
                 events: list[ev.ResponseEvent] = []
-                for segment in parser.feed("".join(c.text for c in chunks)):
-                    events += self._segment(assembler, segment)
+                for chunk in chunks:
+                    output_tokens += chunk.tokens
+                    cached_tokens = max(cached_tokens, chunk.cached_tokens)
+                    if parser.channel is Channel.REASONING:
+                        reasoning_tokens += chunk.tokens
+                    for segment in parser.feed(chunk.text):
+                        events += self._segment(assembler, segment)
                 last = chunks[-1]
                 if last.finish_reason is not None:
                     finish, error = last.finish_reason, last.error
                     for segment in parser.finish():
                         events += self._segment(assembler, segment)
-                    events += await self._finish(turn, assembler, finish, error, output_tokens)
+                    events += await self._finish(
+                        turn,
+                        assembler,
+                        finish,
+                        error,
+                        output_tokens=output_tokens,
+                        cached_tokens=cached_tokens,
+                        reasoning_tokens=reasoning_tokens,
+                    )
                 if events:
                     yield events
         finally:
@@ -270,18 +284,19 @@ class ResponseGenerator:
         assembler: EventAssembler,
         finish: str,
         error: str | None,
+        *,
         output_tokens: int,
+        cached_tokens: int,
+        reasoning_tokens: int,
     ) -> list[ev.ResponseEvent]:
         status = FINISH_STATUS[finish]
-        reasoning = assembler.reasoning_text()
         input_tokens = len(turn.prompt.tokens)
         usage = pb.Usage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             total_tokens=input_tokens + output_tokens,
-            reasoning_tokens=len(self.loaded.tokenizer.encode(reasoning, add_special_tokens=False))
-            if reasoning
-            else 0,
+            cached_tokens=cached_tokens,
+            reasoning_tokens=reasoning_tokens,
         )
         failure = None
         if status == pb.RESPONSE_STATUS_FAILED:

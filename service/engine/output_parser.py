@@ -46,6 +46,11 @@ class OutputParser:
         # Just after a reasoning block, templates put blank lines before the answer.
         self._strip_leading = False
 
+    @property
+    def channel(self) -> Channel:
+        """The channel generated text currently flows into."""
+        return self._channel
+
     def _transitions(self) -> list[tuple[str, Channel]]:
         m = self._markers
         if self._channel is Channel.REASONING:

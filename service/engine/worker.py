@@ -17,6 +17,7 @@ from typing import Any
 
 import mlx.core as mx
 from mlx_lm.generate import BatchGenerator
+from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache
 from mlx_lm.sample_utils import make_sampler
 
 from service.engine.model import LoadedModel
@@ -54,6 +55,7 @@ class Chunk:
     tokens: int
     finish_reason: str | None = None
     error: str | None = None
+    cached_tokens: int = 0  # prompt tokens served from the prompt cache (first chunk)
 
 
 @dataclass
@@ -74,6 +76,7 @@ class _Active:
     stream: GenerationStream
     detokenizer: Any
     generated: int = 0
+    cached_tokens: int = 0
 
 
 class _Stop:
@@ -129,6 +132,10 @@ class EngineStats:
     decode_steps: int = 0
     generated_tokens: int = 0
     max_batch_seen: int = 0
+    prompt_cache_hits: int = 0
+    prompt_cache_misses: int = 0
+    cached_tokens: int = 0
+    prompt_cache_bytes: int = 0
 
 
 @dataclass
@@ -139,6 +146,8 @@ class EngineWorker:
     max_batch_size: int = 16
     max_queued_requests: int = 64
     prefill_step_size: int = 512
+    prompt_cache_max_entries: int = 32
+    prompt_cache_max_bytes: int = 1 << 30
     stats: EngineStats = field(default_factory=EngineStats)
 
     def __post_init__(self) -> None:
@@ -147,6 +156,12 @@ class EngineWorker:
         self._in_flight = 0
         self._lock = threading.Lock()
         self.alive = False
+        # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
+        self._prompt_cache = (
+            LRUPromptCache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)
+            if self.prompt_cache_max_entries > 0
+            else None
+        )
 
     # --- called from asyncio -------------------------------------------------------------
     def start(self) -> None:
@@ -259,10 +274,14 @@ class EngineWorker:
         by_stream: dict[int, int],
     ) -> None:
         s = command.sampling
+        cache, rest = self._cached_prefix(command.prompt)
+        cached = len(command.prompt) - len(rest)
         try:
             (uid,) = generator.insert(
-                [command.prompt],
+                [rest],
                 max_tokens=[s.max_tokens],
+                caches=[cache],
+                all_tokens=[command.prompt[:cached]],
                 samplers=[make_sampler(temp=s.temperature, top_p=s.top_p if s.top_p < 1 else 0.0)],
                 logits_processors=[command.logits_processors],
             )
@@ -270,8 +289,33 @@ class EngineWorker:
             log.exception("could not insert a request")
             self._emit(command.stream, Chunk("", 0, "error", error=str(exc)))
             return
-        active[uid] = _Active(command.stream, self.loaded.tokenizer.detokenizer)
+        active[uid] = _Active(
+            command.stream, self.loaded.tokenizer.detokenizer, cached_tokens=cached
+        )
         by_stream[id(command.stream)] = uid
+        if self._prompt_cache is not None:
+            # Caches of running sequences count against the same budget.
+            self._prompt_cache.trim_to(
+                n_bytes=self.prompt_cache_max_bytes - generator.prompt_cache_nbytes
+            )
+
+    def _cached_prefix(self, prompt: list[int]) -> tuple[Any, list[int]]:
+        """The KV cache of the longest cached prefix and the tokens still to prefill."""
+        if self._prompt_cache is None:
+            return None, prompt
+        cache, rest = self._prompt_cache.fetch_nearest_cache(self.loaded.alias, prompt)
+        if cache is not None and not rest:
+            # An exact hit still needs one token to produce the next logits.
+            if not can_trim_prompt_cache(cache):
+                return None, prompt
+            trim_prompt_cache(cache, 1)
+            rest = prompt[-1:]
+        if cache is None:
+            self.stats.prompt_cache_misses += 1
+        else:
+            self.stats.prompt_cache_hits += 1
+            self.stats.cached_tokens += len(prompt) - len(rest)
+        return cache, rest
 
     def _step(
         self,
@@ -300,5 +344,11 @@ class EngineWorker:
                 del active[r.uid]
                 by_stream.pop(id(entry.stream), None)
                 self.stats.completed += 1
-            self._emit(entry.stream, Chunk(detok.last_segment, 1, finish))
+                if self._prompt_cache is not None and r.prompt_cache is not None:
+                    self._prompt_cache.insert_cache(
+                        self.loaded.alias, list(r.all_tokens), r.prompt_cache
+                    )
+                    self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
+            cached = entry.cached_tokens if entry.generated == 1 else 0
+            self._emit(entry.stream, Chunk(detok.last_segment, 1, finish, cached_tokens=cached))
         self.stats.active = len(active)
