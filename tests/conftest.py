@@ -13,6 +13,7 @@ from service.engine.blas import preload_blas
 
 preload_blas()  # before the first `import mlx` of the session
 
+from tests.support.random_model import build_random_model  # noqa: E402
 from tests.support.stack import Stack  # noqa: E402
 
 TEST_MODEL = Path(os.environ.get("MLX_RESPONSES_TEST_MODEL", str(BUNDLED_MODEL)))
@@ -35,8 +36,8 @@ def make_stack(model_path: Path) -> Iterator[object]:
     """Starts stacks with custom settings; stops them after the test."""
     started: list[Stack] = []
 
-    def factory(**overrides: object) -> Stack:
-        s = Stack(model_path=model_path, **overrides)
+    def factory(model: Path | None = None, **overrides: object) -> Stack:
+        s = Stack(model_path=model or model_path, **overrides)
         s.start()
         started.append(s)
         return s
@@ -44,3 +45,18 @@ def make_stack(model_path: Path) -> Iterator[object]:
     yield factory
     for s in started:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def random_model(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -> Path:
+    """A random-weight model with the test model's tokenizer: it generates until told to stop."""
+    return build_random_model(
+        tmp_path_factory.mktemp("random") / "random-chat", seed=3, tokenizer_from=model_path
+    )
+
+
+@pytest.fixture(scope="session")
+def random_stack(random_model: Path) -> Iterator[Stack]:
+    """A stack on the random model, for long generations (cancel, disconnect, batching)."""
+    with Stack.running(model_path=random_model) as s:
+        yield s

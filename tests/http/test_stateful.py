@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from tests.support.random_model import build_random_model
 from tests.support.stack import Stack
 
 
@@ -258,15 +256,6 @@ def test_load_keeps_store_within_byte_budget(make_stack: Any) -> None:
 
 
 # --- cancel ----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def random_stack(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -> Any:
-    folder = build_random_model(
-        tmp_path_factory.mktemp("random") / "random-chat", seed=3, tokenizer_from=model_path
-    )
-    with Stack.running(model_path=folder) as s:
-        yield s
 
 
 def test_cancel_in_flight_response(random_stack: Stack) -> None:

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
-import pytest
 
-from tests.support.random_model import build_random_model
 from tests.support.stack import Stack
 
 EXPECTED_ORDER = [
@@ -151,15 +148,6 @@ def test_refusal_before_stream_is_plain_http(stack: Stack) -> None:
     )
     assert reply.status_code == 404
     assert reply.json()["error"]["code"] == "model_not_found"
-
-
-@pytest.fixture(scope="module")
-def random_stack(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -> Any:
-    folder = build_random_model(
-        tmp_path_factory.mktemp("random") / "random-chat", seed=3, tokenizer_from=model_path
-    )
-    with Stack.running(model_path=folder) as s:
-        yield s
 
 
 def test_disconnect_cancels_generation(random_stack: Stack) -> None:

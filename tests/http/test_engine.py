@@ -1,0 +1,102 @@
+"""Engine behaviour seen from HTTP: continuous batching, the bounded queue, the prompt cache."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.stack import Stack
+
+
+def _stream(stack: Stack, tokens: int, results: list[dict[str, Any]]) -> None:
+    body = {
+        "model": stack.settings.model_path.name,
+        "input": "count",
+        "stream": True,
+        "max_output_tokens": tokens,
+        "temperature": 0,
+    }
+    with httpx.stream("POST", f"{stack.base_url}/v1/responses", json=body, timeout=120) as reply:
+        lines = [line for line in reply.iter_lines() if line.startswith("data: ")]
+    results.append({"status": reply.status_code, "last": lines[-1] if lines else ""})
+
+
+def test_concurrent_streams_decode_in_one_batch(random_stack: Stack) -> None:
+    results: list[dict[str, Any]] = []
+    threads = [threading.Thread(target=_stream, args=(random_stack, 96, results)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert [r["status"] for r in results] == [200] * 4
+    assert all('"response.incomplete"' in r["last"] for r in results)
+    assert random_stack.engine_stats.max_batch_seen >= 3
+
+
+def test_full_queue_answers_503(make_stack: Any, random_model: Path) -> None:
+    stack = make_stack(model=random_model, max_batch_size=1, max_queued_requests=0)
+    results: list[dict[str, Any]] = []
+    runner = threading.Thread(target=_stream, args=(stack, 4000, results))
+    runner.start()
+    try:
+        # Wait until the long request holds the only slot.
+        for _ in range(500):
+            if stack.engine_stats.generated_tokens > 0:
+                break
+            threading.Event().wait(0.01)
+        reply = httpx.post(
+            f"{stack.base_url}/v1/responses",
+            json={"model": random_model.name, "input": "x", "max_output_tokens": 4},
+            timeout=30,
+        )
+        assert reply.status_code == 503
+        error = reply.json()["error"]
+        assert error["type"] == "server_error" and error["code"] == "server_overloaded"
+        streamed = httpx.post(
+            f"{stack.base_url}/v1/responses",
+            json={"model": random_model.name, "input": "x", "stream": True},
+            timeout=30,
+        )
+        assert streamed.status_code == 503
+    finally:
+        assert stack.core is not None
+        for response_id in list(stack.core.generator.in_flight):
+            httpx.post(f"{stack.base_url}/v1/responses/{response_id}/cancel", timeout=30)
+        runner.join(60)
+
+
+def _turns(stack: Stack) -> tuple[dict[str, Any], dict[str, Any]]:
+    url = f"{stack.base_url}/v1/responses"
+    model = stack.settings.model_path.name
+    first = httpx.post(
+        url, json={"model": model, "input": "history " * 200, "max_output_tokens": 4}, timeout=60
+    ).json()
+    second = httpx.post(
+        url,
+        json={
+            "model": model,
+            "input": "next",
+            "previous_response_id": first["id"],
+            "max_output_tokens": 4,
+        },
+        timeout=60,
+    ).json()
+    return first, second
+
+
+def test_prompt_cache_reuses_the_previous_turn(random_stack: Stack) -> None:
+    first, second = _turns(random_stack)
+    # The first turn can share at most a template prefix with earlier requests.
+    assert first["usage"]["input_tokens_details"]["cached_tokens"] < 20
+    cached = second["usage"]["input_tokens_details"]["cached_tokens"]
+    assert cached >= first["usage"]["input_tokens"] - 2
+    assert cached < second["usage"]["input_tokens"]
+
+
+def test_prompt_cache_can_be_disabled(make_stack: Any, random_model: Path) -> None:
+    stack = make_stack(model=random_model, prompt_cache_max_entries=0)
+    _, second = _turns(stack)
+    assert second["usage"]["input_tokens_details"]["cached_tokens"] == 0
