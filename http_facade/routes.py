@@ -33,11 +33,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     client = request.app[CLIENT]
     params = params_from_json(await read_json(request))
     if params.background:
-        if params.stream:
-            raise invalid(
-                "'background' cannot be combined with 'stream': poll GET /v1/responses/{id}.",
-                "background",
-            )
+        # The core refuses background + stream (one place for the rule, gRPC clients too).
         return web.json_response(response_to_json(await client.create_job(params)))
     if params.stream:
         return await _stream(request, client.stream(params))

@@ -15,6 +15,7 @@ from service.stores.memory import InMemoryConversationStore, InMemoryResponseSto
 
 if TYPE_CHECKING:  # the generator imports MLX; the façade must be able to skip it
     from service.generation import ResponseGenerator
+    from service.jobs import JobManager
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,7 @@ class Core:
     responses: ResponseStore
     conversations: ConversationStore
     _generator: ResponseGenerator | None = None
+    _jobs: JobManager | None = None
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
@@ -58,11 +60,24 @@ class Core:
             raise ServiceError(Reason.NOT_READY, "The model is still loading; retry shortly.")
         return self._generator
 
+    @property
+    def jobs(self) -> JobManager:
+        """The background job manager; NOT_READY (503) until the model is loaded."""
+        if self._jobs is None:
+            raise ServiceError(Reason.NOT_READY, "The model is still loading; retry shortly.")
+        return self._jobs
+
+    @property
+    def jobs_if_ready(self) -> JobManager | None:
+        """The job manager, or None before the model is loaded."""
+        return self._jobs
+
     async def load(self) -> None:
         """Loads the model off the loop, then starts the engine worker."""
         from service.engine.model import load_model
         from service.engine.worker import EngineWorker
         from service.generation import ResponseGenerator
+        from service.jobs import JobManager
         from service.reasoning_echo import ReasoningEcho
 
         s = self.settings
@@ -87,9 +102,17 @@ class Core:
                 s.reasoning_echo_max_bytes if s.prompt_cache_max_entries > 0 else 0
             ),
         )
+        self._jobs = JobManager(
+            self._generator,
+            max_jobs=s.responses_background_max_jobs,
+            store_max_bytes=s.responses_store_max_bytes,
+            ephemeral_ttl_secs=s.responses_background_ephemeral_ttl_secs,
+        )
         self._ready.set()
 
-    def close(self) -> None:
-        """Stops the engine worker."""
+    async def close(self) -> None:
+        """Cancels background jobs, then stops the engine worker."""
+        if self._jobs is not None:
+            await self._jobs.close()
         if self._generator is not None:
             self._generator.worker.stop()

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from mlx_responses.v1 import responses_pb2 as pb
 from service.errors import Reason, ServiceError, invalid
 from service.stores.base import ConversationStore, ResponseStore
 
-UNFINISHED = {pb.RESPONSE_STATUS_QUEUED, pb.RESPONSE_STATUS_IN_PROGRESS}
 STATUS_NAMES = {
     pb.RESPONSE_STATUS_QUEUED: "queued",
     pb.RESPONSE_STATUS_IN_PROGRESS: "in_progress",
@@ -30,6 +30,8 @@ class HistoryResolver:
 
     responses: ResponseStore
     conversations: ConversationStore
+    # Status of an unfinished background job by id (None if no such job); set by the jobs.
+    job_status: Callable[[str], int | None] = field(default=lambda _id: None)
 
     async def resolve(self, params: pb.CreateResponseParams) -> list[pb.Item]:
         """The items that precede this turn's input (instructions excluded)."""
@@ -44,19 +46,19 @@ class HistoryResolver:
     async def _chain(self, response_id: str) -> list[pb.Item]:
         if not self.responses.enabled:
             raise store_disabled("Response storage", "previous_response_id")
+        pending = self.job_status(response_id)
+        if pending is not None:
+            raise invalid(
+                f"previous response '{response_id}' has not finished "
+                f"(status: {STATUS_NAMES[pending]})",
+                "previous_response_id",
+            )
         stored = await self.responses.get(response_id)
         if stored is None:
             raise invalid(
                 f"Previous response with id '{response_id}' not found.",
                 "previous_response_id",
                 "previous_response_not_found",
-            )
-        status = stored.response.status
-        if status in UNFINISHED:
-            raise invalid(
-                f"previous response '{response_id}' has not finished "
-                f"(status: {STATUS_NAMES[status]})",
-                "previous_response_id",
             )
         if not stored.response.store:
             # NOTE: store:false background objects stay readable but never chain (seed).

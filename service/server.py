@@ -57,7 +57,7 @@ class CoreServer:
         """Drains: NOT_SERVING first, then stops the server and the engine."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
-        self.core.close()
+        await self.core.close()
 
 
 async def start_core_server(core: Core, host: str, port: int) -> CoreServer:

@@ -1,4 +1,4 @@
-"""JobsService: cancellation of in-flight responses (background jobs: not yet, UNIMPLEMENTED)."""
+"""JobsService: background jobs and cancellation of in-flight responses."""
 
 from __future__ import annotations
 
@@ -18,20 +18,30 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class JobsServicer(jobs_grpc.JobsServiceServicer):
-    """Cancels in-flight responses. CreateJob and WatchJob answer UNIMPLEMENTED (base class)."""
+    """Creates and cancels jobs. WatchJob answers UNIMPLEMENTED (base class): poll GetResponse."""
 
     def __init__(self, core: Core) -> None:
         self._core = core
+
+    async def CreateJob(
+        self, request: jobs.CreateJobRequest, context: Context
+    ) -> jobs.CreateJobResponse:
+        return jobs.CreateJobResponse(response=await self._core.jobs.create(request.params))
 
     async def CancelResponse(
         self, request: jobs.CancelResponseRequest, context: Context
     ) -> jobs.CancelResponseResponse:
         if not self._core.responses.enabled:
             raise store_disabled("Response storage")
-        final = await self._core.generator.cancel(request.id)
+        final = await self._core.jobs.cancel(request.id)
+        if final is None:
+            final = await self._core.generator.cancel(request.id)
         if final is not None:
             return jobs.CancelResponseResponse(response=final)
         stored = await self._core.responses.get(request.id)
+        kept = self._core.jobs.get(request.id)
+        if stored is None and kept is not None:
+            return jobs.CancelResponseResponse(response=kept)
         if stored is None:
             raise not_found("Response", request.id)
         if stored.response.status == pb.RESPONSE_STATUS_CANCELLED:

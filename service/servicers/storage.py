@@ -45,6 +45,10 @@ class StorageServicer(st_grpc.StorageServiceServicer):
         self, request: st.GetResponseRequest, context: Context
     ) -> st.GetResponseResponse:
         self._responses_enabled()
+        jobs = self._core.jobs_if_ready
+        kept = jobs.get(request.id) if jobs is not None else None
+        if kept is not None:
+            return st.GetResponseResponse(response=kept)
         stored = await self._core.responses.get(request.id)
         if stored is None:
             raise not_found("Response", request.id)
@@ -54,7 +58,11 @@ class StorageServicer(st_grpc.StorageServiceServicer):
         self, request: st.DeleteResponseRequest, context: Context
     ) -> st.DeleteResponseResponse:
         self._responses_enabled()
-        if not await self._core.responses.delete(request.id):
+        jobs = self._core.jobs_if_ready
+        if jobs is not None:
+            jobs.refuse_delete(request.id)
+        forgotten = jobs.forget(request.id) if jobs is not None else False
+        if not await self._core.responses.delete(request.id) and not forgotten:
             raise not_found("Response", request.id)
         return st.DeleteResponseResponse(id=request.id, deleted=True)
 
