@@ -73,7 +73,7 @@ class Core:
         return self._jobs
 
     async def load(self) -> None:
-        """Loads the model off the loop, then starts the engine worker."""
+        """Starts the engine worker, which loads the model on its own thread."""
         from service.engine.model import load_model
         from service.engine.worker import EngineWorker
         from service.generation import ResponseGenerator
@@ -81,16 +81,15 @@ class Core:
         from service.reasoning_echo import ReasoningEcho
 
         s = self.settings
-        loaded = await asyncio.to_thread(load_model, s.model_path, s.model_alias)
-        log.info("MLX CPU BLAS in use: %s", blas_in_use())
         worker = EngineWorker(
-            loaded,
+            lambda: load_model(s.model_path, s.model_alias),
             max_batch_size=s.max_batch_size,
             max_queued_requests=s.max_queued_requests,
             prompt_cache_max_entries=s.prompt_cache_max_entries,
             prompt_cache_max_bytes=s.prompt_cache_max_bytes,
         )
-        worker.start()
+        loaded = await worker.start()
+        log.info("MLX CPU BLAS in use: %s", blas_in_use())
         self._generator = ResponseGenerator(
             loaded=loaded,
             worker=worker,

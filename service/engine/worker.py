@@ -7,6 +7,7 @@ with `loop.call_soon_threadsafe`. Cancellation is honoured between decode steps.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -140,9 +141,12 @@ class EngineStats:
 
 @dataclass
 class EngineWorker:
-    """Owns the model and a BatchGenerator on a dedicated thread."""
+    """Owns the model and a BatchGenerator on a dedicated thread.
 
-    loaded: LoadedModel
+    The model is loaded on that thread too: MLX state never touches another thread.
+    """
+
+    load: Callable[[], LoadedModel]
     max_batch_size: int = 16
     max_queued_requests: int = 64
     prefill_step_size: int = 512
@@ -156,6 +160,7 @@ class EngineWorker:
         self._in_flight = 0
         self._lock = threading.Lock()
         self.alive = False
+        self._loaded: LoadedModel | None = None
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
             LRUPromptCache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)
@@ -163,13 +168,26 @@ class EngineWorker:
             else None
         )
 
+    @property
+    def loaded(self) -> LoadedModel:
+        """The model, once start() returned."""
+        if self._loaded is None:
+            raise EngineStoppedError("the model is not loaded")
+        return self._loaded
+
     # --- called from asyncio -------------------------------------------------------------
-    def start(self) -> None:
-        """Starts the thread (idempotent)."""
-        if self._thread is None:
-            self.alive = True
-            self._thread = threading.Thread(target=self._run, name="mlx-engine", daemon=True)
-            self._thread.start()
+    async def start(self) -> LoadedModel:
+        """Starts the thread, which loads the model; returns it once loaded."""
+        if self._thread is not None:
+            return self.loaded
+        ready: concurrent.futures.Future[LoadedModel] = concurrent.futures.Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name="mlx-engine", daemon=True
+        )
+        self._thread.start()
+        self._loaded = await asyncio.wrap_future(ready)
+        self.alive = True
+        return self._loaded
 
     def stop(self, timeout: float = 10.0) -> None:
         """Cancels everything and joins the thread."""
@@ -216,8 +234,14 @@ class EngineWorker:
             prefill_step_size=self.prefill_step_size,
         )
 
-    def _run(self) -> None:
-        generator = self._new_generator()
+    def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:
+        try:
+            self._loaded = self.load()
+            generator = self._new_generator()
+        except BaseException as exc:
+            ready.set_exception(exc)
+            return
+        ready.set_result(self._loaded)
         active: dict[int, _Active] = {}
         by_stream: dict[int, int] = {}
         try:
