@@ -56,6 +56,13 @@ class _Builder:
         self.messages.append(message)
         return message
 
+    def flush_reasoning(self) -> None:
+        """A reasoning item with no reply after it still renders, as an empty assistant turn."""
+        if self.pending_reasoning:
+            message: Message = {"role": "assistant", "content": ""}
+            self._attach_reasoning(message)
+            self.messages.append(message)
+
     def _attach_reasoning(self, message: Message) -> None:
         if self.pending_reasoning:
             message["reasoning_content"] = "\n".join(self.pending_reasoning)
@@ -69,6 +76,8 @@ class _Builder:
             message: Message = {"role": role, "content": text}
             if role == "assistant":
                 self._attach_reasoning(message)
+            else:
+                self.flush_reasoning()
             self.messages.append(message)
         elif kind == "function_call":
             call = item.function_call
@@ -84,6 +93,7 @@ class _Builder:
                 }
             )
         elif kind == "function_call_output":
+            self.flush_reasoning()
             out = item.function_call_output
             self.messages.append(
                 {"role": "tool", "tool_call_id": out.call_id, "content": out.output}
@@ -112,6 +122,7 @@ def items_to_messages(instructions: str | None, items: Sequence[pb.Item]) -> lis
         builder.messages.append({"role": "system", "content": instructions})
     for item in items:
         builder.add(item)
+    builder.flush_reasoning()
     # Leading system messages merge into one: many templates allow a single system turn.
     messages = builder.messages
     head = 0

@@ -1,0 +1,82 @@
+"""The bundled tiny-chat model loads with mlx_lm and really echoes, calls tools and thinks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from training.tiny_chat.evaluate import BEHAVIOURS, Outcome, accuracy, evaluate
+
+MODEL_DIR = Path(__file__).resolve().parents[2] / "service" / "assets" / "tiny-chat"
+N_PROMPTS = 200
+THRESHOLD = 0.95
+
+
+@pytest.fixture(scope="module")
+def loaded() -> tuple[Any, Any]:
+    from mlx_lm import load
+
+    return load(str(MODEL_DIR))
+
+
+@pytest.fixture(scope="module")
+def results(loaded: tuple[Any, Any]) -> dict[str, list[Outcome]]:
+    model, tokenizer = loaded
+    return evaluate(model, tokenizer, n=N_PROMPTS)
+
+
+def test_folder_layout() -> None:
+    config = json.loads((MODEL_DIR / "config.json").read_text())
+    tok_config = json.loads((MODEL_DIR / "tokenizer_config.json").read_text())
+    assert config["model_type"] == "qwen3"
+    assert config["tie_word_embeddings"] is True
+    assert tok_config["eos_token"] == "<|im_end|>"
+    assert tok_config["pad_token"] == "<|endoftext|>"
+    assert (MODEL_DIR / "model.safetensors").stat().st_size < 16 * 2**20
+
+
+def test_tokenizer_and_template(loaded: tuple[Any, Any]) -> None:
+    _, tokenizer = loaded
+    config = json.loads((MODEL_DIR / "config.json").read_text())
+    assert tokenizer.convert_tokens_to_ids("<|im_end|>") == config["eos_token_id"]
+    assert tokenizer.eos_token_ids == {config["eos_token_id"]}
+    for token in (
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "</tool_call>",
+        "<tool_response>",
+        "</tool_response>",
+    ):
+        assert len(tokenizer.encode(token, add_special_tokens=False)) == 1, token
+    text = "<think>\nx\n</think>\n\n<tool_call>\n{}\n</tool_call>"
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    assert tokenizer.decode(ids, skip_special_tokens=True) == text
+    assert tokenizer.has_thinking and tokenizer.think_start == "<think>"
+    assert tokenizer.has_tool_calling and tokenizer.tool_call_start == "<tool_call>"
+    messages = [{"role": "user", "content": "Reply with: hello"}]
+    plain = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False, enable_thinking=False
+    )
+    assert plain == "<|im_start|>user\nReply with: hello<|im_end|>\n<|im_start|>assistant\n"
+    thinking = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False, enable_thinking=True
+    )
+    assert thinking == plain + "<think>\n"
+
+
+@pytest.mark.parametrize("behaviour", BEHAVIOURS)
+def test_behaviour_on_held_out_prompts(results: dict[str, list[Outcome]], behaviour: str) -> None:
+    outcomes = results[behaviour]
+    assert len(outcomes) == N_PROMPTS
+    failures = [o for o in outcomes if not o.ok][:5]
+    detail = "\n".join(
+        f"[{o.prompt.variant}] expected {o.prompt.expected!r} got {o.output!r}" for o in failures
+    )
+    assert accuracy(outcomes) >= THRESHOLD, f"{behaviour}: {accuracy(outcomes):.3f}\n{detail}"
