@@ -11,6 +11,7 @@ from typing import Any
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
+from service.compaction_codec import CompactionDecodeError
 from service.engine.model import LoadedModel
 from service.engine.output_parser import (
     Channel,
@@ -135,9 +136,12 @@ class ResponseGenerator:
         validate_params(params, self.loaded.accepts_name)
         history = await self.history.resolve(params)
         context = self.reasoning_echo.restore([*history, *params.input])
-        messages = items_to_messages(
-            params.instructions if params.HasField("instructions") else None, context
-        )
+        try:
+            messages = items_to_messages(
+                params.instructions if params.HasField("instructions") else None, context
+            )
+        except CompactionDecodeError as exc:
+            raise invalid(str(exc), "input", "invalid_compaction") from exc
         kwargs: dict[str, Any] = {}
         if params.HasField("chat_template_kwargs_json"):
             kwargs = parse_json_object(params.chat_template_kwargs_json, "chat_template_kwargs")

@@ -151,3 +151,39 @@ def test_ephemeral_ttl_zero_fails_startup(model_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "ephemeral-ttl-secs" in done.stderr
+
+
+def test_core_dying_mid_stream_ends_with_response_failed(random_model: Path) -> None:
+    http, grpc_port = _free_port(), _free_port()
+    with (
+        _process("core", "--model", str(random_model), "--grpc-port", str(grpc_port)) as core,
+        _process("facade", "--core", f"127.0.0.1:{grpc_port}", "--port", str(http)) as facade,
+    ):
+        _wait_healthy(http, facade)
+        body = {
+            "model": random_model.name,
+            "input": "go",
+            "stream": True,
+            "max_output_tokens": 100000,
+            "temperature": 0,
+        }
+        frames: list[str] = []
+        with httpx.stream(
+            "POST", f"http://127.0.0.1:{http}/v1/responses", json=body, timeout=60
+        ) as reply:
+            buffer = ""
+            for chunk in reply.iter_text():
+                buffer += chunk
+                while "\n\n" in buffer:
+                    frame, buffer = buffer.split("\n\n", 1)
+                    frames.append(frame)
+                    if len(frames) == 10:
+                        core.kill()
+        last = frames[-1].split("\n")
+        assert last[0] == "event: response.failed"
+        data = json.loads(last[1][len("data: ") :])
+        assert data["response"]["status"] == "failed"
+        assert data["response"]["error"]["code"] == "server_error"
+        numbers = [json.loads(f.split("\n")[1][6:])["sequence_number"] for f in frames]
+        assert numbers == list(range(len(frames)))
+        assert facade.poll() is None

@@ -52,6 +52,13 @@ CASES: list[tuple[str, dict[str, Any], int, str | None, str | None]] = [
     ("hosted_tool", {"tools": [{"type": "web_search"}]}, 400, "tools[0].type", "unsupported_tool"),
     ("unknown_model", {"model": "gpt-imaginary"}, 404, "model", "model_not_found"),
     ("model_type", {"model": 7}, 400, "model", "invalid_type"),
+    (
+        "bad_compaction",
+        {"input": [{"type": "compaction", "encrypted_content": "!!notbase64json"}]},
+        400,
+        "input",
+        "invalid_compaction",
+    ),
 ]
 
 
