@@ -26,6 +26,7 @@ from service.engine.prompt import (
     render_prompt,
     tools_to_template,
 )
+from service.engine.structured import GrammarFactory, SchemaError
 from service.engine.worker import (
     EngineStoppedError,
     EngineWorker,
@@ -60,6 +61,7 @@ class Turn:
     prompt: RenderedPrompt
     sampling: SamplingParams
     markers: Markers
+    logits_processors: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -86,6 +88,25 @@ class ResponseGenerator:
 
     def __post_init__(self) -> None:
         self.history = HistoryResolver(self.responses, self.conversations)
+        self.grammars = GrammarFactory(self.loaded.tokenizer._tokenizer, self.loaded.vocab_size)
+
+    def constraints(self, params: pb.CreateResponseParams) -> list[Any]:
+        """The structured-output processors of `text.format`, built now: a bad schema is a 400."""
+        kind = params.text.WhichOneof("format")
+        if kind == "json_schema":
+            schema = parse_json_object(params.text.json_schema.schema_json, "text.format.schema")
+        elif kind == "json_object":
+            schema = {"type": "object"}
+        else:
+            return []
+        try:
+            return [self.grammars.processor(schema)]
+        except SchemaError as exc:
+            raise invalid(
+                f"Invalid JSON schema in 'text.format.schema': {exc}",
+                "text.format.schema",
+                "invalid_json_schema",
+            ) from exc
 
     # --- preparation -----------------------------------------------------------------------
     def initial_response(self, params: pb.CreateResponseParams, response_id: str) -> pb.Response:
@@ -193,13 +214,14 @@ class ResponseGenerator:
             tool_start=(tokenizer.tool_call_start or "<tool_call>") if use_tools else None,
             tool_end=(tokenizer.tool_call_end or "</tool_call>") if use_tools else None,
         )
-        return Turn(params, response, context, prompt, sampling, markers)
+        processors = self.constraints(params)
+        return Turn(params, response, context, prompt, sampling, markers, processors)
 
     # --- generation ------------------------------------------------------------------------
     def submit(self, turn: Turn) -> GenerationStream:
         """Queues the turn on the engine; a full queue is a 503 before anything streams."""
         try:
-            stream = self.worker.submit(turn.prompt.tokens, turn.sampling)
+            stream = self.worker.submit(turn.prompt.tokens, turn.sampling, turn.logits_processors)
         except QueueFullError as exc:
             raise ServiceError(
                 Reason.QUEUE_FULL, "The generation queue is full; retry later."

@@ -28,6 +28,7 @@ class LoadedModel:
     alias: str
     context_length: int
     created: int
+    vocab_size: int = 0
     default_temperature: float = 1.0
     default_top_p: float = 1.0
 
@@ -82,6 +83,11 @@ def load_model(path: Path, alias: str | None = None) -> LoadedModel:
         alias=alias or folder.name,
         context_length=context_length_of(config),
         created=int(time.time()),
+        vocab_size=int(
+            config.get("vocab_size")
+            or config.get("text_config", {}).get("vocab_size")
+            or len(tokenizer)
+        ),
         default_temperature=temperature,
         default_top_p=top_p,
     )

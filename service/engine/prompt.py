@@ -166,8 +166,12 @@ def render_prompt(
     think_start: str | None,
 ) -> RenderedPrompt:
     """Renders through the model's own chat template; raises ValueError if it refuses."""
+    # NOTE: mlx-lm's TokenizerWrapper forces `enable_thinking=True` on any vocabulary with
+    # <think> tokens; the template's own default is what its authors meant, so render through
+    # the Hugging Face tokenizer unless mlx-lm supplies a custom renderer.
+    renderer = tokenizer if getattr(tokenizer, "_chat_template", None) else tokenizer._tokenizer
     try:
-        text = tokenizer.apply_chat_template(
+        text = renderer.apply_chat_template(
             messages,
             tools=tools,
             add_generation_prompt=True,

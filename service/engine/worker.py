@@ -160,6 +160,7 @@ class EngineWorker:
         self._in_flight = 0
         self._lock = threading.Lock()
         self.alive = False
+        self._parked = threading.Event()
         self._loaded: LoadedModel | None = None
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
@@ -190,10 +191,10 @@ class EngineWorker:
         return self._loaded
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Cancels everything and joins the thread."""
+        """Cancels everything and waits until the thread has parked."""
         if self._thread is not None:
             self._commands.put(_Stop())
-            self._thread.join(timeout)
+            self._parked.wait(timeout)
             self._thread = None
 
     def submit(
@@ -240,7 +241,7 @@ class EngineWorker:
             generator = self._new_generator()
         except BaseException as exc:
             ready.set_exception(exc)
-            return
+            self._park()
         ready.set_result(self._loaded)
         active: dict[int, _Active] = {}
         by_stream: dict[int, int] = {}
@@ -289,6 +290,17 @@ class EngineWorker:
                     entry.stream,
                     Chunk("", 0, "error", error="generation worker stopped"),
                 )
+            self._park()
+
+    def _park(self) -> None:
+        """Never returns: the thread stays blocked until the process exits.
+
+        NOTE: MLX keeps a thread-local compile cache whose destructor takes the GIL; run at
+        thread exit, it can race interpreter shutdown and abort the process (std::terminate).
+        A parked thread never runs it.
+        """
+        self._parked.set()
+        threading.Event().wait()
 
     def _insert(
         self,

@@ -1,0 +1,69 @@
+"""Structured output: JSON Schema constraints as per-request logits processors (llguidance).
+
+The grammar is compiled at create time, so an invalid schema is a 400 and never a failed job;
+the processor runs on the MLX thread inside the batch, masking tokens the grammar forbids.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import llguidance
+import llguidance.hf
+import mlx.core as mx
+import numpy as np
+
+
+class SchemaError(ValueError):
+    """A schema the grammar compiler refuses."""
+
+
+class GrammarFactory:
+    """Compiles JSON Schemas against one tokenizer (built lazily: it costs ~1 s on big vocabs)."""
+
+    def __init__(self, hf_tokenizer: Any, vocab_size: int) -> None:
+        self._hf = hf_tokenizer
+        self._vocab_size = vocab_size
+        self._tokenizer: llguidance.LLTokenizer | None = None
+        self._lock = threading.Lock()
+
+    def _lltokenizer(self) -> llguidance.LLTokenizer:
+        with self._lock:
+            if self._tokenizer is None:
+                self._tokenizer = llguidance.hf.from_tokenizer(self._hf, n_vocab=self._vocab_size)
+            return self._tokenizer
+
+    def processor(self, schema: dict[str, Any]) -> JsonSchemaProcessor:
+        """A fresh constraint for one request; raises SchemaError for an invalid schema."""
+        # Fixed separators and no free whitespace: small models otherwise pad JSON with blanks.
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(
+            json.dumps(schema), overrides={"whitespace_flexible": False}
+        )
+        tokenizer = self._lltokenizer()
+        error = llguidance.LLMatcher.validate_grammar(grammar, tokenizer)
+        if error:
+            raise SchemaError(error)
+        matcher = llguidance.LLMatcher(tokenizer, grammar)
+        if matcher.is_error():
+            raise SchemaError(matcher.get_error())
+        return JsonSchemaProcessor(matcher, self._vocab_size)
+
+
+class JsonSchemaProcessor:
+    """An mlx-lm logits processor: `(tokens, logits) -> logits` with forbidden tokens at -inf."""
+
+    def __init__(self, matcher: llguidance.LLMatcher, vocab_size: int) -> None:
+        self._matcher = matcher
+        self._vocab_size = vocab_size
+        self._started = False
+
+    def __call__(self, tokens: mx.array, logits: mx.array) -> mx.array:
+        if self._started:
+            # The last context token is the one sampled after the previous call.
+            self._matcher.consume_token(int(tokens[-1].item()))
+        self._started = True
+        words = np.frombuffer(self._matcher.compute_bitmask(), dtype=np.uint8)
+        allowed = np.unpackbits(words, bitorder="little")[: logits.shape[-1]].astype(bool)
+        return mx.where(mx.array(allowed), logits, -mx.inf)
