@@ -4,6 +4,7 @@ from __future__ import annotations
 
 # Words the model learns to copy. Every entry is a lowercase ASCII word; the tokenizer gives each
 # one a single token, both bare ("hello") and with a leading space (" hello").
+# fmt: off
 WORDS: tuple[str, ...] = (
     # required
     "hello", "world", "yes", "no", "ok", "blue", "red", "green", "apple", "banana", "paris",
@@ -99,6 +100,7 @@ WORDS: tuple[str, ...] = (
     "guitar", "piano", "violin", "drum", "flute", "jazz", "rock", "poem", "art", "science",
     "math", "history", "health", "sport", "soccer", "tennis", "golf", "chess", "yoga",
 )
+# fmt: on
 
 
 def unique_words() -> list[str]:
@@ -110,6 +112,7 @@ def unique_words() -> list[str]:
 
 
 # Verbs used to build tool names such as ``get_weather`` or ``lookup_word``.
+# fmt: off
 TOOL_VERBS: tuple[str, ...] = (
     "get", "set", "find", "lookup", "search", "check", "send", "create", "delete", "update",
     "add", "remove", "convert", "translate", "fetch", "show", "play", "pause", "stop", "start",
@@ -133,3 +136,4 @@ PARAM_NOUNS: tuple[str, ...] = (
     "map", "room", "street", "station", "market", "shop", "restaurant", "animal", "color",
     "fruit", "food", "drink", "car", "trip", "month", "year", "hour", "friend", "author",
 )
+# fmt: on

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 TOOLS_HEADER = (
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
@@ -81,6 +83,8 @@ CHAT_TEMPLATE = (
 {%- set reasoning = '' -%}
 {%- if message.reasoning_content is string and message.reasoning_content -%}
 {%- set reasoning = message.reasoning_content -%}
+{%- elif message.reasoning is string and message.reasoning -%}
+{%- set reasoning = message.reasoning -%}
 {%- elif '</think>' in content -%}
 {%- set reasoning = content.split('</think>')[0].split('<think>')[-1] -%}
 {%- set content = content.split('</think>')[-1] -%}
@@ -124,3 +128,27 @@ CHAT_TEMPLATE = (
 {%- endif -%}
 {%- endif -%}"""
 )
+
+
+def compile_template() -> Any:
+    """The chat template compiled exactly as transformers compiles it (same env and filters)."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    return _compile_jinja_template(CHAT_TEMPLATE)
+
+
+def render(
+    template: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    *,
+    add_generation_prompt: bool = False,
+    enable_thinking: bool | None = None,
+) -> str:
+    """Render ``messages`` with a compiled template, as ``apply_chat_template`` would."""
+    kwargs: dict[str, Any] = {}
+    if enable_thinking is not None:
+        kwargs["enable_thinking"] = enable_thinking
+    return template.render(
+        messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **kwargs
+    )
