@@ -8,14 +8,13 @@ from typing import Any
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 
-STATUS = {
-    pb.RESPONSE_STATUS_QUEUED: "queued",
-    pb.RESPONSE_STATUS_IN_PROGRESS: "in_progress",
-    pb.RESPONSE_STATUS_COMPLETED: "completed",
-    pb.RESPONSE_STATUS_INCOMPLETE: "incomplete",
-    pb.RESPONSE_STATUS_FAILED: "failed",
-    pb.RESPONSE_STATUS_CANCELLED: "cancelled",
-}
+
+def status_name(status: int) -> str:
+    """`completed`, `in_progress`, ...: the wire name of a ResponseStatus."""
+    name = pb.ResponseStatus.Name(status).removeprefix("RESPONSE_STATUS_").lower()
+    return "in_progress" if name == "unspecified" else name
+
+
 ITEM_STATUS = {
     pb.ITEM_STATUS_IN_PROGRESS: "in_progress",
     pb.ITEM_STATUS_COMPLETED: "completed",
@@ -177,7 +176,7 @@ def response_to_json(r: pb.Response) -> dict[str, Any]:
         "id": r.id,
         "object": "response",
         "created_at": r.created_at,
-        "status": STATUS.get(r.status, "in_progress"),
+        "status": status_name(r.status),
         "completed_at": _opt(r, "completed_at"),
         "error": {"code": r.error.code, "message": r.error.message}
         if r.HasField("error")

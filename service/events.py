@@ -126,45 +126,26 @@ class EventAssembler:
         events.append(self._part_event(ev.EVENT_TYPE_CONTENT_PART_ADDED, item_id, part))
         return events
 
-    def text_delta(self, delta: str) -> list[ev.ResponseEvent]:
-        """`response.output_text.delta` in the open message (opened if needed)."""
+    def _delta(self, kind: str, event_type: int, delta: str) -> list[ev.ResponseEvent]:
         if not delta:
             return []
-        events = self._open_item("message")
+        events = self._open_item(kind)
         self._text += delta
-        item_id = self._item().message.id
-        events.append(
-            self._event(
-                ev.EVENT_TYPE_OUTPUT_TEXT_DELTA,
-                text_delta=ev.TextDeltaEvent(
-                    item_id=item_id,
-                    output_index=self._index,
-                    content_index=0,
-                    delta=delta,
-                ),
-            )
+        item = self._item()
+        item_id = item.message.id if kind == "message" else item.reasoning.id
+        delta_event = ev.TextDeltaEvent(
+            item_id=item_id, output_index=self._index, content_index=0, delta=delta
         )
+        events.append(self._event(event_type, text_delta=delta_event))
         return events
+
+    def text_delta(self, delta: str) -> list[ev.ResponseEvent]:
+        """`response.output_text.delta` in the open message (opened if needed)."""
+        return self._delta("message", ev.EVENT_TYPE_OUTPUT_TEXT_DELTA, delta)
 
     def reasoning_delta(self, delta: str) -> list[ev.ResponseEvent]:
         """`response.reasoning_text.delta` in the open reasoning item (opened if needed)."""
-        if not delta:
-            return []
-        events = self._open_item("reasoning")
-        self._text += delta
-        item_id = self._item().reasoning.id
-        events.append(
-            self._event(
-                ev.EVENT_TYPE_REASONING_TEXT_DELTA,
-                text_delta=ev.TextDeltaEvent(
-                    item_id=item_id,
-                    output_index=self._index,
-                    content_index=0,
-                    delta=delta,
-                ),
-            )
-        )
-        return events
+        return self._delta("reasoning", ev.EVENT_TYPE_REASONING_TEXT_DELTA, delta)
 
     def function_call(self, name: str, arguments: str) -> list[ev.ResponseEvent]:
         """A whole function call: item added, arguments delta and done, item done."""

@@ -9,14 +9,10 @@ from mlx_responses.v1 import responses_pb2 as pb
 from service.errors import Reason, ServiceError, invalid
 from service.stores.base import ConversationStore, ResponseStore
 
-STATUS_NAMES = {
-    pb.RESPONSE_STATUS_QUEUED: "queued",
-    pb.RESPONSE_STATUS_IN_PROGRESS: "in_progress",
-    pb.RESPONSE_STATUS_COMPLETED: "completed",
-    pb.RESPONSE_STATUS_INCOMPLETE: "incomplete",
-    pb.RESPONSE_STATUS_FAILED: "failed",
-    pb.RESPONSE_STATUS_CANCELLED: "cancelled",
-}
+
+def status_name(status: int) -> str:
+    """`queued`, `in_progress`, ...: the wire name of a ResponseStatus, for messages."""
+    return pb.ResponseStatus.Name(status).removeprefix("RESPONSE_STATUS_").lower()
 
 
 def store_disabled(what: str, param: str | None = None) -> ServiceError:
@@ -50,7 +46,7 @@ class HistoryResolver:
         if pending is not None:
             raise invalid(
                 f"previous response '{response_id}' has not finished "
-                f"(status: {STATUS_NAMES[pending]})",
+                f"(status: {status_name(pending)})",
                 "previous_response_id",
             )
         stored = await self.responses.get(response_id)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from mlx_responses.v1 import responses_pb2 as pb
 from service.errors import Reason, ServiceError, invalid
 from service.generation import ResponseGenerator, Turn
-from service.history import STATUS_NAMES
+from service.history import status_name
 from service.stores.base import StoredResponse
 from service.stores.lru import BoundedLru
 
@@ -190,7 +190,7 @@ class JobManager:
         job = self.active.get(response_id)
         if job is not None:
             raise invalid(
-                f"Response '{response_id}' is still {STATUS_NAMES[job.status]}; cancel it first.",
+                f"Response '{response_id}' is still {status_name(job.status)}; cancel it first.",
                 "response_id",
             )
 

@@ -11,7 +11,7 @@ from mlx_responses.v1 import jobs_service_pb2_grpc as jobs_grpc
 from mlx_responses.v1 import responses_pb2 as pb
 from service.core import Core
 from service.errors import invalid
-from service.history import STATUS_NAMES, store_disabled
+from service.history import status_name, store_disabled
 from service.servicers.storage import not_found
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -47,6 +47,6 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
         if stored.response.status == pb.RESPONSE_STATUS_CANCELLED:
             return jobs.CancelResponseResponse(response=stored.response)
         raise invalid(
-            f"Cannot cancel a response with status '{STATUS_NAMES[stored.response.status]}'.",
+            f"Cannot cancel a response with status '{status_name(stored.response.status)}'.",
             "response_id",
         )

@@ -11,7 +11,7 @@ from mlx_responses.v1 import storage_service_pb2_grpc as st_grpc
 from service.core import Core
 from service.errors import Reason, ServiceError
 from service.history import store_disabled
-from service.stores.base import Occupancy
+from service.stores.base import ConversationStore, Occupancy
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -66,12 +66,16 @@ class StorageServicer(st_grpc.StorageServiceServicer):
             raise not_found("Response", request.id)
         return st.DeleteResponseResponse(id=request.id, deleted=True)
 
-    async def GetConversation(
-        self, request: st.GetConversationRequest, context: Context
-    ) -> st.GetConversationResponse:
+    def _conversations(self) -> ConversationStore:
         conversations = self._core.conversations
         if not conversations.enabled:
             raise store_disabled("The conversation store", "conversation")
+        return conversations
+
+    async def GetConversation(
+        self, request: st.GetConversationRequest, context: Context
+    ) -> st.GetConversationResponse:
+        conversations = self._conversations()
         if not await conversations.exists(request.id):
             raise not_found("Conversation", request.id)
         items = await conversations.items(request.id)
@@ -80,10 +84,7 @@ class StorageServicer(st_grpc.StorageServiceServicer):
     async def DeleteConversation(
         self, request: st.DeleteConversationRequest, context: Context
     ) -> st.DeleteConversationResponse:
-        conversations = self._core.conversations
-        if not conversations.enabled:
-            raise store_disabled("The conversation store", "conversation")
-        if not await conversations.delete(request.id):
+        if not await self._conversations().delete(request.id):
             raise not_found("Conversation", request.id)
         return st.DeleteConversationResponse(id=request.id, deleted=True)
 
