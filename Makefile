@@ -16,9 +16,10 @@ serve: setup  ## run core + façade on the bundled model (http://127.0.0.1:8080)
 test: setup  ## the whole test suite
 	$(PY) -m pytest -q $(ARGS)
 
-lint: setup  ## ruff + buf lint
+lint: setup  ## ruff, mypy and buf lint
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy service http_facade
 	npx --yes @bufbuild/buf@$(BUF_VERSION) lint
 
 proto: setup  ## regenerate mlx_responses/ from proto/

@@ -65,7 +65,8 @@ async def start_facade(core_address: str, host: str, port: int) -> tuple[web.App
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
-    bound = sockets[0].getsockname()[1] if sockets else port
+    server = site._server
+    sockets = getattr(server, "sockets", None) or []
+    bound = int(sockets[0].getsockname()[1]) if sockets else port
     log.info("HTTP façade listening on http://%s:%d (core at %s)", host, bound, core_address)
     return runner, bound

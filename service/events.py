@@ -184,7 +184,7 @@ class EventAssembler:
         events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
         return events
 
-    def _close(self, status: int) -> list[ev.ResponseEvent]:
+    def _close(self, status: pb.ItemStatus) -> list[ev.ResponseEvent]:
         if self._open is None:
             return []
         item = self._item()
@@ -219,7 +219,7 @@ class EventAssembler:
 
     def finish(
         self,
-        status: int,
+        status: pb.ResponseStatus,
         usage: pb.Usage,
         completed_at: int,
         *,

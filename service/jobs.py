@@ -34,7 +34,7 @@ class Job:
 
     turn: Turn
     nbytes: int
-    status: int = pb.RESPONSE_STATUS_QUEUED
+    status: pb.ResponseStatus = pb.RESPONSE_STATUS_QUEUED
     task: asyncio.Task[None] | None = None
     cancel_requested: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -147,7 +147,7 @@ class JobManager:
             job.done.set()
 
     def _ended(
-        self, job: Job, status: int, code: str | None = None, message: str = ""
+        self, job: Job, status: pb.ResponseStatus, code: str | None = None, message: str = ""
     ) -> pb.Response:
         final = job.poll_view()
         final.status = status

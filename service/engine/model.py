@@ -73,7 +73,7 @@ def load_model(path: Path, alias: str | None = None) -> LoadedModel:
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder} is not an mlx-lm model folder (no config.json)")
     started = time.perf_counter()
-    model, tokenizer = load(str(folder))
+    model, tokenizer = load(str(folder))[:2]
     config = json.loads((folder / "config.json").read_text())
     temperature, top_p = sampling_defaults(folder)
     loaded = LoadedModel(

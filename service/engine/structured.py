@@ -62,7 +62,7 @@ class JsonSchemaProcessor:
     def __call__(self, tokens: mx.array, logits: mx.array) -> mx.array:
         if self._started:
             # The last context token is the one sampled after the previous call.
-            self._matcher.consume_token(int(tokens[-1].item()))
+            self._matcher.consume_token(int(tokens[-1].item()))  # type: ignore[arg-type]
         self._started = True
         words = np.frombuffer(self._matcher.compute_bitmask(), dtype=np.uint8)
         allowed = np.unpackbits(words, bitorder="little")[: logits.shape[-1]].astype(bool)

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import mlx.core as mx
 from mlx_lm.generate import BatchGenerator
@@ -237,12 +237,12 @@ class EngineWorker:
 
     def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:
         try:
-            self._loaded = self.load()
+            loaded = self._loaded = self.load()
             generator = self._new_generator()
         except BaseException as exc:
             ready.set_exception(exc)
             self._park()
-        ready.set_result(self._loaded)
+        ready.set_result(loaded)
         active: dict[int, _Active] = {}
         by_stream: dict[int, int] = {}
         try:
@@ -292,7 +292,7 @@ class EngineWorker:
                 )
             self._park()
 
-    def _park(self) -> None:
+    def _park(self) -> NoReturn:
         """Never returns: the thread stays blocked until the process exits.
 
         NOTE: MLX keeps a thread-local compile cache whose destructor takes the GIL; run at
@@ -300,7 +300,8 @@ class EngineWorker:
         A parked thread never runs it.
         """
         self._parked.set()
-        threading.Event().wait()
+        while True:
+            threading.Event().wait()
 
     def _insert(
         self,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 
@@ -11,7 +11,7 @@ from mlx_responses.v1 import generation_service_pb2 as gen
 from mlx_responses.v1 import generation_service_pb2_grpc as gen_grpc
 from service.core import Core
 
-Context = grpc.aio.ServicerContext[Any, Any]
+Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
 class GenerationServicer(gen_grpc.GenerationServiceServicer):

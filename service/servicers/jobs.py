@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 
@@ -14,7 +14,7 @@ from service.errors import invalid
 from service.history import status_name, store_disabled
 from service.servicers.storage import not_found
 
-Context = grpc.aio.ServicerContext[Any, Any]
+Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
 class JobsServicer(jobs_grpc.JobsServiceServicer):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 
@@ -13,7 +13,7 @@ from service.errors import Reason, ServiceError
 from service.history import store_disabled
 from service.stores.base import ConversationStore, Occupancy
 
-Context = grpc.aio.ServicerContext[Any, Any]
+Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
 def _stats(o: Occupancy) -> st.StoreStats:
