@@ -84,6 +84,11 @@ class _Stop:
     pass
 
 
+def _deliver_all(batch: list[tuple[GenerationStream, Chunk]]) -> None:
+    for stream, chunk in batch:
+        stream.deliver(chunk)
+
+
 class GenerationStream:
     """The asyncio side of one request: an async iterator of coalesced chunks."""
 
@@ -161,6 +166,7 @@ class EngineWorker:
         self._lock = threading.Lock()
         self.alive = False
         self._parked = threading.Event()
+        self._samplers: dict[tuple[float, float], Any] = {}
         self._loaded: LoadedModel | None = None
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
@@ -220,10 +226,19 @@ class EngineWorker:
 
     # --- the MLX thread --------------------------------------------------------------------
     def _emit(self, stream: GenerationStream, chunk: Chunk) -> None:
-        if chunk.finish_reason is not None:
+        self._emit_all([(stream, chunk)])
+
+    def _emit_all(self, items: list[tuple[GenerationStream, Chunk]]) -> None:
+        """Hands a decode step's chunks to their loops: one wake-up per loop, not per token."""
+        finished = sum(1 for _, chunk in items if chunk.finish_reason is not None)
+        if finished:
             with self._lock:
-                self._in_flight -= 1
-        stream._loop.call_soon_threadsafe(stream.deliver, chunk)
+                self._in_flight -= finished
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[GenerationStream, Chunk]]] = {}
+        for stream, chunk in items:
+            by_loop.setdefault(stream._loop, []).append((stream, chunk))
+        for loop, batch in by_loop.items():
+            loop.call_soon_threadsafe(_deliver_all, batch)
 
     def _new_generator(self) -> BatchGenerator:
         tokenizer = self.loaded.tokenizer
@@ -319,7 +334,7 @@ class EngineWorker:
                 max_tokens=[s.max_tokens],
                 caches=[cache],
                 all_tokens=[command.prompt[:cached]],
-                samplers=[make_sampler(temp=s.temperature, top_p=s.top_p if s.top_p < 1 else 0.0)],
+                samplers=[self._sampler(s)],
                 logits_processors=[command.logits_processors],
             )
         except Exception as exc:
@@ -335,6 +350,15 @@ class EngineWorker:
             self._prompt_cache.trim_to(
                 n_bytes=self.prompt_cache_max_bytes - generator.prompt_cache_nbytes
             )
+
+    def _sampler(self, s: SamplingParams) -> Any:
+        """One sampler object per setting: mlx-lm samples a batch in one call when they match."""
+        key = (s.temperature, s.top_p)
+        if key not in self._samplers:
+            self._samplers[key] = make_sampler(
+                temp=s.temperature, top_p=s.top_p if s.top_p < 1 else 0.0
+            )
+        return self._samplers[key]
 
     def _cached_prefix(self, prompt: list[int]) -> tuple[Any, list[int]]:
         """The KV cache of the longest cached prefix and the tokens still to prefill."""
@@ -366,6 +390,7 @@ class EngineWorker:
         self.stats.decode_steps += 1
         self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(responses))
         eos = self.loaded.tokenizer.eos_token_ids
+        out: list[tuple[GenerationStream, Chunk]] = []
         for r in responses:
             entry = active.get(r.uid)
             if entry is None:
@@ -387,5 +412,6 @@ class EngineWorker:
                     )
                     self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
             cached = entry.cached_tokens if entry.generated == 1 else 0
-            self._emit(entry.stream, Chunk(detok.last_segment, 1, finish, cached_tokens=cached))
+            out.append((entry.stream, Chunk(detok.last_segment, 1, finish, cached_tokens=cached)))
+        self._emit_all(out)
         self.stats.active = len(active)
