@@ -148,9 +148,10 @@ def test_models_and_health(stack: Stack, model: str) -> None:
     assert health.status_code == 200 and health.json() == {"status": "ok"}
 
 
-def test_sdk_raises_typed_errors(client: openai.OpenAI) -> None:
+def test_sdk_raises_typed_errors(client: openai.OpenAI, model: str) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
         client.responses.create(model="no-such-model", input="x")
     assert caught.value.code == "model_not_found"
-    with pytest.raises(openai.BadRequestError):
-        client.responses.create(model="x", input="x", temperature=5)  # type: ignore[arg-type]
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.responses.create(model=model, input="x", temperature=5)
+    assert bad.value.param == "temperature"
