@@ -111,7 +111,7 @@ def test_serve_answers_sdk_and_grpcurl(model_path: Path) -> None:
         reply = json.loads(
             _grpcurl("-d", body, address, "mlx_responses.v1.GenerationService/CreateResponse")
         )
-        text = reply["response"]["output"][0]["message"]["content"][0]["outputText"]["text"]
+        text = reply["response"]["output"][0]["message"]["content"][0]["output_text"]["text"]
         assert text == "world"
 
 
