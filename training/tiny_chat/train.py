@@ -1,0 +1,483 @@
+"""Trains the bundled tiny chat model from scratch (MLX, CPU) and writes an mlx-lm model folder."""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import logging
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from training.tiny_chat.data import (
+    FULL_MIX,
+    SHORT_MIX,
+    TOOL_MIX,
+    Conversation,
+    Mix,
+    train_conversations,
+)
+from training.tiny_chat.lexicon import unique_words
+from training.tiny_chat.template import compile_template, render
+from training.tiny_chat.tokenizer import (
+    ENDOFTEXT,
+    IM_END,
+    build_tokenizer,
+    save_tokenizer,
+)
+
+if TYPE_CHECKING:
+    import mlx.core as mx
+    from mlx import nn
+    from tokenizers import Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines the trained model."""
+
+    seed: int = 0
+    # phases, in order: (mix, steps); short uses rows of 128 tokens, the others 256 or 512
+    short_steps: int = 450
+    tool_steps: int = 350
+    full_steps: int = 600
+    short_batch: int = 8  # rows of 128 tokens
+    batch_tokens: int = 2048  # per step in the tool and full phases (8x256 or 4x512)
+    lr: float = 1.5e-3
+    min_lr_ratio: float = 0.05
+    warmup: int = 30
+    weight_decay: float = 0.05
+    grad_clip: float = 1.0
+    hidden_size: int = 192
+    layers: int = 3
+    heads: int = 4
+    kv_heads: int = 4
+    head_dim: int = 48
+    intermediate_size: int = 512
+    rope_theta: float = 10000.0
+    max_positions: int = 2048
+    n_merges: int = 700
+    tokenizer_conversations: int = 3000
+
+
+@dataclass
+class Packed:
+    """Training rows: token ids, segment ids (one per conversation) and target slots."""
+
+    tokens: np.ndarray  # (N, T) int32
+    segments: np.ndarray  # (N, T) int32, 0 = padding
+    target_pos: np.ndarray  # (N, K) int32: position whose output predicts the target
+    target_ids: np.ndarray  # (N, K) int32
+    target_w: np.ndarray  # (N, K) float32, 0 = unused slot
+
+
+# ---------------------------------------------------------------------------------------------
+# data → token rows
+# ---------------------------------------------------------------------------------------------
+def conversation_example(
+    conv: Conversation, template: Any, tok: Tokenizer
+) -> tuple[list[int], list[int]]:
+    """Token ids of a rendered conversation, and the indices of its target tokens."""
+    full = render(template, conv.messages, conv.tools)
+    spans: list[tuple[int, int]] = []
+    for turn in conv.turns:
+        if not turn.train:
+            continue
+        prefix = render(
+            template,
+            conv.messages[: turn.index],
+            conv.tools,
+            add_generation_prompt=True,
+            enable_thinking=turn.enable_thinking,
+        )
+        answer = turn.expected + IM_END
+        if not full.startswith(prefix) or full[len(prefix) : len(prefix) + len(answer)] != answer:
+            raise RuntimeError(f"template/data mismatch in a {conv.kind} conversation")
+        spans.append((len(prefix), len(prefix) + len(answer)))
+    enc = tok.encode(full)
+    targets: list[int] = []
+    for start, end in spans:
+        for j, (s, e) in enumerate(enc.offsets):
+            if start <= s and e <= end and e > s:
+                targets.append(j)
+            elif s < start < e or s < end < e:
+                raise RuntimeError("a token straddles a target boundary")
+    return list(enc.ids), targets
+
+
+Example = tuple[list[int], list[int]]  # token ids, indices of target tokens
+
+
+def assign_rows(examples: list[Example], lengths: tuple[int, ...]) -> list[list[list[Example]]]:
+    """First-fit-decreasing packing into rows of the given lengths (longest first).
+
+    Conversations are placed longest first, each into the tightest gap it fits among the open
+    rows (long rows before short ones), so short conversations fill the tails of long rows and
+    only the rest get short rows of their own. Returns the rows per length.
+    """
+    order = sorted(range(len(examples)), key=lambda i: -len(examples[i][0]))
+    rows: list[list[list[Example]]] = [[] for _ in lengths]
+    # per length: sorted (free space, row index) pairs
+    gaps: list[list[tuple[int, int]]] = [[] for _ in lengths]
+    for i in order:
+        ex = examples[i]
+        n = len(ex[0])
+        if n > lengths[0]:
+            continue
+        placed = False
+        for b, length in enumerate(lengths):
+            g = gaps[b]
+            at = bisect.bisect_left(g, (n, -1))
+            if at < len(g):
+                space, r = g.pop(at)
+                rows[b][r].append(ex)
+                bisect.insort(g, (space - n, r))
+                placed = True
+                break
+            smaller_fits = b + 1 < len(lengths) and n <= lengths[b + 1]
+            if not smaller_fits:
+                rows[b].append([ex])
+                bisect.insort(g, (length - n, len(rows[b]) - 1))
+                placed = True
+                break
+        if not placed:
+            raise RuntimeError("unreachable: every example fits the shortest fitting length")
+    return rows
+
+
+def to_packed(rows: list[list[Example]], seq_len: int, pad_id: int) -> Packed:
+    """Arrays for packed rows (target slots padded to the widest row)."""
+    k = max(sum(len(t) for _, t in row) for row in rows)
+    tokens = np.full((len(rows), seq_len), pad_id, dtype=np.int32)
+    segments = np.zeros((len(rows), seq_len), dtype=np.int32)
+    target_pos = np.zeros((len(rows), k), dtype=np.int32)
+    target_ids = np.zeros((len(rows), k), dtype=np.int32)
+    target_w = np.zeros((len(rows), k), dtype=np.float32)
+    for r, row in enumerate(rows):
+        offset = 0
+        slot = 0
+        for seg, (ids, targets) in enumerate(row, start=1):
+            tokens[r, offset : offset + len(ids)] = ids
+            segments[r, offset : offset + len(ids)] = seg
+            for j in targets:
+                target_pos[r, slot] = offset + j - 1
+                target_ids[r, slot] = ids[j]
+                target_w[r, slot] = 1.0
+                slot += 1
+            offset += len(ids)
+    return Packed(tokens, segments, target_pos, target_ids, target_w)
+
+
+Batch = tuple[Packed, slice]
+
+
+def build_phase(
+    tok: Tokenizer,
+    template: Any,
+    mix: Mix,
+    n_steps: int,
+    buckets: tuple[tuple[int, int], ...],
+    *,
+    seed: int,
+) -> tuple[list[Batch], dict[str, float]]:
+    """``n_steps`` batches of ``mix`` conversations, packed into length buckets.
+
+    ``buckets`` are (row length, rows per batch), shortest first; a conversation goes to the
+    shortest bucket it fits, so short ones do not pay for long rows' attention.
+    """
+    pad_id = tok.token_to_id(ENDOFTEXT)
+    lengths = tuple(length for length, _ in sorted(buckets, reverse=True))
+    batch_rows = dict(buckets)
+    examples: list[Example] = []
+    chunk = 1000
+    n_convs = 0
+    while True:
+        convs = train_conversations(chunk, seed=seed + n_convs, mix=mix)
+        examples += [conversation_example(c, template, tok) for c in convs]
+        n_convs += chunk
+        total = sum(len(ids) for ids, _ in examples)
+        if total < 0.95 * n_steps * min(length * batch_rows[length] for length in lengths):
+            continue
+        rows = assign_rows(examples, lengths)
+        packed = [
+            to_packed(r, length, pad_id) if r else None
+            for r, length in zip(rows, lengths, strict=True)
+        ]
+        batches: list[Batch] = [
+            (p, slice(j * batch_rows[length], (j + 1) * batch_rows[length]))
+            for p, length in zip(packed, lengths, strict=True)
+            if p is not None
+            for j in range(len(p.tokens) // batch_rows[length])
+        ]
+        if len(batches) >= n_steps:
+            break
+    random.Random(seed).shuffle(batches)
+    batches = batches[:n_steps]
+    stats = {
+        "conversations": float(n_convs),
+        "tokens": float(total),
+        "target_tokens": float(sum(len(t) for _, t in examples)),
+        "fill": float(np.mean([(p.segments[sl] > 0).mean() for p, sl in batches])),
+    }
+    for p, length in zip(packed, lengths, strict=True):
+        stats[f"batches@{length}"] = float(sum(q is p for q, _ in batches))
+    return batches, stats
+
+
+# ---------------------------------------------------------------------------------------------
+# model
+# ---------------------------------------------------------------------------------------------
+def model_config(cfg: TrainConfig, vocab_size: int, eos_id: int, pad_id: int) -> dict[str, Any]:
+    """config.json contents (Qwen3 fields that mlx_lm's qwen3 model reads, plus HF metadata)."""
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": cfg.hidden_size,
+        "intermediate_size": cfg.intermediate_size,
+        "num_hidden_layers": cfg.layers,
+        "num_attention_heads": cfg.heads,
+        "num_key_value_heads": cfg.kv_heads,
+        "head_dim": cfg.head_dim,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "vocab_size": vocab_size,
+        "max_position_embeddings": cfg.max_positions,
+        "rope_theta": cfg.rope_theta,
+        "rope_scaling": None,
+        "tie_word_embeddings": True,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "use_sliding_window": False,
+        "torch_dtype": "float32",
+        "bos_token_id": None,
+        "eos_token_id": eos_id,
+        "pad_token_id": pad_id,
+    }
+
+
+def make_model(config: dict[str, Any]) -> nn.Module:
+    from mlx_lm.models import qwen3
+
+    return qwen3.Model(qwen3.ModelArgs.from_dict(config))
+
+
+def tie_word_variants(model: nn.Module, tok: Tokenizer) -> None:
+    """Start ' word' with the same embedding as 'word' so copying across the two is easy."""
+    import mlx.core as mx
+
+    from training.tiny_chat.tokenizer import byte_level
+
+    weight = np.array(model.model.embed_tokens.weight)
+    for word in unique_words():
+        bare = tok.token_to_id(byte_level(word))
+        spaced = tok.token_to_id(byte_level(" " + word))
+        if bare is not None and spaced is not None:
+            weight[spaced] = weight[bare]
+    model.model.embed_tokens.weight = mx.array(weight)
+
+
+def count_params(model: nn.Module) -> int:
+    from mlx.utils import tree_flatten
+
+    return sum(v.size for _, v in tree_flatten(model.parameters()))
+
+
+def target_loss(
+    model: nn.Module,
+    tokens: mx.array,
+    segments: mx.array,
+    targets: tuple[mx.array, mx.array, mx.array],
+) -> mx.array:
+    """Cross-entropy on the target slots only, with a block-diagonal causal mask per row.
+
+    ``targets`` = (positions whose output predicts a target, target ids, weights).
+    """
+    target_pos, target_ids, target_w = targets
+    import mlx.core as mx
+    from mlx import nn
+
+    b, t = tokens.shape
+    causal = mx.tril(mx.ones((t, t), dtype=mx.bool_))
+    same = segments[:, None, :, None] == segments[:, None, None, :]
+    mask = same & causal
+    h = model.model.embed_tokens(tokens)
+    for layer in model.model.layers:
+        h = layer(h, mask, None)
+    h = model.model.norm(h)
+    flat = (target_pos + (mx.arange(b) * t)[:, None]).reshape(-1)
+    hs = h.reshape(b * t, -1)[flat]
+    logits = model.model.embed_tokens.as_linear(hs)
+    w = target_w.reshape(-1)
+    ce = nn.losses.cross_entropy(logits, target_ids.reshape(-1)) * w
+    return ce.sum() / mx.maximum(w.sum(), 1.0)
+
+
+def train_model(cfg: TrainConfig, model: nn.Module, batches: list[Batch]) -> list[float]:
+    """AdamW with linear warmup and cosine decay; compiled step. Returns the loss per step."""
+    from functools import partial
+
+    import mlx.core as mx
+    import mlx.optimizers as optim
+    from mlx import nn
+
+    schedule = optim.join_schedules(
+        [
+            optim.linear_schedule(cfg.lr / cfg.warmup, cfg.lr, cfg.warmup),
+            optim.cosine_decay(cfg.lr, len(batches) - cfg.warmup, cfg.lr * cfg.min_lr_ratio),
+        ],
+        [cfg.warmup],
+    )
+    optimizer = optim.AdamW(
+        learning_rate=schedule, betas=(0.9, 0.98), weight_decay=cfg.weight_decay
+    )
+    loss_and_grad = nn.value_and_grad(model, target_loss)
+    state = [model.state, optimizer.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def step(
+        tokens: mx.array, segments: mx.array, targets: tuple[mx.array, mx.array, mx.array]
+    ) -> mx.array:
+        loss, grads = loss_and_grad(model, tokens, segments, targets)
+        grads, _ = optim.clip_grad_norm(grads, cfg.grad_clip)
+        optimizer.update(model, grads)
+        return loss
+
+    history: list[float] = []
+    start = time.perf_counter()
+    running = 0.0
+    seen = 0
+    for i, (rows, sl) in enumerate(batches):
+        targets = (
+            mx.array(rows.target_pos[sl]),
+            mx.array(rows.target_ids[sl]),
+            mx.array(rows.target_w[sl]),
+        )
+        loss = step(mx.array(rows.tokens[sl]), mx.array(rows.segments[sl]), targets)
+        mx.eval(loss, state)
+        value = loss.item()
+        seen += int((rows.segments[sl] > 0).sum())
+        running = value if i == 0 else 0.9 * running + 0.1 * value
+        history.append(value)
+        if (i + 1) % 20 == 0 or i == 0 or i + 1 == len(batches):
+            elapsed = time.perf_counter() - start
+            print(
+                f"step {i + 1:5d}/{len(batches)}  loss {value:.4f}  avg {running:.4f}  "
+                f"lr {float(schedule(mx.array(i))):.2e}  elapsed {elapsed:7.1f}s  "
+                f"{seen / elapsed:6.0f} tok/s",
+                flush=True,
+            )
+    return history
+
+
+def save_model(model: nn.Module, config: dict[str, Any], out: Path) -> int:
+    """Writes config.json and model.safetensors (float32); returns the weights file size."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    out.mkdir(parents=True, exist_ok=True)
+    weights = {k: v.astype(mx.float32) for k, v in tree_flatten(model.parameters())}
+    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    generation = {"eos_token_id": config["eos_token_id"], "pad_token_id": config["pad_token_id"]}
+    (out / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
+    return (out / "model.safetensors").stat().st_size
+
+
+def preload_blas() -> str:
+    """Use the system OpenBLAS for MLX's CPU matmuls when present (must precede `import mlx`)."""
+    try:
+        from service.engine.blas import preload_blas as service_preload
+    except ImportError:
+        return "reference"
+    return service_preload()
+
+
+def parse_args() -> tuple[Path, TrainConfig, bool]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("service/assets/tiny-chat"))
+    parser.add_argument("--skip-eval", action="store_true")
+    defaults = TrainConfig()
+    for name, value in asdict(defaults).items():
+        parser.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
+    args = parser.parse_args()
+    cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults)})
+    return args.out, cfg, args.skip_eval
+
+
+def main() -> None:
+    out, cfg, skip_eval = parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    blas = preload_blas()
+    import mlx.core as mx
+
+    print(f"config: {cfg}\nBLAS: {blas}", flush=True)
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    mx.random.seed(cfg.seed)
+    wall = time.perf_counter()
+
+    template = compile_template()
+    corpus_convs = train_conversations(cfg.tokenizer_conversations, seed=cfg.seed * 1000 + 1)
+    corpus = [render(template, c.messages, c.tools) for c in corpus_convs]
+    tok = build_tokenizer(corpus, unique_words(), n_merges=cfg.n_merges)
+    vocab = tok.get_vocab_size()
+    padded_vocab = int(math.ceil(vocab / 64) * 64)
+    print(f"tokenizer: {vocab} tokens (model vocab {padded_vocab})", flush=True)
+
+    batches: list[Batch] = []
+    long_rows = cfg.batch_tokens // 512
+    phases = (
+        ("short", SHORT_MIX, cfg.short_steps, ((128, cfg.short_batch),)),
+        ("tool", TOOL_MIX, cfg.tool_steps, ((256, 2 * long_rows), (512, long_rows))),
+        ("full", FULL_MIX, cfg.full_steps, ((256, 2 * long_rows), (512, long_rows))),
+    )
+    for k, (name, mix, n_steps, buckets) in enumerate(phases):
+        if n_steps > 0:
+            part, stats = build_phase(
+                tok, template, mix, n_steps, buckets, seed=cfg.seed * 1000 + 2 + k
+            )
+            batches += part
+            print(f"data ({name}): {stats}  ({time.perf_counter() - wall:.1f}s)", flush=True)
+
+    config = model_config(cfg, padded_vocab, tok.token_to_id(IM_END), tok.token_to_id(ENDOFTEXT))
+    model = make_model(config)
+    tie_word_variants(model, tok)
+    mx.eval(model.parameters())
+    n_params = count_params(model)
+    print(f"model: {n_params} parameters", flush=True)
+
+    train_start = time.perf_counter()
+    train_model(cfg, model, batches)
+    train_time = time.perf_counter() - train_start
+
+    save_tokenizer(tok, out, cfg.max_positions)
+    size = save_model(model, config, out)
+    print(
+        f"saved {out}: {n_params} params, model.safetensors {size} bytes; "
+        f"training {train_time:.0f}s, total {time.perf_counter() - wall:.0f}s",
+        flush=True,
+    )
+    if skip_eval:
+        return
+    from mlx_lm import load
+
+    from training.tiny_chat.evaluate import evaluate, summarize
+
+    loaded, tokenizer = load(str(out))
+    eval_start = time.perf_counter()
+    scores = summarize(evaluate(loaded, tokenizer))
+    for name, value in scores.items():
+        print(f"held-out {name:28s} {value:.3f}")
+    print(f"eval time {time.perf_counter() - eval_start:.1f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
