@@ -85,18 +85,20 @@ def test_previous_response_id_chains_history(stack: Stack) -> None:
 
 
 def test_instructions_are_not_carried(stack: Stack) -> None:
-    first = _create(stack, input="Reply with: a", instructions="X " * 50).json()
-    body = {"model": stack.settings.model_path.name, "input": "Reply with: b"}
-    with_chain = httpx.post(
-        f"{stack.base_url}/responses/input_tokens",
-        json={**body, "previous_response_id": first["id"]},
+    model = stack.settings.model_path.name
+    first = _create(stack, input="Reply with: a", instructions="Answer in French. " * 5).json()
+    url = f"{stack.base_url}/responses/input_tokens"
+    chained = httpx.post(
+        url, json={"model": model, "input": "Reply with: b", "previous_response_id": first["id"]}
     ).json()["input_tokens"]
-    first_plain = _create(stack, input="Reply with: a").json()
-    plain_chain = httpx.post(
-        f"{stack.base_url}/responses/input_tokens",
-        json={**body, "previous_response_id": first_plain["id"]},
+    # The same history replayed by hand, without the first turn's instructions.
+    replay = [{"role": "user", "content": "Reply with: a"}, *first["output"]]
+    replay.append({"role": "user", "content": "Reply with: b"})
+    by_hand = httpx.post(url, json={"model": model, "input": replay}).json()["input_tokens"]
+    with_instructions = httpx.post(
+        url, json={"model": model, "input": replay, "instructions": first["instructions"]}
     ).json()["input_tokens"]
-    assert with_chain == plain_chain
+    assert chained == by_hand < with_instructions
 
 
 def test_previous_response_refusals(stack: Stack) -> None:
