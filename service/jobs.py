@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
+from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 from service.errors import Reason, ServiceError, invalid
 from service.generation import ResponseGenerator, Turn
@@ -38,6 +39,12 @@ class Job:
     task: asyncio.Task[None] | None = None
     cancel_requested: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    watchers: list[asyncio.Queue[list[ev.ResponseEvent] | None]] = field(default_factory=list)
+
+    def publish(self, events: list[ev.ResponseEvent] | None) -> None:
+        """Hands a batch of events (None: the end) to every watcher."""
+        for queue in self.watchers:
+            queue.put_nowait(events)
 
     @property
     def response_id(self) -> str:
@@ -125,6 +132,7 @@ class JobManager:
                 return
             async for events in self.generator.stream(job.turn):
                 job.status = pb.RESPONSE_STATUS_IN_PROGRESS
+                job.publish(events)
                 last = events[-1]
                 if last.HasField("snapshot") and last.snapshot.response.status in TERMINAL:
                     final = last.snapshot.response
@@ -144,6 +152,7 @@ class JobManager:
             if final is not None:
                 await self._keep(job, final)
             self.active.pop(job.response_id, None)
+            job.publish(None)
             job.done.set()
 
     def _ended(
@@ -193,6 +202,19 @@ class JobManager:
                 f"Response '{response_id}' is still {status_name(job.status)}; cancel it first.",
                 "response_id",
             )
+
+    async def watch(self, response_id: str) -> AsyncIterator[list[ev.ResponseEvent]]:
+        """The job's events from now until it is terminal; None if no job is active."""
+        job = self.active.get(response_id)
+        if job is None:
+            return
+        queue: asyncio.Queue[list[ev.ResponseEvent] | None] = asyncio.Queue()
+        job.watchers.append(queue)
+        try:
+            while (events := await queue.get()) is not None:
+                yield events
+        finally:
+            job.watchers.remove(queue)
 
     def forget(self, response_id: str) -> bool:
         """Drops a kept ephemeral object; False if none."""

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
 
 import grpc
 
+from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import jobs_service_pb2 as jobs
 from mlx_responses.v1 import jobs_service_pb2_grpc as jobs_grpc
 from mlx_responses.v1 import responses_pb2 as pb
 from service.core import Core
 from service.errors import invalid
+from service.events import TERMINAL as TERMINAL_EVENTS
 from service.history import status_name, store_disabled
 from service.servicers.storage import not_found
 
@@ -18,7 +21,7 @@ Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
 class JobsServicer(jobs_grpc.JobsServiceServicer):
-    """Creates and cancels jobs. WatchJob answers UNIMPLEMENTED (base class): poll GetResponse."""
+    """Creates, watches and cancels jobs; cancels in-flight foreground responses too."""
 
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -27,6 +30,26 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
         self, request: jobs.CreateJobRequest, context: Context
     ) -> jobs.CreateJobResponse:
         return jobs.CreateJobResponse(response=await self._core.jobs.create(request.params))
+
+    async def WatchJob(
+        self, request: jobs.WatchJobRequest, context: Context
+    ) -> AsyncIterator[jobs.WatchJobResponse]:
+        manager = self._core.jobs
+        if manager.status_of(request.id) is None:
+            kept = manager.get(request.id)
+            stored = await self._core.responses.get(request.id)
+            final = kept or (stored.response if stored else None)
+            if final is None:
+                raise not_found("Response", request.id)
+            # A finished job: its terminal snapshot is all there is to watch.
+            snapshot = ev.ResponseEvent(
+                type=TERMINAL_EVENTS.get(final.status, ev.EVENT_TYPE_RESPONSE_FAILED),
+                snapshot=ev.ResponseSnapshotEvent(response=final),
+            )
+            yield jobs.WatchJobResponse(events=[snapshot])
+            return
+        async for events in manager.watch(request.id):
+            yield jobs.WatchJobResponse(events=events)
 
     async def CancelResponse(
         self, request: jobs.CancelResponseRequest, context: Context

@@ -131,3 +131,24 @@ def test_compaction_is_unimplemented_for_now(stack: Stack, channel: grpc.Channel
     with pytest.raises(grpc.RpcError) as caught:
         stub.CompactResponse(cp.CompactResponseRequest(params=_params(stack, "x")))
     assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED  # type: ignore[attr-defined]
+
+
+def test_watch_job_streams_until_terminal(random_stack: Stack) -> None:
+    from mlx_responses.v1 import jobs_service_pb2 as jobs
+    from mlx_responses.v1 import jobs_service_pb2_grpc as jobs_grpc
+
+    with grpc.insecure_channel(random_stack.grpc_address) as channel:
+        stub = jobs_grpc.JobsServiceStub(channel)
+        params = _params(random_stack, "go", max_output_tokens=40, temperature=0.0, background=True)
+        queued = stub.CreateJob(jobs.CreateJobRequest(params=params)).response
+        assert queued.status == pb.RESPONSE_STATUS_QUEUED and queued.background
+        events = [e for m in stub.WatchJob(jobs.WatchJobRequest(id=queued.id)) for e in m.events]
+        assert events[-1].type == ev.EVENT_TYPE_RESPONSE_INCOMPLETE
+        numbers = [e.sequence_number for e in events]
+        assert numbers == sorted(numbers)
+        again = [e for m in stub.WatchJob(jobs.WatchJobRequest(id=queued.id)) for e in m.events]
+        assert [e.type for e in again] == [ev.EVENT_TYPE_RESPONSE_INCOMPLETE]
+        assert again[0].snapshot.response.usage.output_tokens == 40
+        with pytest.raises(grpc.RpcError) as caught:
+            list(stub.WatchJob(jobs.WatchJobRequest(id="resp_nope")))
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
