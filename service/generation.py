@@ -243,12 +243,10 @@ class ResponseGenerator:
         running.stream.cancel()
         return await asyncio.wait_for(asyncio.shield(running.final), timeout)
 
-    async def stream(
-        self, turn: Turn, assembler: EventAssembler | None = None
-    ) -> AsyncIterator[list[ev.ResponseEvent]]:
+    async def stream(self, turn: Turn) -> AsyncIterator[list[ev.ResponseEvent]]:
         """The events of one turn, in batches of those ready together."""
         generation = self.submit(turn)
-        assembler = assembler or EventAssembler(turn.response, self.ids)
+        assembler = EventAssembler(turn.response, self.ids)
         try:
             yield (
                 assembler.start()
@@ -259,8 +257,6 @@ class ResponseGenerator:
             output_tokens = 0
             cached_tokens = 0
             reasoning_tokens = 0
-            finish: str | None = None
-            error: str | None = None
             async for chunks in generation.batches():
                 events: list[ev.ResponseEvent] = []
                 for chunk in chunks:
@@ -272,14 +268,13 @@ class ResponseGenerator:
                         events += self._segment(assembler, segment)
                 last = chunks[-1]
                 if last.finish_reason is not None:
-                    finish, error = last.finish_reason, last.error
                     for segment in parser.finish():
                         events += self._segment(assembler, segment)
                     events += await self._finish(
                         turn,
                         assembler,
-                        finish,
-                        error,
+                        last.finish_reason,
+                        last.error,
                         output_tokens=output_tokens,
                         cached_tokens=cached_tokens,
                         reasoning_tokens=reasoning_tokens,
@@ -287,6 +282,8 @@ class ResponseGenerator:
                 if events:
                     yield events
         finally:
+            # A consumer gone before the first chunk never reached batches()' own cleanup.
+            generation.cancel()
             running = self.in_flight.pop(turn.response.id, None)
             if running is not None and not running.final.done():
                 running.final.set_result(assembler.response)
