@@ -53,6 +53,22 @@ EVENT_NAMES = {
 }
 
 
+def logprobs_to_json(logprobs: Any) -> list[dict[str, Any]]:
+    """Token logprobs as the OpenAI `logprobs` array."""
+    return [
+        {
+            "token": lp.token,
+            "logprob": lp.logprob,
+            "bytes": list(lp.token_bytes),
+            "top_logprobs": [
+                {"token": t.token, "logprob": t.logprob, "bytes": list(t.token_bytes)}
+                for t in lp.top_logprobs
+            ],
+        }
+        for lp in logprobs
+    ]
+
+
 def part_to_json(part: pb.ContentPart) -> dict[str, Any]:
     """One content part."""
     kind = part.WhichOneof("part")
@@ -61,7 +77,7 @@ def part_to_json(part: pb.ContentPart) -> dict[str, Any]:
             "type": "output_text",
             "text": part.output_text.text,
             "annotations": [],
-            "logprobs": [],
+            "logprobs": logprobs_to_json(part.output_text.logprobs),
         }
     if kind == "refusal":
         return {"type": "refusal", "refusal": part.refusal.refusal}
@@ -242,7 +258,7 @@ def event_to_json(event: ev.ResponseEvent) -> dict[str, Any]:
             out["content_index"] = d.content_index
         out["delta"] = d.delta
         if event.type == ev.EVENT_TYPE_OUTPUT_TEXT_DELTA:
-            out["logprobs"] = []
+            out["logprobs"] = logprobs_to_json(d.logprobs)
     elif kind == "text_done":
         d = event.text_done
         out.update(item_id=d.item_id, output_index=d.output_index)
@@ -253,7 +269,7 @@ def event_to_json(event: ev.ResponseEvent) -> dict[str, Any]:
             out["content_index"] = d.content_index
             out["text"] = d.text
             if event.type == ev.EVENT_TYPE_OUTPUT_TEXT_DONE:
-                out["logprobs"] = []
+                out["logprobs"] = logprobs_to_json(d.logprobs)
     elif kind == "compaction_started":
         out.update(
             response_id=event.compaction_started.response_id,

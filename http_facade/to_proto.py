@@ -364,6 +364,11 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
         metadata = _expect(body["metadata"], dict, "metadata", "an object")
         for key, value in metadata.items():
             params.metadata[key] = _expect(value, str, f"metadata.{key}", "a string")
+    if body.get("include") is not None:
+        include = _expect(body["include"], list, "include", "an array")
+        params.include.extend(
+            _expect(v, str, f"include[{i}]", "a string") for i, v in enumerate(include)
+        )
     if body.get("chat_template_kwargs") is not None:
         kwargs = _expect(body["chat_template_kwargs"], dict, "chat_template_kwargs", "an object")
         params.chat_template_kwargs_json = json.dumps(kwargs)

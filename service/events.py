@@ -36,6 +36,7 @@ class EventAssembler:
         self._sequence = 0
         self._open: str | None = None  # "message" | "reasoning" while an item is open
         self._text = ""
+        self._logprobs: list[pb.Logprob] = []
 
     # --- helpers ---------------------------------------------------------------------------
     def _event(self, kind: int, **payload: object) -> ev.ResponseEvent:
@@ -126,22 +127,31 @@ class EventAssembler:
         events.append(self._part_event(ev.EVENT_TYPE_CONTENT_PART_ADDED, item_id, part))
         return events
 
-    def _delta(self, kind: str, event_type: int, delta: str) -> list[ev.ResponseEvent]:
+    def _delta(
+        self, kind: str, event_type: int, delta: str, logprobs: list[pb.Logprob] | None = None
+    ) -> list[ev.ResponseEvent]:
         if not delta:
             return []
         events = self._open_item(kind)
         self._text += delta
+        self._logprobs += logprobs or []
         item = self._item()
         item_id = item.message.id if kind == "message" else item.reasoning.id
         delta_event = ev.TextDeltaEvent(
-            item_id=item_id, output_index=self._index, content_index=0, delta=delta
+            item_id=item_id,
+            output_index=self._index,
+            content_index=0,
+            delta=delta,
+            logprobs=logprobs or [],
         )
         events.append(self._event(event_type, text_delta=delta_event))
         return events
 
-    def text_delta(self, delta: str) -> list[ev.ResponseEvent]:
+    def text_delta(
+        self, delta: str, logprobs: list[pb.Logprob] | None = None
+    ) -> list[ev.ResponseEvent]:
         """`response.output_text.delta` in the open message (opened if needed)."""
-        return self._delta("message", ev.EVENT_TYPE_OUTPUT_TEXT_DELTA, delta)
+        return self._delta("message", ev.EVENT_TYPE_OUTPUT_TEXT_DELTA, delta, logprobs)
 
     def reasoning_delta(self, delta: str) -> list[ev.ResponseEvent]:
         """`response.reasoning_text.delta` in the open reasoning item (opened if needed)."""
@@ -190,7 +200,9 @@ class EventAssembler:
         item = self._item()
         if self._open == "message":
             item_id = item.message.id
-            part = pb.ContentPart(output_text=pb.OutputText(text=self._text))
+            part = pb.ContentPart(
+                output_text=pb.OutputText(text=self._text, logprobs=self._logprobs)
+            )
             done_kind = ev.EVENT_TYPE_OUTPUT_TEXT_DONE
             item.message.content.append(part)
             item.message.status = status
@@ -208,6 +220,7 @@ class EventAssembler:
                     output_index=self._index,
                     content_index=0,
                     text=self._text,
+                    logprobs=self._logprobs,
                 ),
             ),
             self._part_event(ev.EVENT_TYPE_CONTENT_PART_DONE, item_id, part),
@@ -215,6 +228,7 @@ class EventAssembler:
         ]
         self._open = None
         self._text = ""
+        self._logprobs = []
         return events
 
     def finish(

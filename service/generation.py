@@ -33,6 +33,7 @@ from service.engine.worker import (
     GenerationStream,
     QueueFullError,
     SamplingParams,
+    TokenLogprob,
 )
 from service.errors import Reason, ServiceError, invalid
 from service.events import EventAssembler, IdFactory, new_id
@@ -43,12 +44,24 @@ from service.validation import parse_json_object, validate_params
 
 log = logging.getLogger(__name__)
 
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+
 FINISH_STATUS = {
     "stop": pb.RESPONSE_STATUS_COMPLETED,
     "length": pb.RESPONSE_STATUS_INCOMPLETE,
     "cancelled": pb.RESPONSE_STATUS_CANCELLED,
     "error": pb.RESPONSE_STATUS_FAILED,
 }
+
+
+def logprob_to_pb(lp: TokenLogprob) -> pb.Logprob:
+    """An engine token logprob as the contract's Logprob."""
+    return pb.Logprob(
+        token=lp.token,
+        logprob=lp.logprob,
+        token_bytes=lp.token.encode(),
+        top_logprobs=[pb.TopLogprob(token=t, logprob=v, token_bytes=t.encode()) for t, v in lp.top],
+    )
 
 
 @dataclass
@@ -201,10 +214,12 @@ class ResponseGenerator:
             else self.default_max_output_tokens
         )
         response = self.initial_response(params, response_id or self.ids("resp"))
+        wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
         sampling = SamplingParams(
             max_tokens=min(requested, room),
             temperature=response.temperature,
             top_p=response.top_p,
+            logprobs=params.top_logprobs if wants_logprobs else -1,
         )
         tokenizer = self.loaded.tokenizer
         use_tools = bool(params.tools) and params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE
@@ -257,6 +272,8 @@ class ResponseGenerator:
             output_tokens = 0
             cached_tokens = 0
             reasoning_tokens = 0
+            # Token logprobs wait here until the parser releases their text as answer text.
+            pending: list[pb.Logprob] = []
             async for chunks in generation.batches():
                 events: list[ev.ResponseEvent] = []
                 for chunk in chunks:
@@ -264,12 +281,13 @@ class ResponseGenerator:
                     cached_tokens = max(cached_tokens, chunk.cached_tokens)
                     if parser.channel is Channel.REASONING:
                         reasoning_tokens += chunk.tokens
+                    pending += [logprob_to_pb(lp) for lp in chunk.logprobs]
                     for segment in parser.feed(chunk.text):
-                        events += self._segment(assembler, segment)
+                        events += self._segment(assembler, segment, pending)
                 last = chunks[-1]
                 if last.finish_reason is not None:
                     for segment in parser.finish():
-                        events += self._segment(assembler, segment)
+                        events += self._segment(assembler, segment, pending)
                     events += await self._finish(
                         turn,
                         assembler,
@@ -288,11 +306,15 @@ class ResponseGenerator:
             if running is not None and not running.final.done():
                 running.final.set_result(assembler.response)
 
-    def _segment(self, assembler: EventAssembler, segment: Segment) -> list[ev.ResponseEvent]:
+    def _segment(
+        self, assembler: EventAssembler, segment: Segment, pending: list[pb.Logprob]
+    ) -> list[ev.ResponseEvent]:
+        logprobs = pending[:]
+        pending.clear()
         if segment.channel is Channel.REASONING:
             return assembler.reasoning_delta(segment.text)
         if segment.channel is Channel.TEXT:
-            return assembler.text_delta(segment.text)
+            return assembler.text_delta(segment.text, logprobs)
         call = parse_tool_call(segment.text, self.loaded.tokenizer.tool_parser)
         if call is None:
             # A malformed call stays visible as text rather than vanishing.

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import mlx.core as mx
+import numpy as np
 from mlx_lm.generate import BatchGenerator
 from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache
 from mlx_lm.sample_utils import make_sampler
@@ -43,6 +44,16 @@ class SamplingParams:
     max_tokens: int
     temperature: float = 1.0
     top_p: float = 1.0
+    logprobs: int = -1  # -1: none; 0: the sampled token's; k: also the k most likely
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A generated token's log probability and the top alternatives at its position."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,7 @@ class Chunk:
     finish_reason: str | None = None
     error: str | None = None
     cached_tokens: int = 0  # prompt tokens served from the prompt cache (first chunk)
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass
@@ -78,6 +90,7 @@ class _Active:
     detokenizer: Any
     generated: int = 0
     cached_tokens: int = 0
+    logprobs: int = -1
 
 
 class _Stop:
@@ -342,7 +355,10 @@ class EngineWorker:
             self._emit(command.stream, Chunk("", 0, "error", error=str(exc)))
             return
         active[uid] = _Active(
-            command.stream, self.loaded.tokenizer.detokenizer, cached_tokens=cached
+            command.stream,
+            self.loaded.tokenizer.detokenizer,
+            cached_tokens=cached,
+            logprobs=s.logprobs,
         )
         by_stream[id(command.stream)] = uid
         if self._prompt_cache is not None:
@@ -350,6 +366,18 @@ class EngineWorker:
             self._prompt_cache.trim_to(
                 n_bytes=self.prompt_cache_max_bytes - generator.prompt_cache_nbytes
             )
+
+    def _logprobs(self, token: int, logprobs: mx.array, top: int) -> tuple[TokenLogprob, ...]:
+        if top < 0:
+            return ()
+        decode = self.loaded.tokenizer.decode
+        alternatives: tuple[tuple[str, float], ...] = ()
+        values = np.array(logprobs, dtype=np.float32)
+        if top > 0:
+            ids = np.argpartition(-values, top - 1)[:top]
+            ranked = ids[np.argsort(-values[ids])]
+            alternatives = tuple((decode([int(i)]), float(values[i])) for i in ranked)
+        return (TokenLogprob(decode([token]), float(values[token]), alternatives),)
 
     def _sampler(self, s: SamplingParams) -> Any:
         """One sampler object per setting: mlx-lm samples a batch in one call when they match."""
@@ -412,6 +440,12 @@ class EngineWorker:
                     )
                     self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
             cached = entry.cached_tokens if entry.generated == 1 else 0
-            out.append((entry.stream, Chunk(detok.last_segment, 1, finish, cached_tokens=cached)))
+            logprobs = self._logprobs(r.token, r.logprobs, entry.logprobs)
+            out.append(
+                (
+                    entry.stream,
+                    Chunk(detok.last_segment, 1, finish, cached_tokens=cached, logprobs=logprobs),
+                )
+            )
         self._emit_all(out)
         self.stats.active = len(active)

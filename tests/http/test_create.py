@@ -156,3 +156,29 @@ def test_sdk_raises_typed_errors(client: openai.OpenAI, model: str) -> None:
     with pytest.raises(openai.BadRequestError) as bad:
         client.responses.create(model=model, input="x", temperature=5)
     assert bad.value.param == "temperature"
+
+
+def test_logprobs_when_included(stack: Stack, model: str) -> None:
+    body = httpx.post(
+        f"{stack.base_url}/v1/responses",
+        json={
+            "model": model,
+            "input": "Reply with: hello",
+            "include": ["message.output_text.logprobs"],
+            "top_logprobs": 3,
+            "max_output_tokens": 16,
+        },
+        timeout=60,
+    ).json()
+    part = body["output"][0]["content"][0]
+    assert part["text"] == "hello"
+    assert "".join(lp["token"] for lp in part["logprobs"]) == "hello"
+    first = part["logprobs"][0]
+    assert first["logprob"] <= 0.0 and len(first["top_logprobs"]) == 3
+    assert first["top_logprobs"][0]["token"] == first["token"]  # greedy: the argmax
+    assert body["top_logprobs"] == 3
+
+
+def test_no_logprobs_unless_asked(client: openai.OpenAI, model: str) -> None:
+    resp = client.responses.create(model=model, input="Reply with: hello", max_output_tokens=16)
+    assert resp.output[0].content[0].logprobs == []  # type: ignore[union-attr]
