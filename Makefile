@@ -26,7 +26,7 @@ proto: setup  ## regenerate mlx_responses/ from proto/
 	$(PY) tools/genproto.py
 
 model: setup  ## retrain the bundled tiny chat model (service/assets/tiny-chat)
-	$(PY) -m training.tiny_chat.train --out service/assets/tiny-chat
+	$(PY) -m training.tiny_chat.train --out service/assets/tiny-chat --tool-steps 500 --full-steps 700
 
 bench: setup  ## performance benchmark (prints figures; not a test)
 	$(PY) tests/benchmarks/bench_serving.py $(ARGS)

@@ -386,7 +386,14 @@ def save_model(model: nn.Module, config: dict[str, Any], out: Path) -> int:
     weights = {k: v.astype(mx.float32) for k, v in tree_flatten(model.parameters())}
     mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    generation = {"eos_token_id": config["eos_token_id"], "pad_token_id": config["pad_token_id"]}
+    # Greedy by default: the server reads its sampling defaults from this file.
+    generation = {
+        "eos_token_id": config["eos_token_id"],
+        "pad_token_id": config["pad_token_id"],
+        "do_sample": False,
+        "temperature": 0.0,
+        "top_p": 1.0,
+    }
     (out / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
     return (out / "model.safetensors").stat().st_size
 
