@@ -146,13 +146,6 @@ class CoreClient:
             )
         )
 
-    async def store_stats(self) -> storage_service_pb2.GetStoreStatsResponse:
-        return await _call(
-            self._storage.GetStoreStats(
-                storage_service_pb2.GetStoreStatsRequest(), timeout=SHORT_DEADLINE_S
-            )
-        )
-
     async def cancel(self, response_id: str) -> responses_pb2.Response:
         reply = await _call(
             self._jobs.CancelResponse(
