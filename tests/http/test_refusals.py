@@ -109,3 +109,10 @@ def test_server_keeps_serving_after_refusals(stack: Stack) -> None:
     )
     assert reply.status_code == 200
     assert reply.json()["output"][0]["content"][0]["text"] == "ok"
+
+
+def test_input_longer_than_the_context_window(stack: Stack) -> None:
+    reply = _post(stack, "/v1/responses", {"model": _model(stack), "input": "hello " * 5000})
+    assert reply.status_code == 400
+    error = reply.json()["error"]
+    assert error["code"] == "context_length_exceeded" and error["param"] == "input"
