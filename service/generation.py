@@ -26,15 +26,14 @@ from service.engine.prompt import (
     render_prompt,
     tools_to_template,
 )
-from service.engine.structured import GrammarFactory, SchemaError
-from service.engine.worker import (
+from service.engine.requests import (
     EngineStoppedError,
-    EngineWorker,
-    GenerationStream,
     QueueFullError,
     SamplingParams,
     TokenLogprob,
 )
+from service.engine.structured import GrammarFactory, SchemaError
+from service.engine.worker import EngineWorker, GenerationStream
 from service.errors import Reason, ServiceError, invalid
 from service.events import EventAssembler, IdFactory, new_id
 from service.history import HistoryResolver
