@@ -159,6 +159,14 @@ class EventAssembler:
 
     def function_call(self, name: str, arguments: str) -> list[ev.ResponseEvent]:
         """A whole function call: item added, arguments delta and done, item done."""
+        return (
+            self.function_call_start(name)
+            + self.function_call_delta(arguments)
+            + self.function_call_done(arguments)
+        )
+
+    def function_call_start(self, name: str) -> list[ev.ResponseEvent]:
+        """`response.output_item.added` of a function call whose arguments will stream."""
         events = self._close(pb.ITEM_STATUS_COMPLETED)
         item = pb.Item(
             function_call=pb.FunctionCallItem(
@@ -170,27 +178,40 @@ class EventAssembler:
             )
         )
         self.response.output.append(item)
-        item_id = item.function_call.id
         events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
-        if arguments:
-            events.append(
-                self._event(
-                    ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA,
-                    text_delta=ev.TextDeltaEvent(
-                        item_id=item_id, output_index=self._index, delta=arguments
-                    ),
-                )
+        return events
+
+    def function_call_delta(self, delta: str) -> list[ev.ResponseEvent]:
+        """`response.function_call_arguments.delta` of the open call."""
+        if not delta:
+            return []
+        call = self._item().function_call
+        call.arguments += delta
+        return [
+            self._event(
+                ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA,
+                text_delta=ev.TextDeltaEvent(
+                    item_id=call.id, output_index=self._index, delta=delta
+                ),
             )
+        ]
+
+    def function_call_done(self, arguments: str) -> list[ev.ResponseEvent]:
+        """The authoritative arguments: the unsent rest as a delta, then done events."""
+        call = self._item().function_call
+        events = []
+        if arguments.startswith(call.arguments):
+            events += self.function_call_delta(arguments[len(call.arguments) :])
+        call.arguments = arguments
+        call.status = pb.ITEM_STATUS_COMPLETED
         events.append(
             self._event(
                 ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE,
                 text_done=ev.TextDoneEvent(
-                    item_id=item_id, output_index=self._index, text=arguments, name=name
+                    item_id=call.id, output_index=self._index, text=arguments, name=call.name
                 ),
             )
         )
-        self._item().function_call.arguments = arguments
-        self._item().function_call.status = pb.ITEM_STATUS_COMPLETED
         events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
         return events
 

@@ -15,6 +15,7 @@ from service.compaction_codec import CompactionDecodeError
 from service.engine.model import LoadedModel
 from service.engine.output_parser import (
     Channel,
+    HermesArgumentStreamer,
     Markers,
     OutputParser,
     Segment,
@@ -273,6 +274,10 @@ class ResponseGenerator:
             reasoning_tokens = 0
             # Token logprobs wait here until the parser releases their text as answer text.
             pending: list[pb.Logprob] = []
+            # Hermes/Qwen JSON calls stream their arguments while generated (seed).
+            streamer = (
+                HermesArgumentStreamer() if turn.markers.tool_start == "<tool_call>" else None
+            )
             async for chunks in generation.batches():
                 events: list[ev.ResponseEvent] = []
                 for chunk in chunks:
@@ -282,11 +287,13 @@ class ResponseGenerator:
                         reasoning_tokens += chunk.tokens
                     pending += [logprob_to_pb(lp) for lp in chunk.logprobs]
                     for segment in parser.feed(chunk.text):
-                        events += self._segment(assembler, segment, pending)
+                        events += self._segment(assembler, segment, pending, streamer)
+                    if streamer is not None and parser.channel is Channel.TOOL_CALL:
+                        events += self._stream_arguments(assembler, streamer, parser)
                 last = chunks[-1]
                 if last.finish_reason is not None:
                     for segment in parser.finish():
-                        events += self._segment(assembler, segment, pending)
+                        events += self._segment(assembler, segment, pending, streamer)
                     events += await self._finish(
                         turn,
                         assembler,
@@ -306,7 +313,11 @@ class ResponseGenerator:
                 running.final.set_result(assembler.response)
 
     def _segment(
-        self, assembler: EventAssembler, segment: Segment, pending: list[pb.Logprob]
+        self,
+        assembler: EventAssembler,
+        segment: Segment,
+        pending: list[pb.Logprob],
+        streamer: HermesArgumentStreamer | None,
     ) -> list[ev.ResponseEvent]:
         logprobs = pending[:]
         pending.clear()
@@ -315,12 +326,27 @@ class ResponseGenerator:
         if segment.channel is Channel.TEXT:
             return assembler.text_delta(segment.text, logprobs)
         call = parse_tool_call(segment.text, self.loaded.tokenizer.tool_parser)
+        if streamer is not None and streamer.name is not None:
+            # The call is already open: the end-of-generation parse is authoritative.
+            arguments = streamer.final_arguments(segment.text, call) if call else streamer.sent
+            streamer.reset()
+            return assembler.function_call_done(arguments)
         if call is None:
             # A malformed call stays visible as text rather than vanishing.
             start = self.loaded.tokenizer.tool_call_start or "<tool_call>"
             end = self.loaded.tokenizer.tool_call_end or "</tool_call>"
             return assembler.text_delta(f"{start}{segment.text}{end}")
         return assembler.function_call(call.name, call.arguments)
+
+    @staticmethod
+    def _stream_arguments(
+        assembler: EventAssembler, streamer: HermesArgumentStreamer, parser: OutputParser
+    ) -> list[ev.ResponseEvent]:
+        name, delta = streamer.update(parser.partial_tool_body)
+        events = assembler.function_call_start(name) if name is not None else []
+        if streamer.name is not None:
+            events += assembler.function_call_delta(delta)
+        return events
 
     async def _finish(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,11 @@ class OutputParser:
         self._tool_body = ""
         # Just after a reasoning block, templates put blank lines before the answer.
         self._strip_leading = False
+
+    @property
+    def partial_tool_body(self) -> str:
+        """The body of the open tool call so far (text that may start the end marker excluded)."""
+        return self._tool_body if self._channel is Channel.TOOL_CALL else ""
 
     @property
     def channel(self) -> Channel:
@@ -153,3 +159,53 @@ def parse_tool_call(body: str, parser: ToolBodyParser | None = None) -> ParsedTo
     arguments = data.get("arguments", {})
     text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
     return ParsedToolCall(name=data["name"], arguments=text)
+
+
+HERMES_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*')
+
+
+class HermesArgumentStreamer:
+    """Follows a Hermes/Qwen `{"name": ..., "arguments": {...}}` body while it is generated.
+
+    `update` returns the name once it is known, then the new text of the arguments object; the
+    closing brace of the outer object (and trailing blanks) is held back until the call ends.
+    """
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.sent = ""
+
+    def reset(self) -> None:
+        """Ready for the next call."""
+        self.name = None
+        self.sent = ""
+
+    def update(self, body: str) -> tuple[str | None, str]:
+        """(name if it just became known, arguments text not yet sent)."""
+        match = HERMES_HEAD.match(body)
+        if match is None:
+            return None, ""
+        new_name = None
+        if self.name is None:
+            self.name = json.loads(f'"{match.group(1)}"')
+            new_name = self.name
+        safe = body[match.end() :].rstrip()
+        safe = safe[:-1].rstrip() if safe.endswith("}") else safe
+        if not safe.startswith(self.sent):
+            return new_name, ""
+        delta = safe[len(self.sent) :]
+        self.sent = safe
+        return new_name, delta
+
+    def final_arguments(self, body: str, parsed: ParsedToolCall) -> str:
+        """The arguments as generated when they are the parsed ones, else the parser's text."""
+        match = HERMES_HEAD.match(body)
+        if match is not None:
+            raw = body[match.end() :].rstrip()
+            raw = raw[:-1].rstrip() if raw.endswith("}") else raw
+            try:
+                if json.loads(raw) == json.loads(parsed.arguments):
+                    return raw
+            except ValueError:
+                pass
+        return parsed.arguments

@@ -61,9 +61,14 @@ def test_tool_call_streams_as_function_call_events(stack: Stack) -> None:
             if line.startswith("data: "):
                 events.append(json.loads(line[6:]))
     types = [e["type"] for e in events]
-    assert "response.function_call_arguments.delta" in types
+    deltas = [e for e in events if e["type"] == "response.function_call_arguments.delta"]
+    assert len(deltas) > 1, "arguments stream while they are generated"
     done = next(e for e in events if e["type"] == "response.function_call_arguments.done")
+    assert "".join(d["delta"] for d in deltas) == done["arguments"]
     assert json.loads(done["arguments"]) == {"city": "paris"}
+    assert types.index("response.output_item.added") < types.index(
+        "response.function_call_arguments.delta"
+    )
     final = events[-1]["response"]
     call = next(i for i in final["output"] if i["type"] == "function_call")
     assert done["item_id"] == call["id"]

@@ -64,3 +64,30 @@ def test_no_tool_markers_means_plain_text() -> None:
 @pytest.mark.parametrize("body", ["not json", '{"arguments": {}}', "[1]"])
 def test_malformed_tool_calls(body: str) -> None:
     assert parse_tool_call(body) is None
+
+
+def test_hermes_arguments_stream_as_a_prefix_of_the_final_text() -> None:
+    from service.engine.output_parser import HermesArgumentStreamer
+
+    body = '\n{"name": "get_weather", "arguments": {"city": "paris", "unit": "c"}}\n'
+    streamer = HermesArgumentStreamer()
+    names, sent = [], ""
+    for end in range(1, len(body) + 1):
+        name, delta = streamer.update(body[:end])
+        if name is not None:
+            names.append(name)
+        sent += delta
+    assert names == ["get_weather"]
+    call = parse_tool_call(body)
+    assert call is not None
+    final = streamer.final_arguments(body, call)
+    assert final == '{"city": "paris", "unit": "c"}'
+    assert final.startswith(sent) and sent  # the rest is sent with the done event
+
+
+def test_hermes_streamer_waits_for_the_name() -> None:
+    from service.engine.output_parser import HermesArgumentStreamer
+
+    streamer = HermesArgumentStreamer()
+    assert streamer.update('{"name": "get_we') == (None, "")
+    assert streamer.update('{"name": "get_weather", "arguments": {"a') == ("get_weather", '{"a')
