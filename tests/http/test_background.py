@@ -31,6 +31,13 @@ def _poll(stack: Stack, rid: str, timeout: float = 60) -> dict[str, Any]:
     raise AssertionError("job never finished")
 
 
+def _chain(stack: Stack, previous: str, **fields: Any) -> httpx.Response:
+    """A foreground turn continuing from `previous`."""
+    body = {"model": stack.settings.model_path.name, "input": "x", **fields}
+    body["previous_response_id"] = previous
+    return httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60)
+
+
 def _error(reply: httpx.Response, status: int) -> dict[str, Any]:
     assert reply.status_code == status, reply.text
     return reply.json()["error"]
@@ -129,15 +136,7 @@ def test_cancel_delete_and_chaining_of_a_running_job(random_stack: Stack) -> Non
     error = _error(httpx.delete(f"{stack.base_url}/v1/responses/{job['id']}"), 400)
     assert "cancel it first" in error["message"]
     error = _error(
-        httpx.post(
-            f"{stack.base_url}/v1/responses",
-            json={
-                "model": stack.settings.model_path.name,
-                "input": "x",
-                "previous_response_id": job["id"],
-            },
-            timeout=30,
-        ),
+        _chain(stack, job["id"]),
         400,
     )
     assert error["message"].startswith(
@@ -148,16 +147,7 @@ def test_cancel_delete_and_chaining_of_a_running_job(random_stack: Stack) -> Non
     cancelled = httpx.post(f"{stack.base_url}/v1/responses/{job['id']}/cancel", timeout=30).json()
     assert cancelled["status"] == "cancelled" and cancelled["background"] is True
     assert _poll(stack, job["id"])["status"] == "cancelled"
-    chained = httpx.post(
-        f"{stack.base_url}/v1/responses",
-        json={
-            "model": stack.settings.model_path.name,
-            "input": "x",
-            "previous_response_id": job["id"],
-            "max_output_tokens": 2,
-        },
-        timeout=30,
-    )
+    chained = _chain(stack, job["id"], max_output_tokens=2)
     assert chained.status_code == 200
     assert httpx.delete(f"{stack.base_url}/v1/responses/{job['id']}").json()["deleted"] is True
 
@@ -165,15 +155,7 @@ def test_cancel_delete_and_chaining_of_a_running_job(random_stack: Stack) -> Non
 def test_finished_job_chains(stack: Stack) -> None:
     job = _create(stack, input="Reply with: paris").json()
     _poll(stack, job["id"])
-    reply = httpx.post(
-        f"{stack.base_url}/v1/responses",
-        json={
-            "model": stack.settings.model_path.name,
-            "input": "Reply with: tokyo",
-            "previous_response_id": job["id"],
-        },
-        timeout=60,
-    ).json()
+    reply = _chain(stack, job["id"], input="Reply with: tokyo").json()
     assert reply["output"][0]["content"][0]["text"] == "tokyo"
     assert "background" not in reply
 
@@ -183,15 +165,7 @@ def test_store_false_job_is_pollable_but_not_chainable(stack: Stack) -> None:
     final = _poll(stack, job["id"])
     assert final["status"] == "completed" and final["store"] is False
     error = _error(
-        httpx.post(
-            f"{stack.base_url}/v1/responses",
-            json={
-                "model": stack.settings.model_path.name,
-                "input": "x",
-                "previous_response_id": job["id"],
-            },
-            timeout=30,
-        ),
+        _chain(stack, job["id"]),
         400,
     )
     assert error["param"] == "previous_response_id"
