@@ -19,7 +19,7 @@ test: setup  ## the whole test suite
 lint: setup  ## ruff, mypy and buf lint
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy service http_facade
+	$(VENV)/bin/mypy service http_facade launcher
 	npx --yes @bufbuild/buf@$(BUF_VERSION) lint
 
 proto: setup  ## regenerate mlx_responses/ from proto/

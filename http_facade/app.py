@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from http_facade.client import CoreClient
+from http_facade.config import FacadeSettings
 from http_facade.errors import FALLBACK, METHOD_NOT_ALLOWED, UNKNOWN_ROUTE, HttpError, OpenAIError
 from http_facade.routes import CLIENT, add_routes
 
@@ -44,8 +45,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return _error_response(OpenAIError(FALLBACK, f"internal error: {type(exc).__name__}"))
 
 
-def create_app(core_address: str) -> web.Application:
+def create_app(core_address: str, settings: FacadeSettings | None = None) -> web.Application:
     """The façade app, talking to the core at `core_address` (host:port) over gRPC."""
+    del settings  # no façade setting shapes the app yet
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY_BYTES)
 
     async def core_channel(app: web.Application) -> AsyncIterator[None]:
@@ -58,10 +60,13 @@ def create_app(core_address: str) -> web.Application:
     return app
 
 
-async def start_facade(core_address: str, host: str, port: int) -> tuple[web.AppRunner, int]:
-    """Starts the façade on host:port (0 picks one); returns the runner and the bound port."""
+async def start_facade(core_address: str, settings: FacadeSettings) -> tuple[web.AppRunner, int]:
+    """Starts the façade on settings.host:port (0 picks one); returns the runner and the port."""
+    host, port = settings.host, settings.port
     # handler_cancellation: a client that disconnects cancels its handler, hence its RPC.
-    runner = web.AppRunner(create_app(core_address), handler_cancellation=True, access_log=None)
+    runner = web.AppRunner(
+        create_app(core_address, settings), handler_cancellation=True, access_log=None
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

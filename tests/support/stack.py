@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from http_facade.app import start_facade
+from http_facade.config import FacadeSettings
 from service.config import Settings
 from service.core import Core
 from service.server import CoreServer, start_core_server
@@ -39,7 +40,7 @@ class Stack:
         self.core = Core.in_memory(self.settings)
         self.server = await start_core_server(self.core, "127.0.0.1", 0)
         self.runner, self.http_port = await start_facade(
-            f"127.0.0.1:{self.server.port}", "127.0.0.1", 0
+            f"127.0.0.1:{self.server.port}", FacadeSettings(host="127.0.0.1", port=0)
         )
         await self.core.load()
         await self.server.set_serving()

@@ -9,16 +9,15 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from http_facade.config import (
+    FacadeConfigError,
+    FacadeSettings,
+    add_facade_arguments,
+    facade_settings_from_args,
+)
 from service.config import ConfigError, add_core_arguments, read_environment, settings_from_args
 
 log = logging.getLogger("mlx_responses")
-
-
-def _add_http_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--host", default="127.0.0.1", help="address the HTTP façade binds (default 127.0.0.1)"
-    )
-    parser.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,12 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve", help="run the gRPC core and the HTTP façade in one process (over loopback gRPC)"
     )
-    _add_http_arguments(serve)
+    add_facade_arguments(serve, env)
     add_core_arguments(serve, env)
     core = commands.add_parser("core", help="run the gRPC core alone")
     add_core_arguments(core, env)
     facade = commands.add_parser("facade", help="run the HTTP façade alone, against a core")
-    _add_http_arguments(facade)
+    add_facade_arguments(facade, env)
     facade.add_argument(
         "--core", required=True, metavar="HOST:PORT", help="address of the gRPC core"
     )
@@ -54,10 +53,10 @@ async def _wait_for_signal(stop: asyncio.Event) -> None:
     await stop.wait()
 
 
-async def _run_facade(core_address: str, host: str, port: int, stop: asyncio.Event) -> None:
+async def _run_facade(core_address: str, settings: FacadeSettings, stop: asyncio.Event) -> None:
     from http_facade.app import start_facade
 
-    runner, _ = await start_facade(core_address, host, port)
+    runner, _ = await start_facade(core_address, settings)
     try:
         await stop.wait()
     finally:
@@ -67,12 +66,21 @@ async def _run_facade(core_address: str, host: str, port: int, stop: asyncio.Eve
 async def _run(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     signals = asyncio.create_task(_wait_for_signal(stop))
+    env = read_environment()
+    facade_settings = None
+    if args.command in ("serve", "facade"):
+        try:
+            facade_settings = facade_settings_from_args(args, env)
+        except FacadeConfigError as exc:
+            log.error("invalid configuration: %s", exc)
+            return 2
     if args.command == "facade":
-        await _run_facade(args.core, args.host, args.port, stop)
+        assert facade_settings is not None
+        await _run_facade(args.core, facade_settings, stop)
         signals.cancel()
         return 0
     try:
-        settings = settings_from_args(args, read_environment())
+        settings = settings_from_args(args, env)
     except ConfigError as exc:
         log.error("invalid configuration: %s", exc)
         return 2
@@ -86,10 +94,10 @@ async def _run(args: argparse.Namespace) -> int:
     server = await start_core_server(core, settings.grpc_host, settings.grpc_port)
     facade = None
     try:
-        if args.command == "serve":
+        if facade_settings is not None:
             from http_facade.app import start_facade
 
-            facade, _ = await start_facade(f"127.0.0.1:{server.port}", args.host, args.port)
+            facade, _ = await start_facade(f"127.0.0.1:{server.port}", facade_settings)
         await core.load()
         await server.set_serving()
         log.info("ready: model %s", core.generator.loaded.alias)

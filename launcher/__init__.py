@@ -1,0 +1,1 @@
+"""The composed entry point: the `mlx-responses` command, above both `service` and `http_facade`."""
