@@ -43,4 +43,8 @@ def decode_compaction(content: str) -> tuple[str, list[pb.Item]]:
         raise CompactionDecodeError("compaction encrypted_content is not valid") from exc
     if not isinstance(summary, str):
         raise CompactionDecodeError("compaction summary must be a string")
+    for item in items:
+        # A compaction this server wrote never nests one, and every item has a kind.
+        if item.WhichOneof("item") in (None, "compaction"):
+            raise CompactionDecodeError("compaction encrypted_content holds an invalid item")
     return summary, items

@@ -92,11 +92,30 @@ class EventAssembler:
         self.response.status = pb.RESPONSE_STATUS_IN_PROGRESS
         return [self._snapshot(ev.EVENT_TYPE_RESPONSE_IN_PROGRESS)]
 
-    def custom(self, event: ev.ResponseEvent) -> ev.ResponseEvent:
-        """Numbers an extension event (compaction) into the sequence."""
-        event.sequence_number = self._sequence
-        self._sequence += 1
-        return event
+    def compaction(
+        self, item: pb.Item, tokens_before: int, tokens_after: int
+    ) -> list[ev.ResponseEvent]:
+        """`mlx.compaction.started` and `.completed`, then the compaction item at its index.
+
+        Compaction ran before the stream opened (a failure is an HTTP error); its events
+        still follow `response.in_progress`, as the seed orders them.
+        """
+        response_id = self.response.id
+        started = ev.CompactionStartedEvent(response_id=response_id, input_tokens=tokens_before)
+        completed = ev.CompactionCompletedEvent(
+            response_id=response_id,
+            input_tokens_before=tokens_before,
+            input_tokens_after=tokens_after,
+        )
+        events = [
+            self._event(ev.EVENT_TYPE_COMPACTION_STARTED, compaction_started=started),
+            self._event(ev.EVENT_TYPE_COMPACTION_COMPLETED, compaction_completed=completed),
+        ]
+        events += self._close(pb.ITEM_STATUS_COMPLETED)
+        self.response.output.append(item)
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
+        return events
 
     # --- content ---------------------------------------------------------------------------
     def _open_item(self, kind: str) -> list[ev.ResponseEvent]:

@@ -5,12 +5,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mlx_responses.v1 import compaction_service_pb2 as cp
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
+from service.compaction import (
+    DEFAULT_SUMMARY_TOKENS,
+    CompactionResult,
+    Compactor,
+    validate_compact_request,
+)
 from service.compaction_codec import CompactionDecodeError
 from service.engine.model import LoadedModel
 from service.engine.output_parser import (
@@ -27,12 +34,7 @@ from service.engine.prompt import (
     render_prompt,
     tools_to_template,
 )
-from service.engine.requests import (
-    EngineStoppedError,
-    QueueFullError,
-    SamplingParams,
-    TokenLogprob,
-)
+from service.engine.requests import SamplingParams, TokenLogprob
 from service.engine.structured import GrammarFactory, SchemaError
 from service.engine.worker import EngineWorker, GenerationStream
 from service.errors import Reason, ServiceError, invalid
@@ -40,6 +42,7 @@ from service.events import EventAssembler, IdFactory, new_id
 from service.history import HistoryResolver
 from service.reasoning_echo import ReasoningEcho
 from service.stores.base import ConversationStore, ResponseStore, StoredResponse
+from service.submission import submit
 from service.validation import parse_json_object, validate_params
 
 log = logging.getLogger(__name__)
@@ -75,6 +78,9 @@ class Turn:
     sampling: SamplingParams
     markers: Markers
     logits_processors: list[Any] = field(default_factory=list)
+    # Automatic compaction: due but deferred (a background job runs it), or done.
+    compaction_pending: bool = False
+    compaction: CompactionResult | None = None
 
 
 @dataclass
@@ -102,6 +108,7 @@ class ResponseGenerator:
     def __post_init__(self) -> None:
         self.history = HistoryResolver(self.responses, self.conversations)
         self.grammars = GrammarFactory(self.loaded.tokenizer._tokenizer, self.loaded.vocab_size)
+        self.compactor = Compactor(self.loaded, self.worker, self.ids)
 
     def constraints(self, params: pb.CreateResponseParams) -> list[Any]:
         """The structured-output processors of `text.format`, built now: a bad schema is a 400."""
@@ -170,37 +177,131 @@ class ResponseGenerator:
         validate_params(params, self.loaded.accepts_name)
         history = await self.history.resolve(params)
         context = self.reasoning_echo.restore([*history, *params.input])
+        return context, self.render_items(params, context)
+
+    @staticmethod
+    def template_kwargs(params: pb.CreateResponseParams) -> dict[str, Any]:
+        """The request's extra chat-template kwargs."""
+        if params.HasField("chat_template_kwargs_json"):
+            return parse_json_object(params.chat_template_kwargs_json, "chat_template_kwargs")
+        return {}
+
+    def render_items(
+        self, params: pb.CreateResponseParams, items: Sequence[pb.Item]
+    ) -> RenderedPrompt:
+        """The request's prompt around `items` (its instructions, tools and kwargs)."""
         try:
             messages = items_to_messages(
-                params.instructions if params.HasField("instructions") else None, context
+                params.instructions if params.HasField("instructions") else None, items
             )
         except CompactionDecodeError as exc:
             raise invalid(str(exc), "input", "invalid_compaction") from exc
-        kwargs: dict[str, Any] = {}
-        if params.HasField("chat_template_kwargs_json"):
-            kwargs = parse_json_object(params.chat_template_kwargs_json, "chat_template_kwargs")
         tools = None
         if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE:
             tools = tools_to_template(params.tools)
         tokenizer = self.loaded.tokenizer
         try:
-            prompt = render_prompt(tokenizer, messages, tools, kwargs, tokenizer.think_start)
+            return render_prompt(
+                tokenizer, messages, tools, self.template_kwargs(params), tokenizer.think_start
+            )
         except ValueError as exc:
             raise invalid(str(exc), "input", "invalid_prompt") from exc
-        return context, prompt
 
     async def count_input_tokens(self, params: pb.CreateResponseParams) -> int:
         """Rendered input tokens, history included, exactly as generation renders them."""
         _, prompt = await self.render(params)
         return len(prompt.tokens)
 
-    async def prepare(
-        self, params: pb.CreateResponseParams, response_id: str | None = None
-    ) -> Turn:
-        """Everything refused before generation is refused here."""
+    # --- compaction ------------------------------------------------------------------------
+    async def compact(
+        self, params: pb.CreateResponseParams, keep_tokens: int | None
+    ) -> cp.CompactResponseResponse:
+        """`POST /v1/responses/compact`: the compacted history; nothing is stored."""
+        validate_compact_request(params, keep_tokens)
         context, prompt = await self.render(params)
+        summary_tokens = (
+            params.max_output_tokens
+            if params.HasField("max_output_tokens")
+            else DEFAULT_SUMMARY_TOKENS
+        )
+        result = await self._compact(
+            params, context, prompt, keep_tokens=keep_tokens, summary_tokens=summary_tokens
+        )
+        return cp.CompactResponseResponse(
+            id=self.ids("cmp"),
+            created_at=int(self.clock()),
+            model=self.loaded.alias,
+            output=result.output,
+            usage=result.usage,
+        )
+
+    async def _compact(
+        self,
+        params: pb.CreateResponseParams,
+        context: list[pb.Item],
+        prompt: RenderedPrompt,
+        *,
+        keep_tokens: int | None = None,
+        summary_tokens: int = DEFAULT_SUMMARY_TOKENS,
+    ) -> CompactionResult:
+        # Automatic compaction uses the default summary cap: max_output_tokens is the answer's.
+        return await self.compactor.compact(
+            context,
+            lambda items: self.render_items(params, items),
+            keep_tokens=keep_tokens,
+            max_output_tokens=summary_tokens,
+            temperature=params.temperature
+            if params.HasField("temperature")
+            else self.loaded.default_temperature,
+            top_p=params.top_p if params.HasField("top_p") else self.loaded.default_top_p,
+            template_kwargs=self.template_kwargs(params),
+            tokens_before=len(prompt.tokens),
+        )
+
+    def compaction_due(self, params: pb.CreateResponseParams, prompt: RenderedPrompt) -> bool:
+        """`context_management`: the count reaches the threshold or leaves no room for output."""
+        thresholds = [e.compact_threshold for e in params.context_management]
+        if not thresholds:
+            return False
+        count = len(prompt.tokens)
+        return count >= min(thresholds) or count >= self.loaded.context_length
+
+    def _requested(self, params: pb.CreateResponseParams) -> int:
+        if params.HasField("max_output_tokens"):
+            return params.max_output_tokens
+        return self.default_max_output_tokens
+
+    async def run_compaction(self, turn: Turn) -> None:
+        """Runs a deferred automatic compaction (inside a background job)."""
+        if not turn.compaction_pending:
+            return
+        self._apply(turn, await self._compact(turn.params, turn.context, turn.prompt))
+
+    def _apply(self, turn: Turn, result: CompactionResult) -> None:
+        # The compaction item itself becomes output[0], so a stored chain holds it once.
+        turn.context = list(result.kept)
+        turn.prompt = self.render_items(turn.params, result.context)
+        turn.compaction = result
+        turn.compaction_pending = False
+        room = self.loaded.context_length - len(turn.prompt.tokens)
+        turn.sampling = replace(turn.sampling, max_tokens=min(self._requested(turn.params), room))
+
+    # --- preparation (continued) -----------------------------------------------------------
+    async def prepare(
+        self,
+        params: pb.CreateResponseParams,
+        response_id: str | None = None,
+        *,
+        defer_compaction: bool = False,
+    ) -> Turn:
+        """Everything refused before generation is refused here.
+
+        Automatic compaction runs here too, unless deferred to a background job.
+        """
+        context, prompt = await self.render(params)
+        due = self.compaction_due(params, prompt)
         room = self.loaded.context_length - len(prompt.tokens)
-        if room < 1:
+        if room < 1 and not due:
             raise ServiceError(
                 Reason.CONTEXT_LENGTH_EXCEEDED,
                 f"The input is {len(prompt.tokens)} tokens, which leaves no room for output in "
@@ -208,15 +309,10 @@ class ResponseGenerator:
                 param="input",
                 code="context_length_exceeded",
             )
-        requested = (
-            params.max_output_tokens
-            if params.HasField("max_output_tokens")
-            else self.default_max_output_tokens
-        )
         response = self.initial_response(params, response_id or self.ids("resp"))
         wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
         sampling = SamplingParams(
-            max_tokens=min(requested, room),
+            max_tokens=max(1, min(self._requested(params), room)),
             temperature=response.temperature,
             top_p=response.top_p,
             logprobs=params.top_logprobs if wants_logprobs else -1,
@@ -230,19 +326,16 @@ class ResponseGenerator:
             tool_end=(tokenizer.tool_call_end or "</tool_call>") if use_tools else None,
         )
         processors = self.constraints(params)
-        return Turn(params, response, context, prompt, sampling, markers, processors)
+        turn = Turn(params, response, context, prompt, sampling, markers, processors)
+        turn.compaction_pending = due
+        if due and not defer_compaction:
+            await self.run_compaction(turn)
+        return turn
 
     # --- generation ------------------------------------------------------------------------
     def submit(self, turn: Turn) -> GenerationStream:
         """Queues the turn on the engine; a full queue is a 503 before anything streams."""
-        try:
-            stream = self.worker.submit(turn.prompt.tokens, turn.sampling, turn.logits_processors)
-        except QueueFullError as exc:
-            raise ServiceError(
-                Reason.QUEUE_FULL, "The generation queue is full; retry later."
-            ) from exc
-        except EngineStoppedError as exc:
-            raise ServiceError(Reason.NOT_READY, str(exc)) from exc
+        stream = submit(self.worker, turn.prompt.tokens, turn.sampling, turn.logits_processors)
         future: asyncio.Future[pb.Response] = asyncio.get_running_loop().create_future()
         self.in_flight[turn.response.id] = InFlight(stream, future)
         return stream
@@ -263,11 +356,17 @@ class ResponseGenerator:
         generation = self.submit(turn)
         assembler = EventAssembler(turn.response, self.ids)
         try:
-            yield (
+            opening = (
                 assembler.start()
                 if assembler.response.status != pb.RESPONSE_STATUS_QUEUED
                 else assembler.in_progress()
             )
+            if turn.compaction is not None:
+                result = turn.compaction
+                opening += assembler.compaction(
+                    result.item, result.tokens_before, result.tokens_after
+                )
+            yield opening
             parser = OutputParser(turn.markers, in_reasoning=turn.prompt.opens_reasoning)
             output_tokens = 0
             cached_tokens = 0

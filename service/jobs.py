@@ -102,7 +102,8 @@ class JobManager:
                 "or its byte budget is 0).",
                 "background",
             )
-        turn = await self.generator.prepare(params)
+        # Seed: context_management runs inside the job; its failure fails the job.
+        turn = await self.generator.prepare(params, defer_compaction=True)
         turn.response.status = pb.RESPONSE_STATUS_QUEUED
         turn.response.background = True
         nbytes = turn.response.ByteSize() + sum(i.ByteSize() for i in turn.context)
@@ -130,6 +131,7 @@ class JobManager:
             if job.cancel_requested:
                 final = self._ended(job, pb.RESPONSE_STATUS_CANCELLED)
                 return
+            await self.generator.run_compaction(job.turn)
             async for events in self.generator.stream(job.turn):
                 job.status = pb.RESPONSE_STATUS_IN_PROGRESS
                 job.publish(events)
@@ -139,7 +141,8 @@ class JobManager:
                     job.status = final.status
         except ServiceError as error:
             code = "server_overloaded" if error.reason is Reason.QUEUE_FULL else "invalid_prompt"
-            if error.reason not in (Reason.QUEUE_FULL, Reason.INVALID_REQUEST):
+            refused = (Reason.INVALID_REQUEST, Reason.CONTEXT_LENGTH_EXCEEDED)
+            if error.reason is not Reason.QUEUE_FULL and error.reason not in refused:
                 code = "server_error"
             final = self._ended(job, pb.RESPONSE_STATUS_FAILED, code, error.message)
         except asyncio.CancelledError:

@@ -22,6 +22,7 @@ from mlx_responses.v1 import (
 )
 from service.core import Core
 from service.interceptors import ErrorInterceptor
+from service.servicers.compaction import CompactionServicer
 from service.servicers.generation import GenerationServicer
 from service.servicers.jobs import JobsServicer
 from service.servicers.storage import StorageServicer
@@ -74,9 +75,8 @@ async def start_core_server(core: Core, host: str, port: int) -> CoreServer:
     )
     storage_service_pb2_grpc.add_StorageServiceServicer_to_server(StorageServicer(core), server)
     jobs_service_pb2_grpc.add_JobsServiceServicer_to_server(JobsServicer(core), server)
-    # Compaction has no implementation yet: the generated base class answers UNIMPLEMENTED.
     compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(
-        compaction_service_pb2_grpc.CompactionServiceServicer(), server
+        CompactionServicer(core), server
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

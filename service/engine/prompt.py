@@ -9,6 +9,7 @@ from typing import Any
 
 from mlx_responses.v1 import responses_pb2 as pb
 from service.compaction_codec import decode_compaction
+from service.compaction_split import effective_items
 
 ROLE_NAMES = {
     pb.ROLE_USER: "user",
@@ -19,6 +20,8 @@ ROLE_NAMES = {
 }
 
 Message = dict[str, Any]
+
+SUMMARY_HEADER = "Summary of the earlier conversation:\n"
 
 
 def _part_text(part: pb.ContentPart) -> str:
@@ -103,14 +106,10 @@ class _Builder:
             if text:
                 self.pending_reasoning.append(text)
         elif kind == "compaction":
-            # A replayed summary stands in for the turns it replaced.
+            # A replayed summary stands in for the turns it replaced (a user turn: many
+            # templates refuse system messages after the first).
             summary, retained = decode_compaction(item.compaction.encrypted_content)
-            self.messages.append(
-                {
-                    "role": "user",
-                    "content": f"Summary of the earlier conversation:\n{summary}",
-                }
-            )
+            self.messages.append({"role": "user", "content": f"{SUMMARY_HEADER}{summary}"})
             for retained_item in retained:
                 self.add(retained_item)
 
@@ -120,7 +119,7 @@ def items_to_messages(instructions: str | None, items: Sequence[pb.Item]) -> lis
     builder = _Builder()
     if instructions:
         builder.messages.append({"role": "system", "content": instructions})
-    for item in items:
+    for item in effective_items(items):
         builder.add(item)
     builder.flush_reasoning()
     # Leading system messages merge into one: many templates allow a single system turn.

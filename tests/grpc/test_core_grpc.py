@@ -126,11 +126,29 @@ def test_reflection_lists_every_service(channel: grpc.Channel) -> None:
     } <= names
 
 
-def test_compaction_is_unimplemented_for_now(stack: Stack, channel: grpc.Channel) -> None:
+def test_compaction_service(stack: Stack, channel: grpc.Channel) -> None:
     stub = cp_grpc.CompactionServiceStub(channel)
+    params = _params(stack, "Reply with: rain")
+    for word in ("snow", "wind", "sun", "cloud", "storm", "moon"):
+        params.input.extend(_params(stack, f"Reply with: {word} and {word} again").input)
+        params.input.append(
+            pb.Item(
+                message=pb.MessageItem(
+                    role=pb.ROLE_ASSISTANT,
+                    content=[pb.ContentPart(output_text=pb.OutputText(text=word))],
+                )
+            )
+        )
+    params.input.extend(_params(stack, "Reply with: hello").input)
+    params.max_output_tokens = 8
+    reply = stub.CompactResponse(cp.CompactResponseRequest(params=params, keep_tokens=16))
+    assert reply.id.startswith("cmp_") and reply.model == stack.settings.model_path.name
+    assert reply.output[-1].WhichOneof("item") == "compaction"
+    assert reply.output[-2] == params.input[-1]  # the latest user message, verbatim
+    assert 1 <= reply.usage.output_tokens <= 8
     with pytest.raises(grpc.RpcError) as caught:
-        stub.CompactResponse(cp.CompactResponseRequest(params=_params(stack, "x")))
-    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED  # type: ignore[attr-defined]
+        stub.CompactResponse(cp.CompactResponseRequest(params=params, keep_tokens=0))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
 
 
 def test_watch_job_streams_until_terminal(random_stack: Stack) -> None:

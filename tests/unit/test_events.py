@@ -111,3 +111,31 @@ def test_empty_deltas_emit_nothing() -> None:
     a.start()
     assert a.text_delta("") == []
     assert a.reasoning_delta("") == []
+
+
+def test_compaction_events_follow_in_progress_and_lead_the_output() -> None:
+    a = _assembler()
+    item = pb.Item(compaction=pb.CompactionItem(id="cmp_9", encrypted_content="e30"))
+    events = a.start() + a.compaction(item, 300, 120) + a.text_delta("hi")
+    events += a.finish(pb.RESPONSE_STATUS_COMPLETED, pb.Usage(output_tokens=1), 10)
+    assert _names(events)[:6] == [
+        "response.created",
+        "response.in_progress",
+        "mlx.compaction.started",
+        "mlx.compaction.completed",
+        "response.output_item.added",
+        "response.output_item.done",
+    ]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    started, completed, added = (event_to_json(e) for e in events[2:5])
+    assert started == {
+        "type": "mlx.compaction.started",
+        "sequence_number": 2,
+        "response_id": "resp_1",
+        "input_tokens": 300,
+    }
+    assert completed["input_tokens_before"] == 300 and completed["input_tokens_after"] == 120
+    assert added["output_index"] == 0 and added["item"]["type"] == "compaction"
+    final = events[-1].snapshot.response
+    assert [o.WhichOneof("item") for o in final.output] == ["compaction", "message"]
+    assert event_to_json(events[6])["output_index"] == 1
