@@ -128,8 +128,15 @@ async def compact(request: web.Request) -> web.Response:
 async def list_models(request: web.Request) -> web.Response:
     """GET /v1/models."""
     models = await request.app[CLIENT].list_models()
+    # context_length (the config's max_position_embeddings) sizes keep_tokens and thresholds.
     data = [
-        {"id": m.id, "object": "model", "created": m.created, "owned_by": m.owned_by}
+        {
+            "id": m.id,
+            "object": "model",
+            "created": m.created,
+            "owned_by": m.owned_by,
+            "context_length": m.context_length,
+        }
         for m in models
     ]
     return web.json_response({"object": "list", "data": data})

@@ -151,6 +151,28 @@ def test_compaction_service(stack: Stack, channel: grpc.Channel) -> None:
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
 
 
+def test_stream_response_compacts_with_typed_events(stack: Stack, channel: grpc.Channel) -> None:
+    stub = gen_grpc.GenerationServiceStub(channel)
+    params = _params(stack, "Reply with: rain")
+    for word in ("snow", "wind", "sun", "cloud", "storm", "moon", "star", "tree") * 2:
+        params.input.extend(_params(stack, f"Reply with: {word}, then {word} again").input)
+    params.context_management.append(pb.ContextManagement(type="compaction", compact_threshold=20))
+    params.max_output_tokens = 8
+    request = gen.StreamResponseRequest(params=params)
+    events = [e for message in stub.StreamResponse(request) for e in message.events]
+    assert [e.type for e in events[1:4]] == [
+        ev.EVENT_TYPE_RESPONSE_IN_PROGRESS,
+        ev.EVENT_TYPE_COMPACTION_STARTED,
+        ev.EVENT_TYPE_COMPACTION_COMPLETED,
+    ]
+    started, completed = events[2].compaction_started, events[3].compaction_completed
+    final = events[-1].snapshot.response
+    assert started.response_id == completed.response_id == final.id
+    assert started.input_tokens == completed.input_tokens_before > completed.input_tokens_after
+    assert final.output[0].WhichOneof("item") == "compaction"
+    assert final.usage.input_tokens == completed.input_tokens_after
+
+
 def test_watch_job_streams_until_terminal(random_stack: Stack) -> None:
     from mlx_responses.v1 import jobs_service_pb2 as jobs
     from mlx_responses.v1 import jobs_service_pb2_grpc as jobs_grpc
