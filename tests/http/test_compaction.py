@@ -527,3 +527,23 @@ def test_summary_cap_defaults_to_1024(random_stack: Stack, monkeypatch: pytest.M
     default = post(random_stack, "/v1/responses/compact", **base)
     assert default.status_code == 200, default.text
     assert caps == [7, 1024]
+
+
+def test_a_conversation_replays_its_compaction(stack: Stack) -> None:
+    conversation = "conv_compaction"
+    before = count(stack, input=history())
+    first = post(stack, "/v1/responses", input=history(), conversation=conversation,
+                 context_management=cm(100), max_output_tokens=8).json()  # fmt: skip
+    assert first["output"][0]["type"] == "compaction"
+    hop = {"input": "Reply with: moon", "conversation": conversation}
+    replayed = count(stack, **hop)
+    assert replayed < before
+    second = post(stack, "/v1/responses", **hop, context_management=cm(replayed + 1)).json()
+    assert second["output"][0]["type"] == "message"
+    assert second["usage"]["input_tokens"] == replayed
+    assert text_of(second["output"][0]) == "moon"
+    # A refused compaction changes nothing: no turn reaches the transcript.
+    fresh = {"input": "Reply with: hi", "conversation": "conv_compaction_refused"}
+    refused = post(stack, "/v1/responses", **fresh, context_management=cm(1))
+    assert error(refused)["code"] == "context_length_exceeded"
+    assert count(stack, **fresh) == count(stack, input="Reply with: hi")
