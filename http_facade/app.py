@@ -9,13 +9,20 @@ from aiohttp import web
 
 from http_facade.client import CoreClient
 from http_facade.config import FacadeSettings
-from http_facade.errors import FALLBACK, METHOD_NOT_ALLOWED, UNKNOWN_ROUTE, HttpError, OpenAIError
+from http_facade.errors import (
+    FALLBACK,
+    METHOD_NOT_ALLOWED,
+    REQUEST_TOO_LARGE,
+    UNKNOWN_ROUTE,
+    OpenAIError,
+)
 from http_facade.routes import CLIENT, add_routes
 
 log = logging.getLogger(__name__)
 
+SETTINGS = web.AppKey("facade_settings", FacadeSettings)
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
 def _error_response(error: OpenAIError) -> web.Response:
@@ -35,7 +42,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         elif exc.status == 405:
             kind = METHOD_NOT_ALLOWED
         elif exc.status == 413:
-            kind = HttpError(413, "invalid_request_error", "request_too_large")
+            limit = request.app[SETTINGS].max_request_bytes
+            message = f"The request body exceeds the limit of {limit} bytes."
+            return _error_response(OpenAIError(REQUEST_TOO_LARGE, message))
         else:
             raise
         message = f"{exc.reason}: {request.method} {request.path}"
@@ -47,8 +56,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 def create_app(core_address: str, settings: FacadeSettings | None = None) -> web.Application:
     """The façade app, talking to the core at `core_address` (host:port) over gRPC."""
-    del settings  # no façade setting shapes the app yet
-    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY_BYTES)
+    settings = settings or FacadeSettings()
+    app = web.Application(
+        middlewares=[error_middleware], client_max_size=settings.max_request_bytes
+    )
+    app[SETTINGS] = settings
 
     async def core_channel(app: web.Application) -> AsyncIterator[None]:
         app[CLIENT] = CoreClient.connect(core_address)

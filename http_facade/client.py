@@ -25,9 +25,15 @@ from mlx_responses.v1 import (
 T = TypeVar("T")
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Trailers the façade accepts: the core bounds an error to a few kB (service/errors.py), so
+# 32 kB (soft) / 64 kB (hard) leaves headroom without letting a core flood the façade.
+MAX_METADATA_BYTES = 32 * 1024
+ABSOLUTE_MAX_METADATA_BYTES = 64 * 1024
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+    ("grpc.absolute_max_metadata_size", ABSOLUTE_MAX_METADATA_BYTES),
 ]
 # Short calls get a deadline; generation is bounded by the model, not by a clock.
 SHORT_DEADLINE_S = 30.0

@@ -10,6 +10,21 @@ from google.rpc import error_details_pb2, status_pb2
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
+# Error messages echo client values (a 100 kB model name, a path); the envelope carries a
+# bounded copy, so an error is never larger than the mistake needs.
+MAX_ERROR_MESSAGE_BYTES = 2048
+MAX_ERROR_PARAM_BYTES = 256
+TRUNCATION_MARK = "… (truncated)"
+
+
+def bounded(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` UTF-8 bytes (on a character boundary), marked when cut."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    room = max(0, limit - len(TRUNCATION_MARK.encode()))
+    return data[:room].decode("utf-8", "ignore") + TRUNCATION_MARK
+
 
 @dataclass(frozen=True)
 class HttpError:
@@ -41,6 +56,10 @@ GRPC_TABLE: dict[grpc.StatusCode, HttpError] = {
     grpc.StatusCode.CANCELLED: HttpError(499, "server_error", "cancelled"),
     grpc.StatusCode.INVALID_ARGUMENT: HttpError(400, "invalid_request_error"),
     grpc.StatusCode.NOT_FOUND: HttpError(404, "invalid_request_error", "not_found"),
+    # Without ErrorInfo this is gRPC's own message-size limit: the request was too large.
+    grpc.StatusCode.RESOURCE_EXHAUSTED: HttpError(
+        413, "invalid_request_error", "request_too_large"
+    ),
 }
 FALLBACK = HttpError(500, "server_error", "server_error")
 
@@ -49,6 +68,7 @@ INVALID_JSON = HttpError(400, "invalid_request_error", "invalid_json")
 INVALID_REQUEST = HttpError(400, "invalid_request_error")
 UNKNOWN_ROUTE = HttpError(404, "invalid_request_error", "unknown_url")
 METHOD_NOT_ALLOWED = HttpError(405, "invalid_request_error", "method_not_allowed")
+REQUEST_TOO_LARGE = HttpError(413, "invalid_request_error", "request_too_large")
 
 
 class OpenAIError(Exception):
@@ -57,10 +77,11 @@ class OpenAIError(Exception):
     def __init__(
         self, kind: HttpError, message: str, *, param: str | None = None, code: str | None = None
     ) -> None:
+        message = bounded(message, MAX_ERROR_MESSAGE_BYTES)
         super().__init__(message)
         self.kind = kind
         self.message = message
-        self.param = param
+        self.param = bounded(param, MAX_ERROR_PARAM_BYTES) if param is not None else None
         self.code = code if code is not None else kind.code
 
     @property

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from aiohttp import web
 
 from http_facade.client import CoreClient, EventStream
-from http_facade.errors import INVALID_JSON, OpenAIError, invalid
+from http_facade.errors import OpenAIError, invalid
 from http_facade.from_proto import item_to_json, response_to_json, usage_to_json
+from http_facade.json_body import parse_body
 from http_facade.sse import SSE_HEADERS, frame, frames
 from http_facade.to_proto import params_from_json
 
@@ -21,11 +21,7 @@ CLIENT = web.AppKey("core_client", CoreClient)
 
 async def read_json(request: web.Request) -> Any:
     """The parsed body, or a 400 for malformed JSON."""
-    raw = await request.read()
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise OpenAIError(INVALID_JSON, f"The request body is not valid JSON: {exc}") from exc
+    return parse_body(await request.read())
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:
@@ -112,6 +108,8 @@ async def compact(request: web.Request) -> web.Response:
     keep = body.get("keep_tokens") if isinstance(body, dict) else None
     if keep is not None and (not isinstance(keep, int) or isinstance(keep, bool)):
         raise invalid("Invalid type for 'keep_tokens': expected an integer.", "keep_tokens")
+    if keep is not None and not 0 <= keep < 2**63:
+        raise invalid("Invalid 'keep_tokens': out of range.", "keep_tokens", "invalid_value")
     reply = await request.app[CLIENT].compact(params, keep)
     return web.json_response(
         {

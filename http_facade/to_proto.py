@@ -47,6 +47,19 @@ MEDIA_PARTS = {"input_image", "input_file", "input_audio"}
 STRING_FIELDS = ("instructions", "user", "safety_identifier", "prompt_cache_key", "service_tier")
 
 
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+
+
+def _lookup(table: dict[str, Any], value: Any) -> Any:
+    """`table[value]` for a string key, else None (a list or object is never a key)."""
+    return table.get(value) if isinstance(value, str) else None
+
+
+def _in(names: set[str], value: Any) -> bool:
+    return isinstance(value, str) and value in names
+
+
 def _type_name(value: Any) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
         type(value), "number"
@@ -85,7 +98,7 @@ def _text_parts(content: Any, param: str, role: int) -> list[pb.ContentPart]:
         elif kind == "refusal":
             refusal = _expect(part.get("refusal"), str, f"{where}.refusal", "a string")
             parts.append(pb.ContentPart(refusal=pb.Refusal(refusal=refusal)))
-        elif kind in MEDIA_PARTS:
+        elif _in(MEDIA_PARTS, kind):
             raise invalid(
                 f"Content part type '{kind}' is not supported by this text model.",
                 f"{where}.type",
@@ -98,13 +111,13 @@ def _text_parts(content: Any, param: str, role: int) -> list[pb.ContentPart]:
 
 def _message(item: dict[str, Any], param: str) -> pb.Item:
     role_name = item.get("role")
-    if role_name not in ROLES:
+    role = _lookup(ROLES, role_name)
+    if role is None:
         raise invalid(
             f"Invalid 'role' {role_name!r}: expected one of user, assistant, system, developer.",
             f"{param}.role",
             "invalid_value",
         )
-    role = ROLES[role_name]
     if "content" not in item:
         raise invalid("Missing required parameter: 'content'.", f"{param}.content")
     message = pb.MessageItem(
@@ -113,7 +126,7 @@ def _message(item: dict[str, Any], param: str) -> pb.Item:
         content=_text_parts(item["content"], f"{param}.content", role),
     )
     if "status" in item and item["status"] is not None:
-        message.status = ITEM_STATUS.get(item["status"], pb.ITEM_STATUS_UNSPECIFIED)
+        message.status = _lookup(ITEM_STATUS, item["status"]) or pb.ITEM_STATUS_UNSPECIFIED
     return pb.Item(message=message)
 
 
@@ -136,7 +149,7 @@ def item_from_json(item: Any, param: str) -> pb.Item:
     kind = item.get("type")
     if (kind is None and "role" in item) or kind == "message":
         return _message(item, param)
-    status = ITEM_STATUS.get(item.get("status") or "", pb.ITEM_STATUS_UNSPECIFIED)
+    status = _lookup(ITEM_STATUS, item.get("status")) or pb.ITEM_STATUS_UNSPECIFIED
     if kind == "function_call":
         arguments = item.get("arguments", "")
         if isinstance(arguments, dict):
@@ -153,9 +166,11 @@ def item_from_json(item: Any, param: str) -> pb.Item:
     if kind == "function_call_output":
         output = item.get("output")
         if isinstance(output, list):
-            output = "".join(
-                p.get("text", "") for p in output if isinstance(p, dict)
-            )  # text parts of a structured output
+            output = "".join(  # text parts of a structured output
+                _expect(p.get("text", ""), str, f"{param}.output[{i}].text", "a string")
+                for i, p in enumerate(output)
+                if isinstance(p, dict)
+            )
         return pb.Item(
             function_call_output=pb.FunctionCallOutputItem(
                 id=_optional_str(item, "id", param) or "",
@@ -166,10 +181,12 @@ def item_from_json(item: Any, param: str) -> pb.Item:
         )
     if kind == "reasoning":
         reasoning = pb.ReasoningItem(id=_optional_str(item, "id", param) or "", status=status)
-        for i, part in enumerate(item.get("content") or []):
+        content = _expect(item.get("content") or [], list, f"{param}.content", "an array")
+        summary = _expect(item.get("summary") or [], list, f"{param}.summary", "an array")
+        for i, part in enumerate(content):
             _expect(part, dict, f"{param}.content[{i}]", "an object")
             reasoning.content.append(pb.ReasoningText(text=str(part.get("text", ""))))
-        for i, part in enumerate(item.get("summary") or []):
+        for i, part in enumerate(summary):
             _expect(part, dict, f"{param}.summary[{i}]", "an object")
             reasoning.summary.append(pb.SummaryText(text=str(part.get("text", ""))))
         encrypted = _optional_str(item, "encrypted_content", param)
@@ -204,7 +221,7 @@ def _input(value: Any) -> list[pb.Item]:
 def _tool(tool: Any, param: str) -> pb.Tool:
     _expect(tool, dict, param, "an object")
     kind = tool.get("type")
-    if kind in HOSTED_TOOLS:
+    if _in(HOSTED_TOOLS, kind):
         raise invalid(
             f"Tool type '{kind}' is not supported: this server runs function tools only.",
             f"{param}.type",
@@ -291,8 +308,20 @@ def _reasoning(value: Any) -> pb.ReasoningConfig:
     return config
 
 
-def _number(body: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
-    return _expect(body[key], kind, key, what)
+def _integer(value: Any, param: str, limit: int = INT64_MAX) -> int:
+    """An integer that fits its proto field (the core judges the meaningful range)."""
+    number: int = _expect(value, int, param, "an integer")
+    if not -limit - 1 <= number <= limit:
+        raise invalid(f"Invalid '{param}': {number} is out of range.", param, "invalid_value")
+    return number
+
+
+def _float(value: Any, param: str) -> float:
+    number = _expect(value, (int, float), param, "a number")
+    try:
+        return float(number)
+    except OverflowError as exc:  # an integer beyond any double
+        raise invalid(f"Invalid '{param}': out of range.", param, "invalid_value") from exc
 
 
 def params_from_json(body: Any) -> pb.CreateResponseParams:
@@ -341,8 +370,8 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
                 type=_expect(entry.get("type"), str, f"{where}.type", "a string")
             )
             if entry.get("compact_threshold") is not None:
-                cm.compact_threshold = _expect(
-                    entry["compact_threshold"], int, f"{where}.compact_threshold", "an integer"
+                cm.compact_threshold = _integer(
+                    entry["compact_threshold"], f"{where}.compact_threshold"
                 )
             params.context_management.append(cm)
     for key in ("store", "parallel_tool_calls"):
@@ -352,12 +381,12 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
         if body.get(key) is not None:
             setattr(params, key, _expect(body[key], bool, key, "a boolean"))
     if body.get("max_output_tokens") is not None:
-        params.max_output_tokens = _number(body, "max_output_tokens", int, "an integer")
+        params.max_output_tokens = _integer(body["max_output_tokens"], "max_output_tokens")
     if body.get("top_logprobs") is not None:
-        params.top_logprobs = _number(body, "top_logprobs", int, "an integer")
+        params.top_logprobs = _integer(body["top_logprobs"], "top_logprobs", INT32_MAX)
     for key in ("temperature", "top_p"):
         if body.get(key) is not None:
-            setattr(params, key, float(_number(body, key, (int, float), "a number")))
+            setattr(params, key, _float(body[key], key))
     if body.get("truncation") is not None:
         params.truncation = _expect(body["truncation"], str, "truncation", "a string")
     if body.get("metadata") is not None:

@@ -11,6 +11,22 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 ERROR_DOMAIN = "mlx-responses"
 
+# Errors travel in gRPC trailers (grpc-message, percent-encoded, and grpc-status-details-bin,
+# base64): bounded here so an echoed client value can never overflow the metadata limits
+# (service/server.py), which would turn a 400 into a transport failure.
+MAX_ERROR_MESSAGE_BYTES = 1024
+MAX_ERROR_FIELD_BYTES = 256
+TRUNCATION_MARK = "… (truncated)"
+
+
+def bounded(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` UTF-8 bytes (on a character boundary), marked when cut."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    room = max(0, limit - len(TRUNCATION_MARK.encode()))
+    return data[:room].decode("utf-8", "ignore") + TRUNCATION_MARK
+
 
 class Reason(enum.Enum):
     """Why a request was refused; travels as `ErrorInfo.reason`."""
@@ -83,14 +99,16 @@ def to_rpc_status(error: ServiceError) -> status_pb2.Status:
     """The `google.rpc.Status` (with ErrorInfo) that carries `error` in the trailers."""
     metadata = {}
     if error.param is not None:
-        metadata["param"] = error.param
+        metadata["param"] = bounded(error.param, MAX_ERROR_FIELD_BYTES)
     if error.code is not None:
-        metadata["code"] = error.code
+        metadata["code"] = bounded(error.code, MAX_ERROR_FIELD_BYTES)
     info = error_details_pb2.ErrorInfo(
         reason=error.reason.value, domain=ERROR_DOMAIN, metadata=metadata
     )
     detail = any_pb2.Any()
     detail.Pack(info)
     return status_pb2.Status(
-        code=GRPC_TABLE[error.reason].rpc_code, message=error.message, details=[detail]
+        code=GRPC_TABLE[error.reason].rpc_code,
+        message=bounded(error.message, MAX_ERROR_MESSAGE_BYTES),
+        details=[detail],
     )

@@ -38,6 +38,10 @@ SERVICE_NAMES = (
 
 # Token streams can carry large snapshots (the final response); allow generous messages.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Metadata a caller may send (an API key, a user agent): 16 kB soft / 32 kB hard. What the
+# core sends back is bounded at the source (service/errors.py keeps an error under ~6 kB).
+MAX_METADATA_BYTES = 16 * 1024
+ABSOLUTE_MAX_METADATA_BYTES = 32 * 1024
 
 
 @dataclass
@@ -68,6 +72,8 @@ async def start_core_server(core: Core, host: str, port: int) -> CoreServer:
         options=[
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+            ("grpc.absolute_max_metadata_size", ABSOLUTE_MAX_METADATA_BYTES),
         ],
     )
     generation_service_pb2_grpc.add_GenerationServiceServicer_to_server(

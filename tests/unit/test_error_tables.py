@@ -66,3 +66,25 @@ def test_grpc_codes_without_error_info(code: grpc.StatusCode, row: Any) -> None:
 
 def test_unknown_code_is_500() -> None:
     assert from_rpc_error(FakeRpcError(grpc.StatusCode.DATA_LOSS, "x", ())).status == 500
+
+
+def test_echoed_values_are_bounded_on_both_sides() -> None:
+    from http_facade.errors import MAX_ERROR_MESSAGE_BYTES, OpenAIError
+    from service.errors import MAX_ERROR_FIELD_BYTES
+    from service.errors import MAX_ERROR_MESSAGE_BYTES as CORE_MAX
+
+    error = ServiceError(Reason.INVALID_REQUEST, "bad '" + "€" * 50_000 + "'", param="p" * 9999)
+    status = to_rpc_status(error)
+    assert len(status.message.encode()) <= CORE_MAX
+    assert status.message.startswith("bad '€") and status.message.endswith("(truncated)")
+    grpc_status = rpc_status.to_status(status)
+    # Everything that crosses as trailers stays well under gRPC's 8 kB default soft limit.
+    trailer_bytes = sum(len(v) for _, v in grpc_status.trailing_metadata)
+    assert trailer_bytes + len(grpc_status.details.encode()) * 3 < 8192
+    translated = from_rpc_error(
+        FakeRpcError(grpc_status.code, "€" * 10_000, grpc_status.trailing_metadata)
+    )
+    assert len(translated.message.encode()) <= MAX_ERROR_MESSAGE_BYTES
+    assert translated.param is not None and len(translated.param) <= MAX_ERROR_FIELD_BYTES
+    short = OpenAIError(REASON_TABLE["INVALID_REQUEST"], "short")
+    assert short.message == "short"
