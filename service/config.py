@@ -86,6 +86,9 @@ REASONING_ECHO_ENV = "MLXCEL_REASONING_ECHO_MAX_BYTES"
 BLAS_ENV = "MLX_RESPONSES_BLAS"
 
 
+SPECULATIVE_MODES = ("off", "ngram")
+
+
 class ConfigError(ValueError):
     """A setting that cannot start the server."""
 
@@ -113,6 +116,8 @@ class Settings:
     prompt_cache_max_bytes: int = 1024 * 1024 * 1024
     default_max_output_tokens: int = 4096
     blas: str = "auto"
+    speculative: str = "off"
+    num_draft_tokens: int = 4
 
     def __post_init__(self) -> None:
         for spec in STORE_FLAGS:
@@ -124,6 +129,10 @@ class Settings:
             raise ConfigError("--max-batch-size must be at least 1")
         if self.max_queued_requests < 0:
             raise ConfigError("--max-queued-requests must be >= 0")
+        if self.speculative not in SPECULATIVE_MODES:
+            raise ConfigError(f"--speculative must be one of {', '.join(SPECULATIVE_MODES)}")
+        if self.num_draft_tokens < 1:
+            raise ConfigError("--num-draft-tokens must be at least 1")
         if self.reasoning_echo_max_bytes < 0:
             raise ConfigError(f"{REASONING_ECHO_ENV} must be >= 0")
 
@@ -199,6 +208,19 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         type=int,
         default=4096,
         help="generation cap when a request gives no max_output_tokens (default 4096)",
+    )
+    parser.add_argument(
+        "--speculative",
+        choices=SPECULATIVE_MODES,
+        default="off",
+        help="speculative decoding: ngram drafts from the context (prompt lookup) for greedy "
+        "requests; output is unchanged (default off)",
+    )
+    parser.add_argument(
+        "--num-draft-tokens",
+        type=int,
+        default=4,
+        help="most tokens drafted per sequence and step when --speculative is on (default 4)",
     )
 
 

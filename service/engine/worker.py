@@ -32,6 +32,7 @@ from service.engine.requests import (
     SamplingParams,
     TokenLogprob,
 )
+from service.engine.speculative import SpeculativeGenerationBatch
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,8 @@ class EngineWorker:
     prefill_step_size: int = 512
     prompt_cache_max_entries: int = 32
     prompt_cache_max_bytes: int = 1 << 30
+    speculative: str = "off"  # "off" or "ngram" (prompt-lookup drafts for greedy sequences)
+    num_draft_tokens: int = 4
     stats: EngineStats = field(default_factory=EngineStats)
 
     def __post_init__(self) -> None:
@@ -203,13 +206,24 @@ class EngineWorker:
 
     def _new_generator(self) -> BatchGenerator:
         tokenizer = self.loaded.tokenizer
-        return BatchGenerator(
+        generator = BatchGenerator(
             self.loaded.model,
             stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
             completion_batch_size=self.max_batch_size,
             prefill_batch_size=min(8, self.max_batch_size),
             prefill_step_size=self.prefill_step_size,
         )
+        if self.speculative == "ngram":
+            # NOTE: swaps in our decode batch before anything joins it; prefill stays mlx-lm's.
+            batch = SpeculativeGenerationBatch.empty(self.loaded.model, generator.sampler)
+            batch.num_draft = self.num_draft_tokens
+            generator._generation_batch = batch
+        return generator
+
+    @staticmethod
+    def _speculation(generator: BatchGenerator) -> SpeculativeGenerationBatch | None:
+        batch = generator._generation_batch
+        return batch if isinstance(batch, SpeculativeGenerationBatch) else None
 
     def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:
         try:
@@ -242,6 +256,9 @@ class EngineWorker:
                         uid = by_stream.pop(id(command.stream), None)
                         if uid is not None and uid in active:
                             generator.remove([uid])
+                            if (spec := self._speculation(generator)) is not None:
+                                spec.eligible.discard(uid)
+                                spec.drafters.pop(uid, None)
                             entry = active.pop(uid)
                             self.stats.cancelled += 1
                             self.stats.active = len(active)
@@ -309,6 +326,11 @@ class EngineWorker:
             logprobs=s.logprobs,
         )
         by_stream[id(command.stream)] = uid
+        spec = self._speculation(generator)
+        if spec is not None and s.temperature == 0 and not command.logits_processors:
+            # NOTE: only greedy, unconstrained sequences speculate; the rest decode normally
+            # in the same batch step (grammar/penalty processors need per-token state).
+            spec.eligible.add(uid)
         if self._prompt_cache is not None:
             # Caches of running sequences count against the same budget.
             self._prompt_cache.trim_to(
@@ -366,7 +388,8 @@ class EngineWorker:
         self.stats.decode_steps += 1
         self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(responses))
         eos = self.loaded.tokenizer.eos_token_ids
-        out: list[tuple[GenerationStream, Chunk]] = []
+        # One chunk per stream and step, however many tokens speculation accepted.
+        out: dict[int, tuple[GenerationStream, Chunk]] = {}
         for r in responses:
             entry = active.get(r.uid)
             if entry is None:
@@ -389,11 +412,19 @@ class EngineWorker:
                     self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
             cached = entry.cached_tokens if entry.generated == 1 else 0
             logprobs = self._logprobs(r.token, r.logprobs, entry.logprobs)
-            out.append(
-                (
-                    entry.stream,
-                    Chunk(detok.last_segment, 1, finish, cached_tokens=cached, logprobs=logprobs),
-                )
+            chunk = Chunk(
+                detok.last_segment,
+                1,
+                finish,
+                cached_tokens=cached,
+                logprobs=logprobs,
+                token_ids=(r.token,),
             )
-        self._emit_all(out)
+            earlier = out.get(r.uid)
+            out[r.uid] = (entry.stream, chunk if earlier is None else earlier[1].merged(chunk))
+        self._emit_all(list(out.values()))
         self.stats.active = len(active)
+        if (spec := self._speculation(generator)) is not None:
+            self.stats.draft_tokens = spec.drafted_tokens
+            self.stats.accepted_tokens = spec.accepted_tokens
+            self.stats.verify_steps = spec.verify_steps
