@@ -87,6 +87,7 @@ BLAS_ENV = "MLX_RESPONSES_BLAS"
 
 
 SPECULATIVE_MODES = ("off", "ngram")
+KV_BITS = (4, 8)
 
 
 class ConfigError(ValueError):
@@ -118,6 +119,7 @@ class Settings:
     blas: str = "auto"
     speculative: str = "off"
     num_draft_tokens: int = 4
+    kv_bits: int | None = None
 
     def __post_init__(self) -> None:
         for spec in STORE_FLAGS:
@@ -133,6 +135,8 @@ class Settings:
             raise ConfigError(f"--speculative must be one of {', '.join(SPECULATIVE_MODES)}")
         if self.num_draft_tokens < 1:
             raise ConfigError("--num-draft-tokens must be at least 1")
+        if self.kv_bits not in (None, *KV_BITS):
+            raise ConfigError("--kv-bits must be 4 or 8")
         if self.reasoning_echo_max_bytes < 0:
             raise ConfigError(f"{REASONING_ECHO_ENV} must be >= 0")
 
@@ -221,6 +225,14 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         type=int,
         default=4,
         help="most tokens drafted per sequence and step when --speculative is on (default 4)",
+    )
+    parser.add_argument(
+        "--kv-bits",
+        type=int,
+        choices=KV_BITS,
+        default=None,
+        help="quantize the KV cache of live and prompt-cached sequences to 4 or 8 bits "
+        "(default: the model's dtype)",
     )
 
 

@@ -89,6 +89,7 @@ class Core:
             prompt_cache_max_bytes=s.prompt_cache_max_bytes,
             speculative=s.speculative,
             num_draft_tokens=s.num_draft_tokens,
+            kv_bits=s.kv_bits,
         )
         loaded = await worker.start()
         log.info("MLX CPU BLAS in use: %s", blas_in_use())

@@ -14,6 +14,8 @@ import mlx.core as mx
 from mlx_lm.generate import GenerationBatch
 from mlx_lm.models.cache import BatchKVCache
 
+from service.engine.quantized_cache import BatchQuantizedKVCache
+
 NGRAM_SIZES = (3, 2)  # longest first; single tokens repeat too often to be worth a verify
 
 
@@ -75,7 +77,7 @@ class SpeculativeGenerationBatch(GenerationBatch):
     def next(self) -> list[Any]:
         if not self.uids or self.num_draft <= 0 or not self.eligible.intersection(self.uids):
             return super().next()
-        if not all(isinstance(c, BatchKVCache) for c in self.prompt_cache):
+        if not all(isinstance(c, BatchKVCache | BatchQuantizedKVCache) for c in self.prompt_cache):
             return super().next()
         mx.eval(self._next_tokens)
         pending: list[int] = self._next_tokens.tolist()  # type: ignore[assignment]
@@ -209,6 +211,5 @@ class SpeculativeGenerationBatch(GenerationBatch):
         if max(padding) - min(padding) <= max(64, first.size() // 4):
             return
         self.prompt_cache = [
-            BatchKVCache.merge([c.extract(i) for i in range(len(self.uids))])
-            for c in self.prompt_cache
+            type(c).merge([c.extract(i) for i in range(len(self.uids))]) for c in self.prompt_cache
         ]

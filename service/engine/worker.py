@@ -23,6 +23,7 @@ from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prom
 from mlx_lm.sample_utils import make_sampler
 
 from service.engine.model import LoadedModel
+from service.engine.quantized_cache import kv_group_size, new_sequence_cache
 from service.engine.requests import (
     Chunk,
     EngineStats,
@@ -121,6 +122,7 @@ class EngineWorker:
     prompt_cache_max_bytes: int = 1 << 30
     speculative: str = "off"  # "off" or "ngram" (prompt-lookup drafts for greedy sequences)
     num_draft_tokens: int = 4
+    kv_bits: int | None = None  # 4 or 8: quantized KV for live and prompt-cached sequences
     stats: EngineStats = field(default_factory=EngineStats)
 
     def __post_init__(self) -> None:
@@ -132,6 +134,7 @@ class EngineWorker:
         self._parked = threading.Event()
         self._samplers: dict[tuple[float, float], Any] = {}
         self._loaded: LoadedModel | None = None
+        self._kv_group: int | None = None
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
             LRUPromptCache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)
@@ -228,6 +231,11 @@ class EngineWorker:
     def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:
         try:
             loaded = self._loaded = self.load()
+            if self.kv_bits is not None:
+                self._kv_group = kv_group_size(loaded.model)
+                if self._kv_group is None:
+                    # NOTE: a startup warning, not a failure: the flag is a memory hint.
+                    log.warning("--kv-bits ignored: this model's KV cannot be quantized")
             generator = self._new_generator()
         except BaseException as exc:
             ready.set_exception(exc)
@@ -306,6 +314,8 @@ class EngineWorker:
         s = command.sampling
         cache, rest = self._cached_prefix(command.prompt)
         cached = len(command.prompt) - len(rest)
+        if cache is None and self._kv_group is not None and self.kv_bits is not None:
+            cache = new_sequence_cache(self.loaded.model, self._kv_group, self.kv_bits)
         try:
             (uid,) = generator.insert(
                 [rest],

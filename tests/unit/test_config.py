@@ -79,3 +79,10 @@ def test_speculative_flags() -> None:
     assert _parse([], {}).speculative == "off"
     with pytest.raises(ConfigError):
         _parse(["--num-draft-tokens", "0"], {})
+
+
+def test_kv_bits_flag() -> None:
+    assert _parse(["--kv-bits", "8"], {}).kv_bits == 8
+    assert _parse([], {}).kv_bits is None
+    with pytest.raises(SystemExit):
+        _parse(["--kv-bits", "3"], {})
