@@ -120,6 +120,7 @@ class Settings:
     speculative: str = "off"
     num_draft_tokens: int = 4
     kv_bits: int | None = None
+    max_prefill_tokens_per_step: int = 512
 
     def __post_init__(self) -> None:
         for spec in STORE_FLAGS:
@@ -135,6 +136,8 @@ class Settings:
             raise ConfigError(f"--speculative must be one of {', '.join(SPECULATIVE_MODES)}")
         if self.num_draft_tokens < 1:
             raise ConfigError("--num-draft-tokens must be at least 1")
+        if self.max_prefill_tokens_per_step < 1:
+            raise ConfigError("--max-prefill-tokens-per-step must be at least 1")
         if self.kv_bits not in (None, *KV_BITS):
             raise ConfigError("--kv-bits must be 4 or 8")
         if self.reasoning_echo_max_bytes < 0:
@@ -233,6 +236,13 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         default=None,
         help="quantize the KV cache of live and prompt-cached sequences to 4 or 8 bits "
         "(default: the model's dtype)",
+    )
+    parser.add_argument(
+        "--max-prefill-tokens-per-step",
+        type=int,
+        default=512,
+        help="prompt tokens prefilled between two decode steps while others decode: bounds "
+        "the stall a long new prompt causes (default 512)",
     )
 
 

@@ -90,6 +90,7 @@ class Core:
             speculative=s.speculative,
             num_draft_tokens=s.num_draft_tokens,
             kv_bits=s.kv_bits,
+            max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
         )
         loaded = await worker.start()
         log.info("MLX CPU BLAS in use: %s", blas_in_use())

@@ -83,3 +83,5 @@ class EngineStats:
     draft_tokens: int = 0  # speculative tokens proposed ...
     accepted_tokens: int = 0  # ... and kept
     verify_steps: int = 0  # decode steps that verified drafts
+    prefill_tokens_while_decoding: int = 0  # prompt tokens prefilled between decode steps
+    max_prefill_tokens_per_decode_step: int = 0  # the largest such stall, in tokens

@@ -118,6 +118,8 @@ class EngineWorker:
     max_batch_size: int = 16
     max_queued_requests: int = 64
     prefill_step_size: int = 512
+    # Prompt tokens prefilled between two decode steps while sequences decode (all prompts).
+    max_prefill_tokens_per_step: int = 512
     prompt_cache_max_entries: int = 32
     prompt_cache_max_bytes: int = 1 << 30
     speculative: str = "off"  # "off" or "ngram" (prompt-lookup drafts for greedy sequences)
@@ -392,7 +394,23 @@ class EngineWorker:
         active: dict[int, _Active],
         by_stream: dict[int, int],
     ) -> None:
+        decoding = len(generator._generation_batch) > 0
+        if decoding:
+            # NOTE: mlx-lm prefills one chunk per prompt after each decode step; sizing the
+            # chunk from our budget bounds the stall a long new prompt puts on running streams.
+            waiting = len(generator._prompt_batch) + len(generator._unprocessed_sequences)
+            share = max(1, min(waiting, generator.prefill_batch_size))
+            generator.prefill_step_size = max(1, self.max_prefill_tokens_per_step // share)
+        else:
+            generator.prefill_step_size = self.prefill_step_size
+        before = generator._counters.prompt_tokens
         _, responses = generator.next()
+        if decoding:
+            prefilled = generator._counters.prompt_tokens - before
+            self.stats.prefill_tokens_while_decoding += prefilled
+            self.stats.max_prefill_tokens_per_decode_step = max(
+                self.stats.max_prefill_tokens_per_decode_step, prefilled
+            )
         if not responses:
             return
         self.stats.decode_steps += 1
