@@ -86,6 +86,10 @@ REASONING_ECHO_ENV = "MLXCEL_REASONING_ECHO_MAX_BYTES"
 BLAS_ENV = "MLX_RESPONSES_BLAS"
 
 
+SPECULATIVE_MODES = ("off", "ngram")
+KV_BITS = (4, 8)
+
+
 class ConfigError(ValueError):
     """A setting that cannot start the server."""
 
@@ -113,6 +117,10 @@ class Settings:
     prompt_cache_max_bytes: int = 1024 * 1024 * 1024
     default_max_output_tokens: int = 4096
     blas: str = "auto"
+    speculative: str = "off"
+    num_draft_tokens: int = 4
+    kv_bits: int | None = None
+    max_prefill_tokens_per_step: int = 512
 
     def __post_init__(self) -> None:
         for spec in STORE_FLAGS:
@@ -124,6 +132,14 @@ class Settings:
             raise ConfigError("--max-batch-size must be at least 1")
         if self.max_queued_requests < 0:
             raise ConfigError("--max-queued-requests must be >= 0")
+        if self.speculative not in SPECULATIVE_MODES:
+            raise ConfigError(f"--speculative must be one of {', '.join(SPECULATIVE_MODES)}")
+        if self.num_draft_tokens < 1:
+            raise ConfigError("--num-draft-tokens must be at least 1")
+        if self.max_prefill_tokens_per_step < 1:
+            raise ConfigError("--max-prefill-tokens-per-step must be at least 1")
+        if self.kv_bits not in (None, *KV_BITS):
+            raise ConfigError("--kv-bits must be 4 or 8")
         if self.reasoning_echo_max_bytes < 0:
             raise ConfigError(f"{REASONING_ECHO_ENV} must be >= 0")
 
@@ -199,6 +215,34 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         type=int,
         default=4096,
         help="generation cap when a request gives no max_output_tokens (default 4096)",
+    )
+    parser.add_argument(
+        "--speculative",
+        choices=SPECULATIVE_MODES,
+        default="off",
+        help="speculative decoding: ngram drafts from the context (prompt lookup) for greedy "
+        "requests; output is unchanged (default off)",
+    )
+    parser.add_argument(
+        "--num-draft-tokens",
+        type=int,
+        default=4,
+        help="most tokens drafted per sequence and step when --speculative is on (default 4)",
+    )
+    parser.add_argument(
+        "--kv-bits",
+        type=int,
+        choices=KV_BITS,
+        default=None,
+        help="quantize the KV cache of live and prompt-cached sequences to 4 or 8 bits "
+        "(default: the model's dtype)",
+    )
+    parser.add_argument(
+        "--max-prefill-tokens-per-step",
+        type=int,
+        default=512,
+        help="prompt tokens prefilled between two decode steps while others decode: bounds "
+        "the stall a long new prompt causes (default 512)",
     )
 
 

@@ -87,6 +87,10 @@ class Core:
             max_queued_requests=s.max_queued_requests,
             prompt_cache_max_entries=s.prompt_cache_max_entries,
             prompt_cache_max_bytes=s.prompt_cache_max_bytes,
+            speculative=s.speculative,
+            num_draft_tokens=s.num_draft_tokens,
+            kv_bits=s.kv_bits,
+            max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
         )
         loaded = await worker.start()
         log.info("MLX CPU BLAS in use: %s", blas_in_use())

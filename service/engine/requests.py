@@ -50,6 +50,19 @@ class Chunk:
     error: str | None = None
     cached_tokens: int = 0  # prompt tokens served from the prompt cache (first chunk)
     logprobs: tuple[TokenLogprob, ...] = ()
+    token_ids: tuple[int, ...] = ()
+
+    def merged(self, later: Chunk) -> Chunk:
+        """This chunk followed by `later` of the same request, as one chunk."""
+        return Chunk(
+            self.text + later.text,
+            self.tokens + later.tokens,
+            later.finish_reason,
+            later.error,
+            self.cached_tokens,
+            self.logprobs + later.logprobs,
+            self.token_ids + later.token_ids,
+        )
 
 
 @dataclass
@@ -67,3 +80,8 @@ class EngineStats:
     prompt_cache_misses: int = 0
     cached_tokens: int = 0
     prompt_cache_bytes: int = 0
+    draft_tokens: int = 0  # speculative tokens proposed ...
+    accepted_tokens: int = 0  # ... and kept
+    verify_steps: int = 0  # decode steps that verified drafts
+    prefill_tokens_while_decoding: int = 0  # prompt tokens prefilled between decode steps
+    max_prefill_tokens_per_decode_step: int = 0  # the largest such stall, in tokens

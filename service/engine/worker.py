@@ -23,6 +23,7 @@ from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prom
 from mlx_lm.sample_utils import make_sampler
 
 from service.engine.model import LoadedModel
+from service.engine.quantized_cache import kv_group_size, new_sequence_cache
 from service.engine.requests import (
     Chunk,
     EngineStats,
@@ -32,6 +33,7 @@ from service.engine.requests import (
     SamplingParams,
     TokenLogprob,
 )
+from service.engine.speculative import SpeculativeGenerationBatch
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +118,13 @@ class EngineWorker:
     max_batch_size: int = 16
     max_queued_requests: int = 64
     prefill_step_size: int = 512
+    # Prompt tokens prefilled between two decode steps while sequences decode (all prompts).
+    max_prefill_tokens_per_step: int = 512
     prompt_cache_max_entries: int = 32
     prompt_cache_max_bytes: int = 1 << 30
+    speculative: str = "off"  # "off" or "ngram" (prompt-lookup drafts for greedy sequences)
+    num_draft_tokens: int = 4
+    kv_bits: int | None = None  # 4 or 8: quantized KV for live and prompt-cached sequences
     stats: EngineStats = field(default_factory=EngineStats)
 
     def __post_init__(self) -> None:
@@ -129,6 +136,7 @@ class EngineWorker:
         self._parked = threading.Event()
         self._samplers: dict[tuple[float, float], Any] = {}
         self._loaded: LoadedModel | None = None
+        self._kv_group: int | None = None
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
             LRUPromptCache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)
@@ -203,17 +211,33 @@ class EngineWorker:
 
     def _new_generator(self) -> BatchGenerator:
         tokenizer = self.loaded.tokenizer
-        return BatchGenerator(
+        generator = BatchGenerator(
             self.loaded.model,
             stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
             completion_batch_size=self.max_batch_size,
             prefill_batch_size=min(8, self.max_batch_size),
             prefill_step_size=self.prefill_step_size,
         )
+        if self.speculative == "ngram":
+            # NOTE: swaps in our decode batch before anything joins it; prefill stays mlx-lm's.
+            batch = SpeculativeGenerationBatch.empty(self.loaded.model, generator.sampler)
+            batch.num_draft = self.num_draft_tokens
+            generator._generation_batch = batch
+        return generator
+
+    @staticmethod
+    def _speculation(generator: BatchGenerator) -> SpeculativeGenerationBatch | None:
+        batch = generator._generation_batch
+        return batch if isinstance(batch, SpeculativeGenerationBatch) else None
 
     def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:
         try:
             loaded = self._loaded = self.load()
+            if self.kv_bits is not None:
+                self._kv_group = kv_group_size(loaded.model)
+                if self._kv_group is None:
+                    # NOTE: a startup warning, not a failure: the flag is a memory hint.
+                    log.warning("--kv-bits ignored: this model's KV cannot be quantized")
             generator = self._new_generator()
         except BaseException as exc:
             ready.set_exception(exc)
@@ -242,6 +266,9 @@ class EngineWorker:
                         uid = by_stream.pop(id(command.stream), None)
                         if uid is not None and uid in active:
                             generator.remove([uid])
+                            if (spec := self._speculation(generator)) is not None:
+                                spec.eligible.discard(uid)
+                                spec.drafters.pop(uid, None)
                             entry = active.pop(uid)
                             self.stats.cancelled += 1
                             self.stats.active = len(active)
@@ -289,6 +316,8 @@ class EngineWorker:
         s = command.sampling
         cache, rest = self._cached_prefix(command.prompt)
         cached = len(command.prompt) - len(rest)
+        if cache is None and self._kv_group is not None and self.kv_bits is not None:
+            cache = new_sequence_cache(self.loaded.model, self._kv_group, self.kv_bits)
         try:
             (uid,) = generator.insert(
                 [rest],
@@ -309,6 +338,11 @@ class EngineWorker:
             logprobs=s.logprobs,
         )
         by_stream[id(command.stream)] = uid
+        spec = self._speculation(generator)
+        if spec is not None and s.temperature == 0 and not command.logits_processors:
+            # NOTE: only greedy, unconstrained sequences speculate; the rest decode normally
+            # in the same batch step (grammar/penalty processors need per-token state).
+            spec.eligible.add(uid)
         if self._prompt_cache is not None:
             # Caches of running sequences count against the same budget.
             self._prompt_cache.trim_to(
@@ -360,13 +394,30 @@ class EngineWorker:
         active: dict[int, _Active],
         by_stream: dict[int, int],
     ) -> None:
+        decoding = len(generator._generation_batch) > 0
+        if decoding:
+            # NOTE: mlx-lm prefills one chunk per prompt after each decode step; sizing the
+            # chunk from our budget bounds the stall a long new prompt puts on running streams.
+            waiting = len(generator._prompt_batch) + len(generator._unprocessed_sequences)
+            share = max(1, min(waiting, generator.prefill_batch_size))
+            generator.prefill_step_size = max(1, self.max_prefill_tokens_per_step // share)
+        else:
+            generator.prefill_step_size = self.prefill_step_size
+        before = generator._counters.prompt_tokens
         _, responses = generator.next()
+        if decoding:
+            prefilled = generator._counters.prompt_tokens - before
+            self.stats.prefill_tokens_while_decoding += prefilled
+            self.stats.max_prefill_tokens_per_decode_step = max(
+                self.stats.max_prefill_tokens_per_decode_step, prefilled
+            )
         if not responses:
             return
         self.stats.decode_steps += 1
         self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(responses))
         eos = self.loaded.tokenizer.eos_token_ids
-        out: list[tuple[GenerationStream, Chunk]] = []
+        # One chunk per stream and step, however many tokens speculation accepted.
+        out: dict[int, tuple[GenerationStream, Chunk]] = {}
         for r in responses:
             entry = active.get(r.uid)
             if entry is None:
@@ -389,11 +440,19 @@ class EngineWorker:
                     self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
             cached = entry.cached_tokens if entry.generated == 1 else 0
             logprobs = self._logprobs(r.token, r.logprobs, entry.logprobs)
-            out.append(
-                (
-                    entry.stream,
-                    Chunk(detok.last_segment, 1, finish, cached_tokens=cached, logprobs=logprobs),
-                )
+            chunk = Chunk(
+                detok.last_segment,
+                1,
+                finish,
+                cached_tokens=cached,
+                logprobs=logprobs,
+                token_ids=(r.token,),
             )
-        self._emit_all(out)
+            earlier = out.get(r.uid)
+            out[r.uid] = (entry.stream, chunk if earlier is None else earlier[1].merged(chunk))
+        self._emit_all(list(out.values()))
         self.stats.active = len(active)
+        if (spec := self._speculation(generator)) is not None:
+            self.stats.draft_tokens = spec.drafted_tokens
+            self.stats.accepted_tokens = spec.accepted_tokens
+            self.stats.verify_steps = spec.verify_steps

@@ -71,3 +71,18 @@ def test_bad_env_value_is_a_config_error() -> None:
 def test_negative_limits_fail() -> None:
     with pytest.raises(ConfigError):
         _parse(["--responses-store-max-bytes", "-1"], {})
+
+
+def test_speculative_flags() -> None:
+    settings = _parse(["--speculative", "ngram", "--num-draft-tokens", "6"], {})
+    assert (settings.speculative, settings.num_draft_tokens) == ("ngram", 6)
+    assert _parse([], {}).speculative == "off"
+    with pytest.raises(ConfigError):
+        _parse(["--num-draft-tokens", "0"], {})
+
+
+def test_kv_bits_flag() -> None:
+    assert _parse(["--kv-bits", "8"], {}).kv_bits == 8
+    assert _parse([], {}).kv_bits is None
+    with pytest.raises(SystemExit):
+        _parse(["--kv-bits", "3"], {})

@@ -1,0 +1,43 @@
+"""A long new prompt is prefilled in bounded chunks between decode steps of running streams."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from service.engine.model import load_model
+from service.engine.requests import SamplingParams
+from service.engine.worker import EngineWorker
+from tests.support.engine import collect
+
+BUDGET = 128
+
+
+async def test_long_prompt_does_not_stall_running_streams(random_model: Path) -> None:
+    engine = EngineWorker(
+        lambda: load_model(random_model),
+        max_prefill_tokens_per_step=BUDGET,
+        prompt_cache_max_entries=0,
+    )
+    loaded = await engine.start()
+    try:
+        greedy = SamplingParams(max_tokens=160, temperature=0.0)
+        runners = [engine.submit(loaded.tokenizer.encode(f"count {i}"), greedy) for i in range(2)]
+        running = [asyncio.ensure_future(collect(s)) for s in runners]
+        while engine.stats.generated_tokens < 4:
+            await asyncio.sleep(0.01)
+        steps_before = engine.stats.decode_steps
+        long_prompt = [(7 * i) % 2000 + 3 for i in range(1500)]
+        newcomer = await collect(
+            engine.submit(long_prompt, SamplingParams(max_tokens=2, temperature=0.0))
+        )
+        outputs = await asyncio.gather(*running)
+    finally:
+        engine.stop()
+    stats = engine.stats
+    assert len(newcomer) == 2 and all(len(o) == 160 for o in outputs)
+    # The whole prompt went in while the others decoded, never more than BUDGET per step...
+    assert stats.prefill_tokens_while_decoding >= len(long_prompt) - 1
+    assert 0 < stats.max_prefill_tokens_per_decode_step <= BUDGET
+    # ... so the running streams got a token in each of the ≥ 1500/128 steps it took.
+    assert stats.decode_steps - steps_before >= (len(long_prompt) - 1) // BUDGET

@@ -1,0 +1,55 @@
+"""Speculative (n-gram) decoding leaves greedy output token-identical, in and out of a batch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import pytest
+
+from service.engine.requests import SamplingParams
+from service.engine.speculative import NgramDrafter
+from tests.support.engine import generate, greedy
+
+FILE = "".join(f"def handler_{i}(request):\n    return respond(request, {i})\n" for i in range(12))
+PROMPTS = (
+    f"Here is a file:\n{FILE}\nCopy it exactly:\n{FILE[:200]}",  # copies a long span
+    "Reply with: hello",
+    "the cat sat on the mat and the cat sat on the",
+)
+
+
+def _ban(token: int) -> Any:
+    def processor(tokens: mx.array, logits: mx.array) -> mx.array:
+        return logits.at[:, token].add(-1e9)
+
+    return processor
+
+
+@pytest.mark.parametrize("which", ["bundled", "random"])
+async def test_greedy_output_is_identical_with_ngram_speculation(
+    which: str, model_path: Path, random_model: Path
+) -> None:
+    path = model_path if which == "bundled" else random_model
+    requests = greedy(PROMPTS, 48)
+    # A constrained sequence in the same batch decodes normally inside verify steps.
+    requests.append((PROMPTS[0], SamplingParams(max_tokens=48, temperature=0.0), [_ban(13)]))
+    off = {"prompt_cache_max_entries": 0}
+    on = {**off, "speculative": "ngram", "num_draft_tokens": 5}
+    plain, _ = await generate(path, requests, **off)
+    fast, stats = await generate(path, requests, **on)
+    assert fast == plain
+    assert stats.verify_steps > 0 and stats.accepted_tokens > 0
+    # Alone, the copying prompt gives the same tokens as in the batch.
+    (single,), _ = await generate(path, requests[:1], **on)
+    assert single == plain[0]
+
+
+def test_drafter_continues_the_latest_earlier_occurrence() -> None:
+    drafter = NgramDrafter()
+    drafter.sync([1, 2, 3, 4, 9, 1, 2, 3, 5, 6, 7], 1)
+    assert drafter.draft(3) == []  # "7 1" never occurred before
+    drafter.sync([1, 2, 3, 4, 9, 1, 2, 3, 5, 6, 7, 1], 2)
+    assert drafter.draft(3) == [3, 5, 6]  # the latest "1 2" continued with 3 5 6
+    assert drafter.draft(0) == []

@@ -1,0 +1,47 @@
+"""Drives an EngineWorker directly (no gRPC/HTTP): submit token prompts, collect token ids."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from service.engine.model import load_model
+from service.engine.requests import EngineStats, SamplingParams
+from service.engine.worker import EngineWorker
+
+Request = tuple[str, SamplingParams, list[Any]]
+
+
+async def collect(stream: Any) -> tuple[int, ...]:
+    """The token ids of one generation; fails on a cancelled or failed one."""
+    ids: tuple[int, ...] = ()
+    async for chunks in stream.batches():
+        for chunk in chunks:
+            assert chunk.finish_reason in (None, "stop", "length"), chunk.error
+            ids += chunk.token_ids
+    return ids
+
+
+async def generate(
+    path: Path, requests: list[Request], turns: int = 1, **worker: Any
+) -> tuple[list[tuple[int, ...]], EngineStats]:
+    """Runs `requests` concurrently on a fresh worker, `turns` times; the last turn's ids."""
+    engine = EngineWorker(lambda: load_model(path), **worker)
+    loaded = await engine.start()
+    try:
+        outputs: list[tuple[int, ...]] = []
+        for _ in range(turns):
+            streams = [
+                engine.submit(loaded.tokenizer.encode(text), sampling, processors)
+                for text, sampling, processors in requests
+            ]
+            outputs = list(await asyncio.gather(*(collect(s) for s in streams)))
+        return outputs, engine.stats
+    finally:
+        engine.stop()
+
+
+def greedy(texts: tuple[str, ...] | list[str], tokens: int) -> list[Request]:
+    """Greedy, unconstrained requests of `tokens` tokens."""
+    return [(text, SamplingParams(max_tokens=tokens, temperature=0.0), []) for text in texts]
