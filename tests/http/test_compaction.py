@@ -14,6 +14,7 @@ import httpx
 import openai
 import pytest
 
+from service.engine.requests import QueueFullError
 from tests.support.random_model import build_random_model
 from tests.support.stack import Stack
 
@@ -514,6 +515,9 @@ def test_summary_cap_defaults_to_1024(random_stack: Stack, monkeypatch: pytest.M
 
     def spy(tokens: Any, sampling: Any, processors: Any = ()) -> Any:
         caps.append(sampling.max_tokens)
+        if sampling.max_tokens > 100:
+            # The cap is what this test is after: spare the CPU the 1024 tokens.
+            raise QueueFullError("spared")
         return real_submit(tokens, sampling, processors)
 
     monkeypatch.setattr(worker, "submit", spy)
@@ -524,8 +528,7 @@ def test_summary_cap_defaults_to_1024(random_stack: Stack, monkeypatch: pytest.M
     small = post(random_stack, "/v1/responses/compact", **base, max_output_tokens=7)
     assert small.status_code == 200, small.text
     assert caps == [7] and small.json()["usage"]["output_tokens"] <= 7
-    default = post(random_stack, "/v1/responses/compact", **base)
-    assert default.status_code == 200, default.text
+    assert error(post(random_stack, "/v1/responses/compact", **base), 503)
     assert caps == [7, 1024]
 
 
@@ -547,3 +550,20 @@ def test_a_conversation_replays_its_compaction(stack: Stack) -> None:
     refused = post(stack, "/v1/responses", **fresh, context_management=cm(1))
     assert error(refused)["code"] == "context_length_exceeded"
     assert count(stack, **fresh) == count(stack, input="Reply with: hi")
+
+
+def test_cancel_stops_a_job_while_it_compacts(random_stack: Stack) -> None:
+    items = [*history()[:-1], {"role": "user", "content": rains(2300)}, history()[-1]]
+    items.insert(-1, {"role": "assistant", "content": "rain"})
+    queued = post(random_stack, "/v1/responses", input=items, background=True,
+                  context_management=cm(1000), temperature=0).json()  # fmt: skip
+    assert queued["status"] == "queued"
+    cancelled = httpx.post(f"{random_stack.base_url}/v1/responses/{queued['id']}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "cancelled"
+    assert _poll(random_stack, queued["id"])["status"] == "cancelled"
+    # The summary generation left the engine.
+    deadline = time.monotonic() + 10
+    while random_stack.engine_stats.active and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert random_stack.engine_stats.active == 0
