@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from service.engine.blas import preload_blas
 preload_blas()  # before the first `import mlx` of the session
 
 from tests.support.random_model import build_random_model  # noqa: E402
+from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.stack import Stack  # noqa: E402
 
 TEST_MODEL = Path(os.environ.get("MLX_RESPONSES_TEST_MODEL", str(BUNDLED_MODEL)))
@@ -60,3 +62,18 @@ def random_stack(random_model: Path) -> Iterator[Stack]:
     """A stack on the random model, for long generations (cancel, disconnect, batching)."""
     with Stack.running(model_path=random_model) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real redis-server on a free port (skips only when the binary is missing)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip(
+            "redis-server is not installed (`make setup` installs the Debian package "
+            "redis-server when it runs as root with apt-get)"
+        )
+    server = RedisServer(binary, tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()

@@ -37,7 +37,7 @@ class Stack:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _start(self) -> None:
-        self.core = Core.in_memory(self.settings)
+        self.core = Core.from_settings(self.settings)
         self.server = await start_core_server(self.core, "127.0.0.1", 0)
         self.runner, self.http_port = await start_facade(
             f"127.0.0.1:{self.server.port}", FacadeSettings(host="127.0.0.1", port=0)
