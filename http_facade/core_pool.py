@@ -3,9 +3,10 @@
 Each `--core` gets its own channel and a Health.Watch stream; requests go round robin over the
 cores whose health is SERVING, so a stopped, draining or still-loading core is routed around as
 soon as its health says so. When none is SERVING the request still goes to one (round robin),
-so the client gets that core's own 503. A `dns:///name:port` address is one channel with gRPC's
-built-in `round_robin` policy and client-side health checking over every address the name
-resolves to. State lives in the shared store, so consecutive turns of a chain may land on any core.
+so the client gets that core's own 503. A `dns:///name:port` address (or a gRPC address list,
+`ipv4:10.0.0.1:50051,10.0.0.2:50051`) is one channel with gRPC's built-in `round_robin` policy
+and client-side health checking over every address the name resolves to. State lives in the
+shared store, so consecutive turns of a chain may land on any core.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from http_facade.client import CHANNEL_OPTIONS, CoreClient
 
 log = logging.getLogger(__name__)
 
-# A DNS name resolving to several cores: gRPC balances over the SERVING ones itself.
-DNS_SERVICE_CONFIG = json.dumps(
+# A name resolving to several cores: gRPC balances over the SERVING ones itself.
+BALANCED_SERVICE_CONFIG = json.dumps(
     {"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}}
 )
 # A restarted core is found again within about this long.
@@ -36,13 +37,14 @@ RECONNECT_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 2000),
 ]
 WATCH_RETRY_S = 0.5
+BALANCED_SCHEMES = ("dns:", "ipv4:", "ipv6:")
 
 
 def channel_options(address: str) -> list[tuple[str, object]]:
     """Options of the channel to one `--core` value."""
     options: list[tuple[str, object]] = [*CHANNEL_OPTIONS, *RECONNECT_OPTIONS]
-    if address.startswith("dns:"):
-        options.append(("grpc.service_config", DNS_SERVICE_CONFIG))
+    if address.startswith(BALANCED_SCHEMES):
+        options.append(("grpc.service_config", BALANCED_SERVICE_CONFIG))
     return options
 
 

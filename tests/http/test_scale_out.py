@@ -16,6 +16,9 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2
 
+from mlx_responses.v1 import jobs_service_pb2 as jobs
+from mlx_responses.v1 import jobs_service_pb2_grpc as jobs_grpc
+from mlx_responses.v1 import responses_pb2 as pb
 from mlx_responses.v1 import storage_service_pb2 as st
 from mlx_responses.v1 import storage_service_pb2_grpc as st_grpc
 from tests.support.redis_server import RedisServer
@@ -105,6 +108,18 @@ def test_background_poll_crosses_replicas(topo: Topology) -> None:
     assert again == final
 
 
+def test_watch_job_on_another_replica_ends_with_the_final_snapshot(topo: Topology) -> None:
+    job = _post(topo, "a", input="go", background=True, max_output_tokens=30).json()
+    with grpc.insecure_channel(f"127.0.0.1:{topo.servers['b'].port}") as channel:
+        watch = jobs_grpc.JobsServiceStub(channel).WatchJob(
+            jobs.WatchJobRequest(id=job["id"]), timeout=60
+        )
+        replies = list(watch)
+    final = replies[-1].events[-1].snapshot.response
+    assert final.id == job["id"] and final.status == pb.RESPONSE_STATUS_INCOMPLETE
+    assert final.usage.output_tokens == 30
+
+
 def test_cancel_crosses_replicas(topo: Topology) -> None:
     job = _post(topo, "a", input="go", background=True, max_output_tokens=100000).json()
     rid = job["id"]
@@ -180,3 +195,23 @@ def test_redis_restart_gives_503s_then_recovers(topo: Topology, redis_server: Re
     _served_by(topo, "b", previous_response_id=before["id"])
     job = _post(topo, "b", input="go", background=True, max_output_tokens=5).json()
     assert _poll(topo, "a", job["id"], {"incomplete"})["usage"]["output_tokens"] == 5
+
+
+def test_one_balanced_address_uses_grpc_round_robin_and_health(topo: Topology) -> None:
+    from http_facade.app import start_facade
+    from http_facade.config import FacadeSettings
+
+    a, b = topo.servers["a"].port, topo.servers["b"].port
+    target = f"ipv4:127.0.0.1:{a},127.0.0.1:{b}"
+    runner, port = topo.run(start_facade([target], FacadeSettings(host="127.0.0.1", port=0)))
+    topo.ports["balanced"] = port
+    try:
+        served = [_served_by(topo, "balanced")[1] for _ in range(4)]
+        assert sorted(served) == ["a", "a", "b", "b"]
+        # gRPC's client-side health check drops core a from the rotation.
+        topo.run(topo.servers["a"].health.set("", health_pb2.HealthCheckResponse.NOT_SERVING))
+        time.sleep(0.3)
+        assert [_served_by(topo, "balanced")[1] for _ in range(3)] == ["b", "b", "b"]
+    finally:
+        topo.run(topo.servers["a"].set_serving())
+        topo.run(runner.cleanup())
