@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 
-.PHONY: setup serve test lint proto model bench
+.PHONY: setup serve test lint proto model bench bench-stores
 
 $(VENV)/.installed: pyproject.toml tools/setup.sh
 	bash tools/setup.sh
@@ -30,3 +30,6 @@ model: setup  ## retrain the bundled tiny chat model (service/assets/tiny-chat)
 
 bench: setup  ## performance benchmark (prints figures; not a test)
 	$(PY) tests/benchmarks/bench_serving.py $(ARGS)
+
+bench-stores: setup  ## Redis vs. memory store benchmark (prints figures; not a test)
+	$(PY) tests/benchmarks/bench_stores.py $(ARGS)

@@ -210,7 +210,7 @@ def test_one_balanced_address_uses_grpc_round_robin_and_health(topo: Topology) -
         assert sorted(served) == ["a", "a", "b", "b"]
         # gRPC's client-side health check drops core a from the rotation.
         topo.run(topo.servers["a"].health.set("", health_pb2.HealthCheckResponse.NOT_SERVING))
-        time.sleep(0.3)
+        time.sleep(1.0)  # the health update reaches the channel's own watch
         assert [_served_by(topo, "balanced")[1] for _ in range(3)] == ["b", "b", "b"]
     finally:
         topo.run(topo.servers["a"].set_serving())
