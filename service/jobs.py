@@ -71,7 +71,7 @@ class Job:
 
 @dataclass
 class JobManager:
-    """Admits and runs `background: true` responses (in memory: a restart loses them)."""
+    """Admits and runs `background: true` responses on this core; the board shows them to all."""
 
     generator: ResponseGenerator
     board: JobBoard
@@ -105,6 +105,8 @@ class JobManager:
                     self._cancel_requested(rid)
             except ServiceError as error:
                 log.warning("background job leases not renewed: %s", error.message)
+            except Exception:
+                log.exception("background job heartbeat failed")
 
     async def status_of(self, response_id: str) -> int | None:
         """The status of an unfinished job on any replica, or None."""
