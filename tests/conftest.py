@@ -19,6 +19,8 @@ from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.stack import Stack  # noqa: E402
 
 TEST_MODEL = Path(os.environ.get("MLX_RESPONSES_TEST_MODEL", str(BUNDLED_MODEL)))
+# MLX_RESPONSES_TEST_STORE=redis runs every stack (the whole HTTP suite) on a real redis-server.
+TEST_STORE = os.environ.get("MLX_RESPONSES_TEST_STORE", "memory")
 
 
 @pytest.fixture(scope="session")
@@ -27,18 +29,28 @@ def model_path() -> Path:
 
 
 @pytest.fixture(scope="session")
-def stack(model_path: Path) -> Iterator[Stack]:
+def store_url(request: pytest.FixtureRequest) -> str:
+    """The `--store` of the test stacks: memory, or the session's redis-server."""
+    if TEST_STORE == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        return server.url(3)
+    return "memory"
+
+
+@pytest.fixture(scope="session")
+def stack(model_path: Path, store_url: str) -> Iterator[Stack]:
     """The default stack (seed defaults), shared by the tests that don't change settings."""
-    with Stack.running(model_path=model_path) as s:
+    with Stack.running(model_path=model_path, store_url=store_url) as s:
         yield s
 
 
 @pytest.fixture
-def make_stack(model_path: Path) -> Iterator[object]:
+def make_stack(model_path: Path, store_url: str) -> Iterator[object]:
     """Starts stacks with custom settings; stops them after the test."""
     started: list[Stack] = []
 
     def factory(model: Path | None = None, **overrides: object) -> Stack:
+        overrides.setdefault("store_url", store_url)
         s = Stack(model_path=model or model_path, **overrides)
         s.start()
         started.append(s)
@@ -58,9 +70,9 @@ def random_model(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -> 
 
 
 @pytest.fixture(scope="session")
-def random_stack(random_model: Path) -> Iterator[Stack]:
+def random_stack(random_model: Path, store_url: str) -> Iterator[Stack]:
     """A stack on the random model, for long generations (cancel, disconnect, batching)."""
-    with Stack.running(model_path=random_model) as s:
+    with Stack.running(model_path=random_model, store_url=store_url) as s:
         yield s
 
 
