@@ -153,9 +153,14 @@ class JobManager:
                 code="rate_limit_exceeded",
             )
         job = Job(turn=turn, nbytes=nbytes)
-        # Visible to every replica before the create call answers; Redis down -> 503, no job.
-        await self.board.post(job.poll_view(), LEASE_S)
+        # Admitted before the await below, so concurrent creates cannot overshoot the limits.
         self.active[job.response_id] = job
+        try:
+            # Visible to every replica before the create call answers; Redis down -> 503, no job.
+            await self.board.post(job.poll_view(), LEASE_S)
+        except BaseException:
+            del self.active[job.response_id]
+            raise
         job.task = asyncio.create_task(self._run(job), name=f"job-{job.response_id}")
         log.info("response %s: background job queued", job.response_id)
         return job.poll_view()
