@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 # How long an unanswered cancel request waits for its job's owner.
 CANCEL_KEY_TTL_MS = 60_000
 RESUBSCRIBE_DELAY_S = 0.5
+RESUBSCRIBE_MAX_DELAY_S = 5.0
 
 
 class RedisJobBoard:
@@ -100,20 +101,23 @@ class RedisJobBoard:
             self._listener = asyncio.create_task(self._listen(on_cancel), name="job-cancels")
 
     async def _listen(self, on_cancel: Callable[[str], None]) -> None:
+        delay = RESUBSCRIBE_DELAY_S
         while True:
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(self._channel)
+                delay = RESUBSCRIBE_DELAY_S
                 async for message in pubsub.listen():
                     if message.get("type") == "message":
                         on_cancel(bytes(message["data"]).decode())
             except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
                 # Heartbeats see the cancel keys meanwhile; resubscribe once Redis is back.
-                log.warning("job cancel subscription lost (%s); resubscribing", exc)
+                log.warning("job cancel subscription lost (%s); retrying in %.1f s", exc, delay)
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
-            await asyncio.sleep(RESUBSCRIBE_DELAY_S)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RESUBSCRIBE_MAX_DELAY_S)
 
     async def keep(self, final: pb.Response, nbytes: int) -> bool:
         return await self._kept.put(final.id, final.SerializeToString(), nbytes)

@@ -195,6 +195,11 @@ def test_redis_restart_gives_503s_then_recovers(topo: Topology, redis_server: Re
     _served_by(topo, "b", previous_response_id=before["id"])
     job = _post(topo, "b", input="go", background=True, max_output_tokens=5).json()
     assert _poll(topo, "a", job["id"], {"incomplete"})["usage"]["output_tokens"] == 5
+    # A cancel still crosses replicas (pub/sub resubscribed, or the heartbeat's cancel key).
+    long = _post(topo, "b", input="go", background=True, max_output_tokens=100000).json()
+    _poll(topo, "a", long["id"], {"in_progress"})
+    cancelled = httpx.post(f"{topo.url('a')}/v1/responses/{long['id']}/cancel", timeout=60)
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
 
 
 def test_one_balanced_address_uses_grpc_round_robin_and_health(topo: Topology) -> None:
