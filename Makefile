@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 
-.PHONY: setup serve test lint proto model bench
+.PHONY: setup serve test test-redis lint proto model bench bench-stores
 
 $(VENV)/.installed: pyproject.toml tools/setup.sh
 	bash tools/setup.sh
@@ -15,6 +15,9 @@ serve: setup  ## run core + façade on the bundled model (http://127.0.0.1:8080)
 
 test: setup  ## the whole test suite
 	$(PY) -m pytest -q $(ARGS)
+
+test-redis: setup  ## the HTTP and gRPC suites again, every stack on a real redis-server
+	MLX_RESPONSES_TEST_STORE=redis $(PY) -m pytest -q tests/http tests/grpc $(ARGS)
 
 lint: setup  ## ruff, mypy and buf lint
 	$(VENV)/bin/ruff check .
@@ -30,3 +33,6 @@ model: setup  ## retrain the bundled tiny chat model (service/assets/tiny-chat)
 
 bench: setup  ## performance benchmark (prints figures; not a test)
 	$(PY) tests/benchmarks/bench_serving.py $(ARGS)
+
+bench-stores: setup  ## Redis vs. memory store benchmark (prints figures; not a test)
+	$(PY) tests/benchmarks/bench_stores.py $(ARGS)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
 
-from http_facade.client import CoreClient
 from http_facade.config import FacadeSettings
+from http_facade.core_pool import CorePool
 from http_facade.errors import (
     FALLBACK,
     METHOD_NOT_ALLOWED,
@@ -16,7 +16,7 @@ from http_facade.errors import (
     UNKNOWN_ROUTE,
     OpenAIError,
 )
-from http_facade.routes import CLIENT, add_routes
+from http_facade.routes import CORES, add_routes
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return _error_response(OpenAIError(FALLBACK, f"internal error: {type(exc).__name__}"))
 
 
-def create_app(core_address: str, settings: FacadeSettings | None = None) -> web.Application:
-    """The façade app, talking to the core at `core_address` (host:port) over gRPC."""
+def _addresses(cores: str | Sequence[str]) -> list[str]:
+    return [cores] if isinstance(cores, str) else list(cores)
+
+
+def create_app(
+    core_addresses: str | Sequence[str], settings: FacadeSettings | None = None
+) -> web.Application:
+    """The façade app, talking over gRPC to the cores at `core_addresses` (host:port each)."""
     settings = settings or FacadeSettings()
     app = web.Application(
         middlewares=[error_middleware], client_max_size=settings.max_request_bytes
@@ -63,21 +69,24 @@ def create_app(core_address: str, settings: FacadeSettings | None = None) -> web
     app[SETTINGS] = settings
 
     async def core_channel(app: web.Application) -> AsyncIterator[None]:
-        app[CLIENT] = CoreClient.connect(core_address)
+        app[CORES] = CorePool.connect(_addresses(core_addresses))
+        await app[CORES].start()
         yield
-        await app[CLIENT].close()
+        await app[CORES].close()
 
     app.cleanup_ctx.append(core_channel)
     add_routes(app)
     return app
 
 
-async def start_facade(core_address: str, settings: FacadeSettings) -> tuple[web.AppRunner, int]:
+async def start_facade(
+    core_addresses: str | Sequence[str], settings: FacadeSettings
+) -> tuple[web.AppRunner, int]:
     """Starts the façade on settings.host:port (0 picks one); returns the runner and the port."""
     host, port = settings.host, settings.port
     # handler_cancellation: a client that disconnects cancels its handler, hence its RPC.
     runner = web.AppRunner(
-        create_app(core_address, settings), handler_cancellation=True, access_log=None
+        create_app(core_addresses, settings), handler_cancellation=True, access_log=None
     )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -85,5 +94,6 @@ async def start_facade(core_address: str, settings: FacadeSettings) -> tuple[web
     server = site._server
     sockets = getattr(server, "sockets", None) or []
     bound = int(sockets[0].getsockname()[1]) if sockets else port
-    log.info("HTTP façade listening on http://%s:%d (core at %s)", host, bound, core_address)
+    cores = ", ".join(_addresses(core_addresses))
+    log.info("HTTP façade listening on http://%s:%d (cores: %s)", host, bound, cores)
     return runner, bound

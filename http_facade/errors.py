@@ -45,6 +45,7 @@ REASON_TABLE: dict[str, HttpError] = {
     "RATE_LIMITED": HttpError(429, "rate_limit_error", "rate_limit_exceeded"),
     "QUEUE_FULL": HttpError(503, "server_error", "server_overloaded"),
     "NOT_READY": HttpError(503, "server_error", "model_not_ready"),
+    "STORE_UNAVAILABLE": HttpError(503, "server_error", "store_unavailable"),
     "INTERNAL": HttpError(500, "server_error", "server_error"),
 }
 

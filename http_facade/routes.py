@@ -8,6 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from http_facade.client import CoreClient, EventStream
+from http_facade.core_pool import CorePool
 from http_facade.errors import OpenAIError, invalid
 from http_facade.from_proto import item_to_json, response_to_json, usage_to_json
 from http_facade.json_body import parse_body
@@ -16,7 +17,12 @@ from http_facade.to_proto import params_from_json
 
 log = logging.getLogger(__name__)
 
-CLIENT = web.AppKey("core_client", CoreClient)
+CORES = web.AppKey("core_pool", CorePool)
+
+
+def core(request: web.Request) -> CoreClient:
+    """The core that serves this request (a SERVING one, round robin)."""
+    return request.app[CORES].pick()
 
 
 async def read_json(request: web.Request) -> Any:
@@ -26,7 +32,7 @@ async def read_json(request: web.Request) -> Any:
 
 async def create_response(request: web.Request) -> web.StreamResponse:
     """POST /v1/responses: foreground, streamed or background."""
-    client = request.app[CLIENT]
+    client = core(request)
     params = params_from_json(await read_json(request))
     if params.background:
         # The core refuses background + stream (one place for the rule, gRPC clients too).
@@ -78,26 +84,26 @@ async def _stream(request: web.Request, stream: EventStream) -> web.StreamRespon
 
 async def get_response(request: web.Request) -> web.Response:
     """GET /v1/responses/{id}."""
-    response = await request.app[CLIENT].get_response(request.match_info["response_id"])
+    response = await core(request).get_response(request.match_info["response_id"])
     return web.json_response(response_to_json(response))
 
 
 async def delete_response(request: web.Request) -> web.Response:
     """DELETE /v1/responses/{id}."""
-    reply = await request.app[CLIENT].delete_response(request.match_info["response_id"])
+    reply = await core(request).delete_response(request.match_info["response_id"])
     return web.json_response({"id": reply.id, "object": "response", "deleted": reply.deleted})
 
 
 async def cancel_response(request: web.Request) -> web.Response:
     """POST /v1/responses/{id}/cancel."""
-    response = await request.app[CLIENT].cancel(request.match_info["response_id"])
+    response = await core(request).cancel(request.match_info["response_id"])
     return web.json_response(response_to_json(response))
 
 
 async def input_tokens(request: web.Request) -> web.Response:
     """POST /v1/responses/input_tokens."""
     params = params_from_json(await read_json(request))
-    count = await request.app[CLIENT].count_input_tokens(params)
+    count = await core(request).count_input_tokens(params)
     return web.json_response({"object": "response.input_tokens", "input_tokens": count})
 
 
@@ -110,7 +116,7 @@ async def compact(request: web.Request) -> web.Response:
         raise invalid("Invalid type for 'keep_tokens': expected an integer.", "keep_tokens")
     if keep is not None and not 0 <= keep < 2**63:
         raise invalid("Invalid 'keep_tokens': out of range.", "keep_tokens", "invalid_value")
-    reply = await request.app[CLIENT].compact(params, keep)
+    reply = await core(request).compact(params, keep)
     return web.json_response(
         {
             "id": reply.id,
@@ -125,7 +131,7 @@ async def compact(request: web.Request) -> web.Response:
 
 async def list_models(request: web.Request) -> web.Response:
     """GET /v1/models."""
-    models = await request.app[CLIENT].list_models()
+    models = await core(request).list_models()
     # context_length (the config's max_position_embeddings) sizes keep_tokens and thresholds.
     data = [
         {
@@ -141,8 +147,8 @@ async def list_models(request: web.Request) -> web.Response:
 
 
 async def health(request: web.Request) -> web.Response:
-    """GET /health: 200 only while the core reports SERVING."""
-    if await request.app[CLIENT].serving():
+    """GET /health: 200 only while a core reports SERVING."""
+    if await request.app[CORES].serving():
         return web.json_response({"status": "ok"})
     return web.json_response({"status": "unavailable"}, status=503)
 

@@ -41,7 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     facade = commands.add_parser("facade", help="run the HTTP façade alone, against a core")
     add_facade_arguments(facade, env)
     facade.add_argument(
-        "--core", required=True, metavar="HOST:PORT", help="address of the gRPC core"
+        "--core",
+        required=True,
+        action="append",
+        metavar="HOST:PORT",
+        help="address of a gRPC core; repeat for several (or dns:///name:port for all the "
+        "addresses a name resolves to); requests go round robin over the SERVING ones",
     )
     return parser
 
@@ -53,10 +58,12 @@ async def _wait_for_signal(stop: asyncio.Event) -> None:
     await stop.wait()
 
 
-async def _run_facade(core_address: str, settings: FacadeSettings, stop: asyncio.Event) -> None:
+async def _run_facade(
+    core_addresses: Sequence[str], settings: FacadeSettings, stop: asyncio.Event
+) -> None:
     from http_facade.app import start_facade
 
-    runner, _ = await start_facade(core_address, settings)
+    runner, _ = await start_facade(core_addresses, settings)
     try:
         await stop.wait()
     finally:
@@ -90,7 +97,7 @@ async def _run(args: argparse.Namespace) -> int:
     from service.core import Core
     from service.server import start_core_server
 
-    core = Core.in_memory(settings)
+    core = Core.from_settings(settings)
     server = await start_core_server(core, settings.grpc_host, settings.grpc_port)
     facade = None
     try:

@@ -84,6 +84,8 @@ STORE_FLAGS: tuple[StoreFlag, ...] = (
 
 REASONING_ECHO_ENV = "MLXCEL_REASONING_ECHO_MAX_BYTES"
 BLAS_ENV = "MLX_RESPONSES_BLAS"
+STORE_URL_ENV = "MLX_RESPONSES_STORE_URL"
+STORE_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 SPECULATIVE_MODES = ("off", "ngram")
@@ -121,6 +123,7 @@ class Settings:
     num_draft_tokens: int = 4
     kv_bits: int | None = None
     max_prefill_tokens_per_step: int = 512
+    store_url: str = "memory"
 
     def __post_init__(self) -> None:
         for spec in STORE_FLAGS:
@@ -142,6 +145,8 @@ class Settings:
             raise ConfigError("--kv-bits must be 4 or 8")
         if self.reasoning_echo_max_bytes < 0:
             raise ConfigError(f"{REASONING_ECHO_ENV} must be >= 0")
+        if self.store_url != "memory" and not self.store_url.startswith(STORE_SCHEMES):
+            raise ConfigError("--store must be 'memory' or a redis://host:port/db URL")
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -177,6 +182,14 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         type=int,
         default=50051,
         help="port of the gRPC core (default 50051)",
+    )
+    parser.add_argument(
+        "--store",
+        dest="store_url",
+        metavar="URL",
+        default=env.get(STORE_URL_ENV) or "memory",
+        help="where responses, conversations and background jobs live: 'memory' (this process) "
+        f"or redis://host:port/db, shared by every core that names it (env {STORE_URL_ENV})",
     )
     for spec in STORE_FLAGS:
         parser.add_argument(

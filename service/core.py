@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from service.config import Settings
 from service.engine.blas import blas_in_use
 from service.errors import Reason, ServiceError
-from service.stores.base import ConversationStore, ResponseStore
-from service.stores.memory import InMemoryConversationStore, InMemoryResponseStore
+from service.stores.base import ConversationStore, JobBoard, ResponseStore
+from service.stores.select import Stores, memory_stores, open_stores
 
 if TYPE_CHECKING:  # the generator imports MLX; the façade must be able to skip it
     from service.generation import ResponseGenerator
@@ -27,27 +28,32 @@ class Core:
     settings: Settings
     responses: ResponseStore
     conversations: ConversationStore
+    board: JobBoard
+    close_stores: Callable[[], Awaitable[None]] | None = None
     _generator: ResponseGenerator | None = None
     _jobs: JobManager | None = None
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
+    def with_stores(cls, settings: Settings, stores: Stores) -> Core:
+        """A core over the given stores (it closes them when it closes)."""
+        return cls(
+            settings=settings,
+            responses=stores.responses,
+            conversations=stores.conversations,
+            board=stores.board,
+            close_stores=stores.close,
+        )
+
+    @classmethod
     def in_memory(cls, settings: Settings) -> Core:
         """The embedded default: in-memory stores sized by the seed's flags."""
-        s = settings
-        return cls(
-            settings=s,
-            responses=InMemoryResponseStore(
-                s.responses_store_max_entries,
-                s.responses_store_max_bytes,
-                s.responses_store_ttl_secs,
-            ),
-            conversations=InMemoryConversationStore(
-                s.conversation_store_max_entries,
-                s.conversation_store_max_bytes,
-                s.conversation_store_ttl_secs,
-            ),
-        )
+        return cls.with_stores(settings, memory_stores(settings))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Core:
+        """A core over the backend `--store` selects (memory unless a redis:// URL is given)."""
+        return cls.with_stores(settings, open_stores(settings))
 
     @property
     def ready(self) -> bool:
@@ -107,15 +113,18 @@ class Core:
         )
         self._jobs = JobManager(
             self._generator,
+            board=self.board,
             max_jobs=s.responses_background_max_jobs,
             store_max_bytes=s.responses_store_max_bytes,
-            ephemeral_ttl_secs=s.responses_background_ephemeral_ttl_secs,
         )
+        await self._jobs.start()
         self._ready.set()
 
     async def close(self) -> None:
-        """Cancels background jobs, then stops the engine worker."""
+        """Cancels background jobs, stops the engine worker, lets the stores go."""
         if self._jobs is not None:
             await self._jobs.close()
         if self._generator is not None:
             self._generator.worker.stop()
+        if self.close_stores is not None:
+            await self.close_stores()

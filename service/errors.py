@@ -39,6 +39,7 @@ class Reason(enum.Enum):
     RATE_LIMITED = "RATE_LIMITED"
     QUEUE_FULL = "QUEUE_FULL"
     NOT_READY = "NOT_READY"
+    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
     INTERNAL = "INTERNAL"
 
 
@@ -68,6 +69,7 @@ GRPC_TABLE: dict[Reason, GrpcMapping] = {
     ),
     Reason.QUEUE_FULL: GrpcMapping(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE),
     Reason.NOT_READY: GrpcMapping(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE),
+    Reason.STORE_UNAVAILABLE: GrpcMapping(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE),
     Reason.INTERNAL: GrpcMapping(grpc.StatusCode.INTERNAL, code_pb2.INTERNAL),
 }
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -20,6 +20,10 @@ def store_disabled(what: str, param: str | None = None) -> ServiceError:
     return ServiceError(Reason.STORE_DISABLED, f"{what} is disabled on this server.", param=param)
 
 
+async def _no_job() -> int | None:
+    return None
+
+
 @dataclass
 class HistoryResolver:
     """Reads history for previous_response_id and conversation."""
@@ -27,7 +31,7 @@ class HistoryResolver:
     responses: ResponseStore
     conversations: ConversationStore
     # Status of an unfinished background job by id (None if no such job); set by the jobs.
-    job_status: Callable[[str], int | None] = field(default=lambda _id: None)
+    job_status: Callable[[str], Awaitable[int | None]] = field(default=lambda _id: _no_job())
 
     async def resolve(self, params: pb.CreateResponseParams) -> list[pb.Item]:
         """The items that precede this turn's input (instructions excluded)."""
@@ -42,7 +46,7 @@ class HistoryResolver:
     async def _chain(self, response_id: str) -> list[pb.Item]:
         if not self.responses.enabled:
             raise store_disabled("Response storage", "previous_response_id")
-        pending = self.job_status(response_id)
+        pending = await self.job_status(response_id)
         if pending is not None:
             raise invalid(
                 f"previous response '{response_id}' has not finished "

@@ -14,6 +14,8 @@ from service.errors import Reason, ServiceError, to_rpc_status
 
 log = logging.getLogger(__name__)
 
+OWN_SERVICES = "/mlx_responses."
+
 
 async def _abort(context: grpc.aio.ServicerContext[Any, Any], error: ServiceError) -> None:
     status = rpc_status.to_status(to_rpc_status(error))
@@ -41,9 +43,11 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
         method = handler_call_details.method
+        if handler is None or not method.startswith(OWN_SERVICES):
+            # Health and reflection raise no ServiceError, and Health.Watch writes through the
+            # context instead of yielding, which the stream wrapper below cannot carry.
+            return handler
         if handler.unary_unary is not None:
             inner = handler.unary_unary
 

@@ -1,12 +1,17 @@
-"""Background responses: admission limits, the detached generation task, polling and cancel."""
+"""Background responses: admission limits, the detached generation task, polling and cancel.
+
+Jobs run on the core that admitted them; their poll views and final objects go to the job board
+and the response store, which a Redis backend shares, so any replica answers a poll, refuses a
+chain to an unfinished job, and forwards a cancel to the owner. Admission limits are per core:
+each job holds a slot of this core's engine.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from mlx_responses.v1 import events_pb2 as ev
@@ -14,8 +19,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 from service.errors import Reason, ServiceError, invalid
 from service.generation import ResponseGenerator, Turn
 from service.history import status_name
-from service.stores.base import StoredResponse
-from service.stores.lru import BoundedLru
+from service.stores.base import JobBoard, StoredResponse
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +29,12 @@ TERMINAL = {
     pb.RESPONSE_STATUS_FAILED,
     pb.RESPONSE_STATUS_CANCELLED,
 }
-# Ephemeral objects are bounded by their TTL; the caps only keep a flood in check.
-EPHEMERAL_MAX_ENTRIES = 4096
+# An owner renews its jobs' leases every heartbeat; a dead owner's jobs vanish after the lease.
+HEARTBEAT_S = 1.0
+LEASE_S = 15.0
+# How long a cancel waits for the job to end (its owner may be another replica).
+CANCEL_WAIT_S = 30.0
+REMOTE_POLL_S = 0.05
 
 
 @dataclass
@@ -63,29 +71,54 @@ class Job:
 
 @dataclass
 class JobManager:
-    """Admits and runs `background: true` responses (in memory: a restart loses them)."""
+    """Admits and runs `background: true` responses on this core; the board shows them to all."""
 
     generator: ResponseGenerator
+    board: JobBoard
     max_jobs: int
     store_max_bytes: int
-    ephemeral_ttl_secs: int
-    clock: Callable[[], float] = time.monotonic
     active: dict[str, Job] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # Final objects of store:false jobs: readable by polling, never usable for chaining.
-        self.ephemeral: BoundedLru[pb.Response] = BoundedLru(
-            EPHEMERAL_MAX_ENTRIES,
-            max(self.store_max_bytes, 1 << 20),
-            self.ephemeral_ttl_secs,
-            self.clock,
-        )
         self.generator.history.job_status = self.status_of
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._forwarded: set[asyncio.Task[pb.Response | None]] = set()
 
-    def status_of(self, response_id: str) -> int | None:
-        """The status of an unfinished job, or None."""
+    async def start(self) -> None:
+        """Listens for cancel requests from other replicas; renews leases while jobs run."""
+        await self.board.listen(self._cancel_requested)
+        self._heartbeat = asyncio.create_task(self._renew_leases(), name="job-heartbeat")
+
+    def _cancel_requested(self, response_id: str) -> None:
         job = self.active.get(response_id)
-        return job.status if job is not None and job.status not in TERMINAL else None
+        if job is not None and not job.cancel_requested:
+            log.info("response %s: cancel requested by another replica", response_id)
+            task = asyncio.get_running_loop().create_task(self.cancel(response_id))
+            self._forwarded.add(task)
+            task.add_done_callback(self._forwarded.discard)
+
+    async def _renew_leases(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            try:
+                for rid in await self.board.renew(list(self.active), LEASE_S):
+                    self._cancel_requested(rid)
+            except ServiceError as error:
+                log.warning("background job leases not renewed: %s", error.message)
+            except Exception:
+                log.exception("background job heartbeat failed")
+
+    async def status_of(self, response_id: str) -> int | None:
+        """The status of an unfinished job on any replica, or None."""
+        job = self.active.get(response_id)
+        if job is not None:
+            return job.status if job.status not in TERMINAL else None
+        view = await self.board.view(response_id)
+        return view.status if view is not None else None
+
+    def is_local(self, response_id: str) -> bool:
+        """Whether this core runs the job."""
+        return response_id in self.active
 
     @property
     def active_bytes(self) -> int:
@@ -120,7 +153,14 @@ class JobManager:
                 code="rate_limit_exceeded",
             )
         job = Job(turn=turn, nbytes=nbytes)
+        # Admitted before the await below, so concurrent creates cannot overshoot the limits.
         self.active[job.response_id] = job
+        try:
+            # Visible to every replica before the create call answers; Redis down -> 503, no job.
+            await self.board.post(job.poll_view(), LEASE_S)
+        except BaseException:
+            del self.active[job.response_id]
+            raise
         job.task = asyncio.create_task(self._run(job), name=f"job-{job.response_id}")
         log.info("response %s: background job queued", job.response_id)
         return job.poll_view()
@@ -133,7 +173,9 @@ class JobManager:
                 return
             await self.generator.run_compaction(job.turn)
             async for events in self.generator.stream(job.turn):
-                job.status = pb.RESPONSE_STATUS_IN_PROGRESS
+                if job.status == pb.RESPONSE_STATUS_QUEUED:
+                    job.status = pb.RESPONSE_STATUS_IN_PROGRESS
+                    await self._post(job)
                 job.publish(events)
                 last = events[-1]
                 if last.HasField("snapshot") and last.snapshot.response.status in TERMINAL:
@@ -152,11 +194,24 @@ class JobManager:
             log.exception("response %s: background job crashed", job.response_id)
             final = self._ended(job, pb.RESPONSE_STATUS_FAILED, "server_error", str(exc))
         finally:
-            if final is not None:
-                await self._keep(job, final)
-            self.active.pop(job.response_id, None)
-            job.publish(None)
-            job.done.set()
+            try:
+                if final is not None:
+                    await self._keep(job, final)
+                # Kept first, removed second: a poll elsewhere sees the view or the final.
+                await self.board.remove(job.response_id)
+            except ServiceError as error:
+                # Unreachable store: the lease runs out and the id ends as unknown (404).
+                log.error("response %s: final object not kept: %s", job.response_id, error.message)
+            finally:
+                self.active.pop(job.response_id, None)
+                job.publish(None)
+                job.done.set()
+
+    async def _post(self, job: Job) -> None:
+        try:
+            await self.board.post(job.poll_view(), LEASE_S)
+        except ServiceError as error:
+            log.warning("response %s: job view not published: %s", job.response_id, error.message)
 
     def _ended(
         self, job: Job, status: pb.ResponseStatus, code: str | None = None, message: str = ""
@@ -186,25 +241,33 @@ class JobManager:
                             message="The final response is larger than the response store budget.",
                         )
                     )
-                    self.ephemeral.put(final.id, stub, 0)
+                    await self.board.keep(stub, 0)
             return
-        self.ephemeral.put(final.id, final, final.ByteSize())
+        await self.board.keep(final, final.ByteSize())
 
-    def get(self, response_id: str) -> pb.Response | None:
-        """The poll view of an active job, or the kept object of an ephemeral/oversized one."""
+    async def get(self, response_id: str) -> pb.Response | None:
+        """The poll view of an active job (any replica), or a kept ephemeral/oversized object."""
         job = self.active.get(response_id)
         if job is not None:
             return job.poll_view()
-        return self.ephemeral.get(response_id)
+        return await self.board.view(response_id) or await self.board.kept(response_id)
 
-    def refuse_delete(self, response_id: str) -> None:
+    async def refuse_delete(self, response_id: str) -> None:
         """An unfinished background response cannot be deleted: cancel it first."""
-        job = self.active.get(response_id)
-        if job is not None:
+        status = await self.status_of(response_id)
+        if status is not None:
             raise invalid(
-                f"Response '{response_id}' is still {status_name(job.status)}; cancel it first.",
+                f"Response '{response_id}' is still {status_name(status)}; cancel it first.",
                 "response_id",
             )
+
+    async def wait_ended(self, response_id: str, timeout: float = CANCEL_WAIT_S) -> None:
+        """Waits until no replica runs the job any more (or the timeout passes)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while await self.status_of(response_id) is not None:
+            if asyncio.get_running_loop().time() > deadline:
+                return
+            await asyncio.sleep(REMOTE_POLL_S)
 
     async def watch(self, response_id: str) -> AsyncIterator[list[ev.ResponseEvent]]:
         """The job's events from now until it is terminal; None if no job is active."""
@@ -219,26 +282,38 @@ class JobManager:
         finally:
             job.watchers.remove(queue)
 
-    def forget(self, response_id: str) -> bool:
+    async def forget(self, response_id: str) -> bool:
         """Drops a kept ephemeral object; False if none."""
-        return self.ephemeral.pop(response_id) is not None
+        return await self.board.forget(response_id)
+
+    async def _final(self, response_id: str) -> pb.Response | None:
+        stored = await self.generator.responses.get(response_id)
+        return stored.response if stored is not None else await self.board.kept(response_id)
 
     async def cancel(self, response_id: str) -> pb.Response | None:
-        """Cancels an active job and returns its final object; None if no such job."""
+        """Cancels an active job (here or on its owner) and returns its final object.
+
+        None if no replica runs such a job.
+        """
         job = self.active.get(response_id)
         if job is None:
-            return None
+            if await self.board.view(response_id) is None:
+                return None
+            await self.board.request_cancel(response_id)
+            await self.wait_ended(response_id)
+            return await self._final(response_id)
         job.cancel_requested = True
         if await self.generator.cancel(response_id) is None and job.task is not None:
             # Still queued ahead of the engine: stop the task itself.
             job.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(job.done.wait(), 30)
-        stored = await self.generator.responses.get(response_id)
-        return stored.response if stored is not None else self.ephemeral.get(response_id)
+            await asyncio.wait_for(job.done.wait(), CANCEL_WAIT_S)
+        return await self._final(response_id)
 
     async def close(self) -> None:
         """Cancels every job (shutdown)."""
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
         for job in list(self.active.values()):
             if job.task is not None:
                 job.task.cancel()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +15,12 @@ from service.engine.blas import preload_blas
 preload_blas()  # before the first `import mlx` of the session
 
 from tests.support.random_model import build_random_model  # noqa: E402
+from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.stack import Stack  # noqa: E402
 
 TEST_MODEL = Path(os.environ.get("MLX_RESPONSES_TEST_MODEL", str(BUNDLED_MODEL)))
+# MLX_RESPONSES_TEST_STORE=redis runs every stack (the whole HTTP suite) on a real redis-server.
+TEST_STORE = os.environ.get("MLX_RESPONSES_TEST_STORE", "memory")
 
 
 @pytest.fixture(scope="session")
@@ -25,18 +29,28 @@ def model_path() -> Path:
 
 
 @pytest.fixture(scope="session")
-def stack(model_path: Path) -> Iterator[Stack]:
+def store_url(request: pytest.FixtureRequest) -> str:
+    """The `--store` of the test stacks: memory, or the session's redis-server."""
+    if TEST_STORE == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        return server.url(3)
+    return "memory"
+
+
+@pytest.fixture(scope="session")
+def stack(model_path: Path, store_url: str) -> Iterator[Stack]:
     """The default stack (seed defaults), shared by the tests that don't change settings."""
-    with Stack.running(model_path=model_path) as s:
+    with Stack.running(model_path=model_path, store_url=store_url) as s:
         yield s
 
 
 @pytest.fixture
-def make_stack(model_path: Path) -> Iterator[object]:
+def make_stack(model_path: Path, store_url: str) -> Iterator[object]:
     """Starts stacks with custom settings; stops them after the test."""
     started: list[Stack] = []
 
     def factory(model: Path | None = None, **overrides: object) -> Stack:
+        overrides.setdefault("store_url", store_url)
         s = Stack(model_path=model or model_path, **overrides)
         s.start()
         started.append(s)
@@ -56,7 +70,22 @@ def random_model(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -> 
 
 
 @pytest.fixture(scope="session")
-def random_stack(random_model: Path) -> Iterator[Stack]:
+def random_stack(random_model: Path, store_url: str) -> Iterator[Stack]:
     """A stack on the random model, for long generations (cancel, disconnect, batching)."""
-    with Stack.running(model_path=random_model) as s:
+    with Stack.running(model_path=random_model, store_url=store_url) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real redis-server on a free port (skips only when the binary is missing)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip(
+            "redis-server is not installed (`make setup` installs the Debian package "
+            "redis-server when it runs as root with apt-get)"
+        )
+    server = RedisServer(binary, tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent setup: the fast system BLAS (best effort), .venv with the project and its dev tools.
+# Idempotent setup: the fast system BLAS and redis-server (best effort), .venv with the project.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,16 @@ if [ "$(uname -s)" = "Linux" ] && ! ls /usr/lib/*-linux-gnu/openblas-pthread/lib
       >/dev/null 2>&1 || echo "setup: could not install libopenblas0-pthread; using the reference BLAS"
   else
     echo "setup: install libopenblas0-pthread for fast CPU matmuls (reference BLAS in use)"
+  fi
+fi
+
+# The Redis store tests start a real redis-server (tests/support/redis_server.py); they skip without one.
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) \
+      >/dev/null 2>&1 || echo "setup: could not install redis-server; the Redis store tests will skip"
+  else
+    echo "setup: install redis-server to run the Redis store tests (they skip without it)"
   fi
 fi
 

@@ -35,8 +35,11 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
         self, request: jobs.WatchJobRequest, context: Context
     ) -> AsyncIterator[jobs.WatchJobResponse]:
         manager = self._core.jobs
-        if manager.status_of(request.id) is None:
-            kept = manager.get(request.id)
+        if not manager.is_local(request.id):
+            # Run by another replica (or finished): its final object is what there is to see.
+            await manager.wait_ended(request.id, timeout=float("inf"))
+        if await manager.status_of(request.id) is None:
+            kept = await manager.get(request.id)
             stored = await self._core.responses.get(request.id)
             final = kept or (stored.response if stored else None)
             if final is None:
@@ -62,7 +65,7 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
         if final is not None:
             return jobs.CancelResponseResponse(response=final)
         stored = await self._core.responses.get(request.id)
-        kept = self._core.jobs.get(request.id)
+        kept = await self._core.jobs.get(request.id)
         if stored is None and kept is not None:
             return jobs.CancelResponseResponse(response=kept)
         if stored is None:

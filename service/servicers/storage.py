@@ -46,7 +46,7 @@ class StorageServicer(st_grpc.StorageServiceServicer):
     ) -> st.GetResponseResponse:
         self._responses_enabled()
         jobs = self._core.jobs_if_ready
-        kept = jobs.get(request.id) if jobs is not None else None
+        kept = await jobs.get(request.id) if jobs is not None else None
         if kept is not None:
             return st.GetResponseResponse(response=kept)
         stored = await self._core.responses.get(request.id)
@@ -60,8 +60,8 @@ class StorageServicer(st_grpc.StorageServiceServicer):
         self._responses_enabled()
         jobs = self._core.jobs_if_ready
         if jobs is not None:
-            jobs.refuse_delete(request.id)
-        forgotten = jobs.forget(request.id) if jobs is not None else False
+            await jobs.refuse_delete(request.id)
+        forgotten = await jobs.forget(request.id) if jobs is not None else False
         if not await self._core.responses.delete(request.id) and not forgotten:
             raise not_found("Response", request.id)
         return st.DeleteResponseResponse(id=request.id, deleted=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -86,4 +87,52 @@ class ConversationStore(Protocol):
 
     async def occupancy(self) -> Occupancy:
         """Entries and bytes held."""
+        ...
+
+
+class JobBoard(Protocol):
+    """Where background jobs are visible to every replica: active poll views, kept finals, cancel.
+
+    The core running a job posts its poll view (with a lease it keeps renewing), any core reads
+    it; a cancel asked of any core reaches the owner through `request_cancel`.
+    """
+
+    async def post(self, view: pb.Response, lease_secs: float) -> None:
+        """Publishes (or updates) the poll view of an active job for `lease_secs`."""
+        ...
+
+    async def view(self, response_id: str) -> pb.Response | None:
+        """The poll view of a job active on any replica, or None."""
+        ...
+
+    async def remove(self, response_id: str) -> None:
+        """The job has ended (its final object is kept elsewhere by then)."""
+        ...
+
+    async def renew(self, response_ids: list[str], lease_secs: float) -> list[str]:
+        """Renews the leases of this replica's active jobs; returns those asked to cancel."""
+        ...
+
+    async def request_cancel(self, response_id: str) -> None:
+        """Asks the replica running the job to cancel it."""
+        ...
+
+    async def listen(self, on_cancel: Callable[[str], None]) -> None:
+        """From now on, cancel requests for any job are handed to `on_cancel` (the owner checks)."""
+        ...
+
+    async def keep(self, final: pb.Response, nbytes: int) -> bool:
+        """Keeps a final object readable for the ephemeral TTL (store:false, oversized stubs)."""
+        ...
+
+    async def kept(self, response_id: str) -> pb.Response | None:
+        """A kept final object, or None."""
+        ...
+
+    async def forget(self, response_id: str) -> bool:
+        """Drops a kept final object; False if none."""
+        ...
+
+    async def close(self) -> None:
+        """Stops listening."""
         ...

@@ -1,14 +1,18 @@
-"""The embedded in-memory stores (the default backend)."""
+"""The embedded in-memory stores and job board (the default backend, one replica)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from mlx_responses.v1 import responses_pb2 as pb
 from service.stores.base import Occupancy, StoredResponse
 from service.stores.lru import BoundedLru
+
+# Kept final objects are bounded by their TTL; the caps only keep a flood in check.
+EPHEMERAL_MAX_ENTRIES = 4096
 
 
 def _occupancy(lru: BoundedLru[object]) -> Occupancy:
@@ -78,3 +82,51 @@ class InMemoryConversationStore:
 
     async def occupancy(self) -> Occupancy:
         return _occupancy(self._lru)  # type: ignore[arg-type]
+
+
+@dataclass
+class InMemoryJobBoard:
+    """Job views in this process: only its own jobs exist, so a cancel request never leaves it."""
+
+    ephemeral_max_bytes: int
+    ephemeral_ttl_secs: float
+    clock: Callable[[], float] = time.monotonic
+    views: dict[str, pb.Response] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._kept: BoundedLru[pb.Response] = BoundedLru(
+            EPHEMERAL_MAX_ENTRIES, self.ephemeral_max_bytes, self.ephemeral_ttl_secs, self.clock
+        )
+        self._on_cancel: Callable[[str], None] | None = None
+
+    async def post(self, view: pb.Response, lease_secs: float) -> None:
+        del lease_secs  # the process itself is the lease
+        self.views[view.id] = view
+
+    async def view(self, response_id: str) -> pb.Response | None:
+        return self.views.get(response_id)
+
+    async def remove(self, response_id: str) -> None:
+        self.views.pop(response_id, None)
+
+    async def renew(self, response_ids: list[str], lease_secs: float) -> list[str]:
+        return []
+
+    async def request_cancel(self, response_id: str) -> None:
+        if self._on_cancel is not None:
+            self._on_cancel(response_id)
+
+    async def listen(self, on_cancel: Callable[[str], None]) -> None:
+        self._on_cancel = on_cancel
+
+    async def keep(self, final: pb.Response, nbytes: int) -> bool:
+        return self._kept.put(final.id, final, nbytes)
+
+    async def kept(self, response_id: str) -> pb.Response | None:
+        return self._kept.get(response_id)
+
+    async def forget(self, response_id: str) -> bool:
+        return self._kept.pop(response_id) is not None
+
+    async def close(self) -> None:
+        self._on_cancel = None

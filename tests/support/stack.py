@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ from http_facade.config import FacadeSettings
 from service.config import Settings
 from service.core import Core
 from service.server import CoreServer, start_core_server
+from service.stores.select import open_stores, redis_stores
 
 T = TypeVar("T")
 
@@ -37,7 +39,13 @@ class Stack:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _start(self) -> None:
-        self.core = Core.in_memory(self.settings)
+        # A Redis-backed stack gets its own namespace: stacks with other limits stay apart.
+        stores = (
+            redis_stores(self.settings, namespace=f"stack-{uuid.uuid4().hex[:8]}")
+            if self.settings.store_url != "memory"
+            else open_stores(self.settings)
+        )
+        self.core = Core.with_stores(self.settings, stores)
         self.server = await start_core_server(self.core, "127.0.0.1", 0)
         self.runner, self.http_port = await start_facade(
             f"127.0.0.1:{self.server.port}", FacadeSettings(host="127.0.0.1", port=0)

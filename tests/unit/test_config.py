@@ -86,3 +86,19 @@ def test_kv_bits_flag() -> None:
     assert _parse([], {}).kv_bits is None
     with pytest.raises(SystemExit):
         _parse(["--kv-bits", "3"], {})
+
+
+def test_store_url_default_env_and_flag() -> None:
+    assert _parse([], {}).store_url == "memory"
+    env = {"MLX_RESPONSES_STORE_URL": "redis://10.0.0.5:6379/2"}
+    assert _parse([], env).store_url == "redis://10.0.0.5:6379/2"
+    assert _parse(["--store", "redis://h:1/0"], env).store_url == "redis://h:1/0"
+    with pytest.raises(ConfigError, match="--store"):
+        _parse(["--store", "mysql://h"], {})
+
+
+def test_facade_takes_several_cores() -> None:
+    from launcher.cli import build_parser
+
+    args = build_parser().parse_args(["facade", "--core", "a:1", "--core", "dns:///cores:2"])
+    assert args.core == ["a:1", "dns:///cores:2"]

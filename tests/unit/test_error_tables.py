@@ -21,6 +21,7 @@ EXPECTED_HTTP = {
     Reason.RATE_LIMITED: 429,
     Reason.QUEUE_FULL: 503,
     Reason.NOT_READY: 503,
+    Reason.STORE_UNAVAILABLE: 503,
     Reason.INTERNAL: 500,
 }
 

@@ -1,0 +1,137 @@
+"""The Redis job board: background jobs visible to, and cancellable from, every replica.
+
+An active job is one key holding its poll view, with a lease (PX) its owner renews every
+heartbeat, so a job whose core died vanishes (404) once the lease runs out, as a restart loses
+jobs in one process. A cancel asked of another replica sets a cancel key and PUBLISHes the id on
+one channel; every core subscribes, and the one running the job cancels it between decode steps
+(the engine checks its cancel flag every token). The cancel key is the fallback for a message
+lost while a subscriber reconnected: owners check it at every heartbeat.
+Final objects that are not stored responses (store:false, oversized stubs) live in a Redis
+bounded map with the ephemeral TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis import exceptions as redis_errors
+
+from mlx_responses.v1 import responses_pb2 as pb
+from service.stores.memory import EPHEMERAL_MAX_ENTRIES
+from service.stores.redis_store import RedisBoundedMap, reachable
+
+log = logging.getLogger(__name__)
+
+# How long an unanswered cancel request waits for its job's owner.
+CANCEL_KEY_TTL_MS = 60_000
+RESUBSCRIBE_DELAY_S = 0.5
+RESUBSCRIBE_MAX_DELAY_S = 5.0
+
+
+class RedisJobBoard:
+    """Job views, cancel requests and kept final objects in a shared Redis."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        namespace: str,
+        ephemeral_max_bytes: int,
+        ephemeral_ttl_secs: float,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._ns = f"{namespace}:jobs"
+        self._channel = f"{self._ns}:cancel"
+        self._kept = RedisBoundedMap(
+            client,
+            f"{namespace}:ephemeral",
+            EPHEMERAL_MAX_ENTRIES,
+            ephemeral_max_bytes,
+            ephemeral_ttl_secs,
+            clock=clock,
+        )
+        self._listener: asyncio.Task[None] | None = None
+
+    def _active(self, response_id: str) -> str:
+        return f"{self._ns}:active:{response_id}"
+
+    def _cancel(self, response_id: str) -> str:
+        return f"{self._ns}:cancel:{response_id}"
+
+    async def post(self, view: pb.Response, lease_secs: float) -> None:
+        async with reachable():
+            await self._client.set(
+                self._active(view.id), view.SerializeToString(), px=int(lease_secs * 1000)
+            )
+
+    async def view(self, response_id: str) -> pb.Response | None:
+        async with reachable():
+            raw = await self._client.get(self._active(response_id))
+        return pb.Response.FromString(raw) if raw is not None else None
+
+    async def remove(self, response_id: str) -> None:
+        async with reachable():
+            await self._client.delete(self._active(response_id), self._cancel(response_id))
+
+    async def renew(self, response_ids: list[str], lease_secs: float) -> list[str]:
+        if not response_ids:
+            return []
+        async with reachable(), self._client.pipeline(transaction=False) as pipe:
+            for rid in response_ids:
+                pipe.pexpire(self._active(rid), int(lease_secs * 1000))
+                pipe.exists(self._cancel(rid))
+            replies: list[Any] = await pipe.execute()
+        return [rid for rid, asked in zip(response_ids, replies[1::2], strict=True) if asked]
+
+    async def request_cancel(self, response_id: str) -> None:
+        async with reachable(), self._client.pipeline(transaction=True) as pipe:
+            pipe.set(self._cancel(response_id), b"1", px=CANCEL_KEY_TTL_MS)
+            pipe.publish(self._channel, response_id)
+            await pipe.execute()
+
+    async def listen(self, on_cancel: Callable[[str], None]) -> None:
+        if self._listener is None:
+            self._listener = asyncio.create_task(self._listen(on_cancel), name="job-cancels")
+
+    async def _listen(self, on_cancel: Callable[[str], None]) -> None:
+        delay = RESUBSCRIBE_DELAY_S
+        while True:
+            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self._channel)
+                delay = RESUBSCRIBE_DELAY_S
+                async for message in pubsub.listen():
+                    if message.get("type") == "message":
+                        on_cancel(bytes(message["data"]).decode())
+            except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+                # Heartbeats see the cancel keys meanwhile; resubscribe once Redis is back.
+                log.warning("job cancel subscription lost (%s); retrying in %.1f s", exc, delay)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RESUBSCRIBE_MAX_DELAY_S)
+
+    async def keep(self, final: pb.Response, nbytes: int) -> bool:
+        return await self._kept.put(final.id, final.SerializeToString(), nbytes)
+
+    async def kept(self, response_id: str) -> pb.Response | None:
+        raw = await self._kept.get(response_id)
+        return pb.Response.FromString(raw) if raw is not None else None
+
+    async def forget(self, response_id: str) -> bool:
+        return await self._kept.delete(response_id)
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None

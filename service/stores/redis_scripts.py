@@ -1,0 +1,165 @@
+"""Lua scripts of the Redis bounded map: each operation runs atomically inside Redis."""
+
+from __future__ import annotations
+
+# KEYS: lru (zset id -> use tick), exp (zset id -> deadline ms), size (hash id -> bytes),
+#       meta (hash: bytes, evictions, tick).
+# ARGV[1]: the prefix of value keys, ARGV[2]: now in ms (the callers' wall clock).
+# Values live under prefix..id (a string, or a list for transcripts) with a Redis expiry of the
+# same TTL, so Redis frees an abandoned entry by itself; the exp zset mirrors those deadlines
+# so that the byte and entry accounting is corrected (`purge`) before every operation.
+PRELUDE = """
+local lru, exp, size, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix = ARGV[1]
+local now = tonumber(ARGV[2])
+
+local function present(id)
+  return redis.call('ZSCORE', lru, id) ~= false
+end
+
+local function drop(id)
+  redis.call('DEL', prefix .. id)
+  local n = tonumber(redis.call('HGET', size, id) or '0')
+  redis.call('HDEL', size, id)
+  redis.call('ZREM', lru, id)
+  redis.call('ZREM', exp, id)
+  redis.call('HINCRBY', meta, 'bytes', -n)
+end
+
+local function evicted(id)
+  drop(id)
+  redis.call('HINCRBY', meta, 'evictions', 1)
+end
+
+local function purge()
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', exp, '-inf', now)) do
+    evicted(id)
+  end
+end
+
+local function touch(id)
+  redis.call('ZADD', lru, redis.call('HINCRBY', meta, 'tick', 1), id)
+end
+
+local function shrink(max_entries, max_bytes)
+  while redis.call('ZCARD', lru) > max_entries
+      or tonumber(redis.call('HGET', meta, 'bytes') or '0') > max_bytes do
+    local oldest = redis.call('ZRANGE', lru, 0, 0)[1]
+    if oldest == nil then break end
+    evicted(oldest)
+  end
+end
+
+local function expire_at(id, ttl)
+  if ttl > 0 then
+    redis.call('PEXPIRE', prefix .. id, ttl)
+    redis.call('ZADD', exp, now + ttl, id)
+  else
+    redis.call('PERSIST', prefix .. id)
+    redis.call('ZREM', exp, id)
+  end
+end
+"""
+
+# ARGV[3] id, [4] value, [5] nbytes, [6] ttl ms, [7] max entries, [8] max bytes -> 1 kept, 0 not.
+PUT = (
+    PRELUDE
+    + """
+local id, value, nbytes = ARGV[3], ARGV[4], tonumber(ARGV[5])
+local ttl, max_entries, max_bytes = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+if present(id) then drop(id) end
+purge()
+if nbytes > max_bytes then
+  redis.call('HINCRBY', meta, 'evictions', 1)
+  return 0
+end
+redis.call('SET', prefix .. id, value)
+expire_at(id, ttl)
+redis.call('HSET', size, id, nbytes)
+redis.call('HINCRBY', meta, 'bytes', nbytes)
+touch(id)
+shrink(max_entries, max_bytes)
+if present(id) then return 1 end
+return 0
+"""
+)
+
+# ARGV[3] id, [4] added bytes, [5] ttl ms, [6] max entries, [7] max bytes, [8...] items.
+# The transcript grows in place (RPUSH); its TTL restarts at every append.
+APPEND = (
+    PRELUDE
+    + """
+local id, added = ARGV[3], tonumber(ARGV[4])
+local ttl, max_entries, max_bytes = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+purge()
+local old = 0
+if present(id) then old = tonumber(redis.call('HGET', size, id) or '0') end
+if old + added > max_bytes then
+  -- As in memory: the transcript that no longer fits is dropped whole.
+  if present(id) then drop(id) end
+  redis.call('HINCRBY', meta, 'evictions', 1)
+  return 0
+end
+for i = 8, #ARGV, 1000 do
+  redis.call('RPUSH', prefix .. id, unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+expire_at(id, ttl)
+redis.call('HSET', size, id, old + added)
+redis.call('HINCRBY', meta, 'bytes', added)
+touch(id)
+shrink(max_entries, max_bytes)
+if present(id) then return 1 end
+return 0
+"""
+)
+
+# ARGV[3] id, [4] mode: 'string' (the value), 'list' ({'', items...}) or 'exists' (1).
+# A hit refreshes the entry as most recently used; a miss is false.
+GET = (
+    PRELUDE
+    + """
+local id, mode = ARGV[3], ARGV[4]
+purge()
+if not present(id) then return false end
+local key = prefix .. id
+if mode == 'string' then
+  local value = redis.call('GET', key)
+  if value == false then
+    -- Redis expired the value a moment before our deadline did.
+    evicted(id)
+    return false
+  end
+  touch(id)
+  return value
+end
+touch(id)
+if mode == 'exists' then return 1 end
+local items = redis.call('LRANGE', key, 0, -1)
+table.insert(items, 1, '')
+return items
+"""
+)
+
+# ARGV[3] id -> 1 removed, 0 absent.
+DELETE = (
+    PRELUDE
+    + """
+purge()
+if not present(ARGV[3]) then return 0 end
+drop(ARGV[3])
+return 1
+"""
+)
+
+# -> {entries, bytes, evictions}
+OCCUPANCY = (
+    PRELUDE
+    + """
+purge()
+return {
+  redis.call('ZCARD', lru),
+  tonumber(redis.call('HGET', meta, 'bytes') or '0'),
+  tonumber(redis.call('HGET', meta, 'evictions') or '0'),
+}
+"""
+)

@@ -1,0 +1,74 @@
+"""The console script scaled out: two `core --store redis://` processes behind one façade."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import grpc
+import openai
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tests.e2e.test_processes import _free_port, _process, _wait_healthy
+from tests.support.redis_server import RedisServer
+
+pytestmark = pytest.mark.e2e
+
+
+def _wait_serving(port: int, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=2)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.2)
+    raise AssertionError(f"core on {port} never SERVING")
+
+
+def test_two_core_processes_share_redis_behind_one_facade(
+    model_path: Path, redis_server: RedisServer
+) -> None:
+    store = redis_server.url(2)
+    http, one, two = _free_port(), _free_port(), _free_port()
+    core_args = ["core", "--model", str(model_path), "--store", store, "--grpc-port"]
+    cores = ["--core", f"127.0.0.1:{one}", "--core", f"127.0.0.1:{two}"]
+    with (
+        _process(*core_args, str(one)) as first,
+        _process(*core_args, str(two)),
+        _process("facade", *cores, "--port", str(http)) as facade,
+    ):
+        _wait_serving(one)
+        _wait_serving(two)
+        _wait_healthy(http, facade)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{http}/v1", api_key="x", max_retries=0)
+        turn = client.responses.create(
+            model=model_path.name, input="Reply with: hello", max_output_tokens=16
+        )
+        assert turn.output_text == "hello"
+        # Round robin: the next turn goes to the other core, which reads the chain from Redis.
+        chained = client.responses.create(
+            model=model_path.name,
+            input="Reply with: world",
+            previous_response_id=turn.id,
+            max_output_tokens=16,
+        )
+        assert chained.output_text == "world" and chained.previous_response_id == turn.id
+        # One core goes away: the façade routes every request to the other.
+        first.terminate()
+        first.wait(15)
+        time.sleep(1)  # the façade's Health.Watch on it has ended by now (it retries at 0.5 s)
+        for word in ("cat", "dog", "sun"):
+            reply = client.responses.create(
+                model=model_path.name,
+                input=f"Reply with: {word}",
+                previous_response_id=chained.id,
+                max_output_tokens=16,
+            )
+            assert reply.output_text == word
+        assert client.responses.retrieve(turn.id).output_text == "hello"

@@ -1,0 +1,222 @@
+"""Two cores sharing a real redis-server behind façades: state crosses replicas, Redis can restart.
+
+Façade `a` reaches only core a and façade `b` only core b, so a request sent through one and
+continued through the other crosses replicas by construction; façade `pool` has both.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from grpc_health.v1 import health_pb2
+
+from mlx_responses.v1 import jobs_service_pb2 as jobs
+from mlx_responses.v1 import jobs_service_pb2_grpc as jobs_grpc
+from mlx_responses.v1 import responses_pb2 as pb
+from mlx_responses.v1 import storage_service_pb2 as st
+from mlx_responses.v1 import storage_service_pb2_grpc as st_grpc
+from tests.support.redis_server import RedisServer
+from tests.support.topology import Topology
+
+
+@pytest.fixture(scope="module")
+def topo(random_model: Path, redis_server: RedisServer) -> Iterator[Topology]:
+    # db 1: apart from the store suite's namespaces in db 0.
+    topology = Topology(random_model, redis_server.url(1))
+    topology.start()
+    yield topology
+    topology.stop()
+
+
+def _post(topo: Topology, facade: str, path: str = "/v1/responses", **body: Any) -> httpx.Response:
+    body = {"model": topo.settings.model_path.name, "temperature": 0, **body}
+    return httpx.post(f"{topo.url(facade)}{path}", json=body, timeout=60)
+
+
+def _turn(topo: Topology, facade: str, **body: Any) -> dict[str, Any]:
+    reply = _post(topo, facade, **{"input": "go", "max_output_tokens": 3, **body})
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def _input_tokens(topo: Topology, facade: str, **body: Any) -> int:
+    reply = _post(topo, facade, "/v1/responses/input_tokens", input="go", **body)
+    assert reply.status_code == 200, reply.text
+    return int(reply.json()["input_tokens"])
+
+
+def _served_by(topo: Topology, facade: str, **body: Any) -> tuple[dict[str, Any], str]:
+    before = {name: topo.generated(name) for name in ("a", "b")}
+    answer = _turn(topo, facade, **body)
+    grew = [name for name in ("a", "b") if topo.generated(name) > before[name]]
+    assert len(grew) == 1, grew
+    return answer, grew[0]
+
+
+def _poll(topo: Topology, facade: str, rid: str, until: set[str]) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        body = httpx.get(f"{topo.url(facade)}/v1/responses/{rid}", timeout=30).json()
+        if body["status"] in until:
+            return body
+        time.sleep(0.02)
+    raise AssertionError(f"{rid} never reached {until}")
+
+
+def test_chain_crosses_replicas(topo: Topology) -> None:
+    first, core = _served_by(topo, "a", input="Reply with: hello")
+    assert core == "a"
+    fetched = httpx.get(f"{topo.url('b')}/v1/responses/{first['id']}", timeout=30).json()
+    assert fetched["id"] == first["id"] and fetched["output"] == first["output"]
+    second, core = _served_by(topo, "b", previous_response_id=first["id"])
+    assert core == "b" and second["previous_response_id"] == first["id"]
+    # Core b rendered core a's turn as history.
+    chained = _input_tokens(topo, "b", previous_response_id=first["id"])
+    assert chained > _input_tokens(topo, "b")
+    # And back: a third turn on core a continues core b's.
+    third, core = _served_by(topo, "a", previous_response_id=second["id"])
+    assert core == "a"
+    assert _input_tokens(topo, "a", previous_response_id=third["id"]) > chained
+
+
+def test_conversation_crosses_replicas(topo: Topology) -> None:
+    _turn(topo, "a", input="Reply with: cat", conversation="conv_scale")
+    _turn(topo, "b", input="Reply with: dog", conversation="conv_scale")
+    for name in ("a", "b"):
+        with grpc.insecure_channel(f"127.0.0.1:{topo.servers[name].port}") as channel:
+            reply = st_grpc.StorageServiceStub(channel).GetConversation(
+                st.GetConversationRequest(id="conv_scale"), timeout=10
+            )
+        texts = [i.message.content[0].input_text.text for i in reply.items if i.message.role == 1]
+        assert texts == ["Reply with: cat", "Reply with: dog"]
+        assert len(reply.items) == 4  # two inputs, two outputs
+
+
+def test_background_poll_crosses_replicas(topo: Topology) -> None:
+    job = _post(topo, "a", input="go", background=True, max_output_tokens=40).json()
+    assert job["status"] == "queued"
+    final = _poll(topo, "b", job["id"], {"completed", "incomplete", "failed"})
+    assert final["status"] == "incomplete" and final["background"] is True
+    assert final["usage"]["output_tokens"] == 40
+    again = httpx.get(f"{topo.url('a')}/v1/responses/{job['id']}", timeout=30).json()
+    assert again == final
+
+
+def test_watch_job_on_another_replica_ends_with_the_final_snapshot(topo: Topology) -> None:
+    job = _post(topo, "a", input="go", background=True, max_output_tokens=30).json()
+    with grpc.insecure_channel(f"127.0.0.1:{topo.servers['b'].port}") as channel:
+        watch = jobs_grpc.JobsServiceStub(channel).WatchJob(
+            jobs.WatchJobRequest(id=job["id"]), timeout=60
+        )
+        replies = list(watch)
+    final = replies[-1].events[-1].snapshot.response
+    assert final.id == job["id"] and final.status == pb.RESPONSE_STATUS_INCOMPLETE
+    assert final.usage.output_tokens == 30
+
+
+def test_cancel_crosses_replicas(topo: Topology) -> None:
+    job = _post(topo, "a", input="go", background=True, max_output_tokens=100000).json()
+    rid = job["id"]
+    _poll(topo, "b", rid, {"in_progress"})
+    # Core b knows the job runs elsewhere: no chaining, no delete.
+    refused = _post(topo, "b", input="x", previous_response_id=rid)
+    assert refused.status_code == 400 and "has not finished" in refused.json()["error"]["message"]
+    deleted = httpx.delete(f"{topo.url('b')}/v1/responses/{rid}", timeout=30)
+    assert deleted.status_code == 400 and "cancel it first" in deleted.json()["error"]["message"]
+    cancelled_before = topo.cores["a"].generator.worker.stats.cancelled
+    reply = httpx.post(f"{topo.url('b')}/v1/responses/{rid}/cancel", timeout=60)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["status"] == "cancelled" and reply.json()["background"] is True
+    # The engine of core a stopped the sequence.
+    assert topo.cores["a"].generator.worker.stats.cancelled == cancelled_before + 1
+    assert not topo.cores["a"].jobs.active
+    generated = topo.generated("a")
+    time.sleep(0.2)
+    assert topo.generated("a") == generated
+    assert _poll(topo, "a", rid, {"cancelled"})["id"] == rid
+
+
+def test_pool_round_robin_routes_around_an_unhealthy_core(topo: Topology) -> None:
+    pool = topo.pool()
+    deadline = time.monotonic() + 10
+    while not all(core.serving for core in pool.cores) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    served = [_served_by(topo, "pool")[1] for _ in range(4)]
+    assert sorted(served) == ["a", "a", "b", "b"]
+    # A chain through the pool alternates cores and still resolves.
+    first = _turn(topo, "pool")
+    _turn(topo, "pool", previous_response_id=first["id"])
+
+    not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
+    topo.run(topo.servers["a"].health.set("", not_serving))
+    try:
+        deadline = time.monotonic() + 10
+        while pool.cores[0].serving and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [_served_by(topo, "pool")[1] for _ in range(3)] == ["b", "b", "b"]
+        assert httpx.get(f"{topo.url('pool')}/health", timeout=10).status_code == 200
+    finally:
+        topo.run(topo.servers["a"].set_serving())
+    deadline = time.monotonic() + 10
+    while not pool.cores[0].serving and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert {_served_by(topo, "pool")[1] for _ in range(2)} == {"a", "b"}
+
+
+def _unavailable(reply: httpx.Response) -> None:
+    assert reply.status_code == 503, reply.text
+    error = reply.json()["error"]
+    assert error["type"] == "server_error" and error["code"] == "store_unavailable"
+    assert "Redis" in error["message"]
+
+
+def test_redis_restart_gives_503s_then_recovers(topo: Topology, redis_server: RedisServer) -> None:
+    before = _turn(topo, "a")
+    redis_server.stop()
+    try:
+        _unavailable(httpx.get(f"{topo.url('b')}/v1/responses/{before['id']}", timeout=30))
+        _unavailable(_post(topo, "b", input="x", previous_response_id=before["id"]))
+        _unavailable(_post(topo, "a", input="x", conversation="conv_down"))
+        _unavailable(_post(topo, "a", input="x", background=True))
+        _unavailable(_post(topo, "a", input="x", max_output_tokens=2))  # cannot be stored
+        # A request that needs no store still works.
+        assert _post(topo, "a", input="x", max_output_tokens=2, store=False).status_code == 200
+    finally:
+        redis_server.start()
+    # Recovery: the clients reconnect by themselves; data survived (append-only file).
+    fetched = httpx.get(f"{topo.url('b')}/v1/responses/{before['id']}", timeout=30)
+    assert fetched.status_code == 200 and fetched.json()["id"] == before["id"]
+    _served_by(topo, "b", previous_response_id=before["id"])
+    job = _post(topo, "b", input="go", background=True, max_output_tokens=5).json()
+    assert _poll(topo, "a", job["id"], {"incomplete"})["usage"]["output_tokens"] == 5
+    # A cancel still crosses replicas (pub/sub resubscribed, or the heartbeat's cancel key).
+    long = _post(topo, "b", input="go", background=True, max_output_tokens=100000).json()
+    _poll(topo, "a", long["id"], {"in_progress"})
+    cancelled = httpx.post(f"{topo.url('a')}/v1/responses/{long['id']}/cancel", timeout=60)
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+
+
+def test_one_balanced_address_uses_grpc_round_robin_and_health(topo: Topology) -> None:
+    from http_facade.app import start_facade
+    from http_facade.config import FacadeSettings
+
+    a, b = topo.servers["a"].port, topo.servers["b"].port
+    target = f"ipv4:127.0.0.1:{a},127.0.0.1:{b}"
+    runner, port = topo.run(start_facade([target], FacadeSettings(host="127.0.0.1", port=0)))
+    topo.ports["balanced"] = port
+    try:
+        served = [_served_by(topo, "balanced")[1] for _ in range(4)]
+        assert sorted(served) == ["a", "a", "b", "b"]
+        # gRPC's client-side health check drops core a from the rotation.
+        topo.run(topo.servers["a"].health.set("", health_pb2.HealthCheckResponse.NOT_SERVING))
+        time.sleep(1.0)  # the health update reaches the channel's own watch
+        assert [_served_by(topo, "balanced")[1] for _ in range(3)] == ["b", "b", "b"]
+    finally:
+        topo.run(topo.servers["a"].set_serving())
+        topo.run(runner.cleanup())
