@@ -28,6 +28,8 @@ class NgramDrafter:
 
     def __init__(self, sizes: tuple[int, ...] = NGRAM_SIZES) -> None:
         self.tokens: list[int] = []
+        self._skip = 0  # steps left without drafting, after drafts were rejected
+        self._misses = 0
         self._sizes = sizes
         self._index: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in sizes}
 
@@ -44,16 +46,33 @@ class NgramDrafter:
                 self._index[n][tuple(self.tokens[p - n : p])] = p
 
     def draft(self, k: int) -> list[int]:
-        """Up to k tokens that followed an earlier occurrence of the current suffix."""
+        """Up to k tokens that followed an earlier occurrence of the current suffix.
+
+        An occurrence close to the end (a loop) continues periodically into the draft itself.
+        """
         if k <= 0:
+            return []
+        if self._skip > 0:
+            self._skip -= 1
             return []
         end = len(self.tokens)
         for n in self._sizes:
             if end > n:
                 p = self._index[n].get(tuple(self.tokens[end - n :]))
                 if p is not None and p < end:
-                    return self.tokens[p : p + k]
+                    draft = self.tokens[p : p + k]
+                    while len(draft) < k:
+                        draft.append(draft[len(draft) - (end - p)])
+                    return draft
         return []
+
+    def accepted(self, drafted: int, accepted: int) -> None:
+        """Backs off exponentially (up to 16 steps) while drafts are wholly rejected."""
+        if drafted and not accepted:
+            self._misses = min(self._misses + 1, 4)
+            self._skip = (1 << self._misses) - 1
+        elif accepted:
+            self._misses = 0
 
 
 class SpeculativeGenerationBatch(GenerationBatch):
@@ -140,6 +159,7 @@ class SpeculativeGenerationBatch(GenerationBatch):
                     accepted += 1
                 self.drafted_tokens += len(draft)
                 self.accepted_tokens += accepted
+                self.drafters[self.uids[i]].accepted(len(draft), accepted)
                 next_tokens.append(best[i][accepted])
                 next_logprobs.append(logprobs[i, accepted])
             emitted.append(out)

@@ -38,6 +38,10 @@ TARGETS = {
     "batch8_vs_mlx_lm": (">=", 1.3),
     "batch8_vs_batch1": (">=", 2.5),
     "cached_ttft_ratio": ("<=", 0.3),
+    "spec_vs_mlx_lm": (">=", 1.8),
+    "spec_vs_nospec": (">=", 1.0),
+    "spec_plain_vs_nospec": (">=", 0.97),
+    "rss_ratio_vs_mlx_lm": ("<=", 1.0),
 }
 
 
@@ -176,6 +180,11 @@ class Prompts:
             if len(ids) >= n_tokens:
                 return str(self.tokenizer.decode(ids[:n_tokens])).strip()
         raise RuntimeError(f"could not build a {n_tokens}-token prompt")
+
+    def file_task(self, n_tokens: int) -> str:
+        """The agent-like repetitive task: a long "file" in context and a request to copy it."""
+        lines = [self.text(12) for _ in range(max(1, n_tokens // 12))]
+        return "Here is a file:\n" + "\n".join(lines) + "\nCopy the file exactly:\n"
 
     def render(self, text: str) -> list[int]:
         """Token ids of a one-user-message chat prompt, as our server renders it."""
@@ -597,6 +606,8 @@ def print_report(
     peak_ours: float,
     peak_mlx: float,
     threads: Sequence[str] = (),
+    *,
+    peak_spec: float = float("nan"),
 ) -> str:
     """The table, then the one-line summary (returned)."""
     m = fig.median
@@ -613,6 +624,16 @@ def print_report(
             (f"aggregate tok/s @{n}, BatchGenerator", m(f"agg.batchgen.{n}")),
             (f"aggregate tok/s @{n}, mlx_lm.server", m(f"agg.mlx_lm.{n}")),
         ]
+    rows += [
+        ("decode tok/s @1, spec server, plain prompt", m("decode.spec")),
+        ("repetitive @1 decode tok/s, ours", m("rep.ours.1")),
+        ("repetitive @1 decode tok/s, spec server", m("rep.spec.1")),
+        ("repetitive @1 decode tok/s, mlx_lm.server", m("rep.mlx_lm.1")),
+        (f"repetitive @{max(args.streams)} tok/s, ours", m("rep.ours.top")),
+        (f"repetitive @{max(args.streams)} tok/s, spec server", m("rep.spec.top")),
+        (f"repetitive @{max(args.streams)} tok/s, mlx_lm.server", m("rep.mlx_lm.top")),
+        (f"plain @{max(args.streams)} tok/s, spec server", m(f"agg.spec.{max(args.streams)}")),
+    ]
     for label, value in rows:
         print(f"{label:<44}{value:>12.1f}")
     for n in (1, max(args.streams)):
@@ -641,17 +662,26 @@ def print_report(
             print(line)
     print(f"{'peak RSS MB, ours (VmHWM, with children)':<44}{peak_ours:>12.0f}")
     print(f"{'peak RSS MB, mlx_lm.server':<44}{peak_mlx:>12.0f}")
+    print(f"{'peak RSS MB, spec server (--kv-bits 8)':<44}{peak_spec:>12.0f}")
     top = max(args.streams)
+    ttft_top = fig.samples.get(f"ttft.ours.{top}", [])
     values = {
         "decode_ratio": ratio(m("decode.ours"), m("decode.stream_generate")),
         "batch8_vs_mlx_lm": ratio(m(f"agg.ours.{top}"), m(f"agg.mlx_lm.{top}")),
+        "spec_vs_mlx_lm": ratio(m("rep.spec.1"), m("rep.mlx_lm.1")),
+        "spec_vs_nospec": ratio(m("rep.spec.1"), m("rep.ours.1")),
+        "rss_ratio_vs_mlx_lm": ratio(peak_spec, peak_mlx),
+        "ttft_p95_8": percentile(ttft_top, 95),
+        "spec8_vs_mlx_lm": ratio(m("rep.spec.top"), m("rep.mlx_lm.top")),
+        "spec_plain_vs_nospec": ratio(m("decode.spec"), m("decode.ours")),
         "batch8_vs_batch1": ratio(m(f"agg.ours.{top}"), m("agg.ours.1")),
         "batch8_vs_batchgen": ratio(m(f"agg.ours.{top}"), m(f"agg.batchgen.{top}")),
         "cached_ttft_ratio": ratio(m("ttft.second"), m("ttft.cold")),
     }
     print()
     for name, value in values.items():
-        print(f"{name:<24}{value:>8.3f}   target {verdict(name, value)}")
+        target = f"   target {verdict(name, value)}" if name in TARGETS else ""
+        print(f"{name:<24}{value:>8.3f}{target}")
     if fig.mismatches:
         print("\nTOKEN COUNT MISMATCHES (figures not comparable):")
         for line in fig.mismatches:
@@ -738,7 +768,9 @@ def run(args: argparse.Namespace) -> int:
     if blas.startswith("/"):
         mlx_env["LD_PRELOAD"] = ":".join(p for p in (blas, env.get("LD_PRELOAD", "")) if p)
     port, grpc_port, mlx_port = free_port(), free_port(), free_port()
+    spec_port, spec_grpc = free_port(), free_port()
     ours_base, mlx_base = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{mlx_port}"
+    spec_base = f"http://127.0.0.1:{spec_port}"
     fig = Figures()
     t = args.request_timeout
 
@@ -759,6 +791,28 @@ def run(args: argparse.Namespace) -> int:
             ],
             env,
         ) as ours,
+        server_process(
+            "spec",
+            [
+                str(BIN / "mlx-responses"),
+                "serve",
+                "--model",
+                str(folder),
+                "--port",
+                str(spec_port),
+                "--grpc-port",
+                str(spec_grpc),
+                "--max-batch-size",
+                str(args.max_batch),
+                "--speculative",
+                "ngram",
+                "--num-draft-tokens",
+                str(args.num_draft_tokens),
+                "--kv-bits",
+                "8",
+            ],
+            env,
+        ) as spec,
         server_process(
             "mlx_lm",
             [
@@ -783,9 +837,11 @@ def run(args: argparse.Namespace) -> int:
     ):
         wait_ours(ours, port, args.startup_timeout)
         wait_mlx_lm(mlx_lm, mlx_port, args.startup_timeout)
+        wait_ours(spec, spec_port, args.startup_timeout)
         print("servers: up; warming up", flush=True)
         warm = prompts.text(args.prompt_tokens)
         one_stream("ours", ours_base, ours_body(alias, warm, 8), t)
+        one_stream("ours", spec_base, ours_body(alias, warm, 8), t)
         one_stream("mlx_lm", mlx_base, mlx_lm_body(warm, 8), t)
         stream_generate_decode(model, tokenizer, prompts.render(warm), 8)
         batch_generator_run(model, eos, [prompts.render(warm)] * 2, 8, args.max_batch)
@@ -802,7 +858,41 @@ def run(args: argparse.Namespace) -> int:
             s = stream_generate_decode(model, tokenizer, prompts.render(text), n_tok)
             fig.check("stream_generate", [s.tokens], n_tok)
             fig.add("decode.stream_generate", s.decode_tps)
-            print(f"[{rep}] decode tok/s ours={r.decode_tps:.1f} sg={s.decode_tps:.1f}", flush=True)
+            r2 = one_stream("ours", spec_base, ours_body(alias, text, n_tok), t)
+            fig.check("spec decode", [r2.tokens], n_tok)
+            fig.add("decode.spec", r2.decode_tps)
+            print(
+                f"[{rep}] decode tok/s ours={r.decode_tps:.1f} sg={s.decode_tps:.1f} "
+                f"spec={r2.decode_tps:.1f}",
+                flush=True,
+            )
+
+            # 1b. the repetitive agent-like workload: a long file in context, copy it.
+            for n in (1, top):
+                key = "1" if n == 1 else "top"
+                rates = {}
+                for who, base in (("ours", ours_base), ("spec", spec_base), ("mlx_lm", mlx_base)):
+                    tasks = [prompts.file_task(args.file_tokens) for _ in range(n)]
+                    kind = "mlx_lm" if who == "mlx_lm" else "ours"
+                    bodies = [
+                        mlx_lm_body(x, n_tok) if who == "mlx_lm" else ours_body(alias, x, n_tok)
+                        for x in tasks
+                    ]
+                    pid = {"ours": ours.pid, "spec": spec.pid, "mlx_lm": mlx_lm.pid}[who]
+                    if n == 1:
+                        one = one_stream(kind, base, bodies[0], t)
+                        fig.check(f"{who} repetitive", [one.tokens], n_tok)
+                        rates[who] = one.decode_tps
+                    else:
+                        c = asyncio.run(run_concurrent(kind, base, bodies, t, pid))
+                        fig.check(f"{who} repetitive @{n}", c.tokens, n_tok)
+                        rates[who] = c.tps
+                    fig.add(f"rep.{who}.{key}", rates[who])
+                print(
+                    f"[{rep}] repetitive @{n} "
+                    + " ".join(f"{who}={rate:.1f}" for who, rate in rates.items()),
+                    flush=True,
+                )
 
             # 2. and 3. N concurrent streams, fresh prompts per contender.
             for n in args.streams:
@@ -837,6 +927,15 @@ def run(args: argparse.Namespace) -> int:
                     )
                 )
                 fig.check(f"mlx_lm.server @{n}", g.tokens, n_tok)
+                # The spec server does the same work as mlx_lm.server (for peak RSS).
+                texts = [prompts.text(args.prompt_tokens) for _ in range(n)]
+                sp = asyncio.run(
+                    run_concurrent(
+                        "ours", spec_base, [ours_body(alias, x, n_tok) for x in texts], t, spec.pid
+                    )
+                )
+                fig.check(f"spec @{n}", sp.tokens, n_tok)
+                fig.add(f"agg.spec.{n}", sp.tps)
                 fig.add(f"agg.mlx_lm.{n}", g.tps)
                 fig.add(f"cpu.mlx_lm.{n}", g.cpu_ms_per_token(g.server_cpu))
                 fig.add(f"cpu.client.mlx_lm.{n}", g.cpu_ms_per_token(g.client_cpu))
@@ -879,14 +978,21 @@ def run(args: argparse.Namespace) -> int:
         # 5. peak memory, read before the servers stop.
         peak_ours = peak_rss_mb(ours.pid)
         peak_mlx = peak_rss_mb(mlx_lm.pid)
+        peak_spec = peak_rss_mb(spec.pid)
         _check_alive(ours, "ours")
+        _check_alive(spec, "spec")
 
     del model
     mx.clear_cache()
     print(f"load average at the end: {load_average():.2f}")
     print(
         print_report(
-            fig, args, peak_ours, peak_mlx, thread_report(threads_top, names, tokens_top[0])
+            fig,
+            args,
+            peak_ours,
+            peak_mlx,
+            thread_report(threads_top, names, tokens_top[0]),
+            peak_spec=peak_spec,
         )
     )
     return 1 if fig.mismatches else 0
@@ -932,6 +1038,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=16,
         help="decode batch cap for every contender (default 16, our server's default)",
+    )
+    parser.add_argument(
+        "--file-tokens",
+        type=int,
+        default=1000,
+        help="length of the file in the repetitive workload's context (default 1000)",
+    )
+    parser.add_argument(
+        "--num-draft-tokens",
+        type=int,
+        default=8,
+        help="--num-draft-tokens of the spec server (default 8)",
     )
     parser.add_argument(
         "--tokenizer-from",

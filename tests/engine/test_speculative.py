@@ -53,3 +53,12 @@ def test_drafter_continues_the_latest_earlier_occurrence() -> None:
     drafter.sync([1, 2, 3, 4, 9, 1, 2, 3, 5, 6, 7, 1], 2)
     assert drafter.draft(3) == [3, 5, 6]  # the latest "1 2" continued with 3 5 6
     assert drafter.draft(0) == []
+
+
+def test_drafter_continues_a_loop_and_backs_off_after_misses() -> None:
+    drafter = NgramDrafter()
+    drafter.sync([9, 4, 7, 4, 7], 4)
+    assert drafter.draft(5) == [7, 4, 7, 4, 7]  # the period-2 loop, continued
+    drafter.accepted(5, 0)
+    assert drafter.draft(5) == []  # one step without drafting after a wholly rejected draft
+    assert drafter.draft(5) == [7, 4, 7, 4, 7]
