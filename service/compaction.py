@@ -8,10 +8,12 @@ compaction (`context_management`) in the generation path. The cut itself is pure
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mlx_responses.v1 import compaction_service_pb2 as cp
 from mlx_responses.v1 import responses_pb2 as pb
 from service.compaction_codec import encode_compaction
 from service.compaction_split import NothingToCompactError, effective_items, split_history
@@ -23,6 +25,7 @@ from service.engine.worker import EngineWorker
 from service.errors import Reason, ServiceError, invalid
 from service.events import IdFactory, new_id
 from service.submission import submit
+from service.validation import template_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +42,18 @@ SUMMARY_REQUEST = (
 # Renders the request being compacted around a list of items (instructions, tools and
 # template kwargs as the request gives them), exactly as /v1/responses renders it.
 Render = Callable[[Sequence[pb.Item]], RenderedPrompt]
+RenderItems = Callable[[pb.CreateResponseParams, Sequence[pb.Item]], RenderedPrompt]
 
 
 def default_keep_tokens(context_length: int) -> int:
     """1/16 of the context window, at most 8192 (seed)."""
     return max(1, min(context_length // 16, MAX_DEFAULT_KEEP_TOKENS))
+
+
+def compaction_due(params: pb.CreateResponseParams, tokens: int, window: int) -> bool:
+    """`context_management`: the count reaches a threshold or leaves no room for output."""
+    thresholds = [entry.compact_threshold for entry in params.context_management]
+    return bool(thresholds) and (tokens >= min(thresholds) or tokens >= window)
 
 
 def context_exceeded(message: str) -> ServiceError:
@@ -117,7 +127,64 @@ class Compactor:
 
     loaded: LoadedModel
     worker: EngineWorker
+    render_items: RenderItems
     ids: IdFactory = new_id
+    clock: Callable[[], float] = time.time
+
+    async def compact_request(
+        self,
+        params: pb.CreateResponseParams,
+        context: list[pb.Item],
+        prompt: RenderedPrompt,
+        keep_tokens: int | None,
+    ) -> cp.CompactResponseResponse:
+        """The compact endpoint's answer for a validated, rendered request."""
+        response_id = self.ids("cmp")
+        result = await self.compact_params(
+            params,
+            context,
+            prompt,
+            keep_tokens=keep_tokens,
+            summary_tokens=params.max_output_tokens
+            if params.HasField("max_output_tokens")
+            else DEFAULT_SUMMARY_TOKENS,
+            log_id=response_id,
+        )
+        return cp.CompactResponseResponse(
+            id=response_id,
+            created_at=int(self.clock()),
+            model=self.loaded.alias,
+            output=result.output,
+            usage=result.usage,
+        )
+
+    async def compact_params(
+        self,
+        params: pb.CreateResponseParams,
+        context: list[pb.Item],
+        prompt: RenderedPrompt,
+        *,
+        keep_tokens: int | None = None,
+        summary_tokens: int = DEFAULT_SUMMARY_TOKENS,
+        log_id: str = "",
+    ) -> CompactionResult:
+        """Compacts a request's context, sampling and rendering as the request asks.
+
+        Automatic compaction keeps the default summary cap: max_output_tokens is the answer's.
+        """
+        return await self.compact(
+            context,
+            lambda items: self.render_items(params, items),
+            keep_tokens=keep_tokens,
+            max_output_tokens=summary_tokens,
+            temperature=params.temperature
+            if params.HasField("temperature")
+            else self.loaded.default_temperature,
+            top_p=params.top_p if params.HasField("top_p") else self.loaded.default_top_p,
+            template_kwargs=template_kwargs(params),
+            tokens_before=len(prompt.tokens),
+            log_id=log_id,
+        )
 
     def measure(self, items: Sequence[pb.Item]) -> int:
         """Tokens of items rendered alone through the chat template."""
@@ -153,6 +220,7 @@ class Compactor:
         top_p: float = 1.0,
         template_kwargs: dict[str, Any] | None = None,
         tokens_before: int | None = None,
+        log_id: str = "",
     ) -> CompactionResult:
         """Summarises the older part of `items`; refuses (changing nothing) when it cannot."""
         window = self.loaded.context_length
@@ -214,7 +282,8 @@ class Compactor:
                 f"The summary does not shorten the context ({before} tokens before, {after} after)."
             )
         log.info(
-            "compacted %d -> %d tokens (%d items summarised, %d retained, summary %d tokens)",
+            "%s: compacted %d -> %d tokens (%d items summarised, %d retained, summary %d tokens)",
+            log_id or "compaction",
             before,
             after,
             len(split.older),

@@ -13,9 +13,9 @@ from mlx_responses.v1 import compaction_service_pb2 as cp
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 from service.compaction import (
-    DEFAULT_SUMMARY_TOKENS,
     CompactionResult,
     Compactor,
+    compaction_due,
     validate_compact_request,
 )
 from service.compaction_codec import CompactionDecodeError
@@ -43,7 +43,7 @@ from service.history import HistoryResolver
 from service.reasoning_echo import ReasoningEcho
 from service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from service.submission import submit
-from service.validation import parse_json_object, validate_params
+from service.validation import parse_json_object, template_kwargs, validate_params
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,9 @@ class ResponseGenerator:
     def __post_init__(self) -> None:
         self.history = HistoryResolver(self.responses, self.conversations)
         self.grammars = GrammarFactory(self.loaded.tokenizer._tokenizer, self.loaded.vocab_size)
-        self.compactor = Compactor(self.loaded, self.worker, self.ids)
+        self.compactor = Compactor(
+            self.loaded, self.worker, self.render_items, self.ids, self.clock
+        )
 
     def constraints(self, params: pb.CreateResponseParams) -> list[Any]:
         """The structured-output processors of `text.format`, built now: a bad schema is a 400."""
@@ -179,13 +181,6 @@ class ResponseGenerator:
         context = self.reasoning_echo.restore([*history, *params.input])
         return context, self.render_items(params, context)
 
-    @staticmethod
-    def template_kwargs(params: pb.CreateResponseParams) -> dict[str, Any]:
-        """The request's extra chat-template kwargs."""
-        if params.HasField("chat_template_kwargs_json"):
-            return parse_json_object(params.chat_template_kwargs_json, "chat_template_kwargs")
-        return {}
-
     def render_items(
         self, params: pb.CreateResponseParams, items: Sequence[pb.Item]
     ) -> RenderedPrompt:
@@ -202,7 +197,7 @@ class ResponseGenerator:
         tokenizer = self.loaded.tokenizer
         try:
             return render_prompt(
-                tokenizer, messages, tools, self.template_kwargs(params), tokenizer.think_start
+                tokenizer, messages, tools, template_kwargs(params), tokenizer.think_start
             )
         except ValueError as exc:
             raise invalid(str(exc), "input", "invalid_prompt") from exc
@@ -219,65 +214,15 @@ class ResponseGenerator:
         """`POST /v1/responses/compact`: the compacted history; nothing is stored."""
         validate_compact_request(params, keep_tokens)
         context, prompt = await self.render(params)
-        summary_tokens = (
-            params.max_output_tokens
-            if params.HasField("max_output_tokens")
-            else DEFAULT_SUMMARY_TOKENS
-        )
-        result = await self._compact(
-            params, context, prompt, keep_tokens=keep_tokens, summary_tokens=summary_tokens
-        )
-        return cp.CompactResponseResponse(
-            id=self.ids("cmp"),
-            created_at=int(self.clock()),
-            model=self.loaded.alias,
-            output=result.output,
-            usage=result.usage,
-        )
-
-    async def _compact(
-        self,
-        params: pb.CreateResponseParams,
-        context: list[pb.Item],
-        prompt: RenderedPrompt,
-        *,
-        keep_tokens: int | None = None,
-        summary_tokens: int = DEFAULT_SUMMARY_TOKENS,
-    ) -> CompactionResult:
-        # Automatic compaction uses the default summary cap: max_output_tokens is the answer's.
-        return await self.compactor.compact(
-            context,
-            lambda items: self.render_items(params, items),
-            keep_tokens=keep_tokens,
-            max_output_tokens=summary_tokens,
-            temperature=params.temperature
-            if params.HasField("temperature")
-            else self.loaded.default_temperature,
-            top_p=params.top_p if params.HasField("top_p") else self.loaded.default_top_p,
-            template_kwargs=self.template_kwargs(params),
-            tokens_before=len(prompt.tokens),
-        )
-
-    def compaction_due(self, params: pb.CreateResponseParams, prompt: RenderedPrompt) -> bool:
-        """`context_management`: the count reaches the threshold or leaves no room for output."""
-        thresholds = [e.compact_threshold for e in params.context_management]
-        if not thresholds:
-            return False
-        count = len(prompt.tokens)
-        return count >= min(thresholds) or count >= self.loaded.context_length
-
-    def _requested(self, params: pb.CreateResponseParams) -> int:
-        if params.HasField("max_output_tokens"):
-            return params.max_output_tokens
-        return self.default_max_output_tokens
+        return await self.compactor.compact_request(params, context, prompt, keep_tokens)
 
     async def run_compaction(self, turn: Turn) -> None:
-        """Runs a deferred automatic compaction (inside a background job)."""
+        """Runs a due automatic compaction (deferred to here inside a background job)."""
         if not turn.compaction_pending:
             return
-        self._apply(turn, await self._compact(turn.params, turn.context, turn.prompt))
-
-    def _apply(self, turn: Turn, result: CompactionResult) -> None:
+        result = await self.compactor.compact_params(
+            turn.params, turn.context, turn.prompt, log_id=turn.response.id
+        )
         # The compaction item itself becomes output[0], so a stored chain holds it once.
         turn.context = list(result.kept)
         turn.prompt = self.render_items(turn.params, result.context)
@@ -286,7 +231,11 @@ class ResponseGenerator:
         room = self.loaded.context_length - len(turn.prompt.tokens)
         turn.sampling = replace(turn.sampling, max_tokens=min(self._requested(turn.params), room))
 
-    # --- preparation (continued) -----------------------------------------------------------
+    def _requested(self, params: pb.CreateResponseParams) -> int:
+        if params.HasField("max_output_tokens"):
+            return params.max_output_tokens
+        return self.default_max_output_tokens
+
     async def prepare(
         self,
         params: pb.CreateResponseParams,
@@ -299,7 +248,7 @@ class ResponseGenerator:
         Automatic compaction runs here too, unless deferred to a background job.
         """
         context, prompt = await self.render(params)
-        due = self.compaction_due(params, prompt)
+        due = compaction_due(params, len(prompt.tokens), self.loaded.context_length)
         room = self.loaded.context_length - len(prompt.tokens)
         if room < 1 and not due:
             raise ServiceError(

@@ -23,6 +23,13 @@ def parse_json_object(text: str, param: str) -> dict[str, Any]:
     return value
 
 
+def template_kwargs(params: pb.CreateResponseParams) -> dict[str, Any]:
+    """The request's extra chat-template kwargs (a 400 if they are not a JSON object)."""
+    if params.HasField("chat_template_kwargs_json"):
+        return parse_json_object(params.chat_template_kwargs_json, "chat_template_kwargs")
+    return {}
+
+
 def validate_params(params: pb.CreateResponseParams, model_accepts: Any) -> None:
     """Raises ServiceError for the first problem found, with the OpenAI `param`."""
     if not params.model:
