@@ -20,6 +20,7 @@ from mlx_responses.v1 import (
     storage_service_pb2,
     storage_service_pb2_grpc,
 )
+from service.auth import ApiKeyInterceptor
 from service.core import Core
 from service.interceptors import ErrorInterceptor
 from service.servicers.compaction import CompactionServicer
@@ -65,10 +66,26 @@ class CoreServer:
         await self.core.close()
 
 
-async def start_core_server(core: Core, host: str, port: int) -> CoreServer:
-    """Starts the gRPC server on host:port (port 0 picks one); health is NOT_SERVING until ready."""
+def _credentials(core: Core) -> grpc.ServerCredentials | None:
+    cert, key = core.settings.grpc_tls_cert, core.settings.grpc_tls_key
+    if cert is None or key is None:
+        return None
+    return grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())])
+
+
+async def start_core_server(
+    core: Core, host: str, port: int, local_socket: str | None = None
+) -> CoreServer:
+    """Starts the gRPC server on host:port (port 0 picks one); health is NOT_SERVING until ready.
+
+    With TLS settings host:port speaks TLS; `local_socket` (a unix socket path) adds a
+    plaintext port for an in-process façade. API keys (when set) are checked on both.
+    """
+    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor()]
+    if core.settings.api_keys:
+        interceptors.insert(0, ApiKeyInterceptor(core.settings.api_keys))
     server = grpc.aio.server(
-        interceptors=[ErrorInterceptor()],
+        interceptors=interceptors,
         options=[
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -91,11 +108,19 @@ async def start_core_server(core: Core, host: str, port: int) -> CoreServer:
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    bound = server.add_insecure_port(f"{host}:{port}")
+    credentials = _credentials(core)
+    if credentials is None:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    else:
+        bound = server.add_secure_port(f"{host}:{port}", credentials)
     if bound == 0:
         raise OSError(f"cannot bind gRPC on {host}:{port}")
+    if local_socket is not None and server.add_insecure_port(f"unix:{local_socket}") == 0:
+        raise OSError(f"cannot bind gRPC on unix:{local_socket}")
     await server.start()
-    log.info("gRPC core listening on %s:%d", host, bound)
+    log.info(
+        "gRPC core listening on %s:%d (%s)", host, bound, "TLS" if credentials else "plaintext"
+    )
     return CoreServer(server, bound, health_servicer, core)
 
 
