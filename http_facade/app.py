@@ -88,8 +88,13 @@ async def start_facade(
     """Starts the façade on settings.host:port (0 picks one); returns the runner and the port."""
     host, port = settings.host, settings.port
     # handler_cancellation: a client that disconnects cancels its handler, hence its RPC.
+    # shutdown_timeout: on cleanup, in-flight handlers get the grace (plus the core's own
+    # cancel round trip) before aiohttp cancels them.
     runner = web.AppRunner(
-        create_app(core_addresses, settings), handler_cancellation=True, access_log=None
+        create_app(core_addresses, settings),
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=settings.shutdown_grace_secs + 5.0,
     )
     await runner.setup()
     site = web.TCPSite(runner, host, port)

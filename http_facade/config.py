@@ -9,6 +9,7 @@ from pathlib import Path
 
 API_KEY_ENV = "MLX_RESPONSES_API_KEY"
 DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024
+DEFAULT_SHUTDOWN_GRACE_SECS = 10.0
 # A body becomes one gRPC message (about its size as a proto); the core's message limit caps it.
 MAX_REQUEST_BYTES_CEILING = 64 * 1024 * 1024
 
@@ -27,6 +28,7 @@ class FacadeSettings:
     # Never in a repr (settings may be logged): keys are secrets.
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     core_tls_ca: Path | None = None
+    shutdown_grace_secs: float = DEFAULT_SHUTDOWN_GRACE_SECS
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -37,6 +39,8 @@ class FacadeSettings:
             )
         if any(not key for key in self.api_keys):
             raise FacadeConfigError("an API key must not be empty")
+        if not 0 <= self.shutdown_grace_secs <= 3600:
+            raise FacadeConfigError("--shutdown-grace-secs must be between 0 and 3600")
 
 
 def add_facade_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -62,6 +66,14 @@ def add_facade_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]
         "clients send `Authorization: Bearer KEY`. Default: no key required",
     )
 
+    parser.add_argument(
+        "--shutdown-grace-secs",
+        type=float,
+        default=DEFAULT_SHUTDOWN_GRACE_SECS,
+        help="on SIGTERM, seconds running requests get to finish before they are cancelled "
+        f"(default {DEFAULT_SHUTDOWN_GRACE_SECS:g})",
+    )
+
 
 def add_core_channel_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of the façade's channel to a separate core (`facade` only)."""
@@ -82,4 +94,5 @@ def facade_settings_from_args(args: argparse.Namespace, env: Mapping[str, str]) 
         max_request_bytes=args.max_request_bytes,
         api_keys=tuple(dict.fromkeys([*(args.api_keys or []), *from_env])),
         core_tls_ca=getattr(args, "core_tls_ca", None),
+        shutdown_grace_secs=args.shutdown_grace_secs,
     )

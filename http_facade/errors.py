@@ -133,4 +133,7 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> OpenAIError:
             param=info.metadata.get("param"),
             code=info.metadata.get("code"),
         )
+    if error.code() == grpc.StatusCode.UNAVAILABLE:
+        # The transport's words ("failed to connect to all addresses...") need a subject.
+        message = f"The model server (gRPC core) is unavailable; retry shortly. ({message})"
     return OpenAIError(GRPC_TABLE.get(error.code(), FALLBACK), message)

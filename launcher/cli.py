@@ -132,10 +132,18 @@ async def _run(args: argparse.Namespace) -> int:
         log.info("ready: model %s", core.generator.loaded.alias)
         await stop.wait()
     finally:
-        log.info("shutting down")
-        if facade is not None:
-            await facade.cleanup()
-        await server.stop()
+        grace = settings.shutdown_grace_secs
+        log.info("shutting down: running responses get up to %gs to finish", grace)
+        # The façade stops listening at once; its running handlers end as the core drains.
+        facade_stopped = asyncio.create_task(facade.cleanup()) if facade is not None else None
+        report = await server.shutdown(grace)
+        if facade_stopped is not None:
+            await facade_stopped
+        log.info(
+            "stopped: %d responses finished in the grace period, %d cancelled",
+            report.finished,
+            report.cancelled,
+        )
         if private is not None:
             private.cleanup()
         signals.cancel()

@@ -84,6 +84,7 @@ STORE_FLAGS: tuple[StoreFlag, ...] = (
 
 REASONING_ECHO_ENV = "MLXCEL_REASONING_ECHO_MAX_BYTES"
 API_KEY_ENV = "MLX_RESPONSES_API_KEY"
+DEFAULT_SHUTDOWN_GRACE_SECS = 10.0
 BLAS_ENV = "MLX_RESPONSES_BLAS"
 STORE_URL_ENV = "MLX_RESPONSES_STORE_URL"
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -129,6 +130,7 @@ class Settings:
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     grpc_tls_cert: Path | None = None
     grpc_tls_key: Path | None = None
+    shutdown_grace_secs: float = DEFAULT_SHUTDOWN_GRACE_SECS
 
     def __post_init__(self) -> None:
         for spec in STORE_FLAGS:
@@ -156,6 +158,8 @@ class Settings:
             raise ConfigError("--grpc-tls-cert and --grpc-tls-key go together")
         if any(not key for key in self.api_keys):
             raise ConfigError("an API key must not be empty")
+        if not 0 <= self.shutdown_grace_secs <= 3600:
+            raise ConfigError("--shutdown-grace-secs must be between 0 and 3600")
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -233,6 +237,7 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         help="byte budget of the prompt cache (default 1 GiB)",
     )
     add_api_key_argument(parser)
+    add_shutdown_argument(parser)
     parser.add_argument(
         "--grpc-tls-cert",
         type=Path,
@@ -297,6 +302,17 @@ def add_api_key_argument(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"accepted API key (repeatable; env {API_KEY_ENV}, comma-separated); "
         "clients send `Authorization: Bearer KEY`. Default: no key required",
+    )
+
+
+def add_shutdown_argument(parser: argparse.ArgumentParser) -> None:
+    """`--shutdown-grace-secs` (the façade defines the same flag; `serve` resolves them)."""
+    parser.add_argument(
+        "--shutdown-grace-secs",
+        type=float,
+        default=DEFAULT_SHUTDOWN_GRACE_SECS,
+        help="on SIGTERM, seconds running responses and background jobs get to finish before "
+        f"they are cancelled (default {DEFAULT_SHUTDOWN_GRACE_SECS:g})",
     )
 
 

@@ -27,6 +27,7 @@ from service.servicers.compaction import CompactionServicer
 from service.servicers.generation import GenerationServicer
 from service.servicers.jobs import JobsServicer
 from service.servicers.storage import StorageServicer
+from service.shutdown import CANCEL_WAIT_SECS, DrainReport, drain
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,17 @@ class CoreServer:
         """Marks every service SERVING (after the model loaded)."""
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def shutdown(self, grace_secs: float) -> DrainReport:
+        """SIGTERM: NOT_SERVING and no new RPCs at once; running work gets `grace_secs` to
+        finish (service/shutdown.py), the rest ends cancelled; then the engine stops."""
+        await self.health.enter_graceful_shutdown()
+        # New RPCs are refused from now on; running ones outlive the drain's own cancel.
+        stopping = asyncio.create_task(self.server.stop(grace_secs + CANCEL_WAIT_SECS + 1))
+        report = await drain(self.core, grace_secs)
+        await stopping
+        await self.core.close()
+        return report
 
     async def stop(self, grace: float = 5.0) -> None:
         """Drains: NOT_SERVING first, then stops the server and the engine."""
