@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
 
+from http_facade.auth import auth_middleware
 from http_facade.config import FacadeSettings
 from http_facade.core_pool import CorePool
 from http_facade.errors import (
@@ -64,12 +65,14 @@ def create_app(
     """The façade app, talking over gRPC to the cores at `core_addresses` (host:port each)."""
     settings = settings or FacadeSettings()
     app = web.Application(
-        middlewares=[error_middleware], client_max_size=settings.max_request_bytes
+        middlewares=[error_middleware, auth_middleware(settings.api_keys)],
+        client_max_size=settings.max_request_bytes,
     )
     app[SETTINGS] = settings
 
     async def core_channel(app: web.Application) -> AsyncIterator[None]:
-        app[CORES] = CorePool.connect(_addresses(core_addresses))
+        ca = settings.core_tls_ca.read_bytes() if settings.core_tls_ca is not None else None
+        app[CORES] = CorePool.connect(_addresses(core_addresses), ca)
         await app[CORES].start()
         yield
         await app[CORES].close()
@@ -85,8 +88,13 @@ async def start_facade(
     """Starts the façade on settings.host:port (0 picks one); returns the runner and the port."""
     host, port = settings.host, settings.port
     # handler_cancellation: a client that disconnects cancels its handler, hence its RPC.
+    # shutdown_timeout: on cleanup, in-flight handlers get the grace (plus the core's own
+    # cancel round trip) before aiohttp cancels them.
     runner = web.AppRunner(
-        create_app(core_addresses, settings), handler_cancellation=True, access_log=None
+        create_app(core_addresses, settings),
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=settings.shutdown_grace_secs + 5.0,
     )
     await runner.setup()
     site = web.TCPSite(runner, host, port)

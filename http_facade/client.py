@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from http_facade.auth import forwarding_interceptors
 from http_facade.errors import from_rpc_error
 from mlx_responses.v1 import (
     compaction_service_pb2,
@@ -90,9 +91,25 @@ class CoreClient:
         self._health = health_pb2_grpc.HealthStub(channel)
 
     @classmethod
-    def connect(cls, address: str) -> CoreClient:
-        """A client on a fresh insecure channel to `address` (host:port)."""
-        return cls(grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS))
+    def connect(
+        cls,
+        address: str,
+        root_certificates: bytes | None = None,
+        options: Sequence[tuple[str, Any]] = CHANNEL_OPTIONS,
+    ) -> CoreClient:
+        """A client on a fresh channel to `address` (host:port, or unix:PATH).
+
+        TLS when `root_certificates` (PEM) are given; each call carries the caller's API key.
+        """
+        interceptors = forwarding_interceptors()
+        if root_certificates is None:
+            channel = grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
+        else:
+            credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+            channel = grpc.aio.secure_channel(
+                address, credentials, options=options, interceptors=interceptors
+            )
+        return cls(channel)
 
     async def close(self) -> None:
         await self.channel.close()

@@ -68,11 +68,12 @@ class CorePool:
         self._watches: list[asyncio.Task[None]] = []
 
     @classmethod
-    def connect(cls, addresses: Sequence[str]) -> CorePool:
-        """A pool with a fresh insecure channel per address; call start() to watch health."""
+    def connect(cls, addresses: Sequence[str], root_certificates: bytes | None = None) -> CorePool:
+        """A pool with a fresh channel per address (TLS with `root_certificates`); call start()
+        to watch health."""
         return cls(
             [
-                PooledCore(a, CoreClient(grpc.aio.insecure_channel(a, options=channel_options(a))))
+                PooledCore(a, CoreClient.connect(a, root_certificates, channel_options(a)))
                 for a in addresses
             ]
         )

@@ -46,6 +46,7 @@ REASON_TABLE: dict[str, HttpError] = {
     "QUEUE_FULL": HttpError(503, "server_error", "server_overloaded"),
     "NOT_READY": HttpError(503, "server_error", "model_not_ready"),
     "STORE_UNAVAILABLE": HttpError(503, "server_error", "store_unavailable"),
+    "UNAUTHENTICATED": HttpError(401, "invalid_request_error", "invalid_api_key"),
     "INTERNAL": HttpError(500, "server_error", "server_error"),
 }
 
@@ -57,6 +58,7 @@ GRPC_TABLE: dict[grpc.StatusCode, HttpError] = {
     grpc.StatusCode.CANCELLED: HttpError(499, "server_error", "cancelled"),
     grpc.StatusCode.INVALID_ARGUMENT: HttpError(400, "invalid_request_error"),
     grpc.StatusCode.NOT_FOUND: HttpError(404, "invalid_request_error", "not_found"),
+    grpc.StatusCode.UNAUTHENTICATED: HttpError(401, "invalid_request_error", "invalid_api_key"),
     # Without ErrorInfo this is gRPC's own message-size limit: the request was too large.
     grpc.StatusCode.RESOURCE_EXHAUSTED: HttpError(
         413, "invalid_request_error", "request_too_large"
@@ -70,6 +72,9 @@ INVALID_REQUEST = HttpError(400, "invalid_request_error")
 UNKNOWN_ROUTE = HttpError(404, "invalid_request_error", "unknown_url")
 METHOD_NOT_ALLOWED = HttpError(405, "invalid_request_error", "method_not_allowed")
 REQUEST_TOO_LARGE = HttpError(413, "invalid_request_error", "request_too_large")
+# OpenAI: a missing key has no code, a wrong one is invalid_api_key.
+MISSING_API_KEY = HttpError(401, "invalid_request_error")
+INVALID_API_KEY = HttpError(401, "invalid_request_error", "invalid_api_key")
 
 
 class OpenAIError(Exception):
@@ -128,4 +133,7 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> OpenAIError:
             param=info.metadata.get("param"),
             code=info.metadata.get("code"),
         )
+    if error.code() == grpc.StatusCode.UNAVAILABLE:
+        # The transport's words ("failed to connect to all addresses...") need a subject.
+        message = f"The model server (gRPC core) is unavailable; retry shortly. ({message})"
     return OpenAIError(GRPC_TABLE.get(error.code(), FALLBACK), message)

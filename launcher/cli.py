@@ -7,14 +7,18 @@ import asyncio
 import logging
 import signal
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from http_facade.config import (
     FacadeConfigError,
     FacadeSettings,
+    add_core_channel_arguments,
     add_facade_arguments,
     facade_settings_from_args,
 )
+from launcher.exposure import warn_if_exposed
 from service.config import ConfigError, add_core_arguments, read_environment, settings_from_args
 
 log = logging.getLogger("mlx_responses")
@@ -31,8 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING; default INFO)"
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    # resolve: both sides define --api-key (the same flag, one value for both).
     serve = commands.add_parser(
-        "serve", help="run the gRPC core and the HTTP façade in one process (over loopback gRPC)"
+        "serve",
+        help="run the gRPC core and the HTTP façade in one process (over loopback gRPC)",
+        conflict_handler="resolve",
     )
     add_facade_arguments(serve, env)
     add_core_arguments(serve, env)
@@ -48,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="address of a gRPC core; repeat for several (or dns:///name:port for all the "
         "addresses a name resolves to); requests go round robin over the SERVING ones",
     )
+    add_core_channel_arguments(facade)
     return parser
 
 
@@ -81,6 +89,8 @@ async def _run(args: argparse.Namespace) -> int:
         except FacadeConfigError as exc:
             log.error("invalid configuration: %s", exc)
             return 2
+    if facade_settings is not None:
+        warn_if_exposed("the HTTP façade", facade_settings.host, bool(facade_settings.api_keys))
     if args.command == "facade":
         assert facade_settings is not None
         await _run_facade(args.core, facade_settings, stop)
@@ -97,23 +107,45 @@ async def _run(args: argparse.Namespace) -> int:
     from service.core import Core
     from service.server import start_core_server
 
+    warn_if_exposed(
+        "the gRPC core",
+        settings.grpc_host,
+        bool(settings.api_keys),
+        settings.grpc_tls_cert is not None,
+    )
     core = Core.from_settings(settings)
-    server = await start_core_server(core, settings.grpc_host, settings.grpc_port)
+    # With TLS on the gRPC port, serve's own façade reaches the core over a private unix socket.
+    private = None
+    if settings.grpc_tls_cert is not None and facade_settings is not None:
+        private = tempfile.TemporaryDirectory(prefix="mlx-responses-")
+    local = str(Path(private.name) / "core.sock") if private is not None else None
+    server = await start_core_server(core, settings.grpc_host, settings.grpc_port, local)
     facade = None
     try:
         if facade_settings is not None:
             from http_facade.app import start_facade
 
-            facade, _ = await start_facade(f"127.0.0.1:{server.port}", facade_settings)
+            address = f"unix:{local}" if local else f"127.0.0.1:{server.port}"
+            facade, _ = await start_facade(address, facade_settings)
         await core.load()
         await server.set_serving()
         log.info("ready: model %s", core.generator.loaded.alias)
         await stop.wait()
     finally:
-        log.info("shutting down")
-        if facade is not None:
-            await facade.cleanup()
-        await server.stop()
+        grace = settings.shutdown_grace_secs
+        log.info("shutting down: running responses get up to %gs to finish", grace)
+        # The façade stops listening at once; its running handlers end as the core drains.
+        facade_stopped = asyncio.create_task(facade.cleanup()) if facade is not None else None
+        report = await server.shutdown(grace)
+        if facade_stopped is not None:
+            await facade_stopped
+        log.info(
+            "stopped: %d responses finished in the grace period, %d cancelled",
+            report.finished,
+            report.cancelled,
+        )
+        if private is not None:
+            private.cleanup()
         signals.cancel()
     return 0
 

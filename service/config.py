@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 BUNDLED_MODEL = Path(__file__).resolve().parent / "assets" / "tiny-chat"
@@ -83,6 +83,8 @@ STORE_FLAGS: tuple[StoreFlag, ...] = (
 )
 
 REASONING_ECHO_ENV = "MLXCEL_REASONING_ECHO_MAX_BYTES"
+API_KEY_ENV = "MLX_RESPONSES_API_KEY"
+DEFAULT_SHUTDOWN_GRACE_SECS = 10.0
 BLAS_ENV = "MLX_RESPONSES_BLAS"
 STORE_URL_ENV = "MLX_RESPONSES_STORE_URL"
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -124,6 +126,11 @@ class Settings:
     kv_bits: int | None = None
     max_prefill_tokens_per_step: int = 512
     store_url: str = "memory"
+    # Never in a repr (settings may be logged): keys are secrets.
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    grpc_tls_cert: Path | None = None
+    grpc_tls_key: Path | None = None
+    shutdown_grace_secs: float = DEFAULT_SHUTDOWN_GRACE_SECS
 
     def __post_init__(self) -> None:
         for spec in STORE_FLAGS:
@@ -147,6 +154,12 @@ class Settings:
             raise ConfigError(f"{REASONING_ECHO_ENV} must be >= 0")
         if self.store_url != "memory" and not self.store_url.startswith(STORE_SCHEMES):
             raise ConfigError("--store must be 'memory' or a redis://host:port/db URL")
+        if (self.grpc_tls_cert is None) != (self.grpc_tls_key is None):
+            raise ConfigError("--grpc-tls-cert and --grpc-tls-key go together")
+        if any(not key for key in self.api_keys):
+            raise ConfigError("an API key must not be empty")
+        if not 0 <= self.shutdown_grace_secs <= 3600:
+            raise ConfigError("--shutdown-grace-secs must be between 0 and 3600")
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -223,6 +236,17 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         default=1024 * 1024 * 1024,
         help="byte budget of the prompt cache (default 1 GiB)",
     )
+    add_api_key_argument(parser)
+    add_shutdown_argument(parser)
+    parser.add_argument(
+        "--grpc-tls-cert",
+        type=Path,
+        default=None,
+        help="PEM certificate chain: the gRPC core serves TLS (with --grpc-tls-key)",
+    )
+    parser.add_argument(
+        "--grpc-tls-key", type=Path, default=None, help="PEM private key of --grpc-tls-cert"
+    )
     parser.add_argument(
         "--default-max-output-tokens",
         type=int,
@@ -265,7 +289,37 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Sett
     values["model_path"] = args.model
     values["reasoning_echo_max_bytes"] = _env_int(env, REASONING_ECHO_ENV, 16 * 1024 * 1024)
     values["blas"] = env.get(BLAS_ENV, "auto")
+    values["api_keys"] = api_keys_from(args.api_keys, env)
     return Settings(**values)
+
+
+def add_api_key_argument(parser: argparse.ArgumentParser) -> None:
+    """`--api-key` (repeatable); `serve` gets it from both sides, hence conflict_handler=resolve."""
+    parser.add_argument(
+        "--api-key",
+        dest="api_keys",
+        action="append",
+        default=None,
+        help=f"accepted API key (repeatable; env {API_KEY_ENV}, comma-separated); "
+        "clients send `Authorization: Bearer KEY`. Default: no key required",
+    )
+
+
+def add_shutdown_argument(parser: argparse.ArgumentParser) -> None:
+    """`--shutdown-grace-secs` (the façade defines the same flag; `serve` resolves them)."""
+    parser.add_argument(
+        "--shutdown-grace-secs",
+        type=float,
+        default=DEFAULT_SHUTDOWN_GRACE_SECS,
+        help="on SIGTERM, seconds running responses and background jobs get to finish before "
+        f"they are cancelled (default {DEFAULT_SHUTDOWN_GRACE_SECS:g})",
+    )
+
+
+def api_keys_from(flags: list[str] | None, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The keys of the flags and of the environment variable, in order, without duplicates."""
+    from_env = [k.strip() for k in env.get(API_KEY_ENV, "").split(",") if k.strip()]
+    return tuple(dict.fromkeys([*(flags or []), *from_env]))
 
 
 def read_environment() -> Mapping[str, str]:

@@ -74,6 +74,11 @@ class Core:
         return self._jobs
 
     @property
+    def generator_if_ready(self) -> ResponseGenerator | None:
+        """The generator, or None before the model is loaded."""
+        return self._generator
+
+    @property
     def jobs_if_ready(self) -> JobManager | None:
         """The job manager, or None before the model is loaded."""
         return self._jobs

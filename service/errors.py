@@ -40,6 +40,7 @@ class Reason(enum.Enum):
     QUEUE_FULL = "QUEUE_FULL"
     NOT_READY = "NOT_READY"
     STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
     INTERNAL = "INTERNAL"
 
 
@@ -70,6 +71,7 @@ GRPC_TABLE: dict[Reason, GrpcMapping] = {
     Reason.QUEUE_FULL: GrpcMapping(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE),
     Reason.NOT_READY: GrpcMapping(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE),
     Reason.STORE_UNAVAILABLE: GrpcMapping(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE),
+    Reason.UNAUTHENTICATED: GrpcMapping(grpc.StatusCode.UNAUTHENTICATED, code_pb2.UNAUTHENTICATED),
     Reason.INTERNAL: GrpcMapping(grpc.StatusCode.INTERNAL, code_pb2.INTERNAL),
 }
 

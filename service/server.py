@@ -20,12 +20,14 @@ from mlx_responses.v1 import (
     storage_service_pb2,
     storage_service_pb2_grpc,
 )
+from service.auth import ApiKeyInterceptor
 from service.core import Core
 from service.interceptors import ErrorInterceptor
 from service.servicers.compaction import CompactionServicer
 from service.servicers.generation import GenerationServicer
 from service.servicers.jobs import JobsServicer
 from service.servicers.storage import StorageServicer
+from service.shutdown import CANCEL_WAIT_SECS, DrainReport, drain
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,17 @@ class CoreServer:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
+    async def shutdown(self, grace_secs: float) -> DrainReport:
+        """SIGTERM: NOT_SERVING and no new RPCs at once; running work gets `grace_secs` to
+        finish (service/shutdown.py), the rest ends cancelled; then the engine stops."""
+        await self.health.enter_graceful_shutdown()
+        # New RPCs are refused from now on; running ones outlive the drain's own cancel.
+        stopping = asyncio.create_task(self.server.stop(grace_secs + CANCEL_WAIT_SECS + 1))
+        report = await drain(self.core, grace_secs)
+        await stopping
+        await self.core.close()
+        return report
+
     async def stop(self, grace: float = 5.0) -> None:
         """Drains: NOT_SERVING first, then stops the server and the engine."""
         await self.health.enter_graceful_shutdown()
@@ -65,10 +78,26 @@ class CoreServer:
         await self.core.close()
 
 
-async def start_core_server(core: Core, host: str, port: int) -> CoreServer:
-    """Starts the gRPC server on host:port (port 0 picks one); health is NOT_SERVING until ready."""
+def _credentials(core: Core) -> grpc.ServerCredentials | None:
+    cert, key = core.settings.grpc_tls_cert, core.settings.grpc_tls_key
+    if cert is None or key is None:
+        return None
+    return grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())])
+
+
+async def start_core_server(
+    core: Core, host: str, port: int, local_socket: str | None = None
+) -> CoreServer:
+    """Starts the gRPC server on host:port (port 0 picks one); health is NOT_SERVING until ready.
+
+    With TLS settings host:port speaks TLS; `local_socket` (a unix socket path) adds a
+    plaintext port for an in-process façade. API keys (when set) are checked on both.
+    """
+    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor()]
+    if core.settings.api_keys:
+        interceptors.insert(0, ApiKeyInterceptor(core.settings.api_keys))
     server = grpc.aio.server(
-        interceptors=[ErrorInterceptor()],
+        interceptors=interceptors,
         options=[
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -91,11 +120,19 @@ async def start_core_server(core: Core, host: str, port: int) -> CoreServer:
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    bound = server.add_insecure_port(f"{host}:{port}")
+    credentials = _credentials(core)
+    if credentials is None:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    else:
+        bound = server.add_secure_port(f"{host}:{port}", credentials)
     if bound == 0:
         raise OSError(f"cannot bind gRPC on {host}:{port}")
+    if local_socket is not None and server.add_insecure_port(f"unix:{local_socket}") == 0:
+        raise OSError(f"cannot bind gRPC on unix:{local_socket}")
     await server.start()
-    log.info("gRPC core listening on %s:%d", host, bound)
+    log.info(
+        "gRPC core listening on %s:%d (%s)", host, bound, "TLS" if credentials else "plaintext"
+    )
     return CoreServer(server, bound, health_servicer, core)
 
 

@@ -22,6 +22,7 @@ EXPECTED_HTTP = {
     Reason.QUEUE_FULL: 503,
     Reason.NOT_READY: 503,
     Reason.STORE_UNAVAILABLE: 503,
+    Reason.UNAUTHENTICATED: 401,
     Reason.INTERNAL: 500,
 }
 

@@ -1,0 +1,106 @@
+"""API keys at the façade: `Authorization: Bearer KEY` checked, then forwarded to the core."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+import grpc
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from http_facade.errors import INVALID_API_KEY, MISSING_API_KEY, OpenAIError
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# Open to probes and load balancers, as the core's health service is.
+OPEN_PATHS = frozenset({"/health"})
+# The caller's key, for the core calls its handler makes (contextvars follow asyncio tasks).
+FORWARDED_KEY: ContextVar[str | None] = ContextVar("forwarded_api_key", default=None)
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token of `Bearer TOKEN`; None when absent or not printable ASCII (no gRPC metadata)."""
+    if not header:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    if not (token.isascii() and token.isprintable()):
+        return None
+    return token
+
+
+def key_matches(token: str, keys: Sequence[str]) -> bool:
+    """Constant-time comparison against every key (no early exit on a match either)."""
+    candidate = token.encode()
+    matched = False
+    for key in keys:
+        matched |= hmac.compare_digest(candidate, key.encode())
+    return matched
+
+
+def auth_middleware(keys: Sequence[str]) -> Middleware:
+    """Refuses requests without a configured key (when keys are set); forwards the caller's key."""
+    accepted = tuple(keys)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        token = bearer_token(request.headers.get("Authorization"))
+        if accepted and request.path not in OPEN_PATHS:
+            if token is None:
+                raise OpenAIError(
+                    MISSING_API_KEY,
+                    "You didn't provide an API key. You need to provide your API key in an "
+                    "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                )
+            if not key_matches(token, accepted):
+                # NOTE: OpenAI echoes a masked key; this server never echoes any part of it.
+                raise OpenAIError(INVALID_API_KEY, "Incorrect API key provided.")
+        reset = FORWARDED_KEY.set(token)
+        try:
+            return await handler(request)
+        finally:
+            FORWARDED_KEY.reset(reset)
+
+    return middleware
+
+
+def _with_key(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+    token = FORWARDED_KEY.get()
+    if token is None:
+        return details
+    metadata = grpc.aio.Metadata(*(details.metadata or ()))
+    metadata.add("authorization", f"Bearer {token}")
+    return grpc.aio.ClientCallDetails(
+        details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+    )
+
+
+class ForwardKeyUnary(grpc.aio.UnaryUnaryClientInterceptor):
+    """Adds the calling request's key as `authorization` metadata to unary core calls."""
+
+    async def intercept_unary_unary(
+        self, continuation: Any, client_call_details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
+        return await continuation(_with_key(client_call_details), request)
+
+
+class ForwardKeyStream(grpc.aio.UnaryStreamClientInterceptor):
+    """The same for server-streaming calls.
+
+    NOTE: one class per kind: grpc.aio files an interceptor under its first matching kind only.
+    """
+
+    async def intercept_unary_stream(
+        self, continuation: Any, client_call_details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
+        return await continuation(_with_key(client_call_details), request)
+
+
+def forwarding_interceptors() -> list[grpc.aio.ClientInterceptor]:
+    """The interceptors a core channel needs to forward the caller's key on every call."""
+    return [ForwardKeyUnary(), ForwardKeyStream()]

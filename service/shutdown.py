@@ -1,0 +1,62 @@
+"""Graceful drain on shutdown: running work gets a grace period, then is cancelled as such."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from service.core import Core
+
+log = logging.getLogger(__name__)
+
+POLL_SECS = 0.05
+# How long a cancelled generation gets to end its stream (one decode step, in practice).
+CANCEL_WAIT_SECS = 10.0
+
+
+@dataclass(frozen=True)
+class DrainReport:
+    """What the drain found: work that finished within the grace, work it cancelled."""
+
+    finished: int
+    cancelled: int
+
+
+def _running(core: Core) -> set[str]:
+    generator = core.generator_if_ready
+    jobs = core.jobs_if_ready
+    running = set(generator.in_flight) if generator is not None else set()
+    if jobs is not None:
+        running |= set(jobs.active)
+    return running
+
+
+async def drain(core: Core, grace_secs: float) -> DrainReport:
+    """Waits up to `grace_secs` for generations and background jobs, then cancels the rest.
+
+    Cancelled ones end with status `cancelled` (streams get their terminal event, background
+    jobs their final object), exactly as an explicit cancel would end them.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace_secs
+    seen = _running(core)
+    while (running := _running(core)) and loop.time() < deadline:
+        seen |= running
+        await asyncio.sleep(POLL_SECS)
+    running = _running(core)
+    if running:
+        log.warning("shutdown: grace over, cancelling %d running responses", len(running))
+        await asyncio.gather(*(_cancel(core, rid) for rid in running))
+    return DrainReport(finished=len(seen - running), cancelled=len(running))
+
+
+async def _cancel(core: Core, response_id: str) -> None:
+    jobs, generator = core.jobs_if_ready, core.generator_if_ready
+    try:
+        if jobs is not None and response_id in jobs.active:
+            await asyncio.wait_for(jobs.cancel(response_id), CANCEL_WAIT_SECS)
+        elif generator is not None:
+            await generator.cancel(response_id, CANCEL_WAIT_SECS)
+    except Exception as exc:  # one stuck response must not keep the others running
+        log.warning("shutdown: response %s did not cancel cleanly: %r", response_id, exc)

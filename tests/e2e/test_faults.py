@@ -1,0 +1,138 @@
+"""Faults on real processes: the core killed and restarted under a live façade; SIGTERM drains."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.processes import free_port, process, wait_status
+
+pytestmark = pytest.mark.e2e
+
+TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
+
+
+def _stream(base: str, body: dict[str, Any], frames: list[dict[str, Any]], **kw: Any) -> None:
+    """Reads one SSE stream to its end into `frames` (the data of each event)."""
+    with httpx.stream("POST", f"{base}/v1/responses", json=body, timeout=120) as reply:
+        assert reply.status_code == 200, reply.read()
+        buffer = ""
+        for chunk in reply.iter_text():
+            buffer += chunk
+            while "\n\n" in buffer:
+                frame, buffer = buffer.split("\n\n", 1)
+                frames.append(json.loads(frame.split("\n")[1][len("data: ") :]))
+                if kw.get("on_frame"):
+                    kw["on_frame"](len(frames))
+
+
+def _long(model: str, tokens: int = 100_000, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": model,
+        "input": "go on",
+        "stream": True,
+        "max_output_tokens": tokens,
+        "temperature": 0,
+        **extra,
+    }
+
+
+def test_core_killed_then_restarted_under_a_live_facade(random_model: Path) -> None:
+    http, grpc_port = free_port(), free_port()
+    core_args = ("core", "--model", str(random_model), "--grpc-port", str(grpc_port))
+    base = f"http://127.0.0.1:{http}"
+    with process("facade", "--core", f"127.0.0.1:{grpc_port}", "--port", str(http)) as facade:
+        with process(*core_args) as core:
+            wait_status(http, 200, facade)
+            frames: list[dict[str, Any]] = []
+
+            def kill_at_ten(count: int) -> None:
+                if count == 10:
+                    core.signal(signal.SIGKILL)
+
+            _stream(base, _long(random_model.name), frames, on_frame=kill_at_ten)
+            assert frames[-1]["type"] == "response.failed"
+            assert frames[-1]["response"]["status"] == "failed"
+            assert [f["sequence_number"] for f in frames] == list(range(len(frames)))
+            core.wait(10)
+
+        # The core is gone: clear 503s, /health 503, the façade itself stays up.
+        down = httpx.post(f"{base}/v1/responses", json=_long(random_model.name, 4), timeout=30)
+        assert down.status_code == 503, down.text
+        error = down.json()["error"]
+        assert error["code"] == "core_unavailable"
+        assert "unavailable" in error["message"]
+        assert httpx.get(f"{base}/health", timeout=10).status_code == 503
+        assert facade.alive()
+
+        # The core comes back on the same port: service resumes without touching the façade.
+        with process(*core_args) as again:
+            wait_status(http, 200, again, timeout=90)
+            body = {"model": random_model.name, "input": "hi", "max_output_tokens": 4}
+            reply = httpx.post(f"{base}/v1/responses", json=body, timeout=60)
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["status"] == "incomplete"
+        assert facade.alive()
+
+
+def test_sigterm_drains_then_cancels_and_exits_zero(random_model: Path) -> None:
+    http, grpc_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{http}"
+    with process(
+        "serve", "--model", str(random_model), "--port", str(http), "--grpc-port", str(grpc_port),
+        "--shutdown-grace-secs", "3",
+    ) as proc:  # fmt: skip
+        wait_status(http, 200, proc)
+        short: list[dict[str, Any]] = []
+        long: list[dict[str, Any]] = []
+        started = threading.Event()
+        threads = [
+            threading.Thread(
+                target=_stream, args=(base, _long(random_model.name, 150), short), daemon=True
+            ),
+            threading.Thread(
+                target=_stream,
+                args=(base, _long(random_model.name), long),
+                kwargs={"on_frame": lambda n: n == 5 and started.set()},
+                daemon=True,
+            ),
+        ]
+        job = httpx.post(
+            f"{base}/v1/responses",
+            json={**_long(random_model.name), "stream": False, "background": True},
+            timeout=30,
+        )
+        assert job.status_code == 200, job.text
+        for thread in threads:
+            thread.start()
+        assert started.wait(60)
+        began = time.monotonic()
+        proc.signal(signal.SIGTERM)
+        time.sleep(0.5)
+        # No new work is accepted while draining.
+        with pytest.raises(httpx.HTTPError):
+            httpx.post(f"{base}/v1/responses", json=_long(random_model.name, 4), timeout=5)
+        assert proc.wait(60) == 0
+        elapsed = time.monotonic() - began
+        for thread in threads:
+            thread.join(30)
+        output = proc.output()
+    # The short stream finished inside the grace; the long one and the job were cancelled.
+    assert short[-1]["type"] in TERMINAL and short[-1]["response"]["status"] == "incomplete"
+    assert long[-1]["type"] in TERMINAL and long[-1]["response"]["status"] == "cancelled"
+    assert [f["sequence_number"] for f in long] == list(range(len(long)))
+    assert 3 <= elapsed < 20, elapsed
+    stopped = re.search(
+        r"stopped: (\d+) responses finished in the grace period, (\d+) cancelled", output
+    )
+    assert stopped is not None, output[-3000:]
+    assert int(stopped.group(2)) == 2  # the long stream and the background job
+    assert int(stopped.group(1)) >= 1  # the short stream
