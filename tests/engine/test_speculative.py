@@ -8,9 +8,11 @@ from typing import Any
 import mlx.core as mx
 import pytest
 
+from service.engine.model import load_model
 from service.engine.requests import SamplingParams
 from service.engine.speculative import NgramDrafter
-from tests.support.engine import generate, greedy
+from service.engine.worker import EngineWorker
+from tests.support.engine import collect, generate, greedy
 
 FILE = "".join(f"def handler_{i}(request):\n    return respond(request, {i})\n" for i in range(12))
 PROMPTS = (
@@ -44,6 +46,20 @@ async def test_greedy_output_is_identical_with_ngram_speculation(
     # Alone, the copying prompt gives the same tokens as in the batch.
     (single,), _ = await generate(path, requests[:1], **on)
     assert single == plain[0]
+
+
+async def test_accepted_drafts_reach_the_stream_as_one_chunk_per_step(random_model: Path) -> None:
+    engine = EngineWorker(lambda: load_model(random_model), speculative="ngram")
+    loaded = await engine.start()
+    try:
+        sizes: list[int] = []
+        stream = engine.submit(loaded.tokenizer.encode(PROMPTS[0]), greedy(PROMPTS, 64)[0][1])
+        ids = await collect(stream, sizes)
+    finally:
+        engine.stop()
+    assert len(ids) == 64 and max(sizes) > 1
+    # One chunk per decode step (the worker hands over each step's tokens together).
+    assert len(sizes) <= engine.stats.decode_steps
 
 
 def test_drafter_continues_the_latest_earlier_occurrence() -> None:

@@ -13,13 +13,16 @@ from service.engine.worker import EngineWorker
 Request = tuple[str, SamplingParams, list[Any]]
 
 
-async def collect(stream: Any) -> tuple[int, ...]:
-    """The token ids of one generation; fails on a cancelled or failed one."""
+async def collect(stream: Any, sizes: list[int] | None = None) -> tuple[int, ...]:
+    """The token ids of one generation (each chunk's count into `sizes`); fails on errors."""
     ids: tuple[int, ...] = ()
     async for chunks in stream.batches():
         for chunk in chunks:
             assert chunk.finish_reason in (None, "stop", "length"), chunk.error
+            assert chunk.tokens == len(chunk.token_ids)
             ids += chunk.token_ids
+            if sizes is not None:
+                sizes.append(chunk.tokens)
     return ids
 
 
