@@ -44,6 +44,8 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # core sends back is bounded at the source (service/errors.py keeps an error under ~6 kB).
 MAX_METADATA_BYTES = 16 * 1024
 ABSOLUTE_MAX_METADATA_BYTES = 32 * 1024
+# Once the work has drained, streams still open (Health.Watch) get this long before they are cut.
+DRAINED_STOP_SECS = 0.5
 
 
 @dataclass
@@ -67,6 +69,9 @@ class CoreServer:
         # New RPCs are refused from now on; running ones outlive the drain's own cancel.
         stopping = asyncio.create_task(self.server.stop(grace_secs + CANCEL_WAIT_SECS + 1))
         report = await drain(self.core, grace_secs)
+        # Open-ended streams (a façade's Health.Watch) must not hold the exit for the rest
+        # of the grace once the work has drained.
+        await self.server.stop(DRAINED_STOP_SECS)
         await stopping
         await self.core.close()
         return report
