@@ -19,6 +19,7 @@ from service.compaction import (
     validate_compact_request,
 )
 from service.compaction_codec import CompactionDecodeError
+from service.engine.json_bounds import JsonBounds
 from service.engine.model import LoadedModel
 from service.engine.output_parser import (
     Channel,
@@ -112,8 +113,11 @@ class ResponseGenerator:
             self.loaded, self.worker, self.render_items, self.ids, self.clock
         )
 
-    def constraints(self, params: pb.CreateResponseParams) -> list[Any]:
-        """The structured-output processors of `text.format`, built now: a bad schema is a 400."""
+    def constraints(self, params: pb.CreateResponseParams, max_tokens: int) -> list[Any]:
+        """The structured-output processors of `text.format`, built now: a bad schema is a 400.
+
+        Unbounded values are bounded against the output budget so a small model finishes.
+        """
         kind = params.text.WhichOneof("format")
         if kind == "json_schema":
             schema = parse_json_object(params.text.json_schema.schema_json, "text.format.schema")
@@ -122,7 +126,7 @@ class ResponseGenerator:
         else:
             return []
         try:
-            return [self.grammars.processor(schema)]
+            return [self.grammars.processor(schema, JsonBounds.for_budget(max_tokens))]
         except SchemaError as exc:
             raise invalid(
                 f"Invalid JSON schema in 'text.format.schema': {exc}",
@@ -274,7 +278,7 @@ class ResponseGenerator:
             tool_start=(tokenizer.tool_call_start or "<tool_call>") if use_tools else None,
             tool_end=(tokenizer.tool_call_end or "</tool_call>") if use_tools else None,
         )
-        processors = self.constraints(params)
+        processors = self.constraints(params, sampling.max_tokens)
         turn = Turn(params, response, context, prompt, sampling, markers, processors)
         turn.compaction_pending = due
         if due and not defer_compaction:

@@ -15,6 +15,8 @@ import llguidance.hf
 import mlx.core as mx
 import numpy as np
 
+from service.engine.json_bounds import JsonBounds, bound_schema
+
 
 class SchemaError(ValueError):
     """A schema the grammar compiler refuses."""
@@ -35,12 +37,23 @@ class GrammarFactory:
                 self._tokenizer = llguidance.hf.from_tokenizer(self._hf, n_vocab=self._vocab_size)
             return self._tokenizer
 
-    def processor(self, schema: dict[str, Any]) -> JsonSchemaProcessor:
+    def processor(
+        self, schema: dict[str, Any], bounds: JsonBounds | None = None
+    ) -> JsonSchemaProcessor:
         """A fresh constraint for one request; raises SchemaError for an invalid schema."""
+        if bounds is not None:
+            schema = bound_schema(schema, bounds)
         # Fixed separators and no free whitespace: small models otherwise pad JSON with blanks.
         grammar = llguidance.LLMatcher.grammar_from_json_schema(
             json.dumps(schema), overrides={"whitespace_flexible": False}
         )
+        return self._compile(grammar)
+
+    def grammar_processor(self, lark: str) -> JsonSchemaProcessor:
+        """A constraint from an llguidance Lark grammar (tool calls); SchemaError if refused."""
+        return self._compile(llguidance.LLMatcher.grammar_from_lark(lark))
+
+    def _compile(self, grammar: str) -> JsonSchemaProcessor:
         tokenizer = self._lltokenizer()
         error = llguidance.LLMatcher.validate_grammar(grammar, tokenizer)
         if error:

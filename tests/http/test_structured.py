@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import httpx
+import openai
 
 from tests.support.stack import Stack
 
@@ -87,3 +88,37 @@ def test_invalid_schema_is_400(stack: Stack) -> None:
 def test_invalid_schema_is_400_for_background_too(stack: Stack) -> None:
     reply = _create(stack, input="x", background=True, text=_json_schema({"type": 5}))
     assert reply.status_code == 400
+
+
+CITY = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "n": {"type": "integer"}},
+    "required": ["city", "n"],
+}
+
+
+def test_small_model_finishes_an_unbounded_schema(stack: Stack) -> None:
+    """Unbounded strings and integers are bounded, so the tiny model completes (issue 7)."""
+    client = openai.OpenAI(base_url=f"{stack.base_url}/v1", api_key="x", max_retries=0)
+    reply = client.responses.create(
+        model=stack.settings.model_path.name,
+        input="What is the weather in paris?",
+        max_output_tokens=200,
+        text=_json_schema(CITY),  # type: ignore[arg-type]
+    )
+    assert reply.status == "completed", reply.output_text
+    data = json.loads(reply.output_text)
+    assert set(data) == {"city", "n"}
+    assert isinstance(data["city"], str) and isinstance(data["n"], int)
+    assert reply.usage is not None and reply.usage.output_tokens < 200
+
+
+def test_schema_bounds_win_over_the_defaults(stack: Stack) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 7, "maximum": 9}},
+        "required": ["n"],
+    }
+    reply = _create(stack, input="x", max_output_tokens=200, text=_json_schema(schema)).json()
+    assert reply["status"] == "completed"
+    assert json.loads(reply["output"][0]["content"][0]["text"])["n"] in (7, 8, 9)
