@@ -146,8 +146,16 @@ def tool_to_json(tool: pb.Tool) -> dict[str, Any]:
 
 def tool_choice_to_json(choice: pb.ToolChoice) -> Any:
     """`"auto"`, `"none"`, `"required"` or a named function."""
-    if choice.WhichOneof("choice") == "function_name":
+    kind = choice.WhichOneof("choice")
+    if kind == "function_name":
         return {"type": "function", "name": choice.function_name}
+    if kind == "allowed_tools":
+        allowed = choice.allowed_tools
+        return {
+            "type": "allowed_tools",
+            "mode": TOOL_CHOICE.get(allowed.mode, "auto"),
+            "tools": [{"type": "function", "name": name} for name in allowed.names],
+        }
     return TOOL_CHOICE.get(choice.mode, "auto")
 
 

@@ -258,11 +258,36 @@ def _tool_choice(value: Any) -> pb.ToolChoice:
         if name is None and isinstance(value.get("function"), dict):
             name = value["function"].get("name")
         return pb.ToolChoice(function_name=_expect(name, str, "tool_choice.name", "a string"))
+    if value.get("type") == "allowed_tools":
+        return pb.ToolChoice(allowed_tools=_allowed_tools(value))
     raise invalid(
         f"Unsupported tool_choice type {value.get('type')!r}: only function tools exist here.",
         "tool_choice",
         "unsupported_tool",
     )
+
+
+def _allowed_tools(value: dict[str, Any]) -> pb.AllowedTools:
+    mode = value.get("mode", "auto")
+    if mode not in ("auto", "required"):
+        raise invalid(
+            f"Invalid 'tool_choice.mode' {mode!r}: expected auto or required.",
+            "tool_choice.mode",
+            "invalid_value",
+        )
+    tools = _expect(value.get("tools"), list, "tool_choice.tools", "an array")
+    names = []
+    for i, tool in enumerate(tools):
+        param = f"tool_choice.tools[{i}]"
+        _expect(tool, dict, param, "an object")
+        if tool.get("type") != "function":
+            raise invalid(
+                f"Unsupported allowed tool type {tool.get('type')!r}: only function tools exist.",
+                f"{param}.type",
+                "unsupported_tool",
+            )
+        names.append(_required_str(tool, "name", param))
+    return pb.AllowedTools(mode=TOOL_CHOICE_MODES[mode], names=names)
 
 
 def _text(value: Any) -> pb.TextConfig:

@@ -21,14 +21,7 @@ from service.compaction import (
 from service.compaction_codec import CompactionDecodeError
 from service.engine.json_bounds import JsonBounds
 from service.engine.model import LoadedModel
-from service.engine.output_parser import (
-    Channel,
-    HermesArgumentStreamer,
-    Markers,
-    OutputParser,
-    Segment,
-    parse_tool_call,
-)
+from service.engine.output_parser import Channel, Markers, OutputParser, Segment
 from service.engine.prompt import (
     RenderedPrompt,
     items_to_messages,
@@ -37,6 +30,8 @@ from service.engine.prompt import (
 )
 from service.engine.requests import SamplingParams, TokenLogprob
 from service.engine.structured import GrammarFactory, SchemaError
+from service.engine.tool_formats import detect_format
+from service.engine.tool_stream import ToolCallStreamer
 from service.engine.worker import EngineWorker, GenerationStream
 from service.errors import Reason, ServiceError, invalid
 from service.events import EventAssembler, IdFactory, new_id
@@ -44,6 +39,7 @@ from service.history import HistoryResolver
 from service.reasoning_echo import ReasoningEcho
 from service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from service.submission import submit
+from service.tool_choice import ToolConstraints
 from service.validation import parse_json_object, template_kwargs, validate_params
 
 log = logging.getLogger(__name__)
@@ -79,6 +75,7 @@ class Turn:
     sampling: SamplingParams
     markers: Markers
     logits_processors: list[Any] = field(default_factory=list)
+    tool_streamer: ToolCallStreamer | None = None
     # Automatic compaction: due but deferred (a background job runs it), or done.
     compaction_pending: bool = False
     compaction: CompactionResult | None = None
@@ -109,6 +106,10 @@ class ResponseGenerator:
     def __post_init__(self) -> None:
         self.history = HistoryResolver(self.responses, self.conversations)
         self.grammars = GrammarFactory(self.loaded.tokenizer._tokenizer, self.loaded.vocab_size)
+        self.tool_format = detect_format(self.loaded.tokenizer)
+        self.tool_constraints = ToolConstraints(
+            self.tool_format, self.grammars, self.loaded.tokenizer
+        )
         self.compactor = Compactor(
             self.loaded, self.worker, self.render_items, self.ids, self.clock
         )
@@ -272,14 +273,26 @@ class ResponseGenerator:
         )
         tokenizer = self.loaded.tokenizer
         use_tools = bool(params.tools) and params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE
+        fmt = self.tool_format
         markers = Markers(
             think_start=tokenizer.think_start,
             think_end=tokenizer.think_end,
-            tool_start=(tokenizer.tool_call_start or "<tool_call>") if use_tools else None,
-            tool_end=(tokenizer.tool_call_end or "</tool_call>") if use_tools else None,
+            tool_start=fmt.start if use_tools else None,
+            tool_end=fmt.end if use_tools else None,
+            tool_leading=fmt.leading if use_tools else None,
         )
-        processors = self.constraints(params, sampling.max_tokens)
-        turn = Turn(params, response, context, prompt, sampling, markers, processors)
+        streamer = None
+        processors = []
+        if use_tools:
+            schemas = self.tool_constraints.schemas(params)
+            streamer = ToolCallStreamer(fmt, schemas)
+            # A forced call's grammar already carries a text.format answer where one is allowed.
+            processors = self.tool_constraints.processors(
+                params, prompt, schemas, sampling.max_tokens
+            )
+        if not processors:
+            processors = self.constraints(params, sampling.max_tokens)
+        turn = Turn(params, response, context, prompt, sampling, markers, processors, streamer)
         turn.compaction_pending = due
         if due and not defer_compaction:
             await self.run_compaction(turn)
@@ -326,10 +339,7 @@ class ResponseGenerator:
             reasoning_tokens = 0
             # Token logprobs wait here until the parser releases their text as answer text.
             pending: list[pb.Logprob] = []
-            # Hermes/Qwen JSON calls stream their arguments while generated (seed).
-            streamer = (
-                HermesArgumentStreamer() if turn.markers.tool_start == "<tool_call>" else None
-            )
+            streamer = turn.tool_streamer
             async for chunks in generation.batches():
                 events: list[ev.ResponseEvent] = []
                 for chunk in chunks:
@@ -341,7 +351,7 @@ class ResponseGenerator:
                     for segment in parser.feed(chunk.text):
                         events += self._segment(assembler, segment, pending, streamer)
                     if streamer is not None and parser.channel is Channel.TOOL_CALL:
-                        events += self._stream_arguments(assembler, streamer, parser)
+                        events += streamer.update(assembler, parser.partial_tool_body)
                 last = chunks[-1]
                 if last.finish_reason is not None:
                     for segment in parser.finish():
@@ -369,35 +379,22 @@ class ResponseGenerator:
         assembler: EventAssembler,
         segment: Segment,
         pending: list[pb.Logprob],
-        streamer: HermesArgumentStreamer | None,
+        streamer: ToolCallStreamer | None,
     ) -> list[ev.ResponseEvent]:
         logprobs = pending[:]
         pending.clear()
         if segment.channel is Channel.REASONING:
             return assembler.reasoning_delta(segment.text)
-        if segment.channel is Channel.TEXT:
+        if segment.channel is Channel.TEXT or streamer is None:
             return assembler.text_delta(segment.text, logprobs)
-        call = parse_tool_call(segment.text, self.loaded.tokenizer.tool_parser)
-        if streamer is not None and streamer.name is not None:
-            # The call is already open: the end-of-generation parse is authoritative.
-            arguments = streamer.final_arguments(segment.text, call) if call else streamer.sent
-            streamer.reset()
-            return assembler.function_call_done(arguments)
-        if call is None:
+        # The end-of-span parse is authoritative over what streamed.
+        events = streamer.finish(assembler, segment.text)
+        if events is None:
             # A malformed call stays visible as text rather than vanishing.
-            start = self.loaded.tokenizer.tool_call_start or "<tool_call>"
-            end = self.loaded.tokenizer.tool_call_end or "</tool_call>"
-            return assembler.text_delta(f"{start}{segment.text}{end}")
-        return assembler.function_call(call.name, call.arguments)
-
-    @staticmethod
-    def _stream_arguments(
-        assembler: EventAssembler, streamer: HermesArgumentStreamer, parser: OutputParser
-    ) -> list[ev.ResponseEvent]:
-        name, delta = streamer.update(parser.partial_tool_body)
-        events = assembler.function_call_start(name) if name is not None else []
-        if streamer.name is not None:
-            events += assembler.function_call_delta(delta)
+            fmt = streamer.format
+            leading = fmt.leading is not None and segment.text.startswith(fmt.leading)
+            start = "" if leading else fmt.start
+            return assembler.text_delta(f"{start}{segment.text}{fmt.end or ''}")
         return events
 
     async def _finish(

@@ -115,6 +115,18 @@ def _validate_tools(params: pb.CreateResponseParams) -> None:
             f"tool_choice names the function '{choice.function_name}', which is not in 'tools'.",
             "tool_choice",
         )
+    if kind == "allowed_tools":
+        allowed = choice.allowed_tools
+        if not allowed.names:
+            raise invalid(
+                "tool_choice 'allowed_tools' needs at least one tool.", "tool_choice.tools"
+            )
+        for i, name in enumerate(allowed.names):
+            if name not in names:
+                raise invalid(
+                    f"tool_choice allows the function '{name}', which is not in 'tools'.",
+                    f"tool_choice.tools[{i}].name",
+                )
     if kind == "mode" and choice.mode == pb.TOOL_CHOICE_MODE_REQUIRED and not names:
         raise invalid("tool_choice 'required' needs at least one tool.", "tool_choice")
 

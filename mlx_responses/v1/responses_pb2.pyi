@@ -218,12 +218,22 @@ class Tool(_message.Message):
     def __init__(self, function: _Optional[_Union[FunctionTool, _Mapping]] = ...) -> None: ...
 
 class ToolChoice(_message.Message):
-    __slots__ = ("mode", "function_name")
+    __slots__ = ("mode", "function_name", "allowed_tools")
     MODE_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_NAME_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     mode: ToolChoiceMode
     function_name: str
-    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., function_name: _Optional[str] = ...) -> None: ...
+    allowed_tools: AllowedTools
+    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., function_name: _Optional[str] = ..., allowed_tools: _Optional[_Union[AllowedTools, _Mapping]] = ...) -> None: ...
+
+class AllowedTools(_message.Message):
+    __slots__ = ("mode", "names")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    mode: ToolChoiceMode
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TextFormatText(_message.Message):
     __slots__ = ()

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import enum
-import json
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 
 class Channel(enum.Enum):
@@ -25,7 +21,9 @@ class Markers:
     think_start: str | None = "<think>"
     think_end: str | None = "</think>"
     tool_start: str | None = "<tool_call>"
-    tool_end: str | None = "</tool_call>"
+    tool_end: str | None = "</tool_call>"  # None: a call runs to the end of generation
+    # Opens a call only as the very start of the answer, and belongs to the call (Llama 3 `{`).
+    tool_leading: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +44,7 @@ class OutputParser:
         self._tool_body = ""
         # Just after a reasoning block, templates put blank lines before the answer.
         self._strip_leading = False
+        self._answered = False  # answer text was emitted (a leading call is no longer possible)
 
     @property
     def partial_tool_body(self) -> str:
@@ -79,6 +78,7 @@ class OutputParser:
             if text:
                 self._strip_leading = False
         if text:
+            self._answered = self._answered or self._channel is Channel.TEXT
             if out and out[-1].channel is self._channel:
                 out[-1] = Segment(self._channel, out[-1].text + text)
             else:
@@ -89,6 +89,15 @@ class OutputParser:
         self._buffer += text
         out: list[Segment] = []
         while self._buffer:
+            if self._leading_pending():
+                head = self._buffer.lstrip()
+                leading = self._markers.tool_leading or ""
+                if not head or (leading.startswith(head) and head != leading):
+                    break  # blanks or a part of the leading marker: wait for more
+                if head.startswith(leading):
+                    self._buffer = head
+                    self._switch(Channel.TOOL_CALL, out)
+                    continue
             transitions = self._transitions()
             hit = min(
                 ((self._buffer.find(s), s, c) for s, c in transitions if s in self._buffer),
@@ -114,6 +123,13 @@ class OutputParser:
             break
         return out
 
+    def _leading_pending(self) -> bool:
+        return (
+            self._markers.tool_leading is not None
+            and self._channel is Channel.TEXT
+            and not self._answered
+        )
+
     def _switch(self, target: Channel, out: list[Segment]) -> None:
         previous = self._channel
         if previous is Channel.TOOL_CALL:
@@ -135,77 +151,3 @@ class OutputParser:
             self._tool_body = ""
             self._channel = Channel.TEXT
         return out
-
-
-@dataclass(frozen=True)
-class ParsedToolCall:
-    """A tool call parsed from a call body."""
-
-    name: str
-    arguments: str
-
-
-ToolBodyParser = Callable[[str, Any], Any]
-
-
-def parse_tool_call(body: str, parser: ToolBodyParser | None = None) -> ParsedToolCall | None:
-    """Parses a Hermes/Qwen JSON body (or uses the tokenizer's own parser); None if malformed."""
-    try:
-        data = parser(body, None) if parser is not None else json.loads(body.strip())
-    except (ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-        return None
-    arguments = data.get("arguments", {})
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return ParsedToolCall(name=data["name"], arguments=text)
-
-
-HERMES_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*')
-
-
-class HermesArgumentStreamer:
-    """Follows a Hermes/Qwen `{"name": ..., "arguments": {...}}` body while it is generated.
-
-    `update` returns the name once it is known, then the new text of the arguments object; the
-    closing brace of the outer object (and trailing blanks) is held back until the call ends.
-    """
-
-    def __init__(self) -> None:
-        self.name: str | None = None
-        self.sent = ""
-
-    def reset(self) -> None:
-        """Ready for the next call."""
-        self.name = None
-        self.sent = ""
-
-    def update(self, body: str) -> tuple[str | None, str]:
-        """(name if it just became known, arguments text not yet sent)."""
-        match = HERMES_HEAD.match(body)
-        if match is None:
-            return None, ""
-        new_name = None
-        if self.name is None:
-            self.name = json.loads(f'"{match.group(1)}"')
-            new_name = self.name
-        safe = body[match.end() :].rstrip()
-        safe = safe[:-1].rstrip() if safe.endswith("}") else safe
-        if not safe.startswith(self.sent):
-            return new_name, ""
-        delta = safe[len(self.sent) :]
-        self.sent = safe
-        return new_name, delta
-
-    def final_arguments(self, body: str, parsed: ParsedToolCall) -> str:
-        """The arguments as generated when they are the parsed ones, else the parser's text."""
-        match = HERMES_HEAD.match(body)
-        if match is not None:
-            raw = body[match.end() :].rstrip()
-            raw = raw[:-1].rstrip() if raw.endswith("}") else raw
-            try:
-                if json.loads(raw) == json.loads(parsed.arguments):
-                    return raw
-            except ValueError:
-                pass
-        return parsed.arguments

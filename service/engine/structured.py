@@ -53,6 +53,13 @@ class GrammarFactory:
         """A constraint from an llguidance Lark grammar (tool calls); SchemaError if refused."""
         return self._compile(llguidance.LLMatcher.grammar_from_lark(lark))
 
+    def literal(self, text: str) -> str:
+        """A Lark expression producing `text`: a token reference when it is a special token."""
+        ids = self._hf.encode(text, add_special_tokens=False)
+        if len(ids) == 1 and self._lltokenizer().is_special_token(ids[0]):
+            return f"<[{ids[0]}]>"
+        return json.dumps(text, ensure_ascii=False)
+
     def _compile(self, grammar: str) -> JsonSchemaProcessor:
         tokenizer = self._lltokenizer()
         error = llguidance.LLMatcher.validate_grammar(grammar, tokenizer)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from service.engine.output_parser import Channel, Markers, OutputParser, Segment, parse_tool_call
+from service.engine.output_parser import Channel, Markers, OutputParser, Segment
+from service.engine.tool_formats import HermesFormat
 
 
-def _run(chunks: list[str], *, in_reasoning: bool = False) -> list[Segment]:
-    parser = OutputParser(Markers(), in_reasoning=in_reasoning)
+def _run(
+    chunks: list[str], markers: Markers | None = None, *, in_reasoning: bool = False
+) -> list[Segment]:
+    parser = OutputParser(markers or Markers(), in_reasoning=in_reasoning)
     out: list[Segment] = []
     for chunk in chunks:
         out += parser.feed(chunk)
@@ -46,8 +49,8 @@ def test_tool_call_body_is_one_segment() -> None:
     text = f"<tool_call>{body}</tool_call>"
     segments = _run([text[i : i + 4] for i in range(0, len(text), 4)])
     assert segments == [Segment(Channel.TOOL_CALL, body)]
-    call = parse_tool_call(body)
-    assert call is not None and call.name == "f" and call.arguments == '{"a": "b"}'
+    (call,) = HermesFormat().parse(body, {})
+    assert call.name == "f" and call.arguments == '{"a": "b"}'
 
 
 def test_partial_marker_prefix_is_flushed_at_finish() -> None:
@@ -63,31 +66,19 @@ def test_no_tool_markers_means_plain_text() -> None:
 
 @pytest.mark.parametrize("body", ["not json", '{"arguments": {}}', "[1]"])
 def test_malformed_tool_calls(body: str) -> None:
-    assert parse_tool_call(body) is None
+    with pytest.raises(ValueError):
+        HermesFormat().parse(body, {})
 
 
-def test_hermes_arguments_stream_as_a_prefix_of_the_final_text() -> None:
-    from service.engine.output_parser import HermesArgumentStreamer
-
-    body = '\n{"name": "get_weather", "arguments": {"city": "paris", "unit": "c"}}\n'
-    streamer = HermesArgumentStreamer()
-    names, sent = [], ""
-    for end in range(1, len(body) + 1):
-        name, delta = streamer.update(body[:end])
-        if name is not None:
-            names.append(name)
-        sent += delta
-    assert names == ["get_weather"]
-    call = parse_tool_call(body)
-    assert call is not None
-    final = streamer.final_arguments(body, call)
-    assert final == '{"city": "paris", "unit": "c"}'
-    assert final.startswith(sent) and sent  # the rest is sent with the done event
+LEADING = Markers(tool_start="<|python_tag|>", tool_end=None, tool_leading="{")
 
 
-def test_hermes_streamer_waits_for_the_name() -> None:
-    from service.engine.output_parser import HermesArgumentStreamer
-
-    streamer = HermesArgumentStreamer()
-    assert streamer.update('{"name": "get_we') == (None, "")
-    assert streamer.update('{"name": "get_weather", "arguments": {"a') == ("get_weather", '{"a')
+@pytest.mark.parametrize("size", [1, 2, 7])
+def test_leading_marker_opens_a_call_only_at_the_start(size: int) -> None:
+    text = '\n {"name": "f", "parameters": {}}'
+    segments = _run([text[i : i + size] for i in range(0, len(text), size)], LEADING)
+    assert segments == [Segment(Channel.TOOL_CALL, '{"name": "f", "parameters": {}}')]
+    prose = 'Use {"a": 1} here'
+    assert _run([prose], LEADING) == [Segment(Channel.TEXT, prose)]
+    after_thought = "<think>hm</think>\n\n{}"
+    assert _run([after_thought], LEADING)[-1] == Segment(Channel.TOOL_CALL, "{}")

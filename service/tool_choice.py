@@ -1,0 +1,110 @@
+"""Enforces `tool_choice` (required, a named function, allowed_tools) with a grammar."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from mlx_responses.v1 import responses_pb2 as pb
+from service.engine.json_bounds import JsonBounds
+from service.engine.prompt import RenderedPrompt
+from service.engine.structured import GrammarFactory, SchemaError
+from service.engine.tool_formats import Schemas, ToolFormat
+from service.engine.tool_grammar import Function, Reasoning, UnsupportedFormatError, tool_grammar
+from service.errors import invalid
+
+log = logging.getLogger(__name__)
+
+
+def allowed_functions(params: pb.CreateResponseParams) -> tuple[list[str], bool] | None:
+    """The functions a choice limits calls to and whether a call is required; None: free."""
+    choice = params.tool_choice
+    kind = choice.WhichOneof("choice")
+    names = [t.function.name for t in params.tools]
+    if kind == "function_name":
+        return [choice.function_name], True
+    if kind == "allowed_tools":
+        allowed = set(choice.allowed_tools.names)
+        subset = [n for n in names if n in allowed]
+        return subset, choice.allowed_tools.mode == pb.TOOL_CHOICE_MODE_REQUIRED
+    if kind == "mode" and choice.mode == pb.TOOL_CHOICE_MODE_REQUIRED:
+        return names, True
+    return None
+
+
+@dataclass
+class ToolConstraints:
+    """Builds the per-request grammar processor of a constrained tool choice."""
+
+    format: ToolFormat
+    grammars: GrammarFactory
+    tokenizer: Any
+    _warned: bool = False
+
+    @staticmethod
+    def schemas(params: pb.CreateResponseParams) -> Schemas:
+        """Each function tool's `parameters` (validated as JSON objects before this)."""
+        return {
+            t.function.name: json.loads(t.function.parameters_json)
+            if t.function.parameters_json
+            else {}
+            for t in params.tools
+        }
+
+    def _answer_schema(self, params: pb.CreateResponseParams) -> dict[str, Any] | None:
+        kind = params.text.WhichOneof("format")
+        if kind == "json_schema":
+            value: dict[str, Any] = json.loads(params.text.json_schema.schema_json)
+            return value
+        if kind == "json_object":
+            return {"type": "object"}
+        return None
+
+    def processors(
+        self,
+        params: pb.CreateResponseParams,
+        prompt: RenderedPrompt,
+        schemas: Schemas,
+        max_tokens: int,
+    ) -> list[Any]:
+        """The grammar processor for this request's choice ([] when the choice is free)."""
+        allowed = allowed_functions(params)
+        if allowed is None:
+            return []
+        names, required = allowed
+        functions = [Function(n, schemas.get(n, {})) for n in names]
+        think_start = self.tokenizer.think_start
+        think_end = self.tokenizer.think_end
+        reasoning = (
+            Reasoning(think_start, think_end, prompt.opens_reasoning)
+            if think_start and think_end
+            else None
+        )
+        try:
+            grammar = tool_grammar(
+                self.format,
+                functions,
+                required=required,
+                parallel=params.parallel_tool_calls
+                if params.HasField("parallel_tool_calls")
+                else True,
+                literal=self.grammars.literal,
+                bounds=JsonBounds.for_budget(max_tokens),
+                reasoning=reasoning,
+                answer_schema=None if required else self._answer_schema(params),
+            )
+        except UnsupportedFormatError as exc:
+            if not self._warned:
+                log.warning("tool_choice is not enforced: %s", exc)
+                self._warned = True
+            return []
+        try:
+            return [self.grammars.grammar_processor(grammar)]
+        except SchemaError as exc:
+            raise invalid(
+                f"The function parameters cannot be enforced: {exc}",
+                "tools",
+                "invalid_function_parameters",
+            ) from exc
