@@ -42,7 +42,7 @@ class OutputParser:
         self._channel = Channel.REASONING if in_reasoning else Channel.TEXT
         self._buffer = ""
         self._tool_body = ""
-        # Just after a reasoning block, templates put blank lines before the answer.
+        # Just after a reasoning block or a call, templates put blank lines.
         self._strip_leading = False
         self._answered = False  # answer text was emitted (a leading call is no longer possible)
 
@@ -74,7 +74,7 @@ class OutputParser:
             self._tool_body += text
             return
         if self._strip_leading and self._channel is Channel.TEXT:
-            text = text.lstrip("\n")
+            text = text.lstrip()
             if text:
                 self._strip_leading = False
         if text:
@@ -136,7 +136,8 @@ class OutputParser:
             out.append(Segment(Channel.TOOL_CALL, self._tool_body))
             self._tool_body = ""
         self._channel = target
-        if previous is Channel.REASONING and target is Channel.TEXT:
+        if previous is not Channel.TEXT and target is Channel.TEXT:
+            # Templates put blank lines after a reasoning block and between tool calls.
             self._strip_leading = True
         if target is Channel.REASONING:
             self._strip_leading = False

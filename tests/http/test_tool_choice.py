@@ -1,0 +1,162 @@
+"""Grammar-enforced tool_choice on the bundled model, through the OpenAI SDK, streamed and not."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+import pytest
+
+from tests.support.stack import Stack
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Current weather of a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+}
+TIME = {
+    "type": "function",
+    "name": "get_time",
+    "description": "Current time in a zone.",
+    "parameters": {
+        "type": "object",
+        "properties": {"zone": {"type": "string"}, "offset": {"type": "integer"}},
+        "required": ["zone"],
+    },
+}
+TOOLS: list[Any] = [WEATHER, TIME]
+# A prompt the bundled model answers with text when the tools are free.
+PLAIN = "Reply with: hello"
+ASKS_WEATHER = "Use the get_weather tool with city set to paris."
+
+
+@pytest.fixture(scope="module")
+def client(stack: Stack) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{stack.base_url}/v1", api_key="x", max_retries=0)
+
+
+def _create(client: openai.OpenAI, stack: Stack, **fields: Any) -> Any:
+    return client.responses.create(
+        model=stack.settings.model_path.name, tools=TOOLS, max_output_tokens=200, **fields
+    )
+
+
+def _calls(response: Any) -> list[Any]:
+    return [item for item in response.output if item.type == "function_call"]
+
+
+def _valid(call: Any) -> dict[str, Any]:
+    arguments = json.loads(call.arguments)
+    assert isinstance(arguments, dict)
+    schema = {"get_weather": WEATHER, "get_time": TIME}[call.name]["parameters"]
+    assert set(schema["required"]) <= set(arguments) <= set(schema["properties"])
+    for key, value in arguments.items():
+        kind = schema["properties"][key]["type"]
+        assert isinstance(value, {"string": str, "integer": int}[kind])
+    return arguments
+
+
+def test_free_choice_answers_the_plain_prompt_with_text(
+    client: openai.OpenAI, stack: Stack
+) -> None:
+    """The baseline the forced tests depend on: without a forced choice this is text."""
+    reply = _create(client, stack, input=PLAIN)
+    assert not _calls(reply) and reply.output_text == "hello"
+
+
+def test_named_function_is_called(client: openai.OpenAI, stack: Stack) -> None:
+    reply = _create(
+        client, stack, input=PLAIN, tool_choice={"type": "function", "name": "get_time"}
+    )
+    assert reply.status == "completed"
+    (call,) = _calls(reply)
+    assert call.name == "get_time" and call.status == "completed"
+    _valid(call)
+    assert reply.tool_choice.name == "get_time"  # type: ignore[union-attr]
+
+
+def test_required_is_a_call_of_a_listed_tool(client: openai.OpenAI, stack: Stack) -> None:
+    reply = _create(client, stack, input=PLAIN, tool_choice="required", parallel_tool_calls=False)
+    assert reply.status == "completed"
+    (call,) = _calls(reply)
+    assert call.name in ("get_weather", "get_time")
+    _valid(call)
+    assert all(item.type == "function_call" for item in reply.output)
+
+
+def test_allowed_tools_required_limits_the_call(client: openai.OpenAI, stack: Stack) -> None:
+    choice = {
+        "type": "allowed_tools",
+        "mode": "required",
+        "tools": [{"type": "function", "name": "get_time"}],
+    }
+    reply = _create(client, stack, input=ASKS_WEATHER, tool_choice=choice)
+    calls = _calls(reply)
+    assert calls and all(c.name == "get_time" for c in calls)
+    for call in calls:
+        _valid(call)
+    echoed = reply.tool_choice
+    assert echoed.type == "allowed_tools" and echoed.mode == "required"  # type: ignore[union-attr]
+    assert [t["name"] for t in echoed.tools] == ["get_time"]  # type: ignore[union-attr]
+
+
+def test_allowed_tools_auto_never_calls_another_tool(client: openai.OpenAI, stack: Stack) -> None:
+    choice = {
+        "type": "allowed_tools",
+        "mode": "auto",
+        "tools": [{"type": "function", "name": "get_time"}],
+    }
+    reply = _create(client, stack, input=ASKS_WEATHER, tool_choice=choice)
+    assert reply.status == "completed"
+    assert all(c.name == "get_time" for c in _calls(reply))
+    plain = _create(client, stack, input=PLAIN, tool_choice=choice)
+    assert plain.output_text == "hello", "auto still lets the model answer"
+
+
+@pytest.mark.parametrize(
+    "choice",
+    ["required", {"type": "function", "name": "get_weather"}],
+    ids=["required", "function"],
+)
+def test_forced_call_streams_item_and_argument_events(
+    client: openai.OpenAI, stack: Stack, choice: Any
+) -> None:
+    events = list(
+        _create(
+            client, stack, input=PLAIN, tool_choice=choice, parallel_tool_calls=False, stream=True
+        )
+    )
+    kinds = [e.type for e in events]
+    added = next(e for e in events if e.type == "response.output_item.added")
+    assert added.item.type == "function_call"
+    deltas = [e for e in events if e.type == "response.function_call_arguments.delta"]
+    done = next(e for e in events if e.type == "response.function_call_arguments.done")
+    assert deltas and "".join(d.delta for d in deltas) == done.arguments
+    first_delta = kinds.index("response.function_call_arguments.delta")
+    assert kinds.index("response.output_item.added") < first_delta
+    assert first_delta < kinds.index("response.function_call_arguments.done")
+    assert kinds.index("response.function_call_arguments.done") < kinds.index(
+        "response.output_item.done"
+    )
+    final = events[-1].response
+    (call,) = _calls(final)
+    assert call.arguments == done.arguments and call.id == added.item.id
+    _valid(call)
+
+
+def test_allowed_tools_must_name_listed_tools(client: openai.OpenAI, stack: Stack) -> None:
+    choice = {
+        "type": "allowed_tools",
+        "mode": "auto",
+        "tools": [{"type": "function", "name": "nope"}],
+    }
+    with pytest.raises(openai.BadRequestError) as caught:
+        _create(client, stack, input=PLAIN, tool_choice=choice)
+    assert caught.value.body["param"] == "tool_choice.tools[0].name"  # type: ignore[index]

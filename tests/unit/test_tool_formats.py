@@ -1,0 +1,245 @@
+"""Each seed tool-call family, rendered by its real chat template, parsed while it streams.
+
+The model output is what the family's own template writes for an assistant tool-call turn
+(tests/fixtures/chat_templates); it is fed in random fragment sizes through the splitter and
+the streamer, and the streamed argument deltas must join to the final (parsed) arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from transformers.utils.chat_template_utils import render_jinja_template
+
+from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import responses_pb2 as pb
+from service.engine.output_parser import Channel, Markers, OutputParser
+from service.engine.tool_formats import (
+    HermesFormat,
+    Llama3Format,
+    MistralFormat,
+    Qwen3CoderFormat,
+    ToolFormat,
+    format_for_template,
+)
+from service.engine.tool_stream import ToolCallStreamer
+from service.events import EventAssembler
+
+TEMPLATES = Path(__file__).parent.parent / "fixtures" / "chat_templates"
+WEATHER = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer"},
+        "units": {"type": "object"},
+        "note": {"type": "string"},
+    },
+    "required": ["city"],
+}
+TIME = {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}
+SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
+TOOLS = [{"type": "function", "function": {"name": n, "parameters": p}} for n, p in SCHEMAS.items()]
+CALLS = [
+    (
+        "get_weather",
+        {"city": "Paris", "days": 3, "units": {"temp": "c"}, "note": 'line one\nline "two" </b>'},
+    ),
+    ("get_time", {"zone": "Europe/Paris"}),
+]
+
+
+def _render(template: str, messages: list[dict[str, Any]], prompt: bool) -> str:
+    return render_jinja_template(
+        conversations=[messages],
+        tools=TOOLS,
+        chat_template=template,
+        add_generation_prompt=prompt,
+        bos_token="<s>",
+        eos_token="</s>",
+    )[0][0]
+
+
+def recorded_output(name: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
+    """What the template renders as the assistant's tool-call turn (eos and all)."""
+    template = (TEMPLATES / name).read_text()
+    user = {"role": "user", "content": "Weather and time in Paris?"}
+    assistant = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": f"call{i:05d}",
+                "type": "function",
+                "function": {"name": n, "arguments": a},
+            }
+            for i, (n, a) in enumerate(calls)
+        ],
+    }
+    prompt = _render(template, [user], prompt=True)
+    full = _render(template, [user, assistant], prompt=False)
+    assert full.startswith(prompt)
+    out = full[len(prompt) :]
+    for end in ("</s>", "<|eot_id|>", "<|im_end|>\n"):
+        out = out.removesuffix(end)
+    return out
+
+
+def _stream(fmt: ToolFormat, text: str, seed: int) -> list[ev.ResponseEvent]:
+    """The splitter and the streamer over `text` in random fragments, as generation runs them."""
+    markers = Markers(
+        think_start="<think>",
+        think_end="</think>",
+        tool_start=fmt.start,
+        tool_end=fmt.end,
+        tool_leading=fmt.leading,
+    )
+    parser = OutputParser(markers)
+    streamer = ToolCallStreamer(fmt, SCHEMAS)
+    assembler = EventAssembler(pb.Response(id="resp_x"))
+    rng = random.Random(seed)
+    events: list[ev.ResponseEvent] = []
+    pos = 0
+
+    def handle(segments: list[Any]) -> None:
+        for segment in segments:
+            if segment.channel is Channel.TOOL_CALL:
+                finished = streamer.finish(assembler, segment.text)
+                assert finished is not None, segment.text
+                events.extend(finished)
+            elif segment.channel is Channel.TEXT:
+                events.extend(assembler.text_delta(segment.text))
+
+    while pos < len(text):
+        size = rng.randint(1, 9)
+        handle(parser.feed(text[pos : pos + size]))
+        pos += size
+        if parser.channel is Channel.TOOL_CALL:
+            events.extend(streamer.update(assembler, parser.partial_tool_body))
+    handle(parser.finish())
+    return events
+
+
+def _check_calls(
+    events: list[ev.ResponseEvent], expected: list[tuple[str, dict[str, Any]]]
+) -> None:
+    kinds = [e.type for e in events]
+    assert ev.EVENT_TYPE_OUTPUT_TEXT_DELTA not in kinds, "no call text leaks into a message"
+    added = [e for e in events if e.type == ev.EVENT_TYPE_OUTPUT_ITEM_ADDED]
+    assert [e.output_item.item.function_call.name for e in added] == [n for n, _ in expected]
+    for index, (_, arguments) in enumerate(expected):
+        mine = [e for e in events if _index(e) == index]
+        types = [e.type for e in mine]
+        assert types[0] == ev.EVENT_TYPE_OUTPUT_ITEM_ADDED
+        assert types[-2:] == [
+            ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE,
+            ev.EVENT_TYPE_OUTPUT_ITEM_DONE,
+        ]
+        deltas = [
+            e.text_delta.delta
+            for e in mine
+            if e.type == ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA
+        ]
+        done = next(e for e in mine if e.type == ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE)
+        assert "".join(deltas) == done.text_done.text
+        assert json.loads(done.text_done.text) == arguments
+        assert len(deltas) > 1, "arguments stream while they are generated"
+        item = mine[-1].output_item.item.function_call
+        assert item.arguments == done.text_done.text and item.status == pb.ITEM_STATUS_COMPLETED
+
+
+def _index(event: ev.ResponseEvent) -> int:
+    payload = event.WhichOneof("payload")
+    if payload == "output_item":
+        return event.output_item.output_index
+    if payload == "text_delta":
+        return event.text_delta.output_index
+    if payload == "text_done":
+        return event.text_done.output_index
+    return -1
+
+
+FAMILIES = [
+    ("qwen3_coder.jinja", Qwen3CoderFormat, CALLS),
+    ("mistral_v0.3.jinja", MistralFormat, CALLS),
+    ("devstral_small_2.jinja", MistralFormat, CALLS),
+    ("llama3.2.jinja", Llama3Format, CALLS[:1]),  # the template allows one call per turn
+]
+
+
+@pytest.mark.parametrize(("template", "kind", "calls"), FAMILIES)
+@pytest.mark.parametrize("seed", range(4))
+def test_real_template_output_streams_to_the_final_arguments(
+    template: str, kind: type[ToolFormat], calls: list[tuple[str, dict[str, Any]]], seed: int
+) -> None:
+    fmt = format_for_template((TEMPLATES / template).read_text())
+    assert isinstance(fmt, kind)
+    _check_calls(_stream(fmt, recorded_output(template, calls), seed), calls)
+
+
+def test_formats_read_from_the_templates() -> None:
+    devstral = format_for_template((TEMPLATES / "devstral_small_2.jinja").read_text())
+    v03 = format_for_template((TEMPLATES / "mistral_v0.3.jinja").read_text())
+    assert isinstance(devstral, MistralFormat) and devstral.args_form
+    assert isinstance(v03, MistralFormat) and not v03.args_form
+    bundled = json.loads(
+        (Path(__file__).parents[2] / "service/assets/tiny-chat/tokenizer_config.json").read_text()
+    )["chat_template"]
+    assert isinstance(format_for_template(bundled), HermesFormat)
+    assert format_for_template("{{ messages }}") is None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_hermes_stream(seed: int) -> None:
+    text = "".join(
+        f'<tool_call>\n{{"name": "{n}", "arguments": {json.dumps(a)}}}\n</tool_call>\n'
+        for n, a in CALLS
+    )
+    _check_calls(_stream(HermesFormat(), text, seed), CALLS)
+
+
+def test_recorded_strings_look_like_the_family() -> None:
+    assert recorded_output("devstral_small_2.jinja", CALLS).startswith(
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"'
+    )
+    assert recorded_output("mistral_v0.3.jinja", CALLS).startswith(
+        '[TOOL_CALLS] [{"name": "get_weather", "arguments": {'
+    )
+    assert recorded_output("llama3.2.jinja", CALLS[:1]).startswith(
+        '{"name": "get_weather", "parameters": {'
+    )
+    xml = recorded_output("qwen3_coder.jinja", CALLS)
+    assert "<function=get_weather>\n<parameter=city>\nParis\n</parameter>" in xml
+
+
+@pytest.mark.parametrize(
+    ("fmt", "body"),
+    [
+        (Qwen3CoderFormat(), "\n<function=get_weather>\n<parameter=city>\nPar"),
+        (MistralFormat(args_form=True), 'get_weather[ARGS]{"city": "Par'),
+        (Llama3Format(), '{"name": "get_weather", "parameters": {"city": "Par'),
+    ],
+)
+def test_unfinished_call_ends_with_what_streamed(fmt: ToolFormat, body: str) -> None:
+    """A call cut by the token limit is still one item: its arguments are what was sent."""
+    assembler = EventAssembler(pb.Response(id="resp_x"))
+    streamer = ToolCallStreamer(fmt, SCHEMAS)
+    events = streamer.update(assembler, body)
+    finished = streamer.finish(assembler, body)
+    assert finished is not None
+    deltas = "".join(
+        e.text_delta.delta
+        for e in events + finished
+        if e.type == ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA
+    )
+    done = next(e for e in finished if e.type == ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE)
+    assert deltas == done.text_done.text and deltas.startswith('{"city": "Par')
+
+
+def test_malformed_span_is_not_a_call() -> None:
+    assembler = EventAssembler(pb.Response(id="resp_x"))
+    streamer = ToolCallStreamer(MistralFormat(args_form=True), SCHEMAS)
+    assert streamer.finish(assembler, "no call here") is None
