@@ -80,9 +80,15 @@ class JsonSchemaProcessor:
         self._started = False
 
     def __call__(self, tokens: mx.array, logits: mx.array) -> mx.array:
+        # The mask needs the token sampled last step, this step's forward pass does not: queue
+        # the context, then the forward pass, and read the context as memory (np.asarray waits
+        # for it alone; a new MLX op would wait behind the forward pass), so the forward pass
+        # runs while the mask is computed.
+        mx.async_eval(tokens)
+        mx.async_eval(logits)
         if self._started:
-            # The last context token is the one sampled after the previous call.
-            self._matcher.consume_token(int(tokens[-1].item()))  # type: ignore[arg-type]
+            last = int(np.asarray(tokens).reshape(-1)[-1])
+            self._matcher.consume_token(last)  # type: ignore[arg-type]
         self._started = True
         words = np.frombuffer(self._matcher.compute_bitmask(), dtype=np.uint8)
         allowed = np.unpackbits(words, bitorder="little")[: logits.shape[-1]].astype(bool)
