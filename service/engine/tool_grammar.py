@@ -66,8 +66,8 @@ def _regex(text: str) -> str:
     return "".join(out)
 
 
-def _json(schema: dict[str, Any]) -> str:
-    return "%json " + json.dumps({"x-guidance": _COMPACT, **schema}, ensure_ascii=False)
+def _json(schema: dict[str, Any], style: dict[str, Any] = _COMPACT) -> str:
+    return "%json " + json.dumps({"x-guidance": style, **schema}, ensure_ascii=False)
 
 
 class _Builder:
@@ -177,9 +177,13 @@ def tool_grammar(
         one = b.rule("call", " | ".join(b.mistral_args(fn, i) for i, fn in enumerate(functions)))
         calls = b.rule("calls", f"{one}+" if parallel else one)
     elif isinstance(fmt, MistralFormat):
+        envelopes = [b.envelope(fn, "arguments") for fn in functions]
+        for envelope in envelopes:
+            # The template renders a 9-character id into each call, so models write one.
+            envelope["properties"]["id"] = {"type": "string", "pattern": "^[a-zA-Z0-9]{9}$"}
         listed = {
             "type": "array",
-            "items": {"anyOf": [b.envelope(fn, "arguments") for fn in functions]},
+            "items": {"anyOf": envelopes},
             "minItems": 1,
             "maxItems": bounds.max_items if parallel else 1,
         }
@@ -192,7 +196,9 @@ def tool_grammar(
     if required:
         answer = calls
     elif answer_schema is not None:
-        answer = f"{_json(bound_schema(answer_schema, bounds))} | {calls}"
+        # The answer is written as text.format output is everywhere: compact, no blanks.
+        plain = {"whitespace_flexible": False}
+        answer = f"{_json(bound_schema(answer_schema, bounds), plain)} | {calls}"
     elif fmt.leading is not None:
         # A free answer that does not start like a call.
         b.rule("TEXT", f"/(?s:.*)/ & ~/\\s*{_regex(fmt.leading)}(?s:.*)/")

@@ -1,0 +1,105 @@
+"""The forced-call grammar of each format admits what the family's real template renders."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from transformers import AutoTokenizer
+
+from service.config import BUNDLED_MODEL
+from service.engine.json_bounds import JsonBounds
+from service.engine.structured import GrammarFactory
+from service.engine.tool_formats import HermesFormat, format_for_template
+from service.engine.tool_grammar import Function, Reasoning, tool_grammar
+from tests.unit.test_tool_formats import CALLS, SCHEMAS, TEMPLATES, recorded_output
+
+FAMILIES = ["qwen3_coder.jinja", "mistral_v0.3.jinja", "devstral_small_2.jinja", "llama3.2.jinja"]
+REASONING = Reasoning("<think>", "</think>", opened=False)
+
+
+@pytest.fixture(scope="module")
+def factory() -> tuple[GrammarFactory, Any]:
+    hf = AutoTokenizer.from_pretrained(BUNDLED_MODEL)
+    return GrammarFactory(hf, len(hf)), hf
+
+
+def _accepts(factory: tuple[GrammarFactory, Any], grammar: str, text: str) -> bool:
+    grammars, hf = factory
+    matcher = grammars.grammar_processor(grammar)._matcher
+    tokens = hf.encode(text, add_special_tokens=False)
+    if matcher.validate_tokens(tokens) != len(tokens):
+        return False
+    matcher.consume_tokens(tokens)
+    return bool(matcher.is_accepting())
+
+
+def _grammar(
+    factory: tuple[GrammarFactory, Any], template: str, names: list[str], **options: Any
+) -> str:
+    fmt = format_for_template((TEMPLATES / template).read_text())
+    assert fmt is not None
+    functions = [Function(n, SCHEMAS[n]) for n in names]
+    settings: dict[str, Any] = {"required": True, "parallel": True, "reasoning": REASONING}
+    settings.update(options)
+    return tool_grammar(
+        fmt, functions, literal=factory[0].literal, bounds=JsonBounds.for_budget(400), **settings
+    )
+
+
+@pytest.mark.parametrize("template", FAMILIES)
+def test_grammar_admits_the_template_rendering(
+    factory: tuple[GrammarFactory, Any], template: str
+) -> None:
+    calls = CALLS[:1]
+    text = recorded_output(template, calls)
+    assert _accepts(factory, _grammar(factory, template, ["get_weather", "get_time"]), text)
+    assert not _accepts(factory, _grammar(factory, template, ["get_time"]), text)
+
+
+@pytest.mark.parametrize(
+    "template", ["qwen3_coder.jinja", "mistral_v0.3.jinja", "devstral_small_2.jinja"]
+)
+def test_parallel_calls_only_when_allowed(
+    factory: tuple[GrammarFactory, Any], template: str
+) -> None:
+    text = recorded_output(template, CALLS)
+    names = ["get_weather", "get_time"]
+    assert _accepts(factory, _grammar(factory, template, names), text)
+    assert not _accepts(factory, _grammar(factory, template, names, parallel=False), text)
+
+
+def test_arguments_must_fit_the_parameters(factory: tuple[GrammarFactory, Any]) -> None:
+    grammar = _grammar(factory, "llama3.2.jinja", ["get_weather"])
+    assert _accepts(factory, grammar, '{"name": "get_weather", "parameters": {"city": "x"}}')
+    assert not _accepts(factory, grammar, '{"name": "get_weather", "parameters": {"days": 2}}')
+    assert not _accepts(factory, grammar, '{"name": "get_weather", "parameters": {"city": 5}}')
+
+
+def test_auto_allows_an_answer_but_no_other_call(factory: tuple[GrammarFactory, Any]) -> None:
+    hermes = HermesFormat()
+    grammars, _ = factory
+    grammar = tool_grammar(
+        hermes,
+        [Function("get_time", SCHEMAS["get_time"])],
+        required=False,
+        parallel=True,
+        literal=grammars.literal,
+        bounds=JsonBounds.for_budget(400),
+    )
+    assert _accepts(factory, grammar, "hello there")
+    call = '<tool_call>\n{{"name": "{}", "arguments": {{"zone": "utc"}}}}\n</tool_call>'
+    assert _accepts(factory, grammar, call.format("get_time"))
+    assert not _accepts(factory, grammar, call.format("get_weather"))
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    json_answer = tool_grammar(
+        hermes,
+        [Function("get_time", SCHEMAS["get_time"])],
+        required=False,
+        parallel=True,
+        literal=grammars.literal,
+        bounds=JsonBounds.for_budget(400),
+        answer_schema=schema,
+    )
+    assert _accepts(factory, json_answer, '{"a":1}')
+    assert not _accepts(factory, json_answer, "hello there")
