@@ -120,13 +120,20 @@ async def _run(args: argparse.Namespace) -> int:
         private = tempfile.TemporaryDirectory(prefix="mlx-responses-")
     local = str(Path(private.name) / "core.sock") if private is not None else None
     server = await start_core_server(core, settings.grpc_host, settings.grpc_port, local)
-    facade = None
+    facade = metrics = None
     try:
+        if settings.metrics_port is not None:
+            from service.metrics_server import start_metrics_server
+
+            metrics, _ = await start_metrics_server(core, settings.grpc_host, settings.metrics_port)
         if facade_settings is not None:
             from http_facade.app import start_facade
 
             address = f"unix:{local}" if local else f"127.0.0.1:{server.port}"
-            facade, _ = await start_facade(address, facade_settings)
+            # One process: the façade's /metrics carries the core's metrics too.
+            facade, _ = await start_facade(
+                address, facade_settings, lambda: core.metrics.render(core)
+            )
         await core.load()
         await server.set_serving()
         log.info("ready: model %s", core.generator.loaded.alias)
@@ -144,6 +151,8 @@ async def _run(args: argparse.Namespace) -> int:
             report.finished,
             report.cancelled,
         )
+        if metrics is not None:
+            await metrics.cleanup()
         if private is not None:
             private.cleanup()
         signals.cancel()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from service.config import Settings
 from service.engine.blas import blas_in_use
 from service.errors import Reason, ServiceError
+from service.metrics import CoreMetrics
 from service.stores.base import ConversationStore, JobBoard, ResponseStore
 from service.stores.select import Stores, memory_stores, open_stores
 
@@ -33,6 +34,7 @@ class Core:
     _generator: ResponseGenerator | None = None
     _jobs: JobManager | None = None
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
+    metrics: CoreMetrics = field(default_factory=CoreMetrics)
 
     @classmethod
     def with_stores(cls, settings: Settings, stores: Stores) -> Core:
@@ -102,6 +104,7 @@ class Core:
             num_draft_tokens=s.num_draft_tokens,
             kv_bits=s.kv_bits,
             max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
+            metrics=self.metrics.engine,
         )
         loaded = await worker.start()
         log.info("MLX CPU BLAS in use: %s", blas_in_use())
