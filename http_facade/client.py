@@ -10,6 +10,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from http_facade.auth import forwarding_interceptors
 from http_facade.errors import from_rpc_error
+from http_facade.request_id import request_id_interceptors
 from mlx_responses.v1 import (
     compaction_service_pb2,
     compaction_service_pb2_grpc,
@@ -99,9 +100,10 @@ class CoreClient:
     ) -> CoreClient:
         """A client on a fresh channel to `address` (host:port, or unix:PATH).
 
-        TLS when `root_certificates` (PEM) are given; each call carries the caller's API key.
+        TLS when `root_certificates` (PEM) are given; each call carries the caller's API key
+        and the HTTP request's id.
         """
-        interceptors = forwarding_interceptors()
+        interceptors = [*forwarding_interceptors(), *request_id_interceptors()]
         if root_certificates is None:
             channel = grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
         else:

@@ -19,6 +19,7 @@ from http_facade.config import (
     facade_settings_from_args,
 )
 from launcher.exposure import warn_if_exposed
+from launcher.logs import FORMATS, configure_logging
 from service.config import ConfigError, add_core_arguments, read_environment, settings_from_args
 
 log = logging.getLogger("mlx_responses")
@@ -33,6 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING; default INFO)"
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default="text",
+        help="text lines, or one JSON object per line (default text); both carry request ids",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     # resolve: both sides define --api-key (the same flag, one value for both).
@@ -162,10 +169,7 @@ async def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_level, args.log_format)
     return asyncio.run(_run(args))
 
 
