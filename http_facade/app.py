@@ -18,6 +18,7 @@ from http_facade.errors import (
     OpenAIError,
 )
 from http_facade.metrics import MetricsSource, install_metrics
+from http_facade.openapi import install_openapi
 from http_facade.request_id import install_request_ids
 from http_facade.routes import CORES, add_routes
 
@@ -78,6 +79,7 @@ def create_app(
     app[SETTINGS] = settings
     install_metrics(app, core_metrics)
     install_request_ids(app)
+    install_openapi(app)
 
     async def core_channel(app: web.Application) -> AsyncIterator[None]:
         ca = settings.core_tls_ca.read_bytes() if settings.core_tls_ca is not None else None
