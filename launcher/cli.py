@@ -21,6 +21,7 @@ from http_facade.config import (
 from launcher.exposure import warn_if_exposed
 from launcher.logs import FORMATS, configure_logging
 from service.config import ConfigError, add_core_arguments, read_environment, settings_from_args
+from service.model_source import ModelNotFoundError, resolve_model
 
 log = logging.getLogger("mlx_responses")
 
@@ -105,7 +106,9 @@ async def _run(args: argparse.Namespace) -> int:
         return 0
     try:
         settings = settings_from_args(args, env)
-    except ConfigError as exc:
+        if not settings.allow_download:
+            resolve_model(settings.model_path)  # fail fast: nothing to download
+    except (ConfigError, ModelNotFoundError) as exc:
         log.error("invalid configuration: %s", exc)
         return 2
     from service.engine.blas import preload_blas

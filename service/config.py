@@ -132,6 +132,7 @@ class Settings:
     grpc_tls_key: Path | None = None
     shutdown_grace_secs: float = DEFAULT_SHUTDOWN_GRACE_SECS
     metrics_port: int | None = None
+    allow_download: bool = False
 
     def __post_init__(self) -> None:
         for spec in STORE_FLAGS:
@@ -181,7 +182,13 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         "--model",
         type=Path,
         default=BUNDLED_MODEL,
-        help="local mlx-lm model folder (default: the bundled tiny chat model)",
+        help="local mlx-lm model folder, or a Hugging Face repo id already in the local hub "
+        "cache (default: the bundled tiny chat model)",
+    )
+    parser.add_argument(
+        "--allow-download",
+        action="store_true",
+        help="let --model fetch a repo id missing from the local hub cache (default: never)",
     )
     parser.add_argument(
         "--model-alias",

@@ -1,15 +1,17 @@
-"""Real processes: the core's --metrics-port, request ids across the hop, JSON logs."""
+"""Real processes: --metrics-port, request ids across the hop, JSON logs, hub-cache models."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.test_processes import _free_port, _process, _wait_healthy
+from tests.e2e.test_processes import BIN, _free_port, _process, _wait_healthy
+from tests.support.hub_cache import cache_model
 
 pytestmark = pytest.mark.e2e
 
@@ -69,3 +71,32 @@ def test_split_core_and_facade_metrics_ids_and_json_logs(model_path: Path) -> No
         assert {"time", "level", "logger", "message"} <= set(lines[0])
         ours = [line for line in lines if line.get("request_id") == "e2e-trace-1"]
         assert any(line["logger"] == logger for line in ours), lines
+
+
+def test_serve_a_repo_id_from_the_local_hub_cache(
+    model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache_model(tmp_path, "someone/tiny-chat", model_path)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # belt and braces: nothing may leave the machine
+    missing = subprocess.run(
+        [str(BIN / "mlx-responses"), "core", "--model", "someone/not-cached"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 2
+    assert "not in the local Hugging Face cache" in missing.stderr
+    http, grpc_port = _free_port(), _free_port()
+    with _process(
+        "serve", "--model", "someone/tiny-chat", "--port", str(http), "--grpc-port", str(grpc_port)
+    ) as proc:
+        _wait_healthy(http, proc)
+        models = httpx.get(f"http://127.0.0.1:{http}/v1/models", timeout=10).json()
+        assert [m["id"] for m in models["data"]] == ["someone/tiny-chat"]
+        reply = httpx.post(
+            f"http://127.0.0.1:{http}/v1/responses",
+            json={"model": "someone/tiny-chat", "input": "Reply with: hello"},
+            timeout=60,
+        )
+        assert reply.status_code == 200
+        assert reply.json()["model"] == "someone/tiny-chat"
+        assert reply.json()["output"][0]["content"][0]["text"] == "hello"
