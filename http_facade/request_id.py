@@ -20,6 +20,8 @@ REQUEST_ID: ContextVar[str | None] = ContextVar("http_request_id", default=None)
 KEY = web.RequestKey("request_id", str)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+QUIET_PATHS = frozenset({"/health", "/metrics"})
+
 access = logging.getLogger("http_facade.access")
 
 
@@ -53,7 +55,10 @@ async def request_id_middleware(request: web.Request, handler: Handler) -> web.S
         status = exc.status
         raise
     finally:
-        access.info(
+        # Probes and scrapes arrive every few seconds: they log at DEBUG.
+        level = logging.DEBUG if request.path in QUIET_PATHS else logging.INFO
+        access.log(
+            level,
             "%s %s %s %.3fs",
             request.method,
             request.path,
