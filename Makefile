@@ -2,8 +2,12 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
+BUF := npx --yes @bufbuild/buf@$(BUF_VERSION)
+# The contract of the last release, as a buf image committed in contract/ (works on any clone,
+# shallow or without tags). Compare against a tag instead: make lint BREAKING_AGAINST='.git#tag=v0.2.0'
+BREAKING_AGAINST ?= contract/v0.1.0.binpb
 
-.PHONY: setup serve test test-redis lint proto model bench bench-stores
+.PHONY: setup serve test test-redis lint proto model bench bench-stores contract-baseline
 
 $(VENV)/.installed: pyproject.toml tools/setup.sh
 	bash tools/setup.sh
@@ -19,11 +23,15 @@ test: setup  ## the whole test suite
 test-redis: setup  ## the HTTP and gRPC suites again, every stack on a real redis-server
 	MLX_RESPONSES_TEST_STORE=redis $(PY) -m pytest -q tests/http tests/grpc $(ARGS)
 
-lint: setup  ## ruff, mypy and buf lint
+lint: setup  ## ruff, mypy, buf lint and buf breaking (against the last release's contract)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy service http_facade launcher
-	npx --yes @bufbuild/buf@$(BUF_VERSION) lint
+	$(VENV)/bin/mypy service http_facade launcher mlx_responses_client
+	$(BUF) lint
+	$(BUF) breaking --against '$(BREAKING_AGAINST)'
+
+contract-baseline:  ## at a release: snapshot the contract (make contract-baseline VERSION=0.2.0)
+	$(BUF) build --exclude-source-info -o contract/v$(VERSION).binpb
 
 proto: setup  ## regenerate mlx_responses/ from proto/
 	$(PY) tools/genproto.py

@@ -17,6 +17,9 @@ from http_facade.errors import (
     UNKNOWN_ROUTE,
     OpenAIError,
 )
+from http_facade.metrics import MetricsSource, install_metrics
+from http_facade.openapi import install_openapi
+from http_facade.request_id import install_request_ids
 from http_facade.routes import CORES, add_routes
 
 log = logging.getLogger(__name__)
@@ -60,15 +63,23 @@ def _addresses(cores: str | Sequence[str]) -> list[str]:
 
 
 def create_app(
-    core_addresses: str | Sequence[str], settings: FacadeSettings | None = None
+    core_addresses: str | Sequence[str],
+    settings: FacadeSettings | None = None,
+    core_metrics: MetricsSource | None = None,
 ) -> web.Application:
-    """The façade app, talking over gRPC to the cores at `core_addresses` (host:port each)."""
+    """The façade app, talking over gRPC to the cores at `core_addresses` (host:port each).
+
+    `core_metrics` renders the core's Prometheus metrics when both run in one process.
+    """
     settings = settings or FacadeSettings()
     app = web.Application(
         middlewares=[error_middleware, auth_middleware(settings.api_keys)],
         client_max_size=settings.max_request_bytes,
     )
     app[SETTINGS] = settings
+    install_metrics(app, core_metrics)
+    install_request_ids(app)
+    install_openapi(app)
 
     async def core_channel(app: web.Application) -> AsyncIterator[None]:
         ca = settings.core_tls_ca.read_bytes() if settings.core_tls_ca is not None else None
@@ -83,7 +94,9 @@ def create_app(
 
 
 async def start_facade(
-    core_addresses: str | Sequence[str], settings: FacadeSettings
+    core_addresses: str | Sequence[str],
+    settings: FacadeSettings,
+    core_metrics: MetricsSource | None = None,
 ) -> tuple[web.AppRunner, int]:
     """Starts the façade on settings.host:port (0 picks one); returns the runner and the port."""
     host, port = settings.host, settings.port
@@ -91,7 +104,7 @@ async def start_facade(
     # shutdown_timeout: on cleanup, in-flight handlers get the grace (plus the core's own
     # cancel round trip) before aiohttp cancels them.
     runner = web.AppRunner(
-        create_app(core_addresses, settings),
+        create_app(core_addresses, settings, core_metrics),
         handler_cancellation=True,
         access_log=None,
         shutdown_timeout=settings.shutdown_grace_secs + 5.0,

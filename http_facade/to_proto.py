@@ -44,11 +44,34 @@ HOSTED_TOOLS = {
     "local_shell",
 }
 MEDIA_PARTS = {"input_image", "input_file", "input_audio"}
-STRING_FIELDS = ("instructions", "user", "safety_identifier", "prompt_cache_key", "service_tier")
+NUMBER = (int, float)
+# Top-level scalar parameters and the JSON type each accepts (the OpenAPI document reads this).
+SCALAR_PARAMS: dict[str, type | tuple[type, ...]] = {
+    "model": str,
+    "instructions": str,
+    "user": str,
+    "safety_identifier": str,
+    "prompt_cache_key": str,
+    "service_tier": str,
+    "previous_response_id": str,
+    "truncation": str,
+    "store": bool,
+    "parallel_tool_calls": bool,
+    "stream": bool,
+    "background": bool,
+    "max_output_tokens": int,
+    "top_logprobs": int,
+    "temperature": NUMBER,
+    "top_p": NUMBER,
+}
+REQUIRED_PARAMS = ("model", "input")
+EXPECTED = {str: "a string", bool: "a boolean", int: "an integer", NUMBER: "a number"}
 
 
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
+# Integer parameters narrower than int64 in the proto.
+INT_LIMITS = {"top_logprobs": INT32_MAX}
 
 
 def _lookup(table: dict[str, Any], value: Any) -> Any:
@@ -349,6 +372,15 @@ def _float(value: Any, param: str) -> float:
         raise invalid(f"Invalid '{param}': out of range.", param, "invalid_value") from exc
 
 
+def _scalar(value: Any, param: str, kind: type | tuple[type, ...]) -> Any:
+    """One top-level scalar parameter of SCALAR_PARAMS, checked for type and proto range."""
+    if kind is int:
+        return _integer(value, param, INT_LIMITS.get(param, INT64_MAX))
+    if kind == NUMBER:
+        return _float(value, param)
+    return _expect(value, kind, param, EXPECTED[kind])
+
+
 def params_from_json(body: Any) -> pb.CreateResponseParams:
     """A create (or input_tokens / compact) body as CreateResponseParams.
 
@@ -360,13 +392,12 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
     model = body.get("model")
     if model is None:
         raise invalid("Missing required parameter: 'model'.", "model", "missing_required_parameter")
-    params.model = _expect(model, str, "model", "a string")
     if body.get("input") is None:
         raise invalid("Missing required parameter: 'input'.", "input", "missing_required_parameter")
-    params.input.extend(_input(body["input"]))
-    for key in STRING_FIELDS:
+    for key, kind in SCALAR_PARAMS.items():
         if body.get(key) is not None:
-            setattr(params, key, _expect(body[key], str, key, "a string"))
+            setattr(params, key, _scalar(body[key], key, kind))
+    params.input.extend(_input(body["input"]))
     if body.get("tools") is not None:
         tools = _expect(body["tools"], list, "tools", "an array")
         params.tools.extend(_tool(t, f"tools[{i}]") for i, t in enumerate(tools))
@@ -376,10 +407,6 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
         params.text.CopyFrom(_text(body["text"]))
     if body.get("reasoning") is not None:
         params.reasoning.CopyFrom(_reasoning(body["reasoning"]))
-    if body.get("previous_response_id") is not None:
-        params.previous_response_id = _expect(
-            body["previous_response_id"], str, "previous_response_id", "a string"
-        )
     conversation = body.get("conversation")
     if conversation is not None:
         if isinstance(conversation, dict):
@@ -399,21 +426,6 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
                     entry["compact_threshold"], f"{where}.compact_threshold"
                 )
             params.context_management.append(cm)
-    for key in ("store", "parallel_tool_calls"):
-        if body.get(key) is not None:
-            setattr(params, key, _expect(body[key], bool, key, "a boolean"))
-    for key in ("stream", "background"):
-        if body.get(key) is not None:
-            setattr(params, key, _expect(body[key], bool, key, "a boolean"))
-    if body.get("max_output_tokens") is not None:
-        params.max_output_tokens = _integer(body["max_output_tokens"], "max_output_tokens")
-    if body.get("top_logprobs") is not None:
-        params.top_logprobs = _integer(body["top_logprobs"], "top_logprobs", INT32_MAX)
-    for key in ("temperature", "top_p"):
-        if body.get(key) is not None:
-            setattr(params, key, _float(body[key], key))
-    if body.get("truncation") is not None:
-        params.truncation = _expect(body["truncation"], str, "truncation", "a string")
     if body.get("metadata") is not None:
         metadata = _expect(body["metadata"], dict, "metadata", "an object")
         for key, value in metadata.items():

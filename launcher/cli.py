@@ -19,7 +19,9 @@ from http_facade.config import (
     facade_settings_from_args,
 )
 from launcher.exposure import warn_if_exposed
+from launcher.logs import FORMATS, configure_logging
 from service.config import ConfigError, add_core_arguments, read_environment, settings_from_args
+from service.model_source import ModelNotFoundError, resolve_model
 
 log = logging.getLogger("mlx_responses")
 
@@ -33,6 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING; default INFO)"
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default="text",
+        help="text lines, or one JSON object per line (default text); both carry request ids",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     # resolve: both sides define --api-key (the same flag, one value for both).
@@ -98,7 +106,9 @@ async def _run(args: argparse.Namespace) -> int:
         return 0
     try:
         settings = settings_from_args(args, env)
-    except ConfigError as exc:
+        if not settings.allow_download:
+            resolve_model(settings.model_path)  # fail fast: nothing to download
+    except (ConfigError, ModelNotFoundError) as exc:
         log.error("invalid configuration: %s", exc)
         return 2
     from service.engine.blas import preload_blas
@@ -120,13 +130,20 @@ async def _run(args: argparse.Namespace) -> int:
         private = tempfile.TemporaryDirectory(prefix="mlx-responses-")
     local = str(Path(private.name) / "core.sock") if private is not None else None
     server = await start_core_server(core, settings.grpc_host, settings.grpc_port, local)
-    facade = None
+    facade = metrics = None
     try:
+        if settings.metrics_port is not None:
+            from service.metrics_server import start_metrics_server
+
+            metrics, _ = await start_metrics_server(core, settings.grpc_host, settings.metrics_port)
         if facade_settings is not None:
             from http_facade.app import start_facade
 
             address = f"unix:{local}" if local else f"127.0.0.1:{server.port}"
-            facade, _ = await start_facade(address, facade_settings)
+            # One process: the façade's /metrics carries the core's metrics too.
+            facade, _ = await start_facade(
+                address, facade_settings, lambda: core.metrics.render(core)
+            )
         await core.load()
         await server.set_serving()
         log.info("ready: model %s", core.generator.loaded.alias)
@@ -144,6 +161,8 @@ async def _run(args: argparse.Namespace) -> int:
             report.finished,
             report.cancelled,
         )
+        if metrics is not None:
+            await metrics.cleanup()
         if private is not None:
             private.cleanup()
         signals.cancel()
@@ -153,10 +172,7 @@ async def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_level, args.log_format)
     return asyncio.run(_run(args))
 
 

@@ -131,6 +131,8 @@ class Settings:
     grpc_tls_cert: Path | None = None
     grpc_tls_key: Path | None = None
     shutdown_grace_secs: float = DEFAULT_SHUTDOWN_GRACE_SECS
+    metrics_port: int | None = None
+    allow_download: bool = False
 
     def __post_init__(self) -> None:
         for spec in STORE_FLAGS:
@@ -150,6 +152,8 @@ class Settings:
             raise ConfigError("--max-prefill-tokens-per-step must be at least 1")
         if self.kv_bits not in (None, *KV_BITS):
             raise ConfigError("--kv-bits must be 4 or 8")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ConfigError("--metrics-port must be between 0 and 65535")
         if self.reasoning_echo_max_bytes < 0:
             raise ConfigError(f"{REASONING_ECHO_ENV} must be >= 0")
         if self.store_url != "memory" and not self.store_url.startswith(STORE_SCHEMES):
@@ -178,7 +182,13 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         "--model",
         type=Path,
         default=BUNDLED_MODEL,
-        help="local mlx-lm model folder (default: the bundled tiny chat model)",
+        help="local mlx-lm model folder, or a Hugging Face repo id already in the local hub "
+        "cache (default: the bundled tiny chat model)",
+    )
+    parser.add_argument(
+        "--allow-download",
+        action="store_true",
+        help="let --model fetch a repo id missing from the local hub cache (default: never)",
     )
     parser.add_argument(
         "--model-alias",
@@ -203,6 +213,12 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         default=env.get(STORE_URL_ENV) or "memory",
         help="where responses, conversations and background jobs live: 'memory' (this process) "
         f"or redis://host:port/db, shared by every core that names it (env {STORE_URL_ENV})",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve the core's Prometheus metrics on http://GRPC_HOST:PORT/metrics (default off)",
     )
     for spec in STORE_FLAGS:
         parser.add_argument(

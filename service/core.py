@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from service.config import Settings
 from service.engine.blas import blas_in_use
 from service.errors import Reason, ServiceError
+from service.metrics import CoreMetrics
+from service.model_source import resolve_model
 from service.stores.base import ConversationStore, JobBoard, ResponseStore
 from service.stores.select import Stores, memory_stores, open_stores
 
@@ -33,6 +35,7 @@ class Core:
     _generator: ResponseGenerator | None = None
     _jobs: JobManager | None = None
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
+    metrics: CoreMetrics = field(default_factory=CoreMetrics)
 
     @classmethod
     def with_stores(cls, settings: Settings, stores: Stores) -> Core:
@@ -92,8 +95,10 @@ class Core:
         from service.reasoning_echo import ReasoningEcho
 
         s = self.settings
+        # The hub may download (with --allow-download): off the event loop.
+        source = await asyncio.to_thread(resolve_model, s.model_path, s.allow_download)
         worker = EngineWorker(
-            lambda: load_model(s.model_path, s.model_alias),
+            lambda: load_model(source.folder, s.model_alias or source.name),
             max_batch_size=s.max_batch_size,
             max_queued_requests=s.max_queued_requests,
             prompt_cache_max_entries=s.prompt_cache_max_entries,
@@ -102,6 +107,7 @@ class Core:
             num_draft_tokens=s.num_draft_tokens,
             kv_bits=s.kv_bits,
             max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
+            metrics=self.metrics.engine,
         )
         loaded = await worker.start()
         log.info("MLX CPU BLAS in use: %s", blas_in_use())

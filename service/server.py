@@ -23,6 +23,7 @@ from mlx_responses.v1 import (
 from service.auth import ApiKeyInterceptor
 from service.core import Core
 from service.interceptors import ErrorInterceptor
+from service.request_id import RequestIdInterceptor
 from service.servicers.compaction import CompactionServicer
 from service.servicers.generation import GenerationServicer
 from service.servicers.jobs import JobsServicer
@@ -101,6 +102,8 @@ async def start_core_server(
     interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor()]
     if core.settings.api_keys:
         interceptors.insert(0, ApiKeyInterceptor(core.settings.api_keys))
+    # The request id is bound outermost, so refusal and error logs carry it too.
+    interceptors.insert(0, RequestIdInterceptor())
     server = grpc.aio.server(
         interceptors=interceptors,
         options=[

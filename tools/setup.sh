@@ -23,6 +23,14 @@ if ! command -v redis-server >/dev/null 2>&1; then
   fi
 fi
 
+# Go stub plugins for the buf.gen.yaml check (tests/e2e/test_contract.py; best effort).
+if ! command -v protoc-gen-go-grpc >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  go_plugins="protoc-gen-go protoc-gen-go-grpc"
+  (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $go_plugins \
+    || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $go_plugins)) \
+    >/dev/null 2>&1 || echo "setup: could not install $go_plugins; the Go stub check is skipped"
+fi
+
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv

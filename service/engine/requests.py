@@ -71,6 +71,8 @@ class EngineStats:
 
     active: int = 0
     waiting: int = 0
+    running: int = 0  # sequences that have produced a token (decoding)
+    batch_size: int = 0  # sequences of the last decode step (0 when idle)
     completed: int = 0
     cancelled: int = 0
     decode_steps: int = 0

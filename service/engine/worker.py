@@ -34,6 +34,7 @@ from service.engine.requests import (
     TokenLogprob,
 )
 from service.engine.speculative import SpeculativeGenerationBatch
+from service.metrics import EngineMetrics, ModelMetrics
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class _Submit:
     prompt: list[int]
     sampling: SamplingParams
     logits_processors: list[LogitsProcessor]
+    submitted_at: float = field(default_factory=time.perf_counter)
 
 
 @dataclass
@@ -58,6 +60,8 @@ class _Active:
     generated: int = 0
     cached_tokens: int = 0
     logprobs: int = -1
+    submitted_at: float = 0.0
+    last_token_at: float = 0.0
 
 
 class _Stop:
@@ -126,6 +130,7 @@ class EngineWorker:
     num_draft_tokens: int = 4
     kv_bits: int | None = None  # 4 or 8: quantized KV for live and prompt-cached sequences
     stats: EngineStats = field(default_factory=EngineStats)
+    metrics: EngineMetrics | None = None
 
     def __post_init__(self) -> None:
         self._commands: queue.SimpleQueue[_Submit | _Cancel | _Stop] = queue.SimpleQueue()
@@ -137,6 +142,7 @@ class EngineWorker:
         self._samplers: dict[tuple[float, float], Any] = {}
         self._loaded: LoadedModel | None = None
         self._kv_group: int | None = None
+        self._metrics: ModelMetrics | None = None
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
             LRUPromptCache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)
@@ -150,6 +156,11 @@ class EngineWorker:
         if self._loaded is None:
             raise EngineStoppedError("the model is not loaded")
         return self._loaded
+
+    @property
+    def in_flight(self) -> int:
+        """Requests submitted and not finished (running, prefilling or queued)."""
+        return self._in_flight
 
     # --- called from asyncio -------------------------------------------------------------
     async def start(self) -> LoadedModel:
@@ -239,6 +250,8 @@ class EngineWorker:
                     # NOTE: a startup warning, not a failure: the flag is a memory hint.
                     log.warning("--kv-bits ignored: this model's KV cannot be quantized")
             generator = self._new_generator()
+            if self.metrics is not None:
+                self._metrics = self.metrics.for_model(loaded.alias)
         except BaseException as exc:
             ready.set_exception(exc)
             self._park()
@@ -258,6 +271,7 @@ class EngineWorker:
                 for command in commands:
                     if isinstance(command, _Stop):
                         for entry in active.values():
+                            self._finished(entry, "cancelled")
                             self._emit(entry.stream, Chunk("", 0, "cancelled"))
                         return
                     if isinstance(command, _Submit):
@@ -271,7 +285,8 @@ class EngineWorker:
                                 spec.drafters.pop(uid, None)
                             entry = active.pop(uid)
                             self.stats.cancelled += 1
-                            self.stats.active = len(active)
+                            self._count(active)
+                            self._finished(entry, "cancelled")
                             self._emit(entry.stream, Chunk("", 0, "cancelled"))
                 if not active:
                     continue
@@ -280,9 +295,11 @@ class EngineWorker:
                 except Exception as exc:  # a failed step fails its batch, not the server
                     log.exception("decode step failed; failing %d requests", len(active))
                     for entry in active.values():
+                        self._finished(entry, "error")
                         self._emit(entry.stream, Chunk("", 0, "error", error=str(exc)))
                     active.clear()
                     by_stream.clear()
+                    self._count(active)
                     generator.close()
                     generator = self._new_generator()
         finally:
@@ -336,7 +353,10 @@ class EngineWorker:
             self.loaded.tokenizer.detokenizer,
             cached_tokens=cached,
             logprobs=s.logprobs,
+            submitted_at=command.submitted_at,
         )
+        if self._metrics is not None:
+            self._metrics.prompt(len(command.prompt), cached)
         by_stream[id(command.stream)] = uid
         spec = self._speculation(generator)
         if spec is not None and s.temperature == 0 and not command.logits_processors:
@@ -413,6 +433,7 @@ class EngineWorker:
             )
         if not responses:
             return
+        now = time.perf_counter()
         self.stats.decode_steps += 1
         self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(responses))
         eos = self.loaded.tokenizer.eos_token_ids
@@ -424,6 +445,11 @@ class EngineWorker:
                 continue
             entry.generated += 1
             self.stats.generated_tokens += 1
+            if self._metrics is not None:
+                first = entry.generated == 1
+                since = now - (entry.submitted_at if first else entry.last_token_at)
+                self._metrics.token(since, first)
+            entry.last_token_at = now
             detok = entry.detokenizer
             finish = r.finish_reason
             if not (finish == "stop" and r.token in eos):
@@ -433,6 +459,7 @@ class EngineWorker:
                 del active[r.uid]
                 by_stream.pop(id(entry.stream), None)
                 self.stats.completed += 1
+                self._finished(entry, finish, now)
                 if self._prompt_cache is not None and r.prompt_cache is not None:
                     self._prompt_cache.insert_cache(
                         self.loaded.alias, list(r.all_tokens), r.prompt_cache
@@ -451,8 +478,20 @@ class EngineWorker:
             earlier = out.get(r.uid)
             out[r.uid] = (entry.stream, chunk if earlier is None else earlier[1].merged(chunk))
         self._emit_all(list(out.values()))
-        self.stats.active = len(active)
+        self.stats.batch_size = len(out)
+        self._count(active)
         if (spec := self._speculation(generator)) is not None:
             self.stats.draft_tokens = spec.drafted_tokens
             self.stats.accepted_tokens = spec.accepted_tokens
             self.stats.verify_steps = spec.verify_steps
+
+    def _count(self, active: dict[int, _Active]) -> None:
+        """Occupancy counters the metrics read: sequences held, and those decoding."""
+        self.stats.active = len(active)
+        self.stats.running = sum(1 for entry in active.values() if entry.generated)
+        if not active:
+            self.stats.batch_size = 0
+
+    def _finished(self, entry: _Active, reason: str, now: float | None = None) -> None:
+        if self._metrics is not None:
+            self._metrics.finished(reason, (now or time.perf_counter()) - entry.submitted_at)

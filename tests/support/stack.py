@@ -45,10 +45,12 @@ class Stack:
             if self.settings.store_url != "memory"
             else open_stores(self.settings)
         )
-        self.core = Core.with_stores(self.settings, stores)
-        self.server = await start_core_server(self.core, "127.0.0.1", 0)
+        self.core = core = Core.with_stores(self.settings, stores)
+        self.server = await start_core_server(core, "127.0.0.1", 0)
         self.runner, self.http_port = await start_facade(
-            f"127.0.0.1:{self.server.port}", FacadeSettings(host="127.0.0.1", port=0)
+            f"127.0.0.1:{self.server.port}",
+            FacadeSettings(host="127.0.0.1", port=0),
+            lambda: core.metrics.render(core),
         )
         await self.core.load()
         await self.server.set_serving()

@@ -1,0 +1,469 @@
+"""GET /openapi.json: the façade's routes, built from its router and its codec tables.
+
+Paths and methods come from the aiohttp router (every mounted route is listed); request bodies
+from the decoder's tables (`to_proto.SCALAR_PARAMS`, roles, statuses, tool choices); enums of
+responses from the encoder's tables (`from_proto`) and the error tables (`errors`). A test
+validates real responses against this document, so the encoder and the schema cannot drift.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from aiohttp import web
+
+from http_facade import errors, from_proto, routes, to_proto
+from mlx_responses.v1 import responses_pb2 as pb
+
+JSON = "application/json"
+SSE = "text/event-stream"
+OPENAPI_VERSION = "3.1.0"
+Schema = dict[str, Any]
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json_type(kind: type | tuple[type, ...]) -> str:
+    return {str: "string", bool: "boolean", int: "integer", to_proto.NUMBER: "number"}[kind]
+
+
+def _scalar_schema(param: str, kind: type | tuple[type, ...]) -> Schema:
+    schema: Schema = {"type": _json_type(kind)}
+    if kind is int:  # the range the decoder enforces (the proto field's)
+        limit = to_proto.INT_LIMITS.get(param, to_proto.INT64_MAX)
+        schema.update(minimum=-limit - 1, maximum=limit)
+    return schema
+
+
+def _nullable(schema: Schema) -> Schema:
+    """The decoder treats null as absent."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _obj(required: tuple[str, ...] = (), **properties: Schema) -> Schema:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+STRING: Schema = {"type": "string"}
+INTEGER: Schema = {"type": "integer"}
+NUMBER: Schema = {"type": "number"}
+BOOLEAN: Schema = {"type": "boolean"}
+NULL: Schema = {"type": "null"}
+OPT_STRING: Schema = {"type": ["string", "null"]}
+
+
+def _request_schemas() -> dict[str, Schema]:
+    roles = sorted(to_proto.ROLES)
+    statuses = sorted(to_proto.ITEM_STATUS)
+    text_part = _obj(
+        ("type", "text"), type={"enum": ["input_text", "output_text", "text"]}, text=STRING
+    )
+    refusal_part = _obj(("type", "refusal"), type={"const": "refusal"}, refusal=STRING)
+    message = _obj(
+        ("role", "content"),
+        type={"const": "message"},
+        id=OPT_STRING,
+        role={"enum": roles},
+        status=_nullable({"enum": statuses}),
+        content={
+            "anyOf": [STRING, {"type": "array", "items": {"anyOf": [text_part, refusal_part]}}]
+        },
+    )
+    function_call = _obj(
+        ("type", "call_id", "name"),
+        type={"const": "function_call"},
+        id=OPT_STRING,
+        call_id=STRING,
+        name=STRING,
+        arguments={"anyOf": [STRING, {"type": "object"}]},
+    )
+    function_call_output = _obj(
+        ("type", "call_id", "output"),
+        type={"const": "function_call_output"},
+        id=OPT_STRING,
+        call_id=STRING,
+        output={"anyOf": [STRING, {"type": "array"}]},
+    )
+    reasoning = _obj(
+        ("type",),
+        type={"const": "reasoning"},
+        id=OPT_STRING,
+        encrypted_content=OPT_STRING,
+        summary=_nullable({"type": "array", "items": {"type": "object"}}),
+        content=_nullable({"type": "array", "items": {"type": "object"}}),
+    )
+    compaction = _obj(
+        ("type", "encrypted_content"),
+        type={"const": "compaction"},
+        id=OPT_STRING,
+        encrypted_content=STRING,
+    )
+    function_tool = _obj(
+        ("type", "name"),
+        type={"const": "function"},
+        name=STRING,
+        description=OPT_STRING,
+        parameters=_nullable({"type": "object"}),
+        strict=_nullable(BOOLEAN),
+    )
+    json_schema_format = _obj(
+        ("type", "schema"),
+        type={"const": "json_schema"},
+        name=STRING,
+        schema={"type": "object"},
+        description=OPT_STRING,
+        strict=_nullable(BOOLEAN),
+    )
+    properties: dict[str, Schema] = {
+        key: _nullable(_scalar_schema(key, kind)) for key, kind in to_proto.SCALAR_PARAMS.items()
+    }
+    properties.update(
+        input={
+            "anyOf": [
+                {"type": "string", "minLength": 1},
+                {"type": "array", "items": ref("InputItem")},
+            ]
+        },
+        tools=_nullable({"type": "array", "items": function_tool}),
+        tool_choice=_nullable(
+            {
+                "anyOf": [
+                    {"enum": sorted(to_proto.TOOL_CHOICE_MODES)},
+                    _obj(("type",), type={"const": "function"}, name=STRING),
+                ]
+            }
+        ),
+        text=_nullable(
+            _obj(
+                format=_nullable(
+                    {
+                        "anyOf": [
+                            _obj(("type",), type={"enum": ["text", "json_object"]}),
+                            json_schema_format,
+                        ]
+                    }
+                ),
+                verbosity=OPT_STRING,
+            )
+        ),
+        reasoning=_nullable(_obj(effort=OPT_STRING, summary=OPT_STRING)),
+        conversation=_nullable({"anyOf": [STRING, _obj(("id",), id=STRING)]}),
+        context_management=_nullable(
+            {
+                "type": "array",
+                "items": _obj(("type",), type=STRING, compact_threshold=_nullable(INTEGER)),
+            }
+        ),
+        metadata=_nullable({"type": "object", "additionalProperties": STRING}),
+        include=_nullable({"type": "array", "items": STRING}),
+        chat_template_kwargs=_nullable({"type": "object"}),
+    )
+    create = {
+        "type": "object",
+        "properties": properties,
+        "required": list(to_proto.REQUIRED_PARAMS),
+        "description": "Unknown fields are accepted and ignored.",
+    }
+    compact = {
+        "allOf": [ref("CreateResponseRequest")],
+        "properties": {"keep_tokens": _nullable(INTEGER)},
+    }
+    return {
+        "InputItem": {
+            "anyOf": [message, function_call, function_call_output, reasoning, compaction]
+        },
+        "CreateResponseRequest": create,
+        "CompactRequest": compact,
+    }
+
+
+def _response_schemas() -> dict[str, Schema]:
+    item_status = {"enum": sorted(set(from_proto.ITEM_STATUS.values()))}
+    logprob = _obj(
+        ("token", "logprob", "bytes"),
+        token=STRING,
+        logprob=NUMBER,
+        bytes={"type": "array", "items": INTEGER},
+        top_logprobs={"type": "array"},
+    )
+    part = {
+        "anyOf": [
+            _obj(
+                ("type", "text", "annotations", "logprobs"),
+                type={"const": "output_text"},
+                text=STRING,
+                annotations={"type": "array"},
+                logprobs={"type": "array", "items": logprob},
+            ),
+            _obj(("type", "refusal"), type={"const": "refusal"}, refusal=STRING),
+            _obj(("type", "text"), type={"enum": ["input_text", "reasoning_text"]}, text=STRING),
+        ]
+    }
+    texts = {"type": "array", "items": _obj(("type", "text"), type=STRING, text=STRING)}
+    item = {
+        "anyOf": [
+            _obj(
+                ("id", "type", "status", "role", "content"),
+                id=STRING,
+                type={"const": "message"},
+                status=item_status,
+                role={"enum": sorted(set(from_proto.ROLE.values()))},
+                content={"type": "array", "items": part},
+            ),
+            _obj(
+                ("id", "type", "status", "call_id", "name", "arguments"),
+                id=STRING,
+                type={"const": "function_call"},
+                status=item_status,
+                call_id=STRING,
+                name=STRING,
+                arguments=STRING,
+            ),
+            _obj(
+                ("id", "type", "status", "call_id", "output"),
+                id=STRING,
+                type={"const": "function_call_output"},
+                status=item_status,
+                call_id=STRING,
+                output=STRING,
+            ),
+            _obj(
+                ("id", "type", "status", "summary", "content", "encrypted_content"),
+                id=STRING,
+                type={"const": "reasoning"},
+                status=item_status,
+                summary=texts,
+                content=texts,
+                encrypted_content=OPT_STRING,
+            ),
+            _obj(
+                ("id", "type", "encrypted_content"),
+                id=STRING,
+                type={"const": "compaction"},
+                encrypted_content=STRING,
+            ),
+        ]
+    }
+    usage = _obj(
+        ("input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details"),
+        input_tokens=INTEGER,
+        input_tokens_details=_obj(("cached_tokens",), cached_tokens=INTEGER),
+        output_tokens=INTEGER,
+        output_tokens_details=_obj(("reasoning_tokens",), reasoning_tokens=INTEGER),
+        total_tokens=INTEGER,
+    )
+    statuses = sorted({from_proto.status_name(v) for v in pb.ResponseStatus.values()})
+    response = _obj(
+        (
+            *("id", "object", "created_at", "status", "completed_at", "error"),
+            *("incomplete_details", "instructions", "max_output_tokens", "model", "output"),
+            *("parallel_tool_calls", "previous_response_id", "reasoning", "store"),
+            *("temperature", "text", "tool_choice", "tools", "top_p", "truncation", "usage"),
+            "metadata",
+        ),
+        id=STRING,
+        object={"const": "response"},
+        created_at=INTEGER,
+        status={"enum": statuses},
+        completed_at=_nullable(INTEGER),
+        error=_nullable(_obj(("code", "message"), code=STRING, message=STRING)),
+        incomplete_details=_nullable(_obj(("reason",), reason=STRING)),
+        instructions=OPT_STRING,
+        max_output_tokens=_nullable(INTEGER),
+        model=STRING,
+        output={"type": "array", "items": ref("OutputItem")},
+        parallel_tool_calls=BOOLEAN,
+        previous_response_id=OPT_STRING,
+        conversation=_nullable(_obj(("id",), id=STRING)),
+        reasoning=_obj(effort=OPT_STRING, summary=OPT_STRING),
+        service_tier=STRING,
+        store=BOOLEAN,
+        temperature=NUMBER,
+        text=_obj(("format",), format=_obj(("type",), type=STRING)),
+        tool_choice={
+            "anyOf": [
+                {"enum": sorted(set(from_proto.TOOL_CHOICE.values()))},
+                _obj(("type", "name"), type={"const": "function"}, name=STRING),
+            ]
+        },
+        tools={"type": "array", "items": _obj(("type", "name"), type=STRING, name=STRING)},
+        top_logprobs=INTEGER,
+        top_p=NUMBER,
+        truncation=STRING,
+        usage=ref("Usage"),
+        user=OPT_STRING,
+        metadata={"type": "object", "additionalProperties": STRING},
+        background={"const": True},
+    )
+    error_types = sorted(
+        {k.type for k in (*errors.REASON_TABLE.values(), *errors.GRPC_TABLE.values())}
+        | {errors.FALLBACK.type, errors.INVALID_REQUEST.type}
+    )
+    event = _obj(
+        ("type", "sequence_number"),
+        type={"enum": sorted(from_proto.EVENT_NAMES.values())},
+        sequence_number=INTEGER,
+        response=ref("Response"),
+        item=ref("OutputItem"),
+        output_index=INTEGER,
+        content_index=INTEGER,
+        item_id=STRING,
+        delta=STRING,
+        text=STRING,
+    )
+    return {
+        "OutputItem": item,
+        "Usage": usage,
+        "Response": response,
+        "ResponseStreamEvent": event,
+        "DeletedResponse": _obj(
+            ("id", "object", "deleted"), id=STRING, object={"const": "response"}, deleted=BOOLEAN
+        ),
+        "InputTokens": _obj(
+            ("object", "input_tokens"),
+            object={"const": "response.input_tokens"},
+            input_tokens=INTEGER,
+        ),
+        "Compaction": _obj(
+            ("id", "object", "created_at", "model", "output", "usage"),
+            id=STRING,
+            object={"const": "response.compaction"},
+            created_at=INTEGER,
+            model=STRING,
+            output={"type": "array", "items": ref("OutputItem")},
+            usage=ref("Usage"),
+        ),
+        "ModelList": _obj(
+            ("object", "data"),
+            object={"const": "list"},
+            data={
+                "type": "array",
+                "items": _obj(
+                    ("id", "object", "created", "owned_by"),
+                    id=STRING,
+                    object={"const": "model"},
+                    created=INTEGER,
+                    owned_by=STRING,
+                ),
+            },
+        ),
+        "Health": _obj(("status",), status={"enum": ["ok", "unavailable"]}),
+        "Error": _obj(
+            ("error",),
+            error=_obj(
+                ("message", "type", "param", "code"),
+                message=STRING,
+                type={"enum": error_types},
+                param=OPT_STRING,
+                code=OPT_STRING,
+            ),
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What a handler takes and answers (its path and method come from the router)."""
+
+    request: str | None = None
+    ok: str | None = None
+    streams: bool = False
+    ok_type: str = JSON
+    extra: dict[str, str] = field(default_factory=dict)  # other statuses -> schema
+
+
+def _operations() -> dict[Callable[..., Any], Operation]:
+    return {
+        routes.create_response: Operation("CreateResponseRequest", "Response", streams=True),
+        routes.get_response: Operation(ok="Response"),
+        routes.delete_response: Operation(ok="DeletedResponse"),
+        routes.cancel_response: Operation(ok="Response"),
+        routes.input_tokens: Operation("CreateResponseRequest", "InputTokens"),
+        routes.compact: Operation("CompactRequest", "Compaction"),
+        routes.list_models: Operation(ok="ModelList"),
+        routes.health: Operation(ok="Health", extra={"503": "Health"}),
+    }
+
+
+def _content(name: str, media: str = JSON) -> dict[str, Any]:
+    return {media: {"schema": ref(name)}}
+
+
+def _operation(route: web.AbstractRoute, known: dict[Callable[..., Any], Operation]) -> Schema:
+    handler = route.handler
+    doc = inspect.getdoc(handler) or ""
+    spec = known.get(handler, Operation())
+    ok: Schema = {"description": "OK"}
+    if spec.ok is not None:
+        ok["content"] = _content(spec.ok)
+        if spec.streams:
+            ok["content"].update(_content("ResponseStreamEvent", SSE))
+    canonical = route.resource.canonical if route.resource is not None else ""
+    operation: Schema = {
+        # Unique per path: the bare aliases share handlers with their /v1 routes.
+        "operationId": re.sub(r"\W+", "_", f"{route.method.lower()}{canonical}").strip("_"),
+        "summary": doc.splitlines()[0] if doc else handler.__name__,
+        "responses": {
+            "200": ok,
+            **{s: {"description": s, "content": _content(n)} for s, n in spec.extra.items()},
+            "default": {"description": "An OpenAI-shaped error", "content": _content("Error")},
+        },
+    }
+    params = re.findall(r"{(\w+)}", canonical)
+    if params:
+        operation["parameters"] = [
+            {"name": p, "in": "path", "required": True, "schema": STRING} for p in params
+        ]
+    if spec.request is not None:
+        operation["requestBody"] = {"required": True, "content": _content(spec.request)}
+    return operation
+
+
+def build_document(app: web.Application, version: str = "0") -> Schema:
+    """The OpenAPI 3.1 document of every route mounted on `app`."""
+    known = _operations()
+    paths: dict[str, Schema] = {}
+    for route in app.router.routes():
+        if route.method in ("HEAD", "*") or route.resource is None:
+            continue
+        paths.setdefault(route.resource.canonical, {})[route.method.lower()] = _operation(
+            route, known
+        )
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {"title": "mlx-responses", "version": version},
+        "paths": paths,
+        "components": {"schemas": {**_request_schemas(), **_response_schemas()}},
+    }
+
+
+DOCUMENT = web.AppKey("openapi_document", dict)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("mlx-responses")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+async def openapi_json(request: web.Request) -> web.Response:
+    """GET /openapi.json: the OpenAPI 3.1 document of this façade."""
+    return web.json_response(request.app[DOCUMENT])
+
+
+def install_openapi(app: web.Application) -> None:
+    """Adds GET /openapi.json; the document is built once the router is complete (startup)."""
+
+    async def build(app: web.Application) -> None:
+        app[DOCUMENT] = build_document(app, _version())
+
+    app.router.add_get("/openapi.json", openapi_json)
+    app.on_startup.append(build)

@@ -1,0 +1,176 @@
+"""The blocking client (grpc): the same methods as AsyncClient, for scripts and threads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from mlx_responses.v1 import (
+    compaction_service_pb2,
+    compaction_service_pb2_grpc,
+    events_pb2,
+    generation_service_pb2,
+    generation_service_pb2_grpc,
+    jobs_service_pb2,
+    jobs_service_pb2_grpc,
+    responses_pb2,
+    storage_service_pb2,
+    storage_service_pb2_grpc,
+)
+from mlx_responses_client.common import CHANNEL_OPTIONS, Metadata
+
+Events = list[events_pb2.ResponseEvent]
+
+
+class EventStream:
+    """A streaming call's event batches, iterated; `cancel()` stops the generation."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    def __iter__(self) -> Iterator[Events]:
+        for message in self._call:
+            yield list(message.events)
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
+class Client:
+    """Everything the core serves, over one blocking grpc channel."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        self.channel = channel
+        self._generation = generation_service_pb2_grpc.GenerationServiceStub(channel)
+        self._storage = storage_service_pb2_grpc.StorageServiceStub(channel)
+        self._jobs = jobs_service_pb2_grpc.JobsServiceStub(channel)
+        self._compaction = compaction_service_pb2_grpc.CompactionServiceStub(channel)
+        self._health = health_pb2_grpc.HealthStub(channel)
+
+    @classmethod
+    def connect(
+        cls,
+        address: str,
+        interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),
+        options: Sequence[tuple[str, Any]] = CHANNEL_OPTIONS,
+        root_certificates: bytes | None = None,
+    ) -> Client:
+        """A client on a fresh insecure channel to `address` (host:port).
+
+        `options` replace CHANNEL_OPTIONS (64 MiB messages) when given; TLS when
+        `root_certificates` (PEM) are given.
+        """
+        if root_certificates is None:
+            channel = grpc.insecure_channel(address, options=list(options))
+        else:
+            credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+            channel = grpc.secure_channel(address, credentials, options=list(options))
+        if interceptors:
+            channel = grpc.intercept_channel(channel, *interceptors)
+        return cls(channel)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def serving(self, timeout: float = 5) -> bool:
+        """Whether the core's health service reports SERVING (False when unreachable)."""
+        try:
+            reply = self._health.Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+        except grpc.RpcError:
+            return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+    def create(
+        self,
+        params: responses_pb2.CreateResponseParams,
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> responses_pb2.Response:
+        """A whole response (generation is not bounded by a deadline unless given)."""
+        request = generation_service_pb2.CreateResponseRequest(params=params)
+        return self._generation.CreateResponse(request, metadata=metadata, timeout=timeout).response
+
+    def stream(
+        self, params: responses_pb2.CreateResponseParams, *, metadata: Metadata | None = None
+    ) -> EventStream:
+        """The response's events as they are generated; refusals raise on iteration."""
+        request = generation_service_pb2.StreamResponseRequest(params=params)
+        return EventStream(self._generation.StreamResponse(request, metadata=metadata))
+
+    def count_input_tokens(
+        self,
+        params: responses_pb2.CreateResponseParams,
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        request = generation_service_pb2.CountInputTokensRequest(params=params)
+        reply = self._generation.CountInputTokens(request, metadata=metadata, timeout=timeout)
+        return int(reply.input_tokens)
+
+    def list_models(
+        self, *, metadata: Metadata | None = None, timeout: float | None = None
+    ) -> list[generation_service_pb2.Model]:
+        request = generation_service_pb2.ListModelsRequest()
+        return list(self._generation.ListModels(request, metadata=metadata, timeout=timeout).models)
+
+    def get_response(
+        self, response_id: str, *, metadata: Metadata | None = None, timeout: float | None = None
+    ) -> responses_pb2.Response:
+        request = storage_service_pb2.GetResponseRequest(id=response_id)
+        return self._storage.GetResponse(request, metadata=metadata, timeout=timeout).response
+
+    def delete_response(
+        self, response_id: str, *, metadata: Metadata | None = None, timeout: float | None = None
+    ) -> storage_service_pb2.DeleteResponseResponse:
+        request = storage_service_pb2.DeleteResponseRequest(id=response_id)
+        return self._storage.DeleteResponse(request, metadata=metadata, timeout=timeout)
+
+    def cancel(
+        self, response_id: str, *, metadata: Metadata | None = None, timeout: float | None = None
+    ) -> responses_pb2.Response:
+        """Cancels an in-flight response or background job; returns its final object."""
+        request = jobs_service_pb2.CancelResponseRequest(id=response_id)
+        return self._jobs.CancelResponse(request, metadata=metadata, timeout=timeout).response
+
+    def create_job(
+        self,
+        params: responses_pb2.CreateResponseParams,
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> responses_pb2.Response:
+        """Starts a background response; returns it queued."""
+        request = jobs_service_pb2.CreateJobRequest(params=params)
+        return self._jobs.CreateJob(request, metadata=metadata, timeout=timeout).response
+
+    def watch_job(self, response_id: str, *, metadata: Metadata | None = None) -> EventStream:
+        """A job's events from now until it is terminal."""
+        request = jobs_service_pb2.WatchJobRequest(id=response_id)
+        return EventStream(self._jobs.WatchJob(request, metadata=metadata))
+
+    def compact(
+        self,
+        params: responses_pb2.CreateResponseParams,
+        keep_tokens: int | None = None,
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> compaction_service_pb2.CompactResponseResponse:
+        request = compaction_service_pb2.CompactResponseRequest(params=params)
+        if keep_tokens is not None:
+            request.keep_tokens = keep_tokens
+        return self._compaction.CompactResponse(request, metadata=metadata, timeout=timeout)

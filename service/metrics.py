@@ -1,0 +1,217 @@
+"""The core's Prometheus metrics: engine counters and histograms, state gauges read at scrape.
+
+Names follow vLLM's (`vllm:num_requests_running`, `vllm:time_to_first_token_seconds`, ...) and
+TGI's (`tgi_batch_current_size`) with our own `mlx_responses_` prefix.
+NOTE: vLLM's `vllm:` prefix uses a colon; Prometheus reserves colons for recording rules, so
+ours is an underscore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from mlx_responses.v1 import responses_pb2 as pb
+
+if TYPE_CHECKING:
+    from service.core import Core
+
+PREFIX = "mlx_responses_"
+MODEL = ("model_name",)
+# vLLM's buckets: TTFT spans prefill of long prompts on slow hardware; ITL spans one decode step.
+TTFT_BUCKETS = (
+    *(0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75),
+    *(1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0),
+)
+ITL_BUCKETS = (
+    *(0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75),
+    *(1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0),
+)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+JOB_STATES = {
+    pb.RESPONSE_STATUS_QUEUED: "queued",
+    pb.RESPONSE_STATUS_IN_PROGRESS: "in_progress",
+}
+
+
+class ModelMetrics:
+    """One model's engine metrics, recorded from the engine thread (prometheus_client locks)."""
+
+    def __init__(self, engine: EngineMetrics, model_name: str) -> None:
+        self._ttft = engine.ttft.labels(model_name)
+        self._itl = engine.itl.labels(model_name)
+        self._e2e = engine.e2e.labels(model_name)
+        self._prompt = engine.prompt_tokens.labels(model_name)
+        self._cached = engine.cached_tokens.labels(model_name)
+        self._generated = engine.generation_tokens.labels(model_name)
+        self._success = engine.success
+        self._model_name = model_name
+
+    def prompt(self, tokens: int, cached: int) -> None:
+        """A request entered the batch with `tokens` prompt tokens, `cached` from the cache."""
+        self._prompt.inc(tokens)
+        self._cached.inc(cached)
+
+    def token(self, since_previous: float, first: bool) -> None:
+        """A token was generated: TTFT for the first, inter-token latency for the others."""
+        (self._ttft if first else self._itl).observe(since_previous)
+        self._generated.inc()
+
+    def finished(self, reason: str, elapsed: float) -> None:
+        """A request left the engine ('stop', 'length', 'cancelled', 'error')."""
+        self._e2e.observe(elapsed)
+        self._success.labels(self._model_name, reason).inc()
+
+
+class EngineMetrics:
+    """The engine's counters and histograms, labelled by model."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        p = PREFIX
+        self.ttft = Histogram(
+            f"{p}time_to_first_token_seconds",
+            "Time from submission to the engine until the first generated token.",
+            MODEL,
+            buckets=TTFT_BUCKETS,
+            registry=registry,
+        )
+        self.itl = Histogram(
+            f"{p}inter_token_latency_seconds",
+            "Time between two consecutive generated tokens of one request.",
+            MODEL,
+            buckets=ITL_BUCKETS,
+            registry=registry,
+        )
+        self.e2e = Histogram(
+            f"{p}e2e_request_latency_seconds",
+            "Time from submission to the engine until the request finished.",
+            MODEL,
+            buckets=E2E_BUCKETS,
+            registry=registry,
+        )
+        self.prompt_tokens = Counter(
+            f"{p}prompt_tokens", "Prompt tokens of requests.", MODEL, registry=registry
+        )
+        self.cached_tokens = Counter(
+            f"{p}prompt_tokens_cached",
+            "Prompt tokens served from the prompt (KV) cache.",
+            MODEL,
+            registry=registry,
+        )
+        self.generation_tokens = Counter(
+            f"{p}generation_tokens", "Generated tokens.", MODEL, registry=registry
+        )
+        self.success = Counter(
+            f"{p}request_success",
+            "Requests that left the engine, by finish reason.",
+            (*MODEL, "finished_reason"),
+            registry=registry,
+        )
+
+    def for_model(self, model_name: str) -> ModelMetrics:
+        return ModelMetrics(self, model_name)
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """The core's state as read on the event loop just before a scrape renders."""
+
+    model_name: str | None
+    running: int
+    waiting: int
+    batch_size: int
+    prompt_cache_bytes: int
+    jobs: dict[str, int]
+    stores: dict[str, tuple[int, int, int]]  # entries, bytes, evictions
+
+
+class _StateCollector(Collector):
+    """Gauges of the core's state, from the last snapshot (taken by CoreMetrics.render)."""
+
+    def __init__(self) -> None:
+        self.snapshot: _Snapshot | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.snapshot
+        if s is None:
+            return
+        p = PREFIX
+        if s.model_name is not None:
+            for name, value, doc in (
+                ("num_requests_running", s.running, "Requests decoding in the batch."),
+                ("num_requests_waiting", s.waiting, "Requests queued or prefilling."),
+                ("batch_current_size", s.batch_size, "Sequences in the last decode step."),
+                ("prompt_cache_bytes", s.prompt_cache_bytes, "Bytes held by the prompt cache."),
+            ):
+                gauge = GaugeMetricFamily(f"{p}{name}", doc, labels=MODEL)
+                gauge.add_metric([s.model_name], value)
+                yield gauge
+        jobs = GaugeMetricFamily(
+            f"{p}background_jobs", "Active background responses by state.", labels=("state",)
+        )
+        for state, count in s.jobs.items():
+            jobs.add_metric([state], count)
+        yield jobs
+        entries = GaugeMetricFamily(f"{p}store_entries", "Entries held.", labels=("store",))
+        held = GaugeMetricFamily(f"{p}store_bytes", "Approximate bytes held.", labels=("store",))
+        evicted = CounterMetricFamily(
+            f"{p}store_evictions", "Entries evicted (LRU or budget).", labels=("store",)
+        )
+        for store, (n, nbytes, evictions) in s.stores.items():
+            entries.add_metric([store], n)
+            held.add_metric([store], nbytes)
+            evicted.add_metric([store], evictions)
+        yield from (entries, held, evicted)
+
+
+class CoreMetrics:
+    """The core's own registry (one per Core, so several cores can share a process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.engine = EngineMetrics(self.registry)
+        self._state = _StateCollector()
+        self.registry.register(self._state)
+
+    async def render(self, core: Core) -> bytes:
+        """The Prometheus text exposition, with state gauges read now."""
+        self._state.snapshot = await _snapshot(core)
+        return generate_latest(self.registry)
+
+
+async def _snapshot(core: Core) -> _Snapshot:
+    responses = await core.responses.occupancy()
+    conversations = await core.conversations.occupancy()
+    jobs = dict.fromkeys(JOB_STATES.values(), 0)
+    manager = core.jobs_if_ready
+    if manager is not None:
+        for job in list(manager.active.values()):
+            state = JOB_STATES.get(job.status)
+            if state is not None:
+                jobs[state] += 1
+    model_name = None
+    running = waiting = batch = cache_bytes = 0
+    if core.ready:
+        worker = core.generator.worker
+        model_name = worker.loaded.alias
+        running = worker.stats.running
+        waiting = max(worker.in_flight - running, 0)
+        batch = worker.stats.batch_size
+        cache_bytes = worker.stats.prompt_cache_bytes
+    return _Snapshot(
+        model_name=model_name,
+        running=running,
+        waiting=waiting,
+        batch_size=batch,
+        prompt_cache_bytes=cache_bytes,
+        jobs=jobs,
+        stores={
+            "responses": (responses.entries, responses.bytes, responses.evictions),
+            "conversations": (conversations.entries, conversations.bytes, conversations.evictions),
+        },
+    )
