@@ -445,10 +445,17 @@ class Concurrent:
     ttfts: list[float]
     server_cpu: float = 0.0  # CPU seconds the server (or, in process, this process) used
     client_cpu: float = 0.0  # CPU seconds this process spent as the HTTP client
+    decode_window: float = 0.0  # first token of any stream to the last token of any
 
     @property
     def tps(self) -> float:
         return sum(self.tokens) / self.wall
+
+    @property
+    def decode_tps(self) -> float:
+        """Aggregate tokens/s once streams decode (prefill excluded)."""
+        n = sum(max(0, t - 1) for t in self.tokens)
+        return n / self.decode_window if self.decode_window > 0 else float("nan")
 
     def cpu_ms_per_token(self, cpu: float) -> float:
         return cpu / max(1, sum(self.tokens)) * 1e3
@@ -468,8 +475,11 @@ async def run_concurrent(
         )
         server_cpu, client_cpu = cpu_seconds(pid) - server_cpu, time.process_time() - client_cpu
     wall = max(r.done for r in results) - start
+    firsts = [r.first for r in results if r.first is not None]
+    lasts = [r.last for r in results if r.last is not None]
+    window = max(lasts) - min(firsts) if firsts and lasts else 0.0
     return Concurrent(
-        [r.tokens for r in results], wall, [r.ttft for r in results], server_cpu, client_cpu
+        [r.tokens for r in results], wall, [r.ttft for r in results], server_cpu, client_cpu, window
     )
 
 
@@ -628,11 +638,14 @@ def print_report(
         ("decode tok/s @1, spec server, plain prompt", m("decode.spec")),
         ("repetitive @1 decode tok/s, ours", m("rep.ours.1")),
         ("repetitive @1 decode tok/s, spec server", m("rep.spec.1")),
+        ("repetitive @1 decode tok/s, ours --kv-bits 8", m("rep.kv8.1")),
         ("repetitive @1 decode tok/s, mlx_lm.server", m("rep.mlx_lm.1")),
-        (f"repetitive @{max(args.streams)} tok/s, ours", m("rep.ours.top")),
-        (f"repetitive @{max(args.streams)} tok/s, spec server", m("rep.spec.top")),
-        (f"repetitive @{max(args.streams)} tok/s, mlx_lm.server", m("rep.mlx_lm.top")),
+        (f"repetitive @{max(args.streams)} decode tok/s, ours", m("rep.ours.top")),
+        (f"repetitive @{max(args.streams)} decode tok/s, spec server", m("rep.spec.top")),
+        (f"repetitive @{max(args.streams)} decode tok/s, --kv-bits 8", m("rep.kv8.top")),
+        (f"repetitive @{max(args.streams)} decode tok/s, mlx_lm", m("rep.mlx_lm.top")),
         (f"plain @{max(args.streams)} tok/s, spec server", m(f"agg.spec.{max(args.streams)}")),
+        (f"plain @{max(args.streams)} tok/s, ours --kv-bits 8", m(f"agg.kv8.{max(args.streams)}")),
     ]
     for label, value in rows:
         print(f"{label:<44}{value:>12.1f}")
@@ -662,7 +675,7 @@ def print_report(
             print(line)
     print(f"{'peak RSS MB, ours (VmHWM, with children)':<44}{peak_ours:>12.0f}")
     print(f"{'peak RSS MB, mlx_lm.server':<44}{peak_mlx:>12.0f}")
-    print(f"{'peak RSS MB, spec server (--kv-bits 8)':<44}{peak_spec:>12.0f}")
+    print(f"{'peak RSS MB, ours --kv-bits 8':<44}{peak_spec:>12.0f}")
     top = max(args.streams)
     ttft_top = fig.samples.get(f"ttft.ours.{top}", [])
     values = {
@@ -768,51 +781,32 @@ def run(args: argparse.Namespace) -> int:
     if blas.startswith("/"):
         mlx_env["LD_PRELOAD"] = ":".join(p for p in (blas, env.get("LD_PRELOAD", "")) if p)
     port, grpc_port, mlx_port = free_port(), free_port(), free_port()
-    spec_port, spec_grpc = free_port(), free_port()
+    spec_port, spec_grpc, kv_port, kv_grpc = free_port(), free_port(), free_port(), free_port()
     ours_base, mlx_base = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{mlx_port}"
-    spec_base = f"http://127.0.0.1:{spec_port}"
+    spec_base, kv_base = f"http://127.0.0.1:{spec_port}", f"http://127.0.0.1:{kv_port}"
     fig = Figures()
     t = args.request_timeout
 
+    def serve(http: int, grpc_at: int, *flags: str) -> list[str]:
+        return [
+            str(BIN / "mlx-responses"),
+            "serve",
+            "--model",
+            str(folder),
+            "--port",
+            str(http),
+            "--grpc-port",
+            str(grpc_at),
+            "--max-batch-size",
+            str(args.max_batch),
+            *flags,
+        ]
+
+    spec_flags = ("--speculative", "ngram", "--num-draft-tokens", str(args.num_draft_tokens))
     with (
-        server_process(
-            "ours",
-            [
-                str(BIN / "mlx-responses"),
-                "serve",
-                "--model",
-                str(folder),
-                "--port",
-                str(port),
-                "--grpc-port",
-                str(grpc_port),
-                "--max-batch-size",
-                str(args.max_batch),
-            ],
-            env,
-        ) as ours,
-        server_process(
-            "spec",
-            [
-                str(BIN / "mlx-responses"),
-                "serve",
-                "--model",
-                str(folder),
-                "--port",
-                str(spec_port),
-                "--grpc-port",
-                str(spec_grpc),
-                "--max-batch-size",
-                str(args.max_batch),
-                "--speculative",
-                "ngram",
-                "--num-draft-tokens",
-                str(args.num_draft_tokens),
-                "--kv-bits",
-                "8",
-            ],
-            env,
-        ) as spec,
+        server_process("ours", serve(port, grpc_port), env) as ours,
+        server_process("spec", serve(spec_port, spec_grpc, *spec_flags), env) as spec,
+        server_process("kv8", serve(kv_port, kv_grpc, "--kv-bits", "8"), env) as kv8,
         server_process(
             "mlx_lm",
             [
@@ -838,10 +832,12 @@ def run(args: argparse.Namespace) -> int:
         wait_ours(ours, port, args.startup_timeout)
         wait_mlx_lm(mlx_lm, mlx_port, args.startup_timeout)
         wait_ours(spec, spec_port, args.startup_timeout)
+        wait_ours(kv8, kv_port, args.startup_timeout)
         print("servers: up; warming up", flush=True)
         warm = prompts.text(args.prompt_tokens)
         one_stream("ours", ours_base, ours_body(alias, warm, 8), t)
         one_stream("ours", spec_base, ours_body(alias, warm, 8), t)
+        one_stream("ours", kv_base, ours_body(alias, warm, 8), t)
         one_stream("mlx_lm", mlx_base, mlx_lm_body(warm, 8), t)
         stream_generate_decode(model, tokenizer, prompts.render(warm), 8)
         batch_generator_run(model, eos, [prompts.render(warm)] * 2, 8, args.max_batch)
@@ -868,17 +864,22 @@ def run(args: argparse.Namespace) -> int:
             )
 
             # 1b. the repetitive agent-like workload: a long file in context, copy it.
-            for n in (1, top):
+            contenders = (
+                ("ours", ours_base, ours.pid),
+                ("spec", spec_base, spec.pid),
+                ("kv8", kv_base, kv8.pid),
+                ("mlx_lm", mlx_base, mlx_lm.pid),
+            )
+            for n in [1] * args.repetitive_repeats + [top]:
                 key = "1" if n == 1 else "top"
                 rates = {}
-                for who, base in (("ours", ours_base), ("spec", spec_base), ("mlx_lm", mlx_base)):
+                for who, base, pid in contenders:
                     tasks = [prompts.file_task(args.file_tokens) for _ in range(n)]
                     kind = "mlx_lm" if who == "mlx_lm" else "ours"
                     bodies = [
                         mlx_lm_body(x, n_tok) if who == "mlx_lm" else ours_body(alias, x, n_tok)
                         for x in tasks
                     ]
-                    pid = {"ours": ours.pid, "spec": spec.pid, "mlx_lm": mlx_lm.pid}[who]
                     if n == 1:
                         one = one_stream(kind, base, bodies[0], t)
                         fig.check(f"{who} repetitive", [one.tokens], n_tok)
@@ -886,7 +887,7 @@ def run(args: argparse.Namespace) -> int:
                     else:
                         c = asyncio.run(run_concurrent(kind, base, bodies, t, pid))
                         fig.check(f"{who} repetitive @{n}", c.tokens, n_tok)
-                        rates[who] = c.tps
+                        rates[who] = c.decode_tps
                     fig.add(f"rep.{who}.{key}", rates[who])
                 print(
                     f"[{rep}] repetitive @{n} "
@@ -936,6 +937,15 @@ def run(args: argparse.Namespace) -> int:
                 )
                 fig.check(f"spec @{n}", sp.tokens, n_tok)
                 fig.add(f"agg.spec.{n}", sp.tps)
+                # ... and so does the --kv-bits 8 server, whose peak RSS is compared with it.
+                texts = [prompts.text(args.prompt_tokens) for _ in range(n)]
+                kv = asyncio.run(
+                    run_concurrent(
+                        "ours", kv_base, [ours_body(alias, x, n_tok) for x in texts], t, kv8.pid
+                    )
+                )
+                fig.check(f"kv8 @{n}", kv.tokens, n_tok)
+                fig.add(f"agg.kv8.{n}", kv.tps)
                 fig.add(f"agg.mlx_lm.{n}", g.tps)
                 fig.add(f"cpu.mlx_lm.{n}", g.cpu_ms_per_token(g.server_cpu))
                 fig.add(f"cpu.client.mlx_lm.{n}", g.cpu_ms_per_token(g.client_cpu))
@@ -978,9 +988,10 @@ def run(args: argparse.Namespace) -> int:
         # 5. peak memory, read before the servers stop.
         peak_ours = peak_rss_mb(ours.pid)
         peak_mlx = peak_rss_mb(mlx_lm.pid)
-        peak_spec = peak_rss_mb(spec.pid)
+        peak_spec = peak_rss_mb(kv8.pid)
         _check_alive(ours, "ours")
         _check_alive(spec, "spec")
+        _check_alive(kv8, "kv8")
 
     del model
     mx.clear_cache()
@@ -1044,6 +1055,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=1000,
         help="length of the file in the repetitive workload's context (default 1000)",
+    )
+    parser.add_argument(
+        "--repetitive-repeats",
+        type=int,
+        default=3,
+        help="single-stream repetitive runs per repeat, contenders interleaved (default 3)",
     )
     parser.add_argument(
         "--num-draft-tokens",
