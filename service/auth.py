@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import grpc
-from grpc_status import rpc_status
 
-from service.errors import Reason, ServiceError, to_rpc_status
+from service.errors import Reason, ServiceError
+from service.interceptors import refusing_handler
 
 AUTHORIZATION = "authorization"
 # Open like the façade's /health: probes and load balancers carry no key.
@@ -62,19 +61,4 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
         token = bearer_token(handler_call_details.invocation_metadata)  # type: ignore[arg-type]
         if token is not None and key_matches(token, self._keys):
             return handler
-        status = rpc_status.to_status(to_rpc_status(_refusal(token is None)))
-
-        async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            await context.abort(status.code, status.details, status.trailing_metadata)
-
-        kwargs = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(refuse, **kwargs)
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(refuse, **kwargs)
-        if handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(refuse, **kwargs)
-        return grpc.stream_stream_rpc_method_handler(refuse, **kwargs)
+        return refusing_handler(handler, _refusal(token is None))

@@ -36,6 +36,7 @@ class Core:
     _jobs: JobManager | None = None
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
     metrics: CoreMetrics = field(default_factory=CoreMetrics)
+    draining: bool = False  # set on SIGTERM: new calls are refused (service/shutdown.py)
 
     @classmethod
     def with_stores(cls, settings: Settings, stores: Stores) -> Core:

@@ -34,6 +34,26 @@ async def _unexpected(
     )
 
 
+def refusing_handler(handler: grpc.RpcMethodHandler, error: ServiceError) -> grpc.RpcMethodHandler:
+    """A handler of `handler`'s kind that aborts every call with `error` (and its ErrorInfo)."""
+    status = rpc_status.to_status(to_rpc_status(error))
+
+    async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        await context.abort(status.code, status.details, status.trailing_metadata)
+
+    kwargs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(refuse, **kwargs)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(refuse, **kwargs)
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(refuse, **kwargs)
+    return grpc.stream_stream_rpc_method_handler(refuse, **kwargs)
+
+
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
     """Wraps every handler so ServiceError and unexpected errors abort with ErrorInfo."""
 

@@ -28,7 +28,7 @@ from service.servicers.compaction import CompactionServicer
 from service.servicers.generation import GenerationServicer
 from service.servicers.jobs import JobsServicer
 from service.servicers.storage import StorageServicer
-from service.shutdown import CANCEL_WAIT_SECS, DrainReport, drain
+from service.shutdown import DrainInterceptor, DrainReport, drain
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +67,8 @@ class CoreServer:
         """SIGTERM: NOT_SERVING and no new RPCs at once; running work gets `grace_secs` to
         finish (service/shutdown.py), the rest ends cancelled; then the engine stops."""
         await self.health.enter_graceful_shutdown()
-        # New RPCs are refused from now on; running ones outlive the drain's own cancel.
-        stopping = asyncio.create_task(self.server.stop(grace_secs + CANCEL_WAIT_SECS + 1))
-        report = await drain(self.core, grace_secs)
-        # Open-ended streams (a façade's Health.Watch) must not hold the exit for the rest
-        # of the grace once the work has drained.
-        await self.server.stop(DRAINED_STOP_SECS)
-        await stopping
+        report = await drain(self.core, grace_secs)  # new calls are refused from here on
+        await self.server.stop(DRAINED_STOP_SECS)  # what is left: health watches and the like
         await self.core.close()
         return report
 
@@ -99,7 +94,7 @@ async def start_core_server(
     With TLS settings host:port speaks TLS; `local_socket` (a unix socket path) adds a
     plaintext port for an in-process façade. API keys (when set) are checked on both.
     """
-    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor()]
+    interceptors: list[grpc.aio.ServerInterceptor] = [DrainInterceptor(core), ErrorInterceptor()]
     if core.settings.api_keys:
         interceptors.insert(0, ApiKeyInterceptor(core.settings.api_keys))
     # The request id is bound outermost, so refusal and error logs carry it too.

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import grpc
+
 from service.core import Core
+from service.errors import Reason, ServiceError
+from service.interceptors import refusing_handler
 
 log = logging.getLogger(__name__)
 
 POLL_SECS = 0.05
 # How long a cancelled generation gets to end its stream (one decode step, in practice).
 CANCEL_WAIT_SECS = 10.0
+HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
 
 @dataclass(frozen=True)
@@ -21,6 +27,30 @@ class DrainReport:
 
     finished: int
     cancelled: int
+
+
+class DrainInterceptor(grpc.aio.ServerInterceptor):
+    """Refuses new calls (503, "shutting down") once the drain began; health stays answered.
+
+    NOTE: not `server.stop(grace)` at once: that would also hold the shutdown for the whole
+    grace on long-lived calls such as a façade's Health.Watch.
+    """
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or not self._core.draining or method.startswith(HEALTH_PREFIX):
+            return handler
+        return refusing_handler(
+            handler, ServiceError(Reason.NOT_READY, "The server is shutting down; retry later.")
+        )
 
 
 def _running(core: Core) -> set[str]:
@@ -38,6 +68,7 @@ async def drain(core: Core, grace_secs: float) -> DrainReport:
     Cancelled ones end with status `cancelled` (streams get their terminal event, background
     jobs their final object), exactly as an explicit cancel would end them.
     """
+    core.draining = True
     loop = asyncio.get_running_loop()
     deadline = loop.time() + grace_secs
     seen = _running(core)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -36,6 +36,9 @@ class BoundedLru(Generic[V]):
         self.ttl_secs = ttl_secs
         self._clock = clock
         self._entries: OrderedDict[str, _Entry[V]] = OrderedDict()
+        # One TTL for all: expiry follows put order, so expiring looks only at what is due.
+        # Keys only (no values): an evicted entry must not stay alive here until its TTL.
+        self._expiry: deque[tuple[float, str]] = deque()
         self.bytes = 0
         self.evictions = 0
 
@@ -49,12 +52,13 @@ class BoundedLru(Generic[V]):
 
     def _expire(self) -> None:
         now = self._clock()
-        expired = [
-            k for k, e in self._entries.items() if e.expires_at is not None and e.expires_at <= now
-        ]
-        for key in expired:
-            self._drop(key)
-            self.evictions += 1
+        while self._expiry and self._expiry[0][0] <= now:
+            _, key = self._expiry.popleft()
+            entry = self._entries.get(key)
+            # Gone or put again since: nothing (or a later expiry) to act on.
+            if entry is not None and entry.expires_at is not None and entry.expires_at <= now:
+                self._drop(key)
+                self.evictions += 1
 
     def _drop(self, key: str) -> _Entry[V]:
         entry = self._entries.pop(key)
@@ -72,7 +76,14 @@ class BoundedLru(Generic[V]):
             self.evictions += 1
             return False
         expires = self._clock() + self.ttl_secs if self.ttl_secs > 0 else None
-        self._entries[key] = _Entry(value, nbytes, expires)
+        entry = _Entry(value, nbytes, expires)
+        self._entries[key] = entry
+        if expires is not None:
+            self._expiry.append((expires, key))
+            if len(self._expiry) > 2 * len(self._entries) + 64:  # stale keys of evictions
+                self._expiry = deque(
+                    sorted((e.expires_at, k) for k, e in self._entries.items() if e.expires_at)
+                )
         self.bytes += nbytes
         while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
             oldest = next(iter(self._entries))

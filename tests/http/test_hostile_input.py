@@ -70,3 +70,40 @@ def test_body_over_the_limit_is_413(stack: Stack) -> None:
     assert error["code"] == "request_too_large"
     assert str(DEFAULT_MAX_REQUEST_BYTES) in error["message"]
     assert httpx.get(f"{stack.base_url}/health", timeout=10).status_code == 200
+
+
+def test_ids_are_unguessable_and_near_misses_are_404(stack: Stack) -> None:
+    body = {"model": stack.settings.model_path.name, "input": "Reply with: hi"}
+    ids = [
+        httpx.post(f"{stack.base_url}/v1/responses", json={**body, "max_output_tokens": 4}).json()[
+            "id"
+        ]
+        for _ in range(2)
+    ]
+    for response_id in ids:
+        prefix, _, token = response_id.partition("_")
+        assert prefix == "resp" and len(token) == 48 and int(token, 16) >= 0  # 192 random bits
+    assert ids[0][5:13] != ids[1][5:13]
+    real = ids[0]
+    flipped = real[:-1] + ("0" if real[-1] != "0" else "1")
+    for wrong in (flipped, real.upper(), real[:-1], real + "0", f"{real}%00", f"{real}%2F"):
+        reply = httpx.get(f"{stack.base_url}/v1/responses/{wrong}", timeout=30)
+        assert reply.status_code == 404, (wrong, reply.text)
+        assert _envelope(reply)["code"] == "not_found"
+    found = httpx.get(f"{stack.base_url}/v1/responses/{real}", timeout=30)
+    assert found.status_code == 200 and found.json()["id"] == real
+
+
+def test_a_draining_core_refuses_new_calls_but_answers_health(stack: Stack) -> None:
+    assert stack.core is not None
+    stack.core.draining = True
+    try:
+        body = {"model": stack.settings.model_path.name, "input": "Reply with: hi"}
+        reply = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=30)
+        assert reply.status_code == 503
+        error = reply.json()["error"]
+        assert error["code"] == "model_not_ready" and "shutting down" in error["message"]
+        assert httpx.get(f"{stack.base_url}/health", timeout=10).status_code == 200
+    finally:
+        stack.core.draining = False
+    assert httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60).status_code == 200
