@@ -1,0 +1,35 @@
+"""A cancelled generation leaves its batch slot before the engine's next decode step."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from service.engine.requests import SamplingParams
+from tests.support.stack import Stack
+
+
+def test_cancel_frees_the_slot_within_one_decode_step(random_stack: Stack) -> None:
+    assert random_stack.core is not None
+    worker = random_stack.core.generator.worker
+    stats = worker.stats
+
+    async def run() -> tuple[int, int, str]:
+        stream = worker.submit([1, 2, 3, 4], SamplingParams(max_tokens=100_000, temperature=0))
+        seen = 0
+        async for batch in stream.batches():
+            seen += sum(c.tokens for c in batch)
+            if seen >= 8:
+                break
+        # What a disconnect ends in: the RPC's cancellation cancels the engine stream.
+        steps_at_cancel = stats.decode_steps
+        stream.cancel()
+        deadline = time.monotonic() + 10
+        while stats.active and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+        return steps_at_cancel, stats.decode_steps, "freed" if not stats.active else "taken"
+
+    before, after, slot = random_stack.run(run())
+    assert slot == "freed"
+    # The step running when the cancel arrived may finish; no further step decodes it.
+    assert after - before <= 1, (before, after)
