@@ -21,8 +21,10 @@ from service.engine.tool_formats import (
     HermesFormat,
     Llama3Format,
     MistralFormat,
+    ParserFormat,
     Qwen3CoderFormat,
     ToolFormat,
+    detect_format,
     format_for_template,
 )
 from service.engine.tool_stream import ToolCallStreamer
@@ -185,3 +187,26 @@ def test_malformed_span_is_not_a_call() -> None:
     assembler = EventAssembler(pb.Response(id="resp_x"))
     streamer = ToolCallStreamer(MistralFormat(args_form=True), SCHEMAS)
     assert streamer.finish(assembler, "no call here") is None
+
+
+class _Tokenizer:
+    """The attributes detect_format reads from mlx-lm's TokenizerWrapper."""
+
+    def __init__(self, template: str, parser: Any = None, start: str | None = None) -> None:
+        self._tokenizer = type("HF", (), {"chat_template": template})()
+        self.tool_parser = parser
+        self.tool_call_start = start
+        self.tool_call_end = "</tool_call>" if start else None
+
+
+def test_detect_format_keeps_mlx_lm_parsers_beyond_the_seed() -> None:
+    from mlx_lm.tool_parsers import glm47, json_tools
+
+    glm = "<tool_call>{{ name }}<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>"
+    found = detect_format(_Tokenizer(glm, glm47.parse_tool_call, glm47.tool_call_start))
+    assert isinstance(found, ParserFormat) and found.start == glm47.tool_call_start
+    hermes = _Tokenizer("<tool_call>", json_tools.parse_tool_call, "<tool_call>")
+    assert isinstance(detect_format(hermes), HermesFormat)
+    assert isinstance(detect_format(_Tokenizer("{{ messages }}")), HermesFormat)
+    (call,) = found.parse("get_weather<arg_key>city</arg_key><arg_value>paris</arg_value>", {})
+    assert call.name == "get_weather" and json.loads(call.arguments) == {"city": "paris"}
