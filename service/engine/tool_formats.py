@@ -375,13 +375,21 @@ def format_for_template(template: str) -> ToolFormat | None:
     return None
 
 
+# mlx-lm parsers of the seed formats, which the classes above replace (they also stream).
+_SEED_PARSERS = {"json_tools", "mistral", "qwen3_coder"}
+
+
 def detect_format(tokenizer: Any) -> ToolFormat:
-    """The loaded model's format, from its chat template (then mlx-lm's parser, then Hermes)."""
+    """The loaded model's format: from its chat template, else mlx-lm's own parser, else Hermes.
+
+    A family mlx-lm knows beyond the seed (GLM, MiniMax, Kimi, Gemma, ...) keeps mlx-lm's
+    parser, even when its template also says `<tool_call>`.
+    """
     found = format_for_template(_template_text(tokenizer._tokenizer))
-    if found is not None:
-        return found
     parser = getattr(tokenizer, "tool_parser", None)
     start = getattr(tokenizer, "tool_call_start", None)
-    if parser is not None and start:
+    module = str(getattr(parser, "__module__", "")).rsplit(".", 1)[-1]
+    generic = found is None or isinstance(found, HermesFormat)
+    if parser is not None and start and module not in _SEED_PARSERS and generic:
         return ParserFormat(start, getattr(tokenizer, "tool_call_end", None) or None, parser)
-    return HermesFormat()
+    return found or HermesFormat()

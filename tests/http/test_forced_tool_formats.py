@@ -17,8 +17,8 @@ import pytest
 
 from service.config import BUNDLED_MODEL
 from tests.support.stack import Stack
+from tests.support.templates import TEMPLATES
 
-TEMPLATES = Path(__file__).parent.parent / "fixtures" / "chat_templates"
 WEATHER = {
     "type": "function",
     "name": "get_weather",

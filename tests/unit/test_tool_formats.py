@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from transformers.utils.chat_template_utils import render_jinja_template
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -22,70 +21,15 @@ from service.engine.tool_formats import (
     HermesFormat,
     Llama3Format,
     MistralFormat,
+    ParserFormat,
     Qwen3CoderFormat,
     ToolFormat,
+    detect_format,
     format_for_template,
 )
 from service.engine.tool_stream import ToolCallStreamer
 from service.events import EventAssembler
-
-TEMPLATES = Path(__file__).parent.parent / "fixtures" / "chat_templates"
-WEATHER = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string"},
-        "days": {"type": "integer"},
-        "units": {"type": "object"},
-        "note": {"type": "string"},
-    },
-    "required": ["city"],
-}
-TIME = {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}
-SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
-TOOLS = [{"type": "function", "function": {"name": n, "parameters": p}} for n, p in SCHEMAS.items()]
-CALLS = [
-    (
-        "get_weather",
-        {"city": "Paris", "days": 3, "units": {"temp": "c"}, "note": 'line one\nline "two" </b>'},
-    ),
-    ("get_time", {"zone": "Europe/Paris"}),
-]
-
-
-def _render(template: str, messages: list[dict[str, Any]], prompt: bool) -> str:
-    return render_jinja_template(
-        conversations=[messages],
-        tools=TOOLS,
-        chat_template=template,
-        add_generation_prompt=prompt,
-        bos_token="<s>",
-        eos_token="</s>",
-    )[0][0]
-
-
-def recorded_output(name: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
-    """What the template renders as the assistant's tool-call turn (eos and all)."""
-    template = (TEMPLATES / name).read_text()
-    user = {"role": "user", "content": "Weather and time in Paris?"}
-    assistant = {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {
-                "id": f"call{i:05d}",
-                "type": "function",
-                "function": {"name": n, "arguments": a},
-            }
-            for i, (n, a) in enumerate(calls)
-        ],
-    }
-    prompt = _render(template, [user], prompt=True)
-    full = _render(template, [user, assistant], prompt=False)
-    assert full.startswith(prompt)
-    out = full[len(prompt) :]
-    for end in ("</s>", "<|eot_id|>", "<|im_end|>\n"):
-        out = out.removesuffix(end)
-    return out
+from tests.support.templates import CALLS, SCHEMAS, TEMPLATES, recorded_output
 
 
 def _stream(fmt: ToolFormat, text: str, seed: int) -> list[ev.ResponseEvent]:
@@ -243,3 +187,26 @@ def test_malformed_span_is_not_a_call() -> None:
     assembler = EventAssembler(pb.Response(id="resp_x"))
     streamer = ToolCallStreamer(MistralFormat(args_form=True), SCHEMAS)
     assert streamer.finish(assembler, "no call here") is None
+
+
+class _Tokenizer:
+    """The attributes detect_format reads from mlx-lm's TokenizerWrapper."""
+
+    def __init__(self, template: str, parser: Any = None, start: str | None = None) -> None:
+        self._tokenizer = type("HF", (), {"chat_template": template})()
+        self.tool_parser = parser
+        self.tool_call_start = start
+        self.tool_call_end = "</tool_call>" if start else None
+
+
+def test_detect_format_keeps_mlx_lm_parsers_beyond_the_seed() -> None:
+    from mlx_lm.tool_parsers import glm47, json_tools
+
+    glm = "<tool_call>{{ name }}<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>"
+    found = detect_format(_Tokenizer(glm, glm47.parse_tool_call, glm47.tool_call_start))
+    assert isinstance(found, ParserFormat) and found.start == glm47.tool_call_start
+    hermes = _Tokenizer("<tool_call>", json_tools.parse_tool_call, "<tool_call>")
+    assert isinstance(detect_format(hermes), HermesFormat)
+    assert isinstance(detect_format(_Tokenizer("{{ messages }}")), HermesFormat)
+    (call,) = found.parse("get_weather<arg_key>city</arg_key><arg_value>paris</arg_value>", {})
+    assert call.name == "get_weather" and json.loads(call.arguments) == {"city": "paris"}

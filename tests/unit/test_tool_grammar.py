@@ -12,7 +12,7 @@ from service.engine.json_bounds import JsonBounds
 from service.engine.structured import GrammarFactory
 from service.engine.tool_formats import HermesFormat, format_for_template
 from service.engine.tool_grammar import Function, Reasoning, tool_grammar
-from tests.unit.test_tool_formats import CALLS, SCHEMAS, TEMPLATES, recorded_output
+from tests.support.templates import CALLS, SCHEMAS, TEMPLATES, recorded_output
 
 FAMILIES = ["qwen3_coder.jinja", "mistral_v0.3.jinja", "devstral_small_2.jinja", "llama3.2.jinja"]
 REASONING = Reasoning("<think>", "</think>", opened=False)
