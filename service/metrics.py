@@ -8,6 +8,7 @@ ours is an underscore.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -20,6 +21,9 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 if TYPE_CHECKING:
     from service.core import Core
+    from service.stores.base import ConversationStore, ResponseStore
+
+log = logging.getLogger(__name__)
 
 PREFIX = "mlx_responses_"
 MODEL = ("model_name",)
@@ -184,9 +188,20 @@ class CoreMetrics:
         return generate_latest(self.registry)
 
 
+async def _occupancy(store: ResponseStore | ConversationStore) -> tuple[int, int, int] | None:
+    try:
+        held = await store.occupancy()
+    except Exception as exc:  # a shared store that is down must not break the scrape
+        log.warning("store occupancy unavailable for metrics: %s", exc)
+        return None
+    return held.entries, held.bytes, held.evictions
+
+
 async def _snapshot(core: Core) -> _Snapshot:
-    responses = await core.responses.occupancy()
-    conversations = await core.conversations.occupancy()
+    stores = {
+        "responses": await _occupancy(core.responses),
+        "conversations": await _occupancy(core.conversations),
+    }
     jobs = dict.fromkeys(JOB_STATES.values(), 0)
     manager = core.jobs_if_ready
     if manager is not None:
@@ -210,8 +225,5 @@ async def _snapshot(core: Core) -> _Snapshot:
         batch_size=batch,
         prompt_cache_bytes=cache_bytes,
         jobs=jobs,
-        stores={
-            "responses": (responses.entries, responses.bytes, responses.evictions),
-            "conversations": (conversations.entries, conversations.bytes, conversations.evictions),
-        },
+        stores={name: held for name, held in stores.items() if held is not None},
     )

@@ -5,11 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack
 
 
@@ -147,3 +149,20 @@ def test_running_batch_and_background_gauges(own_stack: Stack) -> None:
         url, lambda s: value(s, "mlx_responses_background_jobs", state="in_progress") == 0
     )
     assert value(done, "mlx_responses_request_success_total", **m, finished_reason="cancelled") >= 2
+
+
+def test_scrape_survives_a_shared_store_that_is_down(
+    make_stack: Any, redis_server: RedisServer
+) -> None:
+    stack = make_stack(store_url=redis_server.url(2))
+    url = f"{stack.base_url}/metrics"
+    model = {"model_name": stack.settings.model_path.name}
+    assert ("mlx_responses_store_entries", frozenset({("store", "responses")})) in scrape(url)
+    redis_server.stop()
+    try:
+        down = scrape(url)  # still 200, without the store gauges
+        assert ("mlx_responses_store_entries", frozenset({("store", "responses")})) not in down
+        assert value(down, "mlx_responses_num_requests_running", **model) == 0
+        assert ("mlx_responses_num_requests_running", frozenset(model.items())) in down
+    finally:
+        redis_server.start()

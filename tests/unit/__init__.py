@@ -1,0 +1,1 @@
+"""Unit tests (a package, so module names like test_tool_formats may repeat across folders)."""
