@@ -24,8 +24,11 @@ class _WrongDrafter:
     def __init__(self, inner: Any, token: int) -> None:
         self._inner, self._token = inner, token
 
-    def sync(self, tokens: list[int], pending: int) -> None:
+    def sync(self, tokens: list[int], pending: int | None = None) -> None:
         self._inner.sync(tokens, pending)
+
+    def ready(self) -> bool:
+        return bool(self._inner.ready())
 
     def draft(self, k: int) -> list[int]:
         return [self._token] * len(self._inner.draft(k))
