@@ -30,6 +30,7 @@ class NgramDrafter:
         self.tokens: list[int] = []
         self._skip = 0  # steps left without drafting, after drafts were rejected
         self._misses = 0
+        self._limit = 1 << 30  # draft length earned by recent acceptance
         self._sizes = sizes
         self._index: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in sizes}
 
@@ -65,6 +66,7 @@ class NgramDrafter:
 
         An occurrence close to the end (a loop) continues periodically into the draft itself.
         """
+        k = min(k, self._limit)
         if k <= 0:
             return []
         end = len(self.tokens)
@@ -79,12 +81,17 @@ class NgramDrafter:
         return []
 
     def accepted(self, drafted: int, accepted: int) -> None:
-        """Backs off exponentially (up to 16 steps) while drafts are wholly rejected."""
-        if drafted and not accepted:
-            self._misses = min(self._misses + 1, 4)
+        """Adapts to how drafts fare: a wholly rejected one backs off (1, 3, … 63 steps) and
+        shrinks the next to one token; a wholly accepted one doubles the next one's length."""
+        if not drafted:
+            return
+        if not accepted:
+            self._misses = min(self._misses + 1, 6)
             self._skip = (1 << self._misses) - 1
-        elif accepted:
-            self._misses = 0
+            self._limit = 1
+            return
+        self._misses = 0
+        self._limit = drafted * 2 if accepted == drafted else accepted + 1
 
 
 class SpeculativeGenerationBatch(GenerationBatch):
