@@ -30,14 +30,30 @@ class NgramDrafter:
         self.tokens: list[int] = []
         self._skip = 0  # steps left without drafting, after drafts were rejected
         self._misses = 0
+        self._limit = 1 << 30  # draft length earned by recent acceptance
         self._sizes = sizes
         self._index: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in sizes}
 
-    def sync(self, tokens: list[int], pending: int) -> None:
-        """Catches up with `tokens` (the sequence so far, a superset of ours) plus `pending`."""
-        for token in [*tokens[len(self.tokens) :], pending]:
+    def sync(self, tokens: list[int], pending: int | None = None) -> None:
+        """Catches up with `tokens` (the sequence so far, a superset of ours), then `pending`."""
+        for token in tokens[len(self.tokens) :]:
             self.tokens.append(token)
             self._register(len(self.tokens) - 1)
+        if pending is not None:
+            self.tokens.append(pending)
+            self._register(len(self.tokens) - 1)
+
+    def ready(self) -> bool:
+        """Whether to draft this step: not backing off, and the context repeats right now.
+
+        Asked before the pending token is known, so a step that will not draft never waits
+        for it (the library's step overlaps the next forward with this one's bookkeeping).
+        """
+        if self._skip > 0:
+            self._skip -= 1
+            return False
+        end = len(self.tokens)
+        return any(end > n and tuple(self.tokens[end - n :]) in self._index[n] for n in self._sizes)
 
     def _register(self, p: int) -> None:
         # The n-gram ending just before p is followed by tokens[p].
@@ -50,10 +66,8 @@ class NgramDrafter:
 
         An occurrence close to the end (a loop) continues periodically into the draft itself.
         """
+        k = min(k, self._limit)
         if k <= 0:
-            return []
-        if self._skip > 0:
-            self._skip -= 1
             return []
         end = len(self.tokens)
         for n in self._sizes:
@@ -67,12 +81,17 @@ class NgramDrafter:
         return []
 
     def accepted(self, drafted: int, accepted: int) -> None:
-        """Backs off exponentially (up to 16 steps) while drafts are wholly rejected."""
-        if drafted and not accepted:
-            self._misses = min(self._misses + 1, 4)
+        """Adapts to how drafts fare: a wholly rejected one backs off (1, 3, … 63 steps) and
+        shrinks the next to one token; a wholly accepted one doubles the next one's length."""
+        if not drafted:
+            return
+        if not accepted:
+            self._misses = min(self._misses + 1, 6)
             self._skip = (1 << self._misses) - 1
-        elif accepted:
-            self._misses = 0
+            self._limit = 1
+            return
+        self._misses = 0
+        self._limit = drafted * 2 if accepted == drafted else accepted + 1
 
 
 class SpeculativeGenerationBatch(GenerationBatch):
@@ -98,19 +117,28 @@ class SpeculativeGenerationBatch(GenerationBatch):
             return super().next()
         if not all(isinstance(c, BatchKVCache | BatchQuantizedKVCache) for c in self.prompt_cache):
             return super().next()
-        mx.eval(self._next_tokens)
-        pending: list[int] = self._next_tokens.tolist()  # type: ignore[assignment]
-        drafts: list[list[int]] = []
+        ready: dict[int, NgramDrafter] = {}
         for i, uid in enumerate(self.uids):
             if uid not in self.eligible:
-                drafts.append([])
                 continue
             drafter = self.drafters.get(uid)
             if drafter is None:
                 drafter = self.drafters[uid] = NgramDrafter()
-            drafter.sync(self.tokens[i], pending[i])
+            drafter.sync(self.tokens[i])
+            if drafter.ready():
+                ready[i] = drafter
+        if not ready:
+            return super().next()
+        mx.eval(self._next_tokens)
+        pending: list[int] = self._next_tokens.tolist()  # type: ignore[assignment]
+        drafts: list[list[int]] = []
+        for i in range(len(self.uids)):
+            if i not in ready:
+                drafts.append([])
+                continue
+            ready[i].sync(self.tokens[i], pending[i])
             room = self.max_tokens[i] - self._num_tokens[i] - 1
-            drafts.append(drafter.draft(min(self.num_draft, room)))
+            drafts.append(ready[i].draft(min(self.num_draft, room)))
         if not any(drafts):
             return super().next()
         return self._verify(pending, drafts)

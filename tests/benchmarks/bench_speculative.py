@@ -9,6 +9,7 @@ a noisy machine; absolute tokens/s are not.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -24,8 +25,11 @@ class _WrongDrafter:
     def __init__(self, inner: Any, token: int) -> None:
         self._inner, self._token = inner, token
 
-    def sync(self, tokens: list[int], pending: int) -> None:
+    def sync(self, tokens: list[int], pending: int | None = None) -> None:
         self._inner.sync(tokens, pending)
+
+    def ready(self) -> bool:
+        return bool(self._inner.ready())
 
     def draft(self, k: int) -> list[int]:
         return [self._token] * len(self._inner.draft(k))
@@ -75,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", type=Path, required=True, help="a model folder (bench's)")
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--num-draft-tokens", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved runs; medians")
     parser.add_argument("--streams", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
     args = parser.parse_args(argv)
 
@@ -89,11 +94,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = banned_token_ids(tokenizer)[-1]
     summary = []
     for n in args.streams:
-        texts = [prompts.render(prompts.file_task(400)) for _ in range(n)]
-        rates = {
-            mode: _run(model, texts, args.tokens, mode=mode, k=args.num_draft_tokens, bad=bad)
-            for mode in ("plain", "ngram", "wrong")
-        }
+        samples: dict[str, list[float]] = {"plain": [], "ngram": [], "wrong": []}
+        for _ in range(args.repeats):
+            texts = [prompts.render(prompts.file_task(400)) for _ in range(n)]
+            for mode, values in samples.items():
+                k = args.num_draft_tokens
+                values.append(_run(model, texts, args.tokens, mode=mode, k=k, bad=bad))
+        rates = {mode: statistics.median(values) for mode, values in samples.items()}
         print(f"@{n}: " + " ".join(f"{m}={r:.1f} tok/s" for m, r in rates.items()), flush=True)
         summary += [
             f"ngram_vs_plain_{n}={rates['ngram'] / rates['plain']:.2f}",

@@ -75,6 +75,13 @@ def test_drafter_continues_a_loop_and_backs_off_after_misses() -> None:
     drafter = NgramDrafter()
     drafter.sync([9, 4, 7, 4, 7], 4)
     assert drafter.draft(5) == [7, 4, 7, 4, 7]  # the period-2 loop, continued
+    assert drafter.ready()
     drafter.accepted(5, 0)
-    assert drafter.draft(5) == []  # one step without drafting after a wholly rejected draft
-    assert drafter.draft(5) == [7, 4, 7, 4, 7]
+    assert not drafter.ready()  # one step without drafting after a wholly rejected draft
+    assert drafter.ready()
+    assert drafter.draft(5) == [7]  # ... and a one-token draft, doubling while accepted
+    drafter.accepted(1, 1)
+    assert drafter.draft(5) == [7, 4]
+    fresh = NgramDrafter()
+    fresh.sync([1, 2, 3])
+    assert not fresh.ready()  # nothing repeats: no need to wait for the pending token
