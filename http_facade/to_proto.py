@@ -24,7 +24,8 @@ TOOL_CHOICE_MODES = {
     "auto": pb.TOOL_CHOICE_MODE_AUTO,
     "required": pb.TOOL_CHOICE_MODE_REQUIRED,
 }
-# Hosted tools need services this server does not run (seed: rejected with 400).
+# Hosted tools need services this server does not run: the core refuses them (seed) or drops
+# them (`--hosted-tools drop`); any other unknown type is a 400 here.
 HOSTED_TOOLS = {
     "web_search",
     "web_search_preview",
@@ -154,7 +155,7 @@ def item_from_json(item: Any, param: str) -> pb.Item:
         arguments = item.get("arguments", "")
         if isinstance(arguments, dict):
             arguments = json.dumps(arguments)
-        return pb.Item(
+        call = pb.Item(
             function_call=pb.FunctionCallItem(
                 id=_optional_str(item, "id", param) or "",
                 call_id=_required_str(item, "call_id", param),
@@ -163,6 +164,10 @@ def item_from_json(item: Any, param: str) -> pb.Item:
                 status=status,
             )
         )
+        namespace = _optional_str(item, "namespace", param)
+        if namespace is not None:
+            call.function_call.namespace = namespace
+        return call
     if kind == "function_call_output":
         output = item.get("output")
         if isinstance(output, list):
@@ -218,15 +223,27 @@ def _input(value: Any) -> list[pb.Item]:
     return [item_from_json(item, f"input[{i}]") for i, item in enumerate(value)]
 
 
+def _namespace(tool: dict[str, Any], param: str) -> pb.Tool:
+    namespace = pb.NamespaceTool(name=_required_str(tool, "name", param))
+    description = _optional_str(tool, "description", param)
+    if description is not None:
+        namespace.description = description
+    inner = _expect(tool.get("tools"), list, f"{param}.tools", "an array")
+    for i, entry in enumerate(inner):
+        where = f"{param}.tools[{i}]"
+        if isinstance(entry, dict) and entry.get("type") == "namespace":
+            raise invalid("Namespaces do not nest.", f"{where}.type", "invalid_value")
+        namespace.tools.append(_tool(entry, where))
+    return pb.Tool(namespace=namespace)
+
+
 def _tool(tool: Any, param: str) -> pb.Tool:
     _expect(tool, dict, param, "an object")
     kind = tool.get("type")
     if _in(HOSTED_TOOLS, kind):
-        raise invalid(
-            f"Tool type '{kind}' is not supported: this server runs function tools only.",
-            f"{param}.type",
-            "unsupported_tool",
-        )
+        return pb.Tool(hosted=pb.HostedTool(type=kind))
+    if kind == "namespace":
+        return _namespace(tool, param)
     if kind != "function":
         raise invalid(f"Unknown tool type {kind!r}.", f"{param}.type", "invalid_value")
     spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
@@ -384,7 +401,7 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
         params.max_output_tokens = _integer(body["max_output_tokens"], "max_output_tokens")
     if body.get("top_logprobs") is not None:
         params.top_logprobs = _integer(body["top_logprobs"], "top_logprobs", INT32_MAX)
-    for key in ("temperature", "top_p"):
+    for key in ("temperature", "top_p", "presence_penalty", "frequency_penalty"):
         if body.get(key) is not None:
             setattr(params, key, _float(body[key], key))
     if body.get("truncation") is not None:
