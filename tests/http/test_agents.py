@@ -7,10 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import openai
 import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
+from mlx_responses.v1 import generation_service_pb2 as gen
+from mlx_responses.v1 import generation_service_pb2_grpc as gen_grpc
+from mlx_responses.v1 import responses_pb2 as pb
 from tests.support.stack import Stack
 
 CODEX_REQUEST = Path(__file__).parents[1] / "fixtures" / "codex_0.169_request.json"
@@ -106,6 +112,36 @@ def test_streamed_namespaced_call(drop_stack: Stack) -> None:
     assert calls and all(i["namespace"] == "weather" for i in calls)
     done = next(e for e in events if e["type"] == "response.function_call_arguments.done")
     assert done["name"] == "get_weather"
+
+
+def _grpc_params(stack: Stack, *tools: pb.Tool) -> gen.CountInputTokensRequest:
+    text = pb.ContentPart(input_text=pb.InputText(text=PROMPT))
+    params = pb.CreateResponseParams(
+        model=_model(stack),
+        input=[pb.Item(message=pb.MessageItem(role=pb.ROLE_USER, content=[text]))],
+        tools=list(tools),
+    )
+    return gen.CountInputTokensRequest(params=params)
+
+
+def test_grpc_clients_get_the_same_policy(stack: Stack, drop_stack: Stack) -> None:
+    hosted = pb.Tool(hosted=pb.HostedTool(type="web_search"))
+    weather = pb.Tool(function=pb.FunctionTool(name="get_weather", parameters_json="{}"))
+    namespace = pb.Tool(namespace=pb.NamespaceTool(name="weather", tools=[weather]))
+    with grpc.insecure_channel(stack.grpc_address) as channel:
+        stub = gen_grpc.GenerationServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.CountInputTokens(_grpc_params(stack, hosted))
+    status = rpc_status.from_call(caught.value)  # type: ignore[arg-type]
+    assert status is not None
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info)
+    assert (info.metadata["param"], info.metadata["code"]) == ("tools[0].type", "unsupported_tool")
+    with grpc.insecure_channel(drop_stack.grpc_address) as channel:
+        stub = gen_grpc.GenerationServiceStub(channel)
+        flat = stub.CountInputTokens(_grpc_params(drop_stack, hosted, namespace)).input_tokens
+        plain = stub.CountInputTokens(_grpc_params(drop_stack, weather)).input_tokens
+    assert flat == plain, "the namespace renders as its own function tool"
 
 
 PENALTIES = {"presence_penalty": 0.5, "frequency_penalty": -0.25}
