@@ -192,3 +192,30 @@ def test_a_penalty_changes_what_is_sampled(random_stack: Stack) -> None:
     assert json.dumps(plain["output"][-1]["content"]) != json.dumps(
         penalised["output"][-1]["content"]
     )
+
+
+def test_compact_takes_agent_tools_under_drop(stack: Stack, drop_stack: Stack) -> None:
+    # Codex asks for remote compaction with the same tools it sends on every turn.
+    body = {
+        "input": [
+            {"role": role, "content": text}
+            for w in ("rain", "snow", "wind", "sun", "cloud", "storm", "moon", "star")
+            for role, text in (("user", f"Reply with: {w}"), ("assistant", w))
+        ]
+        + [{"role": "user", "content": "Reply with: hello"}],
+        "tools": [WEATHER, *AGENT_TOOLS],
+        "keep_tokens": 40,
+        "max_output_tokens": 4,
+    }
+    dropped = httpx.post(
+        f"{drop_stack.base_url}/v1/responses/compact",
+        json={**body, "model": _model(drop_stack)},
+        timeout=60,
+    )
+    assert dropped.status_code == 200, dropped.text
+    assert dropped.json()["output"][-1]["type"] == "compaction"
+    refused = httpx.post(
+        f"{stack.base_url}/v1/responses/compact", json={**body, "model": _model(stack)}, timeout=60
+    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "tools[1].type"
