@@ -43,6 +43,7 @@ HOSTED_TOOLS = {
     "function_shell",
     "shell",
     "local_shell",
+    "tool_search",
 }
 MEDIA_PARTS = {"input_image", "input_file", "input_audio"}
 STRING_FIELDS = ("instructions", "user", "safety_identifier", "prompt_cache_key", "service_tier")
