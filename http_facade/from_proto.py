@@ -101,7 +101,7 @@ def item_to_json(item: pb.Item) -> dict[str, Any]:
         return out
     if kind == "function_call":
         f = item.function_call
-        return {
+        call = {
             "id": f.id,
             "type": "function_call",
             "status": ITEM_STATUS.get(f.status, "completed"),
@@ -109,6 +109,9 @@ def item_to_json(item: pb.Item) -> dict[str, Any]:
             "name": f.name,
             "arguments": f.arguments,
         }
+        if f.HasField("namespace"):
+            call["namespace"] = f.namespace
+        return call
     if kind == "function_call_output":
         o = item.function_call_output
         return {
@@ -133,7 +136,18 @@ def item_to_json(item: pb.Item) -> dict[str, Any]:
 
 
 def tool_to_json(tool: pb.Tool) -> dict[str, Any]:
-    """A function tool."""
+    """A tool (the core echoes function tools; the others only reach here from gRPC clients)."""
+    kind = tool.WhichOneof("tool")
+    if kind == "hosted":
+        return {"type": tool.hosted.type}
+    if kind == "namespace":
+        ns = tool.namespace
+        return {
+            "type": "namespace",
+            "name": ns.name,
+            "description": ns.description if ns.HasField("description") else "",
+            "tools": [tool_to_json(t) for t in ns.tools],
+        }
     fn = tool.function
     return {
         "type": "function",
@@ -214,6 +228,8 @@ def response_to_json(r: pb.Response) -> dict[str, Any]:
         "model": r.model,
         "output": [item_to_json(i) for i in r.output],
         "parallel_tool_calls": r.parallel_tool_calls,
+        "presence_penalty": r.presence_penalty,
+        "frequency_penalty": r.frequency_penalty,
         "previous_response_id": _opt(r, "previous_response_id"),
         "conversation": {"id": r.conversation} if r.HasField("conversation") else None,
         "prompt": None,

@@ -24,7 +24,8 @@ TOOL_CHOICE_MODES = {
     "auto": pb.TOOL_CHOICE_MODE_AUTO,
     "required": pb.TOOL_CHOICE_MODE_REQUIRED,
 }
-# Hosted tools need services this server does not run (seed: rejected with 400).
+# Hosted tools need services this server does not run: the core refuses them (seed) or drops
+# them (`--hosted-tools drop`); any other unknown type is a 400 here.
 HOSTED_TOOLS = {
     "web_search",
     "web_search_preview",
@@ -42,6 +43,7 @@ HOSTED_TOOLS = {
     "function_shell",
     "shell",
     "local_shell",
+    "tool_search",
 }
 MEDIA_PARTS = {"input_image", "input_file", "input_audio"}
 NUMBER = (int, float)
@@ -63,6 +65,8 @@ SCALAR_PARAMS: dict[str, type | tuple[type, ...]] = {
     "top_logprobs": int,
     "temperature": NUMBER,
     "top_p": NUMBER,
+    "presence_penalty": NUMBER,
+    "frequency_penalty": NUMBER,
 }
 REQUIRED_PARAMS = ("model", "input")
 EXPECTED = {str: "a string", bool: "a boolean", int: "an integer", NUMBER: "a number"}
@@ -177,7 +181,7 @@ def item_from_json(item: Any, param: str) -> pb.Item:
         arguments = item.get("arguments", "")
         if isinstance(arguments, dict):
             arguments = json.dumps(arguments)
-        return pb.Item(
+        call = pb.Item(
             function_call=pb.FunctionCallItem(
                 id=_optional_str(item, "id", param) or "",
                 call_id=_required_str(item, "call_id", param),
@@ -186,6 +190,10 @@ def item_from_json(item: Any, param: str) -> pb.Item:
                 status=status,
             )
         )
+        namespace = _optional_str(item, "namespace", param)
+        if namespace is not None:
+            call.function_call.namespace = namespace
+        return call
     if kind == "function_call_output":
         output = item.get("output")
         if isinstance(output, list):
@@ -241,15 +249,27 @@ def _input(value: Any) -> list[pb.Item]:
     return [item_from_json(item, f"input[{i}]") for i, item in enumerate(value)]
 
 
+def _namespace(tool: dict[str, Any], param: str) -> pb.Tool:
+    namespace = pb.NamespaceTool(name=_required_str(tool, "name", param))
+    description = _optional_str(tool, "description", param)
+    if description is not None:
+        namespace.description = description
+    inner = _expect(tool.get("tools"), list, f"{param}.tools", "an array")
+    for i, entry in enumerate(inner):
+        where = f"{param}.tools[{i}]"
+        if isinstance(entry, dict) and entry.get("type") == "namespace":
+            raise invalid("Namespaces do not nest.", f"{where}.type", "invalid_value")
+        namespace.tools.append(_tool(entry, where))
+    return pb.Tool(namespace=namespace)
+
+
 def _tool(tool: Any, param: str) -> pb.Tool:
     _expect(tool, dict, param, "an object")
     kind = tool.get("type")
     if _in(HOSTED_TOOLS, kind):
-        raise invalid(
-            f"Tool type '{kind}' is not supported: this server runs function tools only.",
-            f"{param}.type",
-            "unsupported_tool",
-        )
+        return pb.Tool(hosted=pb.HostedTool(type=kind))
+    if kind == "namespace":
+        return _namespace(tool, param)
     if kind != "function":
         raise invalid(f"Unknown tool type {kind!r}.", f"{param}.type", "invalid_value")
     spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool

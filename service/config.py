@@ -85,6 +85,8 @@ STORE_FLAGS: tuple[StoreFlag, ...] = (
 REASONING_ECHO_ENV = "MLXCEL_REASONING_ECHO_MAX_BYTES"
 API_KEY_ENV = "MLX_RESPONSES_API_KEY"
 DEFAULT_SHUTDOWN_GRACE_SECS = 10.0
+HOSTED_TOOLS_ENV = "MLXCEL_HOSTED_TOOLS"
+HOSTED_TOOLS_MODES = ("reject", "drop")
 BLAS_ENV = "MLX_RESPONSES_BLAS"
 STORE_URL_ENV = "MLX_RESPONSES_STORE_URL"
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -133,6 +135,7 @@ class Settings:
     shutdown_grace_secs: float = DEFAULT_SHUTDOWN_GRACE_SECS
     metrics_port: int | None = None
     allow_download: bool = False
+    hosted_tools: str = "reject"
 
     def __post_init__(self) -> None:
         for spec in STORE_FLAGS:
@@ -164,6 +167,8 @@ class Settings:
             raise ConfigError("an API key must not be empty")
         if not 0 <= self.shutdown_grace_secs <= 3600:
             raise ConfigError("--shutdown-grace-secs must be between 0 and 3600")
+        if self.hosted_tools not in HOSTED_TOOLS_MODES:
+            raise ConfigError(f"--hosted-tools must be one of {', '.join(HOSTED_TOOLS_MODES)}")
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -296,6 +301,13 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         default=512,
         help="prompt tokens prefilled between two decode steps while others decode: bounds "
         "the stall a long new prompt causes (default 512)",
+    )
+    parser.add_argument(
+        "--hosted-tools",
+        default=env.get(HOSTED_TOOLS_ENV) or "reject",
+        help="hosted tools (web_search, ...) in a request: reject them with 400 (seed default) "
+        "or drop them and flatten namespace tools, for agents such as Codex "
+        f"(default reject, env {HOSTED_TOOLS_ENV})",
     )
 
 

@@ -94,6 +94,7 @@ class Core:
         from service.generation import ResponseGenerator
         from service.jobs import JobManager
         from service.reasoning_echo import ReasoningEcho
+        from service.tool_policy import HostedToolPolicy
 
         s = self.settings
         # The hub may download (with --allow-download): off the event loop.
@@ -122,6 +123,7 @@ class Core:
             reasoning_echo=ReasoningEcho(
                 s.reasoning_echo_max_bytes if s.prompt_cache_max_entries > 0 else 0
             ),
+            tool_policy=HostedToolPolicy(s.hosted_tools),
         )
         self._jobs = JobManager(
             self._generator,

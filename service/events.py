@@ -7,7 +7,7 @@ and the stored object share their ids.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -30,9 +30,16 @@ def new_id(prefix: str) -> str:
 class EventAssembler:
     """Builds the event sequence and the output items of one response."""
 
-    def __init__(self, response: pb.Response, ids: IdFactory = new_id) -> None:
+    def __init__(
+        self,
+        response: pb.Response,
+        ids: IdFactory = new_id,
+        namespaced: Mapping[str, tuple[str, str]] | None = None,
+    ) -> None:
         self.response = response
         self._ids = ids
+        # The model calls flattened namespace tools; the call leaves as namespace + name.
+        self._namespaced = namespaced or {}
         self._sequence = 0
         self._open: str | None = None  # "message" | "reasoning" while an item is open
         self._text = ""
@@ -196,6 +203,8 @@ class EventAssembler:
                 status=pb.ITEM_STATUS_IN_PROGRESS,
             )
         )
+        if name in self._namespaced:
+            item.function_call.namespace, item.function_call.name = self._namespaced[name]
         self.response.output.append(item)
         events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
         return events

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,6 +22,7 @@ from service.compaction_codec import CompactionDecodeError
 from service.engine.json_bounds import JsonBounds
 from service.engine.model import LoadedModel
 from service.engine.output_parser import Channel, Markers, OutputParser, Segment
+from service.engine.penalties import penalty_processors
 from service.engine.prompt import (
     RenderedPrompt,
     items_to_messages,
@@ -40,6 +41,7 @@ from service.reasoning_echo import ReasoningEcho
 from service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from service.submission import submit
 from service.tool_choice import ToolConstraints
+from service.tool_policy import HostedToolPolicy
 from service.validation import parse_json_object, template_kwargs, validate_params
 
 log = logging.getLogger(__name__)
@@ -79,6 +81,8 @@ class Turn:
     # Automatic compaction: due but deferred (a background job runs it), or done.
     compaction_pending: bool = False
     compaction: CompactionResult | None = None
+    # flattened namespace tool name -> (namespace, name): calls leave under their own names
+    namespaced: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -99,6 +103,7 @@ class ResponseGenerator:
     conversations: ConversationStore
     default_max_output_tokens: int = 4096
     reasoning_echo: ReasoningEcho = field(default_factory=lambda: ReasoningEcho(0))
+    tool_policy: HostedToolPolicy = field(default_factory=HostedToolPolicy)
     clock: Callable[[], float] = time.time
     ids: IdFactory = new_id
     in_flight: dict[str, InFlight] = field(default_factory=dict)
@@ -148,6 +153,8 @@ class ResponseGenerator:
             else self.loaded.default_temperature,
             top_p=params.top_p if params.HasField("top_p") else self.loaded.default_top_p,
             top_logprobs=params.top_logprobs,
+            presence_penalty=params.presence_penalty,
+            frequency_penalty=params.frequency_penalty,
             parallel_tool_calls=params.parallel_tool_calls
             if params.HasField("parallel_tool_calls")
             else True,
@@ -209,7 +216,7 @@ class ResponseGenerator:
 
     async def count_input_tokens(self, params: pb.CreateResponseParams) -> int:
         """Rendered input tokens, history included, exactly as generation renders them."""
-        _, prompt = await self.render(params)
+        _, prompt = await self.render(self.tool_policy.resolve(params).params)
         return len(prompt.tokens)
 
     # --- compaction ------------------------------------------------------------------------
@@ -218,6 +225,7 @@ class ResponseGenerator:
     ) -> cp.CompactResponseResponse:
         """`POST /v1/responses/compact`: the compacted history; nothing is stored."""
         validate_compact_request(params, keep_tokens)
+        params = self.tool_policy.resolve(params).params
         context, prompt = await self.render(params)
         return await self.compactor.compact_request(params, context, prompt, keep_tokens)
 
@@ -252,6 +260,8 @@ class ResponseGenerator:
 
         Automatic compaction runs here too, unless deferred to a background job.
         """
+        resolved = self.tool_policy.resolve(params)
+        params = resolved.params
         context, prompt = await self.render(params)
         due = compaction_due(params, len(prompt.tokens), self.loaded.context_length)
         room = self.loaded.context_length - len(prompt.tokens)
@@ -282,7 +292,7 @@ class ResponseGenerator:
             tool_leading=fmt.leading if use_tools else None,
         )
         streamer = None
-        processors = []
+        processors: list[Any] = []
         if use_tools:
             schemas = self.tool_constraints.schemas(params)
             streamer = ToolCallStreamer(fmt, schemas)
@@ -292,7 +302,13 @@ class ResponseGenerator:
             )
         if not processors:
             processors = self.constraints(params, sampling.max_tokens)
+        # Penalties shift the logits first; a grammar's mask then has the last word.
+        processors = [
+            *penalty_processors(params.presence_penalty, params.frequency_penalty),
+            *processors,
+        ]
         turn = Turn(params, response, context, prompt, sampling, markers, processors, streamer)
+        turn.namespaced = resolved.namespaced
         turn.compaction_pending = due
         if due and not defer_compaction:
             await self.run_compaction(turn)
@@ -320,7 +336,7 @@ class ResponseGenerator:
     async def stream(self, turn: Turn) -> AsyncIterator[list[ev.ResponseEvent]]:
         """The events of one turn, in batches of those ready together."""
         generation = self.submit(turn)
-        assembler = EventAssembler(turn.response, self.ids)
+        assembler = EventAssembler(turn.response, self.ids, turn.namespaced)
         try:
             opening = (
                 assembler.start()

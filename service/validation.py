@@ -55,6 +55,13 @@ def validate_params(params: pb.CreateResponseParams, model_accepts: Any) -> None
             "top_p",
             "invalid_value",
         )
+    for name in ("presence_penalty", "frequency_penalty"):
+        if params.HasField(name) and not -2.0 <= getattr(params, name) <= 2.0:
+            raise invalid(
+                f"Invalid '{name}': {getattr(params, name)}; must be between -2 and 2.",
+                name,
+                "invalid_value",
+            )
     if params.HasField("max_output_tokens") and params.max_output_tokens < 1:
         raise invalid(
             f"Invalid 'max_output_tokens': {params.max_output_tokens}; must be at least 1.",
@@ -100,6 +107,9 @@ def validate_params(params: pb.CreateResponseParams, model_accepts: Any) -> None
 def _validate_tools(params: pb.CreateResponseParams) -> None:
     names = set()
     for i, tool in enumerate(params.tools):
+        if tool.WhichOneof("tool") != "function":
+            # Hosted and namespace tools are resolved first (service/tool_policy.py).
+            raise invalid("Only function tools can be offered here.", f"tools[{i}].type")
         fn = tool.function
         if not fn.name:
             raise invalid("Function tools need a 'name'.", f"tools[{i}].name")

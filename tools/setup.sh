@@ -37,4 +37,17 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[dev]"
+
+# The Codex CLI for its end-to-end test (tests/e2e/test_codex.py), project-local and best effort:
+# without npm or the registry the test skips, and setup still succeeds.
+CODEX_VERSION="0.169"
+CODEX=.tools/node_modules/.bin/codex
+if ! { [ -x "$CODEX" ] && "$CODEX" --version 2>/dev/null | grep -q " ${CODEX_VERSION}\."; }; then
+  if command -v npm >/dev/null 2>&1; then
+    npm install --prefix .tools --no-audit --no-fund --loglevel=error "@openai/codex@${CODEX_VERSION}.x" \
+      >/dev/null 2>&1 || echo "setup: could not install @openai/codex@${CODEX_VERSION}.x; its test will skip"
+  else
+    echo "setup: npm not found; the Codex CLI end-to-end test will skip"
+  fi
+fi
 touch .venv/.installed

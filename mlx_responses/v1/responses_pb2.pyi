@@ -138,18 +138,20 @@ class MessageItem(_message.Message):
     def __init__(self, id: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., status: _Optional[_Union[ItemStatus, str]] = ..., content: _Optional[_Iterable[_Union[ContentPart, _Mapping]]] = ...) -> None: ...
 
 class FunctionCallItem(_message.Message):
-    __slots__ = ("id", "call_id", "name", "arguments", "status")
+    __slots__ = ("id", "call_id", "name", "arguments", "status", "namespace")
     ID_FIELD_NUMBER: _ClassVar[int]
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     id: str
     call_id: str
     name: str
     arguments: str
     status: ItemStatus
-    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., name: _Optional[str] = ..., arguments: _Optional[str] = ..., status: _Optional[_Union[ItemStatus, str]] = ...) -> None: ...
+    namespace: str
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., name: _Optional[str] = ..., arguments: _Optional[str] = ..., status: _Optional[_Union[ItemStatus, str]] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class FunctionCallOutputItem(_message.Message):
     __slots__ = ("id", "call_id", "output", "status")
@@ -211,11 +213,31 @@ class FunctionTool(_message.Message):
     strict: bool
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[str] = ..., strict: _Optional[bool] = ...) -> None: ...
 
+class HostedTool(_message.Message):
+    __slots__ = ("type",)
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    def __init__(self, type: _Optional[str] = ...) -> None: ...
+
+class NamespaceTool(_message.Message):
+    __slots__ = ("name", "description", "tools")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    tools: _containers.RepeatedCompositeFieldContainer[Tool]
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ...) -> None: ...
+
 class Tool(_message.Message):
-    __slots__ = ("function",)
+    __slots__ = ("function", "hosted", "namespace")
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    HOSTED_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     function: FunctionTool
-    def __init__(self, function: _Optional[_Union[FunctionTool, _Mapping]] = ...) -> None: ...
+    hosted: HostedTool
+    namespace: NamespaceTool
+    def __init__(self, function: _Optional[_Union[FunctionTool, _Mapping]] = ..., hosted: _Optional[_Union[HostedTool, _Mapping]] = ..., namespace: _Optional[_Union[NamespaceTool, _Mapping]] = ...) -> None: ...
 
 class ToolChoice(_message.Message):
     __slots__ = ("mode", "function_name", "allowed_tools")
@@ -312,7 +334,7 @@ class ResponseError(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CreateResponseParams(_message.Message):
-    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "previous_response_id", "conversation", "context_management", "store", "background", "max_output_tokens", "temperature", "top_p", "top_logprobs", "truncation", "metadata", "chat_template_kwargs_json", "user", "service_tier", "safety_identifier", "prompt_cache_key", "stream", "include")
+    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "previous_response_id", "conversation", "context_management", "store", "background", "max_output_tokens", "temperature", "top_p", "top_logprobs", "truncation", "metadata", "chat_template_kwargs_json", "user", "service_tier", "safety_identifier", "prompt_cache_key", "stream", "include", "presence_penalty", "frequency_penalty")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +368,8 @@ class CreateResponseParams(_message.Message):
     PROMPT_CACHE_KEY_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_FIELD_NUMBER: _ClassVar[int]
+    PRESENCE_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    FREQUENCY_PENALTY_FIELD_NUMBER: _ClassVar[int]
     model: str
     input: _containers.RepeatedCompositeFieldContainer[Item]
     instructions: str
@@ -372,10 +396,12 @@ class CreateResponseParams(_message.Message):
     prompt_cache_key: str
     stream: bool
     include: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., context_management: _Optional[_Iterable[_Union[ContextManagement, _Mapping]]] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., truncation: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chat_template_kwargs_json: _Optional[str] = ..., user: _Optional[str] = ..., service_tier: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., stream: _Optional[bool] = ..., include: _Optional[_Iterable[str]] = ...) -> None: ...
+    presence_penalty: float
+    frequency_penalty: float
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., context_management: _Optional[_Iterable[_Union[ContextManagement, _Mapping]]] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., truncation: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chat_template_kwargs_json: _Optional[str] = ..., user: _Optional[str] = ..., service_tier: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., stream: _Optional[bool] = ..., include: _Optional[_Iterable[str]] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...
 
 class Response(_message.Message):
-    __slots__ = ("id", "created_at", "completed_at", "status", "incomplete_details", "error", "instructions", "model", "output", "usage", "tools", "tool_choice", "text", "reasoning", "temperature", "top_p", "top_logprobs", "parallel_tool_calls", "max_output_tokens", "previous_response_id", "conversation", "truncation", "store", "background", "service_tier", "metadata", "user", "safety_identifier", "prompt_cache_key")
+    __slots__ = ("id", "created_at", "completed_at", "status", "incomplete_details", "error", "instructions", "model", "output", "usage", "tools", "tool_choice", "text", "reasoning", "temperature", "top_p", "top_logprobs", "parallel_tool_calls", "max_output_tokens", "previous_response_id", "conversation", "truncation", "store", "background", "service_tier", "metadata", "user", "safety_identifier", "prompt_cache_key", "presence_penalty", "frequency_penalty")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -412,6 +438,8 @@ class Response(_message.Message):
     USER_FIELD_NUMBER: _ClassVar[int]
     SAFETY_IDENTIFIER_FIELD_NUMBER: _ClassVar[int]
     PROMPT_CACHE_KEY_FIELD_NUMBER: _ClassVar[int]
+    PRESENCE_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    FREQUENCY_PENALTY_FIELD_NUMBER: _ClassVar[int]
     id: str
     created_at: int
     completed_at: int
@@ -441,4 +469,6 @@ class Response(_message.Message):
     user: str
     safety_identifier: str
     prompt_cache_key: str
-    def __init__(self, id: _Optional[str] = ..., created_at: _Optional[int] = ..., completed_at: _Optional[int] = ..., status: _Optional[_Union[ResponseStatus, str]] = ..., incomplete_details: _Optional[_Union[IncompleteDetails, _Mapping]] = ..., error: _Optional[_Union[ResponseError, _Mapping]] = ..., instructions: _Optional[str] = ..., model: _Optional[str] = ..., output: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., parallel_tool_calls: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., truncation: _Optional[str] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., service_tier: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ...) -> None: ...
+    presence_penalty: float
+    frequency_penalty: float
+    def __init__(self, id: _Optional[str] = ..., created_at: _Optional[int] = ..., completed_at: _Optional[int] = ..., status: _Optional[_Union[ResponseStatus, str]] = ..., incomplete_details: _Optional[_Union[IncompleteDetails, _Mapping]] = ..., error: _Optional[_Union[ResponseError, _Mapping]] = ..., instructions: _Optional[str] = ..., model: _Optional[str] = ..., output: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., parallel_tool_calls: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., truncation: _Optional[str] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., service_tier: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...

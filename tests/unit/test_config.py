@@ -102,3 +102,13 @@ def test_facade_takes_several_cores() -> None:
 
     args = build_parser().parse_args(["facade", "--core", "a:1", "--core", "dns:///cores:2"])
     assert args.core == ["a:1", "dns:///cores:2"]
+
+
+def test_hosted_tools_flag_and_env() -> None:
+    assert _parse([], {}).hosted_tools == "reject"
+    assert _parse([], {"MLXCEL_HOSTED_TOOLS": "drop"}).hosted_tools == "drop"
+    assert _parse(["--hosted-tools", "reject"], {"MLXCEL_HOSTED_TOOLS": "drop"}).hosted_tools == (
+        "reject"
+    )
+    with pytest.raises(ConfigError):
+        _parse(["--hosted-tools", "ignore"], {})

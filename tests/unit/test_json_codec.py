@@ -99,8 +99,13 @@ REFUSALS = [
     (_body(temperature="hot"), "temperature"),
     (_body(temperature=True), "temperature"),
     (_body(max_output_tokens=1.5), "max_output_tokens"),
-    (_body(tools=[{"type": "web_search"}]), "tools[0].type"),
-    (_body(tools=[{"type": "code_interpreter"}]), "tools[0].type"),
+    (_body(tools=[{"type": "telepathy"}]), "tools[0].type"),
+    (_body(tools=[{"type": "namespace", "name": "ns"}]), "tools[0].tools"),
+    (
+        _body(tools=[{"type": "namespace", "name": "a", "tools": [{"type": "namespace"}]}]),
+        "tools[0].tools[0].type",
+    ),
+    (_body(presence_penalty="lots"), "presence_penalty"),
     (_body(tools=[{"type": "function"}]), "tools[0].name"),
     (_body(tool_choice="sometimes"), "tool_choice"),
     (_body(tool_choice={"type": "file_search"}), "tool_choice"),
@@ -138,10 +143,34 @@ HOSTED = [
 
 
 @pytest.mark.parametrize("kind", HOSTED)
-def test_every_hosted_tool_of_the_seed_is_refused(kind: str) -> None:
-    with pytest.raises(OpenAIError) as caught:
-        params_from_json(_body(tools=[{"type": kind}]))
-    assert caught.value.code == "unsupported_tool"
+def test_every_hosted_tool_of_the_seed_reaches_the_core_as_hosted(kind: str) -> None:
+    # The core refuses (seed) or drops (--hosted-tools drop) them: tests/unit/test_tool_policy.py
+    params = params_from_json(_body(tools=[{"type": kind}]))
+    assert params.tools[0].hosted.type == kind
+
+
+def test_namespace_tool_decodes_with_its_functions() -> None:
+    fn = {"type": "function", "name": "spawn", "parameters": {"type": "object"}}
+    tool = {"type": "namespace", "name": "agents", "description": "d", "tools": [fn]}
+    params = params_from_json(_body(tools=[tool]))
+    ns = params.tools[0].namespace
+    assert (ns.name, ns.description, ns.tools[0].function.name) == ("agents", "d", "spawn")
+
+
+def test_namespaced_function_call_round_trips() -> None:
+    item = {"type": "function_call", "call_id": "c", "name": "spawn", "arguments": "{}"}
+    decoded = item_from_json({**item, "namespace": "agents"}, "input[0]")
+    assert decoded.function_call.namespace == "agents"
+    assert item_to_json(decoded)["namespace"] == "agents"
+    assert "namespace" not in item_to_json(item_from_json(item, "input[0]"))
+
+
+def test_penalties_decode_and_echo() -> None:
+    params = params_from_json(_body(presence_penalty=1, frequency_penalty=-0.5))
+    assert (params.presence_penalty, params.frequency_penalty) == (1.0, -0.5)
+    assert not params_from_json(_body()).HasField("presence_penalty")
+    out = response_to_json(pb.Response(id="r", presence_penalty=0.5))
+    assert (out["presence_penalty"], out["frequency_penalty"]) == (0.5, 0.0)
 
 
 def test_foreground_response_has_no_background_key() -> None:
