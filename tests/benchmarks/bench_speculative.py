@@ -95,11 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = []
     for n in args.streams:
         samples: dict[str, list[float]] = {"plain": [], "ngram": [], "wrong": []}
-        for _ in range(args.repeats):
+        modes = list(samples)
+        for r in range(args.repeats):
             texts = [prompts.render(prompts.file_task(400)) for _ in range(n)]
-            for mode, values in samples.items():
+            for mode in modes[r % 3 :] + modes[: r % 3]:  # rotated: no contender always first
                 k = args.num_draft_tokens
-                values.append(_run(model, texts, args.tokens, mode=mode, k=k, bad=bad))
+                samples[mode].append(_run(model, texts, args.tokens, mode=mode, k=k, bad=bad))
         rates = {mode: statistics.median(values) for mode, values in samples.items()}
         print(f"@{n}: " + " ".join(f"{m}={r:.1f} tok/s" for m, r in rates.items()), flush=True)
         summary += [
