@@ -44,6 +44,7 @@ class HostedToolPolicy:
             return ResolvedTools(params)
         tools: list[pb.Tool] = []
         namespaced: dict[str, tuple[str, str]] = {}
+        aliases: dict[str, str] = {}
         taken = {t.function.name for t in params.tools if t.WhichOneof("tool") == "function"}
         for i, tool in enumerate(params.tools):
             kind = tool.WhichOneof("tool")
@@ -52,13 +53,16 @@ class HostedToolPolicy:
             elif kind == "hosted":
                 self._drop(tool.hosted.type, f"tools[{i}].type")
             elif kind == "namespace":
-                self._flatten(tool.namespace, f"tools[{i}]", tools, namespaced, taken)
+                self._flatten(
+                    tool.namespace, f"tools[{i}]", tools, namespaced, taken, aliases=aliases
+                )
             else:
                 raise invalid("Each tool needs a 'type'.", f"tools[{i}].type", "invalid_value")
         resolved = pb.CreateResponseParams()
         resolved.CopyFrom(params)
         del resolved.tools[:]
         resolved.tools.extend(tools)
+        _rename_choice(resolved.tool_choice, aliases)
         return ResolvedTools(resolved, namespaced)
 
     def _drop(self, kind: str, param: str) -> None:
@@ -80,6 +84,8 @@ class HostedToolPolicy:
         tools: list[pb.Tool],
         namespaced: dict[str, tuple[str, str]],
         taken: set[str],
+        *,
+        aliases: dict[str, str],
     ) -> None:
         if self.mode != "drop":
             raise invalid(
@@ -115,4 +121,20 @@ class HostedToolPolicy:
             namespaced[shown] = (namespace.name, name)
             if qualified not in taken:
                 namespaced[qualified] = (namespace.name, name)  # a model may call it qualified
+                aliases[qualified] = shown  # and a tool_choice may name it qualified
             tools.append(flat)
+
+
+def _rename_choice(choice: pb.ToolChoice, aliases: Mapping[str, str]) -> None:
+    """Points a tool_choice naming a namespaced function qualified at the name the model sees.
+
+    The Responses API's function choice carries a bare `name`: a function's own name picks
+    it (a top-level tool of that name wins), `namespace__name` always picks the namespaced one.
+    """
+    kind = choice.WhichOneof("choice")
+    if kind == "function_name":
+        choice.function_name = aliases.get(choice.function_name, choice.function_name)
+    elif kind == "allowed_tools":
+        names = [aliases.get(n, n) for n in choice.allowed_tools.names]
+        del choice.allowed_tools.names[:]
+        choice.allowed_tools.names.extend(names)

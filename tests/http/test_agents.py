@@ -114,6 +114,60 @@ def test_streamed_namespaced_call(drop_stack: Stack) -> None:
     assert done["name"] == "get_weather"
 
 
+# A top-level tool holding the namespaced function's own name: the model sees that one as
+# `get_weather` and the namespaced one as `weather__get_weather`.
+CLASHING_TOOLS = [{**WEATHER, "description": "Weather at sea."}, *AGENT_TOOLS]
+
+
+@pytest.mark.parametrize(
+    ("tools", "choice", "namespace"),
+    [
+        (AGENT_TOOLS, {"type": "function", "name": "weather__get_weather"}, "weather"),
+        (AGENT_TOOLS, {"type": "function", "name": "get_weather"}, "weather"),
+        (CLASHING_TOOLS, {"type": "function", "name": "weather__get_weather"}, "weather"),
+        (CLASHING_TOOLS, {"type": "function", "name": "get_weather"}, None),
+        (
+            AGENT_TOOLS,
+            {
+                "type": "allowed_tools",
+                "mode": "required",
+                "tools": [{"type": "function", "name": "weather__get_weather"}],
+            },
+            "weather",
+        ),
+    ],
+    ids=["qualified", "own-name", "qualified-clash", "own-name-clash", "allowed-qualified"],
+)
+def test_a_forced_namespaced_call_comes_back_namespaced(
+    drop_stack: Stack, tools: list[Any], choice: dict[str, Any], namespace: str | None
+) -> None:
+    client = openai.OpenAI(base_url=f"{drop_stack.base_url}/v1", api_key="x", max_retries=0)
+    reply = client.responses.create(
+        model=_model(drop_stack),
+        input="Reply with: hello",  # answered with text when the choice is free
+        tools=tools,
+        tool_choice=choice,  # type: ignore[arg-type]
+        max_output_tokens=200,
+        store=False,
+    )
+    calls = [item for item in reply.output if item.type == "function_call"]
+    assert calls, reply.output
+    assert all((c.namespace, c.name) == (namespace, "get_weather") for c in calls)
+    assert all(set(json.loads(c.arguments)) == {"city"} for c in calls)
+
+
+def test_a_choice_naming_an_unknown_namespaced_function_is_refused(drop_stack: Stack) -> None:
+    body = {
+        "model": _model(drop_stack),
+        "input": "hello",
+        "tools": AGENT_TOOLS,
+        "tool_choice": {"type": "function", "name": "climate__get_weather"},
+    }
+    reply = httpx.post(f"{drop_stack.base_url}/v1/responses", json=body, timeout=60)
+    assert reply.status_code == 400
+    assert reply.json()["error"]["param"] == "tool_choice"
+
+
 def _grpc_params(stack: Stack, *tools: pb.Tool) -> gen.CountInputTokensRequest:
     text = pb.ContentPart(input_text=pb.InputText(text=PROMPT))
     params = pb.CreateResponseParams(
