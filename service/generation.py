@@ -87,10 +87,14 @@ class Turn:
 
 @dataclass
 class InFlight:
-    """A running generation and the final response it will resolve to."""
+    """A running turn (compacting, then generating) and the final response it resolves to.
 
-    stream: GenerationStream
-    final: asyncio.Future[pb.Response]
+    `final` resolves to None when the turn fails before it generates.
+    """
+
+    stop: Callable[[], object]
+    final: asyncio.Future[pb.Response | None]
+    cancel_requested: bool = False
 
 
 @dataclass
@@ -311,15 +315,53 @@ class ResponseGenerator:
         turn.namespaced = resolved.namespaced
         turn.compaction_pending = due
         if due and not defer_compaction:
-            await self.run_compaction(turn)
+            await self._compact_in_flight(turn)
         return turn
+
+    async def _compact_in_flight(self, turn: Turn) -> None:
+        """Runs a due compaction inline, registered as in flight so a cancel can stop it.
+
+        A cancelled compaction leaves the turn to end `cancelled` in stream(), unsubmitted.
+        """
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self.run_compaction(turn))
+        running = InFlight(task.cancel, loop.create_future())
+        self.in_flight[turn.response.id] = running
+        log.info(
+            "response %s: compacting %d input tokens", turn.response.id, len(turn.prompt.tokens)
+        )
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if running.cancel_requested and not (current is not None and current.cancelling()):
+                return
+            self._abandon(turn.response.id)
+            raise
+        except BaseException:
+            self._abandon(turn.response.id)
+            raise
+
+    def _abandon(self, response_id: str) -> None:
+        """Forgets a turn that ends before it generates; a waiting cancel gets None."""
+        running = self.in_flight.pop(response_id, None)
+        if running is not None and not running.final.done():
+            running.final.set_result(None)
 
     # --- generation ------------------------------------------------------------------------
     def submit(self, turn: Turn) -> GenerationStream:
         """Queues the turn on the engine; a full queue is a 503 before anything streams."""
-        stream = submit(self.worker, turn.prompt.tokens, turn.sampling, turn.logits_processors)
-        future: asyncio.Future[pb.Response] = asyncio.get_running_loop().create_future()
-        self.in_flight[turn.response.id] = InFlight(stream, future)
+        try:
+            stream = submit(self.worker, turn.prompt.tokens, turn.sampling, turn.logits_processors)
+        except BaseException:
+            self._abandon(turn.response.id)
+            raise
+        running = self.in_flight.get(turn.response.id)
+        if running is None:
+            future = asyncio.get_running_loop().create_future()
+            self.in_flight[turn.response.id] = InFlight(stream.cancel, future)
+        else:
+            running.stop = stream.cancel  # registered while it compacted
         return stream
 
     async def cancel(self, response_id: str, timeout: float = 30.0) -> pb.Response | None:
@@ -330,12 +372,15 @@ class ResponseGenerator:
         running = self.in_flight.get(response_id)
         if running is None:
             return None
-        running.stream.cancel()
+        running.cancel_requested = True
+        running.stop()
         return await asyncio.wait_for(asyncio.shield(running.final), timeout)
 
     async def stream(self, turn: Turn) -> AsyncIterator[list[ev.ResponseEvent]]:
         """The events of one turn, in batches of those ready together."""
-        generation = self.submit(turn)
+        running = self.in_flight.get(turn.response.id)
+        # Cancelled while it compacted: it ends cancelled without reaching the engine.
+        generation = None if running is not None and running.cancel_requested else self.submit(turn)
         assembler = EventAssembler(turn.response, self.ids, turn.namespaced)
         try:
             opening = (
@@ -348,6 +393,17 @@ class ResponseGenerator:
                 opening += assembler.compaction(
                     result.item, result.tokens_before, result.tokens_after
                 )
+            if generation is None:
+                yield opening + await self._finish(
+                    turn,
+                    assembler,
+                    "cancelled",
+                    None,
+                    output_tokens=0,
+                    cached_tokens=0,
+                    reasoning_tokens=0,
+                )
+                return
             yield opening
             parser = OutputParser(turn.markers, in_reasoning=turn.prompt.opens_reasoning)
             output_tokens = 0
@@ -385,7 +441,8 @@ class ResponseGenerator:
                     yield events
         finally:
             # A consumer gone before the first chunk never reached batches()' own cleanup.
-            generation.cancel()
+            if generation is not None:
+                generation.cancel()
             running = self.in_flight.pop(turn.response.id, None)
             if running is not None and not running.final.done():
                 running.final.set_result(assembler.response)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -563,6 +564,53 @@ def test_cancel_stops_a_job_while_it_compacts(random_stack: Stack) -> None:
     assert cancelled.json()["status"] == "cancelled"
     assert _poll(random_stack, queued["id"])["status"] == "cancelled"
     # The summary generation left the engine.
+    deadline = time.monotonic() + 10
+    while random_stack.engine_stats.active and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert random_stack.engine_stats.active == 0
+
+
+def test_cancel_stops_a_foreground_stream_while_it_compacts(random_stack: Stack) -> None:
+    """A foreground turn is in flight from its compaction on: a cancel by id ends it there."""
+    assert random_stack.core is not None
+    generator = random_stack.core.generator
+    items = [*history()[:-1], {"role": "user", "content": rains(2300)}, history()[-1]]
+    items.insert(-1, {"role": "assistant", "content": "rain"})
+    before = count(random_stack, input=items)
+    body = {"model": name(random_stack), "input": items, "stream": True, "temperature": 0,
+            "context_management": cm(1000)}  # fmt: skip
+    events: list[dict[str, Any]] = []
+
+    def consume() -> None:
+        url = f"{random_stack.base_url}/v1/responses"
+        with httpx.stream("POST", url, json=body, timeout=120) as reply:
+            events.extend(
+                json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: ")
+            )
+
+    known = set(generator.in_flight)
+    reader = threading.Thread(target=consume)
+    reader.start()
+    deadline = time.monotonic() + 30
+    while not (set(generator.in_flight) - known) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (rid,) = set(generator.in_flight) - known
+    # The summary generation (up to 1,024 tokens of the random model) is running.
+    while not random_stack.engine_stats.active and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not events, "nothing streams before the compaction is done"
+    cancelled = httpx.post(f"{random_stack.base_url}/v1/responses/{rid}/cancel", timeout=60)
+    assert cancelled.status_code == 200, cancelled.text
+    reader.join(60)
+    assert not reader.is_alive()
+    final = cancelled.json()
+    assert (final["id"], final["status"], final["output"]) == (rid, "cancelled", [])
+    assert final["usage"]["input_tokens"] == before, "cancelled before the compaction finished"
+    types = [e["type"] for e in events]
+    # The Responses API has no cancelled event: its response.failed carries status cancelled.
+    assert types == ["response.created", "response.in_progress", "response.failed"]
+    assert events[-1]["response"] == final
+    assert rid not in generator.in_flight
     deadline = time.monotonic() + 10
     while random_stack.engine_stats.active and time.monotonic() < deadline:
         time.sleep(0.05)
