@@ -531,9 +531,11 @@ class ResponseGenerator:
                 turn.params.conversation, [*turn.params.input, *final.output]
             )
 
-    async def create(self, params: pb.CreateResponseParams) -> pb.Response:
+    async def create(
+        self, params: pb.CreateResponseParams, response_id: str | None = None
+    ) -> pb.Response:
         """Generates a whole response (`stream: false`)."""
-        turn = await self.prepare(params)
+        turn = await self.prepare(params, response_id)
         final = turn.response
         async for events in self.stream(turn):
             if events and events[-1].WhichOneof("payload") == "snapshot":

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 from service.errors import Reason, ServiceError, invalid
+from service.foreground_claims import ForegroundClaims
 from service.generation import ResponseGenerator, Turn
 from service.history import status_name
 from service.stores.base import JobBoard, StoredResponse
@@ -83,6 +84,10 @@ class JobManager:
         self.generator.history.job_status = self.status_of
         self._heartbeat: asyncio.Task[None] | None = None
         self._forwarded: set[asyncio.Task[pb.Response | None]] = set()
+        # Foreground responses share the board's cancel channel and heartbeat.
+        self.foreground = ForegroundClaims(
+            self.generator, self.board, LEASE_S, CANCEL_WAIT_S, REMOTE_POLL_S
+        )
 
     async def start(self) -> None:
         """Listens for cancel requests from other replicas; renews leases while jobs run."""
@@ -91,7 +96,9 @@ class JobManager:
 
     def _cancel_requested(self, response_id: str) -> None:
         job = self.active.get(response_id)
-        if job is not None and not job.cancel_requested:
+        if job is None:
+            self.foreground.cancel_requested(response_id)
+        elif not job.cancel_requested:
             log.info("response %s: cancel requested by another replica", response_id)
             task = asyncio.get_running_loop().create_task(self.cancel(response_id))
             self._forwarded.add(task)
@@ -103,6 +110,9 @@ class JobManager:
             try:
                 for rid in await self.board.renew(list(self.active), LEASE_S):
                     self._cancel_requested(rid)
+                claims = list(self.foreground.claims)
+                for rid in await self.board.renew_claims(claims, LEASE_S):
+                    self.foreground.cancel_requested(rid)
             except ServiceError as error:
                 log.warning("background job leases not renewed: %s", error.message)
             except Exception:

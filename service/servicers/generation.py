@@ -23,16 +23,22 @@ class GenerationServicer(gen_grpc.GenerationServiceServicer):
     async def CreateResponse(
         self, request: gen.CreateResponseRequest, context: Context
     ) -> gen.CreateResponseResponse:
-        response = await self._core.generator.create(request.params)
+        generator = self._core.generator
+        response_id = generator.ids("resp")
+        # Claimed while it runs, so a cancel asked of another replica reaches it.
+        async with self._core.jobs.foreground.running(response_id):
+            response = await generator.create(request.params, response_id)
         return gen.CreateResponseResponse(response=response)
 
     async def StreamResponse(
         self, request: gen.StreamResponseRequest, context: Context
     ) -> AsyncIterator[gen.StreamResponseResponse]:
         generator = self._core.generator
-        turn = await generator.prepare(request.params)
-        async for events in generator.stream(turn):
-            yield gen.StreamResponseResponse(events=events)
+        response_id = generator.ids("resp")
+        async with self._core.jobs.foreground.running(response_id):
+            turn = await generator.prepare(request.params, response_id)
+            async for events in generator.stream(turn):
+                yield gen.StreamResponseResponse(events=events)
 
     async def CountInputTokens(
         self, request: gen.CountInputTokensRequest, context: Context

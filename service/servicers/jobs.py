@@ -62,6 +62,8 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
         final = await self._core.jobs.cancel(request.id)
         if final is None:
             final = await self._core.generator.cancel(request.id)
+        if final is None:
+            final = await self._core.jobs.foreground.cancel_elsewhere(request.id)
         if final is not None:
             return jobs.CancelResponseResponse(response=final)
         stored = await self._core.responses.get(request.id)

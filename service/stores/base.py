@@ -139,6 +139,31 @@ class JobBoard(Protocol):
         """Drops a kept final object; False if none."""
         ...
 
+    # Foreground responses are claimed too, so a cancel asked of another replica reaches them.
+    async def claim(self, response_id: str, lease_secs: float) -> None:
+        """Marks a foreground response as running on this replica for `lease_secs`."""
+        ...
+
+    async def unclaim(self, response_id: str) -> None:
+        """The foreground response has ended (a cancel answer is kept by then)."""
+        ...
+
+    async def claimed(self, response_id: str) -> bool:
+        """Whether a foreground response runs on another replica (a shared board only)."""
+        ...
+
+    async def renew_claims(self, response_ids: list[str], lease_secs: float) -> list[str]:
+        """Renews this replica's claims; returns those asked to cancel."""
+        ...
+
+    async def answer(self, final: pb.Response) -> None:
+        """Hands the final object of a foreground response cancelled for another replica."""
+        ...
+
+    async def answered(self, response_id: str) -> pb.Response | None:
+        """The answer to a cancel asked of another replica, once it has come."""
+        ...
+
     async def close(self) -> None:
         """Stops listening."""
         ...

@@ -144,5 +144,24 @@ class InMemoryJobBoard:
     async def forget(self, response_id: str) -> bool:
         return self._kept.pop(response_id) is not None
 
+    # One process: its own in-flight responses are the only ones, found without a claim.
+    async def claim(self, response_id: str, lease_secs: float) -> None:
+        return None
+
+    async def unclaim(self, response_id: str) -> None:
+        return None
+
+    async def claimed(self, response_id: str) -> bool:
+        return False
+
+    async def renew_claims(self, response_ids: list[str], lease_secs: float) -> list[str]:
+        return []
+
+    async def answer(self, final: pb.Response) -> None:
+        return None
+
+    async def answered(self, response_id: str) -> pb.Response | None:
+        return None
+
     async def close(self) -> None:
         self._on_cancel = None

@@ -5,7 +5,9 @@ heartbeat, so a job whose core died vanishes (404) once the lease runs out, as a
 jobs in one process. A cancel asked of another replica sets a cancel key and PUBLISHes the id on
 one channel; every core subscribes, and the one running the job cancels it between decode steps
 (the engine checks its cancel flag every token). The cancel key is the fallback for a message
-lost while a subscriber reconnected: owners check it at every heartbeat.
+lost while a subscriber reconnected: owners check it at every heartbeat. A foreground response
+is claimed by a key with the same kind of lease, so a cancel reaches it the same way; its owner
+answers with the final object under an answer key (the asker may not read a store:false one).
 Final objects that are not stored responses (store:false, oversized stubs) live in a Redis
 bounded map with the ephemeral TTL.
 """
@@ -64,6 +66,12 @@ class RedisJobBoard:
 
     def _cancel(self, response_id: str) -> str:
         return f"{self._ns}:cancel:{response_id}"
+
+    def _claim(self, response_id: str) -> str:
+        return f"{self._ns}:claim:{response_id}"
+
+    def _answer(self, response_id: str) -> str:
+        return f"{self._ns}:answer:{response_id}"
 
     async def post(self, view: pb.Response, lease_secs: float) -> None:
         async with reachable():
@@ -128,6 +136,39 @@ class RedisJobBoard:
 
     async def forget(self, response_id: str) -> bool:
         return await self._kept.delete(response_id)
+
+    async def claim(self, response_id: str, lease_secs: float) -> None:
+        async with reachable():
+            await self._client.set(self._claim(response_id), b"1", px=int(lease_secs * 1000))
+
+    async def unclaim(self, response_id: str) -> None:
+        async with reachable():
+            await self._client.delete(self._claim(response_id), self._cancel(response_id))
+
+    async def claimed(self, response_id: str) -> bool:
+        async with reachable():
+            return bool(await self._client.exists(self._claim(response_id)))
+
+    async def renew_claims(self, response_ids: list[str], lease_secs: float) -> list[str]:
+        if not response_ids:
+            return []
+        async with reachable(), self._client.pipeline(transaction=False) as pipe:
+            for rid in response_ids:
+                pipe.pexpire(self._claim(rid), int(lease_secs * 1000))
+                pipe.exists(self._cancel(rid))
+            replies: list[Any] = await pipe.execute()
+        return [rid for rid, asked in zip(response_ids, replies[1::2], strict=True) if asked]
+
+    async def answer(self, final: pb.Response) -> None:
+        async with reachable():
+            await self._client.set(
+                self._answer(final.id), final.SerializeToString(), px=CANCEL_KEY_TTL_MS
+            )
+
+    async def answered(self, response_id: str) -> pb.Response | None:
+        async with reachable():
+            raw = await self._client.get(self._answer(response_id))
+        return pb.Response.FromString(raw) if raw is not None else None
 
     async def close(self) -> None:
         if self._listener is not None:

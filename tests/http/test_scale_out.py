@@ -6,6 +6,7 @@ continued through the other crosses replicas by construction; façade `pool` has
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,6 +141,36 @@ def test_cancel_crosses_replicas(topo: Topology) -> None:
     time.sleep(0.2)
     assert topo.generated("a") == generated
     assert _poll(topo, "a", rid, {"cancelled"})["id"] == rid
+
+
+@pytest.mark.parametrize("store", [True, False])
+def test_cancel_of_a_foreground_stream_crosses_replicas(topo: Topology, store: bool) -> None:
+    body = {"model": topo.settings.model_path.name, "input": "go", "stream": True,
+            "max_output_tokens": 100000, "store": store}  # fmt: skip
+    cancelled_before = topo.cores["a"].generator.worker.stats.cancelled
+    url = f"{topo.url('a')}/v1/responses"
+    with httpx.stream("POST", url, json=body, timeout=60) as stream:
+        lines = (json.loads(line[6:]) for line in stream.iter_lines() if line.startswith("data: "))
+        created = next(lines)
+        assert created["type"] == "response.created"
+        rid = created["response"]["id"]
+        assert next(lines)["type"] == "response.in_progress"
+        # Core b runs nothing under that id: the cancel crosses to core a through Redis.
+        assert rid not in topo.cores["b"].generator.in_flight
+        reply = httpx.post(f"{topo.url('b')}/v1/responses/{rid}/cancel", timeout=60)
+        rest = list(lines)
+    assert reply.status_code == 200, reply.text
+    final = reply.json()
+    assert (final["id"], final["status"]) == (rid, "cancelled")
+    assert rest[-1]["type"] == "response.failed" and rest[-1]["response"] == final
+    assert topo.cores["a"].generator.worker.stats.cancelled == cancelled_before + 1
+    assert rid not in topo.cores["a"].generator.in_flight
+    assert not topo.cores["a"].jobs.foreground.claims
+    stored = httpx.get(f"{topo.url('b')}/v1/responses/{rid}", timeout=30)
+    assert stored.status_code == (200 if store else 404)
+    # A cancel of an id no replica runs stays a 404.
+    unknown = httpx.post(f"{topo.url('b')}/v1/responses/resp_nothing/cancel", timeout=30)
+    assert unknown.status_code == 404
 
 
 def test_pool_round_robin_routes_around_an_unhealthy_core(topo: Topology) -> None:

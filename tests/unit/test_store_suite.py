@@ -291,6 +291,27 @@ async def test_job_board_views_kept_objects_and_cancel_requests(backend: Backend
     await other.close()
 
 
+async def test_redis_foreground_claims_cancel_asks_and_answers(redis_server: RedisServer) -> None:
+    backend = Backend(redis_server.url())
+    owner, other = backend.board(), backend.board()
+    await owner.claim("resp_f", 10)
+    assert await other.claimed("resp_f") and not await other.claimed("resp_none")
+    assert await owner.renew_claims(["resp_f"], 10) == []
+    await other.request_cancel("resp_f")
+    assert await owner.renew_claims(["resp_f", "resp_none"], 10) == ["resp_f"]
+    assert await other.answered("resp_f") is None
+    await owner.answer(pb.Response(id="resp_f", status=pb.RESPONSE_STATUS_CANCELLED))
+    await owner.unclaim("resp_f")
+    assert not await other.claimed("resp_f")
+    assert await owner.renew_claims(["resp_f"], 10) == [], "the cancel key went with the claim"
+    answer = await other.answered("resp_f")
+    assert answer is not None and answer.status == pb.RESPONSE_STATUS_CANCELLED
+    await owner.claim("resp_short", 0.2)
+    await asyncio.sleep(0.3)
+    assert not await other.claimed("resp_short"), "a dead owner's claim runs out"
+    await backend.close()
+
+
 async def test_redis_job_lease_runs_out_without_heartbeats(redis_server: RedisServer) -> None:
     backend = Backend(redis_server.url())
     board = backend.board()
