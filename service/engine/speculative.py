@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.generate import GenerationBatch
 from mlx_lm.models.cache import BatchKVCache
 
+from service.engine.grammar_batch import GrammarGenerationBatch
 from service.engine.quantized_cache import BatchQuantizedKVCache
 
 NGRAM_SIZES = (3, 2)  # longest first; single tokens repeat too often to be worth a verify
@@ -94,8 +94,8 @@ class NgramDrafter:
         self._limit = drafted * 2 if accepted == drafted else accepted + 1
 
 
-class SpeculativeGenerationBatch(GenerationBatch):
-    """mlx-lm's GenerationBatch whose decode step verifies n-gram drafts of greedy sequences.
+class SpeculativeGenerationBatch(GrammarGenerationBatch):
+    """A GenerationBatch whose decode step verifies n-gram drafts of greedy sequences.
 
     NOTE: it works on GenerationBatch's state (pending tokens, caches, matchers) of the pinned
     mlx-lm; sequences with logits processors or a non-greedy sampler are never drafted for, and

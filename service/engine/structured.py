@@ -79,6 +79,22 @@ class JsonSchemaProcessor:
         self._vocab_size = vocab_size
         self._started = False
 
+    @property
+    def matcher(self) -> llguidance.LLMatcher:
+        """The grammar state (a batched decode step fills its mask with the others')."""
+        return self._matcher
+
+    @property
+    def vocab_size(self) -> int:
+        """The mask's width: the model's vocabulary."""
+        return self._vocab_size
+
+    def advance(self, last: int) -> None:
+        """Feeds the context's last token: the one sampled last step (the prompt's, at first)."""
+        if self._started:
+            self._matcher.consume_token(last)  # type: ignore[arg-type]
+        self._started = True
+
     def __call__(self, tokens: mx.array, logits: mx.array) -> mx.array:
         # The mask needs the token sampled last step, this step's forward pass does not: queue
         # the context, then the forward pass, and read the context as memory (np.asarray waits
@@ -86,10 +102,7 @@ class JsonSchemaProcessor:
         # runs while the mask is computed.
         mx.async_eval(tokens)
         mx.async_eval(logits)
-        if self._started:
-            last = int(np.asarray(tokens).reshape(-1)[-1])
-            self._matcher.consume_token(last)  # type: ignore[arg-type]
-        self._started = True
+        self.advance(int(np.asarray(tokens).reshape(-1)[-1]))
         words = np.frombuffer(self._matcher.compute_bitmask(), dtype=np.uint8)
         allowed = np.unpackbits(words, bitorder="little")[: logits.shape[-1]].astype(bool)
         return mx.where(mx.array(allowed), logits, -mx.inf)

@@ -22,6 +22,7 @@ from mlx_lm.generate import BatchGenerator
 from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache
 from mlx_lm.sample_utils import make_sampler
 
+from service.engine.grammar_batch import GrammarGenerationBatch
 from service.engine.model import LoadedModel
 from service.engine.quantized_cache import kv_group_size, new_sequence_cache
 from service.engine.requests import (
@@ -229,11 +230,15 @@ class EngineWorker:
             prefill_batch_size=min(8, self.max_batch_size),
             prefill_step_size=self.prefill_step_size,
         )
+        # NOTE: swaps in our decode batch before anything joins it; prefill stays mlx-lm's.
         if self.speculative == "ngram":
-            # NOTE: swaps in our decode batch before anything joins it; prefill stays mlx-lm's.
             batch = SpeculativeGenerationBatch.empty(self.loaded.model, generator.sampler)
             batch.num_draft = self.num_draft_tokens
             generator._generation_batch = batch
+        else:
+            generator._generation_batch = GrammarGenerationBatch.empty(
+                self.loaded.model, generator.sampler
+            )
         return generator
 
     @staticmethod
