@@ -54,6 +54,27 @@ def refusing_handler(handler: grpc.RpcMethodHandler, error: ServiceError) -> grp
     return grpc.stream_stream_rpc_method_handler(refuse, **kwargs)
 
 
+UnaryBehaviour = Callable[[Any, "grpc.aio.ServicerContext[Any, Any]"], Awaitable[Any]]
+StreamBehaviour = Callable[[Any, "grpc.aio.ServicerContext[Any, Any]"], AsyncIterator[Any]]
+
+
+def wrap_handler(
+    handler: grpc.RpcMethodHandler,
+    unary: Callable[[UnaryBehaviour], UnaryBehaviour],
+    stream: Callable[[StreamBehaviour], StreamBehaviour],
+) -> grpc.RpcMethodHandler:
+    """`handler` with its unary or server-streaming behaviour wrapped; other kinds unchanged."""
+    kwargs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary), **kwargs)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(stream(handler.unary_stream), **kwargs)
+    return handler
+
+
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
     """Wraps every handler so ServiceError and unexpected errors abort with ErrorInfo."""
 
@@ -68,9 +89,8 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
             # Health and reflection raise no ServiceError, and Health.Watch writes through the
             # context instead of yielding, which the stream wrapper below cannot carry.
             return handler
-        if handler.unary_unary is not None:
-            inner = handler.unary_unary
 
+        def guard_unary(inner: UnaryBehaviour) -> UnaryBehaviour:
             async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                 try:
                     return await inner(request, context)
@@ -81,19 +101,14 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                 except Exception as exc:
                     await _unexpected(context, exc, method)
 
-            return grpc.unary_unary_rpc_method_handler(
-                unary,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            inner_stream = handler.unary_stream
+            return unary
 
+        def guard_stream(inner: StreamBehaviour) -> StreamBehaviour:
             async def stream(
                 request: Any, context: grpc.aio.ServicerContext[Any, Any]
             ) -> AsyncIterator[Any]:
                 try:
-                    async for message in inner_stream(request, context):
+                    async for message in inner(request, context):
                         yield message
                 except ServiceError as error:
                     await _abort(context, error)
@@ -102,9 +117,6 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                 except Exception as exc:
                     await _unexpected(context, exc, method)
 
-            return grpc.unary_stream_rpc_method_handler(
-                stream,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler
+            return stream
+
+        return wrap_handler(handler, guard_unary, guard_stream)

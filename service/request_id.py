@@ -9,7 +9,7 @@ from typing import Any
 
 import grpc
 
-from service.interceptors import OWN_SERVICES
+from service.interceptors import OWN_SERVICES, StreamBehaviour, UnaryBehaviour, wrap_handler
 
 METADATA_KEY = "x-request-id"
 MAX_LENGTH = 128
@@ -28,6 +28,26 @@ def _request_id(context: grpc.aio.ServicerContext[Any, Any]) -> str:
     return f"rpc_{uuid.uuid4().hex}"
 
 
+def _bind_unary(inner: UnaryBehaviour) -> UnaryBehaviour:
+    async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        # NOTE: never reset: each RPC runs in a task (and a context) of its own.
+        REQUEST_ID.set(_request_id(context))
+        return await inner(request, context)
+
+    return unary
+
+
+def _bind_stream(inner: StreamBehaviour) -> StreamBehaviour:
+    async def stream(
+        request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
+        REQUEST_ID.set(_request_id(context))
+        async for message in inner(request, context):
+            yield message
+
+    return stream
+
+
 class RequestIdInterceptor(grpc.aio.ServerInterceptor):
     """Binds each RPC's request id to the handler's context, for its log lines."""
 
@@ -41,32 +61,4 @@ class RequestIdInterceptor(grpc.aio.ServerInterceptor):
             # Health and reflection log nothing per request, and Health.Watch writes through
             # the context instead of yielding.
             return handler
-        if handler.unary_unary is not None:
-            inner = handler.unary_unary
-
-            async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-                # NOTE: never reset: each RPC runs in a task (and a context) of its own.
-                REQUEST_ID.set(_request_id(context))
-                return await inner(request, context)
-
-            return grpc.unary_unary_rpc_method_handler(
-                unary,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            inner_stream = handler.unary_stream
-
-            async def stream(
-                request: Any, context: grpc.aio.ServicerContext[Any, Any]
-            ) -> AsyncIterator[Any]:
-                REQUEST_ID.set(_request_id(context))
-                async for message in inner_stream(request, context):
-                    yield message
-
-            return grpc.unary_stream_rpc_method_handler(
-                stream,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler
+        return wrap_handler(handler, _bind_unary, _bind_stream)
