@@ -18,18 +18,9 @@ from mlx_responses.v1 import generation_service_pb2 as gen
 from mlx_responses.v1 import generation_service_pb2_grpc as gen_grpc
 from mlx_responses.v1 import responses_pb2 as pb
 from tests.support.stack import Stack
+from tests.support.tools import WEATHER
 
 CODEX_REQUEST = Path(__file__).parents[1] / "fixtures" / "codex_0.169_request.json"
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather of a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
 # What Codex adds around its function tools: a hosted tool and a namespace.
 AGENT_TOOLS = [
     {"type": "web_search", "external_web_access": False},

@@ -13,6 +13,7 @@ import pytest
 from referencing import Registry, Resource
 
 from tests.support.stack import Stack
+from tests.support.tools import WEATHER
 
 SCHEMA = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "openresponses_schema.json").read_text()
@@ -26,16 +27,6 @@ EXTENSIONS = {"mlx.compaction.started", "mlx.compaction.completed"}
 RENAMED = {
     "response.reasoning_text.delta": "response.reasoning.delta",
     "response.reasoning_text.done": "response.reasoning.done",
-}
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather of a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
 }
 
 

@@ -9,18 +9,8 @@ import openai
 import pytest
 
 from tests.support.stack import Stack
+from tests.support.tools import WEATHER_STRICT
 
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather of a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-}
 TIME = {
     "type": "function",
     "name": "get_time",
@@ -31,7 +21,7 @@ TIME = {
         "required": ["zone"],
     },
 }
-TOOLS: list[Any] = [WEATHER, TIME]
+TOOLS: list[Any] = [WEATHER_STRICT, TIME]
 # A prompt the bundled model answers with text when the tools are free.
 PLAIN = "Reply with: hello"
 ASKS_WEATHER = "Use the get_weather tool with city set to paris."
@@ -55,7 +45,7 @@ def _calls(response: Any) -> list[Any]:
 def _valid(call: Any) -> dict[str, Any]:
     arguments = json.loads(call.arguments)
     assert isinstance(arguments, dict)
-    schema = {"get_weather": WEATHER, "get_time": TIME}[call.name]["parameters"]
+    schema = {"get_weather": WEATHER_STRICT, "get_time": TIME}[call.name]["parameters"]
     assert set(schema["required"]) <= set(arguments) <= set(schema["properties"])
     for key, value in arguments.items():
         kind = schema["properties"][key]["type"]

@@ -10,17 +10,8 @@ import openai
 import pytest
 
 from tests.support.stack import Stack
+from tests.support.tools import WEATHER
 
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather of a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
 PROMPT = "Use the get_weather tool with city set to paris."
 
 
