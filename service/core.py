@@ -14,7 +14,7 @@ from service.errors import Reason, ServiceError
 from service.metrics import CoreMetrics
 from service.model_source import resolve_model
 from service.stores.base import ConversationStore, JobBoard, ResponseStore
-from service.stores.select import Stores, memory_stores, open_stores
+from service.stores.select import Stores, open_stores
 
 if TYPE_CHECKING:  # the generator imports MLX; the façade must be able to skip it
     from service.generation import ResponseGenerator
@@ -48,11 +48,6 @@ class Core:
             board=stores.board,
             close_stores=stores.close,
         )
-
-    @classmethod
-    def in_memory(cls, settings: Settings) -> Core:
-        """The embedded default: in-memory stores sized by the seed's flags."""
-        return cls.with_stores(settings, memory_stores(settings))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Core:

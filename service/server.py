@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -138,13 +137,3 @@ async def start_core_server(
     )
     return CoreServer(server, bound, health_servicer, core)
 
-
-async def run_core(core: Core, host: str, port: int, stop: asyncio.Event) -> None:
-    """Serves until `stop` is set: binds, loads the model, marks SERVING, drains on stop."""
-    started = await start_core_server(core, host, port)
-    try:
-        await core.load()
-        await started.set_serving()
-        await stop.wait()
-    finally:
-        await started.stop()
