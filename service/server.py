@@ -136,4 +136,3 @@ async def start_core_server(
         "gRPC core listening on %s:%d (%s)", host, bound, "TLS" if credentials else "plaintext"
     )
     return CoreServer(server, bound, health_servicer, core)
-
