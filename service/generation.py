@@ -267,6 +267,7 @@ class ResponseGenerator:
         resolved = self.tool_policy.resolve(params)
         params = resolved.params
         context, prompt = await self.render(params)
+        await self._check_store(params)
         due = compaction_due(params, len(prompt.tokens), self.loaded.context_length)
         room = self.loaded.context_length - len(prompt.tokens)
         if room < 1 and not due:
@@ -317,6 +318,17 @@ class ResponseGenerator:
         if due and not defer_compaction:
             await self._compact_in_flight(turn)
         return turn
+
+    async def _check_store(self, params: pb.CreateResponseParams) -> None:
+        """A turn that will be stored fails fast (503) while the store is unreachable.
+
+        Otherwise it would generate first and fail at the final write. Reading history already
+        reached the store (the same client), so only a turn without history pings it.
+        """
+        store = params.store if params.HasField("store") else True
+        read_history = params.HasField("previous_response_id") or params.HasField("conversation")
+        if store and self.responses.enabled and not read_history:
+            await self.responses.check()
 
     async def _compact_in_flight(self, turn: Turn) -> None:
         """Runs a due compaction inline, registered as in flight so a cancel can stop it.

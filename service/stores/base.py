@@ -66,6 +66,10 @@ class ResponseStore(Protocol):
         """Entries and bytes held."""
         ...
 
+    async def check(self) -> None:
+        """Raises STORE_UNAVAILABLE when the backend cannot be reached now (a cheap ping)."""
+        ...
+
 
 class ConversationStore(Protocol):
     """Conversation transcripts by id."""

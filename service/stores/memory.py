@@ -63,6 +63,9 @@ class InMemoryResponseStore:
     async def occupancy(self) -> Occupancy:
         return _occupancy(self._lru)  # type: ignore[arg-type]
 
+    async def check(self) -> None:
+        return None  # in this process: always reachable
+
 
 class InMemoryConversationStore:
     """Conversation transcripts in a BoundedLru; appends are serialised per store."""

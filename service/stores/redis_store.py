@@ -156,6 +156,11 @@ class RedisBoundedMap:
         async with reachable():
             return bool(await self._delete(keys=self._keys, args=self._args(key)))
 
+    async def ping(self) -> None:
+        """One PING: STORE_UNAVAILABLE unless Redis answers."""
+        async with reachable():
+            await self._client.ping()
+
     async def occupancy(self) -> Occupancy:
         """Entries, bytes and evictions, after purging what expired."""
         async with reachable():
@@ -195,6 +200,9 @@ class RedisResponseStore:
 
     async def occupancy(self) -> Occupancy:
         return await self._map.occupancy()
+
+    async def check(self) -> None:
+        await self._map.ping()
 
 
 class RedisConversationStore:

@@ -215,7 +215,11 @@ def test_redis_restart_gives_503s_then_recovers(topo: Topology, redis_server: Re
         _unavailable(_post(topo, "b", input="x", previous_response_id=before["id"]))
         _unavailable(_post(topo, "a", input="x", conversation="conv_down"))
         _unavailable(_post(topo, "a", input="x", background=True))
-        _unavailable(_post(topo, "a", input="x", max_output_tokens=2))  # cannot be stored
+        # One that cannot be stored fails fast: refused before it generates, streamed or not.
+        generated = topo.generated("a")
+        _unavailable(_post(topo, "a", input="x", max_output_tokens=2))
+        _unavailable(_post(topo, "a", input="x", max_output_tokens=2, stream=True))
+        assert topo.generated("a") == generated
         # A request that needs no store still works.
         assert _post(topo, "a", input="x", max_output_tokens=2, store=False).status_code == 200
     finally:
@@ -231,6 +235,31 @@ def test_redis_restart_gives_503s_then_recovers(topo: Topology, redis_server: Re
     _poll(topo, "a", long["id"], {"in_progress"})
     cancelled = httpx.post(f"{topo.url('a')}/v1/responses/{long['id']}/cancel", timeout=60)
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+
+
+def test_redis_lost_during_generation_fails_at_the_final_write(
+    topo: Topology, redis_server: RedisServer
+) -> None:
+    body = {"model": topo.settings.model_path.name, "input": "go", "stream": True,
+            "max_output_tokens": 1000}  # fmt: skip
+    try:
+        with httpx.stream("POST", f"{topo.url('a')}/v1/responses", json=body, timeout=60) as s:
+            lines = (json.loads(line[6:]) for line in s.iter_lines() if line.startswith("data: "))
+            assert next(lines)["type"] == "response.created"
+            # Reachable at admission; gone before the final write.
+            redis_server.stop()
+            rest = list(lines)
+    finally:
+        if not redis_server.ping():
+            redis_server.start()
+    last = rest[-1]
+    assert last["type"] == "response.failed", last["type"]
+    failed = last["response"]
+    assert failed["status"] == "failed" and "Redis" in failed["error"]["message"]
+    # Nothing half-written: the store answers again, without the failed response.
+    missing = httpx.get(f"{topo.url('b')}/v1/responses/{failed['id']}", timeout=30)
+    assert missing.status_code == 404
+    assert _post(topo, "b", input="x", max_output_tokens=2).status_code == 200
 
 
 def test_one_balanced_address_uses_grpc_round_robin_and_health(topo: Topology) -> None:

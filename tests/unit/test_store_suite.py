@@ -326,13 +326,16 @@ async def test_redis_down_is_store_unavailable_then_recovers(redis_server: Redis
     backend = Backend(redis_server.url())
     store = backend.responses(10, 10_000)
     assert await store.put(_stored("resp_keep", "kept"))
+    await store.check()
     redis_server.stop()
     try:
-        with pytest.raises(ServiceError) as raised:
-            await store.get("resp_keep")
-        assert raised.value.reason is Reason.STORE_UNAVAILABLE
+        for call in (store.get("resp_keep"), store.check()):
+            with pytest.raises(ServiceError) as raised:
+                await call
+            assert raised.value.reason is Reason.STORE_UNAVAILABLE
     finally:
         redis_server.start()
+    await store.check()
     got = await store.get("resp_keep")  # the append-only file kept it across the restart
     assert got is not None and _texts(got.context) == ["kept"]
     await backend.close()
