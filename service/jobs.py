@@ -2,8 +2,8 @@
 
 Jobs run on the core that admitted them; their poll views and final objects go to the job board
 and the response store, which a Redis backend shares, so any replica answers a poll, refuses a
-chain to an unfinished job, and forwards a cancel to the owner. Admission limits are per core:
-each job holds a slot of this core's engine.
+chain to an unfinished job, and forwards a cancel to the owner. The admission limits count the
+active jobs of every replica sharing the board (the seed's limits, for the whole deployment).
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -20,7 +21,7 @@ from service.errors import Reason, ServiceError, invalid
 from service.foreground_claims import ForegroundClaims
 from service.generation import ResponseGenerator, Turn
 from service.history import status_name
-from service.stores.base import JobBoard, StoredResponse
+from service.stores.base import Admission, JobBoard, StoredResponse
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class JobManager:
     def __post_init__(self) -> None:
         self.generator.history.job_status = self.status_of
         self._heartbeat: asyncio.Task[None] | None = None
-        self._forwarded: set[asyncio.Task[pb.Response | None]] = set()
+        self._detached: set[asyncio.Task[object]] = set()
         # Foreground responses share the board's cancel channel and heartbeat.
         self.foreground = ForegroundClaims(
             self.generator, self.board, LEASE_S, CANCEL_WAIT_S, REMOTE_POLL_S
@@ -94,15 +95,19 @@ class JobManager:
         await self.board.listen(self._cancel_requested)
         self._heartbeat = asyncio.create_task(self._renew_leases(), name="job-heartbeat")
 
+    def _detach(self, work: Coroutine[Any, Any, object]) -> None:
+        """Runs `work` on its own task, kept until it ends."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._detached.add(task)
+        task.add_done_callback(self._detached.discard)
+
     def _cancel_requested(self, response_id: str) -> None:
         job = self.active.get(response_id)
         if job is None:
             self.foreground.cancel_requested(response_id)
         elif not job.cancel_requested:
             log.info("response %s: cancel requested by another replica", response_id)
-            task = asyncio.get_running_loop().create_task(self.cancel(response_id))
-            self._forwarded.add(task)
-            task.add_done_callback(self._forwarded.discard)
+            self._detach(self.cancel(response_id))
 
     async def _renew_leases(self) -> None:
         while True:
@@ -130,10 +135,6 @@ class JobManager:
         """Whether this core runs the job."""
         return response_id in self.active
 
-    @property
-    def active_bytes(self) -> int:
-        return sum(job.nbytes for job in self.active.values())
-
     async def create(self, params: pb.CreateResponseParams) -> pb.Response:
         """Validates like a foreground request, checks the limits, starts the job."""
         if params.stream:
@@ -150,27 +151,30 @@ class JobManager:
         turn.response.status = pb.RESPONSE_STATUS_QUEUED
         turn.response.background = True
         nbytes = turn.response.ByteSize() + sum(i.ByteSize() for i in turn.context)
-        if len(self.active) >= self.max_jobs:
+        job = Job(turn=turn, nbytes=nbytes)
+        # The board counts every replica's active jobs, atomically: visible to all replicas
+        # before the create call answers, or refused (Redis down: a 503, no job).
+        try:
+            admission = await self.board.admit(
+                job.poll_view(), nbytes, self.max_jobs, self.store_max_bytes, LEASE_S
+            )
+        except asyncio.CancelledError:
+            # The caller left mid-admission: a job it may have admitted must not hold a slot.
+            self._detach(self.board.remove(job.response_id))
+            raise
+        if admission is Admission.TOO_MANY_JOBS:
             raise ServiceError(
                 Reason.RATE_LIMITED,
                 f"{self.max_jobs} background jobs are already active; retry after one finishes.",
                 code="rate_limit_exceeded",
             )
-        if self.active_bytes + nbytes > self.store_max_bytes:
+        if admission is Admission.OVER_BUDGET:
             raise ServiceError(
                 Reason.RATE_LIMITED,
                 "Active background jobs fill the response store's byte budget; retry later.",
                 code="rate_limit_exceeded",
             )
-        job = Job(turn=turn, nbytes=nbytes)
-        # Admitted before the await below, so concurrent creates cannot overshoot the limits.
         self.active[job.response_id] = job
-        try:
-            # Visible to every replica before the create call answers; Redis down -> 503, no job.
-            await self.board.post(job.poll_view(), LEASE_S)
-        except BaseException:
-            del self.active[job.response_id]
-            raise
         job.task = asyncio.create_task(self._run(job), name=f"job-{job.response_id}")
         log.info("response %s: background job queued", job.response_id)
         return job.poll_view()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -100,15 +101,33 @@ class ConversationStore(Protocol):
         ...
 
 
+class Admission(enum.Enum):
+    """What the job board answered a new background job."""
+
+    ADMITTED = "admitted"
+    TOO_MANY_JOBS = "too_many_jobs"  # --responses-background-max-jobs are active
+    OVER_BUDGET = "over_budget"  # the active jobs' bytes would pass the store's byte budget
+
+
 class JobBoard(Protocol):
     """Where background jobs are visible to every replica: active poll views, kept finals, cancel.
 
     The core running a job posts its poll view (with a lease it keeps renewing), any core reads
-    it; a cancel asked of any core reaches the owner through `request_cancel`.
+    it; a cancel asked of any core reaches the owner through `request_cancel`. The admission
+    limits count every active job on the board, so they hold across the replicas sharing it.
     """
 
+    async def admit(
+        self, view: pb.Response, nbytes: int, max_jobs: int, max_bytes: int, lease_secs: float
+    ) -> Admission:
+        """Posts a new job's poll view for `lease_secs` if the active jobs leave room for it.
+
+        Atomic: fewer than `max_jobs` active and their bytes plus `nbytes` within `max_bytes`.
+        """
+        ...
+
     async def post(self, view: pb.Response, lease_secs: float) -> None:
-        """Publishes (or updates) the poll view of an active job for `lease_secs`."""
+        """Updates the poll view of an admitted job, for `lease_secs`."""
         ...
 
     async def view(self, response_id: str) -> pb.Response | None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mlx_responses.v1 import responses_pb2 as pb
-from service.stores.base import Occupancy, StoredResponse
+from service.stores.base import Admission, Occupancy, StoredResponse
 from service.stores.lru import BoundedLru
 
 # Kept final objects are bounded by their TTL; the caps only keep a flood in check.
@@ -111,6 +111,7 @@ class InMemoryJobBoard:
     ephemeral_ttl_secs: float
     clock: Callable[[], float] = time.monotonic
     views: dict[str, pb.Response] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._kept: BoundedLru[pb.Response] = BoundedLru(
@@ -118,15 +119,29 @@ class InMemoryJobBoard:
         )
         self._on_cancel: Callable[[str], None] | None = None
 
+    async def admit(
+        self, view: pb.Response, nbytes: int, max_jobs: int, max_bytes: int, lease_secs: float
+    ) -> Admission:
+        # No await before the views change: concurrent creates cannot overshoot the limits.
+        if len(self.views) >= max_jobs:
+            return Admission.TOO_MANY_JOBS
+        if sum(self.sizes.values()) + nbytes > max_bytes:
+            return Admission.OVER_BUDGET
+        self.views[view.id] = view
+        self.sizes[view.id] = nbytes
+        return Admission.ADMITTED
+
     async def post(self, view: pb.Response, lease_secs: float) -> None:
         del lease_secs  # the process itself is the lease
-        self.views[view.id] = view
+        if view.id in self.views:
+            self.views[view.id] = view
 
     async def view(self, response_id: str) -> pb.Response | None:
         return self.views.get(response_id)
 
     async def remove(self, response_id: str) -> None:
         self.views.pop(response_id, None)
+        self.sizes.pop(response_id, None)
 
     async def renew(self, response_ids: list[str], lease_secs: float) -> list[str]:
         return []

@@ -2,14 +2,19 @@
 
 An active job is one key holding its poll view, with a lease (PX) its owner renews every
 heartbeat, so a job whose core died vanishes (404) once the lease runs out, as a restart loses
-jobs in one process. A cancel asked of another replica sets a cancel key and PUBLISHes the id on
-one channel; every core subscribes, and the one running the job cancels it between decode steps
-(the engine checks its cancel flag every token). The cancel key is the fallback for a message
-lost while a subscriber reconnected: owners check it at every heartbeat. A foreground response
-is claimed by a key with the same kind of lease, so a cancel reaches it the same way; its owner
-answers with the final object under an answer key (the asker may not read a store:false one).
-Final objects that are not stored responses (store:false, oversized stubs) live in a Redis
-bounded map with the ephemeral TTL.
+jobs in one process. An index of active jobs (a sorted set of lease deadlines and a hash of their
+bytes) carries the admission limits: one Lua script counts it and admits a job or refuses it, so
+`--responses-background-max-jobs` and the byte budget hold across every replica at once; a dead
+core's jobs leave the index with their lease.
+
+A cancel asked of another replica sets a cancel key and PUBLISHes the id on one channel; every
+core subscribes, and the one running the job cancels it between decode steps (the engine checks
+its cancel flag every token). The cancel key is the fallback for a message lost while a
+subscriber reconnected: owners check it at every heartbeat. A foreground response is claimed by
+a key with the same kind of lease, so a cancel reaches it the same way; its owner answers with
+the final object under an answer key (the asker may not read a store:false one). Final objects
+that are not stored responses (store:false, oversized stubs) live in a Redis bounded map with
+the ephemeral TTL.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
 from mlx_responses.v1 import responses_pb2 as pb
+from service.stores import redis_scripts as lua
+from service.stores.base import Admission
 from service.stores.memory import EPHEMERAL_MAX_ENTRIES
 from service.stores.redis_store import RedisBoundedMap, reachable
 
@@ -34,6 +41,7 @@ log = logging.getLogger(__name__)
 CANCEL_KEY_TTL_MS = 60_000
 RESUBSCRIBE_DELAY_S = 0.5
 RESUBSCRIBE_MAX_DELAY_S = 5.0
+ADMISSIONS = {0: Admission.ADMITTED, 1: Admission.TOO_MANY_JOBS, 2: Admission.OVER_BUDGET}
 
 
 class RedisJobBoard:
@@ -49,8 +57,12 @@ class RedisJobBoard:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._client = client
+        self._clock = clock
         self._ns = f"{namespace}:jobs"
         self._channel = f"{self._ns}:cancel"
+        self._index = [f"{self._ns}:index", f"{self._ns}:sizes"]
+        self._admit = client.register_script(lua.ADMIT_JOB)
+        self._post = client.register_script(lua.POST_JOB)
         self._kept = RedisBoundedMap(
             client,
             f"{namespace}:ephemeral",
@@ -73,11 +85,23 @@ class RedisJobBoard:
     def _answer(self, response_id: str) -> str:
         return f"{self._ns}:answer:{response_id}"
 
-    async def post(self, view: pb.Response, lease_secs: float) -> None:
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    async def admit(
+        self, view: pb.Response, nbytes: int, max_jobs: int, max_bytes: int, lease_secs: float
+    ) -> Admission:
+        keys = [*self._index, self._active(view.id)]
+        args = [self._now_ms(), view.id, view.SerializeToString(), nbytes]
+        args += [int(lease_secs * 1000), max_jobs, max_bytes]
         async with reachable():
-            await self._client.set(
-                self._active(view.id), view.SerializeToString(), px=int(lease_secs * 1000)
-            )
+            return ADMISSIONS[int(await self._admit(keys=keys, args=args))]
+
+    async def post(self, view: pb.Response, lease_secs: float) -> None:
+        keys = [*self._index, self._active(view.id)]
+        args = [self._now_ms(), view.id, view.SerializeToString(), int(lease_secs * 1000)]
+        async with reachable():
+            await self._post(keys=keys, args=args)
 
     async def view(self, response_id: str) -> pb.Response | None:
         async with reachable():
@@ -85,18 +109,26 @@ class RedisJobBoard:
         return pb.Response.FromString(raw) if raw is not None else None
 
     async def remove(self, response_id: str) -> None:
-        async with reachable():
-            await self._client.delete(self._active(response_id), self._cancel(response_id))
+        index, sizes = self._index
+        async with reachable(), self._client.pipeline(transaction=True) as pipe:
+            pipe.delete(self._active(response_id), self._cancel(response_id))
+            pipe.zrem(index, response_id)
+            pipe.hdel(sizes, response_id)
+            await pipe.execute()
 
     async def renew(self, response_ids: list[str], lease_secs: float) -> list[str]:
         if not response_ids:
             return []
+        lease_ms = int(lease_secs * 1000)
+        deadline = self._now_ms() + lease_ms
         async with reachable(), self._client.pipeline(transaction=False) as pipe:
             for rid in response_ids:
-                pipe.pexpire(self._active(rid), int(lease_secs * 1000))
+                pipe.pexpire(self._active(rid), lease_ms)
+                # XX: a job whose lease already ran out stays out of the count (and of polls).
+                pipe.zadd(self._index[0], {rid: deadline}, xx=True)
                 pipe.exists(self._cancel(rid))
             replies: list[Any] = await pipe.execute()
-        return [rid for rid, asked in zip(response_ids, replies[1::2], strict=True) if asked]
+        return [rid for rid, asked in zip(response_ids, replies[2::3], strict=True) if asked]
 
     async def request_cancel(self, response_id: str) -> None:
         async with reachable(), self._client.pipeline(transaction=True) as pipe:

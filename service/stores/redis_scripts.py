@@ -1,4 +1,5 @@
-"""Lua scripts of the Redis bounded map: each operation runs atomically inside Redis."""
+"""Lua scripts of the Redis stores (the bounded map, the job board's admission): each runs
+atomically inside Redis."""
 
 from __future__ import annotations
 
@@ -161,5 +162,47 @@ return {
   tonumber(redis.call('HGET', meta, 'bytes') or '0'),
   tonumber(redis.call('HGET', meta, 'evictions') or '0'),
 }
+"""
+)
+
+# The job board. KEYS: index (zset id -> lease deadline ms), sizes (hash id -> bytes), the job's
+# view key. ARGV[1]: now in ms. Jobs whose lease ran out (their core died) leave the index first;
+# their view keys expire by themselves (PX).
+JOBS_PRELUDE = """
+local index, sizes, view_key = KEYS[1], KEYS[2], KEYS[3]
+local now = tonumber(ARGV[1])
+for _, dead in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now)) do
+  redis.call('ZREM', index, dead)
+  redis.call('HDEL', sizes, dead)
+end
+"""
+
+# ARGV[2] id, [3] view, [4] nbytes, [5] lease ms, [6] max jobs, [7] max bytes
+# -> 0 admitted, 1 too many jobs, 2 over the byte budget.
+ADMIT_JOB = (
+    JOBS_PRELUDE
+    + """
+local id, view, nbytes, lease = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local max_jobs, max_bytes = tonumber(ARGV[6]), tonumber(ARGV[7])
+if redis.call('ZCARD', index) >= max_jobs then return 1 end
+local total = nbytes
+for _, n in ipairs(redis.call('HVALS', sizes)) do total = total + tonumber(n) end
+if total > max_bytes then return 2 end
+redis.call('SET', view_key, view, 'PX', lease)
+redis.call('ZADD', index, now + lease, id)
+redis.call('HSET', sizes, id, nbytes)
+return 0
+"""
+)
+
+# ARGV[2] id, [3] view, [4] lease ms -> 1 updated, 0 not admitted (or its lease ran out).
+POST_JOB = (
+    JOBS_PRELUDE
+    + """
+local id, view, lease = ARGV[2], ARGV[3], tonumber(ARGV[4])
+if redis.call('ZSCORE', index, id) == false then return 0 end
+redis.call('SET', view_key, view, 'PX', lease)
+redis.call('ZADD', index, now + lease, id)
+return 1
 """
 )

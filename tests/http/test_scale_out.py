@@ -262,6 +262,54 @@ def test_redis_lost_during_generation_fails_at_the_final_write(
     assert _post(topo, "b", input="x", max_output_tokens=2).status_code == 200
 
 
+def test_background_limits_hold_across_replicas(
+    random_model: Path, redis_server: RedisServer
+) -> None:
+    # Per core, each would admit 2 jobs and 3000 bytes of them; together they admit that much.
+    limited = Topology(
+        random_model,
+        redis_server.url(4),
+        responses_background_max_jobs=2,
+        responses_store_max_bytes=3000,
+    )
+    limited.start()
+    try:
+
+        def job(facade: str, **body: Any) -> httpx.Response:
+            body = {"input": "go", "background": True, "max_output_tokens": 100000, **body}
+            return _post(limited, facade, **body)
+
+        def cancel(rid: str) -> None:
+            reply = httpx.post(f"{limited.url('b')}/v1/responses/{rid}/cancel", timeout=60)
+            # A final object over the small budget is kept as a failed stub (seed).
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["status"] in ("cancelled", "failed"), reply.text
+
+        def refused(reply: httpx.Response, says: str) -> None:
+            assert reply.status_code == 429, reply.text
+            error = reply.json()["error"]
+            assert error["code"] == "rate_limit_exceeded" and says in error["message"]
+
+        first, second = job("a").json(), job("b").json()
+        refused(job("a"), "2 background jobs are already active")
+        refused(job("b"), "2 background jobs are already active")
+        cancel(first["id"])  # asked of core b, run by core a
+        third = job("a")
+        assert third.status_code == 200, third.text
+        cancel(second["id"])
+        cancel(third.json()["id"])
+        # The byte budget: a big job on core a leaves no room for another on core b.
+        big = job("a", input="word " * 300)
+        assert big.status_code == 200, big.text
+        refused(job("b", input="word " * 300), "byte budget")
+        small = job("b")
+        assert small.status_code == 200, small.text
+        cancel(big.json()["id"])
+        cancel(small.json()["id"])
+    finally:
+        limited.stop()
+
+
 def test_one_balanced_address_uses_grpc_round_robin_and_health(topo: Topology) -> None:
     from http_facade.app import start_facade
     from http_facade.config import FacadeSettings

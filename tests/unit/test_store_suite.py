@@ -12,7 +12,13 @@ import redis.asyncio as aioredis
 
 from mlx_responses.v1 import responses_pb2 as pb
 from service.errors import Reason, ServiceError
-from service.stores.base import ConversationStore, JobBoard, ResponseStore, StoredResponse
+from service.stores.base import (
+    Admission,
+    ConversationStore,
+    JobBoard,
+    ResponseStore,
+    StoredResponse,
+)
 from service.stores.memory import InMemoryConversationStore, InMemoryJobBoard, InMemoryResponseStore
 from service.stores.redis_jobs import RedisJobBoard
 from service.stores.redis_store import (
@@ -78,10 +84,12 @@ class Backend:
             self._map("conversations", (max_entries, max_bytes, ttl), clock)
         )
 
-    def board(self, ttl: float = 60) -> JobBoard:
+    def board(self, ttl: float = 60, clock: Clock | None = None) -> JobBoard:
         if self.url is None:
             return self._memory.setdefault(("board", ttl), InMemoryJobBoard(1 << 20, ttl))
-        return RedisJobBoard(self._client(), self.namespace, 1 << 20, ttl)
+        if clock is None:
+            return RedisJobBoard(self._client(), self.namespace, 1 << 20, ttl)
+        return RedisJobBoard(self._client(), self.namespace, 1 << 20, ttl, clock=clock)
 
     async def close(self) -> None:
         for client in self.clients:
@@ -270,7 +278,9 @@ async def test_job_board_views_kept_objects_and_cancel_requests(backend: Backend
 
     await owner.listen(on_cancel)
     await asyncio.sleep(0.1)  # the subscription is set up in the background
-    view = pb.Response(id="resp_j", status=pb.RESPONSE_STATUS_IN_PROGRESS, background=True)
+    view = pb.Response(id="resp_j", status=pb.RESPONSE_STATUS_QUEUED, background=True)
+    assert await owner.admit(view, 100, 8, 10_000, 10) is Admission.ADMITTED
+    view.status = pb.RESPONSE_STATUS_IN_PROGRESS
     await owner.post(view, 10)
     seen = await other.view("resp_j")
     assert seen is not None and seen.status == pb.RESPONSE_STATUS_IN_PROGRESS
@@ -289,6 +299,57 @@ async def test_job_board_views_kept_objects_and_cancel_requests(backend: Backend
     assert await other.forget("resp_j") and await owner.kept("resp_j") is None
     await owner.close()
     await other.close()
+
+
+async def test_job_board_admission_counts_every_replica(backend: Backend) -> None:
+    one, two = backend.board(), backend.board()
+
+    def job(rid: str) -> pb.Response:
+        return pb.Response(id=rid, status=pb.RESPONSE_STATUS_QUEUED, background=True)
+
+    # Limits: 2 jobs, 1000 bytes in all, whichever replica admits them.
+    assert await one.admit(job("j1"), 600, 2, 1000, 10) is Admission.ADMITTED
+    assert await two.admit(job("j2"), 500, 2, 1000, 10) is Admission.OVER_BUDGET
+    assert await two.view("j2") is None, "a refused job is not posted"
+    assert await two.admit(job("j2"), 400, 2, 1000, 10) is Admission.ADMITTED
+    assert await one.admit(job("j3"), 1, 2, 1000, 10) is Admission.TOO_MANY_JOBS
+    # Concurrent admissions on both replicas never overshoot.
+    await one.remove("j1")
+    await two.remove("j2")
+    replies = await asyncio.gather(
+        *((one if i % 2 else two).admit(job(f"c{i}"), 10, 3, 1000, 10) for i in range(20))
+    )
+    assert replies.count(Admission.ADMITTED) == 3
+    # A removed job frees its slot and its bytes.
+    admitted = [f"c{i}" for i, a in enumerate(replies) if a is Admission.ADMITTED]
+    await two.remove(admitted[0])
+    assert await one.admit(job("big"), 990, 3, 1000, 10) is Admission.OVER_BUDGET
+    assert await one.admit(job("fits"), 980, 3, 1000, 10) is Admission.ADMITTED
+    # An update of a job that was never admitted (or was removed) posts nothing.
+    await one.post(job(admitted[0]), 10)
+    assert await two.view(admitted[0]) is None
+    await one.close()
+    await two.close()
+
+
+async def test_redis_dead_replicas_jobs_leave_the_count_with_their_lease(
+    redis_server: RedisServer,
+) -> None:
+    backend = Backend(redis_server.url())
+    clock = Clock()  # the index's deadlines follow the callers' clock
+    dead, alive = backend.board(clock=clock), backend.board(clock=clock)
+    job = pb.Response(id="resp_orphan", status=pb.RESPONSE_STATUS_QUEUED)
+    assert await dead.admit(job, 10, 1, 1000, 20) is Admission.ADMITTED
+    other = pb.Response(id="resp_next", status=pb.RESPONSE_STATUS_QUEUED)
+    clock.now += 10
+    assert await alive.admit(other, 10, 1, 1000, 20) is Admission.TOO_MANY_JOBS
+    # A renewed lease keeps a job counted; an unrenewed one runs out.
+    await dead.renew(["resp_orphan"], 30)
+    clock.now += 25
+    assert await alive.admit(other, 10, 1, 1000, 20) is Admission.TOO_MANY_JOBS
+    clock.now += 10
+    assert await alive.admit(other, 10, 1, 1000, 20) is Admission.ADMITTED
+    await backend.close()
 
 
 async def test_redis_foreground_claims_cancel_asks_and_answers(redis_server: RedisServer) -> None:
@@ -315,7 +376,7 @@ async def test_redis_foreground_claims_cancel_asks_and_answers(redis_server: Red
 async def test_redis_job_lease_runs_out_without_heartbeats(redis_server: RedisServer) -> None:
     backend = Backend(redis_server.url())
     board = backend.board()
-    await board.post(pb.Response(id="resp_dead"), 0.2)
+    assert await board.admit(pb.Response(id="resp_dead"), 1, 1, 10, 0.2) is Admission.ADMITTED
     assert await board.view("resp_dead") is not None
     await asyncio.sleep(0.3)
     assert await board.view("resp_dead") is None
