@@ -1,4 +1,4 @@
-"""API keys on the gRPC core: an interceptor checking `authorization: Bearer KEY` call metadata."""
+"""API keys on the core: `authorization: Bearer KEY` checked on gRPC calls (and --metrics-port)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,19 @@ AUTHORIZATION = "authorization"
 OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
 
 
+def bearer(value: str | None) -> str | None:
+    """The token of an `authorization` value `Bearer TOKEN`, if it is one."""
+    scheme, _, token = (value or "").strip().partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return None
+
+
 def bearer_token(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
     """The token of an `authorization: Bearer TOKEN` entry, if any."""
     for key, value in metadata or ():
-        if key.lower() == AUTHORIZATION and isinstance(value, str):
-            scheme, _, token = value.strip().partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
+        if key.lower() == AUTHORIZATION and isinstance(value, str) and bearer(value) is not None:
+            return bearer(value)
     return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import ssl
 from pathlib import Path
 
 import grpc
@@ -127,12 +128,13 @@ def test_serve_with_keys_and_tls(model_path: Path, tmp_path: Path) -> None:
 
 def test_facade_forwards_keys_to_a_tls_core(model_path: Path, tmp_path: Path) -> None:
     cert, key = _self_signed(tmp_path)
-    http, grpc_port = free_port(), free_port()
+    http, grpc_port, metrics_port = free_port(), free_port(), free_port()
     # Only the core holds the key: the façade forwards the caller's, the core decides.
     with (
         process(
             "core", "--model", str(model_path), "--grpc-port", str(grpc_port),
             "--api-key", FLAG_KEY, "--grpc-tls-cert", str(cert), "--grpc-tls-key", str(key),
+            "--metrics-port", str(metrics_port),
         ) as core,
         process(
             "facade", "--core", f"localhost:{grpc_port}", "--port", str(http),
@@ -153,3 +155,23 @@ def test_facade_forwards_keys_to_a_tls_core(model_path: Path, tmp_path: Path) ->
         kinds = [event.type for event in stream]
         assert kinds[-1] == "response.completed"
         assert core.alive()
+
+        # The core's --metrics-port takes the gRPC port's certificate and keys.
+        metrics = f"https://localhost:{metrics_port}/metrics"
+        tls = ssl.create_default_context(cafile=str(cert))
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10)
+        missing = _error(httpx.get(metrics, verify=tls, timeout=30))
+        assert missing["code"] is None and "API key" in str(missing["message"])
+        wrong = _error(httpx.get(metrics, verify=tls, headers=_bearer(WRONG_KEY), timeout=30))
+        assert wrong["code"] == "invalid_api_key" and WRONG_KEY not in str(wrong["message"])
+        scraped = httpx.get(metrics, verify=tls, headers=_bearer(FLAG_KEY), timeout=30)
+        assert scraped.status_code == 200
+        assert "mlx_responses_generation_tokens_total" in scraped.text
+        output = core.output()
+    for secret in (FLAG_KEY, WRONG_KEY):
+        assert secret not in output
+
+
+def _bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
