@@ -10,6 +10,7 @@ from aiohttp import web
 from http_facade.auth import auth_middleware
 from http_facade.config import FacadeSettings
 from http_facade.core_pool import CorePool
+from http_facade.drain import install_drain
 from http_facade.errors import (
     FALLBACK,
     METHOD_NOT_ALLOWED,
@@ -80,6 +81,7 @@ def create_app(
     install_metrics(app, core_metrics)
     install_request_ids(app)
     install_openapi(app)
+    install_drain(app, settings.shutdown_grace_secs)
 
     async def core_channel(app: web.Application) -> AsyncIterator[None]:
         ca = settings.core_tls_ca.read_bytes() if settings.core_tls_ca is not None else None

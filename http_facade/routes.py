@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -9,11 +11,14 @@ from aiohttp import web
 
 from http_facade.client import CoreClient, EventStream
 from http_facade.core_pool import CorePool
+from http_facade.drain import SHUTDOWN_MESSAGE, STREAMS
 from http_facade.errors import OpenAIError, invalid
 from http_facade.from_proto import item_to_json, response_to_json, usage_to_json
 from http_facade.json_body import parse_body
 from http_facade.sse import SSE_HEADERS, frame, frames
 from http_facade.to_proto import params_from_json
+from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import responses_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +43,24 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         # The core refuses background + stream (one place for the rule, gRPC clients too).
         return web.json_response(response_to_json(await client.create_job(params)))
     if params.stream:
-        return await _stream(request, client.stream(params))
+        return await _stream(request, client, client.stream(params))
     return web.json_response(response_to_json(await client.create(params)))
 
 
-async def _stream(request: web.Request, stream: EventStream) -> web.StreamResponse:
+def _snapshot(batch: list[ev.ResponseEvent]) -> pb.Response | None:
+    """The batch's last response snapshot, if any."""
+    return next((e.snapshot.response for e in reversed(batch) if e.HasField("snapshot")), None)
+
+
+def _cancelling() -> bool:
+    """Whether this handler itself is being cancelled (the client left, or aiohttp gave up)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _stream(
+    request: web.Request, client: CoreClient, stream: EventStream
+) -> web.StreamResponse:
     try:
         # Refusals (400, 404, 503) arrive before any event: answer them as plain HTTP errors.
         first = await stream.first()
@@ -50,32 +68,41 @@ async def _stream(request: web.Request, stream: EventStream) -> web.StreamRespon
         await response.prepare(request)
         await response.write(frames(first))
         last = first[-1] if first else None
-        last_snapshot = next(
-            (e.snapshot.response for e in reversed(first) if e.HasField("snapshot")), None
+        last_snapshot = _snapshot(first)
+        # Tracked by its response id, so a shutdown can end it with a terminal event.
+        tracking = (
+            request.app[STREAMS].track(last_snapshot.id, client, stream)
+            if last_snapshot is not None
+            else contextlib.nullcontext(None)
         )
-        try:
-            async for batch in stream.rest():
-                await response.write(frames(batch))
-                last = batch[-1]
-                for event in batch:
-                    if event.HasField("snapshot"):
-                        last_snapshot = event.snapshot.response
-        except OpenAIError as error:
-            # The core broke mid-stream: end with a whole response.failed frame.
-            log.error("stream broke: %s", error.message)
-            failed: dict[str, Any] = (
-                response_to_json(last_snapshot) if last_snapshot is not None else {}
-            )
-            failed.update(status="failed", error={"code": "server_error", "message": error.message})
-            await response.write(
-                frame(
-                    {
-                        "type": "response.failed",
-                        "sequence_number": (last.sequence_number + 1) if last else 0,
-                        "response": failed,
-                    }
+        with tracking as tracked:
+            broke = None
+            try:
+                async for batch in stream.rest():
+                    await response.write(frames(batch))
+                    last = batch[-1]
+                    last_snapshot = _snapshot(batch) or last_snapshot
+            except OpenAIError as error:
+                log.error("stream broke: %s", error.message)
+                broke = error.message
+            except asyncio.CancelledError:
+                # The shutdown drain cut the core call (this handler was not cancelled).
+                if tracked is None or not tracked.aborted or _cancelling():
+                    raise
+                broke = SHUTDOWN_MESSAGE
+            if broke is not None:
+                # The core broke mid-stream, or went unanswered at shutdown: end with a whole
+                # response.failed frame.
+                failed: dict[str, Any] = (
+                    response_to_json(last_snapshot) if last_snapshot is not None else {}
                 )
-            )
+                failed.update(status="failed", error={"code": "server_error", "message": broke})
+                sequence = (last.sequence_number + 1) if last else 0
+                await response.write(
+                    frame(
+                        {"type": "response.failed", "sequence_number": sequence, "response": failed}
+                    )
+                )
         await response.write_eof()
         return response
     finally:

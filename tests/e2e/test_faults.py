@@ -10,9 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 
+from mlx_responses.v1 import responses_pb2 as pb
+from mlx_responses.v1 import storage_service_pb2 as st
+from mlx_responses.v1 import storage_service_pb2_grpc as st_grpc
 from tests.support.processes import free_port, process, wait_status
 
 pytestmark = pytest.mark.e2e
@@ -136,3 +140,64 @@ def test_sigterm_drains_then_cancels_and_exits_zero(random_model: Path) -> None:
     assert stopped is not None, output[-3000:]
     assert int(stopped.group(2)) == 2  # the long stream and the background job
     assert int(stopped.group(1)) >= 1  # the short stream
+
+
+@pytest.mark.parametrize("store", ["stored", "store-disabled"])
+def test_sigterm_on_a_standalone_facade_ends_its_streams(random_model: Path, store: str) -> None:
+    http, grpc_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{http}"
+    core_args = ["core", "--model", str(random_model), "--grpc-port", str(grpc_port)]
+    if store == "store-disabled":
+        core_args += ["--responses-store-max-entries", "0"]
+    facade_args = ["facade", "--core", f"127.0.0.1:{grpc_port}", "--port", str(http)]
+    with process(*core_args) as core, process(*facade_args, "--shutdown-grace-secs", "2") as facade:
+        wait_status(http, 200, facade)
+        short: list[dict[str, Any]] = []
+        long: list[dict[str, Any]] = []
+        started = threading.Event()
+        threads = [
+            threading.Thread(
+                target=_stream, args=(base, _long(random_model.name, 100), short), daemon=True
+            ),
+            threading.Thread(
+                target=_stream,
+                args=(base, _long(random_model.name), long),
+                kwargs={"on_frame": lambda n: n == 5 and started.set()},
+                daemon=True,
+            ),
+        ]
+        for thread in threads:
+            thread.start()
+        assert started.wait(60)
+        began = time.monotonic()
+        facade.signal(signal.SIGTERM)
+        assert facade.wait(60) == 0
+        elapsed = time.monotonic() - began
+        for thread in threads:
+            thread.join(30)
+        assert core.alive()
+        rid = long[0]["response"]["id"]
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            storage = st_grpc.StorageServiceStub(channel)
+            try:
+                kept = storage.GetResponse(st.GetResponseRequest(id=rid), timeout=10).response
+            except grpc.RpcError:
+                kept = None
+        output = facade.output()
+    # The short stream finished; the long one (running for as long as the context allows, past
+    # the grace) got a terminal event.
+    assert short[-1]["type"] in TERMINAL and short[-1]["response"]["status"] == "incomplete"
+    assert long[-1]["type"] == "response.failed"
+    assert [f["sequence_number"] for f in long] == list(range(len(long)))
+    assert elapsed >= 2, elapsed  # the grace was given
+    if store == "stored":
+        # Cancelled on its core, exactly as `serve`'s drain ends it: stored as cancelled.
+        assert long[-1]["response"]["status"] == "cancelled"
+        assert kept is not None and kept.status == pb.RESPONSE_STATUS_CANCELLED
+        assert len(kept.output) == 1 and kept.usage.output_tokens > 0
+    else:
+        # The core cannot cancel it (no store): the façade cuts the call and ends it itself.
+        assert long[-1]["response"]["status"] == "failed"
+        assert "shut down" in long[-1]["response"]["error"]["message"]
+    # (The short stream may have ended before the signal came.)
+    assert re.search(r"\d+ finished in the grace period, 1 cancelled", output), output[-3000:]
