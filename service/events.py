@@ -79,13 +79,6 @@ class EventAssembler:
         )
 
     # --- lifecycle -------------------------------------------------------------------------
-    def queued(self) -> list[ev.ResponseEvent]:
-        """`response.created` and `response.queued` of a background response."""
-        return [
-            self._snapshot(ev.EVENT_TYPE_RESPONSE_CREATED),
-            self._snapshot(ev.EVENT_TYPE_RESPONSE_QUEUED),
-        ]
-
     def start(self) -> list[ev.ResponseEvent]:
         """`response.created` then `response.in_progress`."""
         self.response.status = pb.RESPONSE_STATUS_IN_PROGRESS
