@@ -53,6 +53,9 @@ class ServedModel:
     draining: bool = False  # chosen for unloading: no new leases until it is unloaded
     last_used: int = 0
 
+    def idle(self) -> bool:
+        return self.users == 0
+
     @property
     def names(self) -> tuple[str, ...]:
         """What a request's `model` may say: the id, the folder name or the folder path."""
@@ -226,7 +229,7 @@ class ModelPool:
         limit = self.settings.max_loaded_models
         while limit is not None and len(self.loaded) >= limit:
             others = sorted((m for m in self.loaded if m is not model), key=lambda m: m.last_used)
-            idle = [m for m in others if m.users == 0]
+            idle = [m for m in others if m.idle()]
             if idle:
                 await self._unload(idle[0])
                 continue
@@ -239,7 +242,7 @@ class ModelPool:
                 victim.id,
                 limit,
             )
-            await self._wait_until(lambda busy=victim: busy.users == 0)
+            await self._wait_until(victim.idle)
             await self._unload(victim)
 
     async def _start(self, model: ServedModel) -> ResponseGenerator:
