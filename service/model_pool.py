@@ -256,6 +256,7 @@ class ModelPool:
         started = time.perf_counter()
         worker = EngineWorker(
             lambda: load_model(model.source.folder, model.id),
+            name=f"mlx-engine-{model.id}",
             max_batch_size=s.max_batch_size,
             max_queued_requests=s.max_queued_requests,
             prompt_cache_max_entries=s.prompt_cache_max_entries,

@@ -122,6 +122,7 @@ class EngineWorker:
     """
 
     load: Callable[[], LoadedModel]
+    name: str = "mlx-engine"  # of the thread
     max_batch_size: int = 16
     max_queued_requests: int = 64
     prefill_step_size: int = 512
@@ -173,7 +174,7 @@ class EngineWorker:
             return self.loaded
         ready: concurrent.futures.Future[LoadedModel] = concurrent.futures.Future()
         self._thread = threading.Thread(
-            target=self._run, args=(ready,), name="mlx-engine", daemon=True
+            target=self._run, args=(ready,), name=self.name, daemon=True
         )
         self._thread.start()
         self._loaded = await asyncio.wrap_future(ready)
