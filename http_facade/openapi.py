@@ -340,19 +340,18 @@ def _response_schemas() -> dict[str, Schema]:
             output={"type": "array", "items": ref("OutputItem")},
             usage=ref("Usage"),
         ),
+        "Model": _obj(
+            ("id", "object", "created", "owned_by"),
+            id=STRING,
+            object={"const": "model"},
+            created=INTEGER,
+            owned_by=STRING,
+            context_length=INTEGER,
+        ),
         "ModelList": _obj(
             ("object", "data"),
             object={"const": "list"},
-            data={
-                "type": "array",
-                "items": _obj(
-                    ("id", "object", "created", "owned_by"),
-                    id=STRING,
-                    object={"const": "model"},
-                    created=INTEGER,
-                    owned_by=STRING,
-                ),
-            },
+            data={"type": "array", "items": ref("Model")},
         ),
         "Health": _obj(("status",), status={"enum": ["ok", "unavailable"]}),
         "Error": _obj(
@@ -388,6 +387,7 @@ def _operations() -> dict[Callable[..., Any], Operation]:
         routes.input_tokens: Operation("CreateResponseRequest", "InputTokens"),
         routes.compact: Operation("CompactRequest", "Compaction"),
         routes.list_models: Operation(ok="ModelList"),
+        routes.get_model: Operation(ok="Model"),
         routes.health: Operation(ok="Health", extra={"503": "Health"}),
     }
 

@@ -12,13 +12,14 @@ from aiohttp import web
 from http_facade.client import CoreClient, EventStream
 from http_facade.core_pool import CorePool
 from http_facade.drain import SHUTDOWN_MESSAGE, STREAMS
-from http_facade.errors import OpenAIError, invalid
+from http_facade.errors import REASON_TABLE, OpenAIError, invalid
 from http_facade.from_proto import item_to_json, response_to_json, usage_to_json
 from http_facade.json_body import parse_body
 from http_facade.sse import SSE_HEADERS, frame, frames
 from http_facade.to_proto import params_from_json
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
+from mlx_responses.v1.generation_service_pb2 import Model
 
 log = logging.getLogger(__name__)
 
@@ -156,21 +157,32 @@ async def compact(request: web.Request) -> web.Response:
     )
 
 
-async def list_models(request: web.Request) -> web.Response:
-    """GET /v1/models."""
-    models = await core(request).list_models()
+def _model_json(m: Model) -> dict[str, Any]:
     # context_length (the config's max_position_embeddings) sizes keep_tokens and thresholds.
-    data = [
-        {
-            "id": m.id,
-            "object": "model",
-            "created": m.created,
-            "owned_by": m.owned_by,
-            "context_length": m.context_length,
-        }
-        for m in models
-    ]
-    return web.json_response({"object": "list", "data": data})
+    return {
+        "id": m.id,
+        "object": "model",
+        "created": m.created,
+        "owned_by": m.owned_by,
+        "context_length": m.context_length,
+    }
+
+
+async def list_models(request: web.Request) -> web.Response:
+    """GET /v1/models: every model the server serves, loaded or not."""
+    models = await core(request).list_models()
+    return web.json_response({"object": "list", "data": [_model_json(m) for m in models]})
+
+
+async def get_model(request: web.Request) -> web.Response:
+    """GET /v1/models/{model}: one served model."""
+    name = request.match_info["model"]
+    for m in await core(request).list_models():
+        if m.id == name:
+            return web.json_response(_model_json(m))
+    raise OpenAIError(
+        REASON_TABLE["MODEL_NOT_FOUND"], f"The model '{name}' does not exist.", param="model"
+    )
 
 
 async def health(request: web.Request) -> web.Response:
@@ -190,4 +202,6 @@ def add_routes(app: web.Application) -> None:
         app.router.add_delete(f"{prefix}/responses/{{response_id}}", delete_response)
         app.router.add_post(f"{prefix}/responses/{{response_id}}/cancel", cancel_response)
         app.router.add_get(f"{prefix}/models", list_models)
+        # Repo ids (org/name) are model ids too: the id may hold a slash.
+        app.router.add_get(f"{prefix}/models/{{model:.+}}", get_model)
     app.router.add_get("/health", health)

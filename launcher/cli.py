@@ -21,6 +21,7 @@ from http_facade.config import (
 from launcher.exposure import warn_if_exposed
 from launcher.logs import FORMATS, configure_logging
 from service.config import ConfigError, add_core_arguments, read_environment, settings_from_args
+from service.model_pool import served_ids
 from service.model_source import ModelNotFoundError, resolve_model
 
 log = logging.getLogger("mlx_responses")
@@ -106,8 +107,8 @@ async def _run(args: argparse.Namespace) -> int:
         return 0
     try:
         settings = settings_from_args(args, env)
-        if not settings.allow_download:
-            resolve_model(settings.model_path)  # fail fast: nothing to download
+        if not settings.allow_download:  # fail fast: nothing to download
+            served_ids([resolve_model(m) for m in settings.models], settings.model_aliases)
     except (ConfigError, ModelNotFoundError) as exc:
         log.error("invalid configuration: %s", exc)
         return 2
@@ -146,7 +147,7 @@ async def _run(args: argparse.Namespace) -> int:
             )
         await core.load()
         await server.set_serving()
-        log.info("ready: model %s", core.generator.loaded.alias)
+        log.info("ready: models %s", ", ".join(core.models.models))
         await stop.wait()
     finally:
         grace = settings.shutdown_grace_secs

@@ -104,8 +104,10 @@ class ConfigError(ValueError):
 class Settings:
     """Everything the core needs to start, fixed at startup and passed down."""
 
-    model_path: Path = BUNDLED_MODEL
-    model_alias: str | None = None
+    # Every `--model`, in order; the first loads at startup, the others on first use.
+    models: tuple[Path, ...] = (BUNDLED_MODEL,)
+    model_aliases: tuple[str, ...] = ()  # the i-th names the i-th model
+    max_loaded_models: int | None = None  # None: every model may stay loaded
     grpc_host: str = "127.0.0.1"
     grpc_port: int = 50051
     responses_store_max_entries: int = 1024
@@ -137,7 +139,20 @@ class Settings:
     allow_download: bool = False
     hosted_tools: str = "reject"
 
+    @property
+    def model_path(self) -> Path:
+        """The first `--model` (the one loaded at startup)."""
+        return self.models[0]
+
     def __post_init__(self) -> None:
+        if not self.models:
+            raise ConfigError("at least one --model is needed")
+        if len(self.model_aliases) > len(self.models):
+            raise ConfigError("more --model-alias than --model flags (the i-th names the i-th)")
+        if any(not alias for alias in self.model_aliases):
+            raise ConfigError("a --model-alias must not be empty")
+        if self.max_loaded_models is not None and self.max_loaded_models < 1:
+            raise ConfigError("--max-loaded-models must be at least 1")
         for spec in STORE_FLAGS:
             if getattr(self, spec.field) < 0:
                 raise ConfigError(f"{spec.flag} must be >= 0")
@@ -185,10 +200,13 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
     """Adds the core's flags; defaults come from the environment where the seed names a variable."""
     parser.add_argument(
         "--model",
+        dest="models",
         type=Path,
-        default=BUNDLED_MODEL,
+        action="append",
+        default=None,
         help="local mlx-lm model folder, or a Hugging Face repo id already in the local hub "
-        "cache (default: the bundled tiny chat model)",
+        "cache; repeat to serve several (the request's `model` picks one; the first loads at "
+        "startup, the others on their first request). Default: the bundled tiny chat model",
     )
     parser.add_argument(
         "--allow-download",
@@ -197,8 +215,18 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
     )
     parser.add_argument(
         "--model-alias",
+        dest="model_aliases",
+        action="append",
         default=None,
-        help="name clients pass as `model` (default: the folder name); the path is accepted too",
+        help="name clients pass as `model` (default: the folder name or repo id); the path is "
+        "accepted too. Repeatable: the i-th names the i-th --model",
+    )
+    parser.add_argument(
+        "--max-loaded-models",
+        type=int,
+        default=None,
+        help="most models held in memory at once: loading one more first unloads the least "
+        "recently used idle one (default: no limit)",
     )
     parser.add_argument(
         "--grpc-host",
@@ -314,7 +342,8 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
 def settings_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
     """Builds the frozen settings from parsed flags and the environment."""
     values = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
-    values["model_path"] = args.model
+    values["models"] = tuple(args.models or (BUNDLED_MODEL,))
+    values["model_aliases"] = tuple(args.model_aliases or ())
     values["reasoning_echo_max_bytes"] = _env_int(env, REASONING_ECHO_ENV, 16 * 1024 * 1024)
     values["blas"] = env.get(BLAS_ENV, "auto")
     values["api_keys"] = api_keys_from(args.api_keys, env)

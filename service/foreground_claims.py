@@ -20,7 +20,7 @@ from service.errors import ServiceError
 from service.stores.base import JobBoard
 
 if TYPE_CHECKING:
-    from service.generation import ResponseGenerator
+    from service.in_flight import InFlightTurns
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 class ForegroundClaims:
     """This replica's running foreground responses, as the job board shows them to the others."""
 
-    generator: ResponseGenerator
+    in_flight: InFlightTurns
     board: JobBoard
     lease_secs: float
     wait_secs: float
@@ -68,7 +68,7 @@ class ForegroundClaims:
         self.claims[response_id] = asyncio.get_running_loop().create_task(self._cancel(response_id))
 
     async def _cancel(self, response_id: str) -> bool:
-        final = await self.generator.cancel(response_id, self.wait_secs)
+        final = await self.in_flight.cancel(response_id, self.wait_secs)
         if final is None:
             return False
         await self.board.answer(final)

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 from typing import Any
 
 from mlx_responses.v1 import compaction_service_pb2 as cp
@@ -37,6 +37,7 @@ from service.engine.worker import EngineWorker, GenerationStream
 from service.errors import Reason, ServiceError, invalid
 from service.events import EventAssembler, IdFactory, new_id
 from service.history import HistoryResolver
+from service.in_flight import InFlight, InFlightTurns
 from service.reasoning_echo import ReasoningEcho
 from service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from service.submission import submit
@@ -86,18 +87,6 @@ class Turn:
 
 
 @dataclass
-class InFlight:
-    """A running turn (compacting, then generating) and the final response it resolves to.
-
-    `final` resolves to None when the turn fails before it generates.
-    """
-
-    stop: Callable[[], object]
-    final: asyncio.Future[pb.Response | None]
-    cancel_requested: bool = False
-
-
-@dataclass
 class ResponseGenerator:
     """The /v1/responses worker path, shared by foreground, streamed and background requests."""
 
@@ -110,10 +99,12 @@ class ResponseGenerator:
     tool_policy: HostedToolPolicy = field(default_factory=HostedToolPolicy)
     clock: Callable[[], float] = time.time
     ids: IdFactory = new_id
-    in_flight: dict[str, InFlight] = field(default_factory=dict)
+    in_flight: InFlightTurns = field(default_factory=InFlightTurns)
+    # The models of one core share their history resolver (its job_status hook).
+    shared_history: InitVar[HistoryResolver | None] = None
 
-    def __post_init__(self) -> None:
-        self.history = HistoryResolver(self.responses, self.conversations)
+    def __post_init__(self, shared_history: HistoryResolver | None) -> None:
+        self.history = shared_history or HistoryResolver(self.responses, self.conversations)
         self.grammars = GrammarFactory(self.loaded.tokenizer._tokenizer, self.loaded.vocab_size)
         self.tool_format = detect_format(self.loaded.tokenizer)
         self.tool_constraints = ToolConstraints(
@@ -377,16 +368,11 @@ class ResponseGenerator:
         return stream
 
     async def cancel(self, response_id: str, timeout: float = 30.0) -> pb.Response | None:
-        """Stops an in-flight generation and returns its final (cancelled) response.
+        """Stops an in-flight turn (of any model) and returns its final (cancelled) response.
 
         None if nothing runs under that id.
         """
-        running = self.in_flight.get(response_id)
-        if running is None:
-            return None
-        running.cancel_requested = True
-        running.stop()
-        return await asyncio.wait_for(asyncio.shield(running.final), timeout)
+        return await self.in_flight.cancel(response_id, timeout)
 
     async def stream(self, turn: Turn) -> AsyncIterator[list[ev.ResponseEvent]]:
         """The events of one turn, in batches of those ready together."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,8 +20,9 @@ from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 from service.errors import Reason, ServiceError, invalid
 from service.foreground_claims import ForegroundClaims
-from service.generation import ResponseGenerator, Turn
+from service.generation import Turn
 from service.history import status_name
+from service.model_pool import Lease, ModelPool
 from service.stores.base import Admission, JobBoard, StoredResponse
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,7 @@ class Job:
 
     turn: Turn
     nbytes: int
+    lease: Lease  # its model stays loaded until the job ends
     status: pb.ResponseStatus = pb.RESPONSE_STATUS_QUEUED
     task: asyncio.Task[None] | None = None
     cancel_requested: bool = False
@@ -75,19 +78,20 @@ class Job:
 class JobManager:
     """Admits and runs `background: true` responses on this core; the board shows them to all."""
 
-    generator: ResponseGenerator
+    models: ModelPool
     board: JobBoard
     max_jobs: int
     store_max_bytes: int
     active: dict[str, Job] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.generator.history.job_status = self.status_of
+        self.models.history.job_status = self.status_of
+        self.responses = self.models.responses
         self._heartbeat: asyncio.Task[None] | None = None
         self._detached: set[asyncio.Task[object]] = set()
         # Foreground responses share the board's cancel channel and heartbeat.
         self.foreground = ForegroundClaims(
-            self.generator, self.board, LEASE_S, CANCEL_WAIT_S, REMOTE_POLL_S
+            self.models.in_flight, self.board, LEASE_S, CANCEL_WAIT_S, REMOTE_POLL_S
         )
 
     async def start(self) -> None:
@@ -139,19 +143,27 @@ class JobManager:
         """Validates like a foreground request, checks the limits, starts the job."""
         if params.stream:
             raise invalid("'background' cannot be combined with 'stream'.", "stream")
-        store = self.generator.responses
+        store = self.responses
         if self.max_jobs == 0 or not store.enabled or self.store_max_bytes == 0:
             raise invalid(
                 "Background mode is disabled on this server (the job limit, the response store "
                 "or its byte budget is 0).",
                 "background",
             )
+        lease = await self.models.acquire(params.model)
+        try:
+            return await self._admit(params, lease)
+        except BaseException:
+            lease.release()
+            raise
+
+    async def _admit(self, params: pb.CreateResponseParams, lease: Lease) -> pb.Response:
         # Seed: context_management runs inside the job; its failure fails the job.
-        turn = await self.generator.prepare(params, defer_compaction=True)
+        turn = await lease.generator.prepare(params, defer_compaction=True)
         turn.response.status = pb.RESPONSE_STATUS_QUEUED
         turn.response.background = True
         nbytes = turn.response.ByteSize() + sum(i.ByteSize() for i in turn.context)
-        job = Job(turn=turn, nbytes=nbytes)
+        job = Job(turn=turn, nbytes=nbytes, lease=lease)
         # The board counts every replica's active jobs, atomically: visible to all replicas
         # before the create call answers, or refused (Redis down: a 503, no job).
         try:
@@ -176,17 +188,20 @@ class JobManager:
             )
         self.active[job.response_id] = job
         job.task = asyncio.create_task(self._run(job), name=f"job-{job.response_id}")
+        # Even a task cancelled before its first step lets its model go.
+        job.task.add_done_callback(lambda _: job.lease.release())
         log.info("response %s: background job queued", job.response_id)
         return job.poll_view()
 
     async def _run(self, job: Job) -> None:
         final: pb.Response | None = None
+        generator = job.lease.generator
         try:
             if job.cancel_requested:
                 final = self._ended(job, pb.RESPONSE_STATUS_CANCELLED)
                 return
-            await self.generator.run_compaction(job.turn)
-            async for events in self.generator.stream(job.turn):
+            await generator.run_compaction(job.turn)
+            async for events in generator.stream(job.turn):
                 if job.status == pb.RESPONSE_STATUS_QUEUED:
                     job.status = pb.RESPONSE_STATUS_IN_PROGRESS
                     await self._post(job)
@@ -232,7 +247,7 @@ class JobManager:
     ) -> pb.Response:
         final = job.poll_view()
         final.status = status
-        final.completed_at = int(self.generator.clock())
+        final.completed_at = int(time.time())
         if code is not None:
             final.error.CopyFrom(pb.ResponseError(code=code, message=message))
         return final
@@ -240,11 +255,11 @@ class JobManager:
     async def _keep(self, job: Job, final: pb.Response) -> None:
         """Makes the final object pollable: stored (store:true) or ephemeral (store:false)."""
         if final.store:
-            stored = await self.generator.responses.get(final.id)
+            stored = await self.responses.get(final.id)
             if stored is None:
                 # The generator persisted it unless it was too big or never generated.
                 kept = StoredResponse(response=final, context=[*job.turn.context, *final.output])
-                if not await self.generator.responses.put(kept):
+                if not await self.responses.put(kept):
                     # NOTE: seed: an object larger than the budget leaves a failed stub.
                     stub = job.poll_view()
                     stub.status = pb.RESPONSE_STATUS_FAILED
@@ -301,7 +316,7 @@ class JobManager:
         return await self.board.forget(response_id)
 
     async def _final(self, response_id: str) -> pb.Response | None:
-        stored = await self.generator.responses.get(response_id)
+        stored = await self.responses.get(response_id)
         return stored.response if stored is not None else await self.board.kept(response_id)
 
     async def cancel(self, response_id: str) -> pb.Response | None:
@@ -317,7 +332,7 @@ class JobManager:
             await self.wait_ended(response_id)
             return await self._final(response_id)
         job.cancel_requested = True
-        if await self.generator.cancel(response_id) is None and job.task is not None:
+        if await self.models.in_flight.cancel(response_id) is None and job.task is not None:
             # Still queued ahead of the engine: stop the task itself.
             job.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -122,16 +122,25 @@ class EngineMetrics:
 
 
 @dataclass(frozen=True)
+class _ModelState:
+    """One configured model's gauges (all 0 while it is not loaded)."""
+
+    model_name: str
+    loaded: bool
+    running: int = 0
+    waiting: int = 0
+    batch_size: int = 0
+    prompt_cache_bytes: int = 0
+
+
+@dataclass(frozen=True)
 class _Snapshot:
     """The core's state as read on the event loop just before a scrape renders."""
 
-    model_name: str | None
-    running: int
-    waiting: int
-    batch_size: int
-    prompt_cache_bytes: int
+    models: list[_ModelState]
     jobs: dict[str, int]
     stores: dict[str, tuple[int, int, int]]  # entries, bytes, evictions
+    mlx_memory: tuple[int, int] | None  # active, cache bytes (None before MLX is in use)
 
 
 class _StateCollector(Collector):
@@ -145,15 +154,24 @@ class _StateCollector(Collector):
         if s is None:
             return
         p = PREFIX
-        if s.model_name is not None:
+        for name, attr, doc in (
+            ("num_requests_running", "running", "Requests decoding in the batch."),
+            ("num_requests_waiting", "waiting", "Requests queued or prefilling."),
+            ("batch_current_size", "batch_size", "Sequences in the last decode step."),
+            ("prompt_cache_bytes", "prompt_cache_bytes", "Bytes held by the prompt cache."),
+            ("model_loaded", "loaded", "1 while the model's weights are in memory, else 0."),
+        ):
+            gauge = GaugeMetricFamily(f"{p}{name}", doc, labels=MODEL)
+            for model in s.models:
+                gauge.add_metric([model.model_name], int(getattr(model, attr)))
+            yield gauge
+        if s.mlx_memory is not None:
             for name, value, doc in (
-                ("num_requests_running", s.running, "Requests decoding in the batch."),
-                ("num_requests_waiting", s.waiting, "Requests queued or prefilling."),
-                ("batch_current_size", s.batch_size, "Sequences in the last decode step."),
-                ("prompt_cache_bytes", s.prompt_cache_bytes, "Bytes held by the prompt cache."),
+                ("mlx_active_memory_bytes", s.mlx_memory[0], "Bytes MLX arrays hold now."),
+                ("mlx_cache_memory_bytes", s.mlx_memory[1], "Bytes MLX keeps cached for reuse."),
             ):
-                gauge = GaugeMetricFamily(f"{p}{name}", doc, labels=MODEL)
-                gauge.add_metric([s.model_name], value)
+                gauge = GaugeMetricFamily(f"{p}{name}", doc)
+                gauge.add_metric([], value)
                 yield gauge
         jobs = GaugeMetricFamily(
             f"{p}background_jobs", "Active background responses by state.", labels=("state",)
@@ -179,8 +197,23 @@ class CoreMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.engine = EngineMetrics(self.registry)
+        self._loads = Counter(
+            f"{PREFIX}model_loads", "Times a model was loaded.", MODEL, registry=self.registry
+        )
+        self._unloads = Counter(
+            f"{PREFIX}model_unloads",
+            "Times a model was unloaded (least recently used, under --max-loaded-models).",
+            MODEL,
+            registry=self.registry,
+        )
         self._state = _StateCollector()
         self.registry.register(self._state)
+
+    def model_loaded(self, model_name: str) -> None:
+        self._loads.labels(model_name).inc()
+
+    def model_unloaded(self, model_name: str) -> None:
+        self._unloads.labels(model_name).inc()
 
     async def render(self, core: Core) -> bytes:
         """The Prometheus text exposition, with state gauges read now."""
@@ -209,21 +242,33 @@ async def _snapshot(core: Core) -> _Snapshot:
             state = JOB_STATES.get(job.status)
             if state is not None:
                 jobs[state] += 1
-    model_name = None
-    running = waiting = batch = cache_bytes = 0
-    if core.ready:
-        worker = core.generator.worker
-        model_name = worker.loaded.alias
+    models = []
+    for model in list(core.models.models.values()):
+        generator = model.generator
+        if generator is None:
+            models.append(_ModelState(model.id, loaded=False))
+            continue
+        worker = generator.worker
         running = worker.stats.running
-        waiting = max(worker.in_flight - running, 0)
-        batch = worker.stats.batch_size
-        cache_bytes = worker.stats.prompt_cache_bytes
+        models.append(
+            _ModelState(
+                model.id,
+                loaded=True,
+                running=running,
+                waiting=max(worker.in_flight - running, 0),
+                batch_size=worker.stats.batch_size,
+                prompt_cache_bytes=worker.stats.prompt_cache_bytes,
+            )
+        )
     return _Snapshot(
-        model_name=model_name,
-        running=running,
-        waiting=waiting,
-        batch_size=batch,
-        prompt_cache_bytes=cache_bytes,
+        models=models,
         jobs=jobs,
         stores={name: held for name, held in stores.items() if held is not None},
+        mlx_memory=_mlx_memory() if core.ready else None,
     )
+
+
+def _mlx_memory() -> tuple[int, int]:
+    import mlx.core as mx  # the core has it loaded by now; the façade never gets here
+
+    return mx.get_active_memory(), mx.get_cache_memory()

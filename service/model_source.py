@@ -30,6 +30,10 @@ def resolve_model(model: Path, allow_download: bool = False) -> ModelSource:
     """
     if model.expanduser().exists():
         folder = model.expanduser().resolve()
+        if not (folder / "config.json").is_file():
+            raise ModelNotFoundError(
+                f"--model {model}: not an mlx-lm model folder (no config.json)"
+            )
         return ModelSource(folder, folder.name)
     repo_id = str(model)
     if not REPO_ID.fullmatch(repo_id):

@@ -54,9 +54,8 @@ class DrainInterceptor(grpc.aio.ServerInterceptor):
 
 
 def _running(core: Core) -> set[str]:
-    generator = core.generator_if_ready
     jobs = core.jobs_if_ready
-    running = set(generator.in_flight) if generator is not None else set()
+    running = set(core.models.in_flight)
     if jobs is not None:
         running |= set(jobs.active)
     return running
@@ -83,11 +82,11 @@ async def drain(core: Core, grace_secs: float) -> DrainReport:
 
 
 async def _cancel(core: Core, response_id: str) -> None:
-    jobs, generator = core.jobs_if_ready, core.generator_if_ready
+    jobs = core.jobs_if_ready
     try:
         if jobs is not None and response_id in jobs.active:
             await asyncio.wait_for(jobs.cancel(response_id), CANCEL_WAIT_SECS)
-        elif generator is not None:
-            await generator.cancel(response_id, CANCEL_WAIT_SECS)
+        else:
+            await core.models.in_flight.cancel(response_id, CANCEL_WAIT_SECS)
     except Exception as exc:  # one stuck response must not keep the others running
         log.warning("shutdown: response %s did not cancel cleanly: %r", response_id, exc)

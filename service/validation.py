@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -30,17 +31,22 @@ def template_kwargs(params: pb.CreateResponseParams) -> dict[str, Any]:
     return {}
 
 
-def validate_params(params: pb.CreateResponseParams, model_accepts: Any) -> None:
-    """Raises ServiceError for the first problem found, with the OpenAI `param`."""
-    if not params.model:
+def check_model(model: str, accepts: Callable[[str], bool]) -> None:
+    """A missing `model` is a 400; one the server does not serve is a 404 `model_not_found`."""
+    if not model:
         raise invalid("Missing required parameter: 'model'.", "model")
-    if not model_accepts(params.model):
+    if not accepts(model):
         raise ServiceError(
             Reason.MODEL_NOT_FOUND,
-            f"The model '{params.model}' does not exist or is not loaded on this server.",
+            f"The model '{model}' does not exist or is not served by this server.",
             param="model",
             code="model_not_found",
         )
+
+
+def validate_params(params: pb.CreateResponseParams, model_accepts: Callable[[str], bool]) -> None:
+    """Raises ServiceError for the first problem found, with the OpenAI `param`."""
+    check_model(params.model, model_accepts)
     if not params.input:
         raise invalid("'input' must not be empty.", "input")
     if params.HasField("temperature") and not 0.0 <= params.temperature <= 2.0:

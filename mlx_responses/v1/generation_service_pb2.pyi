@@ -49,18 +49,20 @@ class ListModelsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Model(_message.Message):
-    __slots__ = ("id", "created", "owned_by", "path", "context_length")
+    __slots__ = ("id", "created", "owned_by", "path", "context_length", "loaded")
     ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
     OWNED_BY_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    LOADED_FIELD_NUMBER: _ClassVar[int]
     id: str
     created: int
     owned_by: str
     path: str
     context_length: int
-    def __init__(self, id: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., path: _Optional[str] = ..., context_length: _Optional[int] = ...) -> None: ...
+    loaded: bool
+    def __init__(self, id: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., path: _Optional[str] = ..., context_length: _Optional[int] = ..., loaded: _Optional[bool] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
     __slots__ = ("models",)

@@ -65,8 +65,10 @@ class _Active:
     last_token_at: float = 0.0
 
 
+@dataclass
 class _Stop:
-    pass
+    # Unload: the thread ends and lets the model go, instead of parking (process shutdown).
+    release: bool = False
 
 
 def _deliver_all(batch: list[tuple[GenerationStream, Chunk]]) -> None:
@@ -120,6 +122,7 @@ class EngineWorker:
     """
 
     load: Callable[[], LoadedModel]
+    name: str = "mlx-engine"  # of the thread
     max_batch_size: int = 16
     max_queued_requests: int = 64
     prefill_step_size: int = 512
@@ -139,7 +142,8 @@ class EngineWorker:
         self._in_flight = 0
         self._lock = threading.Lock()
         self.alive = False
-        self._parked = threading.Event()
+        self._stopped = threading.Event()  # the thread parked or ended
+        self._release = False
         self._samplers: dict[tuple[float, float], Any] = {}
         self._loaded: LoadedModel | None = None
         self._kv_group: int | None = None
@@ -170,7 +174,7 @@ class EngineWorker:
             return self.loaded
         ready: concurrent.futures.Future[LoadedModel] = concurrent.futures.Future()
         self._thread = threading.Thread(
-            target=self._run, args=(ready,), name="mlx-engine", daemon=True
+            target=self._run, args=(ready,), name=self.name, daemon=True
         )
         self._thread.start()
         self._loaded = await asyncio.wrap_future(ready)
@@ -178,11 +182,26 @@ class EngineWorker:
         return self._loaded
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Cancels everything and waits until the thread has parked."""
+        """Cancels everything and waits until the thread has parked (process shutdown)."""
         if self._thread is not None:
             self._commands.put(_Stop())
-            self._parked.wait(timeout)
+            self._stopped.wait(timeout)
             self._thread = None
+
+    async def unload(self) -> None:
+        """Cancels everything and lets the thread end, dropping the model and its KV caches.
+
+        The memory goes once the caller drops its own references to `loaded` as well.
+        """
+        thread = self._thread
+        if thread is None:
+            return
+        self._commands.put(_Stop(release=True))
+        await asyncio.to_thread(thread.join)
+        self._thread = None
+        self._loaded = None
+        self._prompt_cache = None
+        self._samplers.clear()
 
     def submit(
         self,
@@ -258,8 +277,11 @@ class EngineWorker:
             if self.metrics is not None:
                 self._metrics = self.metrics.for_model(loaded.alias)
         except BaseException as exc:
+            # Nothing loaded: the thread ends (a retry starts a new one).
+            self._loaded = None
+            self._stopped.set()
             ready.set_exception(exc)
-            self._park()
+            return
         ready.set_result(loaded)
         active: dict[int, _Active] = {}
         by_stream: dict[int, int] = {}
@@ -275,6 +297,7 @@ class EngineWorker:
                         break
                 for command in commands:
                     if isinstance(command, _Stop):
+                        self._release = command.release
                         for entry in active.values():
                             self._finished(entry, "cancelled")
                             self._emit(entry.stream, Chunk("", 0, "cancelled"))
@@ -315,7 +338,9 @@ class EngineWorker:
                     entry.stream,
                     Chunk("", 0, "error", error="generation worker stopped"),
                 )
-            self._park()
+            if not self._release:
+                self._park()
+            self._stopped.set()
 
     def _park(self) -> NoReturn:
         """Never returns: the thread stays blocked until the process exits.
@@ -324,7 +349,7 @@ class EngineWorker:
         thread exit, it can race interpreter shutdown and abort the process (std::terminate).
         A parked thread never runs it.
         """
-        self._parked.set()
+        self._stopped.set()
         while True:
             threading.Event().wait()
 

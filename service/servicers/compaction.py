@@ -14,7 +14,7 @@ Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
 class CompactionServicer(cp_grpc.CompactionServiceServicer):
-    """Delegates to the ResponseGenerator, which automatic compaction uses too."""
+    """Delegates to the named model's ResponseGenerator, which automatic compaction uses too."""
 
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -23,4 +23,5 @@ class CompactionServicer(cp_grpc.CompactionServiceServicer):
         self, request: cp.CompactResponseRequest, context: Context
     ) -> cp.CompactResponseResponse:
         keep = request.keep_tokens if request.HasField("keep_tokens") else None
-        return await self._core.generator.compact(request.params, keep)
+        async with self._core.models.use(request.params.model) as generator:
+            return await generator.compact(request.params, keep)

@@ -10,12 +10,13 @@ import grpc
 from mlx_responses.v1 import generation_service_pb2 as gen
 from mlx_responses.v1 import generation_service_pb2_grpc as gen_grpc
 from service.core import Core
+from service.events import new_id
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
 class GenerationServicer(gen_grpc.GenerationServiceServicer):
-    """Delegates to the core's ResponseGenerator."""
+    """Delegates to the ResponseGenerator of the model the request names."""
 
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -23,38 +24,45 @@ class GenerationServicer(gen_grpc.GenerationServiceServicer):
     async def CreateResponse(
         self, request: gen.CreateResponseRequest, context: Context
     ) -> gen.CreateResponseResponse:
-        generator = self._core.generator
-        response_id = generator.ids("resp")
-        # Claimed while it runs, so a cancel asked of another replica reaches it.
-        async with self._core.jobs.foreground.running(response_id):
-            response = await generator.create(request.params, response_id)
+        claims = self._core.jobs.foreground
+        async with self._core.models.use(request.params.model) as generator:
+            response_id = new_id("resp")
+            # Claimed while it runs, so a cancel asked of another replica reaches it.
+            async with claims.running(response_id):
+                response = await generator.create(request.params, response_id)
         return gen.CreateResponseResponse(response=response)
 
     async def StreamResponse(
         self, request: gen.StreamResponseRequest, context: Context
     ) -> AsyncIterator[gen.StreamResponseResponse]:
-        generator = self._core.generator
-        response_id = generator.ids("resp")
-        async with self._core.jobs.foreground.running(response_id):
-            turn = await generator.prepare(request.params, response_id)
-            async for events in generator.stream(turn):
-                yield gen.StreamResponseResponse(events=events)
+        claims = self._core.jobs.foreground
+        async with self._core.models.use(request.params.model) as generator:
+            response_id = new_id("resp")
+            async with claims.running(response_id):
+                turn = await generator.prepare(request.params, response_id)
+                async for events in generator.stream(turn):
+                    yield gen.StreamResponseResponse(events=events)
 
     async def CountInputTokens(
         self, request: gen.CountInputTokensRequest, context: Context
     ) -> gen.CountInputTokensResponse:
-        count = await self._core.generator.count_input_tokens(request.params)
+        async with self._core.models.use(request.params.model) as generator:
+            count = await generator.count_input_tokens(request.params)
         return gen.CountInputTokensResponse(input_tokens=count)
 
     async def ListModels(
         self, request: gen.ListModelsRequest, context: Context
     ) -> gen.ListModelsResponse:
-        loaded = self._core.generator.loaded
-        model = gen.Model(
-            id=loaded.alias,
-            created=loaded.created,
-            owned_by="mlx-responses",
-            path=str(loaded.path),
-            context_length=loaded.context_length,
-        )
-        return gen.ListModelsResponse(models=[model])
+        self._core.require_ready()
+        models = [
+            gen.Model(
+                id=m.id,
+                created=m.created,
+                owned_by="mlx-responses",
+                path=str(m.source.folder),
+                context_length=m.context_length,
+                loaded=m.generator is not None,
+            )
+            for m in self._core.models.models.values()
+        ]
+        return gen.ListModelsResponse(models=models)

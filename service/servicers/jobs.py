@@ -61,7 +61,7 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
             raise store_disabled("Response storage")
         final = await self._core.jobs.cancel(request.id)
         if final is None:
-            final = await self._core.generator.cancel(request.id)
+            final = await self._core.models.in_flight.cancel(request.id)
         if final is None:
             final = await self._core.jobs.foreground.cancel_elsewhere(request.id)
         if final is not None:

@@ -30,7 +30,7 @@ class Topology:
 
     def __init__(self, model_path: Path, store_url: str, **overrides: Any) -> None:
         self.settings = Settings(
-            model_path=model_path, grpc_port=0, store_url=store_url, **overrides
+            models=(model_path,), grpc_port=0, store_url=store_url, **overrides
         )
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
 from service.config import (
+    BUNDLED_MODEL,
     STORE_FLAGS,
     ConfigError,
     Settings,
     add_core_arguments,
     settings_from_args,
 )
+from service.model_pool import served_ids
+from service.model_source import ModelSource
 
 SEED_TABLE = {
     "--responses-store-max-entries": (1024, "LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES"),
@@ -112,3 +116,35 @@ def test_hosted_tools_flag_and_env() -> None:
     )
     with pytest.raises(ConfigError):
         _parse(["--hosted-tools", "ignore"], {})
+
+
+def test_model_flags_repeat_and_pair_up() -> None:
+    s = _parse(
+        ["--model", "a", "--model", "b", "--model-alias", "first", "--max-loaded-models", "1"], {}
+    )
+    assert s.models == (Path("a"), Path("b"))
+    assert s.model_path == Path("a")
+    assert s.model_aliases == ("first",)
+    assert s.max_loaded_models == 1
+    default = _parse([], {})
+    assert default.models == (BUNDLED_MODEL,) and default.max_loaded_models is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "a", "--model-alias", "x", "--model-alias", "y"], "more --model-alias"),
+        (["--model-alias", ""], "must not be empty"),
+        (["--max-loaded-models", "0"], "--max-loaded-models must be at least 1"),
+    ],
+)
+def test_bad_model_flags_are_config_errors(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _parse(argv, {})
+
+
+def test_served_ids_follow_aliases_and_refuse_twins(tmp_path: Path) -> None:
+    a, b = ModelSource(tmp_path / "a", "a"), ModelSource(tmp_path / "x" / "a", "a")
+    assert served_ids([a, b], ["one"]) == ["one", "a"]
+    with pytest.raises(ConfigError, match="several --model entries are named a"):
+        served_ids([a, b], [])

@@ -41,3 +41,8 @@ def test_an_uncached_repo_id_is_refused_without_download(hub_cache: Path) -> Non
 def test_a_missing_path_is_refused() -> None:
     with pytest.raises(ModelNotFoundError, match="no such folder"):
         resolve_model(Path("/nowhere/at/all"))
+
+
+def test_a_folder_without_config_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFoundError, match=r"no config\.json"):
+        resolve_model(tmp_path)
