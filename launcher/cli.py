@@ -108,6 +108,8 @@ async def _run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args, env)
         if not settings.allow_download:
             resolve_model(settings.model_path)  # fail fast: nothing to download
+            if settings.draft_model is not None:
+                resolve_model(settings.draft_model)
     except (ConfigError, ModelNotFoundError) as exc:
         log.error("invalid configuration: %s", exc)
         return 2
@@ -115,6 +117,7 @@ async def _run(args: argparse.Namespace) -> int:
 
     preload_blas(settings.blas)  # before anything imports mlx
     from service.core import Core
+    from service.engine.draft_model import DraftModelError
     from service.server import start_core_server
 
     warn_if_exposed(
@@ -144,7 +147,11 @@ async def _run(args: argparse.Namespace) -> int:
             facade, _ = await start_facade(
                 address, facade_settings, lambda: core.metrics.render(core)
             )
-        await core.load()
+        try:
+            await core.load()
+        except DraftModelError as exc:
+            log.error("invalid configuration: %s", exc)
+            return 2
         await server.set_serving()
         log.info("ready: model %s", core.generator.loaded.alias)
         await stop.wait()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -94,6 +95,9 @@ class Core:
         s = self.settings
         # The hub may download (with --allow-download): off the event loop.
         source = await asyncio.to_thread(resolve_model, s.model_path, s.allow_download)
+        draft = None
+        if s.draft_model is not None:
+            draft = await asyncio.to_thread(resolve_model, s.draft_model, s.allow_download)
         worker = EngineWorker(
             lambda: load_model(source.folder, s.model_alias or source.name),
             max_batch_size=s.max_batch_size,
@@ -102,6 +106,7 @@ class Core:
             prompt_cache_max_bytes=s.prompt_cache_max_bytes,
             speculative=s.speculative,
             num_draft_tokens=s.num_draft_tokens,
+            load_draft=functools.partial(load_model, draft.folder) if draft else None,
             kv_bits=s.kv_bits,
             max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
             metrics=self.metrics.engine,

@@ -19,23 +19,16 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 
 
-class _WrongDrafter:
-    """Proposes tokens greedy decoding never picks (a banned one), so every draft is rejected."""
+def _wrong_drafter(token: int) -> Any:
+    """An n-gram drafter proposing a token greedy decoding never picks (a banned one): every
+    draft is rejected."""
+    from service.engine.speculative import NgramDrafter
 
-    def __init__(self, inner: Any, token: int) -> None:
-        self._inner, self._token = inner, token
+    class WrongDrafter(NgramDrafter):
+        def draft(self, k: int) -> list[int]:
+            return [token] * len(super().draft(k))
 
-    def sync(self, tokens: list[int], pending: int | None = None) -> None:
-        self._inner.sync(tokens, pending)
-
-    def ready(self) -> bool:
-        return bool(self._inner.ready())
-
-    def draft(self, k: int) -> list[int]:
-        return [self._token] * len(self._inner.draft(k))
-
-    def accepted(self, drafted: int, accepted: int) -> None:
-        self._inner.accepted(drafted, accepted)
+    return WrongDrafter()
 
 
 def _run(
@@ -43,7 +36,7 @@ def _run(
 ) -> float:
     from mlx_lm.generate import BatchGenerator
 
-    from service.engine.speculative import NgramDrafter, SpeculativeGenerationBatch
+    from service.engine.speculative import SpeculativeGenerationBatch
 
     generator = BatchGenerator(model, completion_batch_size=16, prefill_step_size=512)
     batch = None
@@ -56,7 +49,7 @@ def _run(
         batch.eligible.update(uids)
         if mode == "wrong":
             for uid in uids:
-                batch.drafters[uid] = _WrongDrafter(NgramDrafter(), bad)  # type: ignore[assignment]
+                batch.drafters[uid] = _wrong_drafter(bad)
     pending, count, start = set(uids), 0, 0.0
     while pending:
         _, responses = generator.next()
