@@ -109,6 +109,8 @@ async def _run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args, env)
         if not settings.allow_download:  # fail fast: nothing to download
             served_ids([resolve_model(m) for m in settings.models], settings.model_aliases)
+            if settings.draft_model is not None:
+                resolve_model(settings.draft_model)
     except (ConfigError, ModelNotFoundError) as exc:
         log.error("invalid configuration: %s", exc)
         return 2
@@ -116,6 +118,7 @@ async def _run(args: argparse.Namespace) -> int:
 
     preload_blas(settings.blas)  # before anything imports mlx
     from service.core import Core
+    from service.engine.draft_model import DraftModelError
     from service.server import start_core_server
 
     warn_if_exposed(
@@ -145,7 +148,11 @@ async def _run(args: argparse.Namespace) -> int:
             facade, _ = await start_facade(
                 address, facade_settings, lambda: core.metrics.render(core)
             )
-        await core.load()
+        try:
+            await core.load()
+        except DraftModelError as exc:
+            log.error("invalid configuration: %s", exc)
+            return 2
         await server.set_serving()
         log.info("ready: models %s", ", ".join(core.models.models))
         await stop.wait()

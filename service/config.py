@@ -92,7 +92,7 @@ STORE_URL_ENV = "MLX_RESPONSES_STORE_URL"
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
-SPECULATIVE_MODES = ("off", "ngram")
+SPECULATIVE_MODES = ("off", "ngram", "draft")
 KV_BITS = (4, 8)
 
 
@@ -127,6 +127,7 @@ class Settings:
     blas: str = "auto"
     speculative: str = "off"
     num_draft_tokens: int = 4
+    draft_model: Path | None = None
     kv_bits: int | None = None
     max_prefill_tokens_per_step: int = 512
     store_url: str = "memory"
@@ -164,6 +165,8 @@ class Settings:
             raise ConfigError("--max-queued-requests must be >= 0")
         if self.speculative not in SPECULATIVE_MODES:
             raise ConfigError(f"--speculative must be one of {', '.join(SPECULATIVE_MODES)}")
+        if (self.speculative == "draft") != (self.draft_model is not None):
+            raise ConfigError("--speculative draft and --draft-model PATH go together")
         if self.num_draft_tokens < 1:
             raise ConfigError("--num-draft-tokens must be at least 1")
         if self.max_prefill_tokens_per_step < 1:
@@ -306,8 +309,15 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         "--speculative",
         choices=SPECULATIVE_MODES,
         default="off",
-        help="speculative decoding: ngram drafts from the context (prompt lookup) for greedy "
-        "requests; output is unchanged (default off)",
+        help="speculative decoding for greedy requests: ngram drafts from the context (prompt "
+        "lookup), draft from --draft-model; output is unchanged (default off)",
+    )
+    parser.add_argument(
+        "--draft-model",
+        type=Path,
+        default=None,
+        help="local mlx-lm folder (or cached hub repo id) of a small model with the same "
+        "tokenizer, drafting for --speculative draft",
     )
     parser.add_argument(
         "--num-draft-tokens",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import itertools
 import json
@@ -125,6 +126,7 @@ class ModelPool:
         self._ticks = itertools.count(1)
         self._load_lock = asyncio.Lock()  # one load (and its unloads) at a time
         self._waiters: set[asyncio.Future[None]] = set()  # woken when a lease ends or a load
+        self.draft: ModelSource | None = None  # --draft-model, for the first --model only
 
     # --- configuration -----------------------------------------------------------------------
     async def resolve(self) -> None:
@@ -138,6 +140,8 @@ class ModelPool:
         for model in self.models.values():
             for name in model.names:
                 self._names.setdefault(name, model)  # an id or an earlier model keeps its name
+        if s.draft_model is not None:
+            self.draft = await asyncio.to_thread(resolve_model, s.draft_model, s.allow_download)
 
     @property
     def default(self) -> ServedModel:
@@ -215,6 +219,8 @@ class ModelPool:
                     await self._make_room(model)
                     model.generator = await self._start(model)
                     self.metrics.model_loaded(model.id)
+        except ConfigError:
+            raise  # e.g. a draft model of another tokenizer: startup exits 2
         except Exception as exc:
             log.exception("model %s failed to load", model.id)
             raise ServiceError(
@@ -254,6 +260,10 @@ class ModelPool:
 
         s = self.settings
         started = time.perf_counter()
+        # --draft-model shares the first --model's tokenizer; the others speculate without it.
+        drafted = s.speculative == "draft" and model is self.default and self.draft is not None
+        speculative = "off" if s.speculative == "draft" and not drafted else s.speculative
+        draft = self.draft
         worker = EngineWorker(
             lambda: load_model(model.source.folder, model.id),
             name=f"mlx-engine-{model.id}",
@@ -261,8 +271,9 @@ class ModelPool:
             max_queued_requests=s.max_queued_requests,
             prompt_cache_max_entries=s.prompt_cache_max_entries,
             prompt_cache_max_bytes=s.prompt_cache_max_bytes,
-            speculative=s.speculative,
+            speculative=speculative,
             num_draft_tokens=s.num_draft_tokens,
+            load_draft=functools.partial(load_model, draft.folder) if drafted and draft else None,
             kv_bits=s.kv_bits,
             max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
             metrics=self.metrics.engine,

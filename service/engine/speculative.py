@@ -1,9 +1,14 @@
-"""Speculative decoding inside the batch: prompt-lookup (n-gram) drafts verified in one forward.
+"""Speculative decoding inside the batch: drafts of greedy sequences verified in one forward.
 
-A greedy sequence whose last tokens occurred earlier in its context proposes the tokens that
-followed them; the model scores the pending token and the drafts in one pass per batch, and
-the longest prefix of drafts that greedy decoding would have produced is accepted. Output is
-the greedy output (up to float rounding of a wider forward), only sooner.
+Drafts come from the context (prompt lookup: the tokens that followed an earlier occurrence of
+the last n-gram) or from a small draft model run over the whole batch. The target model scores
+every sequence's pending token and its drafts in one pass, and the longest prefix of drafts
+that greedy decoding would have produced is accepted. Output is the greedy output (up to float
+rounding of a wider forward), only sooner.
+
+Whether a step drafts, and how far, is decided per step for the whole batch: a verify widens
+every row, so it runs only when the drafts' expected accepted tokens (from each sequence's own
+acceptance record) beat what the wider forward costs.
 """
 
 from __future__ import annotations
@@ -13,13 +18,63 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache
 
+from service.engine.draft_model import DraftedModel
 from service.engine.grammar_batch import GrammarGenerationBatch
 from service.engine.quantized_cache import BatchQuantizedKVCache
 
 NGRAM_SIZES = (3, 2)  # longest first; single tokens repeat too often to be worth a verify
+PRIOR_RATE = 0.6  # assumed per-token acceptance of a sequence that has not drafted yet
+RATE_WEIGHT = 0.5  # weight of the latest verify in a sequence's acceptance estimate
+RECOVERY = 0.02  # per step without drafting, the estimate moves this far back to the prior
+# A decode step costs about OVERHEAD_TOKENS + batch tokens' worth of work (weights read once,
+# then per-token compute); a verify adds batch * draft-width tokens of it. Fitted on 2 CPU
+# cores (the bench's 8-stream aggregate is ~4x one stream's); a GPU would want it larger.
+OVERHEAD_TOKENS = 12
 
 
-class NgramDrafter:
+def expected_accepted(rate: float, drafted: int) -> float:
+    """Tokens a draft of `drafted` is expected to add when each is accepted with `rate`."""
+    return sum(rate**j for j in range(1, drafted + 1))
+
+
+def best_width(candidates: list[tuple[float, int]], batch: int, extra_cost: float = 0.0) -> int:
+    """How many draft positions a verify step should take (0: do not verify).
+
+    `candidates` holds (acceptance rate, draft length available) of each drafting row; every
+    row of `batch` pays for the positions, and `extra_cost` per position and row is what
+    producing the draft costs (a draft model's forward, relative to the target's).
+    """
+    if not candidates:
+        return 0
+    per_position = batch * (batch / (batch + OVERHEAD_TOKENS) + extra_cost)
+    best, width = 0.0, 0
+    for k in range(1, max(n for _, n in candidates) + 1):
+        net = sum(expected_accepted(a, min(k, n)) for a, n in candidates) - per_position * k
+        if net > best:
+            best, width = net, k
+    return width
+
+
+class DraftRecord:
+    """One sequence's acceptance estimate: how likely its next draft token is to be kept."""
+
+    def __init__(self) -> None:
+        self.rate = PRIOR_RATE
+
+    def accepted(self, drafted: int, accepted: int) -> None:
+        """Folds in a verify: `accepted` of `drafted` tokens kept (the first miss ends a draft)."""
+        if not drafted:
+            return
+        trials = accepted + (1 if accepted < drafted else 0)
+        self.rate += RATE_WEIGHT * (accepted / trials - self.rate)
+
+    def rested(self) -> None:
+        """A step without drafting: the estimate drifts back toward the prior, so a sequence
+        whose drafts failed is tried again now and then."""
+        self.rate += RECOVERY * (PRIOR_RATE - self.rate)
+
+
+class NgramDrafter(DraftRecord):
     """Proposes the continuation of the latest earlier occurrence of the context's last n-gram.
 
     An index per n-gram size maps each n-gram to where its continuation starts, updated as
@@ -27,10 +82,8 @@ class NgramDrafter:
     """
 
     def __init__(self, sizes: tuple[int, ...] = NGRAM_SIZES) -> None:
+        super().__init__()
         self.tokens: list[int] = []
-        self._skip = 0  # steps left without drafting, after drafts were rejected
-        self._misses = 0
-        self._limit = 1 << 30  # draft length earned by recent acceptance
         self._sizes = sizes
         self._index: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in sizes}
 
@@ -44,14 +97,11 @@ class NgramDrafter:
             self._register(len(self.tokens) - 1)
 
     def ready(self) -> bool:
-        """Whether to draft this step: not backing off, and the context repeats right now.
+        """Whether the context repeats right now (a draft is likely to exist).
 
         Asked before the pending token is known, so a step that will not draft never waits
         for it (the library's step overlaps the next forward with this one's bookkeeping).
         """
-        if self._skip > 0:
-            self._skip -= 1
-            return False
         end = len(self.tokens)
         return any(end > n and tuple(self.tokens[end - n :]) in self._index[n] for n in self._sizes)
 
@@ -66,7 +116,6 @@ class NgramDrafter:
 
         An occurrence close to the end (a loop) continues periodically into the draft itself.
         """
-        k = min(k, self._limit)
         if k <= 0:
             return []
         end = len(self.tokens)
@@ -80,74 +129,108 @@ class NgramDrafter:
                     return draft
         return []
 
-    def accepted(self, drafted: int, accepted: int) -> None:
-        """Adapts to how drafts fare: a wholly rejected one backs off (1, 3, … 63 steps) and
-        shrinks the next to one token; a wholly accepted one doubles the next one's length."""
-        if not drafted:
-            return
-        if not accepted:
-            self._misses = min(self._misses + 1, 6)
-            self._skip = (1 << self._misses) - 1
-            self._limit = 1
-            return
-        self._misses = 0
-        self._limit = drafted * 2 if accepted == drafted else accepted + 1
-
 
 class SpeculativeGenerationBatch(GrammarGenerationBatch):
-    """A GenerationBatch whose decode step verifies n-gram drafts of greedy sequences.
+    """A GenerationBatch whose decode step verifies drafts of greedy sequences.
 
-    NOTE: it works on GenerationBatch's state (pending tokens, caches, matchers) of the pinned
-    mlx-lm; sequences with logits processors or a non-greedy sampler are never drafted for, and
-    a step where nobody has a draft is the library's own step.
+    With `drafted` set (its model is then a DraftedModel) drafts come from the draft model,
+    else from n-gram lookup. NOTE: it works on GenerationBatch's state (pending tokens, caches,
+    matchers) of the pinned mlx-lm; sequences with logits processors or a non-greedy sampler
+    are never drafted for, and a step without drafts is the library's own step.
     """
 
     num_draft: int = 0
+    drafted: DraftedModel | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.drafters: dict[int, NgramDrafter] = {}
+        self.drafters: dict[int, DraftRecord] = {}
         self.eligible: set[int] = set()
         self.drafted_tokens = 0
         self.accepted_tokens = 0
         self.verify_steps = 0
         super().__init__(*args, **kwargs)
 
+    def forget(self, uid: int) -> None:
+        """Drops a sequence's drafting state (it finished or was removed)."""
+        self.eligible.discard(uid)
+        self.drafters.pop(uid, None)
+
+    def _record(self, uid: int) -> DraftRecord:
+        record = self.drafters.get(uid)
+        if record is None:
+            record = NgramDrafter() if self.drafted is None else DraftRecord()
+            self.drafters[uid] = record
+        return record
+
+    def _room(self, i: int) -> int:
+        return min(self.num_draft, self.max_tokens[i] - self._num_tokens[i] - 1)
+
     def next(self) -> list[Any]:
         if not self.uids or self.num_draft <= 0 or not self.eligible.intersection(self.uids):
             return super().next()
         if not all(isinstance(c, BatchKVCache | BatchQuantizedKVCache) for c in self.prompt_cache):
             return super().next()
-        ready: dict[int, NgramDrafter] = {}
-        for i, uid in enumerate(self.uids):
-            if uid not in self.eligible:
-                continue
-            drafter = self.drafters.get(uid)
-            if drafter is None:
-                drafter = self.drafters[uid] = NgramDrafter()
-            drafter.sync(self.tokens[i])
-            if drafter.ready():
-                ready[i] = drafter
-        if not ready:
+        records = {i: self._record(uid) for i, uid in enumerate(self.uids) if uid in self.eligible}
+        responses = self._ngram(records) if self.drafted is None else self._draft(records)
+        if responses is None:
+            for record in records.values():
+                record.rested()
             return super().next()
+        return responses
+
+    def _ngram(self, records: dict[int, DraftRecord]) -> list[Any] | None:
+        ready: dict[int, NgramDrafter] = {}
+        for i, record in records.items():
+            assert isinstance(record, NgramDrafter)
+            record.sync(self.tokens[i])
+            if record.ready() and self._room(i) > 0:
+                ready[i] = record
+        batch = len(self.uids)
+        if not best_width([(d.rate, self._room(i)) for i, d in ready.items()], batch):
+            return None  # not worth it even if every lookup drafts: no wait for the tokens
         mx.eval(self._next_tokens)
         pending: list[int] = self._next_tokens.tolist()  # type: ignore[assignment]
-        drafts: list[list[int]] = []
-        for i in range(len(self.uids)):
-            if i not in ready:
-                drafts.append([])
-                continue
-            ready[i].sync(self.tokens[i], pending[i])
-            room = self.max_tokens[i] - self._num_tokens[i] - 1
-            drafts.append(ready[i].draft(min(self.num_draft, room)))
-        if not any(drafts):
-            return super().next()
-        return self._verify(pending, drafts)
+        drafts: dict[int, list[int]] = {}
+        for i, drafter in ready.items():
+            drafter.sync(self.tokens[i], pending[i])
+            drafts[i] = drafter.draft(self._room(i))
+        width = best_width([(ready[i].rate, len(d)) for i, d in drafts.items() if d], batch)
+        if not width:
+            return None
+        lengths = [min(width, len(drafts.get(i, []))) for i in range(batch)]
+        rows = [
+            [pending[i], *drafts.get(i, [])[:n]] + [0] * (width - n) for i, n in enumerate(lengths)
+        ]
+        return self._verify(mx.array(rows, dtype=mx.uint32), lengths)
 
-    def _verify(self, pending: list[int], drafts: list[list[int]]) -> list[Any]:
-        width = 1 + max(len(d) for d in drafts)
-        rows = [[pending[i], *d] + [0] * (width - 1 - len(d)) for i, d in enumerate(drafts)]
-        inputs = mx.array(rows, dtype=mx.uint32)
-        logits = self.model(inputs, cache=self.prompt_cache)
+    def _draft(self, records: dict[int, DraftRecord]) -> list[Any] | None:
+        assert self.drafted is not None
+        room = {i: self._room(i) for i in records}
+        candidates = [(r.rate, room[i]) for i, r in records.items() if room[i] > 0]
+        width = best_width(candidates, len(self.uids), self.drafted.cost_ratio())
+        if not width:
+            return None
+        # The draft runs greedily over the whole batch, from the pending tokens (not waited
+        # for): one graph with the verify, evaluated once.
+        token = self._next_tokens[:, None]
+        columns = [token]
+        for _ in range(width):
+            logits = self.drafted.draft_logits(token, self.prompt_cache)
+            token = mx.argmax(logits, axis=-1).astype(mx.uint32)[:, None]
+            columns.append(token)
+        lengths = [min(width, room.get(i, 0)) for i in range(len(self.uids))]
+        return self._verify(mx.concatenate(columns, axis=1), lengths)
+
+    def _target(self, inputs: mx.array) -> mx.array:
+        if self.drafted is None:
+            out: mx.array = self.model(inputs, cache=self.prompt_cache)
+            return out
+        out = self.drafted.target(inputs, cache=self.prompt_cache[: self.drafted.split])
+        return out
+
+    def _verify(self, inputs: mx.array, lengths: list[int]) -> list[Any]:
+        """Scores `inputs` (pending token, then drafts; row i's first `lengths[i]` are real)."""
+        logits = self._target(inputs)
         self._current_tokens = inputs[:, 0]  # type: ignore[assignment]
 
         # Undrafted sequences sample their first position as the library's step would.
@@ -168,26 +251,33 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
             first[i] = lp[0]
         logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
         greedy = mx.argmax(logprobs, axis=-1)
-        mx.eval(greedy, logprobs, list(sampled.values()), list(first.values()))
+        mx.eval(inputs, greedy, logprobs, list(sampled.values()), list(first.values()))
         best: list[list[int]] = greedy.tolist()  # type: ignore[assignment]
+        rows: list[list[int]] = inputs.tolist()  # type: ignore[assignment]
         self.verify_steps += 1
 
         emitted: list[list[tuple[int, mx.array]]] = []
         next_tokens: list[int] = []
         next_logprobs: list[mx.array] = []
-        for i, draft in enumerate(drafts):
-            out = [(pending[i], self._next_logprobs[i])]
+        for i, n in enumerate(lengths):
+            out = [(rows[i][0], self._next_logprobs[i])]
             if i in sampled:
                 next_tokens.append(int(sampled[i].reshape(-1)[0].item()))  # type: ignore[arg-type]
                 next_logprobs.append(first[i])
             else:
+                draft = rows[i][1 : 1 + n]
                 accepted = 0
-                while accepted < len(draft) and draft[accepted] == best[i][accepted]:
+                while accepted < n and draft[accepted] == best[i][accepted]:
                     out.append((draft[accepted], logprobs[i, accepted]))
                     accepted += 1
-                self.drafted_tokens += len(draft)
+                self.drafted_tokens += n
                 self.accepted_tokens += accepted
-                self.drafters[self.uids[i]].accepted(len(draft), accepted)
+                record = self.drafters.get(self.uids[i])
+                if record is not None:
+                    if n:
+                        record.accepted(n, accepted)
+                    else:
+                        record.rested()
                 next_tokens.append(best[i][accepted])
                 next_logprobs.append(logprobs[i, accepted])
             emitted.append(out)
@@ -207,7 +297,8 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
             finish.append(reason)
             self.tokens[i].extend(token for token, _ in out)
 
-        self._drop_rejected([width - len(out) for out in emitted])
+        kept = [len(out) for out in emitted]
+        self._keep(inputs, kept)
         self._next_tokens = mx.array(next_tokens, dtype=mx.uint32)
         self._next_logprobs = next_logprobs
 
@@ -230,27 +321,30 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
             if finish[i] is None:
                 keep.append(i)
             else:
-                self.drafters.pop(uid, None)
-                self.eligible.discard(uid)
+                self.forget(uid)
         if len(keep) < len(self.uids):
             self.filter(keep)
         return responses
 
-    def _drop_rejected(self, rejected: list[int]) -> None:
-        """Removes each row's trailing rejected positions from the KV cache.
+    def _keep(self, inputs: mx.array, kept: list[int]) -> None:
+        """Leaves each row's first `kept` verified positions in the caches, drops the rest.
 
-        The common part is trimmed; the rest becomes left padding (rolled to the front, as
-        mlx-lm finalizes a right-padded prefill), compacted once it wastes too much.
+        The target holds every position of `inputs`; a draft model holds all but the last
+        (it never read its own last draft), so when a row kept them all the draft reads it now.
         """
-        common = min(rejected)
-        rest = [r - common for r in rejected]
-        for c in self.prompt_cache:
-            if common:
-                c.trim(common)
-            if any(rest):
-                c.prepare(right_padding=rest)
-                c.finalize()
-        if any(rest):
+        width = inputs.shape[1]
+        if self.drafted is None:
+            _drop(self.prompt_cache, [width - n for n in kept])
+        else:
+            split = self.drafted.split
+            _drop(self.prompt_cache[:split], [width - n for n in kept])
+            draft_caches = self.prompt_cache[split:]
+            if max(kept) == width:
+                self.drafted.draft(inputs[:, width - 1 :], cache=draft_caches)
+                _drop(draft_caches, [width - n for n in kept])
+            else:
+                _drop(draft_caches, [width - 1 - n for n in kept])
+        if min(kept) != max(kept):
             self._compact()
 
     def _compact(self) -> None:
@@ -261,3 +355,19 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         self.prompt_cache = [
             type(c).merge([c.extract(i) for i in range(len(self.uids))]) for c in self.prompt_cache
         ]
+
+
+def _drop(caches: list[Any], rejected: list[int]) -> None:
+    """Removes each row's trailing `rejected` positions from `caches`.
+
+    The common part is trimmed; the rest becomes left padding (rolled to the front, as
+    mlx-lm finalizes a right-padded prefill).
+    """
+    common = min(rejected)
+    rest = [r - common for r in rejected]
+    for c in caches:
+        if common:
+            c.trim(common)
+        if any(rest):
+            c.prepare(right_padding=rest)
+            c.finalize()

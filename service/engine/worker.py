@@ -22,6 +22,7 @@ from mlx_lm.generate import BatchGenerator
 from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache
 from mlx_lm.sample_utils import make_sampler
 
+from service.engine.draft_model import DraftedModel, DraftModelError, check_draft
 from service.engine.grammar_batch import GrammarGenerationBatch
 from service.engine.model import LoadedModel
 from service.engine.quantized_cache import kv_group_size, new_sequence_cache
@@ -130,8 +131,11 @@ class EngineWorker:
     max_prefill_tokens_per_step: int = 512
     prompt_cache_max_entries: int = 32
     prompt_cache_max_bytes: int = 1 << 30
-    speculative: str = "off"  # "off" or "ngram" (prompt-lookup drafts for greedy sequences)
+    # "off", "ngram" (prompt-lookup drafts) or "draft" (drafts of `load_draft`'s model), for
+    # greedy sequences
+    speculative: str = "off"
     num_draft_tokens: int = 4
+    load_draft: Callable[[], LoadedModel] | None = None
     kv_bits: int | None = None  # 4 or 8: quantized KV for live and prompt-cached sequences
     stats: EngineStats = field(default_factory=EngineStats)
     metrics: EngineMetrics | None = None
@@ -146,6 +150,7 @@ class EngineWorker:
         self._release = False
         self._samplers: dict[tuple[float, float], Any] = {}
         self._loaded: LoadedModel | None = None
+        self._batch_model: Any = None  # what the batch generator runs: the model, or a pair
         self._kv_group: int | None = None
         self._metrics: ModelMetrics | None = None
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
@@ -243,20 +248,22 @@ class EngineWorker:
     def _new_generator(self) -> BatchGenerator:
         tokenizer = self.loaded.tokenizer
         generator = BatchGenerator(
-            self.loaded.model,
+            self._batch_model,
             stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
             completion_batch_size=self.max_batch_size,
             prefill_batch_size=min(8, self.max_batch_size),
             prefill_step_size=self.prefill_step_size,
         )
         # NOTE: swaps in our decode batch before anything joins it; prefill stays mlx-lm's.
-        if self.speculative == "ngram":
-            batch = SpeculativeGenerationBatch.empty(self.loaded.model, generator.sampler)
+        if self.speculative in ("ngram", "draft"):
+            batch = SpeculativeGenerationBatch.empty(self._batch_model, generator.sampler)
             batch.num_draft = self.num_draft_tokens
+            if isinstance(self._batch_model, DraftedModel):
+                batch.drafted = self._batch_model
             generator._generation_batch = batch
         else:
             generator._generation_batch = GrammarGenerationBatch.empty(
-                self.loaded.model, generator.sampler
+                self._batch_model, generator.sampler
             )
         return generator
 
@@ -268,8 +275,14 @@ class EngineWorker:
     def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:
         try:
             loaded = self._loaded = self.load()
+            self._batch_model = loaded.model
+            models = [loaded.model]
+            if self.speculative == "draft":
+                self._batch_model = self._drafted(loaded)
+                models.append(self._batch_model.draft)
             if self.kv_bits is not None:
-                self._kv_group = kv_group_size(loaded.model)
+                groups = [kv_group_size(m) for m in models]
+                self._kv_group = None if None in groups else min(g for g in groups if g)
                 if self._kv_group is None:
                     # NOTE: a startup warning, not a failure: the flag is a memory hint.
                     log.warning("--kv-bits ignored: this model's KV cannot be quantized")
@@ -309,8 +322,7 @@ class EngineWorker:
                         if uid is not None and uid in active:
                             generator.remove([uid])
                             if (spec := self._speculation(generator)) is not None:
-                                spec.eligible.discard(uid)
-                                spec.drafters.pop(uid, None)
+                                spec.forget(uid)
                             entry = active.pop(uid)
                             self.stats.cancelled += 1
                             self._count(active)
@@ -342,6 +354,15 @@ class EngineWorker:
                 self._park()
             self._stopped.set()
 
+    def _drafted(self, loaded: LoadedModel) -> DraftedModel:
+        """The served model paired with its draft model (loaded here, on the MLX thread)."""
+        if self.load_draft is None:
+            raise DraftModelError("--speculative draft needs --draft-model")
+        draft = self.load_draft()
+        check_draft(loaded, draft)
+        log.info("draft model %s drafts for %s", draft.path, loaded.alias)
+        return DraftedModel(loaded.model, draft.model, loaded.vocab_size or len(loaded.tokenizer))
+
     def _park(self) -> NoReturn:
         """Never returns: the thread stays blocked until the process exits.
 
@@ -364,7 +385,7 @@ class EngineWorker:
         cache, rest = self._cached_prefix(command.prompt)
         cached = len(command.prompt) - len(rest)
         if cache is None and self._kv_group is not None and self.kv_bits is not None:
-            cache = new_sequence_cache(self.loaded.model, self._kv_group, self.kv_bits)
+            cache = new_sequence_cache(self._batch_model, self._kv_group, self.kv_bits)
         try:
             (uid,) = generator.insert(
                 [rest],

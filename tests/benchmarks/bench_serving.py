@@ -160,6 +160,33 @@ def build_model(shape: Shape, tokenizer_from: Path, seed: int) -> Path:
     return folder
 
 
+def build_draft(folder: Path, layers: int) -> Path:
+    """The bench model cut to its first `layers` layers (same embeddings), as a model folder:
+    a draft model of the same tokenizer for `--speculative draft`."""
+    import mlx.core as mx
+
+    out = folder.with_name(f"{folder.name}-draft{layers}")
+    if (out / "model.safetensors").is_file():
+        return out
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(folder, tmp)
+    config = json.loads((tmp / "config.json").read_text())
+    config["num_hidden_layers"] = layers
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    weights = mx.load(str(folder / "model.safetensors"))
+    assert isinstance(weights, dict)
+    kept = {
+        k: v
+        for k, v in weights.items()
+        if not k.startswith("model.layers.") or int(k.split(".")[2]) < layers
+    }
+    mx.save_safetensors(str(tmp / "model.safetensors"), kept)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
 # --- prompts -------------------------------------------------------------------------------
 class Prompts:
     """Plain-word prompts of chosen token lengths, and their chat-template rendering."""
@@ -636,13 +663,16 @@ def print_report(
         ]
     rows += [
         ("decode tok/s @1, spec server, plain prompt", m("decode.spec")),
+        ("decode tok/s @1, draft server, plain prompt", m("decode.draft")),
         ("repetitive @1 decode tok/s, ours", m("rep.ours.1")),
         ("repetitive @1 decode tok/s, spec server", m("rep.spec.1")),
         ("repetitive @1 decode tok/s, ours --kv-bits 8", m("rep.kv8.1")),
+        ("repetitive @1 decode tok/s, draft server", m("rep.draft.1")),
         ("repetitive @1 decode tok/s, mlx_lm.server", m("rep.mlx_lm.1")),
         (f"repetitive @{max(args.streams)} decode tok/s, ours", m("rep.ours.top")),
         (f"repetitive @{max(args.streams)} decode tok/s, spec server", m("rep.spec.top")),
         (f"repetitive @{max(args.streams)} decode tok/s, --kv-bits 8", m("rep.kv8.top")),
+        (f"repetitive @{max(args.streams)} decode tok/s, draft server", m("rep.draft.top")),
         (f"repetitive @{max(args.streams)} decode tok/s, mlx_lm", m("rep.mlx_lm.top")),
         (f"plain @{max(args.streams)} tok/s, spec server", m(f"agg.spec.{max(args.streams)}")),
         (f"plain @{max(args.streams)} tok/s, ours --kv-bits 8", m(f"agg.kv8.{max(args.streams)}")),
@@ -690,6 +720,10 @@ def print_report(
         "batch8_vs_batch1": ratio(m(f"agg.ours.{top}"), m("agg.ours.1")),
         "batch8_vs_batchgen": ratio(m(f"agg.ours.{top}"), m(f"agg.batchgen.{top}")),
         "cached_ttft_ratio": ratio(m("ttft.second"), m("ttft.cold")),
+        "draft_vs_mlx_lm": ratio(m("rep.draft.1"), m("rep.mlx_lm.1")),
+        "draft_vs_nospec": ratio(m("rep.draft.1"), m("rep.ours.1")),
+        "draft8_vs_nospec": ratio(m("rep.draft.top"), m("rep.ours.top")),
+        "draft_plain_vs_nospec": ratio(m("decode.draft"), m("decode.ours")),
     }
     print()
     for name, value in values.items():
@@ -761,6 +795,7 @@ def run(args: argparse.Namespace) -> int:
     shape = shape_from_args(args)
     folder = build_model(shape, args.tokenizer_from.resolve(), args.seed)
     meta = json.loads((folder / "bench.json").read_text())
+    draft_folder = build_draft(folder, args.draft_layers)
     if args.build_only:
         print(f"model: {folder} ({meta['parameters'] / 1e6:.1f}M parameters)")
         return 0
@@ -784,6 +819,8 @@ def run(args: argparse.Namespace) -> int:
     spec_port, spec_grpc, kv_port, kv_grpc = free_port(), free_port(), free_port(), free_port()
     ours_base, mlx_base = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{mlx_port}"
     spec_base, kv_base = f"http://127.0.0.1:{spec_port}", f"http://127.0.0.1:{kv_port}"
+    draft_port, draft_grpc = free_port(), free_port()
+    draft_base = f"http://127.0.0.1:{draft_port}"
     fig = Figures()
     t = args.request_timeout
 
@@ -803,10 +840,19 @@ def run(args: argparse.Namespace) -> int:
         ]
 
     spec_flags = ("--speculative", "ngram", "--num-draft-tokens", str(args.num_draft_tokens))
+    draft_flags = (
+        "--speculative",
+        "draft",
+        "--draft-model",
+        str(draft_folder),
+        "--num-draft-tokens",
+        str(args.num_draft_tokens),
+    )
     with (
         server_process("ours", serve(port, grpc_port), env) as ours,
         server_process("spec", serve(spec_port, spec_grpc, *spec_flags), env) as spec,
         server_process("kv8", serve(kv_port, kv_grpc, "--kv-bits", "8"), env) as kv8,
+        server_process("draft", serve(draft_port, draft_grpc, *draft_flags), env) as drafted,
         server_process(
             "mlx_lm",
             [
@@ -833,11 +879,13 @@ def run(args: argparse.Namespace) -> int:
         wait_mlx_lm(mlx_lm, mlx_port, args.startup_timeout)
         wait_ours(spec, spec_port, args.startup_timeout)
         wait_ours(kv8, kv_port, args.startup_timeout)
+        wait_ours(drafted, draft_port, args.startup_timeout)
         print("servers: up; warming up", flush=True)
         warm = prompts.text(args.prompt_tokens)
         one_stream("ours", ours_base, ours_body(alias, warm, 8), t)
         one_stream("ours", spec_base, ours_body(alias, warm, 8), t)
         one_stream("ours", kv_base, ours_body(alias, warm, 8), t)
+        one_stream("ours", draft_base, ours_body(alias, warm, 8), t)
         one_stream("mlx_lm", mlx_base, mlx_lm_body(warm, 8), t)
         stream_generate_decode(model, tokenizer, prompts.render(warm), 8)
         batch_generator_run(model, eos, [prompts.render(warm)] * 2, 8, args.max_batch)
@@ -857,9 +905,12 @@ def run(args: argparse.Namespace) -> int:
             r2 = one_stream("ours", spec_base, ours_body(alias, text, n_tok), t)
             fig.check("spec decode", [r2.tokens], n_tok)
             fig.add("decode.spec", r2.decode_tps)
+            r3 = one_stream("ours", draft_base, ours_body(alias, text, n_tok), t)
+            fig.check("draft decode", [r3.tokens], n_tok)
+            fig.add("decode.draft", r3.decode_tps)
             print(
                 f"[{rep}] decode tok/s ours={r.decode_tps:.1f} sg={s.decode_tps:.1f} "
-                f"spec={r2.decode_tps:.1f}",
+                f"spec={r2.decode_tps:.1f} draft={r3.decode_tps:.1f}",
                 flush=True,
             )
 
@@ -868,6 +919,7 @@ def run(args: argparse.Namespace) -> int:
                 ("ours", ours_base, ours.pid),
                 ("spec", spec_base, spec.pid),
                 ("kv8", kv_base, kv8.pid),
+                ("draft", draft_base, drafted.pid),
                 ("mlx_lm", mlx_base, mlx_lm.pid),
             )
             for n in [1] * args.repetitive_repeats + [top]:
@@ -992,6 +1044,7 @@ def run(args: argparse.Namespace) -> int:
         _check_alive(ours, "ours")
         _check_alive(spec, "spec")
         _check_alive(kv8, "kv8")
+        _check_alive(drafted, "draft")
 
     del model
     mx.clear_cache()
@@ -1069,6 +1122,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="--num-draft-tokens of the spec server (default 8)",
     )
     parser.add_argument(
+        "--draft-layers",
+        type=int,
+        default=2,
+        help="layers of the draft server's model: the bench model's first ones (default 2)",
+    )
+    parser.add_argument(
         "--tokenizer-from",
         type=Path,
         default=BUNDLED_MODEL,
@@ -1095,6 +1154,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if 1 not in args.streams:
         parser.error("--streams must include 1")
+    if not 1 <= args.draft_layers < args.layers:
+        parser.error("--draft-layers must be at least 1 and fewer than --layers")
     return args
 
 

@@ -1,9 +1,13 @@
 """In-process cost of speculative decoding: BatchGenerator plain vs. with our n-gram batch.
 
-Three contenders on the same prompts: the library's decode, our speculative batch, and our
-speculative batch whose drafts are always wrong (the worst case: every verify is wasted, so
-the back-off alone limits the loss). Same model and run, so the ratios are comparable even on
-a noisy machine; absolute tokens/s are not.
+Contenders on the same prompts: the library's decode (plain); n-gram drafts (ngram); n-gram
+drafts that are always wrong (wrong: the worst case, where only the drafting policy limits the
+loss); a draft model that is the target cut to its first layers (draft); an independent random
+draft model, whose drafts are all wrong (rand); and the target drafting for itself with the
+policy's cost check off (self: the mechanics at full acceptance, never a gain since the draft
+costs a target forward). Same model and run, so the ratios are comparable even on a noisy
+machine; absolute tokens/s are not. CPU ms per token (process time) is less sensitive to
+other load than wall time, and is reported next to it.
 """
 
 from __future__ import annotations
@@ -19,56 +23,110 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 
 
-class _WrongDrafter:
-    """Proposes tokens greedy decoding never picks (a banned one), so every draft is rejected."""
+def _wrong_drafter(token: int) -> Any:
+    """An n-gram drafter proposing a token greedy decoding never picks (a banned one): every
+    draft is rejected."""
+    from service.engine.speculative import NgramDrafter
 
-    def __init__(self, inner: Any, token: int) -> None:
-        self._inner, self._token = inner, token
+    class WrongDrafter(NgramDrafter):
+        def draft(self, k: int) -> list[int]:
+            return [token] * len(super().draft(k))
 
-    def sync(self, tokens: list[int], pending: int | None = None) -> None:
-        self._inner.sync(tokens, pending)
+    return WrongDrafter()
 
-    def ready(self) -> bool:
-        return bool(self._inner.ready())
 
-    def draft(self, k: int) -> list[int]:
-        return [self._token] * len(self._inner.draft(k))
+def truncated(folder: Path, layers: int) -> Any:
+    """The bench model cut to its first `layers` layers (same embeddings): a cheap draft that
+    agrees with the full model as far as the random residual stream lets it."""
+    from mlx_lm import load
 
-    def accepted(self, drafted: int, accepted: int) -> None:
-        self._inner.accepted(drafted, accepted)
+    model = load(str(folder))[0]
+    model.model.layers = model.model.layers[:layers]
+    return model
+
+
+def random_draft(like: Any, hidden: int) -> Any:
+    """An independent random model of the same vocabulary: its drafts are (nearly) all wrong."""
+    import mlx.core as mx
+    from mlx_lm.models import qwen3
+
+    mx.random.seed(7)
+    args = {
+        "model_type": "qwen3",
+        "hidden_size": hidden,
+        "num_hidden_layers": 1,
+        "intermediate_size": hidden * 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": hidden // 2,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": like.args.vocab_size,
+        "max_position_embeddings": 4096,
+        "rope_theta": 1000000.0,
+        "tie_word_embeddings": True,
+    }
+    model = qwen3.Model(qwen3.ModelArgs.from_dict(args))
+    mx.eval(model.parameters())
+    return model
 
 
 def _run(
-    model: Any, prompts: list[list[int]], tokens: int, *, mode: str, k: int, bad: int
-) -> float:
+    model: Any,
+    prompts: list[list[int]],
+    tokens: int,
+    *,
+    mode: str,
+    k: int,
+    bad: int,
+    drafts: dict[str, Any],
+) -> tuple[float, float, str]:
+    """Decode tokens/s (wall), CPU ms per token and the drafting record of one contender."""
     from mlx_lm.generate import BatchGenerator
 
-    from service.engine.speculative import NgramDrafter, SpeculativeGenerationBatch
+    from service.engine.draft_model import DraftedModel
+    from service.engine.speculative import SpeculativeGenerationBatch
 
-    generator = BatchGenerator(model, completion_batch_size=16, prefill_step_size=512)
+    pair = None
+    if mode in drafts:
+        pair = DraftedModel(model, drafts[mode], model.args.vocab_size)
+        if mode == "self":
+            pair.cost_ratio = lambda: 0.0  # type: ignore[method-assign]
+    served = model if pair is None else pair
+    generator = BatchGenerator(served, completion_batch_size=16, prefill_step_size=512)
     batch = None
     if mode != "plain":
-        batch = SpeculativeGenerationBatch.empty(model, generator.sampler)
-        batch.num_draft = k
+        batch = SpeculativeGenerationBatch.empty(served, generator.sampler)
+        batch.num_draft, batch.drafted = k, pair
         generator._generation_batch = batch
     uids = generator.insert(prompts, max_tokens=[tokens] * len(prompts))
     if batch is not None:
         batch.eligible.update(uids)
         if mode == "wrong":
             for uid in uids:
-                batch.drafters[uid] = _WrongDrafter(NgramDrafter(), bad)  # type: ignore[assignment]
-    pending, count, start = set(uids), 0, 0.0
+                batch.drafters[uid] = _wrong_drafter(bad)
+    pending, count, start, cpu, steps = set(uids), 0, 0.0, 0.0, 0
     while pending:
         _, responses = generator.next()
+        steps += bool(responses)
         for r in responses:
             if not start:
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 continue  # rate from the first token on, as decode tok/s elsewhere
             count += 1
             if r.finish_reason is not None:
                 pending.discard(r.uid)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     generator.close()
-    return count / (time.perf_counter() - start)
+    record = f"{steps} steps"
+    if batch is not None:
+        record += (
+            f", {batch.verify_steps} verifies, {batch.accepted_tokens}/{batch.drafted_tokens} "
+            "drafts kept"
+        )
+    return count / wall, cpu / count * 1e3, record
+
+
+MODES = ("plain", "ngram", "wrong", "draft", "rand", "self")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -81,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--num-draft-tokens", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs; medians")
     parser.add_argument("--streams", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
+    parser.add_argument(
+        "--draft-layers", type=int, default=2, help="layers of the truncated draft (default 2)"
+    )
+    parser.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES))
     args = parser.parse_args(argv)
 
     from service.engine.blas import preload_blas
@@ -90,23 +152,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     from mlx_lm import load
 
     model, tokenizer = load(str(args.model))[:2]
+    drafts = {
+        "draft": truncated(args.model, args.draft_layers),
+        "rand": random_draft(model, 128),
+        "self": model,
+    }
     prompts = Prompts(tokenizer, 1)
     bad = banned_token_ids(tokenizer)[-1]
+    modes = [m for m in MODES if m in args.modes]
     summary = []
     for n in args.streams:
-        samples: dict[str, list[float]] = {"plain": [], "ngram": [], "wrong": []}
-        modes = list(samples)
+        wall: dict[str, list[float]] = {m: [] for m in modes}
+        cpu: dict[str, list[float]] = {m: [] for m in modes}
         for r in range(args.repeats):
             texts = [prompts.render(prompts.file_task(400)) for _ in range(n)]
-            for mode in modes[r % 3 :] + modes[: r % 3]:  # rotated: no contender always first
+            shift = r % len(modes)
+            for mode in modes[shift:] + modes[:shift]:  # rotated: no contender always first
                 k = args.num_draft_tokens
-                samples[mode].append(_run(model, texts, args.tokens, mode=mode, k=k, bad=bad))
-        rates = {mode: statistics.median(values) for mode, values in samples.items()}
-        print(f"@{n}: " + " ".join(f"{m}={r:.1f} tok/s" for m, r in rates.items()), flush=True)
-        summary += [
-            f"ngram_vs_plain_{n}={rates['ngram'] / rates['plain']:.2f}",
-            f"rejected_vs_plain_{n}={rates['wrong'] / rates['plain']:.2f}",
-        ]
+                rate, ms, record = _run(
+                    model, texts, args.tokens, mode=mode, k=k, bad=bad, drafts=drafts
+                )
+                print(f"  @{n} [{r}] {mode}: {rate:.1f} tok/s, {ms:.2f} cpu ms/tok, {record}")
+                wall[mode].append(rate)
+                cpu[mode].append(ms)
+        rates = {m: statistics.median(v) for m, v in wall.items()}
+        costs = {m: statistics.median(v) for m, v in cpu.items()}
+        print(
+            f"@{n}: "
+            + " ".join(f"{m}={rates[m]:.1f} tok/s ({costs[m]:.2f} cpu ms/tok)" for m in modes),
+            "ranges: " + " ".join(f"{m}={min(v):.0f}-{max(v):.0f}" for m, v in wall.items()),
+            flush=True,
+        )
+        for m in modes[1:]:
+            summary.append(f"{m}_vs_plain_{n}={rates[m] / rates['plain']:.2f}")
+            summary.append(f"{m}_cpu_vs_plain_{n}={costs['plain'] / costs[m]:.2f}")
     print("bench: " + " ".join(summary))
     return 0
 

@@ -83,6 +83,12 @@ def test_speculative_flags() -> None:
     assert _parse([], {}).speculative == "off"
     with pytest.raises(ConfigError):
         _parse(["--num-draft-tokens", "0"], {})
+    drafted = _parse(["--speculative", "draft", "--draft-model", "/models/small"], {})
+    assert (drafted.speculative, str(drafted.draft_model)) == ("draft", "/models/small")
+    with pytest.raises(ConfigError, match="--draft-model"):
+        _parse(["--speculative", "draft"], {})
+    with pytest.raises(ConfigError, match="--speculative draft"):
+        _parse(["--draft-model", "/models/small"], {})
 
 
 def test_kv_bits_flag() -> None:

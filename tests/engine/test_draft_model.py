@@ -1,0 +1,178 @@
+"""--speculative draft: a draft model inside the batch leaves greedy output token-identical."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from service.engine.draft_model import DraftedModel, DraftModelError
+from service.engine.model import load_model
+from service.engine.requests import SamplingParams
+from service.engine.worker import EngineWorker
+from tests.engine.test_speculative import PROMPTS, _ban
+from tests.support.engine import collect, generate, greedy
+from tests.support.random_model import build_random_model
+
+
+@pytest.fixture(scope="module")
+def head32_target(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -> Path:
+    """A random target whose head dimension (32) --kv-bits can quantize."""
+    return build_random_model(
+        tmp_path_factory.mktemp("target") / "target",
+        hidden_size=128,
+        intermediate_size=256,
+        seed=5,
+        tokenizer_from=model_path,
+    )
+
+
+@pytest.fixture(scope="module")
+def wrong_draft(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -> Path:
+    """A smaller random model of the same vocabulary: its drafts are mostly wrong."""
+    return build_random_model(
+        tmp_path_factory.mktemp("draft") / "draft",
+        hidden_size=64,
+        intermediate_size=128,
+        heads=2,
+        kv_heads=1,
+        layers=1,
+        seed=11,
+        tokenizer_from=model_path,
+    )
+
+
+@pytest.fixture
+def always_draft(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drafts at every step, whatever the draft costs: the mechanics under test, not the policy."""
+    monkeypatch.setattr(DraftedModel, "cost_ratio", lambda self: 0.0)
+
+
+def _requests(tokens: int) -> list[tuple[str, SamplingParams, list[object]]]:
+    requests = greedy(PROMPTS, tokens)
+    # A constrained sequence in the same batch decodes normally inside verify steps.
+    requests.append((PROMPTS[0], SamplingParams(max_tokens=tokens, temperature=0.0), [_ban(13)]))
+    return requests
+
+
+@pytest.mark.parametrize("which", ["wrong", "same"])
+async def test_greedy_output_is_identical_with_a_draft_model(
+    which: str, head32_target: Path, wrong_draft: Path, always_draft: None
+) -> None:
+    draft = wrong_draft if which == "wrong" else head32_target
+    requests = _requests(40)
+    plain, _ = await generate(head32_target, requests, turns=2)
+    # Two turns: the second starts from prompt-cache entries holding both models' caches.
+    on = {"speculative": "draft", "num_draft_tokens": 4, "load_draft": lambda: load_model(draft)}
+    fast, stats = await generate(head32_target, requests, turns=2, **on)
+    assert fast == plain
+    assert stats.verify_steps > 0 and stats.prompt_cache_hits > 0
+    if which == "same":
+        # The target drafting for itself: (nearly) every draft is right; the step count shows
+        # that several tokens came per step.
+        assert stats.accepted_tokens >= 0.9 * stats.draft_tokens > 0
+        assert stats.decode_steps < 0.6 * stats.generated_tokens
+    else:
+        # Random models fall into loops, where they agree; elsewhere the drafts miss.
+        assert stats.accepted_tokens < 0.9 * stats.draft_tokens
+    # Alone, and on a quantized KV cache, it is the same decode as without speculation.
+    (single,), _ = await generate(head32_target, requests[:1], **on)
+    assert single == plain[0]
+    q8, _ = await generate(head32_target, requests, kv_bits=8)
+    q8_fast, q8_stats = await generate(head32_target, requests, kv_bits=8, **on)
+    assert q8_fast == q8 and q8_stats.verify_steps > 0
+
+
+async def test_sampled_streams_decode_without_drafts(
+    head32_target: Path, always_draft: None
+) -> None:
+    engine = EngineWorker(
+        lambda: load_model(head32_target),
+        speculative="draft",
+        load_draft=lambda: load_model(head32_target),
+    )
+    loaded = await engine.start()
+    try:
+        sampled = SamplingParams(max_tokens=24, temperature=0.8)
+        ids = await collect(engine.submit(loaded.tokenizer.encode(PROMPTS[1]), sampled))
+    finally:
+        engine.stop()
+    assert len(ids) == 24
+    assert engine.stats.draft_tokens == 0  # temperature > 0: no speculation for that stream
+
+
+async def test_a_draft_model_with_another_tokenizer_fails_startup(
+    tmp_path: Path, head32_target: Path, wrong_draft: Path
+) -> None:
+    other = tmp_path / "other-vocab"
+    shutil.copytree(wrong_draft, other)
+    tokenizer = json.loads((other / "tokenizer.json").read_text())
+    tokenizer["added_tokens"].append(
+        {
+            "id": len(tokenizer["model"]["vocab"]) + len(tokenizer["added_tokens"]),
+            "content": "<|draft_only|>",
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+    )
+    (other / "tokenizer.json").write_text(json.dumps(tokenizer))
+    engine = EngineWorker(
+        lambda: load_model(head32_target),
+        speculative="draft",
+        load_draft=lambda: load_model(other),
+    )
+    with pytest.raises(DraftModelError, match="does not share the tokenizer"):
+        await engine.start()
+
+
+@pytest.mark.parametrize("which", ["same", "wrong"])
+def test_the_draft_cache_stays_aligned_with_the_target_cache(
+    which: str, head32_target: Path, wrong_draft: Path, always_draft: None
+) -> None:
+    """Both caches hold the same positions at every step (same sizes, padding, offsets); with
+    the target as its own draft they hold the same keys too, so any position kept or dropped
+    wrongly in the draft's cache shows up. The wrong draft's misses take the other path."""
+    import mlx.core as mx
+    from mlx_lm.generate import BatchGenerator
+
+    from service.engine.speculative import SpeculativeGenerationBatch
+
+    loaded = load_model(head32_target)
+    draft = loaded.model if which == "same" else load_model(wrong_draft).model
+    pair = DraftedModel(loaded.model, draft, loaded.vocab_size)
+    generator = BatchGenerator(pair, completion_batch_size=8)
+    batch = SpeculativeGenerationBatch.empty(pair, generator.sampler)
+    batch.num_draft, batch.drafted = 4, pair
+    generator._generation_batch = batch
+    prompts = [loaded.tokenizer.encode(p) for p in PROMPTS]
+    uids = generator.insert(prompts, max_tokens=[30, 18, 24])
+    batch.eligible.update(uids)
+    # A row that never drafts (as a sampled or constrained one) makes the rejections ragged.
+    batch.eligible.discard(uids[1])
+    checked, running = 0, set(uids)
+    while running:
+        for r in generator.next()[1]:
+            if r.finish_reason is not None:
+                running.discard(r.uid)
+        if not len(batch):
+            continue
+        target = batch.prompt_cache[0]
+        for i, draft_cache in enumerate(batch.prompt_cache[pair.split :]):
+            assert target.size() == draft_cache.size()
+            assert target.left_padding.tolist() == draft_cache.left_padding.tolist()
+            assert target.offset.tolist() == draft_cache.offset.tolist()
+            if which == "same":
+                start = max(target.left_padding.tolist())
+                ours, theirs = (
+                    c.keys[..., start : c.size(), :] for c in (batch.prompt_cache[i], draft_cache)
+                )
+                assert mx.allclose(ours, theirs, atol=1e-3).item()
+        checked += 1
+    assert checked > 5 and batch.verify_steps > 0 and batch.accepted_tokens > 0
+    if which == "wrong":
+        assert batch.accepted_tokens < batch.drafted_tokens
