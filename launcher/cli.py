@@ -118,7 +118,6 @@ async def _run(args: argparse.Namespace) -> int:
 
     preload_blas(settings.blas)  # before anything imports mlx
     from service.core import Core
-    from service.engine.draft_model import DraftModelError
     from service.server import start_core_server
 
     warn_if_exposed(
@@ -150,7 +149,7 @@ async def _run(args: argparse.Namespace) -> int:
             )
         try:
             await core.load()
-        except DraftModelError as exc:
+        except (ConfigError, ModelNotFoundError) as exc:  # e.g. with --allow-download
             log.error("invalid configuration: %s", exc)
             return 2
         await server.set_serving()

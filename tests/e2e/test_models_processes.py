@@ -81,11 +81,16 @@ def test_serve_two_models_lazily_and_unload_the_least_recently_used(
         assert "model big unloaded" in proc.output()
 
 
-def test_two_models_named_alike_fail_at_startup(model_path: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("download", [[], ["--allow-download"]], ids=["local", "allow-download"])
+def test_two_models_named_alike_fail_at_startup(
+    model_path: Path, tmp_path: Path, download: list[str]
+) -> None:
+    """Exit 2, also where --allow-download defers finding the models to the core's load."""
     twin = tmp_path / model_path.name
     twin.symlink_to(model_path)
+    command = ["core", "--model", str(model_path), "--model", str(twin), *download]
     done = subprocess.run(
-        [str(BIN / "mlx-responses"), "core", "--model", str(model_path), "--model", str(twin)],
+        [str(BIN / "mlx-responses"), *command, "--grpc-port", str(free_port())],
         capture_output=True,
         text=True,
         timeout=60,
