@@ -218,3 +218,20 @@ def test_history_jobs_tokens_and_compaction_route_to_the_named_model(
     assert stack.core is not None
     assert stack.core.models.models[rand].generator is not None
     assert stack.core.models.models[rand].generator.worker.stats.completed >= 3
+
+
+def test_the_draft_model_drafts_for_the_first_model_only(
+    make_stack: StackFactory, model_path: Path, random_model: Path
+) -> None:
+    """--draft-model shares the first --model's tokenizer; the others serve without speculation."""
+    stack = make_stack(
+        models=(random_model, model_path), speculative="draft", draft_model=random_model
+    )
+    rand, tiny = random_model.name, model_path.name
+    assert create(stack, tiny)["model"] == tiny
+    greedy = create(stack, rand, temperature=0, max_output_tokens=24)
+    assert greedy["status"] in ("completed", "incomplete")
+    assert stack.core is not None
+    workers = {m.id: m.generator.worker for m in stack.core.models.models.values() if m.generator}
+    assert (workers[rand].speculative, workers[tiny].speculative) == ("draft", "off")
+    assert (workers[rand].load_draft is None, workers[tiny].load_draft is None) == (False, True)
