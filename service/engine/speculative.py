@@ -14,7 +14,7 @@ that do not draft: its cache lags the target's and catches up when it is needed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache
@@ -167,7 +167,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
     def drafted(self, pair: DraftedModel | None) -> None:
         self._drafted = pair
         if pair is not None:
-            self.model = self._target_alone
+            self.model = cast(Any, self._target_alone)  # the library calls self.model
 
     @property
     def lag(self) -> int:
