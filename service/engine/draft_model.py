@@ -3,7 +3,7 @@
 The batch generator sees both models as one (`DraftedModel`): its caches are the target's
 layers followed by the draft's, so mlx-lm's prefill, prompt cache, merge, filter and extract
 keep both in step without knowing there are two. The speculative batch calls each model on its
-own part of the cache.
+own part of the cache, and lets the draft's part lag behind on decode steps that do not draft.
 """
 
 from __future__ import annotations
@@ -72,10 +72,14 @@ class DraftedModel:
         return [*make_prompt_cache(self.target), *make_prompt_cache(self.draft)]
 
     def __call__(self, inputs: mx.array, cache: list[Any], **kwargs: Any) -> mx.array:
-        self.draft(inputs, cache=cache[self.split :], **kwargs)
-        mx.async_eval(_arrays(cache[self.split :]))
+        self.draft_reads(inputs, cache, **kwargs)
         out: mx.array = self.target(inputs, cache=cache[: self.split], **kwargs)
         return out
+
+    def draft_reads(self, inputs: mx.array, cache: list[Any], **kwargs: Any) -> None:
+        """Advances the draft's cache over `inputs` (queued; its logits are never computed)."""
+        self.draft(inputs, cache=cache[self.split :], **kwargs)
+        mx.async_eval(_arrays(cache[self.split :]))
 
     def draft_logits(self, inputs: mx.array, cache: list[Any]) -> mx.array:
         """The draft's logits for the last position of `inputs`, over the target's ids."""

@@ -8,12 +8,13 @@ rounding of a wider forward), only sooner.
 
 Whether a step drafts, and how far, is decided per step for the whole batch: a verify widens
 every row, so it runs only when the drafts' expected accepted tokens (from each sequence's own
-acceptance record) beat what the wider forward costs.
+acceptance record) beat what the wider forward costs. A draft model reads nothing on steps
+that do not draft: its cache lags the target's and catches up when it is needed.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache
@@ -30,6 +31,9 @@ RECOVERY = 0.02  # per step without drafting, the estimate moves this far back t
 # then per-token compute); a verify adds batch * draft-width tokens of it. Fitted on 2 CPU
 # cores (the bench's 8-stream aggregate is ~4x one stream's); a GPU would want it larger.
 OVERHEAD_TOKENS = 12
+# A draft model's cache lags the target's on steps that do not draft; it catches up in one
+# forward over the missed tokens when needed, or when it lags this far (bounds that forward).
+MAX_LAG = 32
 
 
 def expected_accepted(rate: float, drafted: int) -> float:
@@ -136,19 +140,69 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
     With `drafted` set (its model is then a DraftedModel) drafts come from the draft model,
     else from n-gram lookup. NOTE: it works on GenerationBatch's state (pending tokens, caches,
     matchers) of the pinned mlx-lm; sequences with logits processors or a non-greedy sampler
-    are never drafted for, and a step without drafts is the library's own step.
+    are never drafted for, and a step without drafts is the library's own step (with a draft
+    model, a step of the target alone).
     """
 
     num_draft: int = 0
-    drafted: DraftedModel | None = None
+    _drafted: DraftedModel | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Inputs the target read alone, one [batch, 1] per step: the draft's cache lags by as
+        # many positions in every row (each such step adds one token to each row).
+        self._missed: list[mx.array] = []
         self.drafters: dict[int, DraftRecord] = {}
         self.eligible: set[int] = set()
         self.drafted_tokens = 0
         self.accepted_tokens = 0
         self.verify_steps = 0
         super().__init__(*args, **kwargs)
+
+    @property
+    def drafted(self) -> DraftedModel | None:
+        """The target paired with its draft model (None: n-gram drafts)."""
+        return self._drafted
+
+    @drafted.setter
+    def drafted(self, pair: DraftedModel | None) -> None:
+        self._drafted = pair
+        if pair is not None:
+            self.model = cast(Any, self._target_alone)  # the library calls self.model
+
+    @property
+    def lag(self) -> int:
+        """How many positions the draft's cache is behind the target's, in every row."""
+        return len(self._missed)
+
+    def _target_alone(self, inputs: mx.array, cache: list[Any], **kwargs: Any) -> mx.array:
+        """The forward of a step that does not draft: the draft reads `inputs` later."""
+        assert self.drafted is not None
+        if len(self._missed) >= MAX_LAG:
+            self._catch_up()
+        self._missed.append(inputs)
+        out: mx.array = self.drafted.target(inputs, cache=cache[: self.drafted.split], **kwargs)
+        return out
+
+    def _catch_up(self) -> None:
+        """The draft reads what it missed, in one forward (before its cache is used or moved)."""
+        if self._missed and self.drafted is not None:
+            missed, self._missed = self._missed, []
+            self.drafted.draft_reads(mx.concatenate(missed, axis=1), self.prompt_cache)
+
+    def extend(self, batch: Any) -> None:
+        self._catch_up()  # the new rows' draft caches are up to date
+        super().extend(batch)
+
+    def extract_cache(self, idx: int) -> list[Any]:
+        self._catch_up()  # a prompt-cache entry holds both caches at the same position
+        caches: list[Any] = super().extract_cache(idx)
+        return caches
+
+    def filter(self, keep: list[int]) -> None:
+        super().filter(keep)
+        if self._missed:
+            missed = mx.concatenate(self._missed, axis=1)
+            self._missed = [missed[mx.array(keep)]] if keep else []
 
     def forget(self, uid: int) -> None:
         """Drops a sequence's drafting state (it finished or was removed)."""
@@ -211,13 +265,16 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         if not width:
             return None
         # The draft runs greedily over the whole batch, from the pending tokens (not waited
-        # for): one graph with the verify, evaluated once.
+        # for), its first forward reading what it missed too: one graph with the verify,
+        # evaluated once.
         token = self._next_tokens[:, None]
         columns = [token]
+        missed, self._missed = self._missed, []
+        inputs = mx.concatenate([*missed, token], axis=1)
         for _ in range(width):
-            logits = self.drafted.draft_logits(token, self.prompt_cache)
-            token = mx.argmax(logits, axis=-1).astype(mx.uint32)[:, None]
-            columns.append(token)
+            logits = self.drafted.draft_logits(inputs, self.prompt_cache)
+            inputs = mx.argmax(logits, axis=-1).astype(mx.uint32)[:, None]
+            columns.append(inputs)
         lengths = [min(width, room.get(i, 0)) for i in range(len(self.uids))]
         return self._verify(mx.concatenate(columns, axis=1), lengths)
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from service.engine import speculative
 from service.engine.draft_model import DraftedModel, DraftModelError
 from service.engine.model import load_model
 from service.engine.requests import SamplingParams
@@ -50,6 +53,20 @@ def always_draft(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(DraftedModel, "cost_ratio", lambda self: 0.0)
 
 
+@pytest.fixture
+def intermittent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drafts on 3 steps out of every 10: on the other 7 the draft's cache lags the target's,
+    catching up at 5 behind and when drafting resumes."""
+    calls = itertools.count()
+    width = speculative.best_width
+
+    def schedule(*args: Any) -> int:
+        return width(*args) if next(calls) % 10 >= 7 else 0
+
+    monkeypatch.setattr(speculative, "best_width", schedule)
+    monkeypatch.setattr(speculative, "MAX_LAG", 5)
+
+
 def _requests(tokens: int) -> list[tuple[str, SamplingParams, list[object]]]:
     requests = greedy(PROMPTS, tokens)
     # A constrained sequence in the same batch decodes normally inside verify steps.
@@ -57,10 +74,15 @@ def _requests(tokens: int) -> list[tuple[str, SamplingParams, list[object]]]:
     return requests
 
 
+@pytest.mark.parametrize("policy", ["always", "intermittent"])
 @pytest.mark.parametrize("which", ["wrong", "same"])
 async def test_greedy_output_is_identical_with_a_draft_model(
-    which: str, head32_target: Path, wrong_draft: Path, always_draft: None
+    which: str, policy: str, head32_target: Path, wrong_draft: Path, request: pytest.FixtureRequest
 ) -> None:
+    """Drafting at every step, or now and then with the draft's cache lagging in between."""
+    request.getfixturevalue("always_draft")
+    if policy == "intermittent":
+        request.getfixturevalue("intermittent")
     draft = wrong_draft if which == "wrong" else head32_target
     requests = _requests(40)
     plain, _ = await generate(head32_target, requests, turns=2)
@@ -73,7 +95,7 @@ async def test_greedy_output_is_identical_with_a_draft_model(
         # The target drafting for itself: (nearly) every draft is right; the step count shows
         # that several tokens came per step.
         assert stats.accepted_tokens >= 0.9 * stats.draft_tokens > 0
-        assert stats.decode_steps < 0.6 * stats.generated_tokens
+        assert stats.decode_steps < (0.6 if policy == "always" else 0.9) * stats.generated_tokens
     else:
         # Random models fall into loops, where they agree; elsewhere the drafts miss.
         assert stats.accepted_tokens < 0.9 * stats.draft_tokens
@@ -130,18 +152,47 @@ async def test_a_draft_model_with_another_tokenizer_fails_startup(
         await engine.start()
 
 
-@pytest.mark.parametrize("which", ["same", "wrong"])
-def test_the_draft_cache_stays_aligned_with_the_target_cache(
-    which: str, head32_target: Path, wrong_draft: Path, always_draft: None
-) -> None:
-    """Both caches hold the same positions at every step (same sizes, padding, offsets); with
-    the target as its own draft they hold the same keys too, so any position kept or dropped
-    wrongly in the draft's cache shows up. The wrong draft's misses take the other path."""
+def _same_keys(ours: Any, theirs: Any, start: int, end: int) -> bool:
     import mlx.core as mx
+
+    return bool(
+        mx.allclose(ours.keys[..., start:end, :], theirs.keys[..., start:end, :], atol=1e-3).item()
+    )
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("same", "always", None),
+        ("wrong", "always", None),
+        ("same", "intermittent", None),
+        ("wrong", "intermittent", None),
+        ("same", "intermittent", 8),
+    ],
+    ids=lambda case: "-".join(map(str, case)),
+)
+def test_the_draft_cache_stays_aligned_with_the_target_cache(
+    case: tuple[str, str, int | None],
+    head32_target: Path,
+    wrong_draft: Path,
+    always_draft: None,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Both caches hold the same positions whenever the draft has caught up (same sizes,
+    padding, offsets), and otherwise the draft is `lag` positions behind in every row; with
+    the target as its own draft they hold the same keys too, so any position kept, dropped or
+    caught up wrongly in the draft's cache shows up. Intermittent drafting lags the draft
+    through steps without drafts, then drafts again; a sequence is merged and sequences
+    finish (prompt-cache extract) while it lags, and their entries hold both caches at the
+    same offsets."""
     from mlx_lm.generate import BatchGenerator
 
+    from service.engine.quantized_cache import kv_group_size, new_sequence_cache
     from service.engine.speculative import SpeculativeGenerationBatch
 
+    which, policy, kv_bits = case
+    if policy == "intermittent":
+        request.getfixturevalue("intermittent")
     loaded = load_model(head32_target)
     draft = loaded.model if which == "same" else load_model(wrong_draft).model
     pair = DraftedModel(loaded.model, draft, loaded.vocab_size)
@@ -149,30 +200,59 @@ def test_the_draft_cache_stays_aligned_with_the_target_cache(
     batch = SpeculativeGenerationBatch.empty(pair, generator.sampler)
     batch.num_draft, batch.drafted = 4, pair
     generator._generation_batch = batch
-    prompts = [loaded.tokenizer.encode(p) for p in PROMPTS]
-    uids = generator.insert(prompts, max_tokens=[30, 18, 24])
-    batch.eligible.update(uids)
+    group = kv_group_size(loaded.model)
+    assert group is not None
+
+    def insert(texts: tuple[str, ...], max_tokens: list[int]) -> list[int]:
+        caches = None
+        if kv_bits is not None:
+            caches = [new_sequence_cache(pair, group, kv_bits) for _ in texts]
+        prompts = [loaded.tokenizer.encode(p) for p in texts]
+        uids: list[int] = generator.insert(prompts, max_tokens=max_tokens, caches=caches)
+        batch.eligible.update(uids)
+        return uids
+
+    lags: dict[str, list[int]] = {"extend": [], "extract_cache": []}
+    for name, seen in lags.items():
+        method = getattr(batch, name)
+
+        def spy(*args: Any, _method: Any = method, _seen: list[int] = seen) -> Any:
+            _seen.append(batch.lag)
+            return _method(*args)
+
+        setattr(batch, name, spy)
+
+    uids = insert(PROMPTS, [30, 19, 24])
     # A row that never drafts (as a sampled or constrained one) makes the rejections ragged.
     batch.eligible.discard(uids[1])
-    checked, running = 0, set(uids)
+    checked, running, merged = 0, set(uids), False
     while running:
+        if not merged and batch.lag >= 2:
+            running.update(insert(PROMPTS[1:2], [16]))
+            merged = True
         for r in generator.next()[1]:
-            if r.finish_reason is not None:
-                running.discard(r.uid)
+            if r.finish_reason is None:
+                continue
+            running.discard(r.uid)
+            entry = r.prompt_cache
+            for i, draft_entry in enumerate(entry[pair.split :]):
+                assert draft_entry.offset == entry[i].offset == len(r.all_tokens)
+                if which == "same" and kv_bits is None:
+                    assert _same_keys(entry[i], draft_entry, 0, draft_entry.offset)
         if not len(batch):
             continue
-        target = batch.prompt_cache[0]
+        lag, target = batch.lag, batch.prompt_cache[0]
         for i, draft_cache in enumerate(batch.prompt_cache[pair.split :]):
-            assert target.size() == draft_cache.size()
+            assert draft_cache.size() + lag == target.size()
             assert target.left_padding.tolist() == draft_cache.left_padding.tolist()
-            assert target.offset.tolist() == draft_cache.offset.tolist()
-            if which == "same":
+            assert (target.offset - lag).tolist() == draft_cache.offset.tolist()
+            if which == "same" and kv_bits is None:
                 start = max(target.left_padding.tolist())
-                ours, theirs = (
-                    c.keys[..., start : c.size(), :] for c in (batch.prompt_cache[i], draft_cache)
-                )
-                assert mx.allclose(ours, theirs, atol=1e-3).item()
+                assert _same_keys(batch.prompt_cache[i], draft_cache, start, draft_cache.size())
         checked += 1
     assert checked > 5 and batch.verify_steps > 0 and batch.accepted_tokens > 0
     if which == "wrong":
         assert batch.accepted_tokens < batch.drafted_tokens
+    if policy == "intermittent":
+        # The cases under test happened: a merge and an extract with the draft behind.
+        assert merged and max(lags["extend"]) > 0 and max(lags["extract_cache"]) > 0
