@@ -151,8 +151,9 @@ def test_a_busy_model_is_not_unloaded_the_load_waits(
 ) -> None:
     stack = make_stack(models=(random_model, model_path), max_loaded_models=1)
     rand, tiny = random_model.name, model_path.name
-    # A long background job on `rand` (random weights run to max_output_tokens).
-    job = create(stack, rand, background=True, max_output_tokens=3000, input="go")
+    # A long background job on `rand`: greedy random weights loop on one word to
+    # max_output_tokens (sampled, they could end it at any step with an end-of-turn token).
+    job = create(stack, rand, background=True, max_output_tokens=3000, input="go", temperature=0)
     url = f"{stack.base_url}/v1/responses/{job['id']}"
     wait_for(lambda: httpx.get(url, timeout=10).json()["status"] == "in_progress")
     with ThreadPoolExecutor(1) as pool:
@@ -188,10 +189,10 @@ def test_history_jobs_tokens_and_compaction_route_to_the_named_model(
         assert turn["model"] == model
     transcript = stack.run(stack.core.conversations.items("conv_two_models"))  # type: ignore[union-attr]
     assert len([i for i in transcript if i.HasField("message")]) >= 4
-    job = create(stack, rand, background=True, input="go")
+    job = create(stack, rand, background=True, input="go", temperature=0)
     assert job["model"] == rand
     url = f"{stack.base_url}/v1/responses/{job['id']}"
-    # Random weights run to max_output_tokens: incomplete.
+    # Greedy random weights loop to max_output_tokens: incomplete.
     wait_for(lambda: httpx.get(url, timeout=10).json()["status"] == "incomplete")
     assert httpx.get(url, timeout=10).json()["model"] == rand
     body = {"input": "Reply with: hello"}
