@@ -260,10 +260,9 @@ class ModelPool:
 
         s = self.settings
         started = time.perf_counter()
-        # --draft-model shares the first --model's tokenizer; the others speculate without it.
-        drafted = s.speculative == "draft" and model is self.default and self.draft is not None
-        speculative = "off" if s.speculative == "draft" and not drafted else s.speculative
-        draft = self.draft
+        # --draft-model shares the first --model's tokenizer; the others serve without it.
+        draft = self.draft if model is self.default else None
+        speculative = "off" if s.speculative == "draft" and draft is None else s.speculative
         worker = EngineWorker(
             lambda: load_model(model.source.folder, model.id),
             name=f"mlx-engine-{model.id}",
@@ -273,7 +272,7 @@ class ModelPool:
             prompt_cache_max_bytes=s.prompt_cache_max_bytes,
             speculative=speculative,
             num_draft_tokens=s.num_draft_tokens,
-            load_draft=functools.partial(load_model, draft.folder) if drafted and draft else None,
+            load_draft=functools.partial(load_model, draft.folder) if draft else None,
             kv_bits=s.kv_bits,
             max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
             metrics=self.metrics.engine,
