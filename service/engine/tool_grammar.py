@@ -217,7 +217,8 @@ def tool_grammar(
             block = f"/(?s:.*)/ {end}"
         else:
             block = b.rule("thought", f"/(?s:.*){_regex(reasoning.end)}/", "[lazy]")
-        block = f"{block} /\\s*/"
+        # Bounded: a model denied its free answer would otherwise pad with blanks to the limit.
+        block = f"{block} /\\s{{0,8}}/"
         if not reasoning.opened:
             block = f"({literal(reasoning.start)} {block})?"
         start = f"{block} {start}"

@@ -103,3 +103,13 @@ def test_auto_allows_an_answer_but_no_other_call(factory: tuple[GrammarFactory, 
     )
     assert _accepts(factory, json_answer, '{"a":1}')
     assert not _accepts(factory, json_answer, "hello there")
+
+
+def test_a_thought_before_a_forced_call_closes_into_the_call(
+    factory: tuple[GrammarFactory, Any],
+) -> None:
+    """The blank after a thought is bounded: a model denied its answer cannot pad forever."""
+    grammar = _grammar(factory, "qwen3_coder.jinja", ["get_weather", "get_time"])
+    call = recorded_output("qwen3_coder.jinja", CALLS[:1]).split("</think>")[1].lstrip()
+    assert _accepts(factory, grammar, f"<think>\nThe user wants x.\n</think>\n\n{call}")
+    assert not _accepts(factory, grammar, f"<think>\nx\n</think>{chr(10) * 12}{call}")
