@@ -11,7 +11,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 from service.engine.json_bounds import JsonBounds
 from service.engine.prompt import RenderedPrompt
 from service.engine.structured import GrammarFactory, SchemaError
-from service.engine.tool_formats import Schemas, ToolFormat
+from service.engine.tool_formats import Schemas, ToolFormat, template_text
 from service.engine.tool_grammar import Function, Reasoning, UnsupportedFormatError, tool_grammar
 from service.errors import invalid
 
@@ -62,6 +62,18 @@ class ToolConstraints:
             return {"type": "object"}
         return None
 
+    def _reasoning(self, prompt: RenderedPrompt) -> Reasoning | None:
+        """The thought the grammar lets come before the answer, if this model thinks.
+
+        A vocabulary with think tokens is not enough: a template that never renders them
+        (a thinking model's weights behind a foreign template) gets no thought, which keeps
+        the model from a block it was never shown how to close in that format.
+        """
+        start, end = self.tokenizer.think_start, self.tokenizer.think_end
+        if not (start and end and start in template_text(self.tokenizer._tokenizer)):
+            return None
+        return Reasoning(start, end, prompt.opens_reasoning)
+
     def processors(
         self,
         params: pb.CreateResponseParams,
@@ -75,13 +87,7 @@ class ToolConstraints:
             return []
         names, required = allowed
         functions = [Function(n, schemas.get(n, {})) for n in names]
-        think_start = self.tokenizer.think_start
-        think_end = self.tokenizer.think_end
-        reasoning = (
-            Reasoning(think_start, think_end, prompt.opens_reasoning)
-            if think_start and think_end
-            else None
-        )
+        reasoning = self._reasoning(prompt)
         try:
             grammar = tool_grammar(
                 self.format,

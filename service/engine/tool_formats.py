@@ -355,7 +355,7 @@ class ParserFormat(ToolFormat):
         return out
 
 
-def _template_text(hf_tokenizer: Any) -> str:
+def template_text(hf_tokenizer: Any) -> str:
     template = getattr(hf_tokenizer, "chat_template", None)
     if isinstance(template, dict):
         return "\n".join(str(t) for t in template.values())
@@ -385,7 +385,7 @@ def detect_format(tokenizer: Any) -> ToolFormat:
     A family mlx-lm knows beyond the seed (GLM, MiniMax, Kimi, Gemma, ...) keeps mlx-lm's
     parser, even when its template also says `<tool_call>`.
     """
-    found = format_for_template(_template_text(tokenizer._tokenizer))
+    found = format_for_template(template_text(tokenizer._tokenizer))
     parser = getattr(tokenizer, "tool_parser", None)
     start = getattr(tokenizer, "tool_call_start", None)
     module = str(getattr(parser, "__module__", "")).rsplit(".", 1)[-1]
