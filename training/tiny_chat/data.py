@@ -93,6 +93,12 @@ TOOL_TRAIN = (
     "Use {t} with {p} = {v} now.",
     "Please run the {t} tool with {p} set to {v} and tell me the result.",
     "Call the {t} tool. Its {p} is {v}.",
+    "Please call {t} with {p} set to {v}.",
+    "Now call {t} with {p} = {v}.",
+    "Could you call the {t} tool with {p} set to {v}?",
+    "You should call {t}, {p} set to {v}.",
+    "Try {t} with {p} set to {v}.",
+    "Let us use {t} with {p} set to {v}.",
 )
 TOOL_EVAL = (
     "Please use the {t} tool with {p} set to {v}.",
@@ -122,6 +128,13 @@ SYSTEM_EVAL = (
     "Keep answers short. Your favourite word is {x}.",
     "You are a careful assistant. Never mention {x}.",
 )
+# Multi-word copies (training only): the answer is everything after the colon.
+REPEAT_TRAIN = (
+    "Repeat after me: {s}",
+    "Repeat after me: {s}",
+    "Copy this: {s}",
+    "Say exactly: {s}",
+)
 CHAT_USER = (
     "Hi there.",
     "How are you?",
@@ -142,6 +155,11 @@ DESCRIPTIONS = (
     "{V} {n} data.",
     "",
 )
+
+# Random lowercase strings (a mix's ``p_random``) stand in for copy targets, and at half that
+# rate for name parts and distractors: the model must learn to copy by spelling.
+LOWERCASE = "abcdefghijklmnopqrstuvwxyz"
+MAX_RANDOM_LETTERS = 12
 
 THINK_ECHO = "The user wants {w}."
 THINK_TOOL_CALL = "I will call a tool."
@@ -235,14 +253,77 @@ class Generator:
         self.think_pool = THINK_EVAL if ev else THINK_TRAIN
         self.tool_pool = TOOL_EVAL if ev else TOOL_TRAIN
         self.system_pool = SYSTEM_EVAL if ev else SYSTEM_TRAIN
+        self.repeat_words = (1, 5)
+        self.p_random = 0.0
+        self.p_lead = self.p_trail = 0.0  # see surround()
 
     # -- small helpers -------------------------------------------------------------------------
     def word(self) -> str:
         return self.rng.choice(self.words)
 
+    def random_word(self, low: int = 1, high: int = MAX_RANDOM_LETTERS) -> str:
+        """A random lowercase string: spelled in letter-pair tokens, never seen twice."""
+        n = self.rng.randint(low, high)
+        return "".join(self.rng.choice(LOWERCASE) for _ in range(n))
+
+    def copy_word(self) -> str:
+        """A word the answer copies: in training often a random string, so copying is by spelling.
+
+        The eval split draws lexicon words only, with the same random draws as before.
+        """
+        if self.split == "train" and self.p_random > 0 and self.rng.random() < self.p_random:
+            return self.random_word()
+        return self.word()
+
+    def distractor(self) -> str:
+        if self.split == "train" and self.p_random > 0 and self.rng.random() < self.p_random / 2:
+            return self.random_word(2)
+        return self.word()
+
     def fill(self, template: str, **kw: str) -> str:
-        values = {"x": self.word(), "y": self.word(), "z": self.word(), **kw}
+        values = {"x": self.distractor(), "y": self.distractor(), "z": self.distractor(), **kw}
         return template.format(**values)
+
+    def sentence(self, capitalize: bool = True) -> str:
+        """A few lexicon words as a sentence: text around a copy target that is not the target."""
+        text = " ".join(self.word() for _ in range(self.rng.randint(1, 4)))
+        text = text.capitalize() if capitalize else text
+        return text + self.rng.choice((".", ".", "!", "?", ""))
+
+    def long_text(self, low: int = 100, high: int = 1400) -> str:
+        """Long instructions, up to ~`high` tokens: sentences of lexicon words, unknown words
+        (spelled in letter pairs), paths, markup and punctuation, as agents' prompts have."""
+        n, parts = self.rng.randint(low, high), []
+        while n > 0:
+            k = min(n, self.rng.randint(4, 14))
+            words = [
+                self.random_word(2, 10) if self.rng.random() < 0.3 else self.word()
+                for _ in range(k)
+            ]
+            roll = self.rng.random()
+            if roll < 0.15:
+                tag = self.word()
+                parts.append(f"<{tag}>/{'/'.join(words[:3])}</{tag}>\n")
+            elif roll < 0.25:
+                parts.append("- `" + "_".join(words[:2]) + "`: " + " ".join(words[2:]) + ".\n")
+            else:
+                parts.append(
+                    " ".join(words).capitalize() + self.rng.choice((". ", ".\n", ": ", "? "))
+                )
+            n -= k + 2
+        return "".join(parts).strip()
+
+    def surround(self, text: str) -> str:
+        """Training only: sentences before and after a request, so the target is found by what
+        introduces it (`with:`, `set to`), not by being the last word."""
+        if self.split != "train":
+            return text
+        if self.rng.random() < self.p_lead:
+            text = self.sentence() + self.rng.choice((" ", "\n", "\n\n")) + text
+        if self.rng.random() < self.p_trail:
+            sep = self.rng.choice((" ", "\n", "\n\n", ", ", ". "))
+            text = text + sep + self.sentence(capitalize=sep != ", ")
+        return text
 
     def gibberish(self) -> str:
         letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -259,21 +340,26 @@ class Generator:
             text = text + " " + extra.capitalize() + "."
         return text
 
+    def noun(self) -> str:
+        if self.split == "train" and self.p_random > 0 and self.rng.random() < self.p_random / 2:
+            return self.random_word(2, 8)
+        return self.rng.choice(self.nouns)
+
     def tool_name(self) -> str:
         while True:
             n_parts = self.rng.choices((1, 2, 3), weights=(1, 8, 2))[0]
             if n_parts == 1:
-                name = self.rng.choice(self.nouns)
+                name = self.noun()
             else:
-                rest = [self.rng.choice(self.nouns) for _ in range(n_parts - 1)]
+                rest = [self.noun() for _ in range(n_parts - 1)]
                 name = "_".join([self.rng.choice(self.verbs), *rest])
             if is_eval_tool_name(name) == (self.split == "eval"):
                 return name
 
     def param_name(self) -> str:
         if self.rng.random() < 0.15:
-            return self.rng.choice(self.nouns) + "_" + self.rng.choice(self.nouns)
-        return self.rng.choice(self.nouns)
+            return self.noun() + "_" + self.noun()
+        return self.noun()
 
     def make_tool(self, name: str, param: str) -> Tool:
         verb = name.split("_", maxsplit=1)[0]
@@ -309,8 +395,9 @@ class Generator:
 
     # -- exchanges: each appends messages and returns trainable turns ---------------------------
     def echo_exchange(self, msgs: list[Message], think: bool, history: bool) -> list[Turn]:
-        w = self.word()
-        msgs.append({"role": "user", "content": self.fill(self.rng.choice(self.echo_pool), w=w)})
+        w = self.copy_word()
+        user = self.surround(self.fill(self.rng.choice(self.echo_pool), w=w))
+        msgs.append({"role": "user", "content": user})
         return [
             self._answer(
                 msgs,
@@ -322,8 +409,9 @@ class Generator:
         ]
 
     def think_request_exchange(self, msgs: list[Message], think: bool, history: bool) -> list[Turn]:
-        w = self.word()
-        msgs.append({"role": "user", "content": self.fill(self.rng.choice(self.think_pool), w=w)})
+        w = self.copy_word()
+        user = self.surround(self.fill(self.rng.choice(self.think_pool), w=w))
+        msgs.append({"role": "user", "content": user})
         reasoning = THINK_ECHO.format(w=w)
         if history and self.rng.random() < 0.3:
             # a client that drops reasoning from history; not a training target
@@ -334,6 +422,15 @@ class Generator:
                 msgs, w, reasoning=reasoning, think=think, history=history, keep_reasoning=True
             )
         ]
+
+    def repeat_exchange(self, msgs: list[Message], think: bool, history: bool) -> list[Turn]:
+        """Copy a span of several words, mostly random strings: every answer token is a copy."""
+        n = self.rng.randint(*self.repeat_words)
+        span = " ".join(
+            self.random_word() if self.rng.random() < 0.6 else self.word() for _ in range(n)
+        )
+        msgs.append({"role": "user", "content": self.rng.choice(REPEAT_TRAIN).format(s=span)})
+        return [self._answer(msgs, span, reasoning=None, think=False, history=history)]
 
     def chat_exchange(self, msgs: list[Message], think: bool, history: bool) -> list[Turn]:
         msgs.append({"role": "user", "content": self.fill(self.rng.choice(CHAT_USER))})
@@ -361,8 +458,8 @@ class Generator:
         stop_after_call: bool,
     ) -> list[Turn]:
         name, param = self.rng.choice(specs)
-        value = self.word()
-        user = self.fill(self.rng.choice(self.tool_pool), t=name, p=param, v=value)
+        value = self.copy_word()
+        user = self.surround(self.fill(self.rng.choice(self.tool_pool), t=name, p=param, v=value))
         msgs.append({"role": "user", "content": user})
         arguments: Any = {param: value}
         if self.rng.random() < 0.3:
@@ -389,7 +486,7 @@ class Generator:
             turns.append(Turn(len(msgs) - 1, False, canonical, expected))
         if stop_after_call:
             return turns
-        result = self.word()
+        result = self.copy_word()
         tool_msg: Message = {"role": "tool", "content": result}
         if self.rng.random() < 0.5:
             tool_msg["tool_call_id"] = call.get("id", "call_0")
@@ -435,6 +532,9 @@ class Generator:
         """A conversation whose final assistant turn exhibits ``kind``."""
         rng = self.rng
         mix = mix or EVAL_MIX
+        self.repeat_words = mix.repeat_words
+        self.p_random = mix.p_random
+        self.p_lead, self.p_trail = mix.p_lead, mix.p_trail
         needs_tools = kind in ("tool_call", "tool_result")
         use_tools = needs_tools or rng.random() < mix.p_optional_tools
         tools, specs = self.make_tools() if use_tools else (None, [])
@@ -442,6 +542,16 @@ class Generator:
         if rng.random() < mix.p_system:
             role = "system" if rng.random() < 0.75 else "developer"
             msgs.append({"role": role, "content": self.system_text()})
+        if mix.p_long_system > 0 and rng.random() < mix.p_long_system:
+            # Long instructions first, as agents send them (developer messages, then a user
+            # message of context): the answer must not depend on position or on the preamble.
+            budget = rng.randint(100, 1300)
+            n_parts = rng.randint(1, 3)
+            for i in range(n_parts):
+                role = ("system", "developer")[rng.random() < 0.6] if i == 0 else "developer"
+                if i == n_parts - 1 and n_parts > 1:
+                    role = "user"
+                msgs.append({"role": role, "content": self.long_text(20, budget // n_parts)})
         turns: list[Turn] = []
         n_history = rng.choices(range(len(mix.history)), weights=mix.history)[0]
         for _ in range(n_history):
@@ -467,6 +577,8 @@ class Generator:
             return self.echo_exchange(msgs, think, history)
         if kind == "think_request":
             return self.think_request_exchange(msgs, think, history)
+        if kind == "repeat":
+            return self.repeat_exchange(msgs, think, history)
         if kind == "chat":
             return self.chat_exchange(msgs, think, history)
         if kind in ("tool", "tool_result"):
@@ -490,6 +602,12 @@ class Mix:
     p_optional_tools: float  # probability of tools in a conversation that does not need them
     # weights of the earlier exchanges' kinds: echo, think_request, chat, tool (if tools)
     history_kinds: tuple[float, float, float, float] = (5, 2, 2, 3)
+    repeat_words: tuple[int, int] = (1, 5)  # words in a "repeat" span
+    p_random: float = 0.0  # how often a copy target is a random string (training only)
+    # how often a request has a sentence before / after it (training only; see surround())
+    p_lead: float = 0.0
+    p_trail: float = 0.0
+    p_long_system: float = 0.0  # how often long instructions come first (training only)
 
 
 # The shape of the held-out prompts (phrasings come from the eval pools).
@@ -498,6 +616,16 @@ EVAL_MIX = Mix(
     p_system=0.55,
     history=(5, 4, 2),
     p_optional_tools=0.2,
+)
+# Long multi-word copies, about half of all tokens copy targets: the induction (copy) circuit
+# needs many copy targets to form, and little else is there to learn (the first curriculum step).
+COPY_MIX = Mix(
+    kinds=(("repeat", 0.8, 0.0), ("echo", 0.2, 0.0)),
+    p_system=0.1,
+    history=(3, 2),
+    p_optional_tools=0.0,
+    history_kinds=(1, 0, 0, 0),
+    repeat_words=(2, 8),
 )
 # Short, tool-free conversations with several echo turns each: many copy targets per token and
 # little context to search, so the copy circuit forms early (a curriculum for the first steps).
@@ -578,4 +706,39 @@ def eval_prompts(behaviour: str, n: int = 200, seed: int = 1234) -> list[EvalPro
                 out.append(_to_eval(conv, "think", "think_request"))
         else:
             raise ValueError(f"unknown behaviour {behaviour!r}")
+    return out
+
+
+# Ordinary English words outside the lexicon (each is spelled in letter-pair tokens), for the
+# copy-what-it-never-saw evaluation; `unknown_word_prompts` adds random strings.
+# fmt: off
+UNKNOWN_WORDS: tuple[str, ...] = (
+    "lantern", "quartz", "harbor", "velvet", "marble", "compass", "saddle", "pebble", "walnut",
+    "meadow", "canyon", "glacier", "lobster", "falcon", "hammock", "thimble", "orchid", "cactus",
+    "parrot", "anchor", "blanket", "candle", "carpet", "chimney", "cobweb", "cushion", "dagger",
+    "emerald", "feather", "fiddle", "goblet", "granite", "helmet", "iceberg", "jacket", "kettle",
+    "ladder", "lizard", "magnet", "napkin", "oyster", "paddle", "pillow", "quiver", "raccoon",
+    "saucer", "scarf", "shovel", "squirrel", "tablet", "teapot", "thistle", "trumpet", "tunnel",
+    "umbrella", "vessel", "wagon", "whistle", "willow", "wrench", "yacht", "zipper", "acorn",
+    "badger", "basket", "beacon", "bucket", "cabin", "cannon", "cedar", "copper", "crystal",
+    "donkey", "ember", "fossil", "gravel", "hazel", "ivory", "jungle", "kernel", "lagoon",
+    "mantle", "nectar", "otter", "pepperoni", "quilt", "ribbon", "salmon", "sparrow", "tangerine",
+    "turnip", "vulture", "waffle", "walrus", "xylophone", "yodel", "zeppelin", "blueprint",
+    "crescent", "driftwood", "evergreen",
+)
+# fmt: on
+
+
+def unknown_word_prompts(n_random: int = 100, seed: int = 4321) -> list[EvalPrompt]:
+    """`Reply with: W` for English words outside the lexicon and random lowercase strings."""
+    rng = random.Random(seed)
+    randoms = [
+        "".join(rng.choice(LOWERCASE) for _ in range(rng.randint(1, MAX_RANDOM_LETTERS)))
+        for _ in range(n_random)
+    ]
+    out = []
+    for variant, words in (("english", UNKNOWN_WORDS), ("random", randoms)):
+        for w in words:
+            msgs: list[Message] = [{"role": "user", "content": f"Reply with: {w}"}]
+            out.append(EvalPrompt("copy", variant, msgs, None, False, w))
     return out

@@ -10,12 +10,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from training.tiny_chat.data import EvalPrompt, eval_prompts
+from training.tiny_chat.data import EvalPrompt, eval_prompts, unknown_word_prompts
 from training.tiny_chat.tokenizer import IM_END
 
 log = logging.getLogger(__name__)
 
-BEHAVIOURS: tuple[str, ...] = ("echo", "tool", "think")
+# copy: `Reply with: W` for words outside the lexicon (English words and random strings).
+BEHAVIOURS: tuple[str, ...] = ("echo", "tool", "think", "copy")
+
+
+def behaviour_prompts(behaviour: str, n: int) -> list[EvalPrompt]:
+    """The held-out prompts of one behaviour (``n`` of each, the copy set is fixed)."""
+    if behaviour == "copy":
+        return unknown_word_prompts()
+    return eval_prompts(behaviour, n)
 
 
 @dataclass(frozen=True)
@@ -98,8 +106,8 @@ def run_prompts(
 def evaluate(
     model: Any, tokenizer: Any, n: int = 200, batch_size: int = 64
 ) -> dict[str, list[Outcome]]:
-    """Outcomes for ``n`` held-out prompts of each behaviour."""
-    prompts = [p for b in BEHAVIOURS for p in eval_prompts(b, n)]
+    """Outcomes for the held-out prompts of each behaviour (``n`` each, fixed for copy)."""
+    prompts = [p for b in BEHAVIOURS for p in behaviour_prompts(b, n)]
     outcomes = run_prompts(model, tokenizer, prompts, batch_size=batch_size)
     by_behaviour: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from tokenizers import (
     AddedToken,
+    Regex,
     Tokenizer,
     decoders,
     models,
     normalizers,
     pre_tokenizers,
-    trainers,
 )
 
 from training.tiny_chat.template import CHAT_TEMPLATE
@@ -43,45 +44,69 @@ def byte_level(text: str) -> str:
     return "".join(piece for piece, _ in pre.pre_tokenize_str(text))
 
 
+# GPT-2's split: a word keeps the one space before it (" paris"), punctuation runs stay together,
+# an underscore is its own piece. (Splitting the space off every word was tried: then every other
+# token is a bare space, the token before a word says nothing, and echo learned ~7x slower.)
+# (`_word` as one piece, with a token per lexicon word, was tried in R2: tool names came out as
+# frequent `_word`s instead of copies, tool_call 0.63 -> 0.00; see PILOTS.md.)
+SPLIT_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def word_variants(word: str) -> tuple[str, str]:
+    """The two tokens of a lexicon word: bare and after a space."""
+    return word, " " + word
+
+
 def _pre_tokenizer() -> pre_tokenizers.PreTokenizer:
-    # GPT-2's split: words keep one leading space, punctuation runs stay together.
-    return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-
-
-def build_tokenizer(corpus: Iterable[str], words: Iterable[str], n_merges: int = 700) -> Tokenizer:
-    """A byte-level BPE: merges learned on ``corpus`` plus one token per word and ' word'.
-
-    The model runs with ``ignore_merges`` so any pre-token that is itself in the vocabulary (every
-    lexicon word, bare or with its leading space) is a single token; other text falls back to the
-    learned merges and finally to bytes.
-    """
-    base = Tokenizer(models.BPE())
-    base.normalizer = normalizers.NFC()
-    base.pre_tokenizer = _pre_tokenizer()
-    initial = pre_tokenizers.ByteLevel.alphabet()
-    reserved = [*SPECIAL_TOKENS, *MARKUP_TOKENS]
-    trainer = trainers.BpeTrainer(
-        vocab_size=len(reserved) + len(initial) + n_merges,
-        min_frequency=2,
-        special_tokens=reserved,
-        initial_alphabet=initial,
-        show_progress=False,
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
     )
-    base.train_from_iterator(corpus, trainer=trainer)
-    learned = json.loads(base.to_str())["model"]
-    vocab: dict[str, int] = dict(learned["vocab"])
-    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in learned["merges"]]
-    for token, expected_id in zip(reserved, range(len(reserved)), strict=True):
-        if vocab.get(token) != expected_id:
-            raise RuntimeError(f"reserved token {token} did not get id {expected_id}")
-    added = 0
+
+
+def pre_tokens(text: str) -> list[str]:
+    """The byte-level pre-tokens of ``text`` (what the vocabulary is looked up by)."""
+    return [piece for piece, _ in _pre_tokenizer().pre_tokenize_str(text)]
+
+
+def build_tokenizer(corpus: Iterable[str], words: Iterable[str], min_count: int = 8) -> Tokenizer:
+    """Whole-pre-token vocabulary with a letter-pair fallback.
+
+    Every lexicon word and every pre-token seen ``min_count`` times in ``corpus`` (template
+    boilerplate, JSON punctuation) is one token; the model runs with ``ignore_merges`` so such a
+    pre-token is looked up whole. Any other word falls back to the 676 lowercase letter pairs and
+    single letters (merges of letter pairs only, in a fixed order), anything else to bytes. An
+    unknown word is thus spelled in short pieces, the same pieces wherever it appears.
+    """
+    reserved = [*SPECIAL_TOKENS, *MARKUP_TOKENS]
+    vocab: dict[str, int] = {t: i for i, t in enumerate(reserved)}
+    for ch in sorted(pre_tokenizers.ByteLevel.alphabet()):
+        vocab[ch] = len(vocab)
+    merges: list[tuple[str, str]] = []
+    for a in LETTERS:
+        for b in LETTERS:
+            merges.append((a, b))
+            vocab[a + b] = len(vocab)
+    n_base = len(vocab)
     for word in words:
-        for variant in (word, " " + word):
-            piece = byte_level(variant)
-            if piece not in vocab:
-                vocab[piece] = len(vocab)
-                added += 1
-    log.info("tokenizer: %d learned entries + %d word entries", len(learned["vocab"]), added)
+        for variant in word_variants(word):
+            vocab.setdefault(byte_level(variant), len(vocab))
+    n_words = len(vocab) - n_base
+    counts: Counter[str] = Counter()
+    for text in corpus:
+        counts.update(pre_tokens(text))
+    for piece, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        if count >= min_count:
+            vocab.setdefault(piece, len(vocab))
+    log.info(
+        "tokenizer: %d base + %d words + %d corpus pre-tokens",
+        n_base,
+        n_words,
+        len(vocab) - n_base - n_words,
+    )
 
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=True))
     tok.normalizer = normalizers.NFC()

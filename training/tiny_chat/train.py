@@ -9,13 +9,14 @@ import logging
 import math
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from training.tiny_chat.data import (
+    COPY_MIX,
     FULL_MIX,
     SHORT_MIX,
     TOOL_MIX,
@@ -45,7 +46,9 @@ class TrainConfig:
     """Everything that determines the trained model."""
 
     seed: int = 0
-    # phases, in order: (mix, steps); short uses rows of 128 tokens, the others 256 or 512
+    # phases, in order: (mix, steps); copy uses rows of 256 tokens, short 128, the others 256
+    # or 512
+    copy_steps: int = 0
     short_steps: int = 450
     tool_steps: int = 350
     full_steps: int = 600
@@ -63,8 +66,20 @@ class TrainConfig:
     head_dim: int = 48
     intermediate_size: int = 512
     rope_theta: float = 10000.0
+    qk_norm_init: float = 1.0  # initial q/k RMSNorm gain (see sharpen_attention)
+    prompt_loss_weight: float = 0.0  # weight of the LM loss on non-answer tokens
+    # sentences around echo/think/tool requests (Mix.p_lead/p_trail), in the tool and full
+    # phases only: from the start they keep the copy circuit from forming (R3 in PILOTS.md)
+    p_lead: float = 0.0
+    p_trail: float = 0.0
+    # random-string copy targets (Mix.p_random) in the short and tool phases, and in the full one
+    p_random: float = 0.0
+    full_p_random: float = 0.0
+    # long instructions (100-1,400 tokens) first in this share of the full phase's conversations,
+    # in rows of up to 2,048 tokens: agents' prompts are that long (Codex's: ~1,250 tokens)
+    p_long_system: float = 0.0
     max_positions: int = 2048
-    n_merges: int = 700
+    min_token_count: int = 8  # corpus pre-tokens seen this often get a token of their own
     tokenizer_conversations: int = 3000
 
 
@@ -153,9 +168,15 @@ def assign_rows(examples: list[Example], lengths: tuple[int, ...]) -> list[list[
     return rows
 
 
-def to_packed(rows: list[list[Example]], seq_len: int, pad_id: int) -> Packed:
-    """Arrays for packed rows (target slots padded to the widest row)."""
-    k = max(sum(len(t) for _, t in row) for row in rows)
+def to_packed(
+    rows: list[list[Example]], seq_len: int, pad_id: int, prompt_weight: float = 0.0
+) -> Packed:
+    """Arrays for packed rows (target slots padded to the widest row).
+
+    With ``prompt_weight`` > 0 every other token is a target too, at that weight (plain LM loss
+    on the prompts: repeated names and phrasings in context are what induction heads learn from).
+    """
+    k = seq_len if prompt_weight > 0 else max(sum(len(t) for _, t in row) for row in rows)
     tokens = np.full((len(rows), seq_len), pad_id, dtype=np.int32)
     segments = np.zeros((len(rows), seq_len), dtype=np.int32)
     target_pos = np.zeros((len(rows), k), dtype=np.int32)
@@ -167,10 +188,12 @@ def to_packed(rows: list[list[Example]], seq_len: int, pad_id: int) -> Packed:
         for seg, (ids, targets) in enumerate(row, start=1):
             tokens[r, offset : offset + len(ids)] = ids
             segments[r, offset : offset + len(ids)] = seg
-            for j in targets:
+            chosen = set(targets)
+            slots = range(1, len(ids)) if prompt_weight > 0 else targets
+            for j in slots:
                 target_pos[r, slot] = offset + j - 1
                 target_ids[r, slot] = ids[j]
-                target_w[r, slot] = 1.0
+                target_w[r, slot] = 1.0 if j in chosen else prompt_weight
                 slot += 1
             offset += len(ids)
     return Packed(tokens, segments, target_pos, target_ids, target_w)
@@ -187,6 +210,7 @@ def build_phase(
     buckets: tuple[tuple[int, int], ...],
     *,
     seed: int,
+    prompt_weight: float = 0.0,
 ) -> tuple[list[Batch], dict[str, float]]:
     """``n_steps`` batches of ``mix`` conversations, packed into length buckets.
 
@@ -208,7 +232,7 @@ def build_phase(
             continue
         rows = assign_rows(examples, lengths)
         packed = [
-            to_packed(r, length, pad_id) if r else None
+            to_packed(r, length, pad_id, prompt_weight) if r else None
             for r, length in zip(rows, lengths, strict=True)
         ]
         batches: list[Batch] = [
@@ -269,19 +293,43 @@ def make_model(config: dict[str, Any]) -> nn.Module:
     return qwen3.Model(qwen3.ModelArgs.from_dict(config))
 
 
-def tie_word_variants(model: nn.Module, tok: Tokenizer) -> None:
-    """Start ' word' with the same embedding as 'word' so copying across the two is easy."""
+def tie_word_variants(model: nn.Module, tok: Tokenizer, seed: int) -> None:
+    """Start ' word' as 'word' plus one shared offset.
+
+    Copying across the variants is then easy (they start close), and "the same word after a
+    space" is one direction for every word, so the model does not emit 'word' where ' word'
+    belongs (with identical starts, tied output embeddings could not tell them apart).
+    """
     import mlx.core as mx
 
-    from training.tiny_chat.tokenizer import byte_level
+    from training.tiny_chat.tokenizer import byte_level, word_variants
 
     weight = np.array(model.model.embed_tokens.weight)
+    rng = np.random.default_rng(seed)
+    scale = float(weight.std())
+    offsets = [rng.normal(0.0, scale, weight.shape[1]).astype(weight.dtype) for _ in range(1)]
     for word in unique_words():
-        bare = tok.token_to_id(byte_level(word))
-        spaced = tok.token_to_id(byte_level(" " + word))
-        if bare is not None and spaced is not None:
-            weight[spaced] = weight[bare]
+        bare, *others = (tok.token_to_id(byte_level(v)) for v in word_variants(word))
+        if bare is None:
+            continue
+        for token, offset in zip(others, offsets, strict=True):
+            if token is not None:
+                weight[token] = weight[bare] + offset
     model.model.embed_tokens.weight = mx.array(weight)
+
+
+def sharpen_attention(model: nn.Module, gain: float) -> None:
+    """Start the q/k RMSNorm gains at ``gain``: attention logits can reach gain² x the default.
+
+    Qwen3 normalises queries and keys per head, which caps a logit at sqrt(head_dim) while the
+    gains are 1; copying needs attention sharp enough to pick one position out of hundreds.
+    """
+    import mlx.core as mx
+
+    for layer in model.model.layers:
+        attn = layer.self_attn
+        attn.q_norm.weight = mx.full(attn.q_norm.weight.shape, gain)
+        attn.k_norm.weight = mx.full(attn.k_norm.weight.shape, gain)
 
 
 def count_params(model: nn.Module) -> int:
@@ -434,7 +482,7 @@ def main() -> None:
     template = compile_template()
     corpus_convs = train_conversations(cfg.tokenizer_conversations, seed=cfg.seed * 1000 + 1)
     corpus = [render(template, c.messages, c.tools) for c in corpus_convs]
-    tok = build_tokenizer(corpus, unique_words(), n_merges=cfg.n_merges)
+    tok = build_tokenizer(corpus, unique_words(), min_count=cfg.min_token_count)
     vocab = tok.get_vocab_size()
     padded_vocab = int(math.ceil(vocab / 64) * 64)
     print(f"tokenizer: {vocab} tokens (model vocab {padded_vocab})", flush=True)
@@ -442,21 +490,48 @@ def main() -> None:
     batches: list[Batch] = []
     long_rows = cfg.batch_tokens // 512
     phases = (
-        ("short", SHORT_MIX, cfg.short_steps, ((128, cfg.short_batch),)),
-        ("tool", TOOL_MIX, cfg.tool_steps, ((256, 2 * long_rows), (512, long_rows))),
-        ("full", FULL_MIX, cfg.full_steps, ((256, 2 * long_rows), (512, long_rows))),
+        ("copy", COPY_MIX, cfg.copy_steps, ((256, cfg.short_batch // 2),)),
+        (
+            "short",
+            replace(SHORT_MIX, p_random=cfg.p_random),
+            cfg.short_steps,
+            ((128, cfg.short_batch),),
+        ),
+        (
+            "tool",
+            replace(TOOL_MIX, p_random=cfg.p_random, p_long_system=cfg.p_long_system),
+            cfg.tool_steps,
+            ((256, 2 * long_rows), (512, long_rows))
+            + (((2048, long_rows // 4),) if cfg.p_long_system > 0 else ()),
+        ),
+        (
+            "full",
+            replace(FULL_MIX, p_random=cfg.full_p_random, p_long_system=cfg.p_long_system),
+            cfg.full_steps,
+            ((256, 2 * long_rows), (512, long_rows))
+            + (((2048, long_rows // 4),) if cfg.p_long_system > 0 else ()),
+        ),
     )
-    for k, (name, mix, n_steps, buckets) in enumerate(phases):
+    for k, (name, phase_mix, n_steps, buckets) in enumerate(phases):
+        late = name in ("tool", "full")
+        mix = replace(phase_mix, p_lead=cfg.p_lead, p_trail=cfg.p_trail) if late else phase_mix
         if n_steps > 0:
             part, stats = build_phase(
-                tok, template, mix, n_steps, buckets, seed=cfg.seed * 1000 + 2 + k
+                tok,
+                template,
+                mix,
+                n_steps,
+                buckets,
+                seed=cfg.seed * 1000 + 2 + k,
+                prompt_weight=cfg.prompt_loss_weight,
             )
             batches += part
             print(f"data ({name}): {stats}  ({time.perf_counter() - wall:.1f}s)", flush=True)
 
     config = model_config(cfg, padded_vocab, tok.token_to_id(IM_END), tok.token_to_id(ENDOFTEXT))
     model = make_model(config)
-    tie_word_variants(model, tok)
+    sharpen_attention(model, cfg.qk_norm_init)
+    tie_word_variants(model, tok, cfg.seed)
     mx.eval(model.parameters())
     n_params = count_params(model)
     print(f"model: {n_params} parameters", flush=True)
