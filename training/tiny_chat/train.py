@@ -72,7 +72,9 @@ class TrainConfig:
     # phases only: from the start they keep the copy circuit from forming (R3 in PILOTS.md)
     p_lead: float = 0.0
     p_trail: float = 0.0
-    # random-string copy targets (Mix.p_random) in the short and tool phases, and in the full one
+    # random-string copy targets (Mix.p_random) in the copy phase's echo turns, in the short and
+    # tool phases, and in the full one
+    copy_p_random: float = 0.0
     p_random: float = 0.0
     full_p_random: float = 0.0
     # long instructions (100-1,400 tokens) first in this share of the full phase's conversations,
@@ -490,7 +492,12 @@ def main() -> None:
     batches: list[Batch] = []
     long_rows = cfg.batch_tokens // 512
     phases = (
-        ("copy", COPY_MIX, cfg.copy_steps, ((256, cfg.short_batch // 2),)),
+        (
+            "copy",
+            replace(COPY_MIX, p_random=cfg.copy_p_random),
+            cfg.copy_steps,
+            ((256, cfg.short_batch // 2),),
+        ),
         (
             "short",
             replace(SHORT_MIX, p_random=cfg.p_random),
