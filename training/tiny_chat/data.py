@@ -256,6 +256,8 @@ class Generator:
         self.repeat_words = (1, 5)
         self.p_random = 0.0
         self.p_lead = self.p_trail = 0.0  # see surround()
+        self.name_parts: tuple[float, float, float] = (1, 8, 2)
+        self.p_two_part_key = 0.15
 
     # -- small helpers -------------------------------------------------------------------------
     def word(self) -> str:
@@ -347,7 +349,7 @@ class Generator:
 
     def tool_name(self) -> str:
         while True:
-            n_parts = self.rng.choices((1, 2, 3), weights=(1, 8, 2))[0]
+            n_parts = self.rng.choices((1, 2, 3), weights=self.name_parts)[0]
             if n_parts == 1:
                 name = self.noun()
             else:
@@ -357,7 +359,7 @@ class Generator:
                 return name
 
     def param_name(self) -> str:
-        if self.rng.random() < 0.15:
+        if self.rng.random() < self.p_two_part_key:
             return self.noun() + "_" + self.noun()
         return self.noun()
 
@@ -535,6 +537,7 @@ class Generator:
         self.repeat_words = mix.repeat_words
         self.p_random = mix.p_random
         self.p_lead, self.p_trail = mix.p_lead, mix.p_trail
+        self.name_parts, self.p_two_part_key = mix.name_parts, mix.p_two_part_key
         needs_tools = kind in ("tool_call", "tool_result")
         use_tools = needs_tools or rng.random() < mix.p_optional_tools
         tools, specs = self.make_tools() if use_tools else (None, [])
@@ -608,6 +611,9 @@ class Mix:
     p_lead: float = 0.0
     p_trail: float = 0.0
     p_long_system: float = 0.0  # how often long instructions come first (training only)
+    # tool names of 1, 2 or 3 parts (weights), and how often an argument key has two parts
+    name_parts: tuple[float, float, float] = (1, 8, 2)
+    p_two_part_key: float = 0.15
 
 
 # The shape of the held-out prompts (phrasings come from the eval pools).

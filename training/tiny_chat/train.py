@@ -80,6 +80,10 @@ class TrainConfig:
     # long instructions (100-1,400 tokens) first in this share of the full phase's conversations,
     # in rows of up to 2,048 tokens: agents' prompts are that long (Codex's: ~1,250 tokens)
     p_long_system: float = 0.0
+    # in the tool and full phases: the weight of three-part tool names (against 1 for one part
+    # and 8 for two) and the share of two-part argument keys; the eval keeps 2 and 0.15
+    three_part_names: float = 2.0
+    two_part_keys: float = 0.15
     max_positions: int = 2048
     min_token_count: int = 8  # corpus pre-tokens seen this often get a token of their own
     tokenizer_conversations: int = 3000
@@ -491,6 +495,10 @@ def main() -> None:
 
     batches: list[Batch] = []
     long_rows = cfg.batch_tokens // 512
+    hard: dict[str, Any] = {
+        "name_parts": (1.0, 8.0, cfg.three_part_names),
+        "p_two_part_key": cfg.two_part_keys,
+    }
     phases = (
         (
             "copy",
@@ -506,14 +514,19 @@ def main() -> None:
         ),
         (
             "tool",
-            replace(TOOL_MIX, p_random=cfg.p_random, p_long_system=cfg.p_long_system),
+            replace(TOOL_MIX, p_random=cfg.p_random, p_long_system=cfg.p_long_system, **hard),
             cfg.tool_steps,
             ((256, 2 * long_rows), (512, long_rows))
             + (((2048, long_rows // 4),) if cfg.p_long_system > 0 else ()),
         ),
         (
             "full",
-            replace(FULL_MIX, p_random=cfg.full_p_random, p_long_system=cfg.p_long_system),
+            replace(
+                FULL_MIX,
+                p_random=cfg.full_p_random,
+                p_long_system=cfg.p_long_system,
+                **hard,
+            ),
             cfg.full_steps,
             ((256, 2 * long_rows), (512, long_rows))
             + (((2048, long_rows // 4),) if cfg.p_long_system > 0 else ()),
