@@ -97,10 +97,13 @@ def test_sigterm_drains_then_cancels_and_exits_zero(random_model: Path) -> None:
         wait_status(http, 200, proc)
         short: list[dict[str, Any]] = []
         long: list[dict[str, Any]] = []
-        started = threading.Event()
+        started, short_started = threading.Event(), threading.Event()
         threads = [
             threading.Thread(
-                target=_stream, args=(base, _long(random_model.name, 150), short), daemon=True
+                target=_stream,
+                args=(base, _long(random_model.name, 150), short),
+                kwargs={"on_frame": lambda n: n == 1 and short_started.set()},
+                daemon=True,
             ),
             threading.Thread(
                 target=_stream,
@@ -117,7 +120,8 @@ def test_sigterm_drains_then_cancels_and_exits_zero(random_model: Path) -> None:
         assert job.status_code == 200, job.text
         for thread in threads:
             thread.start()
-        assert started.wait(60)
+        # Both streams are running before the signal (under load the short one may start late).
+        assert started.wait(60) and short_started.wait(60)
         began = time.monotonic()
         proc.signal(signal.SIGTERM)
         time.sleep(0.5)
@@ -154,10 +158,13 @@ def test_sigterm_on_a_standalone_facade_ends_its_streams(random_model: Path, sto
         wait_status(http, 200, facade)
         short: list[dict[str, Any]] = []
         long: list[dict[str, Any]] = []
-        started = threading.Event()
+        started, short_started = threading.Event(), threading.Event()
         threads = [
             threading.Thread(
-                target=_stream, args=(base, _long(random_model.name, 100), short), daemon=True
+                target=_stream,
+                args=(base, _long(random_model.name, 100), short),
+                kwargs={"on_frame": lambda n: n == 1 and short_started.set()},
+                daemon=True,
             ),
             threading.Thread(
                 target=_stream,
@@ -168,7 +175,8 @@ def test_sigterm_on_a_standalone_facade_ends_its_streams(random_model: Path, sto
         ]
         for thread in threads:
             thread.start()
-        assert started.wait(60)
+        # Both streams are running before the signal (under load the short one may start late).
+        assert started.wait(60) and short_started.wait(60)
         began = time.monotonic()
         facade.signal(signal.SIGTERM)
         assert facade.wait(60) == 0
