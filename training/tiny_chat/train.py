@@ -313,14 +313,11 @@ def tie_word_variants(model: nn.Module, tok: Tokenizer, seed: int) -> None:
     weight = np.array(model.model.embed_tokens.weight)
     rng = np.random.default_rng(seed)
     scale = float(weight.std())
-    offsets = [rng.normal(0.0, scale, weight.shape[1]).astype(weight.dtype) for _ in range(1)]
+    offset = rng.normal(0.0, scale, weight.shape[1]).astype(weight.dtype)
     for word in unique_words():
-        bare, *others = (tok.token_to_id(byte_level(v)) for v in word_variants(word))
-        if bare is None:
-            continue
-        for token, offset in zip(others, offsets, strict=True):
-            if token is not None:
-                weight[token] = weight[bare] + offset
+        bare, spaced = (tok.token_to_id(byte_level(v)) for v in word_variants(word))
+        if bare is not None and spaced is not None:
+            weight[spaced] = weight[bare] + offset
     model.model.embed_tokens.weight = mx.array(weight)
 
 
@@ -495,10 +492,17 @@ def main() -> None:
 
     batches: list[Batch] = []
     long_rows = cfg.batch_tokens // 512
-    hard: dict[str, Any] = {
+    # What the tool and full phases add to their mixes, and their row lengths.
+    late: dict[str, Any] = {
         "name_parts": (1.0, 8.0, cfg.three_part_names),
         "p_two_part_key": cfg.two_part_keys,
+        "p_long_system": cfg.p_long_system,
+        "p_lead": cfg.p_lead,
+        "p_trail": cfg.p_trail,
     }
+    late_buckets = ((256, 2 * long_rows), (512, long_rows)) + (
+        ((2048, long_rows // 4),) if cfg.p_long_system > 0 else ()
+    )
     phases = (
         (
             "copy",
@@ -514,27 +518,18 @@ def main() -> None:
         ),
         (
             "tool",
-            replace(TOOL_MIX, p_random=cfg.p_random, p_long_system=cfg.p_long_system, **hard),
+            replace(TOOL_MIX, p_random=cfg.p_random, **late),
             cfg.tool_steps,
-            ((256, 2 * long_rows), (512, long_rows))
-            + (((2048, long_rows // 4),) if cfg.p_long_system > 0 else ()),
+            late_buckets,
         ),
         (
             "full",
-            replace(
-                FULL_MIX,
-                p_random=cfg.full_p_random,
-                p_long_system=cfg.p_long_system,
-                **hard,
-            ),
+            replace(FULL_MIX, p_random=cfg.full_p_random, **late),
             cfg.full_steps,
-            ((256, 2 * long_rows), (512, long_rows))
-            + (((2048, long_rows // 4),) if cfg.p_long_system > 0 else ()),
+            late_buckets,
         ),
     )
-    for k, (name, phase_mix, n_steps, buckets) in enumerate(phases):
-        late = name in ("tool", "full")
-        mix = replace(phase_mix, p_lead=cfg.p_lead, p_trail=cfg.p_trail) if late else phase_mix
+    for k, (name, mix, n_steps, buckets) in enumerate(phases):
         if n_steps > 0:
             part, stats = build_phase(
                 tok,
