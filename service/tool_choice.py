@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -42,6 +42,7 @@ class ToolConstraints:
     grammars: GrammarFactory
     tokenizer: Any
     _warned: bool = False
+    _think_markers: tuple[str, str] | None = field(init=False, default=None)
 
     @staticmethod
     def schemas(params: pb.CreateResponseParams) -> Schemas:
@@ -62,17 +63,19 @@ class ToolConstraints:
             return {"type": "object"}
         return None
 
-    def _reasoning(self, prompt: RenderedPrompt) -> Reasoning | None:
-        """The thought the grammar lets come before the answer, if this model thinks.
-
-        A vocabulary with think tokens is not enough: a template that never renders them
-        (a thinking model's weights behind a foreign template) gets no thought, which keeps
-        the model from a block it was never shown how to close in that format.
-        """
+    def __post_init__(self) -> None:
+        # A vocabulary with think tokens is not enough: a template that never renders them
+        # (a thinking model's weights behind a foreign template) gets no thought, which keeps
+        # the model from a block it was never shown how to close in that format.
         start, end = self.tokenizer.think_start, self.tokenizer.think_end
-        if not (start and end and start in template_text(self.tokenizer._tokenizer)):
+        thinks = start and end and start in template_text(self.tokenizer._tokenizer)
+        self._think_markers = (start, end) if thinks else None
+
+    def _reasoning(self, prompt: RenderedPrompt) -> Reasoning | None:
+        """The thought the grammar lets come before the answer, if this model thinks."""
+        if self._think_markers is None:
             return None
-        return Reasoning(start, end, prompt.opens_reasoning)
+        return Reasoning(*self._think_markers, prompt.opens_reasoning)
 
     def processors(
         self,
