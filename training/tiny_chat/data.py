@@ -106,6 +106,78 @@ TOOL_EVAL = (
     "Go ahead and call {t} with {p} set to {v}, thanks.",
     "Use the {t} tool now with {p} = {v}.",
 )
+# Training only (a mix's ``p_composed``): tool requests composed from these parts, so a phrasing
+# is a new combination of familiar parts rather than one of 24 fixed sentences (A1 failed the
+# held-out "Go ahead and call {t} ..., thanks." 21 times in 50, and the other three held-out
+# phrasings 3 times in 150). The held-out sentences themselves are never composed.
+TOOL_OPENERS = (
+    "",
+    "",
+    "",
+    "Please ",
+    "Now ",
+    "Okay, ",
+    "Next, ",
+    "Could you ",
+    "Can you ",
+    "I want you to ",
+    "Right, ",
+    "Kindly ",
+    "Go on and ",
+    "Then ",
+    "So, ",
+    "Hey, ",
+    "Alright, ",
+    "Just ",
+)
+TOOL_ACTIONS = (
+    "call {t}",
+    "call the {t} tool",
+    "use {t}",
+    "use the {t} tool",
+    "run {t}",
+    "run the {t} tool",
+    "invoke {t}",
+    "invoke the {t} function",
+    "call the {t} function",
+    "try the {t} tool",
+    "use the {t} function",
+    "make a call to {t}",
+)
+TOOL_ARGUMENTS = (
+    " with {p} set to {v}",
+    " with {p} set to {v}",
+    " with {p} = {v}",
+    ", with {p} set to {v}",
+    ", {p} set to {v}",
+    " using {p} = {v}",
+    ". Set {p} to {v}",
+    " and set {p} to {v}",
+    " where {p} is {v}",
+    " passing {p} as {v}",
+    " with {p}: {v}",
+    " now with {p} set to {v}",
+    " with the {p} {v}",
+    " for {p} {v}",
+)
+TOOL_CLOSERS = (
+    "",
+    ".",
+    ".",
+    ".",
+    "!",
+    "?",
+    " please.",
+    ", please.",
+    " now.",
+    ", thanks.",
+    ". Thanks!",
+    ", thank you.",
+    ". Thank you.",
+    " for me.",
+    " right away.",
+    " and tell me the result.",
+)
 SYSTEM_TRAIN = (
     "You are a helpful assistant.",
     "You are a helpful assistant.",
@@ -258,6 +330,7 @@ class Generator:
         self.p_lead = self.p_trail = 0.0  # see surround()
         self.name_parts: tuple[float, float, float] = (1, 8, 2)
         self.p_two_part_key = 0.15
+        self.p_composed = 0.0
 
     # -- small helpers -------------------------------------------------------------------------
     def word(self) -> str:
@@ -314,6 +387,17 @@ class Generator:
                 )
             n -= k + 2
         return "".join(parts).strip()
+
+    def tool_template(self) -> str:
+        """A tool request's phrasing: from the pool, or (training, ``p_composed``) composed."""
+        if self.split != "train" or self.p_composed <= 0 or self.rng.random() >= self.p_composed:
+            return self.rng.choice(self.tool_pool)
+        while True:
+            parts = (TOOL_OPENERS, TOOL_ACTIONS, TOOL_ARGUMENTS, TOOL_CLOSERS)
+            text = "".join(self.rng.choice(p) for p in parts)
+            text = text[0].upper() + text[1:]
+            if text not in TOOL_EVAL:
+                return text
 
     def surround(self, text: str) -> str:
         """Training only: sentences before and after a request, so the target is found by what
@@ -461,7 +545,7 @@ class Generator:
     ) -> list[Turn]:
         name, param = self.rng.choice(specs)
         value = self.copy_word()
-        user = self.surround(self.fill(self.rng.choice(self.tool_pool), t=name, p=param, v=value))
+        user = self.surround(self.fill(self.tool_template(), t=name, p=param, v=value))
         msgs.append({"role": "user", "content": user})
         arguments: Any = {param: value}
         if self.rng.random() < 0.3:
@@ -538,6 +622,7 @@ class Generator:
         self.p_random = mix.p_random
         self.p_lead, self.p_trail = mix.p_lead, mix.p_trail
         self.name_parts, self.p_two_part_key = mix.name_parts, mix.p_two_part_key
+        self.p_composed = mix.p_composed
         needs_tools = kind in ("tool_call", "tool_result")
         use_tools = needs_tools or rng.random() < mix.p_optional_tools
         tools, specs = self.make_tools() if use_tools else (None, [])
@@ -614,6 +699,7 @@ class Mix:
     # tool names of 1, 2 or 3 parts (weights), and how often an argument key has two parts
     name_parts: tuple[float, float, float] = (1, 8, 2)
     p_two_part_key: float = 0.15
+    p_composed: float = 0.0  # how often a tool request is composed (training only)
 
 
 # The shape of the held-out prompts (phrasings come from the eval pools).

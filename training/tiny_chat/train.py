@@ -84,6 +84,11 @@ class TrainConfig:
     # and 8 for two) and the share of two-part argument keys; the eval keeps 2 and 0.15
     three_part_names: float = 2.0
     two_part_keys: float = 0.15
+    # letter and letter-pair tokens embedded as first-letter + second-letter vectors while
+    # training (spelled.py), so copying an unknown word is copying letters
+    spelled_embeddings: bool = False
+    # in the tool and full phases: the share of tool requests composed from parts (Mix.p_composed)
+    composed_requests: float = 0.0
     max_positions: int = 2048
     min_token_count: int = 8  # corpus pre-tokens seen this often get a token of their own
     tokenizer_conversations: int = 3000
@@ -464,7 +469,11 @@ def parse_args() -> tuple[Path, TrainConfig, bool]:
     parser.add_argument("--skip-eval", action="store_true")
     defaults = TrainConfig()
     for name, value in asdict(defaults).items():
-        parser.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=value)
+        else:
+            parser.add_argument(flag, type=type(value), default=value)
     args = parser.parse_args()
     cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults)})
     return args.out, cfg, args.skip_eval
@@ -499,6 +508,7 @@ def main() -> None:
         "p_long_system": cfg.p_long_system,
         "p_lead": cfg.p_lead,
         "p_trail": cfg.p_trail,
+        "p_composed": cfg.composed_requests,
     }
     late_buckets = ((256, 2 * long_rows), (512, long_rows)) + (
         ((2048, long_rows // 4),) if cfg.p_long_system > 0 else ()
@@ -547,13 +557,21 @@ def main() -> None:
     model = make_model(config)
     sharpen_attention(model, cfg.qk_norm_init)
     tie_word_variants(model, tok, cfg.seed)
-    mx.eval(model.parameters())
     n_params = count_params(model)
+    if cfg.spelled_embeddings:
+        from training.tiny_chat.spelled import factor_embeddings
+
+        factor_embeddings(model, tok, cfg.seed + 1)
+    mx.eval(model.parameters())
     print(f"model: {n_params} parameters", flush=True)
 
     train_start = time.perf_counter()
     train_model(cfg, model, batches)
     train_time = time.perf_counter() - train_start
+    if cfg.spelled_embeddings:
+        from training.tiny_chat.spelled import materialize
+
+        materialize(model)
 
     save_tokenizer(tok, out, cfg.max_positions)
     size = save_model(model, config, out)
