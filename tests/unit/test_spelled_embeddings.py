@@ -14,8 +14,9 @@ from training.tiny_chat.spelled import (
     factor_embeddings,
     materialize,
     spelled_tokens,
+    underscore_variants,
 )
-from training.tiny_chat.tokenizer import LETTERS
+from training.tiny_chat.tokenizer import LETTERS, build_tokenizer
 from training.tiny_chat.train import TrainConfig, make_model, model_config
 
 TOKENIZER = Tokenizer.from_file(str(BUNDLED_MODEL / "tokenizer.json"))
@@ -52,7 +53,7 @@ def test_pair_rows_are_letter_sums_and_other_rows_are_free() -> None:
     np.testing.assert_array_equal(weight[weather], before[weather])
     # only the free rows and the 53 letter vectors are trained; the one-hot maps stay fixed
     trainable = {k for k, _ in nn.utils.tree_flatten(table.trainable_parameters())}
-    assert trainable == {"free", "firsts", "seconds"}
+    assert trainable == {"free", "firsts", "seconds", "offset"}
 
 
 def test_a_gradient_on_one_pair_moves_its_letters() -> None:
@@ -81,3 +82,28 @@ def test_materialize_saves_the_same_model_as_a_plain_table() -> None:
     names = {k for k, _ in nn.utils.tree_flatten(model.parameters())}
     assert "model.embed_tokens.weight" in names
     assert not any("firsts" in k or "free" in k for k in names)
+
+
+def test_an_underscore_variant_is_its_word_plus_the_shared_offset() -> None:
+    corpus = ['{"name": "load_data_song"}', "Use the load_data_song tool."]
+    tok = build_tokenizer(corpus, ["load", "data", "song"], min_count=1, underscore_words=True)
+    encoded = tok.encode("load_data_song")
+    assert encoded.tokens == ["load", "_data", "_song"]
+    assert tok.encode("load_xq").tokens == ["load", "_", "xq"]  # unknown parts are still spelled
+    words = ["load", "data", "song"]
+    variants = underscore_variants(tok, words)
+    assert variants == {tok.token_to_id("_" + w): tok.token_to_id(w) for w in words}
+    model = _model()
+    factor_embeddings(model, tok, seed=0, variants=variants)
+    table = model.model.embed_tokens
+    weight, offset = np.array(table.weight), np.array(table.offset)[0]
+    data, under = tok.token_to_id("data"), tok.token_to_id("_data")
+    np.testing.assert_allclose(weight[under], weight[data] + offset, rtol=1e-6)
+
+    def loss(m: nn.Module) -> mx.array:
+        return m.model.embed_tokens(mx.array([under])).sum()
+
+    grads = nn.value_and_grad(model, loss)(model)[1]["model"]["embed_tokens"]
+    assert float(mx.abs(grads["free"][data]).sum()) > 0  # training `_data` trains `data`
+    assert float(mx.abs(grads["offset"]).sum()) > 0
+    assert float(mx.abs(grads["free"][under]).sum()) == 0

@@ -9,18 +9,24 @@ and copying a pair is copying two letters. Output embeddings are tied, so a pair
 the same way. `materialize` writes the sums back into a plain embedding table: the saved model
 is an ordinary Qwen3 checkpoint.
 
+Variants are tied the same way: with `underscore_words`, `_word` is 'word' plus one shared offset
+for the whole of training (not only at the start, which R2/X1 tried: the rare `_word` tokens were
+then never produced), so "this word as a later name part" is one direction learned from every
+name, and a name part is copied as its word is.
+
 Imports mlx: import this module only after `train.preload_blas`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from training.tiny_chat.tokenizer import LETTERS
+from training.tiny_chat.tokenizer import LETTERS, byte_level, underscored
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -41,10 +47,27 @@ def spelled_tokens(tok: Tokenizer) -> dict[int, tuple[int, int]]:
     return out
 
 
-class SpelledEmbedding(nn.Module):
-    """weight = free rows (other tokens) + onehot(first) @ firsts + onehot(second) @ seconds."""
+def underscore_variants(tok: Tokenizer, words: Iterable[str]) -> dict[int, int]:
+    """`_word` token id -> 'word' token id, for every lexicon word that has both."""
+    out: dict[int, int] = {}
+    for word in words:
+        variant, base = tok.token_to_id(byte_level(underscored(word))), tok.token_to_id(word)
+        if variant is not None and base is not None:
+            out[variant] = base
+    return out
 
-    def __init__(self, weight: np.ndarray, parts: dict[int, tuple[int, int]], seed: int) -> None:
+
+class SpelledEmbedding(nn.Module):
+    """rows = free rows (other tokens) + onehot(first) @ firsts + onehot(second) @ seconds;
+    then each variant's row = its base's row + the shared offset."""
+
+    def __init__(
+        self,
+        weight: np.ndarray,
+        parts: dict[int, tuple[int, int]],
+        seed: int,
+        variants: dict[int, int] | None = None,
+    ) -> None:
         super().__init__()
         vocab, dim = weight.shape
         first = np.zeros((vocab, len(LETTERS)), dtype=np.float32)
@@ -53,21 +76,30 @@ class SpelledEmbedding(nn.Module):
         for token_id, (a, b) in parts.items():
             first[token_id, a] = second[token_id, b] = 1.0
             free[token_id] = 0.0
+        base_of = np.arange(vocab, dtype=np.int32)
+        is_variant = np.zeros((vocab, 1), dtype=np.float32)
+        for token_id, base in (variants or {}).items():
+            base_of[token_id], is_variant[token_id] = base, 1.0
+            free[token_id] = 0.0
         rng = np.random.default_rng(seed)
         scale = float(weight.std()) / np.sqrt(2.0)  # a sum of two has the other rows' scale
         self.free = mx.array(weight.astype(np.float32))
         self.firsts = mx.array(rng.normal(0.0, scale, (len(LETTERS), dim)).astype(np.float32))
         self.seconds = mx.array(rng.normal(0.0, scale, (NONE + 1, dim)).astype(np.float32))
+        self.offset = mx.array(rng.normal(0.0, float(weight.std()), (1, dim)).astype(np.float32))
         self.first_of = mx.array(first)
         self.second_of = mx.array(second)
         self.free_mask = mx.array(free)
-        self.freeze(keys=["first_of", "second_of", "free_mask"])
+        self.base_of = mx.array(base_of)
+        self.is_variant = mx.array(is_variant)
+        self.freeze(keys=["first_of", "second_of", "free_mask", "base_of", "is_variant"])
 
     @property
     def weight(self) -> mx.array:
-        return (
+        rows = (
             self.free * self.free_mask + self.first_of @ self.firsts + self.second_of @ self.seconds
         )
+        return rows[self.base_of] + self.is_variant * self.offset
 
     def __call__(self, tokens: mx.array) -> mx.array:
         return self.weight[tokens]
@@ -76,10 +108,13 @@ class SpelledEmbedding(nn.Module):
         return x @ self.weight.T
 
 
-def factor_embeddings(model: nn.Module, tok: Tokenizer, seed: int) -> None:
-    """Replace the model's embedding table with one whose spelled rows are letter sums."""
+def factor_embeddings(
+    model: nn.Module, tok: Tokenizer, seed: int, variants: dict[int, int] | None = None
+) -> None:
+    """Replace the model's embedding table with one whose spelled rows are letter sums (and
+    whose variant rows are their base's row plus an offset)."""
     weight = np.array(model.model.embed_tokens.weight)
-    model.model.embed_tokens = SpelledEmbedding(weight, spelled_tokens(tok), seed)
+    model.model.embed_tokens = SpelledEmbedding(weight, spelled_tokens(tok), seed, variants)
 
 
 def materialize(model: nn.Module) -> None:

@@ -50,6 +50,10 @@ def byte_level(text: str) -> str:
 # (`_word` as one piece, with a token per lexicon word, was tried in R2: tool names came out as
 # frequent `_word`s instead of copies, tool_call 0.63 -> 0.00; see PILOTS.md.)
 SPLIT_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+# With `underscore_words`: `_word` is one piece too, and every lexicon word has a `_word` token,
+# so `load_data_song` is `load _data _song` and each name part follows a distinct token. (Its
+# embedding is 'word' plus a shared offset throughout training: spelled.py.)
+UNDERSCORE_SPLIT_PATTERN = SPLIT_PATTERN.replace(r"| ?\p{N}+", r"|_\p{L}+| ?\p{N}+", 1)
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
@@ -58,21 +62,33 @@ def word_variants(word: str) -> tuple[str, str]:
     return word, " " + word
 
 
-def _pre_tokenizer() -> pre_tokenizers.PreTokenizer:
+def underscored(word: str) -> str:
+    """A lexicon word's token as a later part of a snake_case name."""
+    return "_" + word
+
+
+def _pre_tokenizer(underscore_words: bool = False) -> pre_tokenizers.PreTokenizer:
+    pattern = UNDERSCORE_SPLIT_PATTERN if underscore_words else SPLIT_PATTERN
     return pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated"),
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
 
 
-def pre_tokens(text: str) -> list[str]:
+def pre_tokens(text: str, underscore_words: bool = False) -> list[str]:
     """The byte-level pre-tokens of ``text`` (what the vocabulary is looked up by)."""
-    return [piece for piece, _ in _pre_tokenizer().pre_tokenize_str(text)]
+    pre = _pre_tokenizer(underscore_words)
+    return [piece for piece, _ in pre.pre_tokenize_str(text)]
 
 
-def build_tokenizer(corpus: Iterable[str], words: Iterable[str], min_count: int = 8) -> Tokenizer:
+def build_tokenizer(
+    corpus: Iterable[str],
+    words: Iterable[str],
+    min_count: int = 8,
+    underscore_words: bool = False,
+) -> Tokenizer:
     """Whole-pre-token vocabulary with a letter-pair fallback.
 
     Every lexicon word and every pre-token seen ``min_count`` times in ``corpus`` (template
@@ -91,13 +107,17 @@ def build_tokenizer(corpus: Iterable[str], words: Iterable[str], min_count: int 
             merges.append((a, b))
             vocab[a + b] = len(vocab)
     n_base = len(vocab)
+    words = list(words)
     for word in words:
         for variant in word_variants(word):
             vocab.setdefault(byte_level(variant), len(vocab))
+    if underscore_words:
+        for word in words:
+            vocab.setdefault(byte_level(underscored(word)), len(vocab))
     n_words = len(vocab) - n_base
     counts: Counter[str] = Counter()
     for text in corpus:
-        counts.update(pre_tokens(text))
+        counts.update(pre_tokens(text, underscore_words))
     for piece, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         if count >= min_count:
             vocab.setdefault(piece, len(vocab))
@@ -110,7 +130,7 @@ def build_tokenizer(corpus: Iterable[str], words: Iterable[str], min_count: int 
 
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=True))
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = _pre_tokenizer()
+    tok.pre_tokenizer = _pre_tokenizer(underscore_words)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])

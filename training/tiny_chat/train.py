@@ -87,6 +87,9 @@ class TrainConfig:
     # letter and letter-pair tokens embedded as first-letter + second-letter vectors while
     # training (spelled.py), so copying an unknown word is copying letters
     spelled_embeddings: bool = False
+    # `_word` tokens for lexicon words (`load _data _song`), tied to 'word' plus a shared offset
+    # while training (needs spelled_embeddings)
+    underscore_words: bool = False
     # in the tool and full phases: the share of tool requests composed from parts (Mix.p_composed)
     composed_requests: float = 0.0
     max_positions: int = 2048
@@ -476,6 +479,8 @@ def parse_args() -> tuple[Path, TrainConfig, bool]:
             parser.add_argument(flag, type=type(value), default=value)
     args = parser.parse_args()
     cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults)})
+    if cfg.underscore_words and not cfg.spelled_embeddings:
+        parser.error("--underscore-words needs --spelled-embeddings (the tie lives there)")
     return args.out, cfg, args.skip_eval
 
 
@@ -494,7 +499,12 @@ def main() -> None:
     template = compile_template()
     corpus_convs = train_conversations(cfg.tokenizer_conversations, seed=cfg.seed * 1000 + 1)
     corpus = [render(template, c.messages, c.tools) for c in corpus_convs]
-    tok = build_tokenizer(corpus, unique_words(), min_count=cfg.min_token_count)
+    tok = build_tokenizer(
+        corpus,
+        unique_words(),
+        min_count=cfg.min_token_count,
+        underscore_words=cfg.underscore_words,
+    )
     vocab = tok.get_vocab_size()
     padded_vocab = int(math.ceil(vocab / 64) * 64)
     print(f"tokenizer: {vocab} tokens (model vocab {padded_vocab})", flush=True)
@@ -559,9 +569,10 @@ def main() -> None:
     tie_word_variants(model, tok, cfg.seed)
     n_params = count_params(model)
     if cfg.spelled_embeddings:
-        from training.tiny_chat.spelled import factor_embeddings
+        from training.tiny_chat.spelled import factor_embeddings, underscore_variants
 
-        factor_embeddings(model, tok, cfg.seed + 1)
+        variants = underscore_variants(tok, unique_words()) if cfg.underscore_words else None
+        factor_embeddings(model, tok, cfg.seed + 1, variants)
     mx.eval(model.parameters())
     print(f"model: {n_params} parameters", flush=True)
 
