@@ -37,7 +37,7 @@ proto: setup  ## regenerate mlx_responses/ from proto/
 	$(PY) tools/genproto.py
 
 model: setup  ## retrain the bundled tiny chat model (service/assets/tiny-chat)
-	$(PY) -m training.tiny_chat.train --out service/assets/tiny-chat --copy-steps 1200 --tool-steps 500 --full-steps 700 --full-p-random 0.1 --p-long-system 0.2 --copy-p-random 0.5
+	$(PY) -m training.tiny_chat.train --out service/assets/tiny-chat --copy-steps 1200 --tool-steps 500 --full-steps 700 --p-random 0.3 --full-p-random 0.3 --p-long-system 0.2 --copy-p-random 0.5 --spelled-embeddings --underscore-words --composed-requests 0.5
 
 bench: setup  ## performance benchmark (prints figures; not a test)
 	$(PY) tests/benchmarks/bench_serving.py $(ARGS)

@@ -118,7 +118,8 @@ def test_running_batch_and_background_gauges(own_stack: Stack) -> None:
     url = f"{stack.base_url}/metrics"
     model = stack.settings.model_path.name
     m = {"model_name": model}
-    body = {"model": model, "input": "Count forever", "max_output_tokens": 4000}
+    # greedy: a random model sampling at temperature 1 can draw its end token and finish first
+    body = {"model": model, "input": "Count forever", "max_output_tokens": 4000, "temperature": 0}
     with httpx.stream(
         "POST", f"{stack.base_url}/v1/responses", json={**body, "stream": True}, timeout=60
     ) as reply:

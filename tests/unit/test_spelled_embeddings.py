@@ -24,7 +24,8 @@ TOKENIZER = Tokenizer.from_file(str(BUNDLED_MODEL / "tokenizer.json"))
 
 def _model() -> nn.Module:
     cfg = TrainConfig(hidden_size=32, layers=1, heads=2, kv_heads=2, head_dim=16)
-    config = model_config(cfg, 2688, eos_id=2, pad_id=0)
+    vocab = -(-TOKENIZER.get_vocab_size() // 64) * 64
+    config = model_config(cfg, vocab, eos_id=2, pad_id=0)
     model = make_model(config)
     mx.eval(model.parameters())
     return model
