@@ -1,14 +1,18 @@
 """Builds random-weight qwen3 models in the mlx-lm folder layout (tokenizer from the bundled model).
 
-Random weights rarely emit EOS, so generation runs to max_output_tokens: what disconnect tests
-and benchmarks need.
+They never emit EOS, greedy or sampled, so generation runs to max_output_tokens: what cancel,
+disconnect and batching tests and the benchmarks need. Random weights alone would not promise
+that: over a 3.4k vocabulary, sampling at temperature 1 draws the end token within a few thousand
+steps more often than not.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from service.config import BUNDLED_MODEL
 
@@ -31,8 +35,12 @@ def build_random_model(
     context: int = 4096,
     seed: int = 0,
     tokenizer_from: Path = BUNDLED_MODEL,
+    never_emit: Iterable[int] = (),
 ) -> Path:
-    """Writes config.json, model.safetensors and the tokenizer files into `out`."""
+    """Writes config.json, model.safetensors and the tokenizer files into `out`.
+
+    The model never emits its end tokens, nor the tokens in `never_emit`.
+    """
     import mlx.core as mx
     from mlx.utils import tree_flatten
     from mlx_lm.models import qwen3
@@ -54,12 +62,69 @@ def build_random_model(
         "vocab_size": base["vocab_size"],
         "max_position_embeddings": context,
         "rope_theta": 1000000.0,
-        "tie_word_embeddings": True,
+        "tie_word_embeddings": False,
         "eos_token_id": base.get("eos_token_id"),
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     mx.random.seed(seed)
     model = qwen3.Model(qwen3.ModelArgs.from_dict(config))
+    _never_emit(model, sorted(_end_ids(tokenizer_from, config["eos_token_id"]) | set(never_emit)))
     mx.eval(model.parameters())
     mx.save_safetensors(str(out / "model.safetensors"), dict(tree_flatten(model.parameters())))
     return out
+
+
+# Every token's embedding holds this in residual dimension 0 (about the size of its other
+# entries), which no layer reads or writes.
+_ANCHOR = 0.5
+_NEVER_LOGIT_PER_UNIT = -1000.0
+
+
+def _never_emit(model: Any, token_ids: list[int]) -> None:
+    """Makes these tokens' logits hugely negative at every position, whatever the input.
+
+    Residual dimension 0 is a constant: every embedding holds _ANCHOR there, the layers' input
+    norms give it weight 0 and their output projections write nothing to it, so the layers
+    compute as if it were not there and after the final RMSNorm it is positive. The head
+    (untied, so that end tokens read differently from how they embed) is the embedding except
+    there: its rows for these tokens read only that dimension, with a large negative weight,
+    and every other row ignores it.
+    """
+    import mlx.core as mx
+
+    embed = model.model.embed_tokens.weight
+    embed[:, 0] = _ANCHOR
+    model.model.embed_tokens.weight = embed
+    for layer in model.model.layers:
+        for norm in (layer.input_layernorm, layer.post_attention_layernorm):
+            scale = norm.weight
+            scale[0] = 0.0
+            norm.weight = scale
+        for proj in (layer.self_attn.o_proj, layer.mlp.down_proj):
+            out = proj.weight
+            out[0] = 0.0
+            proj.weight = out
+    # A copy of the embedding, as a tied model's head would be: random models then favour
+    # repeating their input, which is what lets one random model draft for another.
+    head = embed * 1.0
+    head[:, 0] = 0.0
+    never = mx.array(token_ids)
+    head[never] = 0.0
+    head[never, 0] = _NEVER_LOGIT_PER_UNIT
+    model.lm_head.weight = head
+
+
+def _end_ids(tokenizer_from: Path, configured: int | list[int] | None) -> set[int]:
+    """The config's eos_token_id(s) and the tokenizer's eos_token: what mlx-lm stops on."""
+    from tokenizers import Tokenizer
+
+    ids = set([configured] if isinstance(configured, int) else configured or [])
+    special = tokenizer_from / "tokenizer_config.json"
+    eos = json.loads(special.read_text()).get("eos_token") if special.exists() else None
+    if isinstance(eos, dict):
+        eos = eos.get("content")
+    if isinstance(eos, str):
+        token = Tokenizer.from_file(str(tokenizer_from / "tokenizer.json")).token_to_id(eos)
+        if token is not None:
+            ids.add(token)
+    return ids
