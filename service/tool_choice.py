@@ -1,4 +1,8 @@
-"""Enforces `tool_choice` (required, a named function, allowed_tools) with a grammar."""
+"""Enforces `tool_choice` with a grammar: required, a named function, allowed_tools and auto.
+
+Under `auto` the answer is free, but a call, once opened, names a declared function and its
+arguments validate against that function's `parameters`.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +23,10 @@ log = logging.getLogger(__name__)
 
 
 def allowed_functions(params: pb.CreateResponseParams) -> tuple[list[str], bool] | None:
-    """The functions a choice limits calls to and whether a call is required; None: free."""
+    """The functions a choice limits calls to and whether a call is required.
+
+    None: nothing to enforce (`none`, or no function tools).
+    """
     choice = params.tool_choice
     kind = choice.WhichOneof("choice")
     names = [t.function.name for t in params.tools]
@@ -31,6 +38,10 @@ def allowed_functions(params: pb.CreateResponseParams) -> tuple[list[str], bool]
         return subset, choice.allowed_tools.mode == pb.TOOL_CHOICE_MODE_REQUIRED
     if kind == "mode" and choice.mode == pb.TOOL_CHOICE_MODE_REQUIRED:
         return names, True
+    if kind is None or choice.mode in (pb.TOOL_CHOICE_MODE_AUTO, pb.TOOL_CHOICE_MODE_UNSPECIFIED):
+        # `auto` still holds any call the model opens to a declared function and its schema.
+        functions = [t.function.name for t in params.tools if t.WhichOneof("tool") == "function"]
+        return (functions, False) if functions else None
     return None
 
 

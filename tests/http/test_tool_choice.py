@@ -111,6 +111,42 @@ def test_allowed_tools_auto_never_calls_another_tool(client: openai.OpenAI, stac
     assert plain.output_text == "hello", "auto still lets the model answer"
 
 
+# Requests off the bundled model's training phrasings: left free, it opened a call here and
+# wrote an undeclared name (`weather`) and arguments that are not JSON.
+OFF_PHRASINGS = [
+    "What is the weather in Paris? Use get_weather.",
+    "Use get_weather for Paris.",
+    "Call get_time now, zone utc.",
+    "weather tool please: rome",
+]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["sync", "stream"])
+def test_auto_holds_an_opened_call_to_a_declared_function(
+    client: openai.OpenAI, stack: Stack, stream: bool
+) -> None:
+    calls = []
+    for prompt in OFF_PHRASINGS:
+        if stream:
+            with client.responses.stream(
+                model=stack.settings.model_path.name,
+                tools=TOOLS,
+                max_output_tokens=200,
+                input=prompt,
+                temperature=0,
+            ) as events:
+                reply = events.get_final_response()
+        else:
+            reply = _create(client, stack, input=prompt, temperature=0)
+        assert reply.status == "completed", prompt
+        assert not reply.tool_choice or reply.tool_choice == "auto"
+        for call in _calls(reply):
+            assert call.name in ("get_weather", "get_time"), (prompt, call)
+            _valid(call)
+            calls.append(call)
+    assert calls, "the prompts ask for tools; some must be called"
+
+
 @pytest.mark.parametrize(
     "choice",
     ["required", {"type": "function", "name": "get_weather"}],
