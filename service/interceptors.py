@@ -23,7 +23,7 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], error: ServiceErro
 
 
 async def _unexpected(
-    context: grpc.aio.ServicerContext[Any, Any], exc: Exception, method: str
+    context: grpc.aio.ServicerContext[Any, Any], exc: BaseException, method: str
 ) -> None:
     if isinstance(exc, NotImplementedError):
         # Generated base classes raise this for RPCs whose issue has not landed yet.
@@ -107,6 +107,11 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                     raise
                 except Exception as exc:
                     await _unexpected(context, exc, method)
+                except BaseException as exc:
+                    # e.g. a native library's panic (pyo3's PanicException): still answered.
+                    if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                        raise
+                    await _unexpected(context, exc, method)
 
             return unary
 
@@ -122,6 +127,11 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                 except (grpc.aio.AbortError, asyncio.CancelledError):
                     raise
                 except Exception as exc:
+                    await _unexpected(context, exc, method)
+                except BaseException as exc:
+                    # e.g. a native library's panic (pyo3's PanicException): still answered.
+                    if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                        raise
                     await _unexpected(context, exc, method)
 
             return stream

@@ -14,7 +14,7 @@ from typing import Any
 from mlx_responses.v1 import responses_pb2 as pb
 from service.engine.json_bounds import JsonBounds
 from service.engine.prompt import RenderedPrompt
-from service.engine.structured import GrammarFactory, SchemaError
+from service.engine.structured import GrammarFactory, SchemaError, guarded_compile
 from service.engine.tool_formats import Schemas, ToolFormat, template_text
 from service.engine.tool_grammar import Function, Reasoning, UnsupportedFormatError, tool_grammar
 from service.errors import invalid
@@ -103,25 +103,26 @@ class ToolConstraints:
         functions = [Function(n, schemas.get(n, {})) for n in names]
         reasoning = self._reasoning(prompt)
         try:
-            grammar = tool_grammar(
-                self.format,
-                functions,
-                required=required,
-                parallel=params.parallel_tool_calls
-                if params.HasField("parallel_tool_calls")
-                else True,
-                literal=self.grammars.literal,
-                bounds=JsonBounds.for_budget(max_tokens),
-                reasoning=reasoning,
-                answer_schema=None if required else self._answer_schema(params),
-            )
+            # The parameters' bounds are computed here: a malformed one is the client's.
+            with guarded_compile(UnsupportedFormatError):
+                grammar = tool_grammar(
+                    self.format,
+                    functions,
+                    required=required,
+                    parallel=params.parallel_tool_calls
+                    if params.HasField("parallel_tool_calls")
+                    else True,
+                    literal=self.grammars.literal,
+                    bounds=JsonBounds.for_budget(max_tokens),
+                    reasoning=reasoning,
+                    answer_schema=None if required else self._answer_schema(params),
+                )
+            return [self.grammars.grammar_processor(grammar)]
         except UnsupportedFormatError as exc:
             if not self._warned:
                 log.warning("tool_choice is not enforced: %s", exc)
                 self._warned = True
             return []
-        try:
-            return [self.grammars.grammar_processor(grammar)]
         except SchemaError as exc:
             raise invalid(
                 f"The function parameters cannot be enforced: {exc}",

@@ -6,8 +6,10 @@ the processor runs on the MLX thread inside the batch, masking tokens the gramma
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import llguidance
@@ -20,6 +22,31 @@ from service.engine.json_bounds import JsonBounds, bound_schema
 
 class SchemaError(ValueError):
     """A schema the grammar compiler refuses."""
+
+
+def _is_panic(exc: BaseException) -> bool:
+    # A Rust panic inside llguidance surfaces as pyo3's PanicException, which derives from
+    # BaseException (not Exception) and has no importable class: it is known by its name.
+    return type(exc).__name__ == "PanicException"
+
+
+@contextlib.contextmanager
+def guarded_compile(*passthrough: type[Exception]) -> Iterator[None]:
+    """Turns any failure of building or compiling a grammar into SchemaError.
+
+    Client schemas reach code that was never meant to see them (bounds arithmetic on a string
+    `minItems`, a Rust panic on a non-ASCII value): whatever goes wrong is the schema's fault.
+    """
+    try:
+        yield
+    except (SchemaError, *passthrough):
+        raise
+    except Exception as exc:
+        raise SchemaError(f"{type(exc).__name__}: {exc}") from exc
+    except BaseException as exc:
+        if _is_panic(exc):
+            raise SchemaError(f"the grammar compiler failed: {exc}") from exc
+        raise
 
 
 class GrammarFactory:
@@ -41,17 +68,19 @@ class GrammarFactory:
         self, schema: dict[str, Any], bounds: JsonBounds | None = None
     ) -> JsonSchemaProcessor:
         """A fresh constraint for one request; raises SchemaError for an invalid schema."""
-        if bounds is not None:
-            schema = bound_schema(schema, bounds)
-        # Fixed separators and no free whitespace: small models otherwise pad JSON with blanks.
-        grammar = llguidance.LLMatcher.grammar_from_json_schema(
-            json.dumps(schema), overrides={"whitespace_flexible": False}
-        )
-        return self._compile(grammar)
+        with guarded_compile():
+            if bounds is not None:
+                schema = bound_schema(schema, bounds)
+            # Fixed separators and no free whitespace: small models otherwise pad JSON.
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(
+                json.dumps(schema), overrides={"whitespace_flexible": False}
+            )
+            return self._compile(grammar)
 
     def grammar_processor(self, lark: str) -> JsonSchemaProcessor:
         """A constraint from an llguidance Lark grammar (tool calls); SchemaError if refused."""
-        return self._compile(llguidance.LLMatcher.grammar_from_lark(lark))
+        with guarded_compile():
+            return self._compile(llguidance.LLMatcher.grammar_from_lark(lark))
 
     def literal(self, text: str) -> str:
         """A Lark expression producing `text`: a token reference when it is a special token."""

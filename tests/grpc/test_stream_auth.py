@@ -1,4 +1,4 @@
-"""With --api-key, streaming RPCs without a key fail UNAUTHENTICATED, and so does a stream over HTTP."""
+"""With --api-key, streaming RPCs without a key fail UNAUTHENTICATED; a stream over HTTP is 401."""
 
 from __future__ import annotations
 
