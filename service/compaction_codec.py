@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from google.protobuf import json_format
 
 from mlx_responses.v1 import responses_pb2 as pb
+from service.engine.json_text import loads_bounded
 
 
 class CompactionDecodeError(ValueError):
@@ -30,7 +31,7 @@ def decode_compaction(content: str) -> tuple[str, list[pb.Item]]:
     """The summary and retained items of `content`; raises CompactionDecodeError."""
     try:
         raw = base64.urlsafe_b64decode(content + "=" * (-len(content) % 4))
-        payload = json.loads(raw)
+        payload = loads_bounded(raw)
         summary = payload["summary"]
         items = [json_format.ParseDict(d, pb.Item()) for d in payload.get("items", [])]
     except (
@@ -39,6 +40,7 @@ def decode_compaction(content: str) -> tuple[str, list[pb.Item]]:
         KeyError,
         TypeError,
         json_format.ParseError,
+        RecursionError,
     ) as exc:
         raise CompactionDecodeError("compaction encrypted_content is not valid") from exc
     if not isinstance(summary, str):

@@ -6,13 +6,13 @@ arguments validate against that function's `parameters`.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from mlx_responses.v1 import responses_pb2 as pb
 from service.engine.json_bounds import JsonBounds
+from service.engine.json_text import loads_bounded
 from service.engine.prompt import RenderedPrompt
 from service.engine.structured import GrammarFactory, SchemaError, guarded_compile
 from service.engine.tool_formats import Schemas, ToolFormat, template_text
@@ -59,7 +59,7 @@ class ToolConstraints:
     def schemas(params: pb.CreateResponseParams) -> Schemas:
         """Each function tool's `parameters` (validated as JSON objects before this)."""
         return {
-            t.function.name: json.loads(t.function.parameters_json)
+            t.function.name: loads_bounded(t.function.parameters_json)
             if t.function.parameters_json
             else {}
             for t in params.tools
@@ -68,7 +68,7 @@ class ToolConstraints:
     def _answer_schema(self, params: pb.CreateResponseParams) -> dict[str, Any] | None:
         kind = params.text.WhichOneof("format")
         if kind == "json_schema":
-            value: dict[str, Any] = json.loads(params.text.json_schema.schema_json)
+            value: dict[str, Any] = loads_bounded(params.text.json_schema.schema_json)
             return value
         if kind == "json_object":
             return {"type": "object"}

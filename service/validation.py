@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mlx_responses.v1 import responses_pb2 as pb
+from service.engine.json_text import JsonBoundsError, loads_bounded
 from service.errors import Reason, ServiceError, invalid
 
 MAX_COMPACT_THRESHOLD = 100_000_000
@@ -16,12 +17,29 @@ MAX_TOP_LOGPROBS = 20
 def parse_json_object(text: str, param: str) -> dict[str, Any]:
     """A JSON object from text, or a 400 naming `param`."""
     try:
-        value = json.loads(text)
+        value = loads_bounded(text)
     except json.JSONDecodeError as exc:
         raise invalid(f"'{param}' is not valid JSON: {exc.msg}", param) from exc
     if not isinstance(value, dict):
         raise invalid(f"'{param}' must be a JSON object", param)
     return value
+
+
+def check_arguments(items: Sequence[pb.Item]) -> None:
+    """Function-call arguments that are JSON must be within the decoder's bounds.
+
+    Malformed arguments stay allowed (they render as text); JSON past the bounds is a 400.
+    """
+    for i, item in enumerate(items):
+        if item.WhichOneof("item") == "function_call":
+            try:
+                loads_bounded(item.function_call.arguments)
+            except JsonBoundsError as exc:
+                raise invalid(
+                    f"'input[{i}].arguments' is refused: {exc.msg}.", f"input[{i}].arguments"
+                ) from exc
+            except json.JSONDecodeError:
+                continue
 
 
 def template_kwargs(params: pb.CreateResponseParams) -> dict[str, Any]:
@@ -49,6 +67,7 @@ def validate_params(params: pb.CreateResponseParams, model_accepts: Callable[[st
     check_model(params.model, model_accepts)
     if not params.input:
         raise invalid("'input' must not be empty.", "input")
+    check_arguments(params.input)
     if params.HasField("temperature") and not 0.0 <= params.temperature <= 2.0:
         raise invalid(
             f"Invalid 'temperature': {params.temperature}; must be between 0 and 2.",

@@ -10,6 +10,7 @@ from typing import Any
 from mlx_responses.v1 import responses_pb2 as pb
 from service.compaction_codec import decode_compaction
 from service.compaction_split import effective_items
+from service.engine.json_text import loads_bounded
 
 ROLE_NAMES = {
     pb.ROLE_USER: "user",
@@ -40,7 +41,7 @@ def _part_text(part: pb.ContentPart) -> str:
 def _arguments_object(arguments: str) -> Any:
     # Templates expect a mapping (Qwen3 json-dumps it); keep invalid JSON as text.
     try:
-        return json.loads(arguments) if arguments else {}
+        return loads_bounded(arguments) if arguments else {}
     except json.JSONDecodeError:
         return arguments
 
@@ -140,7 +141,7 @@ def tools_to_template(tools: Sequence[pb.Tool]) -> list[dict[str, Any]] | None:
         fn = tool.function
         spec: dict[str, Any] = {
             "name": fn.name,
-            "parameters": json.loads(fn.parameters_json) if fn.parameters_json else {},
+            "parameters": loads_bounded(fn.parameters_json) if fn.parameters_json else {},
         }
         if fn.HasField("description"):
             spec["description"] = fn.description

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.engine.json_scan import skip_blank, value_end
+from service.engine.json_text import loads_bounded
 
 Schemas = Mapping[str, dict[str, Any]]  # function name -> its `parameters` schema
 
@@ -47,12 +48,12 @@ def _arguments_text(raw: str, value: Any) -> str:
     if isinstance(value, str):
         # Some models write the arguments as a JSON string holding the object.
         try:
-            inner = json.loads(value)
+            inner = loads_bounded(value)
         except ValueError:
             return value
         return json.dumps(inner, ensure_ascii=False) if isinstance(inner, dict) else value
     try:
-        if json.loads(raw) == value:
+        if loads_bounded(raw) == value:
             return raw
     except ValueError:
         pass
@@ -69,7 +70,7 @@ def _json_objects(
         match = head.match(body, pos)
         if match is None:
             return calls, pos
-        name = json.loads(f'"{match.group(1)}"')
+        name = loads_bounded(f'"{match.group(1)}"')
         start = match.end()
         end = value_end(body, start)
         arguments = body[start:end] if end is not None else body[start:]
@@ -177,7 +178,7 @@ class MistralFormat(ToolFormat):
     def parse(self, body: str, schemas: Schemas) -> list[ParsedToolCall]:
         start = skip_blank(body, 0)
         if body.startswith("[", start) and not body.startswith("[TOOL_CALLS]", start):
-            listed = json.loads(body)
+            listed = loads_bounded(body)
             if not isinstance(listed, list) or not listed:
                 raise ValueError("the JSON form is a non-empty list of calls")
             raw = self.partial(body, schemas)
@@ -248,7 +249,7 @@ def _xml_value(raw: str, schema: Any) -> Any:
     if kind == "boolean" and text.lower() in ("true", "false"):
         return text.lower() == "true"
     try:
-        value = json.loads(text)
+        value = loads_bounded(text)
     except ValueError:
         return raw
     if kind == "integer" and isinstance(value, float) and value.is_integer():

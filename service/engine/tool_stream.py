@@ -6,16 +6,15 @@ unsent rest of its arguments; calls the stream did not see are sent whole.
 
 from __future__ import annotations
 
-import json
-
 from mlx_responses.v1 import events_pb2 as ev
+from service.engine.json_text import loads_bounded
 from service.engine.tool_formats import ParsedToolCall, Schemas, ToolFormat
 from service.events import EventAssembler
 
 
 def _is_json(text: str) -> bool:
     try:
-        json.loads(text)
+        loads_bounded(text)
     except ValueError:
         return False
     return True
