@@ -39,9 +39,11 @@ def guarded_compile(*passthrough: type[Exception]) -> Iterator[None]:
     """
     try:
         yield
-    except (SchemaError, *passthrough):
+    except SchemaError:
         raise
     except Exception as exc:
+        if isinstance(exc, passthrough):
+            raise
         raise SchemaError(f"{type(exc).__name__}: {exc}") from exc
     except BaseException as exc:
         if _is_panic(exc):
