@@ -7,6 +7,7 @@ compaction (`context_management`) in the generation path. The cut itself is pure
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -224,7 +225,10 @@ class Compactor:
     ) -> CompactionResult:
         """Summarises the older part of `items`; refuses (changing nothing) when it cannot."""
         window = self.loaded.context_length
-        before = tokens_before if tokens_before is not None else len(render(items).tokens)
+        # Every render below runs in a worker thread: a template may take its time limit.
+        if tokens_before is None:
+            tokens_before = len((await asyncio.to_thread(render, items)).tokens)
+        before = tokens_before
         if before > window:
             raise context_exceeded(
                 f"The history is {before} tokens, longer than the model's {window}-token context "
@@ -232,15 +236,19 @@ class Compactor:
             )
         keep = keep_tokens if keep_tokens is not None else default_keep_tokens(window)
         try:
-            split = split_history(effective_items(items), keep, self.measure)
+            split = await asyncio.to_thread(
+                split_history, effective_items(items), keep, self.measure
+            )
         except NothingToCompactError as exc:
             raise context_exceeded(f"{exc} A summary would not shorten the context.") from exc
         # The compacted context with an empty summary bounds how long the summary may be.
         empty = pb.Item(
             compaction=pb.CompactionItem(encrypted_content=encode_compaction("", split.retained))
         )
-        floor = len(render([*split.kept, empty]).tokens)
-        prompt = self.summary_prompt([*split.kept, *split.older], template_kwargs or {})
+        floor = len((await asyncio.to_thread(render, [*split.kept, empty])).tokens)
+        prompt = await asyncio.to_thread(
+            self.summary_prompt, [*split.kept, *split.older], template_kwargs or {}
+        )
         prompt_room = window - len(prompt.tokens)
         fit_room = window - floor - 1
         if prompt_room < 1 or fit_room < 1:
@@ -266,7 +274,7 @@ class Compactor:
                     id=item_id, encrypted_content=encode_compaction(summary, split.retained)
                 )
             )
-            after = len(render([*split.kept, item]).tokens)
+            after = len((await asyncio.to_thread(render, [*split.kept, item])).tokens)
             if after <= limit:
                 break
             # Re-tokenised text can be longer than the tokens generated (odd byte sequences):

@@ -89,6 +89,7 @@ HOSTED_TOOLS_ENV = "MLXCEL_HOSTED_TOOLS"
 HOSTED_TOOLS_MODES = ("reject", "drop")
 BLAS_ENV = "MLX_RESPONSES_BLAS"
 STORE_URL_ENV = "MLX_RESPONSES_STORE_URL"
+CLIENT_TEMPLATE_ENV = "MLX_RESPONSES_ALLOW_CLIENT_CHAT_TEMPLATE"
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
@@ -139,6 +140,8 @@ class Settings:
     metrics_port: int | None = None
     allow_download: bool = False
     hosted_tools: str = "reject"
+    # A request's `chat_template_kwargs.chat_template` replaces the model's template.
+    allow_client_chat_template: bool = False
 
     @property
     def model_path(self) -> Path:
@@ -197,6 +200,15 @@ def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
         return int(raw)
     except ValueError as exc:
         raise ConfigError(f"{name}={raw!r} is not an integer") from exc
+
+
+def _env_flag(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigError(f"{name}={raw!r} is not a boolean (1/0, true/false)")
 
 
 def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -339,6 +351,14 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         default=512,
         help="prompt tokens prefilled between two decode steps while others decode: bounds "
         "the stall a long new prompt causes (default 512)",
+    )
+    parser.add_argument(
+        "--allow-client-chat-template",
+        action="store_true",
+        default=_env_flag(env, CLIENT_TEMPLATE_ENV),
+        help="let a request replace the model's chat template with its own Jinja "
+        "(`chat_template_kwargs.chat_template`; still sandboxed and time-bound). Default: "
+        f"refused with 400 (env {CLIENT_TEMPLATE_ENV}=1)",
     )
     parser.add_argument(
         "--hosted-tools",

@@ -43,7 +43,12 @@ from service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from service.submission import submit
 from service.tool_choice import ToolConstraints
 from service.tool_policy import HostedToolPolicy
-from service.validation import parse_json_object, template_kwargs, validate_params
+from service.validation import (
+    check_client_template,
+    parse_json_object,
+    template_kwargs,
+    validate_params,
+)
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +105,7 @@ class ResponseGenerator:
     clock: Callable[[], float] = time.time
     ids: IdFactory = new_id
     in_flight: InFlightTurns = field(default_factory=InFlightTurns)
+    allow_client_chat_template: bool = False  # --allow-client-chat-template
     # The models of one core share their history resolver (its job_status hook).
     shared_history: InitVar[HistoryResolver | None] = None
 
@@ -184,9 +190,11 @@ class ResponseGenerator:
     async def render(self, params: pb.CreateResponseParams) -> tuple[list[pb.Item], RenderedPrompt]:
         """Validates, resolves history and renders; returns the turn context and the prompt."""
         validate_params(params, self.loaded.accepts_name)
+        check_client_template(params, self.allow_client_chat_template)
         history = await self.history.resolve(params)
         context = self.reasoning_echo.restore([*history, *params.input])
-        return context, self.render_items(params, context)
+        # Off the event loop: a template renders for up to its time limit.
+        return context, await asyncio.to_thread(self.render_items, params, context)
 
     def render_items(
         self, params: pb.CreateResponseParams, items: Sequence[pb.Item]
@@ -233,7 +241,7 @@ class ResponseGenerator:
         )
         # The compaction item itself becomes output[0], so a stored chain holds it once.
         turn.context = list(result.kept)
-        turn.prompt = self.render_items(turn.params, result.context)
+        turn.prompt = await asyncio.to_thread(self.render_items, turn.params, result.context)
         turn.compaction = result
         turn.compaction_pending = False
         room = self.loaded.context_length - len(turn.prompt.tokens)

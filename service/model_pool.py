@@ -293,6 +293,7 @@ class ModelPool:
             reasoning_echo=self.reasoning_echo,
             tool_policy=self.tool_policy,
             in_flight=self.in_flight,
+            allow_client_chat_template=s.allow_client_chat_template,
             shared_history=self.history,
         )
 

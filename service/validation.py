@@ -49,6 +49,20 @@ def template_kwargs(params: pb.CreateResponseParams) -> dict[str, Any]:
     return {}
 
 
+CLIENT_TEMPLATE_KEY = "chat_template"
+
+
+def check_client_template(params: pb.CreateResponseParams, allowed: bool) -> None:
+    """A template of the client's own (`chat_template_kwargs.chat_template`) needs the flag."""
+    if not allowed and CLIENT_TEMPLATE_KEY in template_kwargs(params):
+        raise invalid(
+            "This server does not accept a client chat template "
+            "(`chat_template_kwargs.chat_template`); it renders with the model's own.",
+            f"chat_template_kwargs.{CLIENT_TEMPLATE_KEY}",
+            "unsupported_parameter",
+        )
+
+
 def check_model(model: str, accepts: Callable[[str], bool]) -> None:
     """A missing `model` is a 400; one the server does not serve is a 404 `model_not_found`."""
     if not model:

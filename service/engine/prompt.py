@@ -11,6 +11,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 from service.compaction_codec import decode_compaction
 from service.compaction_split import effective_items
 from service.engine.json_text import loads_bounded
+from service.engine.template_guard import template_time_limit
 
 ROLE_NAMES = {
     pb.ROLE_USER: "user",
@@ -165,19 +166,23 @@ def render_prompt(
     template_kwargs: dict[str, Any],
     think_start: str | None,
 ) -> RenderedPrompt:
-    """Renders through the model's own chat template; raises ValueError if it refuses."""
+    """Renders through the model's own chat template; raises ValueError if it refuses.
+
+    Blocking and bounded in time: callers on the event loop run it in a worker thread.
+    """
     # NOTE: mlx-lm's TokenizerWrapper forces `enable_thinking=True` on any vocabulary with
     # <think> tokens; the template's own default is what its authors meant, so render through
     # the Hugging Face tokenizer unless mlx-lm supplies a custom renderer.
     renderer = tokenizer if getattr(tokenizer, "_chat_template", None) else tokenizer._tokenizer
     try:
-        text = renderer.apply_chat_template(
-            messages,
-            tools=tools,
-            add_generation_prompt=True,
-            tokenize=False,
-            **template_kwargs,
-        )
+        with template_time_limit():
+            text = renderer.apply_chat_template(
+                messages,
+                tools=tools,
+                add_generation_prompt=True,
+                tokenize=False,
+                **template_kwargs,
+            )
     except Exception as exc:  # jinja2 raises TemplateError and arbitrary errors from templates
         raise ValueError(f"the chat template refused the input: {exc}") from exc
     tokens = tokenizer.encode(text, add_special_tokens=False)
