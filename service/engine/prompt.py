@@ -11,6 +11,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 from service.compaction_codec import decode_compaction
 from service.compaction_split import effective_items
 from service.engine.json_text import loads_bounded
+from service.engine.prompt_tokens import data_texts, encode_prompt
 from service.engine.template_guard import template_time_limit
 
 ROLE_NAMES = {
@@ -185,6 +186,7 @@ def render_prompt(
             )
     except Exception as exc:  # jinja2 raises TemplateError and arbitrary errors from templates
         raise ValueError(f"the chat template refused the input: {exc}") from exc
-    tokens = tokenizer.encode(text, add_special_tokens=False)
+    # Client text that spells a special token stays text (no forged turns).
+    tokens = encode_prompt(tokenizer, text, data_texts(messages))
     opens = bool(think_start) and text.rstrip(" ").endswith(f"{think_start}\n")
     return RenderedPrompt(text=text, tokens=list(tokens), opens_reasoning=opens)
