@@ -20,6 +20,7 @@ from http_facade.errors import (
 )
 from http_facade.metrics import MetricsSource, install_metrics
 from http_facade.openapi import install_openapi
+from http_facade.protocol_errors import FacadeRunner
 from http_facade.request_id import install_request_ids
 from http_facade.routes import CORES, add_routes
 
@@ -40,7 +41,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except OpenAIError as error:
-        return _error_response(error)
+        response = _error_response(error)
+        if request.content.exception() is not None:
+            # The body broke mid-read (it did not decode): what is left of it cannot be
+            # skipped, so the answer closes the connection and the client opens a new one.
+            response.force_close()
+        return response
     except web.HTTPException as exc:
         if exc.status == 404:
             kind = UNKNOWN_ROUTE
@@ -105,7 +111,7 @@ async def start_facade(
     # handler_cancellation: a client that disconnects cancels its handler, hence its RPC.
     # shutdown_timeout: on cleanup, in-flight handlers get the grace (plus the core's own
     # cancel round trip) before aiohttp cancels them.
-    runner = web.AppRunner(
+    runner = FacadeRunner(
         create_app(core_addresses, settings, core_metrics),
         handler_cancellation=True,
         access_log=None,

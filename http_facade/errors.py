@@ -72,6 +72,13 @@ INVALID_REQUEST = HttpError(400, "invalid_request_error")
 UNKNOWN_ROUTE = HttpError(404, "invalid_request_error", "unknown_url")
 METHOD_NOT_ALLOWED = HttpError(405, "invalid_request_error", "method_not_allowed")
 REQUEST_TOO_LARGE = HttpError(413, "invalid_request_error", "request_too_large")
+# A body labelled gzip/deflate that does not decode; an encoding the façade does not decode.
+INVALID_CONTENT_ENCODING = HttpError(400, "invalid_request_error", "invalid_content_encoding")
+UNSUPPORTED_CONTENT_ENCODING = HttpError(
+    415, "invalid_request_error", "unsupported_content_encoding"
+)
+# A request aiohttp's HTTP parser refuses (malformed headers, framing, oversized lines).
+BAD_HTTP_REQUEST = HttpError(400, "invalid_request_error", "invalid_http_request")
 # OpenAI: a missing key has no code, a wrong one is invalid_api_key.
 MISSING_API_KEY = HttpError(401, "invalid_request_error")
 INVALID_API_KEY = HttpError(401, "invalid_request_error", "invalid_api_key")

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from http_facade.body import read_body
 from http_facade.client import CoreClient, EventStream
 from http_facade.core_pool import CorePool
 from http_facade.drain import SHUTDOWN_MESSAGE, STREAMS
@@ -33,7 +34,7 @@ def core(request: web.Request) -> CoreClient:
 
 async def read_json(request: web.Request) -> Any:
     """The parsed body, or a 400 for malformed JSON."""
-    return parse_body(await request.read())
+    return parse_body(await read_body(request))
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:
