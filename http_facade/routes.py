@@ -63,52 +63,70 @@ def _cancelling() -> bool:
 async def _stream(
     request: web.Request, client: CoreClient, stream: EventStream
 ) -> web.StreamResponse:
+    # Refusals (400, 404, 503) arrive before any event: answer them as plain HTTP errors.
     try:
-        # Refusals (400, 404, 503) arrive before any event: answer them as plain HTTP errors.
         first = await stream.first()
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        await response.prepare(request)
-        await response.write(frames(first))
-        last = first[-1] if first else None
-        last_snapshot = _snapshot(first)
-        # Tracked by its response id, so a shutdown can end it with a terminal event.
-        tracking = (
-            request.app[STREAMS].track(last_snapshot.id, client, stream)
-            if last_snapshot is not None
-            else contextlib.nullcontext(None)
-        )
-        with tracking as tracked:
-            broke = None
-            try:
-                async for batch in stream.rest():
-                    await response.write(frames(batch))
-                    last = batch[-1]
-                    last_snapshot = _snapshot(batch) or last_snapshot
-            except OpenAIError as error:
-                log.error("stream broke: %s", error.message)
-                broke = error.message
-            except asyncio.CancelledError:
-                # The shutdown drain cut the core call (this handler was not cancelled).
-                if tracked is None or not tracked.aborted or _cancelling():
-                    raise
-                broke = SHUTDOWN_MESSAGE
-            if broke is not None:
-                # The core broke mid-stream, or went unanswered at shutdown: end with a whole
-                # response.failed frame.
-                failed: dict[str, Any] = (
-                    response_to_json(last_snapshot) if last_snapshot is not None else {}
-                )
-                failed.update(status="failed", error={"code": "server_error", "message": broke})
-                sequence = (last.sequence_number + 1) if last else 0
-                await response.write(
-                    frame(
-                        {"type": "response.failed", "sequence_number": sequence, "response": failed}
-                    )
-                )
-        await response.write_eof()
+    except BaseException:
+        stream.cancel()
+        raise
+    response = web.StreamResponse(headers=SSE_HEADERS)
+    try:
+        return await _write_stream(request, response, client, stream, first)
+    except ConnectionResetError:
+        # The client hung up and its transport closed before aiohttp cancelled this handler:
+        # an ordinary end of a stream (the RPC is cancelled below), not a server error.
+        log.info("client left mid-stream")
         return response
     finally:
         stream.cancel()
+
+
+async def _write_stream(
+    request: web.Request,
+    response: web.StreamResponse,
+    client: CoreClient,
+    stream: EventStream,
+    first: list[ev.ResponseEvent],
+) -> web.StreamResponse:
+    """Writes the events of an accepted stream (its first batch read already)."""
+    await response.prepare(request)
+    await response.write(frames(first))
+    last = first[-1] if first else None
+    last_snapshot = _snapshot(first)
+    # Tracked by its response id, so a shutdown can end it with a terminal event.
+    tracking = (
+        request.app[STREAMS].track(last_snapshot.id, client, stream)
+        if last_snapshot is not None
+        else contextlib.nullcontext(None)
+    )
+    with tracking as tracked:
+        broke = None
+        try:
+            async for batch in stream.rest():
+                await response.write(frames(batch))
+                last = batch[-1]
+                last_snapshot = _snapshot(batch) or last_snapshot
+        except OpenAIError as error:
+            log.error("stream broke: %s", error.message)
+            broke = error.message
+        except asyncio.CancelledError:
+            # The shutdown drain cut the core call (this handler was not cancelled).
+            if tracked is None or not tracked.aborted or _cancelling():
+                raise
+            broke = SHUTDOWN_MESSAGE
+        if broke is not None:
+            # The core broke mid-stream, or went unanswered at shutdown: end with a whole
+            # response.failed frame.
+            failed: dict[str, Any] = (
+                response_to_json(last_snapshot) if last_snapshot is not None else {}
+            )
+            failed.update(status="failed", error={"code": "server_error", "message": broke})
+            sequence = (last.sequence_number + 1) if last else 0
+            await response.write(
+                frame({"type": "response.failed", "sequence_number": sequence, "response": failed})
+            )
+    await response.write_eof()
+    return response
 
 
 async def get_response(request: web.Request) -> web.Response:

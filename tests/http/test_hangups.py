@@ -1,0 +1,123 @@
+"""A client hanging up mid-stream is an ordinary event: never a 500, never an ERROR line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import struct
+import threading
+import time
+
+import httpx
+import pytest
+from aiohttp import web
+
+from tests.support.stack import Stack
+
+HANGUPS = 24
+
+
+def _hang_up(stack: Stack, after_bytes: int, abortive: bool) -> None:
+    body = json.dumps(
+        {
+            "model": stack.settings.model_path.name,
+            "input": "go on forever",
+            "stream": True,
+            "max_output_tokens": 100000,
+        }
+    ).encode()
+    request = (
+        b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    sock = socket.create_connection(("127.0.0.1", stack.http_port), timeout=30)
+    try:
+        sock.sendall(request)
+        seen = 0
+        while seen < after_bytes:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            seen += len(chunk)
+    finally:
+        if abortive:  # RST, as a killed client; else FIN, as curl --max-time
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+
+
+def _status_counts(stack: Stack) -> dict[str, float]:
+    text = httpx.get(f"{stack.base_url}/metrics", timeout=10).text
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if (
+            line.startswith("mlx_responses_http_requests_total{")
+            and 'route="/v1/responses"' in line
+        ):
+            status = line.split('status="')[1].split('"')[0]
+            counts[status] = counts.get(status, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def test_hang_ups_mid_stream_are_not_500s(
+    random_stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    before = _status_counts(random_stack)
+    threads = [
+        threading.Thread(target=_hang_up, args=(random_stack, 600 + 97 * i, i % 2 == 0))
+        for i in range(HANGUPS)
+    ]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.01)
+    for thread in threads:
+        thread.join(60)
+    time.sleep(0.5)
+    after = _status_counts(random_stack)
+    assert after.get("500", 0) == before.get("500", 0), after
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
+    stats = random_stack.engine_stats
+    deadline = time.monotonic() + 10
+    while stats.active and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stats.active == 0
+
+
+def test_a_write_to_a_closing_transport_is_a_hang_up(
+    random_stack: Stack, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race the storms hit, made certain: the peer's reset has closed the transport (its
+    connection_lost not yet run) when the stream writes its next frame."""
+    caplog.set_level(logging.INFO)
+    original = web.StreamResponse.write
+    writes = {"n": 0}
+
+    async def write(self: web.StreamResponse, data: bytes | bytearray | memoryview) -> None:
+        writes["n"] += 1
+        request = self._req
+        if writes["n"] == 3 and request is not None and request.transport is not None:
+            request.transport.close()
+        await original(self, data)
+
+    monkeypatch.setattr(web.StreamResponse, "write", write)
+    before = _status_counts(random_stack)
+    body = {
+        "model": random_stack.settings.model_path.name,
+        "input": "go on forever",
+        "stream": True,
+        "max_output_tokens": 100000,
+    }
+    with pytest.raises(httpx.HTTPError):
+        with httpx.stream(
+            "POST", f"{random_stack.base_url}/v1/responses", json=body, timeout=30
+        ) as reply:
+            for _ in reply.iter_bytes():
+                pass
+    monkeypatch.undo()
+    time.sleep(0.3)
+    after = _status_counts(random_stack)
+    assert after.get("500", 0) == before.get("500", 0), after
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
