@@ -13,6 +13,20 @@ from service import request_id as rpc_request_id
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"
 FORMATS = ("text", "json")
 
+# Messages carry what clients control (paths, model names, ids): a control character in one
+# must not start a forged line, move the cursor or colour a terminal. Every C0/C1 control and
+# the Unicode line separators are written as escapes.
+_CONTROLS = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029]
+_NAMED = {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+ESCAPES = {c: _NAMED.get(c, f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _CONTROLS}
+# JSON escapes C0 controls itself; these it leaves raw under ensure_ascii=False.
+_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0), 0x2028, 0x2029)}
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every control character and line separator escaped (one log line)."""
+    return text.translate(ESCAPES)
+
 
 class RequestIdFilter(logging.Filter):
     """Adds `request_id`: the façade request's, or the core RPC's (the same id across the hop)."""
@@ -39,7 +53,7 @@ class JsonFormatter(logging.Formatter):
             entry["request_id"] = request_id
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
+        return json.dumps(entry, ensure_ascii=False).translate(_JSON_ESCAPES)
 
 
 class _TextFormatter(logging.Formatter):
@@ -47,6 +61,10 @@ class _TextFormatter(logging.Formatter):
         if getattr(record, "request_id", None) is None:
             record.request_id = "-"
         return super().format(record)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
 
 
 def configure_logging(level: str, log_format: str) -> None:

@@ -110,12 +110,14 @@ def test_a_write_to_a_closing_transport_is_a_hang_up(
         "stream": True,
         "max_output_tokens": 100000,
     }
-    with pytest.raises(httpx.HTTPError):
-        with httpx.stream(
+    with (
+        pytest.raises(httpx.HTTPError),
+        httpx.stream(
             "POST", f"{random_stack.base_url}/v1/responses", json=body, timeout=30
-        ) as reply:
-            for _ in reply.iter_bytes():
-                pass
+        ) as reply,
+    ):
+        for _ in reply.iter_bytes():
+            pass
     monkeypatch.undo()
     time.sleep(0.3)
     after = _status_counts(random_stack)
