@@ -24,6 +24,7 @@ from service.generation import Turn
 from service.history import status_name
 from service.model_pool import Lease, ModelPool
 from service.stores.base import Admission, JobBoard, StoredResponse
+from service.submission import check_room
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,13 @@ LEASE_S = 15.0
 # How long a cancel waits for the job to end (its owner may be another replica).
 CANCEL_WAIT_S = 30.0
 REMOTE_POLL_S = 0.05
+
+
+def _is_terminal(events: list[ev.ResponseEvent]) -> bool:
+    last = events[-1] if events else None
+    return (
+        last is not None and last.HasField("snapshot") and last.snapshot.response.status in TERMINAL
+    )
 
 
 @dataclass
@@ -99,11 +107,12 @@ class JobManager:
         await self.board.listen(self._cancel_requested)
         self._heartbeat = asyncio.create_task(self._renew_leases(), name="job-heartbeat")
 
-    def _detach(self, work: Coroutine[Any, Any, object]) -> None:
+    def _detach(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Runs `work` on its own task, kept until it ends."""
         task = asyncio.get_running_loop().create_task(work)
         self._detached.add(task)
         task.add_done_callback(self._detached.discard)
+        return task
 
     def _cancel_requested(self, response_id: str) -> None:
         job = self.active.get(response_id)
@@ -140,7 +149,17 @@ class JobManager:
         return response_id in self.active
 
     async def create(self, params: pb.CreateResponseParams) -> pb.Response:
-        """Validates like a foreground request, checks the limits, starts the job."""
+        """Validates like a foreground request, checks the limits, starts the job.
+
+        Seed: "dropping the create connection cancels nothing": once the request is read, the
+        create runs to its end (admitted and run, or refused) whether or not its caller stays.
+        """
+        task = self._detach(self._create(params))
+        # A caller gone before the answer leaves the task be; its outcome is then unread.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return await asyncio.shield(task)
+
+    async def _create(self, params: pb.CreateResponseParams) -> pb.Response:
         if params.stream:
             raise invalid("'background' cannot be combined with 'stream'.", "stream")
         store = self.responses
@@ -160,6 +179,9 @@ class JobManager:
     async def _admit(self, params: pb.CreateResponseParams, lease: Lease) -> pb.Response:
         # Seed: context_management runs inside the job; its failure fails the job.
         turn = await lease.generator.prepare(params, defer_compaction=True)
+        # Seed: 503 when the generation queue is full, as for a foreground request (a queue that
+        # fills after admission still fails the job with server_overloaded).
+        check_room(lease.generator.worker)
         turn.response.status = pb.RESPONSE_STATUS_QUEUED
         turn.response.background = True
         nbytes = turn.response.ByteSize() + sum(i.ByteSize() for i in turn.context)
@@ -201,7 +223,18 @@ class JobManager:
                 final = self._ended(job, pb.RESPONSE_STATUS_CANCELLED)
                 return
             await generator.run_compaction(job.turn)
-            async for events in generator.stream(job.turn):
+            # The stream opens (response.in_progress) before the engine takes the sequence;
+            # seed: a job waiting for a batch slot is queued. The opening waits for the
+            # engine's first output, and the job turns in_progress with it.
+            opening: list[ev.ResponseEvent] | None = None
+            async for batch in generator.stream(job.turn):
+                events = batch
+                if opening is None:
+                    opening = batch
+                    if not _is_terminal(batch):
+                        continue
+                elif opening:
+                    events, opening = [*opening, *batch], []
                 if job.status == pb.RESPONSE_STATUS_QUEUED:
                     job.status = pb.RESPONSE_STATUS_IN_PROGRESS
                     await self._post(job)

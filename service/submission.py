@@ -14,6 +14,17 @@ from service.engine.worker import EngineWorker, GenerationStream
 from service.errors import Reason, ServiceError
 
 
+def queue_full() -> ServiceError:
+    """The 503 of a full generation queue."""
+    return ServiceError(Reason.QUEUE_FULL, "The generation queue is full; retry later.")
+
+
+def check_room(worker: EngineWorker) -> None:
+    """A 503 (QUEUE_FULL) now if a submit now would be refused for a full queue."""
+    if not worker.has_room():
+        raise queue_full()
+
+
 def submit(
     worker: EngineWorker,
     tokens: Sequence[int],
@@ -24,6 +35,6 @@ def submit(
     try:
         return worker.submit(tokens, sampling, logits_processors)
     except QueueFullError as exc:
-        raise ServiceError(Reason.QUEUE_FULL, "The generation queue is full; retry later.") from exc
+        raise queue_full() from exc
     except EngineStoppedError as exc:
         raise ServiceError(Reason.NOT_READY, str(exc)) from exc

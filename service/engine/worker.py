@@ -225,6 +225,11 @@ class EngineWorker:
         self._commands.put(_Submit(stream, list(prompt), sampling, list(logits_processors)))
         return stream
 
+    def has_room(self) -> bool:
+        """Whether a submit now would be accepted (the batch and the queue are not full)."""
+        with self._lock:
+            return self._in_flight < self.max_batch_size + self.max_queued_requests
+
     def cancel(self, stream: GenerationStream) -> None:
         """Asks the thread to drop `stream`'s sequence before its next step."""
         self._commands.put(_Cancel(stream))

@@ -179,20 +179,17 @@ def test_ephemeral_ttl(make_stack: Any) -> None:
     assert httpx.get(f"{stack.base_url}/v1/responses/{job['id']}").status_code == 404
 
 
-def test_full_queue_fails_the_job_with_server_overloaded(
-    make_stack: Any, random_model: Path
-) -> None:
+def test_full_queue_is_503_at_create(make_stack: Any, random_model: Path) -> None:
+    # Seed: create answers 503 when the generation queue is full, as a foreground request
+    # (tests/http/test_background_admission.py has the details).
     stack = make_stack(model=random_model, max_batch_size=1, max_queued_requests=0)
     holder = _long(stack).json()
     for _ in range(500):
         if stack.engine_stats.generated_tokens > 0:
             break
         time.sleep(0.01)
-    job = _create(stack, input="x", max_output_tokens=4).json()
-    final = _poll(stack, job["id"])
-    assert final["status"] == "failed"
-    assert final["error"]["code"] == "server_overloaded"
-    assert final["output"] == []
+    error = _error(_create(stack, input="x", max_output_tokens=4), 503)
+    assert error["code"] == "server_overloaded"
     httpx.post(f"{stack.base_url}/v1/responses/{holder['id']}/cancel", timeout=30)
 
 

@@ -1,0 +1,96 @@
+"""Background create as the seed words it: a read request runs even if its caller leaves, a full
+generation queue is a 503 at create, and `in_progress` means the engine took the job."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+
+from mlx_responses.v1 import jobs_service_pb2 as jobs
+from mlx_responses.v1 import jobs_service_pb2_grpc as jobs_grpc
+from mlx_responses.v1 import responses_pb2 as pb
+from tests.support.stack import Stack
+
+
+def _post(stack: Stack, **fields: Any) -> httpx.Response:
+    body = {"model": stack.settings.model_path.name, "input": "go on", **fields}
+    return httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60)
+
+
+def _status(stack: Stack, rid: str) -> str:
+    status: str = httpx.get(f"{stack.base_url}/v1/responses/{rid}", timeout=30).json()["status"]
+    return status
+
+
+def _wait(predicate: Any, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_create_whose_caller_leaves_still_runs(
+    make_stack: Any, model_path: Path, random_model: Path
+) -> None:
+    # One model loaded at a time, and the loaded one busy: the tiny model's create waits for
+    # it well past its caller's deadline.
+    stack: Stack = make_stack(models=(random_model, model_path), max_loaded_models=1)
+    holder = _post(stack, background=True, max_output_tokens=100000).json()
+    text = pb.ContentPart(input_text=pb.InputText(text="go"))
+    params = pb.CreateResponseParams(
+        model=model_path.name,
+        input=[pb.Item(message=pb.MessageItem(role=pb.ROLE_USER, content=[text]))],
+        max_output_tokens=4,
+        background=True,
+    )
+    with grpc.insecure_channel(stack.grpc_address) as channel:
+        stub = jobs_grpc.JobsServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as gone:
+            stub.CreateJob(jobs.CreateJobRequest(params=params), timeout=0.5)
+        assert gone.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    httpx.post(f"{stack.base_url}/v1/responses/{holder['id']}/cancel", timeout=30)
+    assert stack.core is not None
+    pool = stack.core.models.models
+
+    def ran() -> bool:
+        generator = pool[model_path.name].generator
+        return generator is not None and generator.worker.stats.completed == 1
+
+    _wait(ran)
+
+
+@pytest.fixture
+def one_slot(make_stack: Any, random_model: Path) -> Stack:
+    stack: Stack = make_stack(model=random_model, max_batch_size=1, max_queued_requests=1)
+    return stack
+
+
+def test_in_progress_only_once_the_engine_takes_the_job(one_slot: Stack) -> None:
+    holder = _post(one_slot, background=True, max_output_tokens=100000).json()
+    _wait(lambda: _status(one_slot, holder["id"]) == "in_progress")
+    job = _post(one_slot, background=True, max_output_tokens=4).json()
+    assert job["status"] == "queued"
+    time.sleep(0.5)  # the job waits for the only batch slot
+    assert _status(one_slot, job["id"]) == "queued"
+    httpx.post(f"{one_slot.base_url}/v1/responses/{holder['id']}/cancel", timeout=30)
+    _wait(lambda: _status(one_slot, job["id"]) not in ("queued",))
+    final = one_slot
+    _wait(lambda: _status(final, job["id"]) in ("completed", "incomplete"))
+
+
+def test_a_full_queue_is_503_at_create(make_stack: Any, random_model: Path) -> None:
+    stack: Stack = make_stack(model=random_model, max_batch_size=1, max_queued_requests=0)
+    holder = _post(stack, background=True, max_output_tokens=100000).json()
+    _wait(lambda: stack.engine_stats.generated_tokens > 0)
+    refused = _post(stack, background=True, max_output_tokens=4)
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["code"] == "server_overloaded"
+    httpx.post(f"{stack.base_url}/v1/responses/{holder['id']}/cancel", timeout=30)
+    _wait(lambda: stack.engine_stats.active == 0)
+    accepted = _post(stack, background=True, max_output_tokens=4)
+    assert accepted.status_code == 200, accepted.text
