@@ -59,7 +59,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         else:
             raise
         message = f"{exc.reason}: {request.method} {request.path}"
-        return _error_response(OpenAIError(kind, message))
+        response = _error_response(OpenAIError(kind, message))
+        if "Allow" in exc.headers:  # RFC 9110: a 405 lists the methods the resource allows
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
     except Exception as exc:
         log.exception("unexpected error on %s %s", request.method, request.path)
         return _error_response(OpenAIError(FALLBACK, f"internal error: {type(exc).__name__}"))

@@ -42,7 +42,14 @@ class OpenStream:
     # The request's context (its API key and request id travel with the cancel call).
     context: contextvars.Context = field(default_factory=contextvars.copy_context)
     aborted: bool = False
+    # Whether the stream ended cancelled (by an explicit cancel, or its core's own drain).
+    ended_cancelled: bool = False
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def was_cancelled(self) -> bool:
+        """Ended cancelled, or cut by the drain."""
+        return self.ended_cancelled or self.aborted
 
     def abort(self) -> None:
         """Cuts the core call; the handler ends the stream with its own terminal event."""
@@ -86,9 +93,9 @@ class OpenStreams:
         """Waits up to `grace_secs` for the open streams, then cancels those still running."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace_secs
-        seen = set(self._open)
+        seen = dict(self._open)
         while self._open and loop.time() < deadline:
-            seen |= set(self._open)
+            seen.update(self._open)
             await asyncio.sleep(POLL_SECS)
         remaining = list(self._open.values())
         if remaining:
@@ -96,7 +103,11 @@ class OpenStreams:
             await asyncio.gather(
                 *(loop.create_task(self._cancel(s), context=s.context) for s in remaining)
             )
-        return DrainReport(finished=len(seen) - len(remaining), cancelled=len(remaining))
+        # A stream that ended within the grace may have ended cancelled (its core drained it
+        # first, as `serve`'s core does): it counts as cancelled, as the core counts it.
+        cut = {id(s) for s in remaining}
+        cancelled = sum(1 for s in seen.values() if id(s) in cut or s.was_cancelled)
+        return DrainReport(finished=len(seen) - cancelled, cancelled=cancelled)
 
     async def _cancel(self, stream: OpenStream) -> None:
         try:

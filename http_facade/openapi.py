@@ -124,6 +124,10 @@ def _request_schemas() -> dict[str, Schema]:
     properties: dict[str, Schema] = {
         key: _nullable(_scalar_schema(key, kind)) for key, kind in to_proto.SCALAR_PARAMS.items()
     }
+    # A required scalar (model) is a non-empty string: null or "" is refused like a missing one.
+    for key in to_proto.REQUIRED_PARAMS:
+        if key in properties:
+            properties[key] = {"type": "string", "minLength": 1}
     properties.update(
         input={
             "anyOf": [

@@ -125,6 +125,10 @@ async def _write_stream(
             await response.write(
                 frame({"type": "response.failed", "sequence_number": sequence, "response": failed})
             )
+        if tracked is not None:
+            tracked.ended_cancelled = broke is not None or (
+                last_snapshot is not None and last_snapshot.status == pb.RESPONSE_STATUS_CANCELLED
+            )
     await response.write_eof()
     return response
 
