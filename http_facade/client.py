@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, TypeVar
 
 import grpc
+from mlx_responses.http_facade.auth import forwarding_interceptors
+from mlx_responses.http_facade.errors import from_rpc_error
+from mlx_responses.http_facade.request_id import request_id_interceptors
 
-from http_facade.auth import forwarding_interceptors
-from http_facade.errors import from_rpc_error
-from http_facade.request_id import request_id_interceptors
 from mlx_responses.v1 import (
     compaction_service_pb2,
     events_pb2,
@@ -42,7 +42,7 @@ async def _call(awaitable: Awaitable[T]) -> T:
         raise from_rpc_error(error) from error
 
 
-class EventStream:
+class CoreEventStream:
     """A StreamResponse call: the first batch is awaited before the HTTP stream opens."""
 
     def __init__(self, stream: AsyncEventStream) -> None:
@@ -97,8 +97,8 @@ class CoreClient:
     async def create(self, params: responses_pb2.CreateResponseParams) -> responses_pb2.Response:
         return await _call(self.rpc.create(params))
 
-    def stream(self, params: responses_pb2.CreateResponseParams) -> EventStream:
-        return EventStream(self.rpc.stream(params))
+    def stream(self, params: responses_pb2.CreateResponseParams) -> CoreEventStream:
+        return CoreEventStream(self.rpc.stream(params))
 
     async def count_input_tokens(self, params: responses_pb2.CreateResponseParams) -> int:
         return await _call(self.rpc.count_input_tokens(params, timeout=SHORT_DEADLINE_S))

@@ -18,9 +18,8 @@ from aiohttp import web
 from aiohttp.http_exceptions import ContentEncodingError
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
-
-from http_facade.body import unsupported_encoding
-from http_facade.errors import BAD_HTTP_REQUEST, FALLBACK, OpenAIError
+from mlx_responses.http_facade.body import unsupported_encoding
+from mlx_responses.http_facade.errors import BAD_HTTP_REQUEST, FALLBACK, OpenAIError
 
 log = logging.getLogger(__name__)
 

@@ -143,11 +143,6 @@ class Settings:
     # A request's `chat_template_kwargs.chat_template` replaces the model's template.
     allow_client_chat_template: bool = False
 
-    @property
-    def model_path(self) -> Path:
-        """The first `--model` (the one loaded at startup)."""
-        return self.models[0]
-
     def __post_init__(self) -> None:
         if not self.models:
             raise ConfigError("at least one --model is needed")

@@ -23,15 +23,16 @@ import httpx
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from service.engine.blas import preload_blas  # noqa: E402
+from mlx_responses.service.engine.blas import preload_blas  # noqa: E402
 
 preload_blas()
 
+from mlx_responses.service.config import BUNDLED_MODEL  # noqa: E402
+from mlx_responses.service.stores.base import ResponseStore, StoredResponse  # noqa: E402
+from mlx_responses.service.stores.memory import InMemoryResponseStore  # noqa: E402
+from mlx_responses.service.stores.redis_store import RedisBoundedMap, RedisResponseStore, connect  # noqa: E402
+
 from mlx_responses.v1 import responses_pb2 as pb  # noqa: E402
-from service.config import BUNDLED_MODEL  # noqa: E402
-from service.stores.base import ResponseStore, StoredResponse  # noqa: E402
-from service.stores.memory import InMemoryResponseStore  # noqa: E402
-from service.stores.redis_store import RedisBoundedMap, RedisResponseStore, connect  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.stack import Stack  # noqa: E402
 
@@ -70,7 +71,7 @@ async def _store_level(url: str, n: int, items: int) -> tuple[float, float, int]
 
 def _turns(stack: Stack, n: int) -> list[float]:
     """Latency of sequential chained one-token turns (each reads and writes the store)."""
-    body = {"model": stack.settings.model_path.name, "max_output_tokens": 1, "input": "go"}
+    body = {"model": stack.settings.models[0].name, "max_output_tokens": 1, "input": "go"}
     with httpx.Client(base_url=stack.base_url, timeout=60) as client:
         previous = client.post("/v1/responses", json=body).json()["id"]
         times = []

@@ -22,7 +22,7 @@ KEY = "sk-stream-auth-5c1d"
 def _params(stack: Stack) -> pb.CreateResponseParams:
     text = pb.ContentPart(input_text=pb.InputText(text="Reply with: hi"))
     return pb.CreateResponseParams(
-        model=stack.settings.model_path.name,
+        model=stack.settings.models[0].name,
         input=[pb.Item(message=pb.MessageItem(role=pb.ROLE_USER, content=[text]))],
         max_output_tokens=4,
     )
@@ -56,7 +56,7 @@ def test_streaming_rpcs_without_a_key_are_unauthenticated(
 
 
 def test_streamed_http_request_without_a_key_is_401(keyed: Stack) -> None:
-    body = {"model": keyed.settings.model_path.name, "input": "Reply with: hi"}
+    body = {"model": keyed.settings.models[0].name, "input": "Reply with: hi"}
     plain = httpx.post(f"{keyed.base_url}/v1/responses", json=body, timeout=60)
     streamed = httpx.post(
         f"{keyed.base_url}/v1/responses", json={**body, "stream": True}, timeout=60

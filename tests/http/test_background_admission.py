@@ -18,7 +18,7 @@ from tests.support.stack import Stack
 
 
 def _post(stack: Stack, **fields: Any) -> httpx.Response:
-    body = {"model": stack.settings.model_path.name, "input": "go on", **fields}
+    body = {"model": stack.settings.models[0].name, "input": "go on", **fields}
     return httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60)
 
 
@@ -58,8 +58,8 @@ def test_a_create_whose_caller_leaves_still_runs(
     pool = stack.core.models.models
 
     def ran() -> bool:
-        generator = pool[model_path.name].generator
-        return generator is not None and generator.worker.stats.completed == 1
+        runtime = pool[model_path.name].runtime
+        return runtime is not None and runtime.worker.stats.completed == 1
 
     _wait(ran)
 

@@ -10,14 +10,14 @@ from typing import Any
 
 import httpx
 import pytest
+from mlx_responses.http_facade.config import DEFAULT_MAX_REQUEST_BYTES
 
-from http_facade.config import DEFAULT_MAX_REQUEST_BYTES
 from tests.support.stack import Stack
 
 
 def _body(stack: Stack) -> bytes:
     body = {
-        "model": stack.settings.model_path.name,
+        "model": stack.settings.models[0].name,
         "input": "Reply with: hi",
         "max_output_tokens": 2,
     }

@@ -20,7 +20,7 @@ HOSTILE_SCHEMAS: list[dict[str, Any]] = [
 
 
 def _post(stack: Stack, body: dict[str, Any]) -> httpx.Response:
-    body = {"model": stack.settings.model_path.name, "input": "hi", "max_output_tokens": 4, **body}
+    body = {"model": stack.settings.models[0].name, "input": "hi", "max_output_tokens": 4, **body}
     return httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=30)
 
 

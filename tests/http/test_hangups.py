@@ -21,7 +21,7 @@ HANGUPS = 24
 def _hang_up(stack: Stack, after_bytes: int, abortive: bool) -> None:
     body = json.dumps(
         {
-            "model": stack.settings.model_path.name,
+            "model": stack.settings.models[0].name,
             "input": "go on forever",
             "stream": True,
             "max_output_tokens": 100000,
@@ -105,7 +105,7 @@ def test_a_write_to_a_closing_transport_is_a_hang_up(
     monkeypatch.setattr(web.StreamResponse, "write", write)
     before = _status_counts(random_stack)
     body = {
-        "model": random_stack.settings.model_path.name,
+        "model": random_stack.settings.models[0].name,
         "input": "go on forever",
         "stream": True,
         "max_output_tokens": 100000,

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 from jsonschema import Draft202012Validator
+from mlx_responses.http_facade.drain import STREAMS, DrainReport
 
-from http_facade.drain import STREAMS, DrainReport
 from tests.support.stack import Stack
 
 RESPONSE_ID = re.compile(r'"id":\s*"(resp_[0-9a-f]+)"')
@@ -65,7 +65,7 @@ def test_the_drain_counts_streams_that_ended_cancelled(random_stack: Stack) -> N
 
     def follow(i: int, max_tokens: int) -> None:
         body = {
-            "model": random_stack.settings.model_path.name,
+            "model": random_stack.settings.models[0].name,
             "input": "go",
             "stream": True,
             "max_output_tokens": max_tokens,

@@ -42,7 +42,7 @@ def _compaction(payload: str) -> list[dict[str, Any]]:
 
 
 def _post(stack: Stack, path: str, input_items: list[dict[str, Any]]) -> httpx.Response:
-    body = {"model": stack.settings.model_path.name, "input": input_items, "max_output_tokens": 4}
+    body = {"model": stack.settings.models[0].name, "input": input_items, "max_output_tokens": 4}
     return httpx.post(f"{stack.base_url}{path}", json=body, timeout=60)
 
 
@@ -78,7 +78,7 @@ def test_compaction_content_stays_4xx(stack: Stack, path: str, payload: str) -> 
 def _grpc_params(stack: Stack, **fields: Any) -> pb.CreateResponseParams:
     text = pb.ContentPart(input_text=pb.InputText(text="hi"))
     return pb.CreateResponseParams(
-        model=stack.settings.model_path.name,
+        model=stack.settings.models[0].name,
         input=[pb.Item(message=pb.MessageItem(role=pb.ROLE_USER, content=[text]))],
         max_output_tokens=4,
         **fields,

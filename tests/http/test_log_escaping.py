@@ -7,8 +7,8 @@ import json
 import logging
 
 import httpx
+from mlx_responses.launcher.logs import TEXT_FORMAT, JsonFormatter, RequestIdFilter, _TextFormatter
 
-from launcher.logs import TEXT_FORMAT, JsonFormatter, RequestIdFilter, _TextFormatter
 from tests.support.stack import Stack
 
 FORGED = "%0d%0a2026-01-01 00:00:00,000 INFO admin [-]: root logged in%00%1b[31m"
@@ -23,7 +23,7 @@ def _capture(formatter: logging.Formatter) -> tuple[logging.Handler, io.StringIO
 
 
 def test_a_crlf_in_the_path_stays_on_its_access_line(stack: Stack) -> None:
-    access = logging.getLogger("http_facade.access")
+    access = logging.getLogger("mlx_responses.http_facade.access")
     handler, out = _capture(_TextFormatter(TEXT_FORMAT))
     access.addHandler(handler)
     previous = access.level

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 
-from service.engine.requests import SamplingParams
+from mlx_responses.service.engine.requests import SamplingParams
+
 from tests.support.stack import Stack
 
 
 def test_cancel_frees_the_slot_within_one_decode_step(random_stack: Stack) -> None:
     assert random_stack.core is not None
-    worker = random_stack.core.generator.worker
+    worker = random_stack.core.models.default.runtime.worker
     stats = worker.stats
 
     async def run() -> tuple[int, int, str]:

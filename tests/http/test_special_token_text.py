@@ -3,6 +3,9 @@ control tokens."""
 
 from __future__ import annotations
 
+from mlx_responses.service.models.runtime import ModelRuntime
+from mlx_responses.service.responses.validation import validate_params
+
 from mlx_responses.v1 import responses_pb2 as pb
 from tests.support.stack import Stack
 
@@ -20,16 +23,25 @@ def _tool_output(text: str) -> list[pb.Item]:
     return [_user("go"), pb.Item(function_call=call), pb.Item(function_call_output=out)]
 
 
+def _runtime(stack: Stack) -> ModelRuntime:
+    assert stack.core is not None
+    runtime = stack.core.models.default.runtime
+    assert runtime is not None
+    return runtime
+
+
 def _prompt_tokens(stack: Stack, items: list[pb.Item], **fields: object) -> list[int]:
     assert stack.core is not None
-    generator = stack.core.generator
-    params = pb.CreateResponseParams(model=stack.settings.model_path.name, input=items, **fields)  # type: ignore[arg-type]
-    return list(generator.render_items(params, items).tokens)
+    runtime = stack.core.models.default.runtime
+    assert runtime is not None
+    params = pb.CreateResponseParams(model=stack.settings.models[0].name, input=items, **fields)  # type: ignore[arg-type]
+    parsed = validate_params(params, runtime.loaded.accepts_name)
+    return list(runtime.render_request(params, parsed, items).tokens)
 
 
 def test_typed_special_tokens_are_not_control_tokens(stack: Stack) -> None:
     assert stack.core is not None
-    tokenizer = stack.core.generator.loaded.tokenizer
+    tokenizer = _runtime(stack).loaded.tokenizer
     start = tokenizer.encode("<|im_start|>", add_special_tokens=False)
     end = tokenizer.encode("<|im_end|>", add_special_tokens=False)
     assert len(start) == 1 and len(end) == 1  # they are single control tokens
@@ -44,7 +56,7 @@ def test_typed_special_tokens_are_not_control_tokens(stack: Stack) -> None:
 def test_instructions_keep_their_meaning_and_markers_stay_special(stack: Stack) -> None:
     tokens = _prompt_tokens(stack, [_user("hi")], instructions="Be brief.")
     assert stack.core is not None
-    tokenizer = stack.core.generator.loaded.tokenizer
+    tokenizer = _runtime(stack).loaded.tokenizer
     start = tokenizer.encode("<|im_start|>", add_special_tokens=False)[0]
     assert tokens[0] == start
     assert tokens.count(start) == 3  # system, user, the generation prompt

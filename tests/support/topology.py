@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aiohttp import web
-
-from http_facade.app import start_facade
-from http_facade.config import FacadeSettings
-from http_facade.core_pool import CorePool
-from http_facade.routes import CORES
-from service.config import Settings
-from service.core import Core
-from service.server import CoreServer, start_core_server
+from mlx_responses.http_facade.app import start_facade
+from mlx_responses.http_facade.config import FacadeSettings
+from mlx_responses.http_facade.core_pool import CorePool
+from mlx_responses.http_facade.routes import CORES
+from mlx_responses.service.config import Settings
+from mlx_responses.service.core import Core
+from mlx_responses.service.server import CoreServer, start_core_server
 
 T = TypeVar("T")
 
@@ -61,7 +60,7 @@ class Topology:
         for runner in self.runners.values():
             await runner.cleanup()
         for server in self.servers.values():
-            await server.stop(grace=1)
+            await server.shutdown(1)
 
     def start(self) -> None:
         self._thread.start()
@@ -81,4 +80,4 @@ class Topology:
 
     def generated(self, core: str) -> int:
         """Tokens core `core`'s engine has generated so far."""
-        return int(self.cores[core].generator.worker.stats.generated_tokens)
+        return int(self.cores[core].models.default.runtime.worker.stats.generated_tokens)

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from service.engine.json_text import MAX_DEPTH, MAX_NUMBER_CHARS, JsonBoundsError, loads_bounded
+from mlx_responses.service.text.json_text import (
+    MAX_DEPTH,
+    MAX_NUMBER_CHARS,
+    JsonBoundsError,
+    loads_bounded,
+)
 
 
 @pytest.mark.parametrize(

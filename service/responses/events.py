@@ -1,0 +1,296 @@
+"""The Responses streaming state machine: turns generation progress into typed events.
+
+Pure: no model, no I/O. It owns the response's output items, so the stream, the final object
+and the stored object share their ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mlx_responses.service.ids import IdFactory, new_id
+
+from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import responses_pb2 as pb
+
+# The event that ends a response of each terminal status (a cancelled one ends `failed`).
+TERMINAL_EVENT = {
+    pb.RESPONSE_STATUS_COMPLETED: ev.EVENT_TYPE_RESPONSE_COMPLETED,
+    pb.RESPONSE_STATUS_INCOMPLETE: ev.EVENT_TYPE_RESPONSE_INCOMPLETE,
+    pb.RESPONSE_STATUS_FAILED: ev.EVENT_TYPE_RESPONSE_FAILED,
+    pb.RESPONSE_STATUS_CANCELLED: ev.EVENT_TYPE_RESPONSE_FAILED,
+}
+
+
+class EventAssembler:
+    """Builds the event sequence and the output items of one response."""
+
+    def __init__(
+        self,
+        response: pb.Response,
+        ids: IdFactory = new_id,
+        namespaced: Mapping[str, tuple[str, str]] | None = None,
+    ) -> None:
+        self.response = response
+        self._ids = ids
+        # The model calls flattened namespace tools; the call leaves as namespace + name.
+        self._namespaced = namespaced or {}
+        self._sequence = 0
+        self._open: str | None = None  # "message" | "reasoning" while an item is open
+        self._text = ""
+        self._logprobs: list[pb.Logprob] = []
+
+    # --- helpers ---------------------------------------------------------------------------
+    def _event(self, kind: int, **payload: object) -> ev.ResponseEvent:
+        event = ev.ResponseEvent(type=kind, sequence_number=self._sequence, **payload)  # type: ignore[arg-type]
+        self._sequence += 1
+        return event
+
+    def _snapshot(self, kind: int) -> ev.ResponseEvent:
+        copy = pb.Response()
+        copy.CopyFrom(self.response)
+        return self._event(kind, snapshot=ev.ResponseSnapshotEvent(response=copy))
+
+    @property
+    def _index(self) -> int:
+        return len(self.response.output) - 1
+
+    def _item(self) -> pb.Item:
+        return self.response.output[self._index]
+
+    def _item_event(self, kind: int) -> ev.ResponseEvent:
+        item = pb.Item()
+        item.CopyFrom(self._item())
+        return self._event(
+            kind, output_item=ev.OutputItemEvent(output_index=self._index, item=item)
+        )
+
+    def _part_event(self, kind: int, item_id: str, part: pb.ContentPart) -> ev.ResponseEvent:
+        return self._event(
+            kind,
+            content_part=ev.ContentPartEvent(
+                item_id=item_id, output_index=self._index, content_index=0, part=part
+            ),
+        )
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start(self) -> list[ev.ResponseEvent]:
+        """`response.created` then `response.in_progress`."""
+        self.response.status = pb.RESPONSE_STATUS_IN_PROGRESS
+        return [
+            self._snapshot(ev.EVENT_TYPE_RESPONSE_CREATED),
+            self._snapshot(ev.EVENT_TYPE_RESPONSE_IN_PROGRESS),
+        ]
+
+    def in_progress(self) -> list[ev.ResponseEvent]:
+        """`response.in_progress` alone (a queued background job starting)."""
+        self.response.status = pb.RESPONSE_STATUS_IN_PROGRESS
+        return [self._snapshot(ev.EVENT_TYPE_RESPONSE_IN_PROGRESS)]
+
+    def compaction(
+        self, item: pb.Item, tokens_before: int, tokens_after: int
+    ) -> list[ev.ResponseEvent]:
+        """`mlx.compaction.started` and `.completed`, then the compaction item at its index.
+
+        Compaction ran before the stream opened (a failure is an HTTP error); its events
+        still follow `response.in_progress`, as the seed orders them.
+        """
+        response_id = self.response.id
+        started = ev.CompactionStartedEvent(response_id=response_id, input_tokens=tokens_before)
+        completed = ev.CompactionCompletedEvent(
+            response_id=response_id,
+            input_tokens_before=tokens_before,
+            input_tokens_after=tokens_after,
+        )
+        events = [
+            self._event(ev.EVENT_TYPE_COMPACTION_STARTED, compaction_started=started),
+            self._event(ev.EVENT_TYPE_COMPACTION_COMPLETED, compaction_completed=completed),
+        ]
+        events += self._close(pb.ITEM_STATUS_COMPLETED)
+        self.response.output.append(item)
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
+        return events
+
+    # --- content ---------------------------------------------------------------------------
+    def _open_item(self, kind: str) -> list[ev.ResponseEvent]:
+        if self._open == kind:
+            return []
+        events = self._close(pb.ITEM_STATUS_COMPLETED)
+        item = pb.Item()
+        if kind == "message":
+            item.message.CopyFrom(
+                pb.MessageItem(
+                    id=self._ids("msg"),
+                    role=pb.ROLE_ASSISTANT,
+                    status=pb.ITEM_STATUS_IN_PROGRESS,
+                )
+            )
+            part = pb.ContentPart(output_text=pb.OutputText(text=""))
+            item_id = item.message.id
+        else:
+            item.reasoning.CopyFrom(
+                pb.ReasoningItem(id=self._ids("rs"), status=pb.ITEM_STATUS_IN_PROGRESS)
+            )
+            part = pb.ContentPart(reasoning_text=pb.ReasoningText(text=""))
+            item_id = item.reasoning.id
+        self.response.output.append(item)
+        self._open = kind
+        self._text = ""
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        events.append(self._part_event(ev.EVENT_TYPE_CONTENT_PART_ADDED, item_id, part))
+        return events
+
+    def _delta(
+        self, kind: str, event_type: int, delta: str, logprobs: list[pb.Logprob] | None = None
+    ) -> list[ev.ResponseEvent]:
+        if not delta:
+            return []
+        events = self._open_item(kind)
+        self._text += delta
+        self._logprobs += logprobs or []
+        item = self._item()
+        item_id = item.message.id if kind == "message" else item.reasoning.id
+        delta_event = ev.TextDeltaEvent(
+            item_id=item_id,
+            output_index=self._index,
+            content_index=0,
+            delta=delta,
+            logprobs=logprobs or [],
+        )
+        events.append(self._event(event_type, text_delta=delta_event))
+        return events
+
+    def text_delta(
+        self, delta: str, logprobs: list[pb.Logprob] | None = None
+    ) -> list[ev.ResponseEvent]:
+        """`response.output_text.delta` in the open message (opened if needed)."""
+        return self._delta("message", ev.EVENT_TYPE_OUTPUT_TEXT_DELTA, delta, logprobs)
+
+    def reasoning_delta(self, delta: str) -> list[ev.ResponseEvent]:
+        """`response.reasoning_text.delta` in the open reasoning item (opened if needed)."""
+        return self._delta("reasoning", ev.EVENT_TYPE_REASONING_TEXT_DELTA, delta)
+
+    def function_call(self, name: str, arguments: str) -> list[ev.ResponseEvent]:
+        """A whole function call: item added, arguments delta and done, item done."""
+        return (
+            self.function_call_start(name)
+            + self.function_call_delta(arguments)
+            + self.function_call_done(arguments)
+        )
+
+    def function_call_start(self, name: str) -> list[ev.ResponseEvent]:
+        """`response.output_item.added` of a function call whose arguments will stream."""
+        events = self._close(pb.ITEM_STATUS_COMPLETED)
+        item = pb.Item(
+            function_call=pb.FunctionCallItem(
+                id=self._ids("fc"),
+                call_id=self._ids("call"),
+                name=name,
+                arguments="",
+                status=pb.ITEM_STATUS_IN_PROGRESS,
+            )
+        )
+        if name in self._namespaced:
+            item.function_call.namespace, item.function_call.name = self._namespaced[name]
+        self.response.output.append(item)
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        return events
+
+    def function_call_delta(self, delta: str) -> list[ev.ResponseEvent]:
+        """`response.function_call_arguments.delta` of the open call."""
+        if not delta:
+            return []
+        call = self._item().function_call
+        call.arguments += delta
+        return [
+            self._event(
+                ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA,
+                text_delta=ev.TextDeltaEvent(
+                    item_id=call.id, output_index=self._index, delta=delta
+                ),
+            )
+        ]
+
+    def function_call_done(self, arguments: str) -> list[ev.ResponseEvent]:
+        """The authoritative arguments: the unsent rest as a delta, then done events."""
+        call = self._item().function_call
+        events = []
+        if arguments.startswith(call.arguments):
+            events += self.function_call_delta(arguments[len(call.arguments) :])
+        call.arguments = arguments
+        call.status = pb.ITEM_STATUS_COMPLETED
+        events.append(
+            self._event(
+                ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE,
+                text_done=ev.TextDoneEvent(
+                    item_id=call.id, output_index=self._index, text=arguments, name=call.name
+                ),
+            )
+        )
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
+        return events
+
+    def _close(self, status: pb.ItemStatus) -> list[ev.ResponseEvent]:
+        if self._open is None:
+            return []
+        item = self._item()
+        if self._open == "message":
+            item_id = item.message.id
+            part = pb.ContentPart(
+                output_text=pb.OutputText(text=self._text, logprobs=self._logprobs)
+            )
+            done_kind = ev.EVENT_TYPE_OUTPUT_TEXT_DONE
+            item.message.content.append(part)
+            item.message.status = status
+        else:
+            item_id = item.reasoning.id
+            part = pb.ContentPart(reasoning_text=pb.ReasoningText(text=self._text))
+            done_kind = ev.EVENT_TYPE_REASONING_TEXT_DONE
+            item.reasoning.content.append(part.reasoning_text)
+            item.reasoning.status = status
+        events = [
+            self._event(
+                done_kind,
+                text_done=ev.TextDoneEvent(
+                    item_id=item_id,
+                    output_index=self._index,
+                    content_index=0,
+                    text=self._text,
+                    logprobs=self._logprobs,
+                ),
+            ),
+            self._part_event(ev.EVENT_TYPE_CONTENT_PART_DONE, item_id, part),
+            self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE),
+        ]
+        self._open = None
+        self._text = ""
+        self._logprobs = []
+        return events
+
+    def finish(
+        self,
+        status: pb.ResponseStatus,
+        usage: pb.Usage,
+        completed_at: int,
+        *,
+        incomplete_reason: str | None = None,
+        error: pb.ResponseError | None = None,
+    ) -> list[ev.ResponseEvent]:
+        """Closes the open item and ends with the terminal snapshot event."""
+        item_status = (
+            pb.ITEM_STATUS_COMPLETED
+            if status == pb.RESPONSE_STATUS_COMPLETED
+            else pb.ITEM_STATUS_INCOMPLETE
+        )
+        events = self._close(item_status)
+        r = self.response
+        r.status = status
+        r.usage.CopyFrom(usage)
+        r.completed_at = completed_at
+        if incomplete_reason is not None:
+            r.incomplete_details.CopyFrom(pb.IncompleteDetails(reason=incomplete_reason))
+        if error is not None:
+            r.error.CopyFrom(error)
+        events.append(self._snapshot(TERMINAL_EVENT[status]))
+        return events
