@@ -16,7 +16,7 @@ from mlx_responses.http_facade.errors import (
     OpenAIError,
 )
 
-DECODED = frozenset({"gzip", "x-gzip", "deflate"})
+DECODED = frozenset({"gzip", "deflate"})  # what aiohttp decodes (not x-gzip)
 IDENTITY = "identity"
 
 
@@ -43,6 +43,9 @@ async def read_body(request: web.Request) -> bytes:
     try:
         return await request.read()
     except (RequestPayloadError, ContentEncodingError) as exc:
+        # What is left of the body cannot be decoded, so it is not read on (aiohttp would try
+        # after the answer, and log the same failure again): the answer closes the connection.
+        request.content.feed_eof()
         encoding = request.headers.get("Content-Encoding", "")
         raise OpenAIError(
             INVALID_CONTENT_ENCODING,

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import math
 import os
+import socket
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -234,6 +238,150 @@ def test_broken_encodings(fuzzed: Fuzzed, data: st.DataObject) -> None:
     _check(fuzzed, path, reply)
     if kind == "oversize":
         assert reply.status_code == 413
+
+
+# JSON inside strings: what a client writes into arguments, compaction payloads, schemas and
+# template kwargs, past the body's own bounds.
+json_texts = st.one_of(
+    json_values.map(lambda v: json.dumps(v, allow_nan=True)),
+    st.builds(lambda n: "[" * n + "]" * n, st.sampled_from([10, 65, 1000, 20_000])),
+    st.builds(lambda n: "[" * n, st.sampled_from([65, 5000])),
+    st.builds(lambda n: "-" + "9" * n, st.sampled_from([99, 101, 5000])),
+    st.builds(lambda n: "0." + "1" * n + "e999", st.integers(1, 400)),
+    st.sampled_from(['"\\ud800"', '{"\\udfff": 1}', '["\\udbff\\udbff"]', "NaN", "{", "", "null"]),
+)
+hostile_schema_values = st.one_of(
+    json_values,
+    st.text(alphabet="é€😀\x00", min_size=40, max_size=120),
+    st.sampled_from([-1, 10**30, 1.5, "3", None]),
+)
+
+
+@st.composite
+def json_in_strings(draw: st.DrawFn, model: str) -> dict[str, Any]:
+    """A valid body whose JSON-in-strings fields carry hostile JSON text."""
+    body = _valid_body(model)
+    arguments = draw(json_texts)
+    body["input"] = [
+        {"type": "message", "role": "user", "content": "Call it."},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": arguments},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+    ]
+    if draw(st.booleans()):
+        payload = draw(json_texts)
+        if draw(st.booleans()):
+            payload = '{"summary": "s", "items": [], "x": ' + payload + "}"
+        content = base64.urlsafe_b64encode(payload.encode("utf-8", "surrogatepass")).decode()
+        body["input"].insert(0, {"type": "compaction", "encrypted_content": content.rstrip("=")})
+    keyword = draw(st.sampled_from(["minLength", "maxItems", "enum", "const", "maximum", "type"]))
+    schema = {"type": "object", "properties": {"a": {"type": "string", keyword: None}}}
+    schema["properties"]["a"][keyword] = draw(hostile_schema_values)
+    where = draw(st.sampled_from(["tools", "text", "both"]))
+    if where in ("tools", "both"):
+        body["tools"][0]["parameters"] = schema
+        body["tool_choice"] = draw(st.sampled_from(["auto", "required"]))
+    if where in ("text", "both"):
+        body["text"] = {"format": {"type": "json_schema", "name": "x", "schema": schema}}
+    if draw(st.booleans()):
+        body["chat_template_kwargs"] = {
+            draw(st.sampled_from(["enable_thinking", "chat_template", "x"])): draw(json_values)
+        }
+    return body
+
+
+@FUZZ
+@given(data=st.data())
+def test_json_in_strings(fuzzed: Fuzzed, data: st.DataObject) -> None:
+    body = data.draw(json_in_strings(fuzzed.model))
+    path = data.draw(st.sampled_from(POST_ROUTES))
+    raw = json.dumps(body, allow_nan=True).encode("utf-8", "surrogatepass")
+    reply = fuzzed.client.post(path, content=raw, headers={"content-type": "application/json"})
+    _check(fuzzed, path, reply)
+
+
+encodings = (
+    st.one_of(
+        st.sampled_from(["gzip", "deflate", "identity", "x-gzip", "br", "zstd", "compress"]),
+        st.sampled_from(["gzip, gzip", "identity, gzip", "gzip, br", "GZIP", "deflate"]),
+        st.text(alphabet="abcxyz-,; =", min_size=1, max_size=20),
+    )
+    .map(str.strip)
+    .filter(bool)
+)  # httpx itself refuses a value with blanks around it
+
+
+@FUZZ
+@given(data=st.data())
+def test_content_encodings(fuzzed: Fuzzed, data: st.DataObject) -> None:
+    raw = json.dumps(_valid_body(fuzzed.model)).encode()
+    packing = data.draw(st.sampled_from(["gzip", "deflate", "plain", "truncated", "bomb"]))
+    if packing == "gzip":
+        raw = gzip.compress(raw)
+    elif packing == "deflate":
+        raw = zlib.compress(raw)
+    elif packing == "truncated":
+        packed = gzip.compress(raw)
+        raw = packed[: data.draw(st.integers(0, len(packed) - 1))]
+    elif packing == "bomb":
+        raw = gzip.compress(b'{"model": "m", "input": "' + b"z" * (MAX_REQUEST_BYTES + 1) + b'"}')
+    encoding = data.draw(encodings)
+    path = data.draw(st.sampled_from(POST_ROUTES))
+    headers = {"content-type": "application/json", "content-encoding": encoding}
+    with httpx.Client(base_url=fuzzed.base, timeout=120) as client:
+        reply = client.post(path, content=raw, headers=headers)
+        _check(fuzzed, path, reply)
+        if packing == "bomb" and encoding.strip().lower() == "gzip":
+            assert reply.status_code == 413
+        # The client goes on, on this connection or a fresh one.
+        assert client.get("/health").status_code == 200
+
+
+header_names = st.text(alphabet="abcXYZ-_:0\x00 ", min_size=1, max_size=20) | st.sampled_from(
+    ["Content-Length", "Transfer-Encoding", "Host", "Authorization", "X-Request-Id"]
+)
+header_values = st.one_of(
+    st.binary(max_size=60),
+    st.sampled_from([b"chunked", b"5", b"-1", b"Bearer \r\nX: y", b"\x00", b"a\rb"]),
+    st.builds(lambda n: b"v" * n, st.sampled_from([8000, 9000, 100_000])),
+)
+
+
+def _raw_request(port: int, data: bytes) -> tuple[int, bytes, bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(data)  # with Connection: close, the server closes after answering
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/") else 0
+    return status, head, body
+
+
+@FUZZ
+@given(
+    headers=st.lists(st.tuples(header_names, header_values), max_size=4),
+    path=st.sampled_from(["/v1/responses", "/health", "/v1/models"]),
+)
+def test_headers(fuzzed: Fuzzed, headers: list[tuple[str, bytes]], path: str) -> None:
+    body = json.dumps(_valid_body(fuzzed.model)).encode()
+    lines = [f"POST {path} HTTP/1.1".encode(), b"Host: x", b"Connection: close"]
+    lines.append(b"Content-Type: application/json")
+    lines += [name.encode("utf-8", "surrogatepass") + b": " + value for name, value in headers]
+    if not any(name.lower() in ("content-length", "transfer-encoding") for name, _ in headers):
+        lines.append(f"Content-Length: {len(body)}".encode())
+    port = int(fuzzed.base.rsplit(":", 1)[1])
+    status, head, answer = _raw_request(port, b"\r\n".join(lines) + b"\r\n\r\n" + body)
+    fuzzed.cases += 1
+    fuzzed.statuses[status] += 1
+    assert 0 < status < 500, (status, head[:300], answer[:300])
+    if status >= 400:
+        assert b"application/json" in head.lower(), head[:300]
+        error = json.loads(
+            answer.split(b"\r\n0\r\n")[0].split(b"\r\n", 1)[-1]
+            if b"chunked" in head.lower()
+            else answer
+        )["error"]
+        assert set(error) == {"message", "type", "param", "code"}
 
 
 ids = st.text(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import zlib
 from typing import Any
 
@@ -49,14 +50,16 @@ def test_encoded_bodies_decode(stack: Stack, encoding: str, pack: Any) -> None:
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 def test_a_plain_body_labelled_compressed_is_400_and_the_client_goes_on(
-    stack: Stack, encoding: str
+    stack: Stack, encoding: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO)
     with httpx.Client(base_url=stack.base_url, timeout=60) as client:
         reply = _post(client, _body(stack), encoding)
         assert reply.status_code == 400, reply.text
         assert _envelope(reply)["code"] == "invalid_content_encoding"
         again = _post(client, _body(stack), "identity")
         assert again.status_code == 200, again.text
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 @pytest.mark.parametrize("encoding", ["br", "zstd", "compress", "gzip, br", "x-unknown"])
