@@ -90,6 +90,7 @@ HOSTED_TOOLS_MODES = ("reject", "drop")
 BLAS_ENV = "MLX_RESPONSES_BLAS"
 STORE_URL_ENV = "MLX_RESPONSES_STORE_URL"
 CLIENT_TEMPLATE_ENV = "MLX_RESPONSES_ALLOW_CLIENT_CHAT_TEMPLATE"
+ISOLATE_KEYS_ENV = "MLX_RESPONSES_ISOLATE_KEYS"
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
@@ -142,6 +143,8 @@ class Settings:
     hosted_tools: str = "reject"
     # A request's `chat_template_kwargs.chat_template` replaces the model's template.
     allow_client_chat_template: bool = False
+    # Each response, job and conversation belongs to the API key that made it.
+    isolate_keys: bool = False
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -181,6 +184,8 @@ class Settings:
             raise ConfigError("--grpc-tls-cert and --grpc-tls-key go together")
         if any(not key for key in self.api_keys):
             raise ConfigError("an API key must not be empty")
+        if self.isolate_keys and not self.api_keys:
+            raise ConfigError("--isolate-keys needs --api-key: responses belong to keys")
         if not 0 <= self.shutdown_grace_secs <= 3600:
             raise ConfigError("--shutdown-grace-secs must be between 0 and 3600")
         if self.hosted_tools not in HOSTED_TOOLS_MODES:
@@ -354,6 +359,14 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         help="let a request replace the model's chat template with its own Jinja "
         "(`chat_template_kwargs.chat_template`; still sandboxed and time-bound). Default: "
         f"refused with 400 (env {CLIENT_TEMPLATE_ENV}=1)",
+    )
+    parser.add_argument(
+        "--isolate-keys",
+        action="store_true",
+        default=_env_flag(env, ISOLATE_KEYS_ENV),
+        help="each response, background job and conversation belongs to the API key that made "
+        "it: another key gets 404 (default: any valid key reads any id, as at OpenAI; env "
+        f"{ISOLATE_KEYS_ENV}=1)",
     )
     parser.add_argument(
         "--hosted-tools",

@@ -17,6 +17,7 @@ from mlx_responses.service.responses.pipeline import ResponsePipeline
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
 from mlx_responses.service.stores.base import ConversationStore, JobBoard, ResponseStore
+from mlx_responses.service.stores.owned import OwnedConversations
 from mlx_responses.service.stores.select import Stores, open_stores
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,9 @@ class Core:
         return cls(
             settings=settings,
             responses=stores.responses,
-            conversations=stores.conversations,
+            conversations=OwnedConversations(stores.conversations)
+            if settings.isolate_keys
+            else stores.conversations,
             board=stores.board,
             close_stores=stores.close,
         )

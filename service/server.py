@@ -89,7 +89,9 @@ async def start_core_server(
     """
     interceptors: list[grpc.aio.ServerInterceptor] = [DrainInterceptor(core), ErrorInterceptor()]
     if core.settings.api_keys:
-        interceptors.insert(0, ApiKeyInterceptor(core.settings.api_keys))
+        interceptors.insert(
+            0, ApiKeyInterceptor(core.settings.api_keys, isolate=core.settings.isolate_keys)
+        )
     # The request id is bound outermost, so refusal and error logs carry it too.
     interceptors.insert(0, RequestIdInterceptor())
     server = grpc.aio.server(

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 import grpc
 from mlx_responses.service.errors import Reason, ServiceError
-from mlx_responses.service.rpc.interceptors import refusing_handler
+from mlx_responses.service.ids import OWNER, owner_of
+from mlx_responses.service.rpc.interceptors import (
+    OWN_SERVICES,
+    StreamBehaviour,
+    UnaryBehaviour,
+    refusing_handler,
+    wrap_handler,
+)
 
 AUTHORIZATION = "authorization"
 # Open like the façade's /health: probes and load balancers carry no key.
@@ -48,11 +56,35 @@ def _refusal(missing: bool) -> ServiceError:
     return ServiceError(Reason.UNAUTHENTICATED, "Incorrect API key provided.")
 
 
+def _binding(owner: str) -> tuple[Any, Any]:
+    """Wrappers binding `owner` to the handler's context (each RPC runs in its own)."""
+
+    def unary(inner: UnaryBehaviour) -> UnaryBehaviour:
+        async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            OWNER.set(owner)
+            return await inner(request, context)
+
+        return call
+
+    def stream(inner: StreamBehaviour) -> StreamBehaviour:
+        async def call(
+            request: Any, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
+            OWNER.set(owner)
+            async for message in inner(request, context):
+                yield message
+
+        return call
+
+    return unary, stream
+
+
 class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
     """Refuses every call but health checks unless it carries one of the configured keys."""
 
-    def __init__(self, keys: Sequence[str]) -> None:
+    def __init__(self, keys: Sequence[str], *, isolate: bool = False) -> None:
         self._keys = tuple(keys)
+        self._isolate = isolate  # --isolate-keys: the key's owner is bound to the call
 
     async def intercept_service(
         self,
@@ -65,5 +97,7 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
             return handler
         token = bearer_token(handler_call_details.invocation_metadata)  # type: ignore[arg-type]
         if token is not None and key_matches(token, self._keys):
+            if self._isolate and method.startswith(OWN_SERVICES):
+                return wrap_handler(handler, *_binding(owner_of(token)))
             return handler
         return refusing_handler(handler, _refusal(token is None))

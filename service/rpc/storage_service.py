@@ -7,6 +7,7 @@ from typing import Any, TypeAlias
 import grpc
 from mlx_responses.service.core import Core
 from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.ids import owns
 from mlx_responses.service.responses.history import store_disabled
 from mlx_responses.service.stores.base import ConversationStore, Occupancy
 
@@ -45,6 +46,8 @@ class StorageServicer(st_grpc.StorageServiceServicer):
         self, request: st.GetResponseRequest, context: Context
     ) -> st.GetResponseResponse:
         self._responses_enabled()
+        if not owns(request.id):
+            raise not_found("Response", request.id)
         jobs = self._core.jobs_if_ready
         kept = await jobs.get(request.id) if jobs is not None else None
         if kept is not None:
@@ -58,6 +61,8 @@ class StorageServicer(st_grpc.StorageServiceServicer):
         self, request: st.DeleteResponseRequest, context: Context
     ) -> st.DeleteResponseResponse:
         self._responses_enabled()
+        if not owns(request.id):
+            raise not_found("Response", request.id)
         jobs = self._core.jobs_if_ready
         if jobs is not None:
             await jobs.refuse_delete(request.id)
