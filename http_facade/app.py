@@ -9,6 +9,7 @@ from aiohttp import web
 
 from http_facade.auth import auth_middleware
 from http_facade.config import FacadeSettings
+from http_facade.conversations import add_conversation_routes
 from http_facade.core_pool import CorePool
 from http_facade.drain import install_drain
 from http_facade.errors import (
@@ -92,6 +93,8 @@ def create_app(
 
     app.cleanup_ctx.append(core_channel)
     add_routes(app)
+    for prefix in ("/v1", ""):
+        add_conversation_routes(app, prefix)
     return app
 
 

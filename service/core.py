@@ -12,7 +12,8 @@ from service.config import Settings
 from service.errors import Reason, ServiceError
 from service.metrics import CoreMetrics
 from service.model_pool import ModelPool
-from service.stores.base import ConversationStore, JobBoard, ResponseStore
+from service.stores.base import ConversationStore, EventLog, JobBoard, ResponseStore
+from service.stores.memory import InMemoryEventLog
 from service.stores.select import Stores, open_stores
 
 if TYPE_CHECKING:  # the generator imports MLX; the façade must be able to skip it
@@ -31,6 +32,8 @@ class Core:
     conversations: ConversationStore
     board: JobBoard
     close_stores: Callable[[], Awaitable[None]] | None = None
+    # Background responses' events (memory unless the stores give a shared log).
+    events: EventLog = field(default_factory=lambda: InMemoryEventLog(1024, 64 << 20, 3600))
     _jobs: JobManager | None = None
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
     metrics: CoreMetrics = field(default_factory=CoreMetrics)
@@ -48,6 +51,7 @@ class Core:
             conversations=stores.conversations,
             board=stores.board,
             close_stores=stores.close,
+            events=stores.events,
         )
 
     @classmethod
@@ -99,6 +103,7 @@ class Core:
             board=self.board,
             max_jobs=s.responses_background_max_jobs,
             store_max_bytes=s.responses_store_max_bytes,
+            events=self.events,
         )
         await self._jobs.start()
         self._ready.set()

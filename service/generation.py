@@ -38,6 +38,8 @@ from service.errors import Reason, ServiceError, invalid
 from service.events import EventAssembler, IdFactory, new_id
 from service.history import HistoryResolver
 from service.in_flight import InFlight, InFlightTurns
+from service.item_ids import assign_ids, scoped_ids
+from service.item_refs import resolve_references
 from service.reasoning_echo import ReasoningEcho
 from service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from service.submission import submit
@@ -185,6 +187,7 @@ class ResponseGenerator:
         """Validates, resolves history and renders; returns the turn context and the prompt."""
         validate_params(params, self.loaded.accepts_name)
         history = await self.history.resolve(params)
+        await resolve_references(params, history, self.responses)
         context = self.reasoning_echo.restore([*history, *params.input])
         return context, self.render_items(params, context)
 
@@ -257,7 +260,10 @@ class ResponseGenerator:
         """
         resolved = self.tool_policy.resolve(params)
         params = resolved.params
+        response_id = response_id or self.ids("resp")
         context, prompt = await self.render(params)
+        # Every item the response holds has an id (input ones too, as OpenAI assigns them).
+        assign_ids(context, response_id)
         await self._check_store(params)
         due = compaction_due(params, len(prompt.tokens), self.loaded.context_length)
         room = self.loaded.context_length - len(prompt.tokens)
@@ -269,7 +275,7 @@ class ResponseGenerator:
                 param="input",
                 code="context_length_exceeded",
             )
-        response = self.initial_response(params, response_id or self.ids("resp"))
+        response = self.initial_response(params, response_id)
         wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
         sampling = SamplingParams(
             max_tokens=max(1, min(self._requested(params), room)),
@@ -379,7 +385,7 @@ class ResponseGenerator:
         running = self.in_flight.get(turn.response.id)
         # Cancelled while it compacted: it ends cancelled without reaching the engine.
         generation = None if running is not None and running.cancel_requested else self.submit(turn)
-        assembler = EventAssembler(turn.response, self.ids, turn.namespaced)
+        assembler = EventAssembler(turn.response, scoped_ids(turn.response.id), turn.namespaced)
         try:
             opening = (
                 assembler.start()

@@ -19,11 +19,13 @@ from typing import Any
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 from service.errors import Reason, ServiceError, invalid
+from service.events import TERMINAL as TERMINAL_EVENTS
 from service.foreground_claims import ForegroundClaims
 from service.generation import Turn
 from service.history import status_name
 from service.model_pool import Lease, ModelPool
-from service.stores.base import Admission, JobBoard, StoredResponse
+from service.stores.base import Admission, EventLog, JobBoard, StoredResponse
+from service.stores.memory import InMemoryEventLog
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,9 @@ class Job:
     cancel_requested: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
     watchers: list[asyncio.Queue[list[ev.ResponseEvent] | None]] = field(default_factory=list)
+    # Events logged so far (the next sequence number) and whether the terminal one is among them.
+    logged: int = 0
+    logged_terminal: bool = False
 
     def publish(self, events: list[ev.ResponseEvent] | None) -> None:
         """Hands a batch of events (None: the end) to every watcher."""
@@ -83,6 +88,8 @@ class JobManager:
     max_jobs: int
     store_max_bytes: int
     active: dict[str, Job] = field(default_factory=dict)
+    # Every event a job streams, for GET /v1/responses/{id}?stream=true (service/job_replay.py).
+    events: EventLog = field(default_factory=lambda: InMemoryEventLog(1024, 64 << 20, 3600))
 
     def __post_init__(self) -> None:
         self.models.history.job_status = self.status_of
@@ -205,6 +212,7 @@ class JobManager:
                 if job.status == pb.RESPONSE_STATUS_QUEUED:
                     job.status = pb.RESPONSE_STATUS_IN_PROGRESS
                     await self._post(job)
+                await self._log(job, events)
                 job.publish(events)
                 last = events[-1]
                 if last.HasField("snapshot") and last.snapshot.response.status in TERMINAL:
@@ -226,6 +234,7 @@ class JobManager:
             try:
                 if final is not None:
                     await self._keep(job, final)
+                    await self._log_end(job, final)
                 # Kept first, removed second: a poll elsewhere sees the view or the final.
                 await self.board.remove(job.response_id)
             except ServiceError as error:
@@ -235,6 +244,27 @@ class JobManager:
                 self.active.pop(job.response_id, None)
                 job.publish(None)
                 job.done.set()
+
+    async def _log(self, job: Job, events: list[ev.ResponseEvent]) -> None:
+        """Logs a batch before anyone sees it, so a replay never misses what was streamed."""
+        try:
+            await self.events.append(job.response_id, events)
+        except ServiceError as error:
+            log.warning("response %s: events not logged: %s", job.response_id, error.message)
+        job.logged = events[-1].sequence_number + 1
+        job.logged_terminal = events[-1].type in TERMINAL_EVENTS.values()
+
+    async def _log_end(self, job: Job, final: pb.Response) -> None:
+        """A job that ended without its terminal event (cancelled, failed early) logs one."""
+        if job.logged_terminal:
+            return
+        event = ev.ResponseEvent(
+            type=TERMINAL_EVENTS.get(final.status, ev.EVENT_TYPE_RESPONSE_FAILED),
+            sequence_number=job.logged,
+            snapshot=ev.ResponseSnapshotEvent(response=final),
+        )
+        await self._log(job, [event])
+        job.publish([event])
 
     async def _post(self, job: Job) -> None:
         try:

@@ -15,6 +15,7 @@ from service.core import Core
 from service.errors import invalid
 from service.events import TERMINAL as TERMINAL_EVENTS
 from service.history import status_name, store_disabled
+from service.job_replay import JobReplay
 from service.servicers.storage import not_found
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
@@ -53,6 +54,16 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
             return
         async for events in manager.watch(request.id):
             yield jobs.WatchJobResponse(events=events)
+
+    async def StreamJobEvents(
+        self, request: jobs.StreamJobEventsRequest, context: Context
+    ) -> AsyncIterator[jobs.StreamJobEventsResponse]:
+        if not self._core.responses.enabled:
+            raise store_disabled("Response storage")
+        replay = JobReplay(self._core.jobs, self._core.events, self._core.responses)
+        after = request.starting_after if request.HasField("starting_after") else None
+        async for events in replay.stream(request.id, after):
+            yield jobs.StreamJobEventsResponse(events=events)
 
     async def CancelResponse(
         self, request: jobs.CancelResponseRequest, context: Context
