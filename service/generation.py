@@ -385,7 +385,12 @@ class ResponseGenerator:
         running = self.in_flight.get(turn.response.id)
         # Cancelled while it compacted: it ends cancelled without reaching the engine.
         generation = None if running is not None and running.cancel_requested else self.submit(turn)
-        assembler = EventAssembler(turn.response, scoped_ids(turn.response.id), turn.namespaced)
+        assembler = EventAssembler(
+            turn.response,
+            scoped_ids(turn.response.id),
+            turn.namespaced,
+            summary=turn.params.reasoning.HasField("summary"),
+        )
         try:
             opening = (
                 assembler.start()
