@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.from_proto import item_to_json
 from multidict import MultiMapping
 
-from http_facade.errors import invalid
-from http_facade.from_proto import item_to_json
 from mlx_responses.v1 import storage_service_pb2 as st
 
 INT64_MAX = 2**63 - 1

@@ -7,12 +7,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mlx_responses.service.stores.base import Admission, Occupancy, StoredResponse
+from mlx_responses.service.stores.lru import BoundedLru
+from mlx_responses.service.stores.transcript import header_bytes, item_id_of, new_info
+
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 from mlx_responses.v1 import storage_service_pb2 as st
-from service.stores.base import Admission, Occupancy, StoredResponse
-from service.stores.lru import BoundedLru
-from service.stores.transcript import header_bytes, item_id_of, new_info
 
 # Kept final objects are bounded by their TTL; the caps only keep a flood in check.
 EPHEMERAL_MAX_ENTRIES = 4096

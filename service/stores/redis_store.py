@@ -31,6 +31,16 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import redis.asyncio as aioredis
+from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.stores import redis_scripts as lua
+from mlx_responses.service.stores.base import Occupancy, StoredResponse
+from mlx_responses.service.stores.transcript import (
+    decode_header,
+    encode_header,
+    is_header,
+    item_id_of,
+    new_info,
+)
 from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -38,16 +48,6 @@ from redis.backoff import ExponentialBackoff
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 from mlx_responses.v1 import storage_service_pb2 as st
-from service.errors import Reason, ServiceError
-from service.stores import redis_scripts as lua
-from service.stores.base import Occupancy, StoredResponse
-from service.stores.transcript import (
-    decode_header,
-    encode_header,
-    is_header,
-    item_id_of,
-    new_info,
-)
 
 NAMESPACE = "mlx-responses"
 

@@ -9,12 +9,8 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-
-from mlx_responses.v1 import events_pb2 as ev
-from mlx_responses.v1 import responses_pb2 as pb
-from mlx_responses.v1 import storage_service_pb2 as st
-from service.errors import Reason, ServiceError
-from service.stores.base import (
+from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.stores.base import (
     Admission,
     ConversationStore,
     EventLog,
@@ -22,21 +18,25 @@ from service.stores.base import (
     ResponseStore,
     StoredResponse,
 )
-from service.stores.memory import (
+from mlx_responses.service.stores.memory import (
     InMemoryConversationStore,
     InMemoryEventLog,
     InMemoryJobBoard,
     InMemoryResponseStore,
 )
-from service.stores.redis_jobs import RedisJobBoard
-from service.stores.redis_store import (
+from mlx_responses.service.stores.redis_jobs import RedisJobBoard
+from mlx_responses.service.stores.redis_store import (
     RedisBoundedMap,
     RedisConversationStore,
     RedisEventLog,
     RedisResponseStore,
     connect,
 )
-from service.stores.transcript import header_bytes, new_info
+from mlx_responses.service.stores.transcript import header_bytes, new_info
+
+from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import responses_pb2 as pb
+from mlx_responses.v1 import storage_service_pb2 as st
 from tests.support.redis_server import RedisServer
 
 

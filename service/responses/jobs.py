@@ -1,0 +1,382 @@
+"""Background responses: admission limits, the detached generation task, polling and cancel.
+
+Jobs run on the core that admitted them; their poll views and final objects go to the job board
+and the response store, which a Redis backend shares, so any replica answers a poll, refuses a
+chain to an unfinished job, and forwards a cancel to the owner. The admission limits count the
+active jobs of every replica sharing the board (the seed's limits, for the whole deployment).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.models.pool import Lease, ModelPool
+from mlx_responses.service.responses.events import TERMINAL as TERMINAL_EVENTS
+from mlx_responses.service.responses.foreground_claims import ForegroundClaims
+from mlx_responses.service.responses.history import status_name
+from mlx_responses.service.responses.pipeline import Turn
+from mlx_responses.service.stores.base import Admission, EventLog, JobBoard, StoredResponse
+from mlx_responses.service.stores.memory import InMemoryEventLog
+
+from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import responses_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+TERMINAL = {
+    pb.RESPONSE_STATUS_COMPLETED,
+    pb.RESPONSE_STATUS_INCOMPLETE,
+    pb.RESPONSE_STATUS_FAILED,
+    pb.RESPONSE_STATUS_CANCELLED,
+}
+# An owner renews its jobs' leases every heartbeat; a dead owner's jobs vanish after the lease.
+HEARTBEAT_S = 1.0
+LEASE_S = 15.0
+# How long a cancel waits for the job to end (its owner may be another replica).
+CANCEL_WAIT_S = 30.0
+REMOTE_POLL_S = 0.05
+
+
+@dataclass
+class Job:
+    """One active background response."""
+
+    turn: Turn
+    nbytes: int
+    lease: Lease  # its model stays loaded until the job ends
+    status: pb.ResponseStatus = pb.RESPONSE_STATUS_QUEUED
+    task: asyncio.Task[None] | None = None
+    cancel_requested: bool = False
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    watchers: list[asyncio.Queue[list[ev.ResponseEvent] | None]] = field(default_factory=list)
+    # Events logged so far (the next sequence number) and whether the terminal one is among them.
+    logged: int = 0
+    logged_terminal: bool = False
+
+    def publish(self, events: list[ev.ResponseEvent] | None) -> None:
+        """Hands a batch of events (None: the end) to every watcher."""
+        for queue in self.watchers:
+            queue.put_nowait(events)
+
+    @property
+    def response_id(self) -> str:
+        return self.turn.response.id
+
+    def poll_view(self) -> pb.Response:
+        """The object a poll sees before the job is terminal: no output, zero usage."""
+        view = pb.Response()
+        view.CopyFrom(self.turn.response)
+        del view.output[:]
+        view.usage.CopyFrom(pb.Usage())
+        view.status = self.status
+        view.ClearField("completed_at")
+        return view
+
+
+@dataclass
+class JobManager:
+    """Admits and runs `background: true` responses on this core; the board shows them to all."""
+
+    models: ModelPool
+    board: JobBoard
+    max_jobs: int
+    store_max_bytes: int
+    active: dict[str, Job] = field(default_factory=dict)
+    # Every event a job streams, for GET /v1/responses/{id}?stream=true (service/job_replay.py).
+    events: EventLog = field(default_factory=lambda: InMemoryEventLog(1024, 64 << 20, 3600))
+
+    def __post_init__(self) -> None:
+        self.models.history.job_status = self.status_of
+        self.responses = self.models.responses
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._detached: set[asyncio.Task[object]] = set()
+        # Foreground responses share the board's cancel channel and heartbeat.
+        self.foreground = ForegroundClaims(
+            self.models.in_flight, self.board, LEASE_S, CANCEL_WAIT_S, REMOTE_POLL_S
+        )
+
+    async def start(self) -> None:
+        """Listens for cancel requests from other replicas; renews leases while jobs run."""
+        await self.board.listen(self._cancel_requested)
+        self._heartbeat = asyncio.create_task(self._renew_leases(), name="job-heartbeat")
+
+    def _detach(self, work: Coroutine[Any, Any, object]) -> None:
+        """Runs `work` on its own task, kept until it ends."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._detached.add(task)
+        task.add_done_callback(self._detached.discard)
+
+    def _cancel_requested(self, response_id: str) -> None:
+        job = self.active.get(response_id)
+        if job is None:
+            self.foreground.cancel_requested(response_id)
+        elif not job.cancel_requested:
+            log.info("response %s: cancel requested by another replica", response_id)
+            self._detach(self.cancel(response_id))
+
+    async def _renew_leases(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            try:
+                for rid in await self.board.renew(list(self.active), LEASE_S):
+                    self._cancel_requested(rid)
+                claims = list(self.foreground.claims)
+                for rid in await self.board.renew_claims(claims, LEASE_S):
+                    self.foreground.cancel_requested(rid)
+            except ServiceError as error:
+                log.warning("background job leases not renewed: %s", error.message)
+            except Exception:
+                log.exception("background job heartbeat failed")
+
+    async def status_of(self, response_id: str) -> int | None:
+        """The status of an unfinished job on any replica, or None."""
+        job = self.active.get(response_id)
+        if job is not None:
+            return job.status if job.status not in TERMINAL else None
+        view = await self.board.view(response_id)
+        return view.status if view is not None else None
+
+    def is_local(self, response_id: str) -> bool:
+        """Whether this core runs the job."""
+        return response_id in self.active
+
+    async def create(self, params: pb.CreateResponseParams) -> pb.Response:
+        """Validates like a foreground request, checks the limits, starts the job."""
+        if params.stream:
+            raise invalid("'background' cannot be combined with 'stream'.", "stream")
+        store = self.responses
+        if self.max_jobs == 0 or not store.enabled or self.store_max_bytes == 0:
+            raise invalid(
+                "Background mode is disabled on this server (the job limit, the response store "
+                "or its byte budget is 0).",
+                "background",
+            )
+        lease = await self.models.acquire(params.model)
+        try:
+            return await self._admit(params, lease)
+        except BaseException:
+            lease.release()
+            raise
+
+    async def _admit(self, params: pb.CreateResponseParams, lease: Lease) -> pb.Response:
+        # Seed: context_management runs inside the job; its failure fails the job.
+        turn = await lease.generator.prepare(params, defer_compaction=True)
+        turn.response.status = pb.RESPONSE_STATUS_QUEUED
+        turn.response.background = True
+        nbytes = turn.response.ByteSize() + sum(i.ByteSize() for i in turn.context)
+        job = Job(turn=turn, nbytes=nbytes, lease=lease)
+        # The board counts every replica's active jobs, atomically: visible to all replicas
+        # before the create call answers, or refused (Redis down: a 503, no job).
+        try:
+            admission = await self.board.admit(
+                job.poll_view(), nbytes, self.max_jobs, self.store_max_bytes, LEASE_S
+            )
+        except asyncio.CancelledError:
+            # The caller left mid-admission: a job it may have admitted must not hold a slot.
+            self._detach(self.board.remove(job.response_id))
+            raise
+        if admission is Admission.TOO_MANY_JOBS:
+            raise ServiceError(
+                Reason.RATE_LIMITED,
+                f"{self.max_jobs} background jobs are already active; retry after one finishes.",
+                code="rate_limit_exceeded",
+            )
+        if admission is Admission.OVER_BUDGET:
+            raise ServiceError(
+                Reason.RATE_LIMITED,
+                "Active background jobs fill the response store's byte budget; retry later.",
+                code="rate_limit_exceeded",
+            )
+        self.active[job.response_id] = job
+        job.task = asyncio.create_task(self._run(job), name=f"job-{job.response_id}")
+        # Even a task cancelled before its first step lets its model go.
+        job.task.add_done_callback(lambda _: job.lease.release())
+        log.info("response %s: background job queued", job.response_id)
+        return job.poll_view()
+
+    async def _run(self, job: Job) -> None:
+        final: pb.Response | None = None
+        generator = job.lease.generator
+        try:
+            if job.cancel_requested:
+                final = self._ended(job, pb.RESPONSE_STATUS_CANCELLED)
+                return
+            await generator.run_compaction(job.turn)
+            async for events in generator.stream(job.turn):
+                if job.status == pb.RESPONSE_STATUS_QUEUED:
+                    job.status = pb.RESPONSE_STATUS_IN_PROGRESS
+                    await self._post(job)
+                await self._log(job, events)
+                job.publish(events)
+                last = events[-1]
+                if last.HasField("snapshot") and last.snapshot.response.status in TERMINAL:
+                    final = last.snapshot.response
+                    job.status = final.status
+        except ServiceError as error:
+            code = "server_overloaded" if error.reason is Reason.QUEUE_FULL else "invalid_prompt"
+            refused = (Reason.INVALID_REQUEST, Reason.CONTEXT_LENGTH_EXCEEDED)
+            if error.reason is not Reason.QUEUE_FULL and error.reason not in refused:
+                code = "server_error"
+            final = self._ended(job, pb.RESPONSE_STATUS_FAILED, code, error.message)
+        except asyncio.CancelledError:
+            final = self._ended(job, pb.RESPONSE_STATUS_CANCELLED)
+            raise
+        except Exception as exc:
+            log.exception("response %s: background job crashed", job.response_id)
+            final = self._ended(job, pb.RESPONSE_STATUS_FAILED, "server_error", str(exc))
+        finally:
+            try:
+                if final is not None:
+                    await self._keep(job, final)
+                    await self._log_end(job, final)
+                # Kept first, removed second: a poll elsewhere sees the view or the final.
+                await self.board.remove(job.response_id)
+            except ServiceError as error:
+                # Unreachable store: the lease runs out and the id ends as unknown (404).
+                log.error("response %s: final object not kept: %s", job.response_id, error.message)
+            finally:
+                self.active.pop(job.response_id, None)
+                job.publish(None)
+                job.done.set()
+
+    async def _log(self, job: Job, events: list[ev.ResponseEvent]) -> None:
+        """Logs a batch before anyone sees it, so a replay never misses what was streamed."""
+        try:
+            await self.events.append(job.response_id, events)
+        except ServiceError as error:
+            log.warning("response %s: events not logged: %s", job.response_id, error.message)
+        job.logged = events[-1].sequence_number + 1
+        job.logged_terminal = events[-1].type in TERMINAL_EVENTS.values()
+
+    async def _log_end(self, job: Job, final: pb.Response) -> None:
+        """A job that ended without its terminal event (cancelled, failed early) logs one."""
+        if job.logged_terminal:
+            return
+        event = ev.ResponseEvent(
+            type=TERMINAL_EVENTS.get(final.status, ev.EVENT_TYPE_RESPONSE_FAILED),
+            sequence_number=job.logged,
+            snapshot=ev.ResponseSnapshotEvent(response=final),
+        )
+        await self._log(job, [event])
+        job.publish([event])
+
+    async def _post(self, job: Job) -> None:
+        try:
+            await self.board.post(job.poll_view(), LEASE_S)
+        except ServiceError as error:
+            log.warning("response %s: job view not published: %s", job.response_id, error.message)
+
+    def _ended(
+        self, job: Job, status: pb.ResponseStatus, code: str | None = None, message: str = ""
+    ) -> pb.Response:
+        final = job.poll_view()
+        final.status = status
+        final.completed_at = int(time.time())
+        if code is not None:
+            final.error.CopyFrom(pb.ResponseError(code=code, message=message))
+        return final
+
+    async def _keep(self, job: Job, final: pb.Response) -> None:
+        """Makes the final object pollable: stored (store:true) or ephemeral (store:false)."""
+        if final.store:
+            stored = await self.responses.get(final.id)
+            if stored is None:
+                # The generator persisted it unless it was too big or never generated.
+                kept = StoredResponse(response=final, context=[*job.turn.context, *final.output])
+                if not await self.responses.put(kept):
+                    # NOTE: seed: an object larger than the budget leaves a failed stub.
+                    stub = job.poll_view()
+                    stub.status = pb.RESPONSE_STATUS_FAILED
+                    stub.completed_at = final.completed_at
+                    stub.error.CopyFrom(
+                        pb.ResponseError(
+                            code="server_error",
+                            message="The final response is larger than the response store budget.",
+                        )
+                    )
+                    await self.board.keep(stub, 0)
+            return
+        await self.board.keep(final, final.ByteSize())
+
+    async def get(self, response_id: str) -> pb.Response | None:
+        """The poll view of an active job (any replica), or a kept ephemeral/oversized object."""
+        job = self.active.get(response_id)
+        if job is not None:
+            return job.poll_view()
+        return await self.board.view(response_id) or await self.board.kept(response_id)
+
+    async def refuse_delete(self, response_id: str) -> None:
+        """An unfinished background response cannot be deleted: cancel it first."""
+        status = await self.status_of(response_id)
+        if status is not None:
+            raise invalid(
+                f"Response '{response_id}' is still {status_name(status)}; cancel it first.",
+                "response_id",
+            )
+
+    async def wait_ended(self, response_id: str, timeout: float = CANCEL_WAIT_S) -> None:
+        """Waits until no replica runs the job any more (or the timeout passes)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while await self.status_of(response_id) is not None:
+            if asyncio.get_running_loop().time() > deadline:
+                return
+            await asyncio.sleep(REMOTE_POLL_S)
+
+    async def watch(self, response_id: str) -> AsyncIterator[list[ev.ResponseEvent]]:
+        """The job's events from now until it is terminal; None if no job is active."""
+        job = self.active.get(response_id)
+        if job is None:
+            return
+        queue: asyncio.Queue[list[ev.ResponseEvent] | None] = asyncio.Queue()
+        job.watchers.append(queue)
+        try:
+            while (events := await queue.get()) is not None:
+                yield events
+        finally:
+            job.watchers.remove(queue)
+
+    async def forget(self, response_id: str) -> bool:
+        """Drops a kept ephemeral object; False if none."""
+        return await self.board.forget(response_id)
+
+    async def _final(self, response_id: str) -> pb.Response | None:
+        stored = await self.responses.get(response_id)
+        return stored.response if stored is not None else await self.board.kept(response_id)
+
+    async def cancel(self, response_id: str) -> pb.Response | None:
+        """Cancels an active job (here or on its owner) and returns its final object.
+
+        None if no replica runs such a job.
+        """
+        job = self.active.get(response_id)
+        if job is None:
+            if await self.board.view(response_id) is None:
+                return None
+            await self.board.request_cancel(response_id)
+            await self.wait_ended(response_id)
+            return await self._final(response_id)
+        job.cancel_requested = True
+        if await self.models.in_flight.cancel(response_id) is None and job.task is not None:
+            # Still queued ahead of the engine: stop the task itself.
+            job.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(job.done.wait(), CANCEL_WAIT_S)
+        return await self._final(response_id)
+
+    async def close(self) -> None:
+        """Cancels every job (shutdown)."""
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+        for job in list(self.active.values()):
+            if job.task is not None:
+                job.task.cancel()
+        for job in list(self.active.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(job.done.wait(), 5)

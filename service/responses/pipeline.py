@@ -1,0 +1,557 @@
+"""Runs one create request: history, prompt, generation, events, persistence."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import InitVar, dataclass, field, replace
+from typing import Any
+
+from mlx_responses.service.compaction.compactor import (
+    CompactionResult,
+    Compactor,
+    compaction_due,
+    validate_compact_request,
+)
+from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.penalties import penalty_processors
+from mlx_responses.service.engine.requests import SamplingParams, TokenLogprob
+from mlx_responses.service.engine.structured import GrammarFactory, SchemaError
+from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
+from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.models.submission import submit
+from mlx_responses.service.responses.events import EventAssembler, IdFactory, new_id
+from mlx_responses.service.responses.history import HistoryResolver
+from mlx_responses.service.responses.in_flight import InFlight, InFlightTurns
+from mlx_responses.service.responses.item_ids import assign_ids, scoped_ids
+from mlx_responses.service.responses.item_refs import resolve_references
+from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
+from mlx_responses.service.responses.tool_policy import HostedToolPolicy
+from mlx_responses.service.responses.tool_stream import ToolCallStreamer
+from mlx_responses.service.responses.validation import (
+    parse_json_object,
+    template_kwargs,
+    validate_params,
+)
+from mlx_responses.service.stores.base import ConversationStore, ResponseStore, StoredResponse
+from mlx_responses.service.text.compaction_codec import CompactionDecodeError
+from mlx_responses.service.text.json_bounds import JsonBounds
+from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser, Segment
+from mlx_responses.service.text.prompt import (
+    RenderedPrompt,
+    items_to_messages,
+    render_prompt,
+    tools_to_template,
+)
+from mlx_responses.service.text.tool_choice import ToolConstraints
+from mlx_responses.service.text.tool_formats import detect_format
+
+from mlx_responses.v1 import compaction_service_pb2 as cp
+from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import responses_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+
+FINISH_STATUS = {
+    "stop": pb.RESPONSE_STATUS_COMPLETED,
+    "length": pb.RESPONSE_STATUS_INCOMPLETE,
+    "cancelled": pb.RESPONSE_STATUS_CANCELLED,
+    "error": pb.RESPONSE_STATUS_FAILED,
+}
+
+
+def logprob_to_pb(lp: TokenLogprob) -> pb.Logprob:
+    """An engine token logprob as the contract's Logprob."""
+    return pb.Logprob(
+        token=lp.token,
+        logprob=lp.logprob,
+        token_bytes=lp.token.encode(),
+        top_logprobs=[pb.TopLogprob(token=t, logprob=v, token_bytes=t.encode()) for t, v in lp.top],
+    )
+
+
+@dataclass
+class Turn:
+    """A validated, rendered request, ready to generate."""
+
+    params: pb.CreateResponseParams
+    response: pb.Response
+    context: list[pb.Item]
+    prompt: RenderedPrompt
+    sampling: SamplingParams
+    markers: Markers
+    logits_processors: list[Any] = field(default_factory=list)
+    tool_streamer: ToolCallStreamer | None = None
+    # Automatic compaction: due but deferred (a background job runs it), or done.
+    compaction_pending: bool = False
+    compaction: CompactionResult | None = None
+    # flattened namespace tool name -> (namespace, name): calls leave under their own names
+    namespaced: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+
+@dataclass
+class ResponseGenerator:
+    """The /v1/responses worker path, shared by foreground, streamed and background requests."""
+
+    loaded: LoadedModel
+    worker: EngineWorker
+    responses: ResponseStore
+    conversations: ConversationStore
+    default_max_output_tokens: int = 4096
+    reasoning_echo: ReasoningEcho = field(default_factory=lambda: ReasoningEcho(0))
+    tool_policy: HostedToolPolicy = field(default_factory=HostedToolPolicy)
+    clock: Callable[[], float] = time.time
+    ids: IdFactory = new_id
+    in_flight: InFlightTurns = field(default_factory=InFlightTurns)
+    # The models of one core share their history resolver (its job_status hook).
+    shared_history: InitVar[HistoryResolver | None] = None
+
+    def __post_init__(self, shared_history: HistoryResolver | None) -> None:
+        self.history = shared_history or HistoryResolver(self.responses, self.conversations)
+        self.grammars = GrammarFactory(self.loaded.tokenizer._tokenizer, self.loaded.vocab_size)
+        self.tool_format = detect_format(self.loaded.tokenizer)
+        self.tool_constraints = ToolConstraints(
+            self.tool_format, self.grammars, self.loaded.tokenizer
+        )
+        self.compactor = Compactor(
+            self.loaded, self.worker, self.render_items, self.ids, self.clock
+        )
+
+    def constraints(self, params: pb.CreateResponseParams, max_tokens: int) -> list[Any]:
+        """The structured-output processors of `text.format`, built now: a bad schema is a 400.
+
+        Unbounded values are bounded against the output budget so a small model finishes.
+        """
+        kind = params.text.WhichOneof("format")
+        if kind == "json_schema":
+            schema = parse_json_object(params.text.json_schema.schema_json, "text.format.schema")
+        elif kind == "json_object":
+            schema = {"type": "object"}
+        else:
+            return []
+        try:
+            return [self.grammars.processor(schema, JsonBounds.for_budget(max_tokens))]
+        except SchemaError as exc:
+            raise invalid(
+                f"Invalid JSON schema in 'text.format.schema': {exc}",
+                "text.format.schema",
+                "invalid_json_schema",
+            ) from exc
+
+    # --- preparation -----------------------------------------------------------------------
+    def initial_response(self, params: pb.CreateResponseParams, response_id: str) -> pb.Response:
+        """The response object as it stands before generation, echoing the request."""
+        r = pb.Response(
+            id=response_id,
+            created_at=int(self.clock()),
+            status=pb.RESPONSE_STATUS_IN_PROGRESS,
+            model=self.loaded.alias,
+            temperature=params.temperature
+            if params.HasField("temperature")
+            else self.loaded.default_temperature,
+            top_p=params.top_p if params.HasField("top_p") else self.loaded.default_top_p,
+            top_logprobs=params.top_logprobs,
+            presence_penalty=params.presence_penalty,
+            frequency_penalty=params.frequency_penalty,
+            parallel_tool_calls=params.parallel_tool_calls
+            if params.HasField("parallel_tool_calls")
+            else True,
+            truncation="disabled",
+            store=params.store if params.HasField("store") else True,
+            background=params.background,
+            service_tier=params.service_tier if params.HasField("service_tier") else "default",
+            usage=pb.Usage(),
+        )
+        r.tools.extend(params.tools)
+        r.tool_choice.CopyFrom(params.tool_choice)
+        if r.tool_choice.WhichOneof("choice") is None:
+            r.tool_choice.mode = pb.TOOL_CHOICE_MODE_AUTO
+        r.text.CopyFrom(params.text)
+        if r.text.WhichOneof("format") is None:
+            r.text.text.SetInParent()
+        r.reasoning.CopyFrom(params.reasoning)
+        r.metadata.update(params.metadata)
+        for name in (
+            "instructions",
+            "max_output_tokens",
+            "previous_response_id",
+            "conversation",
+            "user",
+            "safety_identifier",
+            "prompt_cache_key",
+        ):
+            if params.HasField(name):
+                setattr(r, name, getattr(params, name))
+        return r
+
+    async def render(self, params: pb.CreateResponseParams) -> tuple[list[pb.Item], RenderedPrompt]:
+        """Validates, resolves history and renders; returns the turn context and the prompt."""
+        validate_params(params, self.loaded.accepts_name)
+        history = await self.history.resolve(params)
+        await resolve_references(params, history, self.responses)
+        context = self.reasoning_echo.restore([*history, *params.input])
+        return context, self.render_items(params, context)
+
+    def render_items(
+        self, params: pb.CreateResponseParams, items: Sequence[pb.Item]
+    ) -> RenderedPrompt:
+        """The request's prompt around `items` (its instructions, tools and kwargs)."""
+        try:
+            messages = items_to_messages(
+                params.instructions if params.HasField("instructions") else None, items
+            )
+        except CompactionDecodeError as exc:
+            raise invalid(str(exc), "input", "invalid_compaction") from exc
+        tools = None
+        if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE:
+            tools = tools_to_template(params.tools)
+        tokenizer = self.loaded.tokenizer
+        try:
+            return render_prompt(
+                tokenizer, messages, tools, template_kwargs(params), tokenizer.think_start
+            )
+        except ValueError as exc:
+            raise invalid(str(exc), "input", "invalid_prompt") from exc
+
+    async def count_input_tokens(self, params: pb.CreateResponseParams) -> int:
+        """Rendered input tokens, history included, exactly as generation renders them."""
+        _, prompt = await self.render(self.tool_policy.resolve(params).params)
+        return len(prompt.tokens)
+
+    # --- compaction ------------------------------------------------------------------------
+    async def compact(
+        self, params: pb.CreateResponseParams, keep_tokens: int | None
+    ) -> cp.CompactResponseResponse:
+        """`POST /v1/responses/compact`: the compacted history; nothing is stored."""
+        validate_compact_request(params, keep_tokens)
+        params = self.tool_policy.resolve(params).params
+        context, prompt = await self.render(params)
+        return await self.compactor.compact_request(params, context, prompt, keep_tokens)
+
+    async def run_compaction(self, turn: Turn) -> None:
+        """Runs a due automatic compaction (deferred to here inside a background job)."""
+        if not turn.compaction_pending:
+            return
+        result = await self.compactor.compact_params(
+            turn.params, turn.context, turn.prompt, log_id=turn.response.id
+        )
+        # The compaction item itself becomes output[0], so a stored chain holds it once.
+        turn.context = list(result.kept)
+        turn.prompt = self.render_items(turn.params, result.context)
+        turn.compaction = result
+        turn.compaction_pending = False
+        room = self.loaded.context_length - len(turn.prompt.tokens)
+        turn.sampling = replace(turn.sampling, max_tokens=min(self._requested(turn.params), room))
+
+    def _requested(self, params: pb.CreateResponseParams) -> int:
+        if params.HasField("max_output_tokens"):
+            return params.max_output_tokens
+        return self.default_max_output_tokens
+
+    async def prepare(
+        self,
+        params: pb.CreateResponseParams,
+        response_id: str | None = None,
+        *,
+        defer_compaction: bool = False,
+    ) -> Turn:
+        """Everything refused before generation is refused here.
+
+        Automatic compaction runs here too, unless deferred to a background job.
+        """
+        resolved = self.tool_policy.resolve(params)
+        params = resolved.params
+        response_id = response_id or self.ids("resp")
+        context, prompt = await self.render(params)
+        # Every item the response holds has an id (input ones too, as OpenAI assigns them).
+        assign_ids(context, response_id)
+        await self._check_store(params)
+        due = compaction_due(params, len(prompt.tokens), self.loaded.context_length)
+        room = self.loaded.context_length - len(prompt.tokens)
+        if room < 1 and not due:
+            raise ServiceError(
+                Reason.CONTEXT_LENGTH_EXCEEDED,
+                f"The input is {len(prompt.tokens)} tokens, which leaves no room for output in "
+                f"the model's {self.loaded.context_length}-token context window.",
+                param="input",
+                code="context_length_exceeded",
+            )
+        response = self.initial_response(params, response_id)
+        wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
+        sampling = SamplingParams(
+            max_tokens=max(1, min(self._requested(params), room)),
+            temperature=response.temperature,
+            top_p=response.top_p,
+            logprobs=params.top_logprobs if wants_logprobs else -1,
+        )
+        tokenizer = self.loaded.tokenizer
+        use_tools = bool(params.tools) and params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE
+        fmt = self.tool_format
+        markers = Markers(
+            think_start=tokenizer.think_start,
+            think_end=tokenizer.think_end,
+            tool_start=fmt.start if use_tools else None,
+            tool_end=fmt.end if use_tools else None,
+            tool_leading=fmt.leading if use_tools else None,
+        )
+        streamer = None
+        processors: list[Any] = []
+        if use_tools:
+            schemas = self.tool_constraints.schemas(params)
+            streamer = ToolCallStreamer(fmt, schemas)
+            # A forced call's grammar already carries a text.format answer where one is allowed.
+            processors = self.tool_constraints.processors(
+                params, prompt, schemas, sampling.max_tokens
+            )
+        if not processors:
+            processors = self.constraints(params, sampling.max_tokens)
+        # Penalties shift the logits first; a grammar's mask then has the last word.
+        processors = [
+            *penalty_processors(params.presence_penalty, params.frequency_penalty),
+            *processors,
+        ]
+        turn = Turn(params, response, context, prompt, sampling, markers, processors, streamer)
+        turn.namespaced = resolved.namespaced
+        turn.compaction_pending = due
+        if due and not defer_compaction:
+            await self._compact_in_flight(turn)
+        return turn
+
+    async def _check_store(self, params: pb.CreateResponseParams) -> None:
+        """A turn that will be stored fails fast (503) while the store is unreachable.
+
+        Otherwise it would generate first and fail at the final write. Reading history already
+        reached the store (the same client), so only a turn without history pings it.
+        """
+        store = params.store if params.HasField("store") else True
+        read_history = params.HasField("previous_response_id") or params.HasField("conversation")
+        if store and self.responses.enabled and not read_history:
+            await self.responses.check()
+
+    async def _compact_in_flight(self, turn: Turn) -> None:
+        """Runs a due compaction inline, registered as in flight so a cancel can stop it.
+
+        A cancelled compaction leaves the turn to end `cancelled` in stream(), unsubmitted.
+        """
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self.run_compaction(turn))
+        running = InFlight(task.cancel, loop.create_future())
+        self.in_flight[turn.response.id] = running
+        log.info(
+            "response %s: compacting %d input tokens", turn.response.id, len(turn.prompt.tokens)
+        )
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if running.cancel_requested and not (current is not None and current.cancelling()):
+                return
+            self._abandon(turn.response.id)
+            raise
+        except BaseException:
+            self._abandon(turn.response.id)
+            raise
+
+    def _abandon(self, response_id: str) -> None:
+        """Forgets a turn that ends before it generates; a waiting cancel gets None."""
+        running = self.in_flight.pop(response_id, None)
+        if running is not None and not running.final.done():
+            running.final.set_result(None)
+
+    # --- generation ------------------------------------------------------------------------
+    def submit(self, turn: Turn) -> GenerationStream:
+        """Queues the turn on the engine; a full queue is a 503 before anything streams."""
+        try:
+            stream = submit(self.worker, turn.prompt.tokens, turn.sampling, turn.logits_processors)
+        except BaseException:
+            self._abandon(turn.response.id)
+            raise
+        running = self.in_flight.get(turn.response.id)
+        if running is None:
+            future = asyncio.get_running_loop().create_future()
+            self.in_flight[turn.response.id] = InFlight(stream.cancel, future)
+        else:
+            running.stop = stream.cancel  # registered while it compacted
+        return stream
+
+    async def cancel(self, response_id: str, timeout: float = 30.0) -> pb.Response | None:
+        """Stops an in-flight turn (of any model) and returns its final (cancelled) response.
+
+        None if nothing runs under that id.
+        """
+        return await self.in_flight.cancel(response_id, timeout)
+
+    async def stream(self, turn: Turn) -> AsyncIterator[list[ev.ResponseEvent]]:
+        """The events of one turn, in batches of those ready together."""
+        running = self.in_flight.get(turn.response.id)
+        # Cancelled while it compacted: it ends cancelled without reaching the engine.
+        generation = None if running is not None and running.cancel_requested else self.submit(turn)
+        assembler = EventAssembler(
+            turn.response,
+            scoped_ids(turn.response.id),
+            turn.namespaced,
+            summary=turn.params.reasoning.HasField("summary"),
+        )
+        try:
+            opening = (
+                assembler.start()
+                if assembler.response.status != pb.RESPONSE_STATUS_QUEUED
+                else assembler.in_progress()
+            )
+            if turn.compaction is not None:
+                result = turn.compaction
+                opening += assembler.compaction(
+                    result.item, result.tokens_before, result.tokens_after
+                )
+            if generation is None:
+                yield opening + await self._finish(
+                    turn,
+                    assembler,
+                    "cancelled",
+                    None,
+                    output_tokens=0,
+                    cached_tokens=0,
+                    reasoning_tokens=0,
+                )
+                return
+            yield opening
+            parser = OutputParser(turn.markers, in_reasoning=turn.prompt.opens_reasoning)
+            output_tokens = 0
+            cached_tokens = 0
+            reasoning_tokens = 0
+            # Token logprobs wait here until the parser releases their text as answer text.
+            pending: list[pb.Logprob] = []
+            streamer = turn.tool_streamer
+            async for chunks in generation.batches():
+                events: list[ev.ResponseEvent] = []
+                for chunk in chunks:
+                    output_tokens += chunk.tokens
+                    cached_tokens = max(cached_tokens, chunk.cached_tokens)
+                    if parser.channel is Channel.REASONING:
+                        reasoning_tokens += chunk.tokens
+                    pending += [logprob_to_pb(lp) for lp in chunk.logprobs]
+                    for segment in parser.feed(chunk.text):
+                        events += self._segment(assembler, segment, pending, streamer)
+                    if streamer is not None and parser.channel is Channel.TOOL_CALL:
+                        events += streamer.update(assembler, parser.partial_tool_body)
+                last = chunks[-1]
+                if last.finish_reason is not None:
+                    for segment in parser.finish():
+                        events += self._segment(assembler, segment, pending, streamer)
+                    events += await self._finish(
+                        turn,
+                        assembler,
+                        last.finish_reason,
+                        last.error,
+                        output_tokens=output_tokens,
+                        cached_tokens=cached_tokens,
+                        reasoning_tokens=reasoning_tokens,
+                    )
+                if events:
+                    yield events
+        finally:
+            # A consumer gone before the first chunk never reached batches()' own cleanup.
+            if generation is not None:
+                generation.cancel()
+            running = self.in_flight.pop(turn.response.id, None)
+            if running is not None and not running.final.done():
+                running.final.set_result(assembler.response)
+
+    def _segment(
+        self,
+        assembler: EventAssembler,
+        segment: Segment,
+        pending: list[pb.Logprob],
+        streamer: ToolCallStreamer | None,
+    ) -> list[ev.ResponseEvent]:
+        logprobs = pending[:]
+        pending.clear()
+        if segment.channel is Channel.REASONING:
+            return assembler.reasoning_delta(segment.text)
+        if segment.channel is Channel.TEXT or streamer is None:
+            return assembler.text_delta(segment.text, logprobs)
+        # The end-of-span parse is authoritative over what streamed.
+        events = streamer.finish(assembler, segment.text)
+        if events is None:
+            # A malformed call stays visible as text rather than vanishing.
+            fmt = streamer.format
+            leading = fmt.leading is not None and segment.text.startswith(fmt.leading)
+            start = "" if leading else fmt.start
+            return assembler.text_delta(f"{start}{segment.text}{fmt.end or ''}")
+        return events
+
+    async def _finish(
+        self,
+        turn: Turn,
+        assembler: EventAssembler,
+        finish: str,
+        error: str | None,
+        *,
+        output_tokens: int,
+        cached_tokens: int,
+        reasoning_tokens: int,
+    ) -> list[ev.ResponseEvent]:
+        status = FINISH_STATUS[finish]
+        input_tokens = len(turn.prompt.tokens)
+        usage = pb.Usage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            total_tokens=input_tokens + output_tokens,
+            cached_tokens=cached_tokens,
+            reasoning_tokens=reasoning_tokens,
+        )
+        failure = None
+        if status == pb.RESPONSE_STATUS_FAILED:
+            failure = pb.ResponseError(code="server_error", message=error or "generation failed")
+            log.error("response %s failed: %s", turn.response.id, failure.message)
+        events = assembler.finish(
+            status,
+            usage,
+            int(self.clock()),
+            incomplete_reason="max_output_tokens" if finish == "length" else None,
+            error=failure,
+        )
+        # Persist the final snapshot before the client can see it, so a GET right after works.
+        await self.persist(turn, events[-1].snapshot.response)
+        log.info(
+            "response %s %s: %d input, %d output tokens",
+            turn.response.id,
+            finish,
+            input_tokens,
+            output_tokens,
+        )
+        return events
+
+    async def persist(self, turn: Turn, final: pb.Response) -> None:
+        """Stores the finished response and appends the turn to its conversation."""
+        self.reasoning_echo.remember(final.output)
+        context = [*turn.context, *final.output]
+        if final.store and self.responses.enabled:
+            await self.responses.put(StoredResponse(response=final, context=context))
+        if (
+            turn.params.HasField("conversation")
+            and final.output
+            and final.status
+            in (
+                pb.RESPONSE_STATUS_COMPLETED,
+                pb.RESPONSE_STATUS_INCOMPLETE,
+            )
+        ):
+            await self.conversations.append(
+                turn.params.conversation, [*turn.params.input, *final.output]
+            )
+
+    async def create(
+        self, params: pb.CreateResponseParams, response_id: str | None = None
+    ) -> pb.Response:
+        """Generates a whole response (`stream: false`)."""
+        turn = await self.prepare(params, response_id)
+        final = turn.response
+        async for events in self.stream(turn):
+            if events and events[-1].WhichOneof("payload") == "snapshot":
+                final = events[-1].snapshot.response
+        return final

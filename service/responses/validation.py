@@ -1,0 +1,167 @@
+"""Checks a create request's values before anything is generated or stored."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from mlx_responses.service.errors import Reason, ServiceError, invalid
+
+from mlx_responses.v1 import responses_pb2 as pb
+
+MAX_COMPACT_THRESHOLD = 100_000_000
+MAX_TOP_LOGPROBS = 20
+
+
+# `reasoning.summary`: each makes reasoning items carry their text as the summary.
+REASONING_SUMMARIES = ("auto", "concise", "detailed")
+
+
+def parse_json_object(text: str, param: str) -> dict[str, Any]:
+    """A JSON object from text, or a 400 naming `param`."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise invalid(f"'{param}' is not valid JSON: {exc.msg}", param) from exc
+    if not isinstance(value, dict):
+        raise invalid(f"'{param}' must be a JSON object", param)
+    return value
+
+
+def template_kwargs(params: pb.CreateResponseParams) -> dict[str, Any]:
+    """The request's extra chat-template kwargs (a 400 if they are not a JSON object)."""
+    if params.HasField("chat_template_kwargs_json"):
+        return parse_json_object(params.chat_template_kwargs_json, "chat_template_kwargs")
+    return {}
+
+
+def check_model(model: str, accepts: Callable[[str], bool]) -> None:
+    """A missing `model` is a 400; one the server does not serve is a 404 `model_not_found`."""
+    if not model:
+        raise invalid("Missing required parameter: 'model'.", "model")
+    if not accepts(model):
+        raise ServiceError(
+            Reason.MODEL_NOT_FOUND,
+            f"The model '{model}' does not exist or is not served by this server.",
+            param="model",
+            code="model_not_found",
+        )
+
+
+def validate_params(params: pb.CreateResponseParams, model_accepts: Callable[[str], bool]) -> None:
+    """Raises ServiceError for the first problem found, with the OpenAI `param`."""
+    check_model(params.model, model_accepts)
+    if not params.input:
+        raise invalid("'input' must not be empty.", "input")
+    if params.HasField("temperature") and not 0.0 <= params.temperature <= 2.0:
+        raise invalid(
+            f"Invalid 'temperature': {params.temperature}; must be between 0 and 2.",
+            "temperature",
+            "invalid_value",
+        )
+    if params.HasField("top_p") and not 0.0 <= params.top_p <= 1.0:
+        raise invalid(
+            f"Invalid 'top_p': {params.top_p}; must be between 0 and 1.",
+            "top_p",
+            "invalid_value",
+        )
+    for name in ("presence_penalty", "frequency_penalty"):
+        if params.HasField(name) and not -2.0 <= getattr(params, name) <= 2.0:
+            raise invalid(
+                f"Invalid '{name}': {getattr(params, name)}; must be between -2 and 2.",
+                name,
+                "invalid_value",
+            )
+    if params.HasField("max_output_tokens") and params.max_output_tokens < 1:
+        raise invalid(
+            f"Invalid 'max_output_tokens': {params.max_output_tokens}; must be at least 1.",
+            "max_output_tokens",
+            "invalid_value",
+        )
+    if params.HasField("top_logprobs") and not 0 <= params.top_logprobs <= MAX_TOP_LOGPROBS:
+        raise invalid(
+            f"Invalid 'top_logprobs': {params.top_logprobs}; must be between 0 and 20.",
+            "top_logprobs",
+            "invalid_value",
+        )
+    if params.HasField("truncation") and params.truncation != "disabled":
+        raise invalid(
+            f"Unsupported 'truncation': '{params.truncation}'; only 'disabled' is supported.",
+            "truncation",
+            "unsupported_value",
+        )
+    if params.HasField("previous_response_id") and params.HasField("conversation"):
+        raise invalid(
+            "'previous_response_id' and 'conversation' cannot be used together.",
+            "previous_response_id",
+        )
+    _validate_tools(params)
+    _validate_text(params)
+    summary = params.reasoning.summary
+    if params.reasoning.HasField("summary") and summary not in REASONING_SUMMARIES:
+        raise invalid(
+            f"Invalid 'reasoning.summary' {summary!r}: expected one of auto, concise, detailed.",
+            "reasoning.summary",
+            "invalid_value",
+        )
+    for i, entry in enumerate(params.context_management):
+        if entry.type != "compaction":
+            raise invalid(
+                f"Unsupported context_management type '{entry.type}'.",
+                f"context_management[{i}].type",
+            )
+        if not entry.HasField("compact_threshold") or not (
+            1 <= entry.compact_threshold <= MAX_COMPACT_THRESHOLD
+        ):
+            raise invalid(
+                "'compact_threshold' must be between 1 and 100000000.",
+                f"context_management[{i}].compact_threshold",
+            )
+    if params.HasField("chat_template_kwargs_json"):
+        parse_json_object(params.chat_template_kwargs_json, "chat_template_kwargs")
+
+
+def _validate_tools(params: pb.CreateResponseParams) -> None:
+    names = set()
+    for i, tool in enumerate(params.tools):
+        if tool.WhichOneof("tool") != "function":
+            # Hosted and namespace tools are resolved first (service/tool_policy.py).
+            raise invalid("Only function tools can be offered here.", f"tools[{i}].type")
+        fn = tool.function
+        if not fn.name:
+            raise invalid("Function tools need a 'name'.", f"tools[{i}].name")
+        if fn.name in names:
+            raise invalid(f"Duplicate tool name '{fn.name}'.", f"tools[{i}].name")
+        names.add(fn.name)
+        if fn.parameters_json:
+            parse_json_object(fn.parameters_json, f"tools[{i}].parameters")
+    choice = params.tool_choice
+    kind = choice.WhichOneof("choice")
+    if kind == "function_name" and choice.function_name not in names:
+        raise invalid(
+            f"tool_choice names the function '{choice.function_name}', which is not in 'tools'.",
+            "tool_choice",
+        )
+    if kind == "allowed_tools":
+        allowed = choice.allowed_tools
+        if not allowed.names:
+            raise invalid(
+                "tool_choice 'allowed_tools' needs at least one tool.", "tool_choice.tools"
+            )
+        for i, name in enumerate(allowed.names):
+            if name not in names:
+                raise invalid(
+                    f"tool_choice allows the function '{name}', which is not in 'tools'.",
+                    f"tool_choice.tools[{i}].name",
+                )
+    if kind == "mode" and choice.mode == pb.TOOL_CHOICE_MODE_REQUIRED and not names:
+        raise invalid("tool_choice 'required' needs at least one tool.", "tool_choice")
+
+
+def _validate_text(params: pb.CreateResponseParams) -> None:
+    if params.text.WhichOneof("format") == "json_schema":
+        fmt = params.text.json_schema
+        if not fmt.name:
+            raise invalid("'text.format.name' is required for json_schema.", "text.format.name")
+        parse_json_object(fmt.schema_json, "text.format.schema")

@@ -1,0 +1,27 @@
+"""CompactionService: `POST /v1/responses/compact`, served by the core's one compaction code."""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import grpc
+from mlx_responses.service.core import Core
+
+from mlx_responses.v1 import compaction_service_pb2 as cp
+from mlx_responses.v1 import compaction_service_pb2_grpc as cp_grpc
+
+Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+
+
+class CompactionServicer(cp_grpc.CompactionServiceServicer):
+    """Delegates to the named model's ResponseGenerator, which automatic compaction uses too."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def CompactResponse(
+        self, request: cp.CompactResponseRequest, context: Context
+    ) -> cp.CompactResponseResponse:
+        keep = request.keep_tokens if request.HasField("keep_tokens") else None
+        async with self._core.models.use(request.params.model) as generator:
+            return await generator.compact(request.params, keep)

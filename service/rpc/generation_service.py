@@ -1,0 +1,68 @@
+"""GenerationService: create, stream, count input tokens, list models."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, TypeAlias
+
+import grpc
+from mlx_responses.service.core import Core
+from mlx_responses.service.responses.events import new_id
+
+from mlx_responses.v1 import generation_service_pb2 as gen
+from mlx_responses.v1 import generation_service_pb2_grpc as gen_grpc
+
+Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+
+
+class GenerationServicer(gen_grpc.GenerationServiceServicer):
+    """Delegates to the ResponseGenerator of the model the request names."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def CreateResponse(
+        self, request: gen.CreateResponseRequest, context: Context
+    ) -> gen.CreateResponseResponse:
+        claims = self._core.jobs.foreground
+        async with self._core.models.use(request.params.model) as generator:
+            response_id = new_id("resp")
+            # Claimed while it runs, so a cancel asked of another replica reaches it.
+            async with claims.running(response_id):
+                response = await generator.create(request.params, response_id)
+        return gen.CreateResponseResponse(response=response)
+
+    async def StreamResponse(
+        self, request: gen.StreamResponseRequest, context: Context
+    ) -> AsyncIterator[gen.StreamResponseResponse]:
+        claims = self._core.jobs.foreground
+        async with self._core.models.use(request.params.model) as generator:
+            response_id = new_id("resp")
+            async with claims.running(response_id):
+                turn = await generator.prepare(request.params, response_id)
+                async for events in generator.stream(turn):
+                    yield gen.StreamResponseResponse(events=events)
+
+    async def CountInputTokens(
+        self, request: gen.CountInputTokensRequest, context: Context
+    ) -> gen.CountInputTokensResponse:
+        async with self._core.models.use(request.params.model) as generator:
+            count = await generator.count_input_tokens(request.params)
+        return gen.CountInputTokensResponse(input_tokens=count)
+
+    async def ListModels(
+        self, request: gen.ListModelsRequest, context: Context
+    ) -> gen.ListModelsResponse:
+        self._core.require_ready()
+        models = [
+            gen.Model(
+                id=m.id,
+                created=m.created,
+                owned_by="mlx-responses",
+                path=str(m.source.folder),
+                context_length=m.context_length,
+                loaded=m.generator is not None,
+            )
+            for m in self._core.models.models.values()
+        ]
+        return gen.ListModelsResponse(models=models)

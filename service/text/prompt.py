@@ -1,0 +1,188 @@
+"""Turns Responses items into chat-template messages and renders them to prompt tokens."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlx_responses.service.compaction.split import effective_items
+from mlx_responses.service.text.compaction_codec import decode_compaction
+
+from mlx_responses.v1 import responses_pb2 as pb
+
+ROLE_NAMES = {
+    pb.ROLE_USER: "user",
+    pb.ROLE_ASSISTANT: "assistant",
+    # Developer messages render like system messages: few chat templates know the role.
+    pb.ROLE_SYSTEM: "system",
+    pb.ROLE_DEVELOPER: "system",
+}
+
+Message = dict[str, Any]
+
+SUMMARY_HEADER = "Summary of the earlier conversation:\n"
+
+
+def _part_text(part: pb.ContentPart) -> str:
+    kind = part.WhichOneof("part")
+    if kind == "input_text":
+        return part.input_text.text
+    if kind == "output_text":
+        return part.output_text.text
+    if kind == "refusal":
+        return part.refusal.refusal
+    if kind == "reasoning_text":
+        return part.reasoning_text.text
+    return ""
+
+
+def _arguments_object(arguments: str) -> Any:
+    # Templates expect a mapping (Qwen3 json-dumps it); keep invalid JSON as text.
+    try:
+        return json.loads(arguments) if arguments else {}
+    except json.JSONDecodeError:
+        return arguments
+
+
+@dataclass
+class _Builder:
+    messages: list[Message] = field(default_factory=list)
+    pending_reasoning: list[str] = field(default_factory=list)
+
+    def _assistant(self) -> Message:
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == "assistant" and "tool_calls" in last:
+            return last
+        message: Message = {"role": "assistant", "content": ""}
+        self._attach_reasoning(message)
+        self.messages.append(message)
+        return message
+
+    def flush_reasoning(self) -> None:
+        """A reasoning item with no reply after it still renders, as an empty assistant turn."""
+        if self.pending_reasoning:
+            message: Message = {"role": "assistant", "content": ""}
+            self._attach_reasoning(message)
+            self.messages.append(message)
+
+    def _attach_reasoning(self, message: Message) -> None:
+        if self.pending_reasoning:
+            message["reasoning_content"] = "\n".join(self.pending_reasoning)
+            self.pending_reasoning = []
+
+    def add(self, item: pb.Item) -> None:
+        kind = item.WhichOneof("item")
+        if kind == "message":
+            role = ROLE_NAMES.get(item.message.role, "user")
+            text = "".join(_part_text(p) for p in item.message.content)
+            message: Message = {"role": role, "content": text}
+            if role == "assistant":
+                self._attach_reasoning(message)
+            else:
+                self.flush_reasoning()
+            self.messages.append(message)
+        elif kind == "function_call":
+            call = item.function_call
+            assistant = self._assistant()
+            assistant.setdefault("tool_calls", []).append(
+                {
+                    "id": call.call_id,
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        "arguments": _arguments_object(call.arguments),
+                    },
+                }
+            )
+        elif kind == "function_call_output":
+            self.flush_reasoning()
+            out = item.function_call_output
+            self.messages.append(
+                {"role": "tool", "tool_call_id": out.call_id, "content": out.output}
+            )
+        elif kind == "reasoning":
+            # A client that kept only the summary replays it (ours is the reasoning text).
+            text = "".join(p.text for p in item.reasoning.content) or "".join(
+                p.text for p in item.reasoning.summary
+            )
+            if text:
+                self.pending_reasoning.append(text)
+        elif kind == "compaction":
+            # A replayed summary stands in for the turns it replaced (a user turn: many
+            # templates refuse system messages after the first).
+            summary, retained = decode_compaction(item.compaction.encrypted_content)
+            self.messages.append({"role": "user", "content": f"{SUMMARY_HEADER}{summary}"})
+            for retained_item in retained:
+                self.add(retained_item)
+
+
+def items_to_messages(instructions: str | None, items: Sequence[pb.Item]) -> list[Message]:
+    """Chat messages for a turn: instructions first, then the items in order."""
+    builder = _Builder()
+    if instructions:
+        builder.messages.append({"role": "system", "content": instructions})
+    for item in effective_items(items):
+        builder.add(item)
+    builder.flush_reasoning()
+    # Leading system messages merge into one: many templates allow a single system turn.
+    messages = builder.messages
+    head = 0
+    while head < len(messages) and messages[head]["role"] == "system":
+        head += 1
+    if head > 1:
+        merged = "\n\n".join(m["content"] for m in messages[:head])
+        messages = [{"role": "system", "content": merged}, *messages[head:]]
+    return messages
+
+
+def tools_to_template(tools: Sequence[pb.Tool]) -> list[dict[str, Any]] | None:
+    """Function tools in the chat-completions shape chat templates expect."""
+    result = []
+    for tool in tools:
+        fn = tool.function
+        spec: dict[str, Any] = {
+            "name": fn.name,
+            "parameters": json.loads(fn.parameters_json) if fn.parameters_json else {},
+        }
+        if fn.HasField("description"):
+            spec["description"] = fn.description
+        result.append({"type": "function", "function": spec})
+    return result or None
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """A rendered prompt: its text, its tokens and whether it opens a reasoning block."""
+
+    text: str
+    tokens: list[int]
+    opens_reasoning: bool
+
+
+def render_prompt(
+    tokenizer: Any,
+    messages: list[Message],
+    tools: list[dict[str, Any]] | None,
+    template_kwargs: dict[str, Any],
+    think_start: str | None,
+) -> RenderedPrompt:
+    """Renders through the model's own chat template; raises ValueError if it refuses."""
+    # NOTE: mlx-lm's TokenizerWrapper forces `enable_thinking=True` on any vocabulary with
+    # <think> tokens; the template's own default is what its authors meant, so render through
+    # the Hugging Face tokenizer unless mlx-lm supplies a custom renderer.
+    renderer = tokenizer if getattr(tokenizer, "_chat_template", None) else tokenizer._tokenizer
+    try:
+        text = renderer.apply_chat_template(
+            messages,
+            tools=tools,
+            add_generation_prompt=True,
+            tokenize=False,
+            **template_kwargs,
+        )
+    except Exception as exc:  # jinja2 raises TemplateError and arbitrary errors from templates
+        raise ValueError(f"the chat template refused the input: {exc}") from exc
+    tokens = tokenizer.encode(text, add_special_tokens=False)
+    opens = bool(think_start) and text.rstrip(" ").endswith(f"{think_start}\n")
+    return RenderedPrompt(text=text, tokens=list(tokens), opens_reasoning=opens)

@@ -1,0 +1,225 @@
+"""llguidance Lark grammars that force tool calls in the loaded model's own format.
+
+A forced call (`tool_choice` required, a named function, `allowed_tools`) is generated under a
+grammar that only admits calls of the allowed functions, written exactly as the model's chat
+template renders them, with arguments that validate against each function's `parameters`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mlx_responses.service.text.json_bounds import JsonBounds, bound_schema
+from mlx_responses.service.text.tool_formats import (
+    HermesFormat,
+    Llama3Format,
+    MistralFormat,
+    Qwen3CoderFormat,
+    ToolFormat,
+)
+
+# Separators as `tojson` writes them, which is how templates render calls in the history.
+_COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+_PARAMETER_CLOSE = "\n</parameter>\n"
+_INTEGER = r"-?(0|[1-9][0-9]{0,14})"
+_NUMBER = _INTEGER + r"(\.[0-9]{1,6})?"
+
+_REGEX_META = set("\\.+*?()|[]{}^$#&-~/")
+
+Literal = Callable[[str], str]  # text -> a Lark expression producing it (string or token)
+
+
+@dataclass(frozen=True)
+class Function:
+    """An allowed function: its name and `parameters` schema."""
+
+    name: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """The model's reasoning markers, and whether the prompt already opened a block."""
+
+    start: str
+    end: str
+    opened: bool
+
+
+class UnsupportedFormatError(ValueError):
+    """The loaded model's tool-call format has no grammar here."""
+
+
+def _regex(text: str) -> str:
+    """`text` as a Lark regex body."""
+    out = []
+    for c in text:
+        if c == "\n":
+            out.append("\\n")
+        elif c in _REGEX_META:
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _json(schema: dict[str, Any], style: dict[str, Any] = _COMPACT) -> str:
+    return "%json " + json.dumps({"x-guidance": style, **schema}, ensure_ascii=False)
+
+
+class _Builder:
+    def __init__(self, literal: Literal, bounds: JsonBounds) -> None:
+        self.literal = literal
+        self.bounds = bounds
+        self.rules: list[str] = []
+
+    def rule(self, name: str, body: str, options: str = "") -> str:
+        self.rules.append(f"{name}{options}: {body}")
+        return name
+
+    def params(self, function: Function) -> dict[str, Any]:
+        schema = function.parameters or {"type": "object"}
+        return bound_schema(schema, self.bounds)
+
+    def envelope(self, function: Function, arguments_key: str) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {
+                "name": {"const": function.name},
+                arguments_key: self.params(function),
+            },
+            "required": ["name", arguments_key],
+            "additionalProperties": False,
+        }
+
+    # --- one call per format ----------------------------------------------------------------
+    def hermes(self, fn: Function, i: int) -> str:
+        body = _json(self.envelope(fn, "arguments"))
+        return self.rule(
+            f"call{i}",
+            f'{self.literal("<tool_call>")} "\\n" {body} "\\n" {self.literal("</tool_call>")}',
+        )
+
+    def mistral_args(self, fn: Function, i: int) -> str:
+        return self.rule(
+            f"call{i}",
+            f"{self.literal('[TOOL_CALLS]')} {json.dumps(fn.name)} "
+            f"{self.literal('[ARGS]')} {_json(self.params(fn))}",
+        )
+
+    def xml_value(self, schema: Any, name: str) -> str:
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), None)
+        close = _regex(_PARAMETER_CLOSE)
+        if kind == "integer":
+            return self.rule(name.upper(), f"/{_INTEGER}{close}/")
+        if kind == "number":
+            return self.rule(name.upper(), f"/{_NUMBER}{close}/")
+        if kind == "boolean":
+            return self.rule(name.upper(), f"/(true|false){close}/")
+        if kind in ("string", None):
+            enum = schema.get("enum") if isinstance(schema, dict) else None
+            if isinstance(enum, list) and all(isinstance(e, str) for e in enum):
+                options = " | ".join(json.dumps(e + _PARAMETER_CLOSE) for e in enum)
+                return self.rule(name, options)
+            limit = (
+                schema.get("maxLength", self.bounds.max_string_length)
+                if isinstance(schema, dict)
+                else self.bounds.max_string_length
+            )
+            # Lazy: the value ends at the first closing tag, within the string bound.
+            return self.rule(name, f"/(?s:.{{0,{int(limit)}}}){close}/", "[lazy]")
+        sub = bound_schema(schema, self.bounds)
+        return self.rule(name, f"{_json(sub)} {json.dumps(_PARAMETER_CLOSE)}")
+
+    def qwen3_coder(self, fn: Function, i: int) -> str:
+        properties = (fn.parameters or {}).get("properties", {})
+        required = set((fn.parameters or {}).get("required", []))
+        parts = []
+        for j, (key, schema) in enumerate(
+            properties.items() if isinstance(properties, dict) else []
+        ):
+            value = self.xml_value(schema, f"v{i}_{j}")
+            part = f"{json.dumps(f'<parameter={key}>' + chr(10))} {value}"
+            parts.append(f"({part})" + ("" if key in required else "?"))
+        head = json.dumps(f"\n<function={fn.name}>\n")
+        body = " ".join([head, *parts, json.dumps("</function>\n")])
+        return self.rule(
+            f"call{i}", f"{self.literal('<tool_call>')} {body} {self.literal('</tool_call>')}"
+        )
+
+
+def tool_grammar(
+    fmt: ToolFormat,
+    functions: Sequence[Function],
+    *,
+    required: bool,
+    parallel: bool,
+    literal: Literal,
+    bounds: JsonBounds,
+    reasoning: Reasoning | None = None,
+    answer_schema: dict[str, Any] | None = None,
+) -> str:
+    """A grammar admitting only calls of `functions` (or, unless `required`, an answer).
+
+    The answer is free text that never opens a call, or `answer_schema` JSON when given.
+    """
+    b = _Builder(literal, bounds)
+    if isinstance(fmt, HermesFormat | Qwen3CoderFormat):
+        build = b.hermes if isinstance(fmt, HermesFormat) else b.qwen3_coder
+        one = b.rule("call", " | ".join(build(fn, i) for i, fn in enumerate(functions)))
+        calls = b.rule("calls", f'{one} ("\\n" {one})*' if parallel else one)
+    elif isinstance(fmt, MistralFormat) and fmt.args_form:
+        one = b.rule("call", " | ".join(b.mistral_args(fn, i) for i, fn in enumerate(functions)))
+        calls = b.rule("calls", f"{one}+" if parallel else one)
+    elif isinstance(fmt, MistralFormat):
+        envelopes = [b.envelope(fn, "arguments") for fn in functions]
+        for envelope in envelopes:
+            # The template renders a 9-character id into each call, so models write one.
+            envelope["properties"]["id"] = {"type": "string", "pattern": "^[a-zA-Z0-9]{9}$"}
+        listed = {
+            "type": "array",
+            "items": {"anyOf": envelopes},
+            "minItems": 1,
+            "maxItems": bounds.max_items if parallel else 1,
+        }
+        calls = b.rule("calls", f'{literal("[TOOL_CALLS]")} " " {_json(listed)}')
+    elif isinstance(fmt, Llama3Format):
+        call = {"anyOf": [b.envelope(fn, "parameters") for fn in functions]}
+        calls = b.rule("calls", _json(call))
+    else:
+        raise UnsupportedFormatError(f"no grammar for the {fmt.kind} tool-call format")
+    if required:
+        answer = calls
+    elif answer_schema is not None:
+        # The answer is written as text.format output is everywhere: compact, no blanks.
+        plain = {"whitespace_flexible": False}
+        answer = f"{_json(bound_schema(answer_schema, bounds), plain)} | {calls}"
+    elif fmt.leading is not None:
+        # A free answer that does not start like a call.
+        b.rule("TEXT", f"/(?s:.*)/ & ~/\\s*{_regex(fmt.leading)}(?s:.*)/")
+        answer = f"TEXT | {calls}"
+    else:
+        marker = literal(fmt.start)
+        if marker.startswith("<["):  # a special token: plain text can never produce it
+            b.rule("TEXT", "/(?s:.*)/")
+        else:
+            b.rule("TEXT", f"/(?s:.*)/ & ~/(?s:.*){_regex(fmt.start)}(?s:.*)/")
+        answer = f"TEXT {calls}?"
+    start = b.rule("answer", answer)
+    if reasoning is not None:
+        end = literal(reasoning.end)
+        if end.startswith("<["):  # a special token ends the thought: text cannot contain it
+            block = f"/(?s:.*)/ {end}"
+        else:
+            block = b.rule("thought", f"/(?s:.*){_regex(reasoning.end)}/", "[lazy]")
+        # Bounded: a model denied its free answer would otherwise pad with blanks to the limit.
+        block = f"{block} /\\s{{0,8}}/"
+        if not reasoning.opened:
+            block = f"({literal(reasoning.start)} {block})?"
+        start = f"{block} {start}"
+    return "\n".join([f"start: {start}", *b.rules])
