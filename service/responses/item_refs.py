@@ -1,8 +1,9 @@
 """Resolves `item_reference` input items to the items they name.
 
 An id is looked up in the request's history first (the previous_response_id chain or the
-conversation transcript), then in the stored response its id names (service/item_ids.py):
-the Vercel AI SDK replays earlier reasoning and calls by reference without a chain. An id found
+conversation transcript), then in the stored response or conversation its id names
+(service/responses/item_ids.py): the Vercel AI SDK replays earlier reasoning and calls by
+reference without a chain. An id found
 nowhere is a 400 naming `input[i].id`, as OpenAI answers.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 
 from mlx_responses.service.errors import invalid
 from mlx_responses.service.responses.item_ids import scope_of
-from mlx_responses.service.stores.base import ResponseStore
+from mlx_responses.service.stores.base import ConversationStore, ResponseStore
 from mlx_responses.service.stores.transcript import item_id_of
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -32,8 +33,18 @@ async def _stored(responses: ResponseStore, item_id: str) -> pb.Item | None:
     return _find(stored.context, item_id)
 
 
+async def _in_conversation(conversations: ConversationStore, item_id: str) -> pb.Item | None:
+    conversation_id = scope_of(item_id, "conv")
+    if conversation_id is None or not conversations.enabled:
+        return None
+    return _find(await conversations.items(conversation_id), item_id)
+
+
 async def resolve_references(
-    params: pb.CreateResponseParams, history: Sequence[pb.Item], responses: ResponseStore
+    params: pb.CreateResponseParams,
+    history: Sequence[pb.Item],
+    responses: ResponseStore,
+    conversations: ConversationStore,
 ) -> None:
     """Replaces each `item_reference` of `params.input` (in place) with the item it names."""
     for i, item in enumerate(params.input):
@@ -43,6 +54,8 @@ async def resolve_references(
         found = _find(history, item_id)
         if found is None:
             found = await _stored(responses, item_id)
+        if found is None:
+            found = await _in_conversation(conversations, item_id)
         if found is None:
             raise invalid(f"Item with id '{item_id}' not found.", f"input[{i}].id", "not_found")
         item.CopyFrom(found)

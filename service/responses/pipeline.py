@@ -192,7 +192,7 @@ class ResponseGenerator:
         """Validates, resolves history and renders; returns the turn context and the prompt."""
         validate_params(params, self.loaded.accepts_name)
         history = await self.history.resolve(params)
-        await resolve_references(params, history, self.responses)
+        await resolve_references(params, history, self.responses, self.conversations)
         context = self.reasoning_echo.restore([*history, *params.input])
         return context, self.render_items(params, context)
 

@@ -100,6 +100,14 @@ def test_responses_append_to_a_conversation(each_store_stack: Stack) -> None:
         max_output_tokens=8,
     )
     assert third.status == "completed"
+    # ... and without naming the conversation: the id says which conversation holds it.
+    fourth = client.responses.create(
+        model=_model(each_store_stack),
+        input=[{"type": "item_reference", "id": items[0].id}, _user("Reply with: hello")],
+        max_output_tokens=8,
+    )
+    context = client.responses.input_items.list(fourth.id, order="asc").data
+    assert context[0].id == items[0].id and context[0].content[0].text == "Reply with: one"  # type: ignore[union-attr]
 
 
 def test_client_named_conversations_keep_working(each_store_stack: Stack) -> None:
