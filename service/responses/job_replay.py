@@ -1,10 +1,11 @@
 """`GET /v1/responses/{id}?stream=true&starting_after=N`: replay a background response, follow it.
 
-The job logs every event before anyone sees it (service/jobs.py), so a replay from the log
-followed by the live events, deduplicated by sequence number, hands a reconnecting client each
-event exactly once, with the sequence numbers of the first time. A job running on this core is
-followed through its watcher queue; one running on another replica (a shared Redis log) by
-polling the log until its terminal event.
+A job records every event before anyone sees it (service/responses/event_writer.py), so a replay
+of the record followed by the live events, deduplicated by sequence number, hands a reconnecting
+client each event exactly once, with the sequence numbers of the first time. A job running on
+this core is replayed from its own list and followed through its watcher queue; one running on
+another replica (a shared Redis log) is read from the log and followed by polling it until its
+terminal event; a finished one is replayed from the log.
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ class JobReplay:
         if job is not None:
             job.watchers.append(queue)  # before reading the log: nothing falls in between
         try:
-            logged = await self.events.read(response_id, 0)
+            # A job of this core: its own list, read with the subscription (no await between).
+            logged = list(job.log.events) if job is not None and job.log is not None else None
+            if job is None:
+                logged = await self.events.read(response_id, 0)
             if logged is None and job is None and await self.jobs.status_of(response_id) is None:
                 # Finished, and its log is gone (evicted): its final object is what there is.
                 logged = [_final_event(found)]

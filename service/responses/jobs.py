@@ -18,6 +18,7 @@ from typing import Any
 
 from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.models.pool import Lease, ModelPool
+from mlx_responses.service.responses.event_writer import JobEvents
 from mlx_responses.service.responses.events import TERMINAL as TERMINAL_EVENTS
 from mlx_responses.service.responses.foreground_claims import ForegroundClaims
 from mlx_responses.service.responses.history import status_name
@@ -56,9 +57,8 @@ class Job:
     cancel_requested: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
     watchers: list[asyncio.Queue[list[ev.ResponseEvent] | None]] = field(default_factory=list)
-    # Events logged so far (the next sequence number) and whether the terminal one is among them.
-    logged: int = 0
-    logged_terminal: bool = False
+    # Every event streamed so far, for replays (service/responses/job_replay.py).
+    log: JobEvents | None = None
 
     def publish(self, events: list[ev.ResponseEvent] | None) -> None:
         """Hands a batch of events (None: the end) to every watcher."""
@@ -172,6 +172,7 @@ class JobManager:
         turn.response.background = True
         nbytes = turn.response.ByteSize() + sum(i.ByteSize() for i in turn.context)
         job = Job(turn=turn, nbytes=nbytes, lease=lease)
+        job.log = JobEvents(self.events, job.response_id)
         # The board counts every replica's active jobs, atomically: visible to all replicas
         # before the create call answers, or refused (Redis down: a 503, no job).
         try:
@@ -213,8 +214,7 @@ class JobManager:
                 if job.status == pb.RESPONSE_STATUS_QUEUED:
                     job.status = pb.RESPONSE_STATUS_IN_PROGRESS
                     await self._post(job)
-                await self._log(job, events)
-                job.publish(events)
+                self._record(job, events)
                 last = events[-1]
                 if last.HasField("snapshot") and last.snapshot.response.status in TERMINAL:
                     final = last.snapshot.response
@@ -233,9 +233,14 @@ class JobManager:
             final = self._ended(job, pb.RESPONSE_STATUS_FAILED, "server_error", str(exc))
         finally:
             try:
-                if final is not None:
-                    await self._keep(job, final)
-                    await self._log_end(job, final)
+                try:
+                    if final is not None:
+                        await self._keep(job, final)
+                finally:
+                    if final is not None:
+                        self._record_end(job, final)
+                    if job.log is not None:
+                        await job.log.drain()  # the shared log is whole before the job leaves
                 # Kept first, removed second: a poll elsewhere sees the view or the final.
                 await self.board.remove(job.response_id)
             except ServiceError as error:
@@ -246,26 +251,22 @@ class JobManager:
                 job.publish(None)
                 job.done.set()
 
-    async def _log(self, job: Job, events: list[ev.ResponseEvent]) -> None:
-        """Logs a batch before anyone sees it, so a replay never misses what was streamed."""
-        try:
-            await self.events.append(job.response_id, events)
-        except ServiceError as error:
-            log.warning("response %s: events not logged: %s", job.response_id, error.message)
-        job.logged = events[-1].sequence_number + 1
-        job.logged_terminal = events[-1].type in TERMINAL_EVENTS.values()
+    def _record(self, job: Job, events: list[ev.ResponseEvent]) -> None:
+        """Logs a batch, then hands it to the watchers (nothing in between: no gap, no await)."""
+        if job.log is not None:
+            job.log.add(events)
+        job.publish(events)
 
-    async def _log_end(self, job: Job, final: pb.Response) -> None:
+    def _record_end(self, job: Job, final: pb.Response) -> None:
         """A job that ended without its terminal event (cancelled, failed early) logs one."""
-        if job.logged_terminal:
+        if job.log is None or job.log.ended:
             return
         event = ev.ResponseEvent(
             type=TERMINAL_EVENTS.get(final.status, ev.EVENT_TYPE_RESPONSE_FAILED),
-            sequence_number=job.logged,
+            sequence_number=job.log.next_sequence,
             snapshot=ev.ResponseSnapshotEvent(response=final),
         )
-        await self._log(job, [event])
-        job.publish([event])
+        self._record(job, [event])
 
     async def _post(self, job: Job) -> None:
         try:
