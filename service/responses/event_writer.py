@@ -13,7 +13,7 @@ import asyncio
 import logging
 
 from mlx_responses.service.errors import ServiceError
-from mlx_responses.service.responses.events import TERMINAL
+from mlx_responses.service.responses.events import TERMINAL_EVENT
 from mlx_responses.service.stores.base import EventLog
 
 from mlx_responses.v1 import events_pb2 as ev
@@ -21,7 +21,7 @@ from mlx_responses.v1 import events_pb2 as ev
 log = logging.getLogger(__name__)
 
 FLUSH_S = 0.02
-TERMINAL_TYPES = set(TERMINAL.values())
+TERMINAL_TYPES = set(TERMINAL_EVENT.values())
 
 
 class JobEvents:

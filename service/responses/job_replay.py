@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from mlx_responses.service.errors import Reason, ServiceError, invalid
-from mlx_responses.service.responses.events import TERMINAL as TERMINAL_EVENTS
+from mlx_responses.service.responses.events import TERMINAL_EVENT as TERMINAL_EVENTS
 from mlx_responses.service.responses.jobs import REMOTE_POLL_S, JobManager
 from mlx_responses.service.stores.base import EventLog, ResponseStore
 

@@ -35,7 +35,7 @@ async def _session_run(stack: Stack) -> None:
     client = AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key="x", max_retries=0)
     agent = Agent(
         name="weather",
-        model=OpenAIResponsesModel(model=stack.settings.model_path.name, openai_client=client),
+        model=OpenAIResponsesModel(model=stack.settings.models[0].name, openai_client=client),
         tools=[get_weather],
         model_settings=ModelSettings(
             temperature=0,

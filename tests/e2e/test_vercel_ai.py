@@ -40,7 +40,7 @@ def _run(stack: Stack) -> dict[str, Any]:
     env = {
         **os.environ,
         "BASE_URL": f"{stack.base_url}/v1",
-        "MODEL": stack.settings.model_path.name,
+        "MODEL": stack.settings.models[0].name,
     }
     done = subprocess.run(
         [node, str(script)], env=env, capture_output=True, text=True, timeout=120, check=False

@@ -26,7 +26,7 @@ def _user(text: str) -> pb.Item:
 
 
 def test_input_items_page_over_grpc(stack: Stack, client: Client) -> None:
-    response = client.create(text_params(stack.settings.model_path.name, "Reply with: hello"))
+    response = client.create(text_params(stack.settings.models[0].name, "Reply with: hello"))
     page = client.list_input_items(response.id, st.ItemPageQuery(order="asc"))
     assert [i.message.content[0].input_text.text for i in page.items] == ["Reply with: hello"]
     assert page.first_id.startswith("msg_") and page.first_id == page.last_id
@@ -54,7 +54,7 @@ def test_conversations_over_grpc(client: Client) -> None:
 
 
 def test_stream_job_events_replays_from_a_sequence_number(stack: Stack, client: Client) -> None:
-    job = client.create_job(text_params(stack.settings.model_path.name, "Reply with: hello"))
+    job = client.create_job(text_params(stack.settings.models[0].name, "Reply with: hello"))
     full = [e for batch in client.stream_job_events(job.id) for e in batch]
     assert [e.sequence_number for e in full] == list(range(len(full)))
     assert full[-1].type == ev.EVENT_TYPE_RESPONSE_COMPLETED

@@ -17,7 +17,7 @@ def _sdk(stack: Stack) -> openai.OpenAI:
 
 
 def _model(stack: Stack) -> str:
-    return stack.settings.model_path.name
+    return stack.settings.models[0].name
 
 
 def _user(text: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ def _sdk(stack: Stack) -> openai.OpenAI:
 
 def _body(stack: Stack, **extra: Any) -> dict[str, Any]:
     return {
-        "model": stack.settings.model_path.name,
+        "model": stack.settings.models[0].name,
         "input": "Reply with: rain",
         "max_output_tokens": 64,
         **THINK,
@@ -32,7 +32,7 @@ def _body(stack: Stack, **extra: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("summary", ["auto", "concise", "detailed"])
 def test_reasoning_items_carry_their_text_as_summary(stack: Stack, summary: str) -> None:
     resp = _sdk(stack).responses.create(
-        model=stack.settings.model_path.name,
+        model=stack.settings.models[0].name,
         input="Reply with: rain",
         max_output_tokens=64,
         reasoning={"summary": summary},  # type: ignore[typeddict-item]
@@ -55,7 +55,7 @@ def test_without_summary_the_summary_stays_empty(stack: Stack) -> None:
 
 def test_streamed_summary_events_conform_and_nest(stack: Stack) -> None:
     with _sdk(stack).responses.create(
-        model=stack.settings.model_path.name,
+        model=stack.settings.models[0].name,
         input="Reply with: rain",
         max_output_tokens=64,
         reasoning={"summary": "auto"},

@@ -38,7 +38,7 @@ def _sdk(stack: Stack) -> openai.OpenAI:
 
 def _background(stack: Stack, tokens: int) -> str:
     resp = _sdk(stack).responses.create(
-        model=stack.settings.model_path.name,
+        model=stack.settings.models[0].name,
         input="go",
         background=True,
         max_output_tokens=tokens,
@@ -102,13 +102,13 @@ def test_bad_resumes_are_openai_errors(long_stack: Stack) -> None:
         client.responses.retrieve("resp_unknown", stream=True)
     # A foreground response was never a background one: nothing to follow.
     foreground = client.responses.create(
-        model=long_stack.settings.model_path.name, input="go", max_output_tokens=2
+        model=long_stack.settings.models[0].name, input="go", max_output_tokens=2
     )
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.retrieve(foreground.id, stream=True)
     assert caught.value.body["param"] == "stream"  # type: ignore[index]
     # The create-time refusal stays: create in the background, then follow with GET.
-    body = {"model": long_stack.settings.model_path.name, "input": "go"}
+    body = {"model": long_stack.settings.models[0].name, "input": "go"}
     reply = httpx.post(
         f"{long_stack.base_url}/v1/responses", json={**body, "background": True, "stream": True}
     )
