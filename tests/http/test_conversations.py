@@ -91,7 +91,9 @@ def test_responses_append_to_a_conversation(each_store_stack: Stack) -> None:
     )
     # The second turn continued from the whole transcript.
     context = client.responses.input_items.list(second.id, order="asc").data
-    assert [item.id for item in context[:3]] == [item.id for item in items]
+    # (The reasoning echo may put back reasoning an earlier turn gave the same reply.)
+    replayed = [item.id for item in context if item.type != "reasoning"]
+    assert replayed[:3] == [item.id for item in items]
     # An item of the conversation is referenced by id.
     third = client.responses.create(
         model=_model(each_store_stack),

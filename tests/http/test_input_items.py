@@ -69,6 +69,8 @@ def test_a_chained_response_lists_the_whole_context_it_continued(each_store_stac
         max_output_tokens=8,
     )
     items = client.responses.input_items.list(second.id, order="asc").data
+    # (The reasoning echo may put back reasoning an earlier turn gave the same reply.)
+    items = [item for item in items if item.type != "reasoning"]
     assert [item.type for item in items] == ["message", "message", "message"]
     assert items[1].id == first.output[-1].id  # the first response's answer, with its id
     assert [item.role for item in items] == ["user", "assistant", "user"]
