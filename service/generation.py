@@ -34,7 +34,7 @@ from service.engine.structured import GrammarFactory, SchemaError
 from service.engine.tool_formats import detect_format
 from service.engine.tool_stream import ToolCallStreamer
 from service.engine.worker import EngineWorker, GenerationStream
-from service.errors import Reason, ServiceError, invalid
+from service.errors import SERVER_ERROR, Reason, ServiceError, invalid
 from service.events import EventAssembler, IdFactory, new_id
 from service.history import HistoryResolver
 from service.in_flight import InFlight, InFlightTurns
@@ -267,7 +267,6 @@ class ResponseGenerator:
                 f"The input is {len(prompt.tokens)} tokens, which leaves no room for output in "
                 f"the model's {self.loaded.context_length}-token context window.",
                 param="input",
-                code="context_length_exceeded",
             )
         response = self.initial_response(params, response_id or self.ids("resp"))
         wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
@@ -490,7 +489,7 @@ class ResponseGenerator:
         )
         failure = None
         if status == pb.RESPONSE_STATUS_FAILED:
-            failure = pb.ResponseError(code="server_error", message=error or "generation failed")
+            failure = pb.ResponseError(code=SERVER_ERROR, message=error or "generation failed")
             log.error("response %s failed: %s", turn.response.id, failure.message)
         events = assembler.finish(
             status,

@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from service.auth import bearer, key_matches
 from service.config import Settings
 from service.core import Core
+from service.envelope import INVALID_API_KEY, MISSING_API_KEY, OpenAIError
 
 log = logging.getLogger(__name__)
 
@@ -26,19 +27,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def _unauthorized(missing: bool) -> web.Response:
     """401 in the OpenAI envelope, as the façade answers (a wrong key is never echoed)."""
     if missing:
-        message = "No API key: send it as `Authorization: Bearer KEY`."
+        error = OpenAIError(MISSING_API_KEY, "No API key: send it as `Authorization: Bearer KEY`.")
     else:
-        message = "Incorrect API key provided."
-    error = {
-        "message": message,
-        "type": "invalid_request_error",
-        "param": None,
-        "code": None if missing else "invalid_api_key",
-    }
+        error = OpenAIError(INVALID_API_KEY, "Incorrect API key provided.")
     return web.json_response(
-        {"error": error},
-        status=web.HTTPUnauthorized.status_code,
-        headers={"WWW-Authenticate": "Bearer"},
+        error.body(), status=error.status, headers={"WWW-Authenticate": "Bearer"}
     )
 
 

@@ -1,8 +1,9 @@
 """Data flows one way: `service` and `http_facade` never import each other; `launcher` composes.
 
-One exception: the façade reads its flags from `service.flags`, the one declaration of every flag
-(service/flags.py), which imports the standard library only, so the façade still pulls neither
-the core nor MLX (tested below, statically and in a fresh interpreter).
+Two exceptions, both standard-library-only leaves, so the façade still pulls neither the core nor
+MLX (tested below, statically and in a fresh interpreter): `service.flags`, the one declaration
+of every flag, and `service.envelope`, the one builder of the OpenAI error envelope that every
+HTTP surface (the façade and the core's metrics endpoint) answers with.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 # Modules of a forbidden package that a package may import all the same.
-ALLOWED = {"http_facade": ("service.flags",)}
-STDLIB_ONLY = ("service/__init__.py", "service/flags.py")
+ALLOWED = {"http_facade": ("service.flags", "service.envelope")}
+STDLIB_ONLY = ("service/__init__.py", "service/flags.py", "service/envelope.py")
 
 
 def _targets(path: Path) -> list[str]:
@@ -67,10 +68,10 @@ def test_flag_declarations_import_the_standard_library_only(file: str) -> None:
 
 def test_the_facade_config_pulls_neither_the_core_nor_mlx() -> None:
     code = (
-        "import sys, http_facade.config; "
+        "import sys, http_facade.config, http_facade.errors; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'service')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert out.strip() == "['service', 'service.flags']"
+    assert out.strip() == "['service', 'service.envelope', 'service.flags']"
