@@ -1,7 +1,7 @@
 """Frozen settings of the HTTP façade, read once from flags (and the environment) at startup.
 
-The flags themselves (names, defaults, variables, help) are declared once in `service.flags`, a
-standard-library-only module the façade may import (tests/unit/test_layering.py).
+The flags themselves (names, defaults, variables, help) are declared once in service/flags.py,
+a standard-library-only module the façade may import (tests/unit/test_layering.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service import flags as F
+from mlx_responses.service import flags as F
 
 DEFAULT_MAX_REQUEST_BYTES: int = F.MAX_REQUEST_BYTES.default
 # A body becomes one gRPC message (about its size as a proto); the core's message limit caps it.

@@ -6,8 +6,7 @@ from typing import Any
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
-
-from service.envelope import (
+from mlx_responses.service.envelope import (
     INVALID_API_KEY,
     MAX_ERROR_MESSAGE_BYTES,
     MAX_ERROR_PARAM_BYTES,

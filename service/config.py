@@ -1,6 +1,6 @@
 """Frozen settings of the core, read once from flags and environment variables.
 
-The flags themselves (names, defaults, variables, help) are declared once in `service.flags`.
+The flags themselves (names, defaults, variables, help) are declared once in service/flags.py.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from service import flags as F
-from service.flags import STORE_FLAGS, EnvValueError, api_keys_from
+from mlx_responses.service import flags as F
+from mlx_responses.service.flags import STORE_FLAGS, EnvValueError, api_keys_from
 
 __all__ = ["BUNDLED_MODEL", "STORE_FLAGS", "ConfigError", "Settings", "api_keys_from"]
 
@@ -118,7 +118,7 @@ class Settings:
 
 
 def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
-    """Adds the flags of `core` (service.flags); variables the seed names give their defaults."""
+    """Adds the flags of `core` (service/flags.py); variables the seed names give their defaults."""
     try:
         F.add_arguments(parser, F.CORE, env)
     except EnvValueError as exc:

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
-
-from service.envelope import bounded
+from mlx_responses.service.envelope import bounded
 
 ERROR_DOMAIN = "mlx-responses"
 

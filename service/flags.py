@@ -2,8 +2,8 @@
 
 Each declaration gives the flag's name, the settings field it fills, its type, default, environment
 variable, help, and the commands that take it. The argparse parsers (`serve`, `core`, `facade`),
-the defaults of `service.config.Settings` and `http_facade.config.FacadeSettings`, and the docs'
-flags page (`docs/reference/flags.md`, written by `tools/gen_docs.py`) all come from here.
+the defaults of the core's `Settings` and the façade's `FacadeSettings` (both `config.py`), and
+the docs' flags page (`docs/reference/flags.md`, written by `tools/gen_docs.py`) all come from here.
 
 This module imports the standard library only, so the HTTP façade may import it without pulling
 the core or MLX (tests/unit/test_layering.py holds both to that).

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from service.flags import COMMANDS, FLAGS, TOP, Flag
+from mlx_responses.service.flags import COMMANDS, FLAGS, TOP, Flag
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAGS_PAGE = Path("docs/reference/flags.md")

@@ -7,10 +7,9 @@ from typing import Any
 import grpc
 import pytest
 from grpc_status import rpc_status
-
-from http_facade.errors import GRPC_TABLE, REASON_TABLE, from_rpc_error
-from service.errors import GRPC_TABLE as CORE_TABLE
-from service.errors import Reason, ServiceError, to_rpc_status
+from mlx_responses.http_facade.errors import GRPC_TABLE, REASON_TABLE, from_rpc_error
+from mlx_responses.service.errors import GRPC_TABLE as CORE_TABLE
+from mlx_responses.service.errors import Reason, ServiceError, to_rpc_status
 
 EXPECTED_HTTP = {
     Reason.INVALID_REQUEST: 400,
@@ -71,9 +70,9 @@ def test_unknown_code_is_500() -> None:
 
 
 def test_echoed_values_are_bounded_on_both_sides() -> None:
-    from http_facade.errors import MAX_ERROR_MESSAGE_BYTES, OpenAIError
-    from service.errors import MAX_ERROR_FIELD_BYTES
-    from service.errors import MAX_ERROR_MESSAGE_BYTES as CORE_MAX
+    from mlx_responses.http_facade.errors import MAX_ERROR_MESSAGE_BYTES, OpenAIError
+    from mlx_responses.service.errors import MAX_ERROR_FIELD_BYTES
+    from mlx_responses.service.errors import MAX_ERROR_MESSAGE_BYTES as CORE_MAX
 
     error = ServiceError(Reason.INVALID_REQUEST, "bad '" + "€" * 50_000 + "'", param="p" * 9999)
     status = to_rpc_status(error)
@@ -119,7 +118,7 @@ def test_the_core_table_gives_the_code_that_reaches_http(reason: Reason) -> None
 
 
 def test_a_raiser_may_name_a_narrower_code() -> None:
-    from service.errors import invalid
+    from mlx_responses.service.errors import invalid
 
     assert invalid("m", "p", "invalid_value").code == "invalid_value"
     assert invalid("m", "p").code is None
@@ -127,7 +126,7 @@ def test_a_raiser_may_name_a_narrower_code() -> None:
 
 @pytest.mark.parametrize("reason", list(Reason))
 def test_in_band_failure_code_of_each_reason(reason: Reason) -> None:
-    from service.errors import failure_code
+    from mlx_responses.service.errors import failure_code
 
     assert failure_code(reason) == EXPECTED_CODES[reason][1]
 
@@ -136,8 +135,8 @@ def test_every_http_surface_builds_the_same_envelope() -> None:
     """The façade and the core's metrics endpoint answer 401s from one builder and rows."""
     import json
 
-    from http_facade import errors as facade_errors
-    from service import envelope, metrics_server
+    from mlx_responses.http_facade import errors as facade_errors
+    from mlx_responses.service import envelope, metrics_server
 
     assert facade_errors.OpenAIError is envelope.OpenAIError
     assert facade_errors.MISSING_API_KEY is envelope.MISSING_API_KEY

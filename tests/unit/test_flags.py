@@ -6,11 +6,11 @@ import argparse
 from dataclasses import fields
 
 import pytest
+from mlx_responses.http_facade.config import FacadeSettings
+from mlx_responses.launcher.cli import build_parser
+from mlx_responses.service import flags
+from mlx_responses.service.config import Settings
 
-from http_facade.config import FacadeSettings
-from launcher.cli import build_parser
-from service import flags
-from service.config import Settings
 from tools.gen_docs import FLAGS_PAGE, ROOT, render_flags_page, stale_pages
 
 ARGV = {"serve": ["serve"], "core": ["core"], "facade": ["facade", "--core", "h:1"]}

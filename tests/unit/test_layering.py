@@ -1,9 +1,25 @@
-"""Data flows one way: `service` and `http_facade` never import each other; `launcher` composes.
+"""Data flows one way, between packages and between the tiers of `service/`.
 
-Two exceptions, both standard-library-only leaves, so the façade still pulls neither the core nor
-MLX (tested below, statically and in a fresh interpreter): `service.flags`, the one declaration
-of every flag, and `service.envelope`, the one builder of the OpenAI error envelope that every
-HTTP surface (the façade and the core's metrics endpoint) answers with.
+`service` and `http_facade` never import each other; `launcher` composes both. Inside `service/`
+each folder is one lifetime, read top to bottom as the path of a request, and imports only the
+tiers below it (imports under TYPE_CHECKING count: a knot closed through them is still a knot):
+
+    server.py, core.py, shutdown.py   the roof: composition and process lifetime
+    rpc/                              per RPC: servicers, interceptors, API keys, request ids
+    responses/                        per core: the response pipeline, history, jobs, events
+    compaction/                       summarising a history
+    models/                           per model: the pool, one runtime per loaded model
+    text/                             the model's text protocol: no MLX
+    engine/                           per token: the MLX thread only
+    stores/                           beside the tiers: responses, conversations, the job board
+    config.py, errors.py, metrics.py, ids.py   the ground: imported by all, importing no tier
+    flags.py, envelope.py             the ground too, and standard library only
+
+Two modules of `service` the façade may import all the same, both standard-library-only leaves,
+so the façade still pulls neither the core nor MLX (tested below, statically and in a fresh
+interpreter): `service/flags.py`, the one declaration of every flag of both commands, and
+`service/envelope.py`, the one builder of the OpenAI error envelope every HTTP surface (the
+façade and the core's metrics endpoint) answers with.
 """
 
 from __future__ import annotations
@@ -16,32 +32,63 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE = "mlx_responses"
+PACKAGES = ("service", "http_facade", "launcher")
+
+ROOF = "roof"
+GROUND = "ground"
+TIERS = [ROOF, "rpc", "responses", "compaction", "models", "text", "engine", "stores", GROUND]
+TOP_FILES = {
+    "server": ROOF,
+    "core": ROOF,
+    "shutdown": ROOF,
+    "config": GROUND,
+    "errors": GROUND,
+    "metrics": GROUND,
+    "ids": GROUND,
+    "flags": GROUND,
+    "envelope": GROUND,
+    "__init__": GROUND,
+}
+
 
 # Modules of a forbidden package that a package may import all the same.
-ALLOWED = {"http_facade": ("service.flags", "service.envelope")}
+ALLOWED = {"http_facade": (f"{NAMESPACE}.service.flags", f"{NAMESPACE}.service.envelope")}
 STDLIB_ONLY = ("service/__init__.py", "service/flags.py", "service/envelope.py")
 
 
-def _targets(path: Path) -> list[str]:
-    """Every module a file imports by absolute name (`from a import b` counts as a.b)."""
-    found: list[str] = []
+def _allowed(package: str, name: str) -> bool:
+    """`name` is an allowed module, inside one, or a package above one (`from a import flags`)."""
+    return any(
+        name == a or name.startswith(a + ".") or a.startswith(name + ".")
+        for a in ALLOWED.get(package, ())
+    )
+
+
+def _imports(path: Path) -> list[str]:
+    """Every absolute import of a file (function-local and TYPE_CHECKING ones included)."""
+    names: list[str] = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found.extend(alias.name for alias in node.names)
+            names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.extend(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
+            names.append(node.module)
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
 
 
-def _imported_packages(package: str) -> set[tuple[str, str]]:
-    allowed = ALLOWED.get(package, ())
-    found: set[tuple[str, str]] = set()
-    for path in (ROOT / package).rglob("*.py"):
-        for target in _targets(path):
-            if any(target == a or target.startswith(a + ".") for a in allowed):
-                continue
-            found.add((str(path.relative_to(ROOT)), target.split(".")[0]))
-    return found
+def _package(name: str) -> str | None:
+    """The project package an import names (`service`, ...), or None for anything else."""
+    parts = name.split(".")
+    if parts[0] == NAMESPACE and len(parts) > 1 and parts[1] in PACKAGES:
+        return parts[1]
+    if parts[0] in (*PACKAGES, "mlx_responses_client"):
+        return parts[0]
+    return None
+
+
+def _files(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
 
 
 @pytest.mark.parametrize(
@@ -55,23 +102,88 @@ def _imported_packages(package: str) -> set[tuple[str, str]]:
 )
 def test_package_does_not_import(package: str, forbidden: set[str]) -> None:
     offending = sorted(
-        f"{file} imports {top}" for file, top in _imported_packages(package) if top in forbidden
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in _files(package)
+        for name in _imports(path)
+        if _package(name) in forbidden and not _allowed(package, name)
     )
     assert offending == []
 
 
 @pytest.mark.parametrize("file", STDLIB_ONLY)
-def test_flag_declarations_import_the_standard_library_only(file: str) -> None:
-    tops = {target.split(".")[0] for target in _targets(ROOT / file)}
+def test_the_modules_the_facade_may_import_use_the_standard_library_only(file: str) -> None:
+    tops = {name.split(".")[0] for name in _imports(ROOT / file)}
     assert tops <= set(sys.stdlib_module_names) | {"__future__"}
 
 
-def test_the_facade_config_pulls_neither_the_core_nor_mlx() -> None:
+def test_the_facade_settings_and_errors_pull_neither_the_core_nor_mlx() -> None:
     code = (
-        "import sys, http_facade.config, http_facade.errors; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'service')))"
+        f"import sys, {NAMESPACE}.http_facade.config, {NAMESPACE}.http_facade.errors; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm') "
+        f"or m.startswith('{NAMESPACE}.service')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert out.strip() == "['service', 'service.envelope', 'service.flags']"
+    expected = [
+        f"{NAMESPACE}.service",
+        f"{NAMESPACE}.service.envelope",
+        f"{NAMESPACE}.service.flags",
+    ]
+    assert out.strip() == str(expected)
+
+
+def test_imports_use_the_installed_namespace() -> None:
+    """`service.x` is `mlx_responses.service.x` everywhere: no bare top-level project names."""
+    offending = sorted(
+        f"{path.relative_to(ROOT)} imports {name}"
+        for package in (*PACKAGES, "tests", "tools", "training")
+        for path in _files(package)
+        for name in _imports(path)
+        if name.split(".")[0] in PACKAGES
+    )
+    assert offending == []
+
+
+def _tier_of_path(path: Path) -> str:
+    rel = path.relative_to(ROOT / "service")
+    if len(rel.parts) == 1:
+        return TOP_FILES[rel.stem]
+    return rel.parts[0]
+
+
+def _tier_of_module(name: str) -> str | None:
+    parts = name.split(".")
+    if parts[:2] != [NAMESPACE, "service"] or len(parts) < 3:
+        return None
+    if parts[2] in TIERS:
+        return parts[2]
+    return TOP_FILES.get(parts[2])
+
+
+def test_every_service_file_has_a_tier() -> None:
+    for path in _files("service"):
+        assert _tier_of_path(path) in TIERS, path
+
+
+def test_service_tiers_import_only_downwards() -> None:
+    offending = []
+    for path in _files("service"):
+        tier = _tier_of_path(path)
+        for name in _imports(path):
+            target = _tier_of_module(name)
+            if target is None or target == tier:
+                continue
+            if TIERS.index(target) <= TIERS.index(tier):
+                offending.append(f"{path.relative_to(ROOT)} ({tier}) imports {name} ({target})")
+    assert sorted(set(offending)) == []
+
+
+def test_the_text_protocol_imports_no_mlx() -> None:
+    offending = sorted(
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in _files("service/text")
+        for name in _imports(path)
+        if name.split(".")[0] in ("mlx", "mlx_lm") or _tier_of_module(name) == "engine"
+    )
+    assert offending == []

@@ -12,12 +12,11 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from mlx_responses.service.config import Settings
+from mlx_responses.service.core import Core
+from mlx_responses.service.envelope import INVALID_API_KEY, MISSING_API_KEY, OpenAIError
+from mlx_responses.service.rpc.auth import bearer, key_matches
 from prometheus_client import CONTENT_TYPE_LATEST
-
-from service.auth import bearer, key_matches
-from service.config import Settings
-from service.core import Core
-from service.envelope import INVALID_API_KEY, MISSING_API_KEY, OpenAIError
 
 log = logging.getLogger(__name__)
 
