@@ -136,7 +136,8 @@ def test_every_http_surface_builds_the_same_envelope() -> None:
     import json
 
     from mlx_responses.http_facade import errors as facade_errors
-    from mlx_responses.service import envelope, metrics_server
+    from mlx_responses.service import envelope
+    from mlx_responses.service.rpc import metrics_server
 
     assert facade_errors.OpenAIError is envelope.OpenAIError
     assert facade_errors.MISSING_API_KEY is envelope.MISSING_API_KEY
