@@ -1,7 +1,7 @@
-"""Writes the generated docs pages: the flags and environment variables (`docs/reference/flags.md`).
+"""Writes the generated docs pages: the flags and environment variables (docs/reference/flags.md).
 
 Run `python -m tools.gen_docs` after changing a flag in `service/flags.py`; a test and
-`mkdocs build --strict` (the hook in docs/hooks/) fail while the committed page is stale.
+`mkdocs build --strict` (the hook tools/mkdocs_hooks.py) fail while the committed page is stale.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 from mlx_responses.service.flags import COMMANDS, FLAGS, TOP, Flag
 
 ROOT = Path(__file__).resolve().parent.parent
-FLAGS_PAGE = Path("docs/reference/flags.md")
+DOCS = ROOT / "docs"
+FLAGS_PAGE = Path("reference/flags.md")  # relative to the docs folder
 
 
 def _cell(text: str) -> str:
@@ -99,12 +100,12 @@ def render_flags_page() -> str:
 GENERATED = {FLAGS_PAGE: render_flags_page}
 
 
-def stale_pages(root: Path = ROOT) -> list[Path]:
-    """The generated pages whose committed text differs from a fresh rendering."""
+def stale_pages(docs: Path = DOCS) -> list[Path]:
+    """The generated pages (relative to `docs`) whose text differs from a fresh rendering."""
     return [
         path
         for path, render in GENERATED.items()
-        if not (root / path).exists() or (root / path).read_text() != render()
+        if not (docs / path).exists() or (docs / path).read_text() != render()
     ]
 
 
@@ -118,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path} is stale: run `python -m tools.gen_docs`", file=sys.stderr)
         return 1 if stale else 0
     for path, render in GENERATED.items():
-        (ROOT / path).parent.mkdir(parents=True, exist_ok=True)
-        (ROOT / path).write_text(render())
+        (DOCS / path).parent.mkdir(parents=True, exist_ok=True)
+        (DOCS / path).write_text(render())
     return 0
 
 

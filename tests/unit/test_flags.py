@@ -11,7 +11,7 @@ from mlx_responses.launcher.cli import build_parser
 from mlx_responses.service import flags
 from mlx_responses.service.config import Settings
 
-from tools.gen_docs import FLAGS_PAGE, ROOT, render_flags_page, stale_pages
+from tools.gen_docs import DOCS, FLAGS_PAGE, render_flags_page, stale_pages
 
 ARGV = {"serve": ["serve"], "core": ["core"], "facade": ["facade", "--core", "h:1"]}
 
@@ -73,7 +73,7 @@ def test_help_shows_default_and_variable() -> None:
 
 def test_the_generated_flags_page_is_fresh() -> None:
     assert stale_pages() == [], "run `python -m tools.gen_docs`"
-    page = (ROOT / FLAGS_PAGE).read_text()
+    page = (DOCS / FLAGS_PAGE).read_text()
     for spec in flags.FLAGS:
         assert f"`{spec.flag or spec.env}`" in page
 
