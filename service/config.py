@@ -68,11 +68,6 @@ class Settings:
     allow_download: bool = F.ALLOW_DOWNLOAD.default
     hosted_tools: str = F.HOSTED_TOOLS.default
 
-    @property
-    def model_path(self) -> Path:
-        """The first `--model` (the one loaded at startup)."""
-        return self.models[0]
-
     def __post_init__(self) -> None:
         if not self.models:
             raise ConfigError("at least one --model is needed")
