@@ -18,7 +18,7 @@ __all__ = ["BUNDLED_MODEL", "STORE_FLAGS", "ConfigError", "Settings", "api_keys_
 
 BUNDLED_MODEL = Path(__file__).resolve().parent / "assets" / "tiny-chat"
 
-HOSTED_TOOLS_MODES = ("reject", "drop")
+HOSTED_TOOLS_MODES: tuple[str, ...] = F.HOSTED_TOOLS.choices or ()
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
 SPECULATIVE_MODES: tuple[str, ...] = F.SPECULATIVE.choices or ()
 KV_BITS: tuple[int, ...] = F.KV_BITS.choices or ()

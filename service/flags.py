@@ -43,6 +43,8 @@ class Flag(Generic[T]):
     type: Callable[[str], Any] | None = str
     action: str | None = None  # "append" (repeatable) or "store_true"
     choices: tuple[Any, ...] | None = None
+    # The settings check the choices (a ConfigError, exit 2) instead of argparse (a usage error).
+    settings_check_choices: bool = False
     metavar: str | None = None
     required: bool = False
     shown_default: str | None = None  # how help and docs word the default, when not the value
@@ -358,7 +360,8 @@ HOSTED_TOOLS = Flag(
     "or drop them and flatten namespace tools, for agents such as Codex",
     CORE_SIDE,
     env="MLXCEL_HOSTED_TOOLS",
-    metavar="{reject,drop}",
+    choices=("reject", "drop"),
+    settings_check_choices=True,
 )
 REASONING_ECHO_MAX_BYTES = Flag(
     None,
@@ -489,7 +492,9 @@ def add_arguments(parser: argparse.ArgumentParser, command: str, env: Mapping[st
             kwargs["default"] = env_value(spec, env)
             if spec.type is not None and spec.type is not str:
                 kwargs["type"] = spec.type
-        if spec.choices is not None:
+        if spec.choices is not None and spec.settings_check_choices:
+            kwargs["metavar"] = "{" + ",".join(str(c) for c in spec.choices) + "}"
+        elif spec.choices is not None:
             kwargs["choices"] = spec.choices
         if spec.metavar is not None:
             kwargs["metavar"] = spec.metavar
