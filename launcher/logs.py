@@ -11,7 +11,6 @@ from mlx_responses.http_facade import request_id as http_request_id
 from mlx_responses.service.rpc import request_id as rpc_request_id
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"
-FORMATS = ("text", "json")
 
 # Messages carry what clients control (paths, model names, ids): a control character in one
 # must not start a forged line, move the cursor or colour a terminal. Every C0/C1 control and

@@ -23,12 +23,14 @@ from mlx_responses.service.compaction.compactor import (
 )
 from mlx_responses.service.engine.requests import SamplingParams, TokenLogprob
 from mlx_responses.service.engine.worker import GenerationStream
-from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.errors import SERVER_ERROR, Reason, ServiceError
 from mlx_responses.service.ids import IdFactory, new_id
 from mlx_responses.service.models.runtime import ModelRuntime
 from mlx_responses.service.responses.events import EventAssembler
 from mlx_responses.service.responses.history import HistoryResolver
 from mlx_responses.service.responses.in_flight import InFlight, InFlightTurns
+from mlx_responses.service.responses.item_ids import assign_ids, scoped_ids
+from mlx_responses.service.responses.item_refs import resolve_references
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
 from mlx_responses.service.responses.tool_stream import ToolCallStreamer
@@ -161,6 +163,7 @@ class ResponsePipeline:
         parsed = validate_params(params, runtime.loaded.accepts_name)
         check_client_template(parsed, self.allow_client_chat_template)
         history = await self.history.resolve(params)
+        await resolve_references(params, history, self.responses, self.conversations)
         context = self.reasoning_echo.restore([*history, *params.input])
         # Off the event loop: a template renders for up to its time limit.
         prompt = await asyncio.to_thread(runtime.render_request, params, parsed, context)
@@ -221,7 +224,10 @@ class ResponsePipeline:
         """
         resolved = self.tool_policy.resolve(params)
         params = resolved.params
+        response_id = response_id or self.ids("resp")
         parsed, context, prompt = await self._render(runtime, params)
+        # Every item the response holds has an id (input ones too, as OpenAI assigns them).
+        assign_ids(context, response_id)
         await self._check_store(params)
         window = runtime.loaded.context_length
         due = compaction_due(params, len(prompt.tokens), window)
@@ -232,9 +238,8 @@ class ResponsePipeline:
                 f"The input is {len(prompt.tokens)} tokens, which leaves no room for output in "
                 f"the model's {window}-token context window.",
                 param="input",
-                code="context_length_exceeded",
             )
-        response = self.initial_response(runtime, params, response_id or self.ids("resp"))
+        response = self.initial_response(runtime, params, response_id)
         wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
         sampling = SamplingParams(
             max_tokens=max(1, min(_requested(params, self.default_max_output_tokens), room)),
@@ -340,7 +345,12 @@ class ResponsePipeline:
         generation = (
             None if running is not None and running.cancel_requested else self._generate(turn)
         )
-        assembler = EventAssembler(turn.response, self.ids, turn.namespaced)
+        assembler = EventAssembler(
+            turn.response,
+            scoped_ids(turn.response.id),
+            turn.namespaced,
+            summary=turn.params.reasoning.HasField("summary"),
+        )
         try:
             opening = (
                 assembler.start()
@@ -451,7 +461,7 @@ class ResponsePipeline:
         )
         failure = None
         if status == pb.RESPONSE_STATUS_FAILED:
-            failure = pb.ResponseError(code="server_error", message=error or "generation failed")
+            failure = pb.ResponseError(code=SERVER_ERROR, message=error or "generation failed")
             log.error("response %s failed: %s", turn.response.id, failure.message)
         events = assembler.finish(
             status,

@@ -13,6 +13,16 @@ from mlx_responses.service.ids import owned_name
 from mlx_responses.service.stores.base import ConversationStore, Occupancy
 
 from mlx_responses.v1 import responses_pb2 as pb
+from mlx_responses.v1 import storage_service_pb2 as st
+
+
+def _named(
+    info: st.ConversationObject | None, conversation_id: str
+) -> st.ConversationObject | None:
+    """The object under the id its owner knows (a store may have named it by its store key)."""
+    if info is not None:
+        info.id = conversation_id
+    return info
 
 
 @dataclass
@@ -31,8 +41,25 @@ class OwnedConversations:
     async def exists(self, conversation_id: str) -> bool:
         return await self.inner.exists(owned_name(conversation_id))
 
-    async def append(self, conversation_id: str, items: list[pb.Item]) -> None:
-        await self.inner.append(owned_name(conversation_id), items)
+    async def append(
+        self,
+        conversation_id: str,
+        items: list[pb.Item],
+        info: st.ConversationObject | None = None,
+    ) -> bool:
+        return await self.inner.append(owned_name(conversation_id), items, info)
+
+    async def info(self, conversation_id: str) -> st.ConversationObject | None:
+        return _named(await self.inner.info(owned_name(conversation_id)), conversation_id)
+
+    async def set_metadata(
+        self, conversation_id: str, metadata: dict[str, str]
+    ) -> st.ConversationObject | None:
+        updated = await self.inner.set_metadata(owned_name(conversation_id), metadata)
+        return _named(updated, conversation_id)
+
+    async def remove_item(self, conversation_id: str, item_id: str) -> bool:
+        return await self.inner.remove_item(owned_name(conversation_id), item_id)
 
     async def delete(self, conversation_id: str) -> bool:
         return await self.inner.delete(owned_name(conversation_id))

@@ -45,8 +45,10 @@ def test_openapi_requires_model_where_the_server_does(stack: Stack) -> None:
                 .get("application/json", {})
                 .get("schema")
             )
-            if body_ref is None:
-                continue
+            if body_ref is None or not str(body_ref.get("$ref", "")).endswith(
+                ("/CreateResponseRequest", "/CompactRequest")
+            ):
+                continue  # bodies without a model (conversations)
             schema = {**body_ref, "components": document["components"]}
             validator = Draft202012Validator(schema)
             for model in (None, "", 7):

@@ -95,6 +95,14 @@ def _isolation(stack: Stack) -> None:
         headers=_headers(OTHER),
     ).json()["input_tokens"]
     assert count == alone  # nothing of the owner's transcript reaches the other key
+    # The conversations API: an object is its owner's, under the id its owner was given.
+    made_conv = httpx.post(f"{base}/v1/conversations", json={}, headers=_headers(OWNER)).json()
+    cid = made_conv["id"]
+    mine = httpx.get(f"{base}/v1/conversations/{cid}", headers=_headers(OWNER))
+    assert mine.status_code == 200 and mine.json()["id"] == cid, mine.text
+    assert httpx.get(f"{base}/v1/conversations/{cid}", headers=_headers(OTHER)).status_code == 404
+    gone = httpx.delete(f"{base}/v1/conversations/{cid}", headers=_headers(OTHER))
+    assert gone.status_code == 404
     assert httpx.get(f"{base}/v1/responses/{rid}", headers=_headers(OWNER)).status_code == 200
 
 
