@@ -12,6 +12,7 @@ from mlx_responses.service.core import Core
 from mlx_responses.service.rpc.auth import ApiKeyInterceptor
 from mlx_responses.service.rpc.compaction_service import CompactionServicer
 from mlx_responses.service.rpc.generation_service import GenerationServicer
+from mlx_responses.service.rpc.hangups import quiet_hangup_logs
 from mlx_responses.service.rpc.interceptors import ErrorInterceptor
 from mlx_responses.service.rpc.jobs_service import JobsServicer
 from mlx_responses.service.rpc.request_id import RequestIdInterceptor
@@ -87,6 +88,7 @@ async def start_core_server(
     With TLS settings host:port speaks TLS; `local_socket` (a unix socket path) adds a
     plaintext port for an in-process façade. API keys (when set) are checked on both.
     """
+    quiet_hangup_logs()
     interceptors: list[grpc.aio.ServerInterceptor] = [DrainInterceptor(core), ErrorInterceptor()]
     if core.settings.api_keys:
         interceptors.insert(

@@ -233,6 +233,8 @@ class JobManager:
             # The stream opens (response.in_progress) before the engine takes the sequence;
             # seed: a job waiting for a batch slot is queued. The opening waits for the
             # engine's first output, and the job turns in_progress with it.
+            # NOTE: the seed's in_progress starts with prefill; the engine reports no prefill
+            # start, so a long prompt's prefill still reads queued.
             opening: list[ev.ResponseEvent] | None = None
             async for batch in self.pipeline.stream(job.turn):
                 events = batch

@@ -123,3 +123,18 @@ def test_a_write_to_a_closing_transport_is_a_hang_up(
     after = _status_counts(random_stack)
     assert after.get("500", 0) == before.get("500", 0), after
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def test_grpc_aio_hang_up_records_are_info() -> None:
+    """grpc.aio's own ERROR for a write to a caller that just left is an INFO line."""
+    from mlx_responses.service.rpc.hangups import GRPC_AIO_LOGGER, HANGUP_MARK, quiet_hangup_logs
+
+    quiet_hangup_logs()
+    logger = logging.getLogger(GRPC_AIO_LOGGER)
+    record = logger.makeRecord(
+        GRPC_AIO_LOGGER, logging.ERROR, __file__, 1, f"{HANGUP_MARK} [%s]", ("/x/Y",), None
+    )
+    assert all(f.filter(record) for f in logger.filters)
+    assert record.levelno == logging.INFO and "/x/Y" in record.getMessage()
+    other = logger.makeRecord(GRPC_AIO_LOGGER, logging.ERROR, __file__, 1, "boom", (), None)
+    assert all(f.filter(other) for f in logger.filters) and other.levelno == logging.ERROR
