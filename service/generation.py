@@ -19,6 +19,7 @@ from service.compaction import (
     validate_compact_request,
 )
 from service.compaction_codec import CompactionDecodeError
+from service.custom_tools import lower
 from service.engine.json_bounds import JsonBounds
 from service.engine.model import LoadedModel
 from service.engine.output_parser import Channel, Markers, OutputParser, Segment
@@ -84,6 +85,8 @@ class Turn:
     compaction: CompactionResult | None = None
     # flattened namespace tool name -> (namespace, name): calls leave under their own names
     namespaced: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # custom tools by the name the model calls them: their calls leave as custom_tool_call
+    custom: Mapping[str, pb.CustomTool] = field(default_factory=dict)
 
 
 @dataclass
@@ -211,7 +214,7 @@ class ResponseGenerator:
 
     async def count_input_tokens(self, params: pb.CreateResponseParams) -> int:
         """Rendered input tokens, history included, exactly as generation renders them."""
-        _, prompt = await self.render(self.tool_policy.resolve(params).params)
+        _, prompt = await self.render(lower(self.tool_policy.resolve(params)).params)
         return len(prompt.tokens)
 
     # --- compaction ------------------------------------------------------------------------
@@ -220,7 +223,7 @@ class ResponseGenerator:
     ) -> cp.CompactResponseResponse:
         """`POST /v1/responses/compact`: the compacted history; nothing is stored."""
         validate_compact_request(params, keep_tokens)
-        params = self.tool_policy.resolve(params).params
+        params = lower(self.tool_policy.resolve(params)).params
         context, prompt = await self.render(params)
         return await self.compactor.compact_request(params, context, prompt, keep_tokens)
 
@@ -255,7 +258,8 @@ class ResponseGenerator:
 
         Automatic compaction runs here too, unless deferred to a background job.
         """
-        resolved = self.tool_policy.resolve(params)
+        offered = self.tool_policy.resolve(params)
+        resolved = lower(offered)
         params = resolved.params
         context, prompt = await self.render(params)
         await self._check_store(params)
@@ -270,6 +274,12 @@ class ResponseGenerator:
                 code="context_length_exceeded",
             )
         response = self.initial_response(params, response_id or self.ids("resp"))
+        if resolved.custom:  # the echo shows custom tools as offered, not as the model sees them
+            del response.tools[:]
+            response.tools.extend(offered.params.tools)
+            response.tool_choice.CopyFrom(offered.params.tool_choice)
+            if response.tool_choice.WhichOneof("choice") is None:
+                response.tool_choice.mode = pb.TOOL_CHOICE_MODE_AUTO
         wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
         sampling = SamplingParams(
             max_tokens=max(1, min(self._requested(params), room)),
@@ -291,10 +301,10 @@ class ResponseGenerator:
         processors: list[Any] = []
         if use_tools:
             schemas = self.tool_constraints.schemas(params)
-            streamer = ToolCallStreamer(fmt, schemas)
+            streamer = ToolCallStreamer(fmt, schemas, frozenset(resolved.custom))
             # A forced call's grammar already carries a text.format answer where one is allowed.
             processors = self.tool_constraints.processors(
-                params, prompt, schemas, sampling.max_tokens
+                params, prompt, schemas, sampling.max_tokens, resolved.custom
             )
         if not processors:
             processors = self.constraints(params, sampling.max_tokens)
@@ -305,6 +315,7 @@ class ResponseGenerator:
         ]
         turn = Turn(params, response, context, prompt, sampling, markers, processors, streamer)
         turn.namespaced = resolved.namespaced
+        turn.custom = resolved.custom
         turn.compaction_pending = due
         if due and not defer_compaction:
             await self._compact_in_flight(turn)
@@ -379,7 +390,7 @@ class ResponseGenerator:
         running = self.in_flight.get(turn.response.id)
         # Cancelled while it compacted: it ends cancelled without reaching the engine.
         generation = None if running is not None and running.cancel_requested else self.submit(turn)
-        assembler = EventAssembler(turn.response, self.ids, turn.namespaced)
+        assembler = EventAssembler(turn.response, self.ids, turn.namespaced, frozenset(turn.custom))
         try:
             opening = (
                 assembler.start()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,13 @@ from service.engine.json_bounds import JsonBounds
 from service.engine.prompt import RenderedPrompt
 from service.engine.structured import GrammarFactory, SchemaError
 from service.engine.tool_formats import Schemas, ToolFormat, template_text
-from service.engine.tool_grammar import Function, Reasoning, UnsupportedFormatError, tool_grammar
+from service.engine.tool_grammar import (
+    CustomFormat,
+    Function,
+    Reasoning,
+    UnsupportedFormatError,
+    tool_grammar,
+)
 from service.errors import invalid
 
 log = logging.getLogger(__name__)
@@ -94,14 +101,19 @@ class ToolConstraints:
         prompt: RenderedPrompt,
         schemas: Schemas,
         max_tokens: int,
+        custom: Mapping[str, pb.CustomTool] | None = None,
     ) -> list[Any]:
-        """The grammar processor for this request's choice ([] when the choice is free)."""
+        """The grammar processor for this request's choice ([] when the choice is free).
+
+        A custom tool's input follows its own grammar (`custom`: the lowered custom tools).
+        """
         allowed = allowed_functions(params)
         if allowed is None:
             return []
         names, required = allowed
-        functions = [Function(n, schemas.get(n, {})) for n in names]
+        functions = [Function(n, schemas.get(n, {}), _format((custom or {}).get(n))) for n in names]
         reasoning = self._reasoning(prompt)
+        subgrammars: dict[str, str] = {}
         try:
             grammar = tool_grammar(
                 self.format,
@@ -114,6 +126,7 @@ class ToolConstraints:
                 bounds=JsonBounds.for_budget(max_tokens),
                 reasoning=reasoning,
                 answer_schema=None if required else self._answer_schema(params),
+                subgrammars=subgrammars,
             )
         except UnsupportedFormatError as exc:
             if not self._warned:
@@ -121,10 +134,19 @@ class ToolConstraints:
                 self._warned = True
             return []
         try:
-            return [self.grammars.grammar_processor(grammar)]
+            return [self.grammars.grammar_processor(grammar, subgrammars)]
         except SchemaError as exc:
             raise invalid(
                 f"The function parameters cannot be enforced: {exc}",
                 "tools",
                 "invalid_function_parameters",
             ) from exc
+
+
+def _format(tool: pb.CustomTool | None) -> CustomFormat | None:
+    """A custom tool's input format for the grammar builder; None for a function."""
+    if tool is None:
+        return None
+    if tool.WhichOneof("format") == "grammar":
+        return CustomFormat(tool.grammar.syntax, tool.grammar.definition)
+    return CustomFormat("text")

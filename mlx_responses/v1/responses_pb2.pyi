@@ -187,19 +187,57 @@ class CompactionItem(_message.Message):
     encrypted_content: str
     def __init__(self, id: _Optional[str] = ..., encrypted_content: _Optional[str] = ...) -> None: ...
 
+class CustomToolCallItem(_message.Message):
+    __slots__ = ("id", "call_id", "name", "input", "status", "namespace")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    call_id: str
+    name: str
+    input: str
+    status: ItemStatus
+    namespace: str
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., name: _Optional[str] = ..., input: _Optional[str] = ..., status: _Optional[_Union[ItemStatus, str]] = ..., namespace: _Optional[str] = ...) -> None: ...
+
+class CustomToolCallOutputItem(_message.Message):
+    __slots__ = ("id", "call_id", "output", "status")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    call_id: str
+    output: str
+    status: ItemStatus
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., output: _Optional[str] = ..., status: _Optional[_Union[ItemStatus, str]] = ...) -> None: ...
+
+class CompactionTriggerItem(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class Item(_message.Message):
-    __slots__ = ("message", "function_call", "function_call_output", "reasoning", "compaction")
+    __slots__ = ("message", "function_call", "function_call_output", "reasoning", "compaction", "custom_tool_call", "custom_tool_call_output", "compaction_trigger")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_TOOL_CALL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_TRIGGER_FIELD_NUMBER: _ClassVar[int]
     message: MessageItem
     function_call: FunctionCallItem
     function_call_output: FunctionCallOutputItem
     reasoning: ReasoningItem
     compaction: CompactionItem
-    def __init__(self, message: _Optional[_Union[MessageItem, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCallItem, _Mapping]] = ..., function_call_output: _Optional[_Union[FunctionCallOutputItem, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningItem, _Mapping]] = ..., compaction: _Optional[_Union[CompactionItem, _Mapping]] = ...) -> None: ...
+    custom_tool_call: CustomToolCallItem
+    custom_tool_call_output: CustomToolCallOutputItem
+    compaction_trigger: CompactionTriggerItem
+    def __init__(self, message: _Optional[_Union[MessageItem, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCallItem, _Mapping]] = ..., function_call_output: _Optional[_Union[FunctionCallOutputItem, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningItem, _Mapping]] = ..., compaction: _Optional[_Union[CompactionItem, _Mapping]] = ..., custom_tool_call: _Optional[_Union[CustomToolCallItem, _Mapping]] = ..., custom_tool_call_output: _Optional[_Union[CustomToolCallOutputItem, _Mapping]] = ..., compaction_trigger: _Optional[_Union[CompactionTriggerItem, _Mapping]] = ...) -> None: ...
 
 class FunctionTool(_message.Message):
     __slots__ = ("name", "description", "parameters_json", "strict")
@@ -229,25 +267,53 @@ class NamespaceTool(_message.Message):
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ...) -> None: ...
 
+class CustomToolGrammar(_message.Message):
+    __slots__ = ("syntax", "definition")
+    SYNTAX_FIELD_NUMBER: _ClassVar[int]
+    DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    syntax: str
+    definition: str
+    def __init__(self, syntax: _Optional[str] = ..., definition: _Optional[str] = ...) -> None: ...
+
+class CustomToolText(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CustomTool(_message.Message):
+    __slots__ = ("name", "description", "text", "grammar")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    GRAMMAR_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    text: CustomToolText
+    grammar: CustomToolGrammar
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., text: _Optional[_Union[CustomToolText, _Mapping]] = ..., grammar: _Optional[_Union[CustomToolGrammar, _Mapping]] = ...) -> None: ...
+
 class Tool(_message.Message):
-    __slots__ = ("function", "hosted", "namespace")
+    __slots__ = ("function", "hosted", "namespace", "custom")
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
     HOSTED_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_FIELD_NUMBER: _ClassVar[int]
     function: FunctionTool
     hosted: HostedTool
     namespace: NamespaceTool
-    def __init__(self, function: _Optional[_Union[FunctionTool, _Mapping]] = ..., hosted: _Optional[_Union[HostedTool, _Mapping]] = ..., namespace: _Optional[_Union[NamespaceTool, _Mapping]] = ...) -> None: ...
+    custom: CustomTool
+    def __init__(self, function: _Optional[_Union[FunctionTool, _Mapping]] = ..., hosted: _Optional[_Union[HostedTool, _Mapping]] = ..., namespace: _Optional[_Union[NamespaceTool, _Mapping]] = ..., custom: _Optional[_Union[CustomTool, _Mapping]] = ...) -> None: ...
 
 class ToolChoice(_message.Message):
-    __slots__ = ("mode", "function_name", "allowed_tools")
+    __slots__ = ("mode", "function_name", "allowed_tools", "custom_name")
     MODE_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_NAME_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_NAME_FIELD_NUMBER: _ClassVar[int]
     mode: ToolChoiceMode
     function_name: str
     allowed_tools: AllowedTools
-    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., function_name: _Optional[str] = ..., allowed_tools: _Optional[_Union[AllowedTools, _Mapping]] = ...) -> None: ...
+    custom_name: str
+    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., function_name: _Optional[str] = ..., allowed_tools: _Optional[_Union[AllowedTools, _Mapping]] = ..., custom_name: _Optional[str] = ...) -> None: ...
 
 class AllowedTools(_message.Message):
     __slots__ = ("mode", "names")

@@ -49,9 +49,18 @@ class GrammarFactory:
         )
         return self._compile(grammar)
 
-    def grammar_processor(self, lark: str) -> JsonSchemaProcessor:
-        """A constraint from an llguidance Lark grammar (tool calls); SchemaError if refused."""
-        return self._compile(llguidance.LLMatcher.grammar_from_lark(lark))
+    def grammar_processor(
+        self, lark: str, subgrammars: dict[str, str] | None = None
+    ) -> JsonSchemaProcessor:
+        """A constraint from an llguidance Lark grammar (tool calls); SchemaError if refused.
+
+        `subgrammars` are the grammars it references as `@name` (custom tools' grammars).
+        """
+        if not subgrammars:
+            return self._compile(llguidance.LLMatcher.grammar_from_lark(lark))
+        grammars = [{"lark_grammar": lark}]
+        grammars += [{"name": name, "lark_grammar": g} for name, g in subgrammars.items()]
+        return self._compile(json.dumps({"grammars": grammars}))
 
     def literal(self, text: str) -> str:
         """A Lark expression producing `text`: a token reference when it is a special token."""
