@@ -125,11 +125,8 @@ def _text_parts(content: Any, param: str, role: int) -> list[pb.ContentPart]:
             refusal = _expect(part.get("refusal"), str, f"{where}.refusal", "a string")
             parts.append(pb.ContentPart(refusal=pb.Refusal(refusal=refusal)))
         elif _in(MEDIA_PARTS, kind):
-            raise invalid(
-                f"Content part type '{kind}' is not supported by this text model.",
-                f"{where}.type",
-                "unsupported_content",
-            )
+            # The core refuses it (seed) or puts a placeholder in its place (`--media drop`).
+            parts.append(pb.ContentPart(media=pb.MediaPart(type=kind)))
         else:
             raise invalid(f"Unknown content part type {kind!r}.", f"{where}.type", "invalid_value")
     return parts

@@ -87,6 +87,9 @@ API_KEY_ENV = "MLX_RESPONSES_API_KEY"
 DEFAULT_SHUTDOWN_GRACE_SECS = 10.0
 HOSTED_TOOLS_ENV = "MLXCEL_HOSTED_TOOLS"
 HOSTED_TOOLS_MODES = ("reject", "drop")
+# The project's own name (it wins when both are set), then the seed's.
+MEDIA_ENVS = ("MLX_RESPONSES_MEDIA", "MLXCEL_MEDIA")
+MEDIA_MODES = ("reject", "drop")
 BLAS_ENV = "MLX_RESPONSES_BLAS"
 STORE_URL_ENV = "MLX_RESPONSES_STORE_URL"
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -139,6 +142,7 @@ class Settings:
     metrics_port: int | None = None
     allow_download: bool = False
     hosted_tools: str = "reject"
+    media: str = "reject"
 
     @property
     def model_path(self) -> Path:
@@ -187,6 +191,8 @@ class Settings:
             raise ConfigError("--shutdown-grace-secs must be between 0 and 3600")
         if self.hosted_tools not in HOSTED_TOOLS_MODES:
             raise ConfigError(f"--hosted-tools must be one of {', '.join(HOSTED_TOOLS_MODES)}")
+        if self.media not in MEDIA_MODES:
+            raise ConfigError(f"--media must be one of {', '.join(MEDIA_MODES)}")
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -346,6 +352,13 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         help="hosted tools (web_search, ...) in a request: reject them with 400 (seed default) "
         "or drop them and flatten namespace tools, for agents such as Codex "
         f"(default reject, env {HOSTED_TOOLS_ENV})",
+    )
+    parser.add_argument(
+        "--media",
+        default=next((env[name] for name in MEDIA_ENVS if env.get(name)), "reject"),
+        help="image, file and audio parts sent to a text-only model: reject them with 400 "
+        "(seed default) or replace each with a short text placeholder, for agents that keep "
+        f"images in their history (default reject, env {' or '.join(MEDIA_ENVS)})",
     )
 
 

@@ -39,6 +39,7 @@ from service.errors import Reason, ServiceError, invalid
 from service.events import EventAssembler, IdFactory, new_id
 from service.history import HistoryResolver
 from service.in_flight import InFlight, InFlightTurns
+from service.media_policy import MediaPolicy
 from service.reasoning_echo import ReasoningEcho
 from service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from service.submission import submit
@@ -100,6 +101,7 @@ class ResponseGenerator:
     default_max_output_tokens: int = 4096
     reasoning_echo: ReasoningEcho = field(default_factory=lambda: ReasoningEcho(0))
     tool_policy: HostedToolPolicy = field(default_factory=HostedToolPolicy)
+    media_policy: MediaPolicy = field(default_factory=MediaPolicy)
     clock: Callable[[], float] = time.time
     ids: IdFactory = new_id
     in_flight: InFlightTurns = field(default_factory=InFlightTurns)
@@ -214,6 +216,7 @@ class ResponseGenerator:
 
     async def count_input_tokens(self, params: pb.CreateResponseParams) -> int:
         """Rendered input tokens, history included, exactly as generation renders them."""
+        params = self.media_policy.apply(params)
         _, prompt = await self.render(lower(self.tool_policy.resolve(params)).params)
         return len(prompt.tokens)
 
@@ -223,7 +226,7 @@ class ResponseGenerator:
     ) -> cp.CompactResponseResponse:
         """`POST /v1/responses/compact`: the compacted history; nothing is stored."""
         validate_compact_request(params, keep_tokens)
-        params = lower(self.tool_policy.resolve(params)).params
+        params = lower(self.tool_policy.resolve(self.media_policy.apply(params))).params
         context, prompt = await self.render(params)
         return await self.compactor.compact_request(params, context, prompt, keep_tokens)
 
@@ -258,7 +261,8 @@ class ResponseGenerator:
 
         Automatic compaction runs here too, unless deferred to a background job.
         """
-        offered = self.tool_policy.resolve(params)
+        response_id = response_id or self.ids("resp")
+        offered = self.tool_policy.resolve(self.media_policy.apply(params, response_id))
         resolved = lower(offered)
         params = resolved.params
         context, prompt = await self.render(params)
@@ -273,7 +277,7 @@ class ResponseGenerator:
                 param="input",
                 code="context_length_exceeded",
             )
-        response = self.initial_response(params, response_id or self.ids("resp"))
+        response = self.initial_response(params, response_id)
         if resolved.custom:  # the echo shows custom tools as offered, not as the model sees them
             del response.tools[:]
             response.tools.extend(offered.params.tools)

@@ -26,6 +26,7 @@ from service.config import ConfigError
 from service.errors import Reason, ServiceError
 from service.history import HistoryResolver
 from service.in_flight import InFlightTurns
+from service.media_policy import MediaPolicy
 from service.model_source import ModelSource, resolve_model
 from service.reasoning_echo import ReasoningEcho
 from service.stores.base import ConversationStore, ResponseStore
@@ -122,6 +123,7 @@ class ModelPool:
             s.reasoning_echo_max_bytes if s.prompt_cache_max_entries > 0 else 0
         )
         self.tool_policy = HostedToolPolicy(s.hosted_tools)
+        self.media_policy = MediaPolicy(s.media)
         self._names: dict[str, ServedModel] = {}
         self._ticks = itertools.count(1)
         self._load_lock = asyncio.Lock()  # one load (and its unloads) at a time
@@ -292,6 +294,7 @@ class ModelPool:
             default_max_output_tokens=s.default_max_output_tokens,
             reasoning_echo=self.reasoning_echo,
             tool_policy=self.tool_policy,
+            media_policy=self.media_policy,
             in_flight=self.in_flight,
             shared_history=self.history,
         )

@@ -113,17 +113,25 @@ class SummaryText(_message.Message):
     text: str
     def __init__(self, text: _Optional[str] = ...) -> None: ...
 
+class MediaPart(_message.Message):
+    __slots__ = ("type",)
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    def __init__(self, type: _Optional[str] = ...) -> None: ...
+
 class ContentPart(_message.Message):
-    __slots__ = ("input_text", "output_text", "refusal", "reasoning_text")
+    __slots__ = ("input_text", "output_text", "refusal", "reasoning_text", "media")
     INPUT_TEXT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TEXT_FIELD_NUMBER: _ClassVar[int]
     REFUSAL_FIELD_NUMBER: _ClassVar[int]
     REASONING_TEXT_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_FIELD_NUMBER: _ClassVar[int]
     input_text: InputText
     output_text: OutputText
     refusal: Refusal
     reasoning_text: ReasoningText
-    def __init__(self, input_text: _Optional[_Union[InputText, _Mapping]] = ..., output_text: _Optional[_Union[OutputText, _Mapping]] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., reasoning_text: _Optional[_Union[ReasoningText, _Mapping]] = ...) -> None: ...
+    media: MediaPart
+    def __init__(self, input_text: _Optional[_Union[InputText, _Mapping]] = ..., output_text: _Optional[_Union[OutputText, _Mapping]] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., reasoning_text: _Optional[_Union[ReasoningText, _Mapping]] = ..., media: _Optional[_Union[MediaPart, _Mapping]] = ...) -> None: ...
 
 class MessageItem(_message.Message):
     __slots__ = ("id", "role", "status", "content")
