@@ -21,12 +21,11 @@ import numpy as np
 from mlx_lm.generate import BatchGenerator
 from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache
 from mlx_lm.sample_utils import make_sampler
-
-from service.engine.draft_model import DraftedModel, DraftModelError, check_draft
-from service.engine.grammar_batch import GrammarGenerationBatch
-from service.engine.model import LoadedModel
-from service.engine.quantized_cache import kv_group_size, new_sequence_cache
-from service.engine.requests import (
+from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError, check_draft
+from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
+from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
+from mlx_responses.service.engine.requests import (
     Chunk,
     EngineStats,
     EngineStoppedError,
@@ -35,8 +34,8 @@ from service.engine.requests import (
     SamplingParams,
     TokenLogprob,
 )
-from service.engine.speculative import SpeculativeGenerationBatch
-from service.metrics import EngineMetrics, ModelMetrics
+from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
+from mlx_responses.service.metrics import EngineMetrics, ModelMetrics
 
 log = logging.getLogger(__name__)
 

@@ -12,20 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from transformers import AutoTokenizer
-
-from service.config import BUNDLED_MODEL
-from service.engine.custom_input import input_of, partial_input
-from service.engine.json_bounds import JsonBounds
-from service.engine.json_quoted_grammar import (
+from mlx_responses.service.config import BUNDLED_MODEL
+from mlx_responses.service.engine.structured import GrammarFactory
+from mlx_responses.service.text.custom_input import input_of, partial_input
+from mlx_responses.service.text.json_bounds import JsonBounds
+from mlx_responses.service.text.json_quoted_grammar import (
     UnquotableGrammarError,
     escaped,
     quote_lark,
     regex_expression,
 )
-from service.engine.structured import GrammarFactory
-from service.engine.tool_formats import HermesFormat, format_for_template
-from service.engine.tool_grammar import CustomFormat, Function, Reasoning, tool_grammar
+from mlx_responses.service.text.tool_formats import HermesFormat, format_for_template
+from mlx_responses.service.text.tool_grammar import CustomFormat, Function, Reasoning, tool_grammar
+from transformers import AutoTokenizer
+
 from tests.support.templates import TEMPLATES, recorded_output
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "codex_0.169_apply_patch_tool.json"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 
 import pytest
+from mlx_responses.http_facade.to_proto import params_from_json
+from mlx_responses.service.errors import ServiceError
+from mlx_responses.service.responses.media_policy import PLACEHOLDERS, MediaPolicy
 
-from http_facade.to_proto import params_from_json
 from mlx_responses.v1 import responses_pb2 as pb
-from service.errors import ServiceError
-from service.media_policy import PLACEHOLDERS, MediaPolicy
 
 BODY = {
     "model": "m",
@@ -44,7 +44,7 @@ def test_reject_is_the_seed_400_naming_the_first_part() -> None:
 
 def test_drop_puts_placeholders_in_place_and_logs_once(caplog: pytest.LogCaptureFixture) -> None:
     params = params_from_json(BODY)
-    with caplog.at_level(logging.INFO, logger="service.media_policy"):
+    with caplog.at_level(logging.INFO, logger="mlx_responses.service.responses.media_policy"):
         dropped = MediaPolicy("drop").apply(params, "resp_1")
     texts = [[p.input_text.text for p in item.message.content] for item in dropped.input]
     assert texts == [

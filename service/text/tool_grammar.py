@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.engine.json_bounds import JsonBounds, bound_schema
-from service.engine.json_quoted_grammar import UnquotableGrammarError, quote_lark
-from service.engine.tool_formats import (
+from mlx_responses.service.text.json_bounds import JsonBounds, bound_schema
+from mlx_responses.service.text.json_quoted_grammar import UnquotableGrammarError, quote_lark
+from mlx_responses.service.text.tool_formats import (
     HermesFormat,
     Llama3Format,
     MistralFormat,

@@ -14,11 +14,11 @@ from dataclasses import replace
 from typing import Any
 
 import llguidance
+from mlx_responses.service.errors import invalid
+from mlx_responses.service.responses.tool_policy import ResolvedTools
+from mlx_responses.service.text.custom_input import INPUT
 
 from mlx_responses.v1 import responses_pb2 as pb
-from service.engine.custom_input import INPUT
-from service.errors import invalid
-from service.tool_policy import ResolvedTools
 
 SYNTAXES = ("lark", "regex")
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from mlx_responses.service.errors import invalid
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.errors import invalid
 
 log = logging.getLogger(__name__)
 

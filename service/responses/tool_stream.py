@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 
+from mlx_responses.service.responses.events import EventAssembler
+from mlx_responses.service.text.custom_input import input_of, partial_input
+from mlx_responses.service.text.tool_formats import ParsedToolCall, Schemas, ToolFormat
+
 from mlx_responses.v1 import events_pb2 as ev
-from service.engine.custom_input import input_of, partial_input
-from service.engine.tool_formats import ParsedToolCall, Schemas, ToolFormat
-from service.events import EventAssembler
 
 
 def _is_json(text: str) -> bool:
