@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from aiohttp import web
+from mlx_responses.http_facade.beta_features import check_compaction_trigger
 from mlx_responses.http_facade.client import CoreClient, EventStream
 from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.drain import SHUTDOWN_MESSAGE, STREAMS
@@ -40,6 +41,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     """POST /v1/responses: foreground, streamed or background."""
     client = core(request)
     params = params_from_json(await read_json(request))
+    check_compaction_trigger(request, params)
     if params.background:
         # The core refuses background + stream (one place for the rule, gRPC clients too).
         return web.json_response(response_to_json(await client.create_job(params)))

@@ -247,6 +247,8 @@ def item_from_json(item: Any, param: str) -> pb.Item:
                 status=status,
             )
         )
+    if kind == "compaction_trigger":
+        return pb.Item(compaction_trigger=pb.CompactionTriggerItem())
     if kind == "compaction":
         return pb.Item(
             compaction=pb.CompactionItem(

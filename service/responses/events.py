@@ -120,6 +120,14 @@ class EventAssembler:
         events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
         return events
 
+    def whole_item(self, item: pb.Item) -> list[ev.ResponseEvent]:
+        """A finished item (a compaction): `response.output_item.added`, then `.done`."""
+        events = self._close(pb.ITEM_STATUS_COMPLETED)
+        self.response.output.append(item)
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
+        return events
+
     # --- content ---------------------------------------------------------------------------
     def _open_item(self, kind: str) -> list[ev.ResponseEvent]:
         if self._open == kind:

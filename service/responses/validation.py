@@ -50,6 +50,21 @@ def validate_params(params: pb.CreateResponseParams, model_accepts: Callable[[st
     check_model(params.model, model_accepts)
     if not params.input:
         raise invalid("'input' must not be empty.", "input")
+    for i, item in enumerate(params.input):
+        if item.WhichOneof("item") == "compaction_trigger":
+            # Only the last item of a create is a trigger (responses/compaction_trigger.py).
+            if params.background and i == len(params.input) - 1:
+                raise invalid(
+                    "'background' is not supported with a 'compaction_trigger' item: "
+                    "nothing is stored, so there is nothing to poll.",
+                    "background",
+                )
+            raise invalid(
+                "A 'compaction_trigger' item must be the last input item of a foreground "
+                "/v1/responses request.",
+                f"input[{i}].type",
+                "invalid_value",
+            )
     if params.HasField("temperature") and not 0.0 <= params.temperature <= 2.0:
         raise invalid(
             f"Invalid 'temperature': {params.temperature}; must be between 0 and 2.",

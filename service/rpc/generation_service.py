@@ -7,6 +7,7 @@ from typing import Any, TypeAlias
 
 import grpc
 from mlx_responses.service.core import Core
+from mlx_responses.service.responses.compaction_trigger import compaction_events, is_trigger
 from mlx_responses.service.responses.events import new_id
 
 from mlx_responses.v1 import generation_service_pb2 as gen
@@ -29,7 +30,11 @@ class GenerationServicer(gen_grpc.GenerationServiceServicer):
             response_id = new_id("resp")
             # Claimed while it runs, so a cancel asked of another replica reaches it.
             async with claims.running(response_id):
-                response = await generator.create(request.params, response_id)
+                if is_trigger(request.params):
+                    events = await compaction_events(generator, request.params, response_id)
+                    response = events[-1].snapshot.response
+                else:
+                    response = await generator.create(request.params, response_id)
         return gen.CreateResponseResponse(response=response)
 
     async def StreamResponse(
@@ -39,6 +44,10 @@ class GenerationServicer(gen_grpc.GenerationServiceServicer):
         async with self._core.models.use(request.params.model) as generator:
             response_id = new_id("resp")
             async with claims.running(response_id):
+                if is_trigger(request.params):  # Codex's remote compaction v2
+                    events = await compaction_events(generator, request.params, response_id)
+                    yield gen.StreamResponseResponse(events=events)
+                    return
                 turn = await generator.prepare(request.params, response_id)
                 async for events in generator.stream(turn):
                     yield gen.StreamResponseResponse(events=events)
