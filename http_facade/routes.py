@@ -17,6 +17,7 @@ from mlx_responses.http_facade.from_proto import item_to_json, response_to_json,
 from mlx_responses.http_facade.json_body import parse_body
 from mlx_responses.http_facade.sse import SSE_HEADERS, frame, frames
 from mlx_responses.http_facade.to_proto import params_from_json
+from mlx_responses.http_facade.websocket import responses_socket
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -112,6 +113,11 @@ async def _stream(
         stream.cancel()
 
 
+async def open_socket(request: web.Request) -> web.StreamResponse:
+    """GET /v1/responses with an Upgrade: the Responses WebSocket mode."""
+    return await responses_socket(request, core(request))
+
+
 async def get_response(request: web.Request) -> web.Response:
     """GET /v1/responses/{id}."""
     response = await core(request).get_response(request.match_info["response_id"])
@@ -198,6 +204,7 @@ def add_routes(app: web.Application) -> None:
     """Mounts every endpoint under /v1 and bare (seed aliases)."""
     for prefix in ("/v1", ""):
         app.router.add_post(f"{prefix}/responses", create_response)
+        app.router.add_get(f"{prefix}/responses", open_socket)
         app.router.add_post(f"{prefix}/responses/compact", compact)
         app.router.add_post(f"{prefix}/responses/input_tokens", input_tokens)
         app.router.add_get(f"{prefix}/responses/{{response_id}}", get_response)

@@ -398,7 +398,10 @@ class ResponseGenerator:
         """The events of one turn, in batches of those ready together."""
         running = self.in_flight.get(turn.response.id)
         # Cancelled while it compacted: it ends cancelled without reaching the engine.
-        generation = None if running is not None and running.cancel_requested else self.submit(turn)
+        cancelled = running is not None and running.cancel_requested
+        # `generate: false` (a WebSocket warm-up): the response ends at once, with no output.
+        warm_up = turn.params.HasField("generate") and not turn.params.generate
+        generation = None if cancelled or warm_up else self.submit(turn)
         assembler = EventAssembler(turn.response, self.ids, turn.namespaced, frozenset(turn.custom))
         try:
             opening = (
@@ -415,7 +418,7 @@ class ResponseGenerator:
                 yield opening + await self._finish(
                     turn,
                     assembler,
-                    "cancelled",
+                    "cancelled" if cancelled else "stop",
                     None,
                     output_tokens=0,
                     cached_tokens=0,
