@@ -144,11 +144,6 @@ class Settings:
     hosted_tools: str = "reject"
     media: str = "reject"
 
-    @property
-    def model_path(self) -> Path:
-        """The first `--model` (the one loaded at startup)."""
-        return self.models[0]
-
     def __post_init__(self) -> None:
         if not self.models:
             raise ConfigError("at least one --model is needed")

@@ -14,8 +14,9 @@ from mlx_responses.service.responses.events import EventAssembler
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 
-if TYPE_CHECKING:  # the generator imports MLX
-    from mlx_responses.service.responses.pipeline import ResponseGenerator
+if TYPE_CHECKING:  # the runtime imports MLX
+    from mlx_responses.service.models.runtime import ModelRuntime
+    from mlx_responses.service.responses.pipeline import ResponsePipeline
 
 TRIGGER = "compaction_trigger"
 
@@ -26,7 +27,10 @@ def is_trigger(params: pb.CreateResponseParams) -> bool:
 
 
 async def compaction_events(
-    generator: ResponseGenerator, params: pb.CreateResponseParams, response_id: str
+    pipeline: ResponsePipeline,
+    runtime: ModelRuntime,
+    params: pb.CreateResponseParams,
+    response_id: str,
 ) -> list[ev.ResponseEvent]:
     """The whole event sequence of a compaction turn; refusals raise before any event."""
     history = pb.CreateResponseParams()
@@ -34,12 +38,12 @@ async def compaction_events(
     del history.input[-1]
     # The trigger rides a streamed create; the compact endpoint itself refuses `stream`.
     history.stream = False
-    reply = await generator.compact(history, None)
-    response = generator.initial_response(history, response_id)
+    reply = await pipeline.compact(runtime, history, None)
+    response = pipeline.initial_response(runtime, history, response_id)
     response.store = False  # NOTE: like /v1/responses/compact, nothing is stored
-    assembler = EventAssembler(response, generator.ids)
+    assembler = EventAssembler(response, pipeline.ids)
     events = assembler.start()
     compaction = next(i for i in reply.output if i.WhichOneof("item") == "compaction")
     events += assembler.whole_item(compaction)
-    events += assembler.finish(pb.RESPONSE_STATUS_COMPLETED, reply.usage, int(generator.clock()))
+    events += assembler.finish(pb.RESPONSE_STATUS_COMPLETED, reply.usage, int(pipeline.clock()))
     return events

@@ -6,17 +6,17 @@ arguments validate against that function's `parameters`.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlx_responses.service.engine.structured import GrammarFactory, SchemaError
 from mlx_responses.service.errors import invalid
+from mlx_responses.service.text.grammars import Grammar, GrammarFactory, SchemaError
 from mlx_responses.service.text.json_bounds import JsonBounds
 from mlx_responses.service.text.prompt import RenderedPrompt
-from mlx_responses.service.text.tool_formats import Schemas, ToolFormat, template_text
+from mlx_responses.service.text.request_json import RequestJson
+from mlx_responses.service.text.tool_formats import ToolFormat, template_text
 from mlx_responses.service.text.tool_grammar import (
     CustomFormat,
     Function,
@@ -63,25 +63,6 @@ class ToolConstraints:
     _warned: bool = False
     _think_markers: tuple[str, str] | None = field(init=False, default=None)
 
-    @staticmethod
-    def schemas(params: pb.CreateResponseParams) -> Schemas:
-        """Each function tool's `parameters` (validated as JSON objects before this)."""
-        return {
-            t.function.name: json.loads(t.function.parameters_json)
-            if t.function.parameters_json
-            else {}
-            for t in params.tools
-        }
-
-    def _answer_schema(self, params: pb.CreateResponseParams) -> dict[str, Any] | None:
-        kind = params.text.WhichOneof("format")
-        if kind == "json_schema":
-            value: dict[str, Any] = json.loads(params.text.json_schema.schema_json)
-            return value
-        if kind == "json_object":
-            return {"type": "object"}
-        return None
-
     def __post_init__(self) -> None:
         # A vocabulary with think tokens is not enough: a template that never renders them
         # (a thinking model's weights behind a foreign template) gets no thought, which keeps
@@ -96,23 +77,26 @@ class ToolConstraints:
             return None
         return Reasoning(*self._think_markers, prompt.opens_reasoning)
 
-    def processors(
+    def grammar(
         self,
         params: pb.CreateResponseParams,
         prompt: RenderedPrompt,
-        schemas: Schemas,
+        parsed: RequestJson,
         max_tokens: int,
         custom: Mapping[str, pb.CustomTool] | None = None,
-    ) -> list[Any]:
-        """The grammar processor for this request's choice ([] when the choice is free).
+    ) -> Grammar | None:
+        """The grammar of this request's choice (None when nothing is enforced).
 
         A custom tool's input follows its own grammar (`custom`: the lowered custom tools).
         """
         allowed = allowed_functions(params)
         if allowed is None:
-            return []
+            return None
         names, required = allowed
-        functions = [Function(n, schemas.get(n, {}), _format((custom or {}).get(n))) for n in names]
+        custom = custom or {}
+        functions = [
+            Function(n, parsed.tool_parameters.get(n, {}), _format(custom.get(n))) for n in names
+        ]
         reasoning = self._reasoning(prompt)
         subgrammars: dict[str, str] = {}
         try:
@@ -126,16 +110,16 @@ class ToolConstraints:
                 literal=self.grammars.literal,
                 bounds=JsonBounds.for_budget(max_tokens),
                 reasoning=reasoning,
-                answer_schema=None if required else self._answer_schema(params),
+                answer_schema=None if required else parsed.answer_schema,
                 subgrammars=subgrammars,
             )
         except UnsupportedFormatError as exc:
             if not self._warned:
                 log.warning("tool_choice is not enforced: %s", exc)
                 self._warned = True
-            return []
+            return None
         try:
-            return [self.grammars.grammar_processor(grammar, subgrammars)]
+            return self.grammars.lark(grammar, subgrammars)
         except SchemaError as exc:
             raise invalid(
                 f"The function parameters cannot be enforced: {exc}",

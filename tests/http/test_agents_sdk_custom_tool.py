@@ -32,7 +32,7 @@ def test_agent_runs_a_custom_tool_and_replays_its_output(stack: Stack) -> None:
         format={"type": "grammar", "syntax": "regex", "definition": TICKET},
     )
     client = openai.AsyncOpenAI(base_url=f"{stack.base_url}/v1", api_key="x", max_retries=0)
-    model = agents.OpenAIResponsesModel(model=stack.settings.model_path.name, openai_client=client)
+    model = agents.OpenAIResponsesModel(model=stack.settings.models[0].name, openai_client=client)
     agent = agents.Agent(
         name="helpdesk",
         instructions="You open tickets.",

@@ -75,7 +75,7 @@ def patch_grammar(model_path: Path) -> Any:
 
 def _create(client: openai.OpenAI, stack: Stack, **fields: Any) -> Any:
     fields.setdefault("max_output_tokens", 300)
-    return client.responses.create(model=stack.settings.model_path.name, **fields)
+    return client.responses.create(model=stack.settings.models[0].name, **fields)
 
 
 def _custom_calls(response: Any) -> list[Any]:
@@ -172,7 +172,7 @@ def test_streamed_input_deltas_join_to_the_final_input(
     client: openai.OpenAI, stack: Stack, patch_grammar: Any
 ) -> None:
     with client.responses.stream(
-        model=stack.settings.model_path.name,
+        model=stack.settings.models[0].name,
         input=EDIT,
         tools=[APPLY_PATCH],
         tool_choice={"type": "custom", "name": "apply_patch"},
@@ -208,7 +208,7 @@ def test_custom_tool_calls_replay_as_history(client: openai.OpenAI, stack: Stack
     reply = _create(client, stack, input=history, tools=[APPLY_PATCH], store=True)
     assert reply.status == "completed"
     counted = client.responses.input_tokens.count(
-        model=stack.settings.model_path.name, input=history, tools=[APPLY_PATCH]
+        model=stack.settings.models[0].name, input=history, tools=[APPLY_PATCH]
     )
     assert counted.input_tokens == reply.usage.input_tokens  # type: ignore[union-attr]
     # A stored custom call chains like a function call.
@@ -243,7 +243,7 @@ def test_custom_tools_inside_a_namespace(make_stack: Any, hosted_tools: str) -> 
     response = httpx.post(
         f"{stack.base_url}/v1/responses",
         json={
-            "model": stack.settings.model_path.name,
+            "model": stack.settings.models[0].name,
             "input": PLAIN,
             "tools": [namespace],
             "tool_choice": {"type": "custom", "name": "open_ticket"},
@@ -295,7 +295,7 @@ def test_an_invalid_grammar_is_a_400_naming_it(
 ) -> None:
     response = httpx.post(
         f"{stack.base_url}/v1/responses",
-        json={"model": stack.settings.model_path.name, "input": PLAIN, "tools": [tool]},
+        json={"model": stack.settings.models[0].name, "input": PLAIN, "tools": [tool]},
         timeout=60,
     )
     assert response.status_code == 400, response.text

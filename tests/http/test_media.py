@@ -39,7 +39,7 @@ WITH_PLACEHOLDER: list[Any] = [
 
 
 def _post(stack: Stack, path: str, **body: Any) -> httpx.Response:
-    body.setdefault("model", stack.settings.model_path.name)
+    body.setdefault("model", stack.settings.models[0].name)
     return httpx.post(f"{stack.base_url}/v1/responses{path}", json=body, timeout=60)
 
 
@@ -69,12 +69,12 @@ def test_drop_renders_a_placeholder_in_place(dropping: Stack) -> None:
 def test_drop_lets_the_agent_turn_go_on(dropping: Stack) -> None:
     client = openai.OpenAI(base_url=f"{dropping.base_url}/v1", api_key="x", max_retries=0)
     first = client.responses.create(
-        model=dropping.settings.model_path.name, input=HISTORY, max_output_tokens=20
+        model=dropping.settings.models[0].name, input=HISTORY, max_output_tokens=20
     )
     assert first.status == "completed"
     # The stored history holds the placeholder: the next turn chains on it.
     second = client.responses.create(
-        model=dropping.settings.model_path.name,
+        model=dropping.settings.models[0].name,
         previous_response_id=first.id,
         input=[{"role": "user", "content": [{"type": "input_file", "file_id": "file_1"}]}],
         max_output_tokens=20,

@@ -36,7 +36,7 @@ def topo(random_model: Path, redis_server: RedisServer) -> Iterator[Topology]:
 
 
 def _post(topo: Topology, facade: str, path: str = "/v1/responses", **body: Any) -> httpx.Response:
-    body = {"model": topo.settings.model_path.name, "temperature": 0, **body}
+    body = {"model": topo.settings.models[0].name, "temperature": 0, **body}
     return httpx.post(f"{topo.url(facade)}{path}", json=body, timeout=60)
 
 
@@ -130,12 +130,12 @@ def test_cancel_crosses_replicas(topo: Topology) -> None:
     assert refused.status_code == 400 and "has not finished" in refused.json()["error"]["message"]
     deleted = httpx.delete(f"{topo.url('b')}/v1/responses/{rid}", timeout=30)
     assert deleted.status_code == 400 and "cancel it first" in deleted.json()["error"]["message"]
-    cancelled_before = topo.cores["a"].generator.worker.stats.cancelled
+    cancelled_before = topo.cores["a"].models.default.runtime.worker.stats.cancelled
     reply = httpx.post(f"{topo.url('b')}/v1/responses/{rid}/cancel", timeout=60)
     assert reply.status_code == 200, reply.text
     assert reply.json()["status"] == "cancelled" and reply.json()["background"] is True
     # The engine of core a stopped the sequence.
-    assert topo.cores["a"].generator.worker.stats.cancelled == cancelled_before + 1
+    assert topo.cores["a"].models.default.runtime.worker.stats.cancelled == cancelled_before + 1
     assert not topo.cores["a"].jobs.active
     generated = topo.generated("a")
     time.sleep(0.2)
@@ -145,9 +145,9 @@ def test_cancel_crosses_replicas(topo: Topology) -> None:
 
 @pytest.mark.parametrize("store", [True, False])
 def test_cancel_of_a_foreground_stream_crosses_replicas(topo: Topology, store: bool) -> None:
-    body = {"model": topo.settings.model_path.name, "input": "go", "stream": True,
+    body = {"model": topo.settings.models[0].name, "input": "go", "stream": True,
             "max_output_tokens": 100000, "store": store}  # fmt: skip
-    cancelled_before = topo.cores["a"].generator.worker.stats.cancelled
+    cancelled_before = topo.cores["a"].models.default.runtime.worker.stats.cancelled
     url = f"{topo.url('a')}/v1/responses"
     with httpx.stream("POST", url, json=body, timeout=60) as stream:
         lines = (json.loads(line[6:]) for line in stream.iter_lines() if line.startswith("data: "))
@@ -156,15 +156,15 @@ def test_cancel_of_a_foreground_stream_crosses_replicas(topo: Topology, store: b
         rid = created["response"]["id"]
         assert next(lines)["type"] == "response.in_progress"
         # Core b runs nothing under that id: the cancel crosses to core a through Redis.
-        assert rid not in topo.cores["b"].generator.in_flight
+        assert rid not in topo.cores["b"].pipeline.in_flight
         reply = httpx.post(f"{topo.url('b')}/v1/responses/{rid}/cancel", timeout=60)
         rest = list(lines)
     assert reply.status_code == 200, reply.text
     final = reply.json()
     assert (final["id"], final["status"]) == (rid, "cancelled")
     assert rest[-1]["type"] == "response.failed" and rest[-1]["response"] == final
-    assert topo.cores["a"].generator.worker.stats.cancelled == cancelled_before + 1
-    assert rid not in topo.cores["a"].generator.in_flight
+    assert topo.cores["a"].models.default.runtime.worker.stats.cancelled == cancelled_before + 1
+    assert rid not in topo.cores["a"].pipeline.in_flight
     assert not topo.cores["a"].jobs.foreground.claims
     stored = httpx.get(f"{topo.url('b')}/v1/responses/{rid}", timeout=30)
     assert stored.status_code == (200 if store else 404)
@@ -240,7 +240,7 @@ def test_redis_restart_gives_503s_then_recovers(topo: Topology, redis_server: Re
 def test_redis_lost_during_generation_fails_at_the_final_write(
     topo: Topology, redis_server: RedisServer
 ) -> None:
-    body = {"model": topo.settings.model_path.name, "input": "go", "stream": True,
+    body = {"model": topo.settings.models[0].name, "input": "go", "stream": True,
             "max_output_tokens": 1000}  # fmt: skip
     try:
         with httpx.stream("POST", f"{topo.url('a')}/v1/responses", json=body, timeout=60) as s:

@@ -30,7 +30,7 @@ def client(stack: Stack) -> openai.OpenAI:
 
 
 def _name(stack: Stack) -> str:
-    return stack.settings.model_path.name
+    return stack.settings.models[0].name
 
 
 def _until_done(connection: Any) -> list[Any]:
@@ -191,8 +191,7 @@ def busy_socket(random_stack: Stack) -> Iterator[tuple[Stack, Any]]:
 
 def test_closing_the_socket_cancels_its_generation(busy_socket: tuple[Stack, Any]) -> None:
     stack, connection = busy_socket
-    assert stack.core is not None
-    stats = stack.core.generator.worker.stats
+    stats = stack.engine_stats
     connection.response.create(
         model=_name(stack), input="Tell me a long story.", max_output_tokens=100_000
     )

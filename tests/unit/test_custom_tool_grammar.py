@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from mlx_responses.service.config import BUNDLED_MODEL
-from mlx_responses.service.engine.structured import GrammarFactory
 from mlx_responses.service.text.custom_input import input_of, partial_input
+from mlx_responses.service.text.grammars import GrammarFactory
 from mlx_responses.service.text.json_bounds import JsonBounds
 from mlx_responses.service.text.json_quoted_grammar import (
     UnquotableGrammarError,
@@ -57,7 +57,7 @@ def _accepts(
     factory: tuple[GrammarFactory, Any], lark: str, text: str, sub: dict[str, str] | None = None
 ) -> bool:
     grammars, hf = factory
-    matcher = grammars.grammar_processor(lark, sub).matcher
+    matcher = grammars.lark(lark, sub).matcher
     tokens = hf.encode(text, add_special_tokens=False)
     if matcher.validate_tokens(tokens) != len(tokens):
         return False
