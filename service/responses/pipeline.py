@@ -23,7 +23,7 @@ from mlx_responses.service.compaction.compactor import (
 )
 from mlx_responses.service.engine.requests import SamplingParams, TokenLogprob
 from mlx_responses.service.engine.worker import GenerationStream
-from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.errors import SERVER_ERROR, Reason, ServiceError
 from mlx_responses.service.ids import IdFactory, new_id
 from mlx_responses.service.models.runtime import ModelRuntime
 from mlx_responses.service.responses.custom_tools import lower
@@ -234,7 +234,6 @@ class ResponsePipeline:
                 f"The input is {len(prompt.tokens)} tokens, which leaves no room for output in "
                 f"the model's {window}-token context window.",
                 param="input",
-                code="context_length_exceeded",
             )
         response = self.initial_response(runtime, params, response_id)
         if resolved.custom:  # the echo shows custom tools as offered, not as the model sees them
@@ -463,7 +462,7 @@ class ResponsePipeline:
         )
         failure = None
         if status == pb.RESPONSE_STATUS_FAILED:
-            failure = pb.ResponseError(code="server_error", message=error or "generation failed")
+            failure = pb.ResponseError(code=SERVER_ERROR, message=error or "generation failed")
             log.error("response %s failed: %s", turn.response.id, failure.message)
         events = assembler.finish(
             status,

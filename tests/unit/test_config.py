@@ -123,10 +123,9 @@ def test_hosted_tools_flag_and_env() -> None:
         _parse(["--hosted-tools", "ignore"], {})
 
 
-def test_media_flag_and_both_env_names() -> None:
+def test_media_flag_and_env() -> None:
     assert _parse([], {}).media == "reject"
     assert _parse([], {"MLXCEL_MEDIA": "drop"}).media == "drop"
-    assert _parse([], {"MLX_RESPONSES_MEDIA": "drop", "MLXCEL_MEDIA": "reject"}).media == "drop"
     assert _parse(["--media", "reject"], {"MLXCEL_MEDIA": "drop"}).media == "reject"
     with pytest.raises(ConfigError, match="--media"):
         _parse(["--media", "describe"], {})
