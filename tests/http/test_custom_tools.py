@@ -24,6 +24,7 @@ import openai
 import pytest
 from transformers import AutoTokenizer
 
+from tests.http.test_openapi import conforms
 from tests.support.stack import Stack
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "codex_0.169_apply_patch_tool.json"
@@ -301,3 +302,29 @@ def test_an_invalid_grammar_is_a_400_naming_it(
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["param"] == param and error["type"] == "invalid_request_error"
+
+
+def test_custom_calls_conform_to_the_openapi_document(stack: Stack) -> None:
+    document = httpx.get(f"{stack.base_url}/openapi.json", timeout=10).json()
+    body = {
+        "model": stack.settings.models[0].name,
+        "input": [
+            {"role": "user", "content": "Open a ticket."},
+            {"type": "custom_tool_call", "call_id": "c1", "name": "open_ticket", "input": "T-1"},
+            {"type": "custom_tool_call_output", "call_id": "c1", "output": "done"},
+        ],
+        "tools": [TICKET, APPLY_PATCH],
+        "tool_choice": {"type": "custom", "name": "open_ticket"},
+        "max_output_tokens": 60,
+    }
+    assert conforms(document, "CreateResponseRequest", body) == []
+    reply = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60).json()
+    assert "custom_tool_call" in [item["type"] for item in reply["output"]]
+    assert conforms(document, "Response", reply) == []
+    with httpx.stream(
+        "POST", f"{stack.base_url}/v1/responses", json={**body, "stream": True}, timeout=60
+    ) as streamed:
+        events = [json.loads(line[6:]) for line in streamed.iter_lines() if line[:6] == "data: "]
+    assert "response.custom_tool_call_input.done" in [e["type"] for e in events]
+    for event in events:
+        assert conforms(document, "ResponseStreamEvent", event) == [], event["type"]
