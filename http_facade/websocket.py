@@ -41,6 +41,9 @@ MAX_MESSAGE = web.AppKey("websocket_max_message", int)
 HEARTBEAT_S = 30.0
 GOING_AWAY = 1001
 CREATE = "response.create"
+# Bounds on what one socket may ask at once (the core's own queue bounds the generations).
+MAX_LANES = 32
+MAX_QUEUED_PER_LANE = 32
 # The terminal events of a response.
 TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
 # A response a next turn can chain on (a failed one leaves nothing, as on OpenAI's API).
@@ -129,7 +132,19 @@ class ResponsesSocket:
                 stream_id,
             )
             return
+        if stream_id not in self._lanes and len(self._lanes) >= MAX_LANES:
+            await self._error(
+                invalid(f"At most {MAX_LANES} stream_id lanes per socket.", "stream_id"), stream_id
+            )
+            return
         lane = self._lanes.setdefault(stream_id, _Lane())
+        if lane.queue.qsize() >= MAX_QUEUED_PER_LANE:
+            limit = OpenAIError(
+                REASON_TABLE["RATE_LIMITED"],
+                f"At most {MAX_QUEUED_PER_LANE} requests may wait on one stream_id lane.",
+            )
+            await self._error(limit, stream_id)
+            return
         await lane.queue.put(message)
         if lane.task is None:
             lane.task = asyncio.create_task(self._work(stream_id, lane))

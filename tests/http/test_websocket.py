@@ -232,3 +232,24 @@ def test_the_facade_keys_guard_the_handshake(stack: Stack) -> None:
 def test_a_plain_get_is_not_a_socket(stack: Stack) -> None:
     reply = httpx.get(f"{stack.base_url}/v1/responses", timeout=10)
     assert reply.status_code == 405
+
+
+def test_one_socket_cannot_queue_without_bound(random_stack: Stack) -> None:
+    """A lane's queue and the number of lanes are bounded: the excess gets error events."""
+    from mlx_responses.http_facade.websocket import MAX_LANES, MAX_QUEUED_PER_LANE
+
+    client = openai.OpenAI(base_url=f"{random_stack.base_url}/v1", api_key="x", max_retries=0)
+    with client.responses.connect() as connection:
+        body = {"model": _name(random_stack), "input": "x", "max_output_tokens": 100_000}
+        for _ in range(MAX_QUEUED_PER_LANE + 2):  # one runs, the rest wait
+            connection.response.create(**body)  # type: ignore[arg-type]
+        for lane in range(MAX_LANES):
+            connection.response.create(stream_id=f"lane{lane}", **body)  # type: ignore[arg-type]
+        errors = []
+        for event in connection:
+            if event.type == "error":
+                errors.append(event)
+                if len(errors) == 2:
+                    break
+    assert errors[0].status == 429 and errors[0].stream_id is None
+    assert errors[1].status == 400 and errors[1].error.param == "stream_id"
