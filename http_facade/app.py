@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from aiohttp import web
 
 from http_facade.auth import auth_middleware
+from http_facade.chat.routes import add_chat_routes
 from http_facade.config import FacadeSettings
 from http_facade.core_pool import CorePool
 from http_facade.drain import install_drain
@@ -92,6 +93,7 @@ def create_app(
 
     app.cleanup_ctx.append(core_channel)
     add_routes(app)
+    add_chat_routes(app)
     return app
 
 

@@ -11,23 +11,31 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
 from aiohttp import web
 
 from http_facade import errors, from_proto, routes, to_proto
+from http_facade.anthropic import openapi as anthropic_openapi
+from http_facade.chat import openapi as chat_openapi
+from http_facade.openapi_kit import (
+    BOOLEAN,
+    INTEGER,
+    JSON,
+    NUMBER,
+    OPT_STRING,
+    SSE,
+    STRING,
+    Operation,
+    Schema,
+    ref,
+)
+from http_facade.openapi_kit import nullable as _nullable
+from http_facade.openapi_kit import obj as _obj
 from mlx_responses.v1 import responses_pb2 as pb
 
-JSON = "application/json"
-SSE = "text/event-stream"
 OPENAPI_VERSION = "3.1.0"
-Schema = dict[str, Any]
-
-
-def ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
 
 
 def _json_type(kind: type | tuple[type, ...]) -> str:
@@ -40,23 +48,6 @@ def _scalar_schema(param: str, kind: type | tuple[type, ...]) -> Schema:
         limit = to_proto.INT_LIMITS.get(param, to_proto.INT64_MAX)
         schema.update(minimum=-limit - 1, maximum=limit)
     return schema
-
-
-def _nullable(schema: Schema) -> Schema:
-    """The decoder treats null as absent."""
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def _obj(required: tuple[str, ...] = (), **properties: Schema) -> Schema:
-    return {"type": "object", "properties": properties, "required": list(required)}
-
-
-STRING: Schema = {"type": "string"}
-INTEGER: Schema = {"type": "integer"}
-NUMBER: Schema = {"type": "number"}
-BOOLEAN: Schema = {"type": "boolean"}
-NULL: Schema = {"type": "null"}
-OPT_STRING: Schema = {"type": ["string", "null"]}
 
 
 def _request_schemas() -> dict[str, Schema]:
@@ -367,17 +358,6 @@ def _response_schemas() -> dict[str, Schema]:
     }
 
 
-@dataclass(frozen=True)
-class Operation:
-    """What a handler takes and answers (its path and method come from the router)."""
-
-    request: str | None = None
-    ok: str | None = None
-    streams: bool = False
-    ok_type: str = JSON
-    extra: dict[str, str] = field(default_factory=dict)  # other statuses -> schema
-
-
 def _operations() -> dict[Callable[..., Any], Operation]:
     return {
         routes.create_response: Operation("CreateResponseRequest", "Response", streams=True),
@@ -389,6 +369,8 @@ def _operations() -> dict[Callable[..., Any], Operation]:
         routes.list_models: Operation(ok="ModelList"),
         routes.get_model: Operation(ok="Model"),
         routes.health: Operation(ok="Health", extra={"503": "Health"}),
+        **chat_openapi.operations(),
+        **anthropic_openapi.operations(),
     }
 
 
@@ -404,7 +386,7 @@ def _operation(route: web.AbstractRoute, known: dict[Callable[..., Any], Operati
     if spec.ok is not None:
         ok["content"] = _content(spec.ok)
         if spec.streams:
-            ok["content"].update(_content("ResponseStreamEvent", SSE))
+            ok["content"].update(_content(spec.stream_event, SSE))
     canonical = route.resource.canonical if route.resource is not None else ""
     operation: Schema = {
         # Unique per path: the bare aliases share handlers with their /v1 routes.
@@ -413,7 +395,7 @@ def _operation(route: web.AbstractRoute, known: dict[Callable[..., Any], Operati
         "responses": {
             "200": ok,
             **{s: {"description": s, "content": _content(n)} for s, n in spec.extra.items()},
-            "default": {"description": "An OpenAI-shaped error", "content": _content("Error")},
+            "default": {"description": "An error envelope", "content": _content(spec.error)},
         },
     }
     params = re.findall(r"{(\w+)}", canonical)
@@ -440,7 +422,14 @@ def build_document(app: web.Application, version: str = "0") -> Schema:
         "openapi": OPENAPI_VERSION,
         "info": {"title": "mlx-responses", "version": version},
         "paths": paths,
-        "components": {"schemas": {**_request_schemas(), **_response_schemas()}},
+        "components": {
+            "schemas": {
+                **_request_schemas(),
+                **_response_schemas(),
+                **chat_openapi.schemas(),
+                **anthropic_openapi.schemas(),
+            }
+        },
     }
 
 

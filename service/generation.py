@@ -26,10 +26,12 @@ from service.engine.penalties import penalty_processors
 from service.engine.prompt import (
     RenderedPrompt,
     items_to_messages,
+    raw_prompt,
     render_prompt,
     tools_to_template,
 )
 from service.engine.requests import SamplingParams, TokenLogprob
+from service.engine.stop_sequences import StopScanner
 from service.engine.structured import GrammarFactory, SchemaError
 from service.engine.tool_formats import detect_format
 from service.engine.tool_stream import ToolCallStreamer
@@ -198,6 +200,8 @@ class ResponseGenerator:
             )
         except CompactionDecodeError as exc:
             raise invalid(str(exc), "input", "invalid_compaction") from exc
+        if params.HasField("prompt"):
+            return raw_prompt(self.loaded.tokenizer, params.prompt)
         tools = None
         if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE:
             tools = tools_to_template(params.tools)
@@ -276,6 +280,8 @@ class ResponseGenerator:
             temperature=response.temperature,
             top_p=response.top_p,
             logprobs=params.top_logprobs if wants_logprobs else -1,
+            top_k=params.top_k,
+            seed=params.seed if params.HasField("seed") else None,
         )
         tokenizer = self.loaded.tokenizer
         use_tools = bool(params.tools) and params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE
@@ -404,6 +410,7 @@ class ResponseGenerator:
                 return
             yield opening
             parser = OutputParser(turn.markers, in_reasoning=turn.prompt.opens_reasoning)
+            stops = StopScanner(turn.params.stop)
             output_tokens = 0
             cached_tokens = 0
             reasoning_tokens = 0
@@ -418,18 +425,29 @@ class ResponseGenerator:
                     if parser.channel is Channel.REASONING:
                         reasoning_tokens += chunk.tokens
                     pending += [logprob_to_pb(lp) for lp in chunk.logprobs]
-                    for segment in parser.feed(chunk.text):
+                    for segment in parser.feed(stops.feed(chunk.text)):
                         events += self._segment(assembler, segment, pending, streamer)
                     if streamer is not None and parser.channel is Channel.TOOL_CALL:
                         events += streamer.update(assembler, parser.partial_tool_body)
+                    if stops.matched is not None:
+                        break
                 last = chunks[-1]
-                if last.finish_reason is not None:
+                finish_reason = last.finish_reason
+                if stops.matched is not None:
+                    # A stop sequence ends the turn as an EOS would; the engine slot is freed.
+                    generation.cancel()
+                    assembler.response.stop_sequence = stops.matched
+                    finish_reason, last = "stop", replace(last, error=None)
+                elif finish_reason is not None:
+                    for segment in parser.feed(stops.flush()):
+                        events += self._segment(assembler, segment, pending, streamer)
+                if finish_reason is not None:
                     for segment in parser.finish():
                         events += self._segment(assembler, segment, pending, streamer)
                     events += await self._finish(
                         turn,
                         assembler,
-                        last.finish_reason,
+                        finish_reason,
                         last.error,
                         output_tokens=output_tokens,
                         cached_tokens=cached_tokens,
@@ -437,6 +455,8 @@ class ResponseGenerator:
                     )
                 if events:
                     yield events
+                if finish_reason is not None:
+                    return
         finally:
             # A consumer gone before the first chunk never reached batches()' own cleanup.
             if generation is not None:

@@ -11,6 +11,7 @@ from service.errors import Reason, ServiceError, invalid
 
 MAX_COMPACT_THRESHOLD = 100_000_000
 MAX_TOP_LOGPROBS = 20
+MAX_STOP_SEQUENCES = 16
 
 
 def parse_json_object(text: str, param: str) -> dict[str, Any]:
@@ -47,8 +48,20 @@ def check_model(model: str, accepts: Callable[[str], bool]) -> None:
 def validate_params(params: pb.CreateResponseParams, model_accepts: Callable[[str], bool]) -> None:
     """Raises ServiceError for the first problem found, with the OpenAI `param`."""
     check_model(params.model, model_accepts)
-    if not params.input:
+    if params.HasField("prompt"):
+        _validate_raw_prompt(params)
+    elif not params.input:
         raise invalid("'input' must not be empty.", "input")
+    if len(params.stop) > MAX_STOP_SEQUENCES or any(not s for s in params.stop):
+        raise invalid(
+            f"Invalid 'stop': at most {MAX_STOP_SEQUENCES} sequences, none of them empty.",
+            "stop",
+            "invalid_value",
+        )
+    if params.HasField("top_k") and params.top_k < 0:
+        raise invalid(
+            f"Invalid 'top_k': {params.top_k}; must be at least 0.", "top_k", "invalid_value"
+        )
     if params.HasField("temperature") and not 0.0 <= params.temperature <= 2.0:
         raise invalid(
             f"Invalid 'temperature': {params.temperature}; must be between 0 and 2.",
@@ -108,6 +121,17 @@ def validate_params(params: pb.CreateResponseParams, model_accepts: Callable[[st
             )
     if params.HasField("chat_template_kwargs_json"):
         parse_json_object(params.chat_template_kwargs_json, "chat_template_kwargs")
+
+
+def _validate_raw_prompt(params: pb.CreateResponseParams) -> None:
+    """A legacy completions prompt is the whole prompt: nothing else renders into it."""
+    if not params.prompt:
+        raise invalid("'prompt' must not be empty.", "prompt")
+    for name in ("previous_response_id", "conversation", "instructions"):
+        if params.HasField(name):
+            raise invalid(f"'{name}' cannot be used with a raw 'prompt'.", name)
+    if params.input or params.tools:
+        raise invalid("'input' and 'tools' cannot be used with a raw 'prompt'.", "prompt")
 
 
 def _validate_tools(params: pb.CreateResponseParams) -> None:

@@ -182,3 +182,9 @@ def render_prompt(
     tokens = tokenizer.encode(text, add_special_tokens=False)
     opens = bool(think_start) and text.rstrip(" ").endswith(f"{think_start}\n")
     return RenderedPrompt(text=text, tokens=list(tokens), opens_reasoning=opens)
+
+
+def raw_prompt(tokenizer: Any, text: str) -> RenderedPrompt:
+    """A legacy completions prompt: the text tokenized as is, without the chat template."""
+    tokens = tokenizer.encode(text)  # with the tokenizer's own BOS, as mlx-lm's server does
+    return RenderedPrompt(text=text, tokens=list(tokens), opens_reasoning=False)
