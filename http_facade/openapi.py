@@ -15,11 +15,10 @@ from importlib import metadata
 from typing import Any
 
 from aiohttp import web
-
-from http_facade import errors, from_proto, routes, to_proto
-from http_facade.anthropic import openapi as anthropic_openapi
-from http_facade.chat import openapi as chat_openapi
-from http_facade.openapi_kit import (
+from mlx_responses.http_facade import errors, from_proto, routes, to_proto
+from mlx_responses.http_facade.anthropic import openapi as anthropic_openapi
+from mlx_responses.http_facade.chat import openapi as chat_openapi
+from mlx_responses.http_facade.openapi_kit import (
     BOOLEAN,
     INTEGER,
     JSON,
@@ -31,8 +30,9 @@ from http_facade.openapi_kit import (
     Schema,
     ref,
 )
-from http_facade.openapi_kit import nullable as _nullable
-from http_facade.openapi_kit import obj as _obj
+from mlx_responses.http_facade.openapi_kit import nullable as _nullable
+from mlx_responses.http_facade.openapi_kit import obj as _obj
+
 from mlx_responses.v1 import responses_pb2 as pb
 
 OPENAPI_VERSION = "3.1.0"

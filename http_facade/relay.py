@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import TypeVar
 
 from aiohttp import web
+from mlx_responses.http_facade.client import CoreClient, EventStream
+from mlx_responses.http_facade.drain import STREAMS
 
-from http_facade.client import CoreClient, EventStream
-from http_facade.drain import STREAMS
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 

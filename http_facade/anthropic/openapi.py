@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from http_facade.anthropic import routes
-from http_facade.errors import ANTHROPIC_ERROR_TYPES
-from http_facade.openapi_kit import (
+from mlx_responses.http_facade.anthropic import routes
+from mlx_responses.http_facade.errors import ANTHROPIC_ERROR_TYPES
+from mlx_responses.http_facade.openapi_kit import (
     BOOLEAN,
     INTEGER,
     NUMBER,

@@ -5,14 +5,13 @@ from __future__ import annotations
 import logging
 
 from aiohttp import web
-
-from http_facade.anthropic.from_proto import message_json
-from http_facade.anthropic.stream import MessageEvents
-from http_facade.anthropic.to_proto import messages_from_json
-from http_facade.errors import OpenAIError, anthropic_error_body
-from http_facade.relay import ChoiceStreams
-from http_facade.routes import core, read_json
-from http_facade.sse import SSE_HEADERS, frame
+from mlx_responses.http_facade.anthropic.from_proto import message_json
+from mlx_responses.http_facade.anthropic.stream import MessageEvents
+from mlx_responses.http_facade.anthropic.to_proto import messages_from_json
+from mlx_responses.http_facade.errors import OpenAIError, anthropic_error_body
+from mlx_responses.http_facade.relay import ChoiceStreams
+from mlx_responses.http_facade.routes import core, read_json
+from mlx_responses.http_facade.sse import SSE_HEADERS, frame
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from http_facade.anthropic.from_proto import message_id, stop_reason, usage_json
+from mlx_responses.http_facade.anthropic.from_proto import message_id, stop_reason, usage_json
+
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 

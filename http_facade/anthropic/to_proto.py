@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from http_facade.chat.to_proto import stop_sequences, template_kwargs
-from http_facade.errors import invalid
-from http_facade.to_proto import _expect, _float, _integer
+from mlx_responses.http_facade.chat.to_proto import stop_sequences, template_kwargs
+from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.to_proto import _expect, _float, _integer
+
 from mlx_responses.v1 import responses_pb2 as pb
 
 # Block types that carry media; this text-only server refuses them as the Responses path does.

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from http_facade.chat import routes
-from http_facade.chat.to_proto import MAX_N, MESSAGE_ROLES
-from http_facade.openapi_kit import (
+from mlx_responses.http_facade.chat import routes
+from mlx_responses.http_facade.chat.to_proto import MAX_N, MESSAGE_ROLES
+from mlx_responses.http_facade.openapi_kit import (
     BOOLEAN,
     INTEGER,
     NUMBER,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import logging
 
 from aiohttp import web
+from mlx_responses.http_facade.chat.from_proto import chat_id, completion_json, usage_json
+from mlx_responses.http_facade.chat.stream import ChoiceChunker
+from mlx_responses.http_facade.chat.to_proto import ChatRequest, chat_from_json
+from mlx_responses.http_facade.errors import FALLBACK, OpenAIError
+from mlx_responses.http_facade.relay import ChoiceStreams, choice_params, create_all
+from mlx_responses.http_facade.routes import core, read_json
+from mlx_responses.http_facade.sse import SSE_HEADERS, data_frame
 
-from http_facade.chat.from_proto import chat_id, completion_json, usage_json
-from http_facade.chat.stream import ChoiceChunker
-from http_facade.chat.to_proto import ChatRequest, chat_from_json
-from http_facade.errors import FALLBACK, OpenAIError
-from http_facade.relay import ChoiceStreams, choice_params, create_all
-from http_facade.routes import core, read_json
-from http_facade.sse import SSE_HEADERS, data_frame
 from mlx_responses.v1 import responses_pb2 as pb
 
 log = logging.getLogger(__name__)

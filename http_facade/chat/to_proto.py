@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from http_facade.errors import invalid
-from http_facade.to_proto import (
+from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.to_proto import (
     MEDIA_PARTS,
     _expect,
     _float,
@@ -16,6 +16,7 @@ from http_facade.to_proto import (
     _tool,
     _tool_choice,
 )
+
 from mlx_responses.v1 import responses_pb2 as pb
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"

@@ -13,9 +13,8 @@ from typing import Any
 import mlx.core as mx
 from mlx.utils import tree_flatten
 from mlx_lm.models.cache import KVCache, make_prompt_cache
-
-from service.config import ConfigError
-from service.engine.model import LoadedModel
+from mlx_responses.service.config import ConfigError
+from mlx_responses.service.engine.model import LoadedModel
 
 
 class DraftModelError(ConfigError):

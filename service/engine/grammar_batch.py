@@ -16,8 +16,7 @@ import mlx.core as mx
 import numpy as np
 from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask_par
 from mlx_lm.generate import GenerationBatch
-
-from service.engine.structured import JsonSchemaProcessor
+from mlx_responses.service.engine.structured import JsonSchemaProcessor
 
 
 @functools.cache

@@ -20,12 +20,11 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.generate import BatchGenerator
 from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache
-
-from service.engine.draft_model import DraftedModel, DraftModelError, check_draft
-from service.engine.grammar_batch import GrammarGenerationBatch
-from service.engine.model import LoadedModel
-from service.engine.quantized_cache import kv_group_size, new_sequence_cache
-from service.engine.requests import (
+from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError, check_draft
+from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
+from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
+from mlx_responses.service.engine.requests import (
     Chunk,
     EngineStats,
     EngineStoppedError,
@@ -34,9 +33,9 @@ from service.engine.requests import (
     SamplingParams,
     TokenLogprob,
 )
-from service.engine.seeded_sampler import seeded_sampler, shared_sampler
-from service.engine.speculative import SpeculativeGenerationBatch
-from service.metrics import EngineMetrics, ModelMetrics
+from mlx_responses.service.engine.seeded_sampler import seeded_sampler, shared_sampler
+from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
+from mlx_responses.service.metrics import EngineMetrics, ModelMetrics
 
 log = logging.getLogger(__name__)
 

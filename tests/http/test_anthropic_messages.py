@@ -13,9 +13,9 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
+from mlx_responses.http_facade.app import start_facade
+from mlx_responses.http_facade.config import FacadeSettings
 
-from http_facade.app import start_facade
-from http_facade.config import FacadeSettings
 from tests.support.stack import Stack
 
 GREEDY = {"temperature": 0}

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from http_facade.anthropic.stream import MessageEvents
-from http_facade.anthropic.to_proto import messages_from_json
-from http_facade.errors import (
+from mlx_responses.http_facade.anthropic.stream import MessageEvents
+from mlx_responses.http_facade.anthropic.to_proto import messages_from_json
+from mlx_responses.http_facade.errors import (
     ANTHROPIC_ERROR_TYPES,
     FALLBACK,
     GRPC_TABLE,
@@ -18,6 +17,7 @@ from http_facade.errors import (
     anthropic_error_type,
     speaks_anthropic,
 )
+
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 

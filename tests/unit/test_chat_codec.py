@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from mlx_responses.http_facade.chat.stream import ChoiceChunker
+from mlx_responses.http_facade.chat.to_proto import chat_from_json
+from mlx_responses.http_facade.errors import OpenAIError
+from mlx_responses.http_facade.relay import choice_params
 
-from http_facade.chat.stream import ChoiceChunker
-from http_facade.chat.to_proto import chat_from_json
-from http_facade.errors import OpenAIError
-from http_facade.relay import choice_params
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 

@@ -6,8 +6,7 @@ import itertools
 
 from hypothesis import given
 from hypothesis import strategies as st
-
-from service.engine.stop_sequences import StopScanner
+from mlx_responses.service.text.stop_sequences import StopScanner
 
 
 def run(chunks: list[str], stops: list[str]) -> tuple[str, str | None]:
