@@ -9,6 +9,7 @@ from aiohttp import web
 from mlx_responses.http_facade.anthropic.routes import add_anthropic_routes
 from mlx_responses.http_facade.auth import auth_middleware
 from mlx_responses.http_facade.chat.routes import add_chat_routes
+from mlx_responses.http_facade.completions.routes import add_completions_routes
 from mlx_responses.http_facade.config import FacadeSettings
 from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.drain import install_drain
@@ -99,6 +100,7 @@ def create_app(
     app.cleanup_ctx.append(core_channel)
     add_routes(app)
     add_chat_routes(app)
+    add_completions_routes(app)
     add_anthropic_routes(app)
     return app
 

@@ -18,6 +18,7 @@ from aiohttp import web
 from mlx_responses.http_facade import errors, from_proto, routes, to_proto
 from mlx_responses.http_facade.anthropic import openapi as anthropic_openapi
 from mlx_responses.http_facade.chat import openapi as chat_openapi
+from mlx_responses.http_facade.completions import openapi as completions_openapi
 from mlx_responses.http_facade.openapi_kit import (
     BOOLEAN,
     INTEGER,
@@ -370,6 +371,7 @@ def _operations() -> dict[Callable[..., Any], Operation]:
         routes.get_model: Operation(ok="Model"),
         routes.health: Operation(ok="Health", extra={"503": "Health"}),
         **chat_openapi.operations(),
+        **completions_openapi.operations(),
         **anthropic_openapi.operations(),
     }
 
@@ -427,6 +429,7 @@ def build_document(app: web.Application, version: str = "0") -> Schema:
                 **_request_schemas(),
                 **_response_schemas(),
                 **chat_openapi.schemas(),
+                **completions_openapi.schemas(),
                 **anthropic_openapi.schemas(),
             }
         },

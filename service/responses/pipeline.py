@@ -291,9 +291,11 @@ class ResponseGenerator:
         tokenizer = self.loaded.tokenizer
         use_tools = bool(params.tools) and params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE
         fmt = self.tool_format
+        # A raw (legacy completions) prompt continues text: its output is never split.
+        raw = params.HasField("prompt")
         markers = Markers(
-            think_start=tokenizer.think_start,
-            think_end=tokenizer.think_end,
+            think_start=None if raw else tokenizer.think_start,
+            think_end=None if raw else tokenizer.think_end,
             tool_start=fmt.start if use_tools else None,
             tool_end=fmt.end if use_tools else None,
             tool_leading=fmt.leading if use_tools else None,

@@ -47,6 +47,14 @@ def _sse_data(stack: Stack, path: str, body: dict[str, Any]) -> list[Any]:
             },
         ),
         (
+            "/v1/completions",
+            "CompletionRequest",
+            "Completion",
+            "Completion",
+            "Error",
+            {"prompt": "The sea", "max_tokens": 4, "logprobs": 2},
+        ),
+        (
             "/v1/messages",
             "AnthropicMessageRequest",
             "AnthropicMessage",
@@ -86,5 +94,7 @@ def test_every_new_route_is_documented(document: dict[str, Any]) -> None:
         "/v1/messages",
         "/messages",
         "/v1/messages/count_tokens",
+        "/v1/completions",
+        "/completions",
     ):
         assert "post" in document["paths"][path], path
