@@ -18,6 +18,8 @@ TOOL_CHOICE_MODES = {
     "any": pb.TOOL_CHOICE_MODE_REQUIRED,
     "none": pb.TOOL_CHOICE_MODE_NONE,
 }
+# NOTE: Claude Code (2.1) sends `system` messages inside `messages` too; they render in place.
+MESSAGE_ROLES = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT, "system": pb.ROLE_SYSTEM}
 # Custom (client) tools carry no type, or `custom`; any other type is an Anthropic server tool.
 CUSTOM_TOOL_TYPES = (None, "custom")
 
@@ -156,10 +158,10 @@ def messages_to_items(body: dict[str, Any]) -> list[pb.Item]:
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         _expect(message, dict, where, "an object")
-        role = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT}.get(message.get("role"))  # type: ignore[arg-type]
+        role = MESSAGE_ROLES.get(message.get("role"))  # type: ignore[arg-type]
         if role is None:
             raise invalid(
-                f"Invalid 'role' {message.get('role')!r}: expected user or assistant.",
+                f"Invalid 'role' {message.get('role')!r}: expected user, assistant or system.",
                 f"{where}.role",
                 "invalid_value",
             )

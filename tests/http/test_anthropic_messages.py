@@ -217,7 +217,7 @@ def _error(reply: httpx.Response) -> dict[str, Any]:
         ({"messages": [{"role": "user", "content": "x"}]}, 400, "invalid_request_error"),
         ({"max_tokens": 8}, 400, "invalid_request_error"),
         (
-            {"max_tokens": 8, "messages": [{"role": "system", "content": "x"}]},
+            {"max_tokens": 8, "messages": [{"role": "narrator", "content": "x"}]},
             400,
             "invalid_request_error",
         ),

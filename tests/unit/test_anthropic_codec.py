@@ -83,6 +83,32 @@ def test_blocks_become_responses_items_in_order() -> None:
     assert params.user == "u1" and not params.store
 
 
+def test_a_system_message_inside_messages_renders_in_place() -> None:
+    """Claude Code 2.1 sends one after the user turn."""
+    params = messages_from_json(
+        {
+            "model": "m",
+            "max_tokens": 4,
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "system", "content": [{"type": "text", "text": "agents: none"}]},
+            ],
+        }
+    )
+    roles = [i.message.role for i in params.input]
+    assert roles == [pb.ROLE_USER, pb.ROLE_SYSTEM]
+    with pytest.raises(OpenAIError):
+        messages_from_json(
+            {
+                "model": "m",
+                "max_tokens": 4,
+                "messages": [
+                    {"role": "system", "content": [{"type": "tool_use", "id": "t", "name": "w"}]}
+                ],
+            }
+        )
+
+
 def test_count_tokens_needs_no_max_tokens() -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
     assert messages_from_json(body, count_only=True).input
