@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Iterable
 from typing import TypeVar
 
 from aiohttp import web
@@ -67,7 +67,7 @@ class ChoiceStreams:
         for stream in self.streams:
             stream.cancel()
 
-    async def events(self, request: web.Request) -> AsyncIterator[tuple[int, Batch]]:
+    async def events(self, request: web.Request) -> AsyncGenerator[tuple[int, Batch], None]:
         """(choice index, batch) as they come, every choice tracked for the shutdown drain."""
         queue: asyncio.Queue[tuple[int, Batch | Exception | None]] = asyncio.Queue()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from aiohttp import web
@@ -29,9 +30,10 @@ async def create_message(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers=SSE_HEADERS)
         await response.prepare(request)
         try:
-            async for _, batch in streams.events(request):
-                payloads = [p for event in batch for p in renderer.feed(event)]
-                await response.write(b"".join(frame(p) for p in payloads))
+            async with contextlib.aclosing(streams.events(request)) as events:
+                async for _, batch in events:
+                    payloads = [p for event in batch for p in renderer.feed(event)]
+                    await response.write(b"".join(frame(p) for p in payloads))
         except OpenAIError as error:
             log.error("messages stream broke: %s", error.message)
             await response.write(frame(anthropic_error_body(error)))

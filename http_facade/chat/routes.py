@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from aiohttp import web
@@ -50,9 +51,10 @@ async def stream_chat(
         response = web.StreamResponse(headers=SSE_HEADERS)
         await response.prepare(request)
         try:
-            async for index, batch in streams.events(request):
-                chunks = [c for event in batch for c in chunkers[index].feed(event)]
-                await response.write(b"".join(data_frame(c) for c in chunks))
+            async with contextlib.aclosing(streams.events(request)) as events:
+                async for index, batch in events:
+                    chunks = [c for event in batch for c in chunkers[index].feed(event)]
+                    await response.write(b"".join(data_frame(c) for c in chunks))
         except OpenAIError as error:
             # The SDK raises on a `data` payload with a top-level `error`.
             log.error("chat stream broke: %s", error.message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -70,21 +71,22 @@ async def _stream(
             for index in offsets:
                 await response.write(data_frame(_chunk(opening, index, texts[index // req.n])))
         try:
-            async for index, batch in streams.events(request):
-                out = b""
-                for event in batch:
-                    if event.type == ev.EVENT_TYPE_OUTPUT_TEXT_DELTA and event.text_delta.delta:
-                        delta = event.text_delta
-                        extra = {}
-                        if req.logprobs is not None:
-                            extra["logprobs"] = logprobs_json(delta.logprobs, offsets[index])
-                        offsets[index] += len(delta.delta)
-                        out += data_frame(_chunk(opening, index, delta.delta, **extra))
-                    elif event.type in TERMINAL:
-                        finals[index] = event.snapshot.response
-                        reason = finish_reason(finals[index])
-                        out += data_frame(_chunk(opening, index, "", finish_reason=reason))
-                await response.write(out)
+            async with contextlib.aclosing(streams.events(request)) as events:
+                async for index, batch in events:
+                    out = b""
+                    for event in batch:
+                        if event.type == ev.EVENT_TYPE_OUTPUT_TEXT_DELTA and event.text_delta.delta:
+                            delta = event.text_delta
+                            extra = {}
+                            if req.logprobs is not None:
+                                extra["logprobs"] = logprobs_json(delta.logprobs, offsets[index])
+                            offsets[index] += len(delta.delta)
+                            out += data_frame(_chunk(opening, index, delta.delta, **extra))
+                        elif event.type in TERMINAL:
+                            finals[index] = event.snapshot.response
+                            reason = finish_reason(finals[index])
+                            out += data_frame(_chunk(opening, index, "", finish_reason=reason))
+                    await response.write(out)
         except OpenAIError as error:
             log.error("completions stream broke: %s", error.message)
             await response.write(data_frame(error.body()))
