@@ -216,8 +216,12 @@ def _tool_choice(value: Any, params: pb.CreateResponseParams) -> None:
         params.parallel_tool_calls = not disable
 
 
-def _thinking(value: Any) -> bool | None:
-    """`thinking` as the template's enable_thinking (the budget bounds nothing more here)."""
+def _thinking(value: Any, params: pb.CreateResponseParams) -> bool | None:
+    """`thinking` as the template's enable_thinking, and its budget as the core's.
+
+    NOTE: Anthropic requires budget_tokens >= 1024; a small local model thinks in far fewer,
+    so any budget of at least 1 is taken.
+    """
     _expect(value, dict, "thinking", "an object")
     kind = value.get("type")
     if kind == "enabled":
@@ -228,6 +232,7 @@ def _thinking(value: Any) -> bool | None:
                 "thinking.budget_tokens",
                 "invalid_value",
             )
+        params.reasoning_budget = budget
         return True
     if kind == "adaptive":
         return True
@@ -268,7 +273,7 @@ def messages_from_json(body: Any, *, count_only: bool = False) -> pb.CreateRespo
         params.tools.extend(_tools(body["tools"]))
     if body.get("tool_choice") is not None:
         _tool_choice(body["tool_choice"], params)
-    thinking = _thinking(body["thinking"]) if body.get("thinking") is not None else None
+    thinking = _thinking(body["thinking"], params) if body.get("thinking") is not None else None
     kwargs = template_kwargs(body, enable_thinking=thinking)
     if kwargs is not None:
         params.chat_template_kwargs_json = kwargs

@@ -19,6 +19,7 @@ from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.penalties import penalty_processors
 from mlx_responses.service.engine.requests import SamplingParams, TokenLogprob
 from mlx_responses.service.engine.structured import GrammarFactory, SchemaError
+from mlx_responses.service.engine.thinking_budget import thinking_budget
 from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
 from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.models.submission import submit
@@ -311,6 +312,11 @@ class ResponseGenerator:
             )
         if not processors:
             processors = self.constraints(params, sampling.max_tokens)
+        if not processors and params.HasField("reasoning_budget"):
+            budget = thinking_budget(
+                tokenizer, params.reasoning_budget, inside=prompt.opens_reasoning
+            )
+            processors = [budget] if budget is not None else []
         # Penalties shift the logits first; a grammar's mask then has the last word.
         processors = [
             *penalty_processors(params.presence_penalty, params.frequency_penalty),

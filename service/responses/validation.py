@@ -59,6 +59,12 @@ def validate_params(params: pb.CreateResponseParams, model_accepts: Callable[[st
             "stop",
             "invalid_value",
         )
+    if params.HasField("reasoning_budget") and params.reasoning_budget < 0:
+        raise invalid(
+            f"Invalid 'reasoning_budget': {params.reasoning_budget}; must be at least 0.",
+            "reasoning_budget",
+            "invalid_value",
+        )
     if params.HasField("top_k") and params.top_k < 0:
         raise invalid(
             f"Invalid 'top_k': {params.top_k}; must be at least 0.", "top_k", "invalid_value"

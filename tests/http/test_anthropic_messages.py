@@ -173,6 +173,31 @@ def test_thinking_enabled_streams_a_thinking_block(client: anthropic.Anthropic, 
     assert final.content[1].text == "rain"  # type: ignore[union-attr]
 
 
+def test_thinking_budget_closes_the_block(client: anthropic.Anthropic, model: str) -> None:
+    def think(budget: int) -> str:
+        reply = client.messages.create(
+            model=model,
+            max_tokens=64,
+            messages=[user("Reply with: rain")],
+            thinking={"type": "enabled", "budget_tokens": budget},
+            extra_body=GREEDY,
+        )
+        assert reply.content[0].type == "thinking"
+        assert reply.content[-1].type == "text", "an answer follows the closed block"
+        return reply.content[0].thinking
+
+    free = think(1000)
+    short = think(3)
+    assert len(short) < len(free) and free.startswith(short), (short, free)
+    counted = client.messages.count_tokens(
+        model=model, messages=[{"role": "assistant", "content": short}]
+    )
+    bare = client.messages.count_tokens(
+        model=model, messages=[{"role": "assistant", "content": ""}]
+    )
+    assert counted.input_tokens - bare.input_tokens <= 3
+
+
 def test_stop_sequences(random_stack: Stack) -> None:
     client = anthropic.Anthropic(base_url=random_stack.base_url, api_key="x", max_retries=0)
     body: Any = {
