@@ -149,9 +149,7 @@ async def _run(args: argparse.Namespace) -> int:
 
             address = f"unix:{local}" if local else f"127.0.0.1:{server.port}"
             # One process: the façade's /metrics carries the core's metrics too.
-            facade, _ = await start_facade(
-                address, facade_settings, lambda: core.metrics.render(core)
-            )
+            facade, _ = await start_facade(address, facade_settings, core.metrics.render)
         try:
             await core.load()
         except (ConfigError, ModelNotFoundError) as exc:  # e.g. with --allow-download

@@ -23,6 +23,7 @@ from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prom
 from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError, check_draft
 from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
 from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
 from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.requests import (
     Chunk,
@@ -35,7 +36,6 @@ from mlx_responses.service.engine.requests import (
 )
 from mlx_responses.service.engine.seeded_sampler import seeded_sampler, shared_sampler
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
-from mlx_responses.service.metrics import EngineMetrics, ModelMetrics
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class EngineWorker:
     load_draft: Callable[[], LoadedModel] | None = None
     kv_bits: int | None = None  # 4 or 8: quantized KV for live and prompt-cached sequences
     stats: EngineStats = field(default_factory=EngineStats)
-    metrics: EngineMetrics | None = None
+    metrics: EngineObserver | None = None
 
     def __post_init__(self) -> None:
         self._commands: queue.SimpleQueue[_Submit | _Cancel | _Stop] = queue.SimpleQueue()
@@ -151,7 +151,7 @@ class EngineWorker:
         self._loaded: LoadedModel | None = None
         self._batch_model: Any = None  # what the batch generator runs: the model, or a pair
         self._kv_group: int | None = None
-        self._metrics: ModelMetrics | None = None
+        self._metrics: ModelObserver | None = None
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
             LRUPromptCache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)

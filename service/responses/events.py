@@ -6,25 +6,20 @@ and the stored object share their ids.
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+
+from mlx_responses.service.ids import IdFactory, new_id
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 
-IdFactory = Callable[[str], str]
-
-TERMINAL = {
+# The event that ends a response of each terminal status (a cancelled one ends `failed`).
+TERMINAL_EVENT = {
     pb.RESPONSE_STATUS_COMPLETED: ev.EVENT_TYPE_RESPONSE_COMPLETED,
     pb.RESPONSE_STATUS_INCOMPLETE: ev.EVENT_TYPE_RESPONSE_INCOMPLETE,
     pb.RESPONSE_STATUS_FAILED: ev.EVENT_TYPE_RESPONSE_FAILED,
     pb.RESPONSE_STATUS_CANCELLED: ev.EVENT_TYPE_RESPONSE_FAILED,
 }
-
-
-def new_id(prefix: str) -> str:
-    """An OpenAI-looking id: `prefix_` and 48 hex digits."""
-    return f"{prefix}_{secrets.token_hex(24)}"
 
 
 class EventAssembler:
@@ -297,5 +292,5 @@ class EventAssembler:
             r.incomplete_details.CopyFrom(pb.IncompleteDetails(reason=incomplete_reason))
         if error is not None:
             r.error.CopyFrom(error)
-        events.append(self._snapshot(TERMINAL[status]))
+        events.append(self._snapshot(TERMINAL_EVENT[status]))
         return events

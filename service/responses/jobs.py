@@ -20,7 +20,7 @@ from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.models.pool import Lease, ModelPool
 from mlx_responses.service.responses.foreground_claims import ForegroundClaims
 from mlx_responses.service.responses.history import status_name
-from mlx_responses.service.responses.pipeline import Turn
+from mlx_responses.service.responses.pipeline import ResponsePipeline, Turn
 from mlx_responses.service.stores.base import Admission, JobBoard, StoredResponse
 
 from mlx_responses.v1 import events_pb2 as ev
@@ -28,7 +28,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-TERMINAL = {
+TERMINAL_STATUSES = {
     pb.RESPONSE_STATUS_COMPLETED,
     pb.RESPONSE_STATUS_INCOMPLETE,
     pb.RESPONSE_STATUS_FAILED,
@@ -80,19 +80,19 @@ class JobManager:
     """Admits and runs `background: true` responses on this core; the board shows them to all."""
 
     models: ModelPool
+    pipeline: ResponsePipeline
     board: JobBoard
     max_jobs: int
     store_max_bytes: int
     active: dict[str, Job] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.models.history.job_status = self.status_of
-        self.responses = self.models.responses
+        self.responses = self.pipeline.responses
         self._heartbeat: asyncio.Task[None] | None = None
         self._detached: set[asyncio.Task[object]] = set()
         # Foreground responses share the board's cancel channel and heartbeat.
         self.foreground = ForegroundClaims(
-            self.models.in_flight, self.board, LEASE_S, CANCEL_WAIT_S, REMOTE_POLL_S
+            self.pipeline.in_flight, self.board, LEASE_S, CANCEL_WAIT_S, REMOTE_POLL_S
         )
 
     async def start(self) -> None:
@@ -132,7 +132,7 @@ class JobManager:
         """The status of an unfinished job on any replica, or None."""
         job = self.active.get(response_id)
         if job is not None:
-            return job.status if job.status not in TERMINAL else None
+            return job.status if job.status not in TERMINAL_STATUSES else None
         view = await self.board.view(response_id)
         return view.status if view is not None else None
 
@@ -160,7 +160,7 @@ class JobManager:
 
     async def _admit(self, params: pb.CreateResponseParams, lease: Lease) -> pb.Response:
         # Seed: context_management runs inside the job; its failure fails the job.
-        turn = await lease.generator.prepare(params, defer_compaction=True)
+        turn = await self.pipeline.prepare(lease.runtime, params, defer_compaction=True)
         turn.response.status = pb.RESPONSE_STATUS_QUEUED
         turn.response.background = True
         nbytes = turn.response.ByteSize() + sum(i.ByteSize() for i in turn.context)
@@ -196,19 +196,18 @@ class JobManager:
 
     async def _run(self, job: Job) -> None:
         final: pb.Response | None = None
-        generator = job.lease.generator
         try:
             if job.cancel_requested:
                 final = self._ended(job, pb.RESPONSE_STATUS_CANCELLED)
                 return
-            await generator.run_compaction(job.turn)
-            async for events in generator.stream(job.turn):
+            await self.pipeline.run_compaction(job.turn)
+            async for events in self.pipeline.stream(job.turn):
                 if job.status == pb.RESPONSE_STATUS_QUEUED:
                     job.status = pb.RESPONSE_STATUS_IN_PROGRESS
                     await self._post(job)
                 job.publish(events)
                 last = events[-1]
-                if last.HasField("snapshot") and last.snapshot.response.status in TERMINAL:
+                if last.HasField("snapshot") and last.snapshot.response.status in TERMINAL_STATUSES:
                     final = last.snapshot.response
                     job.status = final.status
         except ServiceError as error:
@@ -258,7 +257,7 @@ class JobManager:
         if final.store:
             stored = await self.responses.get(final.id)
             if stored is None:
-                # The generator persisted it unless it was too big or never generated.
+                # The pipeline persisted it unless it was too big or never generated.
                 kept = StoredResponse(response=final, context=[*job.turn.context, *final.output])
                 if not await self.responses.put(kept):
                     # NOTE: seed: an object larger than the budget leaves a failed stub.
@@ -333,7 +332,7 @@ class JobManager:
             await self.wait_ended(response_id)
             return await self._final(response_id)
         job.cancel_requested = True
-        if await self.models.in_flight.cancel(response_id) is None and job.task is not None:
+        if await self.pipeline.in_flight.cancel(response_id) is None and job.task is not None:
             # Still queued ahead of the engine: stop the task itself.
             job.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

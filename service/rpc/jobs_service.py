@@ -8,7 +8,7 @@ from typing import Any, TypeAlias
 import grpc
 from mlx_responses.service.core import Core
 from mlx_responses.service.errors import invalid
-from mlx_responses.service.responses.events import TERMINAL as TERMINAL_EVENTS
+from mlx_responses.service.responses.events import TERMINAL_EVENT
 from mlx_responses.service.responses.history import status_name, store_disabled
 from mlx_responses.service.rpc.storage_service import not_found
 
@@ -46,7 +46,7 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
                 raise not_found("Response", request.id)
             # A finished job: its terminal snapshot is all there is to watch.
             snapshot = ev.ResponseEvent(
-                type=TERMINAL_EVENTS.get(final.status, ev.EVENT_TYPE_RESPONSE_FAILED),
+                type=TERMINAL_EVENT.get(final.status, ev.EVENT_TYPE_RESPONSE_FAILED),
                 snapshot=ev.ResponseSnapshotEvent(response=final),
             )
             yield jobs.WatchJobResponse(events=[snapshot])
@@ -61,7 +61,7 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
             raise store_disabled("Response storage")
         final = await self._core.jobs.cancel(request.id)
         if final is None:
-            final = await self._core.models.in_flight.cancel(request.id)
+            final = await self._core.pipeline.in_flight.cancel(request.id)
         if final is None:
             final = await self._core.jobs.foreground.cancel_elsewhere(request.id)
         if final is not None:

@@ -71,7 +71,7 @@ async def start_metrics_server(core: Core, host: str, port: int) -> tuple[web.Ap
     """
 
     async def metrics(request: web.Request) -> web.Response:
-        body = await core.metrics.render(core)
+        body = await core.metrics.render()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     keys = core.settings.api_keys

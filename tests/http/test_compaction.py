@@ -121,7 +121,10 @@ def test_models_expose_the_context_window(stack: Stack, small_stack: Stack) -> N
     ):
         models = httpx.get(f"{some.base_url}/v1/models").json()["data"]
         assert [m["context_length"] for m in models] == [window]
-        assert some.core is not None and some.core.generator.loaded.context_length == window
+        assert (
+            some.core is not None
+            and some.core.models.default.runtime.loaded.context_length == window
+        )
 
 
 # --- POST /v1/responses/compact ---------------------------------------------------------------
@@ -517,7 +520,7 @@ def test_compact_threshold_bounds(stack: Stack, threshold: int) -> None:
 def test_summary_cap_defaults_to_1024(random_stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     """max_output_tokens bounds the summary generation; 1024 when absent."""
     assert random_stack.core is not None
-    worker = random_stack.core.generator.worker
+    worker = random_stack.core.models.default.runtime.worker
     caps: list[int] = []
     real_submit = worker.submit
 
@@ -580,7 +583,7 @@ def test_cancel_stops_a_job_while_it_compacts(random_stack: Stack) -> None:
 def test_cancel_stops_a_foreground_stream_while_it_compacts(random_stack: Stack) -> None:
     """A foreground turn is in flight from its compaction on: a cancel by id ends it there."""
     assert random_stack.core is not None
-    generator = random_stack.core.generator
+    pipeline = random_stack.core.pipeline
     items = [*history()[:-1], {"role": "user", "content": rains(2300)}, history()[-1]]
     items.insert(-1, {"role": "assistant", "content": "rain"})
     before = count(random_stack, input=items)
@@ -595,13 +598,13 @@ def test_cancel_stops_a_foreground_stream_while_it_compacts(random_stack: Stack)
                 json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: ")
             )
 
-    known = set(generator.in_flight)
+    known = set(pipeline.in_flight)
     reader = threading.Thread(target=consume)
     reader.start()
     deadline = time.monotonic() + 30
-    while not (set(generator.in_flight) - known) and time.monotonic() < deadline:
+    while not (set(pipeline.in_flight) - known) and time.monotonic() < deadline:
         time.sleep(0.01)
-    (rid,) = set(generator.in_flight) - known
+    (rid,) = set(pipeline.in_flight) - known
     # The summary generation (up to 1,024 tokens of the random model) is running.
     while not random_stack.engine_stats.active and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -617,7 +620,7 @@ def test_cancel_stops_a_foreground_stream_while_it_compacts(random_stack: Stack)
     # The Responses API has no cancelled event: its response.failed carries status cancelled.
     assert types == ["response.created", "response.in_progress", "response.failed"]
     assert events[-1]["response"] == final
-    assert rid not in generator.in_flight
+    assert rid not in pipeline.in_flight
     deadline = time.monotonic() + 10
     while random_stack.engine_stats.active and time.monotonic() < deadline:
         time.sleep(0.05)

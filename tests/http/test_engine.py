@@ -63,7 +63,7 @@ def test_full_queue_answers_503(make_stack: Any, random_model: Path) -> None:
         assert streamed.status_code == 503
     finally:
         assert stack.core is not None
-        for response_id in list(stack.core.generator.in_flight):
+        for response_id in list(stack.core.pipeline.in_flight):
             httpx.post(f"{stack.base_url}/v1/responses/{response_id}/cancel", timeout=30)
         runner.join(60)
 

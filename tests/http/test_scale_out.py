@@ -130,12 +130,12 @@ def test_cancel_crosses_replicas(topo: Topology) -> None:
     assert refused.status_code == 400 and "has not finished" in refused.json()["error"]["message"]
     deleted = httpx.delete(f"{topo.url('b')}/v1/responses/{rid}", timeout=30)
     assert deleted.status_code == 400 and "cancel it first" in deleted.json()["error"]["message"]
-    cancelled_before = topo.cores["a"].generator.worker.stats.cancelled
+    cancelled_before = topo.cores["a"].models.default.runtime.worker.stats.cancelled
     reply = httpx.post(f"{topo.url('b')}/v1/responses/{rid}/cancel", timeout=60)
     assert reply.status_code == 200, reply.text
     assert reply.json()["status"] == "cancelled" and reply.json()["background"] is True
     # The engine of core a stopped the sequence.
-    assert topo.cores["a"].generator.worker.stats.cancelled == cancelled_before + 1
+    assert topo.cores["a"].models.default.runtime.worker.stats.cancelled == cancelled_before + 1
     assert not topo.cores["a"].jobs.active
     generated = topo.generated("a")
     time.sleep(0.2)
@@ -147,7 +147,7 @@ def test_cancel_crosses_replicas(topo: Topology) -> None:
 def test_cancel_of_a_foreground_stream_crosses_replicas(topo: Topology, store: bool) -> None:
     body = {"model": topo.settings.model_path.name, "input": "go", "stream": True,
             "max_output_tokens": 100000, "store": store}  # fmt: skip
-    cancelled_before = topo.cores["a"].generator.worker.stats.cancelled
+    cancelled_before = topo.cores["a"].models.default.runtime.worker.stats.cancelled
     url = f"{topo.url('a')}/v1/responses"
     with httpx.stream("POST", url, json=body, timeout=60) as stream:
         lines = (json.loads(line[6:]) for line in stream.iter_lines() if line.startswith("data: "))
@@ -156,15 +156,15 @@ def test_cancel_of_a_foreground_stream_crosses_replicas(topo: Topology, store: b
         rid = created["response"]["id"]
         assert next(lines)["type"] == "response.in_progress"
         # Core b runs nothing under that id: the cancel crosses to core a through Redis.
-        assert rid not in topo.cores["b"].generator.in_flight
+        assert rid not in topo.cores["b"].pipeline.in_flight
         reply = httpx.post(f"{topo.url('b')}/v1/responses/{rid}/cancel", timeout=60)
         rest = list(lines)
     assert reply.status_code == 200, reply.text
     final = reply.json()
     assert (final["id"], final["status"]) == (rid, "cancelled")
     assert rest[-1]["type"] == "response.failed" and rest[-1]["response"] == final
-    assert topo.cores["a"].generator.worker.stats.cancelled == cancelled_before + 1
-    assert rid not in topo.cores["a"].generator.in_flight
+    assert topo.cores["a"].models.default.runtime.worker.stats.cancelled == cancelled_before + 1
+    assert rid not in topo.cores["a"].pipeline.in_flight
     assert not topo.cores["a"].jobs.foreground.claims
     stored = httpx.get(f"{topo.url('b')}/v1/responses/{rid}", timeout=30)
     assert stored.status_code == (200 if store else 404)

@@ -80,4 +80,4 @@ class Topology:
 
     def generated(self, core: str) -> int:
         """Tokens core `core`'s engine has generated so far."""
-        return int(self.cores[core].generator.worker.stats.generated_tokens)
+        return int(self.cores[core].models.default.runtime.worker.stats.generated_tokens)

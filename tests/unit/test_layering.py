@@ -4,8 +4,9 @@
 each folder is one lifetime, read top to bottom as the path of a request, and imports only the
 tiers below it (imports under TYPE_CHECKING count: a knot closed through them is still a knot):
 
-    server.py, core.py, shutdown.py   the roof: composition and process lifetime
+    server.py, shutdown.py            the roof: the gRPC server and the process lifetime
     rpc/                              per RPC: servicers, interceptors, API keys, request ids
+    core.py                           per core: composes the tiers below (the servicers' view)
     responses/                        per core: the response pipeline, history, jobs, events
     compaction/                       summarising a history
     models/                           per model: the pool, one runtime per loaded model
@@ -28,10 +29,21 @@ PACKAGES = ("service", "http_facade", "launcher")
 
 ROOF = "roof"
 GROUND = "ground"
-TIERS = [ROOF, "rpc", "responses", "compaction", "models", "text", "engine", "stores", GROUND]
+TIERS = [
+    ROOF,
+    "rpc",
+    "core",
+    "responses",
+    "compaction",
+    "models",
+    "text",
+    "engine",
+    "stores",
+    GROUND,
+]
 TOP_FILES = {
     "server": ROOF,
-    "core": ROOF,
+    "core": "core",
     "shutdown": ROOF,
     "config": GROUND,
     "errors": GROUND,
