@@ -397,3 +397,37 @@ def test_refusals_in_openai_envelope(
 def test_sdk_raises_the_mapped_exception(client: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="nope", messages=[user("x")])
+
+
+def test_template_kwargs_and_reasoning_effort_reach_the_template(stack: Stack, model: str) -> None:
+    """enable_thinking opens the think block; reasoning_effort rides along as a kwarg."""
+    body = {
+        "model": model,
+        "messages": [user("Reply with: rain")],
+        "max_tokens": 64,
+        "temperature": 0,
+        "reasoning_effort": "low",
+        "chat_template_kwargs": {"enable_thinking": True},
+    }
+    reply = httpx.post(f"{stack.base_url}/v1/chat/completions", json=body, timeout=60).json()
+    message = reply["choices"][0]["message"]
+    assert "rain" in message["reasoning_content"] and message["content"] == "rain"
+    plain = httpx.post(
+        f"{stack.base_url}/v1/chat/completions",
+        json={k: v for k, v in body.items() if k != "chat_template_kwargs"},
+        timeout=60,
+    ).json()
+    assert plain["usage"]["prompt_tokens"] < reply["usage"]["prompt_tokens"]
+
+
+def test_penalties_change_a_greedy_answer(random_stack: Stack) -> None:
+    client = openai.OpenAI(base_url=f"{random_stack.base_url}/v1", api_key="x", max_retries=0)
+    body: Any = {
+        "model": random_stack.settings.model_path.name,
+        "messages": [user("Tell me about the sea.")],
+        "temperature": 0,
+        "max_tokens": 24,
+    }
+    plain = client.chat.completions.create(**body).choices[0].message.content
+    penalised = client.chat.completions.create(**body, frequency_penalty=2.0, presence_penalty=2.0)
+    assert penalised.choices[0].message.content != plain
