@@ -42,7 +42,7 @@ async def _call(awaitable: Awaitable[T]) -> T:
         raise from_rpc_error(error) from error
 
 
-class EventStream:
+class CoreEventStream:
     """A StreamResponse call: the first batch is awaited before the HTTP stream opens."""
 
     def __init__(self, stream: AsyncEventStream) -> None:
@@ -97,8 +97,8 @@ class CoreClient:
     async def create(self, params: responses_pb2.CreateResponseParams) -> responses_pb2.Response:
         return await _call(self.rpc.create(params))
 
-    def stream(self, params: responses_pb2.CreateResponseParams) -> EventStream:
-        return EventStream(self.rpc.stream(params))
+    def stream(self, params: responses_pb2.CreateResponseParams) -> CoreEventStream:
+        return CoreEventStream(self.rpc.stream(params))
 
     async def count_input_tokens(self, params: responses_pb2.CreateResponseParams) -> int:
         return await _call(self.rpc.count_input_tokens(params, timeout=SHORT_DEADLINE_S))

@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from aiohttp import web
-from mlx_responses.http_facade.client import CoreClient, EventStream
+from mlx_responses.http_facade.client import CoreClient, CoreEventStream
 from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.drain import SHUTDOWN_MESSAGE, STREAMS
 from mlx_responses.http_facade.errors import REASON_TABLE, OpenAIError, invalid
@@ -60,7 +60,7 @@ def _cancelling() -> bool:
 
 
 async def _stream(
-    request: web.Request, client: CoreClient, stream: EventStream
+    request: web.Request, client: CoreClient, stream: CoreEventStream
 ) -> web.StreamResponse:
     try:
         # Refusals (400, 404, 503) arrive before any event: answer them as plain HTTP errors.

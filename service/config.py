@@ -140,11 +140,6 @@ class Settings:
     allow_download: bool = False
     hosted_tools: str = "reject"
 
-    @property
-    def model_path(self) -> Path:
-        """The first `--model` (the one loaded at startup)."""
-        return self.models[0]
-
     def __post_init__(self) -> None:
         if not self.models:
             raise ConfigError("at least one --model is needed")

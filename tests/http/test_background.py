@@ -15,7 +15,7 @@ from tests.support.stack import Stack
 
 
 def _create(stack: Stack, **fields: Any) -> httpx.Response:
-    body = {"model": stack.settings.model_path.name, "background": True, **fields}
+    body = {"model": stack.settings.models[0].name, "background": True, **fields}
     return httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60)
 
 
@@ -33,7 +33,7 @@ def _poll(stack: Stack, rid: str, timeout: float = 60) -> dict[str, Any]:
 
 def _chain(stack: Stack, previous: str, **fields: Any) -> httpx.Response:
     """A foreground turn continuing from `previous`."""
-    body = {"model": stack.settings.model_path.name, "input": "x", **fields}
+    body = {"model": stack.settings.models[0].name, "input": "x", **fields}
     body["previous_response_id"] = previous
     return httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60)
 
@@ -58,7 +58,7 @@ def test_background_job_completes(stack: Stack) -> None:
 def test_sdk_background_and_retrieve(stack: Stack) -> None:
     client = openai.OpenAI(base_url=f"{stack.base_url}/v1", api_key="x", max_retries=0)
     resp = client.responses.create(
-        model=stack.settings.model_path.name, input="Reply with: world", background=True
+        model=stack.settings.models[0].name, input="Reply with: world", background=True
     )
     assert resp.status == "queued" and resp.background is True
     for _ in range(500):
@@ -98,7 +98,7 @@ def test_background_disabled(make_stack: Any, settings: dict[str, int]) -> None:
     assert (
         httpx.post(
             f"{stack.base_url}/v1/responses",
-            json={"model": stack.settings.model_path.name, "input": "Reply with: hello"},
+            json={"model": stack.settings.models[0].name, "input": "Reply with: hello"},
             timeout=60,
         ).status_code
         == 200
@@ -202,14 +202,14 @@ def test_conversation_turn_appended_when_job_finishes(stack: Stack) -> None:
     count = httpx.post(
         f"{stack.base_url}/v1/responses/input_tokens",
         json={
-            "model": stack.settings.model_path.name,
+            "model": stack.settings.models[0].name,
             "input": "Reply with: dog",
             "conversation": "conv_bg",
         },
     ).json()["input_tokens"]
     alone = httpx.post(
         f"{stack.base_url}/v1/responses/input_tokens",
-        json={"model": stack.settings.model_path.name, "input": "Reply with: dog"},
+        json={"model": stack.settings.models[0].name, "input": "Reply with: dog"},
     ).json()["input_tokens"]
     assert count > alone
 

@@ -43,7 +43,7 @@ def any_stack(request: pytest.FixtureRequest) -> Stack:
 
 
 def name(stack: Stack) -> str:
-    return stack.settings.model_path.name
+    return stack.settings.models[0].name
 
 
 def history(turns: int = 11, *, tools: bool = False) -> list[dict[str, Any]]:
@@ -114,7 +114,7 @@ def cm(threshold: int) -> list[dict[str, Any]]:
 
 
 def test_models_expose_the_context_window(stack: Stack, small_stack: Stack) -> None:
-    bundled = json.loads((stack.settings.model_path / "config.json").read_text())
+    bundled = json.loads((stack.settings.models[0] / "config.json").read_text())
     for some, window in (
         (stack, bundled["max_position_embeddings"]),
         (small_stack, SMALL_CONTEXT),
@@ -215,7 +215,7 @@ def test_compact_with_the_sdk_and_replay(any_stack: Stack) -> None:
         temperature=0,
     )
     assert answer.status in ("completed", "incomplete") and answer.output_text
-    if stack.settings.model_path.name == "tiny-chat":
+    if stack.settings.models[0].name == "tiny-chat":
         assert answer.output_text == "moon"
 
 
@@ -503,11 +503,11 @@ def test_a_chain_compacts_replays_and_keeps_answering(any_stack: Stack) -> None:
         if previous is not None and not compacted[-1]:
             # Replayed without compacting again: counted as input_tokens counts it.
             assert response["usage"]["input_tokens"] == expected < threshold
-        if stack.settings.model_path.name == "tiny-chat":
+        if stack.settings.models[0].name == "tiny-chat":
             assert response["output"][kinds.index("message")]["content"][0]["text"] == word
         previous = response["id"]
     assert compacted[0] and compacted.count(True) >= 2
-    if stack.settings.model_path.name == "tiny-chat":
+    if stack.settings.models[0].name == "tiny-chat":
         assert compacted.count(False) >= 2
 
 

@@ -55,7 +55,7 @@ def test_document_is_valid_openapi_and_lists_every_route(
 
 def test_real_answers_conform(stack: Stack, document: dict[str, Any]) -> None:
     base = stack.base_url
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     body = {
         "model": model,
         "input": "Reply with: hello",
@@ -103,7 +103,7 @@ def test_real_answers_conform(stack: Stack, document: dict[str, Any]) -> None:
 def test_streamed_events_conform(stack: Stack, document: dict[str, Any]) -> None:
     op = document["paths"]["/v1/responses"]["post"]["responses"]["200"]["content"]
     assert "text/event-stream" in op
-    body = {"model": stack.settings.model_path.name, "input": "Reply with: hello", "stream": True}
+    body = {"model": stack.settings.models[0].name, "input": "Reply with: hello", "stream": True}
     with httpx.stream("POST", f"{stack.base_url}/v1/responses", json=body, timeout=60) as reply:
         events = [
             json.loads(line[len("data: ") :])
@@ -119,7 +119,7 @@ def test_streamed_events_conform(stack: Stack, document: dict[str, Any]) -> None
 def test_request_schema_and_validator_agree(
     stack: Stack, document: dict[str, Any], param: str
 ) -> None:
-    good = {"model": stack.settings.model_path.name, "input": "hi"}
+    good = {"model": stack.settings.models[0].name, "input": "hi"}
     assert conforms(document, "CreateResponseRequest", good) == []
     bad = {**good, param: ["not", "a", "scalar"]}
     assert conforms(document, "CreateResponseRequest", bad) != []

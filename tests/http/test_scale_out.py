@@ -36,7 +36,7 @@ def topo(random_model: Path, redis_server: RedisServer) -> Iterator[Topology]:
 
 
 def _post(topo: Topology, facade: str, path: str = "/v1/responses", **body: Any) -> httpx.Response:
-    body = {"model": topo.settings.model_path.name, "temperature": 0, **body}
+    body = {"model": topo.settings.models[0].name, "temperature": 0, **body}
     return httpx.post(f"{topo.url(facade)}{path}", json=body, timeout=60)
 
 
@@ -145,7 +145,7 @@ def test_cancel_crosses_replicas(topo: Topology) -> None:
 
 @pytest.mark.parametrize("store", [True, False])
 def test_cancel_of_a_foreground_stream_crosses_replicas(topo: Topology, store: bool) -> None:
-    body = {"model": topo.settings.model_path.name, "input": "go", "stream": True,
+    body = {"model": topo.settings.models[0].name, "input": "go", "stream": True,
             "max_output_tokens": 100000, "store": store}  # fmt: skip
     cancelled_before = topo.cores["a"].models.default.runtime.worker.stats.cancelled
     url = f"{topo.url('a')}/v1/responses"
@@ -240,7 +240,7 @@ def test_redis_restart_gives_503s_then_recovers(topo: Topology, redis_server: Re
 def test_redis_lost_during_generation_fails_at_the_final_write(
     topo: Topology, redis_server: RedisServer
 ) -> None:
-    body = {"model": topo.settings.model_path.name, "input": "go", "stream": True,
+    body = {"model": topo.settings.models[0].name, "input": "go", "stream": True,
             "max_output_tokens": 1000}  # fmt: skip
     try:
         with httpx.stream("POST", f"{topo.url('a')}/v1/responses", json=body, timeout=60) as s:

@@ -60,7 +60,7 @@ class Stack:
         if self.runner is not None:
             await self.runner.cleanup()
         if self.server is not None:
-            await self.server.stop(grace=1)
+            await self.server.shutdown(1)
 
     def start(self) -> None:
         self._thread.start()

@@ -60,7 +60,7 @@ class Topology:
         for runner in self.runners.values():
             await runner.cleanup()
         for server in self.servers.values():
-            await server.stop(grace=1)
+            await server.shutdown(1)
 
     def start(self) -> None:
         self._thread.start()
