@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator, Awaitable, Iterable
 from typing import TypeVar
 
 from aiohttp import web
-from mlx_responses.http_facade.client import CoreClient, EventStream
+from mlx_responses.http_facade.client import CoreClient, CoreEventStream
 from mlx_responses.http_facade.drain import STREAMS
 
 from mlx_responses.v1 import events_pb2 as ev
@@ -56,7 +56,7 @@ class ChoiceStreams:
 
     def __init__(self, client: CoreClient, params: list[pb.CreateResponseParams]) -> None:
         self.client = client
-        self.streams: list[EventStream] = [client.stream(p) for p in params]
+        self.streams: list[CoreEventStream] = [client.stream(p) for p in params]
         self.firsts: list[Batch] = []
 
     async def open(self) -> None:
@@ -71,7 +71,7 @@ class ChoiceStreams:
         """(choice index, batch) as they come, every choice tracked for the shutdown drain."""
         queue: asyncio.Queue[tuple[int, Batch | Exception | None]] = asyncio.Queue()
 
-        async def pump(index: int, stream: EventStream) -> None:
+        async def pump(index: int, stream: CoreEventStream) -> None:
             try:
                 async for batch in stream.rest():
                     await queue.put((index, batch))

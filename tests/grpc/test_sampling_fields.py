@@ -23,7 +23,7 @@ def stub(random_stack: Stack) -> Iterator[gen_grpc.GenerationServiceStub]:
 def _params(stack: Stack, **fields: object) -> pb.CreateResponseParams:
     text = pb.ContentPart(input_text=pb.InputText(text="Tell me about the sea."))
     return pb.CreateResponseParams(
-        model=stack.settings.model_path.name,
+        model=stack.settings.models[0].name,
         input=[pb.Item(message=pb.MessageItem(role=pb.ROLE_USER, content=[text]))],
         max_output_tokens=16,
         **fields,  # type: ignore[arg-type]
@@ -72,7 +72,7 @@ def test_raw_prompt_is_not_templated(
     random_stack: Stack, stub: gen_grpc.GenerationServiceStub
 ) -> None:
     raw = pb.CreateResponseParams(
-        model=random_stack.settings.model_path.name, prompt="The sea", max_output_tokens=4
+        model=random_stack.settings.models[0].name, prompt="The sea", max_output_tokens=4
     )
     response = _create(stub, raw)
     templated = stub.CountInputTokens(

@@ -38,7 +38,7 @@ def client(stack: Stack) -> anthropic.Anthropic:
 
 @pytest.fixture(scope="module")
 def model(stack: Stack) -> str:
-    return stack.settings.model_path.name
+    return stack.settings.models[0].name
 
 
 def user(content: Any) -> Any:
@@ -201,7 +201,7 @@ def test_thinking_budget_closes_the_block(client: anthropic.Anthropic, model: st
 def test_stop_sequences(random_stack: Stack) -> None:
     client = anthropic.Anthropic(base_url=random_stack.base_url, api_key="x", max_retries=0)
     body: Any = {
-        "model": random_stack.settings.model_path.name,
+        "model": random_stack.settings.models[0].name,
         "max_tokens": 24,
         "messages": [user("Tell me about the sea.")],
         "extra_body": GREEDY,
@@ -220,7 +220,7 @@ def test_stop_sequences(random_stack: Stack) -> None:
 def test_top_k_one_is_greedy(random_stack: Stack) -> None:
     client = anthropic.Anthropic(base_url=random_stack.base_url, api_key="x", max_retries=0)
     body: Any = {
-        "model": random_stack.settings.model_path.name,
+        "model": random_stack.settings.models[0].name,
         "max_tokens": 12,
         "messages": [user("Tell me about the sea.")],
     }

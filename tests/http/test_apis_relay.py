@@ -28,7 +28,7 @@ def test_n_choices_decode_in_one_batch(random_stack: Stack) -> None:
     stats = random_stack.engine_stats
     steps = stats.decode_steps
     body = {
-        "model": random_stack.settings.model_path.name,
+        "model": random_stack.settings.models[0].name,
         "messages": USER,
         "n": 4,
         "max_tokens": 24,
@@ -53,7 +53,7 @@ def test_a_disconnect_frees_every_slot(
     random_stack: Stack, path: str, body: dict[str, Any]
 ) -> None:
     assert _wait_idle(random_stack)
-    body = {"model": random_stack.settings.model_path.name, "stream": True, **body}
+    body = {"model": random_stack.settings.models[0].name, "stream": True, **body}
     with httpx.stream("POST", f"{random_stack.base_url}{path}", json=body, timeout=60) as reply:
         assert reply.status_code == 200
         lines = 0
@@ -76,7 +76,7 @@ def test_a_disconnect_frees_every_slot(
 def test_request_ids_are_echoed(stack: Stack, path: str, body: dict[str, Any]) -> None:
     reply = httpx.post(
         f"{stack.base_url}{path}",
-        json={"model": stack.settings.model_path.name, **body},
+        json={"model": stack.settings.models[0].name, **body},
         headers={"x-request-id": "req-apis-1"},
         timeout=60,
     )

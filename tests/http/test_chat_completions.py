@@ -27,7 +27,7 @@ def client(stack: Stack) -> openai.OpenAI:
 
 @pytest.fixture(scope="module")
 def model(stack: Stack) -> str:
-    return stack.settings.model_path.name
+    return stack.settings.models[0].name
 
 
 def user(text: str) -> Any:
@@ -191,7 +191,7 @@ def test_n_choices_seeded_and_reproducible(random_stack: Stack) -> None:
 
     def sample() -> list[str]:
         reply = client.chat.completions.create(
-            model=random_stack.settings.model_path.name,
+            model=random_stack.settings.models[0].name,
             messages=[user("Tell me about the sea.")],
             n=3,
             seed=42,
@@ -232,7 +232,7 @@ def test_stop_sequence_cuts_the_output(random_stack: Stack) -> None:
     """On the random model (long greedy text): the output ends before the first stop string."""
     client = openai.OpenAI(base_url=f"{random_stack.base_url}/v1", api_key="x", max_retries=0)
     body: Any = {
-        "model": random_stack.settings.model_path.name,
+        "model": random_stack.settings.models[0].name,
         "messages": [user("Tell me about the sea.")],
         "temperature": 0,
         "max_tokens": 24,
@@ -381,7 +381,7 @@ def test_refusals_in_openai_envelope(
     stack: Stack, body: dict[str, Any], status: int, param: str, code: str | None
 ) -> None:
     if body.get("model") == "M":
-        body = {**body, "model": stack.settings.model_path.name}
+        body = {**body, "model": stack.settings.models[0].name}
     for stream in (False, True):
         reply = httpx.post(
             f"{stack.base_url}/v1/chat/completions", json={**body, "stream": stream}, timeout=30
@@ -423,7 +423,7 @@ def test_template_kwargs_and_reasoning_effort_reach_the_template(stack: Stack, m
 def test_penalties_change_a_greedy_answer(random_stack: Stack) -> None:
     client = openai.OpenAI(base_url=f"{random_stack.base_url}/v1", api_key="x", max_retries=0)
     body: Any = {
-        "model": random_stack.settings.model_path.name,
+        "model": random_stack.settings.models[0].name,
         "messages": [user("Tell me about the sea.")],
         "temperature": 0,
         "max_tokens": 24,

@@ -19,7 +19,7 @@ def client(random_stack: Stack) -> openai.OpenAI:
 
 @pytest.fixture(scope="module")
 def model(random_stack: Stack) -> str:
-    return random_stack.settings.model_path.name
+    return random_stack.settings.models[0].name
 
 
 def test_create_continues_the_raw_prompt(client: openai.OpenAI, model: str, stack: Stack) -> None:
@@ -31,7 +31,7 @@ def test_create_continues_the_raw_prompt(client: openai.OpenAI, model: str, stac
     # No chat template around it: far fewer tokens than the same text as a chat turn.
     templated = httpx.post(
         f"{stack.base_url}/v1/responses/input_tokens",
-        json={"model": stack.settings.model_path.name, "input": "The sea"},
+        json={"model": stack.settings.models[0].name, "input": "The sea"},
     ).json()["input_tokens"]
     assert reply.usage.prompt_tokens < templated
 

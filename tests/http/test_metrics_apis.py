@@ -11,7 +11,7 @@ from tests.support.stack import Stack
 
 
 def test_requests_are_counted_by_api(stack: Stack) -> None:
-    base, model = stack.base_url, stack.settings.model_path.name
+    base, model = stack.base_url, stack.settings.models[0].name
     before = scrape(f"{base}/metrics")
     user: Any = [{"role": "user", "content": "Reply with: hi"}]
     calls: list[tuple[str, dict[str, Any], str, str]] = [

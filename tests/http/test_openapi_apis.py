@@ -68,7 +68,7 @@ def test_answers_conform(
     stack: Stack, document: dict[str, Any], case: tuple[str, str, str, str, str, dict[str, Any]]
 ) -> None:
     path, request_schema, ok, event, error, body = case
-    body = {"model": stack.settings.model_path.name, **body}
+    body = {"model": stack.settings.models[0].name, **body}
     assert conforms(document, request_schema, body) == []
     op = document["paths"][path]["post"]
     assert op["responses"]["200"]["content"]["text/event-stream"]["schema"]["$ref"].endswith(event)
