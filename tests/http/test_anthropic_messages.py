@@ -162,15 +162,15 @@ def test_thinking_enabled_streams_a_thinking_block(client: anthropic.Anthropic, 
     with client.messages.stream(
         model=model,
         max_tokens=64,
-        messages=[user("Reply with: rain")],
+        messages=[user("Reply with: paris")],
         thinking={"type": "enabled", "budget_tokens": 1024},
     ) as stream:
         deltas = [e.delta.type for e in stream if e.type == "content_block_delta"]  # type: ignore[union-attr]
         final = stream.get_final_message()
     assert [b.type for b in final.content] == ["thinking", "text"]
     assert "thinking_delta" in deltas and "text_delta" in deltas
-    assert "rain" in final.content[0].thinking  # type: ignore[union-attr]
-    assert final.content[1].text == "rain"  # type: ignore[union-attr]
+    assert "paris" in final.content[0].thinking  # type: ignore[union-attr]
+    assert final.content[1].text == "paris"  # type: ignore[union-attr]
 
 
 def test_thinking_budget_closes_the_block(client: anthropic.Anthropic, model: str) -> None:
@@ -178,7 +178,7 @@ def test_thinking_budget_closes_the_block(client: anthropic.Anthropic, model: st
         reply = client.messages.create(
             model=model,
             max_tokens=64,
-            messages=[user("Reply with: rain")],
+            messages=[user("Reply with: paris")],
             thinking={"type": "enabled", "budget_tokens": budget},
             extra_body=GREEDY,
         )
