@@ -11,6 +11,7 @@ from mlx_responses.http_facade.auth import auth_middleware
 from mlx_responses.http_facade.chat.routes import add_chat_routes
 from mlx_responses.http_facade.completions.routes import add_completions_routes
 from mlx_responses.http_facade.config import FacadeSettings
+from mlx_responses.http_facade.conversations import add_conversation_routes
 from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.drain import install_drain
 from mlx_responses.http_facade.errors import (
@@ -102,6 +103,8 @@ def create_app(
     add_chat_routes(app)
     add_completions_routes(app)
     add_anthropic_routes(app)
+    for prefix in ("/v1", ""):
+        add_conversation_routes(app, prefix)
     return app
 
 

@@ -29,6 +29,8 @@ from mlx_responses.service.models.runtime import ModelRuntime
 from mlx_responses.service.responses.events import EventAssembler
 from mlx_responses.service.responses.history import HistoryResolver
 from mlx_responses.service.responses.in_flight import InFlight, InFlightTurns
+from mlx_responses.service.responses.item_ids import assign_ids, scoped_ids
+from mlx_responses.service.responses.item_refs import resolve_references
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
 from mlx_responses.service.responses.tool_stream import ToolCallStreamer
@@ -160,6 +162,7 @@ class ResponsePipeline:
         """Validates, resolves history and renders: the parsed JSON, the context, the prompt."""
         parsed = validate_params(params, runtime.loaded.accepts_name)
         history = await self.history.resolve(params)
+        await resolve_references(params, history, self.responses, self.conversations)
         context = self.reasoning_echo.restore([*history, *params.input])
         return parsed, context, runtime.render_request(params, parsed, context)
 
@@ -216,7 +219,10 @@ class ResponsePipeline:
         """
         resolved = self.tool_policy.resolve(params)
         params = resolved.params
+        response_id = response_id or self.ids("resp")
         parsed, context, prompt = await self._render(runtime, params)
+        # Every item the response holds has an id (input ones too, as OpenAI assigns them).
+        assign_ids(context, response_id)
         await self._check_store(params)
         window = runtime.loaded.context_length
         due = compaction_due(params, len(prompt.tokens), window)
@@ -228,7 +234,7 @@ class ResponsePipeline:
                 f"the model's {window}-token context window.",
                 param="input",
             )
-        response = self.initial_response(runtime, params, response_id or self.ids("resp"))
+        response = self.initial_response(runtime, params, response_id)
         wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
         sampling = SamplingParams(
             max_tokens=max(1, min(_requested(params, self.default_max_output_tokens), room)),
@@ -342,7 +348,12 @@ class ResponsePipeline:
         generation = (
             None if running is not None and running.cancel_requested else self._generate(turn)
         )
-        assembler = EventAssembler(turn.response, self.ids, turn.namespaced)
+        assembler = EventAssembler(
+            turn.response,
+            scoped_ids(turn.response.id),
+            turn.namespaced,
+            summary=turn.params.reasoning.HasField("summary"),
+        )
         try:
             opening = (
                 assembler.start()

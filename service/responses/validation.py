@@ -17,6 +17,10 @@ MAX_TOP_LOGPROBS = 20
 MAX_STOP_SEQUENCES = 16
 
 
+# `reasoning.summary`: each makes reasoning items carry their text as the summary.
+REASONING_SUMMARIES = ("auto", "concise", "detailed")
+
+
 def parse_json_object(text: str, param: str) -> dict[str, Any]:
     """A JSON object from text, or a 400 naming `param`."""
     try:
@@ -107,6 +111,13 @@ def validate_params(
         )
     tool_parameters = _validate_tools(params)
     answer_schema = _validate_text(params)
+    summary = params.reasoning.summary
+    if params.reasoning.HasField("summary") and summary not in REASONING_SUMMARIES:
+        raise invalid(
+            f"Invalid 'reasoning.summary' {summary!r}: expected one of auto, concise, detailed.",
+            "reasoning.summary",
+            "invalid_value",
+        )
     for i, entry in enumerate(params.context_management):
         if entry.type != "compaction":
             raise invalid(

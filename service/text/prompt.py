@@ -102,7 +102,10 @@ class _Builder:
                 {"role": "tool", "tool_call_id": out.call_id, "content": out.output}
             )
         elif kind == "reasoning":
-            text = "".join(p.text for p in item.reasoning.content)
+            # A client that kept only the summary replays it (ours is the reasoning text).
+            text = "".join(p.text for p in item.reasoning.content) or "".join(
+                p.text for p in item.reasoning.summary
+            )
             if text:
                 self.pending_reasoning.append(text)
         elif kind == "compaction":
