@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
+from mlx_responses.http_facade.body import read_body
 from mlx_responses.http_facade.errors import invalid
 from mlx_responses.http_facade.from_proto import item_to_json
 from mlx_responses.http_facade.item_lists import include_values, page_query, page_to_json
@@ -27,7 +28,7 @@ def conversation_to_json(info: st.ConversationObject) -> dict[str, Any]:
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
-    raw = await request.read()
+    raw = await read_body(request)  # Content-Encoding decoded or refused in the envelope
     body = parse_body(raw) if raw.strip() else {}
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.", None, "invalid_type")

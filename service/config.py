@@ -19,6 +19,7 @@ __all__ = ["BUNDLED_MODEL", "STORE_FLAGS", "ConfigError", "Settings", "api_keys_
 BUNDLED_MODEL = Path(__file__).resolve().parent / "assets" / "tiny-chat"
 
 HOSTED_TOOLS_MODES: tuple[str, ...] = F.HOSTED_TOOLS.choices or ()
+MEDIA_MODES: tuple[str, ...] = F.MEDIA.choices or ()
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
 SPECULATIVE_MODES: tuple[str, ...] = F.SPECULATIVE.choices or ()
 KV_BITS: tuple[int, ...] = F.KV_BITS.choices or ()
@@ -71,6 +72,7 @@ class Settings:
     allow_client_chat_template: bool = F.ALLOW_CLIENT_CHAT_TEMPLATE.default
     # Each response, job and conversation belongs to the API key that made it.
     isolate_keys: bool = F.ISOLATE_KEYS.default
+    media: str = F.MEDIA.default
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -116,6 +118,8 @@ class Settings:
             raise ConfigError("--shutdown-grace-secs must be between 0 and 3600")
         if self.hosted_tools not in HOSTED_TOOLS_MODES:
             raise ConfigError(f"--hosted-tools must be one of {', '.join(HOSTED_TOOLS_MODES)}")
+        if self.media not in MEDIA_MODES:
+            raise ConfigError(f"--media must be one of {', '.join(MEDIA_MODES)}")
 
 
 def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:

@@ -13,6 +13,7 @@ from mlx_responses.service.metrics import JOB_STATES, CoreMetrics, ModelState, S
 from mlx_responses.service.models.pool import ModelPool
 from mlx_responses.service.responses.history import HistoryResolver
 from mlx_responses.service.responses.jobs import JobManager
+from mlx_responses.service.responses.media_policy import MediaPolicy
 from mlx_responses.service.responses.pipeline import ResponsePipeline
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
@@ -55,6 +56,7 @@ class Core:
             ),
             tool_policy=HostedToolPolicy(s.hosted_tools),
             allow_client_chat_template=s.allow_client_chat_template,
+            media_policy=MediaPolicy(s.media),
         )
 
     @classmethod

@@ -43,9 +43,9 @@ def refusing_handler(handler: grpc.RpcMethodHandler, error: ServiceError) -> grp
     async def refuse_stream(
         request: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[Any]:
-        # A server-streaming behaviour must be an async generator: a wrapper iterates it.
+        # A generator, as a streaming behaviour must be for the interceptors wrapping it.
         await context.abort(status.code, status.details, status.trailing_metadata)
-        yield  # pragma: no cover (abort raises)
+        yield  # never reached: abort raises
 
     kwargs = {
         "request_deserializer": handler.request_deserializer,
@@ -57,7 +57,7 @@ def refusing_handler(handler: grpc.RpcMethodHandler, error: ServiceError) -> grp
         return grpc.unary_stream_rpc_method_handler(refuse_stream, **kwargs)
     if handler.stream_unary is not None:
         return grpc.stream_unary_rpc_method_handler(refuse, **kwargs)
-    return grpc.stream_stream_rpc_method_handler(refuse, **kwargs)
+    return grpc.stream_stream_rpc_method_handler(refuse_stream, **kwargs)
 
 
 UnaryBehaviour = Callable[[Any, "grpc.aio.ServicerContext[Any, Any]"], Awaitable[Any]]

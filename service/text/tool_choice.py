@@ -7,6 +7,7 @@ arguments validate against that function's `parameters`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from mlx_responses.service.text.prompt import RenderedPrompt
 from mlx_responses.service.text.request_json import RequestJson
 from mlx_responses.service.text.tool_formats import ToolFormat, template_text
 from mlx_responses.service.text.tool_grammar import (
+    CustomFormat,
     Function,
     Reasoning,
     UnsupportedFormatError,
@@ -86,14 +88,22 @@ class ToolConstraints:
         prompt: RenderedPrompt,
         parsed: RequestJson,
         max_tokens: int,
+        custom: Mapping[str, pb.CustomTool] | None = None,
     ) -> Grammar | None:
-        """The grammar of this request's choice (None when nothing is enforced)."""
+        """The grammar of this request's choice (None when nothing is enforced).
+
+        A custom tool's input follows its own grammar (`custom`: the lowered custom tools).
+        """
         allowed = allowed_functions(params)
         if allowed is None:
             return None
         names, required = allowed
-        functions = [Function(n, parsed.tool_parameters.get(n, {})) for n in names]
+        custom = custom or {}
+        functions = [
+            Function(n, parsed.tool_parameters.get(n, {}), _format(custom.get(n))) for n in names
+        ]
         reasoning = self._reasoning(prompt)
+        subgrammars: dict[str, str] = {}
         try:
             # The parameters' bounds are computed here: a malformed one is the client's.
             with guarded_compile(UnsupportedFormatError):
@@ -108,8 +118,9 @@ class ToolConstraints:
                     bounds=JsonBounds.for_budget(max_tokens),
                     reasoning=reasoning,
                     answer_schema=None if required else parsed.answer_schema,
+                    subgrammars=subgrammars,
                 )
-            return self.grammars.lark(grammar)
+            return self.grammars.lark(grammar, subgrammars)
         except UnsupportedFormatError as exc:
             if not self._warned:
                 log.warning("tool_choice is not enforced: %s", exc)
@@ -121,3 +132,12 @@ class ToolConstraints:
                 "tools",
                 "invalid_function_parameters",
             ) from exc
+
+
+def _format(tool: pb.CustomTool | None) -> CustomFormat | None:
+    """A custom tool's input format for the grammar builder; None for a function."""
+    if tool is None:
+        return None
+    if tool.WhichOneof("format") == "grammar":
+        return CustomFormat(tool.grammar.syntax, tool.grammar.definition)
+    return CustomFormat("text")
