@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+import grpc
 from aiohttp import web
 from mlx_responses.http_facade.anthropic.routes import add_anthropic_routes
 from mlx_responses.http_facade.auth import auth_middleware
@@ -16,6 +17,7 @@ from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.drain import install_drain
 from mlx_responses.http_facade.errors import (
     FALLBACK,
+    GRPC_TABLE,
     METHOD_NOT_ALLOWED,
     REQUEST_TOO_LARGE,
     UNKNOWN_ROUTE,
@@ -31,6 +33,9 @@ from mlx_responses.http_facade.routes import CORES, add_routes
 from mlx_responses.http_facade.websocket import install_websockets
 
 log = logging.getLogger(__name__)
+
+# nginx's status for a request whose client left before the answer (the façade's CANCELLED).
+CLIENT_CLOSED_REQUEST = GRPC_TABLE[grpc.StatusCode.CANCELLED].status
 
 SETTINGS = web.AppKey("facade_settings", FacadeSettings)
 
@@ -71,6 +76,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if "Allow" in exc.headers:  # RFC 9110: a 405 lists the methods the resource allows
             response.headers["Allow"] = exc.headers["Allow"]
         return response
+    except ConnectionResetError:
+        # A stream's client hung up and its transport closed before aiohttp cancelled this
+        # handler (any SSE route): an ordinary end, recorded as 499 (client closed request).
+        log.info("client left mid-stream on %s %s", request.method, request.path)
+        return web.Response(status=CLIENT_CLOSED_REQUEST)
     except Exception as exc:
         log.exception("unexpected error on %s %s", request.method, request.path)
         failure = OpenAIError(FALLBACK, f"internal error: {type(exc).__name__}")

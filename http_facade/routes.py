@@ -78,14 +78,10 @@ async def _stream(
     except BaseException:
         stream.cancel()
         raise
-    response = web.StreamResponse(headers=SSE_HEADERS)
     try:
+        # A client that hangs up mid-write is the error middleware's (a 499, not a 500).
+        response = web.StreamResponse(headers=SSE_HEADERS)
         return await _write_stream(request, response, client, stream, first)
-    except ConnectionResetError:
-        # The client hung up and its transport closed before aiohttp cancelled this handler:
-        # an ordinary end of a stream (the RPC is cancelled below), not a server error.
-        log.info("client left mid-stream")
-        return response
     finally:
         stream.cancel()
 

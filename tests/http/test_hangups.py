@@ -47,14 +47,11 @@ def _hang_up(stack: Stack, after_bytes: int, abortive: bool) -> None:
         sock.close()
 
 
-def _status_counts(stack: Stack) -> dict[str, float]:
+def _status_counts(stack: Stack, route: str = "/v1/responses") -> dict[str, float]:
     text = httpx.get(f"{stack.base_url}/metrics", timeout=10).text
     counts: dict[str, float] = {}
     for line in text.splitlines():
-        if (
-            line.startswith("mlx_responses_http_requests_total{")
-            and 'route="/v1/responses"' in line
-        ):
+        if line.startswith("mlx_responses_http_requests_total{") and f'route="{route}"' in line:
             status = line.split('status="')[1].split('"')[0]
             counts[status] = counts.get(status, 0.0) + float(line.rsplit(" ", 1)[1])
     return counts
@@ -86,8 +83,12 @@ def test_hang_ups_mid_stream_are_not_500s(
     assert stats.active == 0
 
 
+@pytest.mark.parametrize("route", ["/v1/responses", "/v1/chat/completions", "/v1/messages"])
 def test_a_write_to_a_closing_transport_is_a_hang_up(
-    random_stack: Stack, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    random_stack: Stack,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    route: str,
 ) -> None:
     """The race the storms hit, made certain: the peer's reset has closed the transport (its
     connection_lost not yet run) when the stream writes its next frame."""
@@ -103,24 +104,24 @@ def test_a_write_to_a_closing_transport_is_a_hang_up(
         await original(self, data)
 
     monkeypatch.setattr(web.StreamResponse, "write", write)
-    before = _status_counts(random_stack)
-    body = {
-        "model": random_stack.settings.models[0].name,
-        "input": "go on forever",
-        "stream": True,
-        "max_output_tokens": 100000,
-    }
+    before = _status_counts(random_stack, route)
+    model = random_stack.settings.models[0].name
+    turn = [{"role": "user", "content": "go on forever"}]
+    fields: dict[str, object] = {
+        "/v1/responses": {"input": "go on forever", "max_output_tokens": 100000},
+        "/v1/chat/completions": {"messages": turn, "max_tokens": 100000},
+        "/v1/messages": {"messages": turn, "max_tokens": 100000},
+    }[route]
+    body = {"model": model, "stream": True, **fields}
     with (
         pytest.raises(httpx.HTTPError),
-        httpx.stream(
-            "POST", f"{random_stack.base_url}/v1/responses", json=body, timeout=30
-        ) as reply,
+        httpx.stream("POST", f"{random_stack.base_url}{route}", json=body, timeout=30) as reply,
     ):
         for _ in reply.iter_bytes():
             pass
     monkeypatch.undo()
     time.sleep(0.3)
-    after = _status_counts(random_stack)
+    after = _status_counts(random_stack, route)
     assert after.get("500", 0) == before.get("500", 0), after
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
