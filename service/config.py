@@ -139,6 +139,10 @@ class Settings:
     metrics_port: int | None = None
     allow_download: bool = False
     hosted_tools: str = "reject"
+    # Vision-language models (service/models/vision_runtime.py)
+    max_media_bytes: int = 20 * 1024 * 1024
+    max_image_pixels: int = 16 * 1024 * 1024
+    image_encoding_cache_entries: int = 64
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -182,6 +186,12 @@ class Settings:
             raise ConfigError("--shutdown-grace-secs must be between 0 and 3600")
         if self.hosted_tools not in HOSTED_TOOLS_MODES:
             raise ConfigError(f"--hosted-tools must be one of {', '.join(HOSTED_TOOLS_MODES)}")
+        if self.max_media_bytes < 1:
+            raise ConfigError("--max-media-bytes must be at least 1")
+        if self.max_image_pixels < 1:
+            raise ConfigError("--max-image-pixels must be at least 1")
+        if self.image_encoding_cache_entries < 0:
+            raise ConfigError("--image-encoding-cache-entries must be >= 0")
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -341,6 +351,27 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         help="hosted tools (web_search, ...) in a request: reject them with 400 (seed default) "
         "or drop them and flatten namespace tools, for agents such as Codex "
         f"(default reject, env {HOSTED_TOOLS_ENV})",
+    )
+    parser.add_argument(
+        "--max-media-bytes",
+        type=int,
+        default=20 * 1024 * 1024,
+        help="largest image or file part a request may send, decoded bytes; a larger one is a "
+        "400 (default 20 MiB)",
+    )
+    parser.add_argument(
+        "--max-image-pixels",
+        type=int,
+        default=16 * 1024 * 1024,
+        help="largest image, width x height, read from its header before decoding; a larger "
+        "one is a 400 (default 16777216)",
+    )
+    parser.add_argument(
+        "--image-encoding-cache-entries",
+        type=int,
+        default=64,
+        help="vision models: image encodings kept by content hash, so a resent image skips "
+        "the vision tower; 0 disables (default 64)",
     )
 
 

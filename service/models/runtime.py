@@ -25,6 +25,7 @@ from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.text.compaction_items import CompactionDecodeError
 from mlx_responses.service.text.grammars import Grammar, GrammarFactory, SchemaError
 from mlx_responses.service.text.json_bounds import JsonBounds
+from mlx_responses.service.text.media import refuse_media
 from mlx_responses.service.text.prompt import (
     RenderedPrompt,
     items_to_messages,
@@ -72,9 +73,18 @@ class ModelRuntime:
             raise invalid(str(exc), "input", "invalid_prompt") from exc
 
     def render_request(
-        self, params: pb.CreateResponseParams, parsed: RequestJson, items: Sequence[pb.Item]
+        self,
+        params: pb.CreateResponseParams,
+        parsed: RequestJson,
+        items: Sequence[pb.Item],
+        *,
+        decode_media: bool = True,
     ) -> RenderedPrompt:
-        """A request's prompt around `items`: its instructions, tools and template kwargs."""
+        """A request's prompt around `items`: its instructions, tools and template kwargs.
+
+        A text model refuses images and files in the request's input (the seed's 400).
+        """
+        refuse_media(params.input, "this text model")
         tools = params.tools if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE else []
         return self.render(
             params.instructions if params.HasField("instructions") else None,
@@ -106,8 +116,11 @@ class ModelRuntime:
         presence_penalty: float = 0.0,
         frequency_penalty: float = 0.0,
         grammar: Grammar | None = None,
+        vision: object | None = None,
     ) -> GenerationStream:
         """Queues a generation; a full queue is a 503 (QUEUE_FULL) before anything runs.
+
+        `vision` (a VLM's processed images) is never set for a text model.
 
         Penalties shift the logits first; a grammar's mask then has the last word.
         """

@@ -35,6 +35,7 @@ from mlx_responses.service.responses.tool_stream import ToolCallStreamer
 from mlx_responses.service.responses.validation import validate_params
 from mlx_responses.service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from mlx_responses.service.text.grammars import Grammar
+from mlx_responses.service.text.media import has_media
 from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser, Segment
 from mlx_responses.service.text.prompt import RenderedPrompt
 from mlx_responses.service.text.request_json import RequestJson
@@ -82,6 +83,8 @@ class Turn:
     # Automatic compaction: due but deferred (a background job runs it), or done.
     compaction_pending: bool = False
     compaction: CompactionResult | None = None
+    # Media not decoded yet: a background job decodes it in its queued phase.
+    media_pending: bool = False
     # flattened namespace tool name -> (namespace, name): calls leave under their own names
     namespaced: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
@@ -154,13 +157,36 @@ class ResponsePipeline:
         return r
 
     async def _render(
-        self, runtime: ModelRuntime, params: pb.CreateResponseParams
+        self, runtime: ModelRuntime, params: pb.CreateResponseParams, *, decode_media: bool = True
     ) -> tuple[RequestJson, list[pb.Item], RenderedPrompt]:
         """Validates, resolves history and renders: the parsed JSON, the context, the prompt."""
         parsed = validate_params(params, runtime.loaded.accepts_name)
         history = await self.history.resolve(params)
         context = self.reasoning_echo.restore([*history, *params.input])
-        return parsed, context, runtime.render_request(params, parsed, context)
+        prompt = runtime.render_request(params, parsed, context, decode_media=decode_media)
+        return parsed, context, prompt
+
+    async def decode_media(self, turn: Turn) -> None:
+        """A background job's queued phase: decodes the images its admission left undecoded.
+
+        A refused image fails the job (`invalid_prompt`), as the seed says of a media read.
+        """
+        if not turn.media_pending:
+            return
+        runtime = turn.runtime
+        turn.prompt = runtime.render_request(turn.params, turn.parsed, turn.context)
+        turn.media_pending = False
+        room = runtime.loaded.context_length - len(turn.prompt.tokens)
+        if room < 1:
+            raise ServiceError(
+                Reason.CONTEXT_LENGTH_EXCEEDED,
+                f"The input is {len(turn.prompt.tokens)} tokens, which leaves no room for output "
+                f"in the model's {runtime.loaded.context_length}-token context window.",
+                param="input",
+                code="context_length_exceeded",
+            )
+        requested = _requested(turn.params, self.default_max_output_tokens)
+        turn.sampling = replace(turn.sampling, max_tokens=min(requested, room))
 
     async def count_input_tokens(
         self, runtime: ModelRuntime, params: pb.CreateResponseParams
@@ -215,7 +241,11 @@ class ResponsePipeline:
         """
         resolved = self.tool_policy.resolve(params)
         params = resolved.params
-        parsed, context, prompt = await self._render(runtime, params)
+        # A background job decodes its media in the queued phase (decode_media).
+        media_pending = defer_compaction and has_media(params.input)
+        parsed, context, prompt = await self._render(
+            runtime, params, decode_media=not media_pending
+        )
         await self._check_store(params)
         window = runtime.loaded.context_length
         due = compaction_due(params, len(prompt.tokens), window)
@@ -259,6 +289,7 @@ class ResponsePipeline:
         )
         turn.namespaced = resolved.namespaced
         turn.compaction_pending = due
+        turn.media_pending = media_pending
         if due and not defer_compaction:
             await self._compact_in_flight(turn)
         return turn
@@ -315,6 +346,7 @@ class ResponsePipeline:
                 presence_penalty=params.presence_penalty,
                 frequency_penalty=params.frequency_penalty,
                 grammar=turn.grammar,
+                vision=turn.prompt.vision,
             )
         except BaseException:
             self._abandon(turn.response.id)

@@ -59,6 +59,7 @@ def build_random_vlm(
         "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
         "tie_word_embeddings": False,
         "eos_token_id": base.get("eos_token_id"),
+        "bos_token_id": None,
         "image_token_id": ids["<|image_pad|>"],
         "video_token_id": ids["<|video_pad|>"],
         "vision_start_token_id": ids["<|vision_start|>"],

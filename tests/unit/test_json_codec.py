@@ -93,7 +93,7 @@ REFUSALS = [
     (_body(input=[{"role": "user"}]), "input[0].content"),
     (
         _body(input=[{"role": "user", "content": [{"type": "input_image"}]}]),
-        "input[0].content[0].type",
+        "input[0].content[0].image_url",
     ),
     (_body(input=[{"type": "function_call", "name": "f"}]), "input[0].call_id"),
     (_body(temperature="hot"), "temperature"),
