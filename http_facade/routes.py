@@ -11,7 +11,12 @@ from aiohttp import web
 from mlx_responses.http_facade.client import CoreClient, CoreEventStream
 from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.drain import SHUTDOWN_MESSAGE, STREAMS
-from mlx_responses.http_facade.errors import REASON_TABLE, OpenAIError, invalid
+from mlx_responses.http_facade.errors import (
+    MODEL_NOT_FOUND,
+    STREAM_BROKEN_CODE,
+    OpenAIError,
+    invalid,
+)
 from mlx_responses.http_facade.from_proto import item_to_json, response_to_json, usage_to_json
 from mlx_responses.http_facade.json_body import parse_body
 from mlx_responses.http_facade.sse import SSE_HEADERS, frame, frames
@@ -97,7 +102,7 @@ async def _stream(
                 failed: dict[str, Any] = (
                     response_to_json(last_snapshot) if last_snapshot is not None else {}
                 )
-                failed.update(status="failed", error={"code": "server_error", "message": broke})
+                failed.update(status="failed", error={"code": STREAM_BROKEN_CODE, "message": broke})
                 sequence = (last.sequence_number + 1) if last else 0
                 await response.write(
                     frame(
@@ -180,9 +185,7 @@ async def get_model(request: web.Request) -> web.Response:
     for m in await core(request).list_models():
         if m.id == name:
             return web.json_response(_model_json(m))
-    raise OpenAIError(
-        REASON_TABLE["MODEL_NOT_FOUND"], f"The model '{name}' does not exist.", param="model"
-    )
+    raise OpenAIError(MODEL_NOT_FOUND, f"The model '{name}' does not exist.", param="model")
 
 
 async def health(request: web.Request) -> web.Response:

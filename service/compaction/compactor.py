@@ -57,9 +57,7 @@ def compaction_due(params: pb.CreateResponseParams, tokens: int, window: int) ->
 
 def context_exceeded(message: str) -> ServiceError:
     """The seed's refusal of a compaction that cannot work: 400 context_length_exceeded."""
-    return ServiceError(
-        Reason.CONTEXT_LENGTH_EXCEEDED, message, param="input", code="context_length_exceeded"
-    )
+    return ServiceError(Reason.CONTEXT_LENGTH_EXCEEDED, message, param="input")
 
 
 def validate_compact_request(params: pb.CreateResponseParams, keep_tokens: int | None) -> None:

@@ -44,7 +44,6 @@ def check_model(model: str, accepts: Callable[[str], bool]) -> None:
             Reason.MODEL_NOT_FOUND,
             f"The model '{model}' does not exist or is not served by this server.",
             param="model",
-            code="model_not_found",
         )
 
 

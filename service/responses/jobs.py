@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.errors import SERVER_ERROR, Reason, ServiceError, failure_code, invalid
 from mlx_responses.service.models.pool import Lease, ModelPool
 from mlx_responses.service.responses.foreground_claims import ForegroundClaims
 from mlx_responses.service.responses.history import status_name
@@ -179,13 +179,11 @@ class JobManager:
             raise ServiceError(
                 Reason.RATE_LIMITED,
                 f"{self.max_jobs} background jobs are already active; retry after one finishes.",
-                code="rate_limit_exceeded",
             )
         if admission is Admission.OVER_BUDGET:
             raise ServiceError(
                 Reason.RATE_LIMITED,
                 "Active background jobs fill the response store's byte budget; retry later.",
-                code="rate_limit_exceeded",
             )
         self.active[job.response_id] = job
         job.task = asyncio.create_task(self._run(job), name=f"job-{job.response_id}")
@@ -212,17 +210,14 @@ class JobManager:
                     final = last.snapshot.response
                     job.status = final.status
         except ServiceError as error:
-            code = "server_overloaded" if error.reason is Reason.QUEUE_FULL else "invalid_prompt"
-            refused = (Reason.INVALID_REQUEST, Reason.CONTEXT_LENGTH_EXCEEDED)
-            if error.reason is not Reason.QUEUE_FULL and error.reason not in refused:
-                code = "server_error"
+            code = failure_code(error.reason)
             final = self._ended(job, pb.RESPONSE_STATUS_FAILED, code, error.message)
         except asyncio.CancelledError:
             final = self._ended(job, pb.RESPONSE_STATUS_CANCELLED)
             raise
         except Exception as exc:
             log.exception("response %s: background job crashed", job.response_id)
-            final = self._ended(job, pb.RESPONSE_STATUS_FAILED, "server_error", str(exc))
+            final = self._ended(job, pb.RESPONSE_STATUS_FAILED, SERVER_ERROR, str(exc))
         finally:
             try:
                 if final is not None:
@@ -267,7 +262,7 @@ class JobManager:
                     stub.completed_at = final.completed_at
                     stub.error.CopyFrom(
                         pb.ResponseError(
-                            code="server_error",
+                            code=SERVER_ERROR,
                             message="The final response is larger than the response store budget.",
                         )
                     )

@@ -23,7 +23,7 @@ from mlx_responses.service.compaction.compactor import (
 )
 from mlx_responses.service.engine.requests import SamplingParams, TokenLogprob
 from mlx_responses.service.engine.worker import GenerationStream
-from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.errors import SERVER_ERROR, Reason, ServiceError
 from mlx_responses.service.ids import IdFactory, new_id
 from mlx_responses.service.models.runtime import ModelRuntime
 from mlx_responses.service.responses.events import EventAssembler
@@ -256,7 +256,6 @@ class ResponsePipeline:
                 f"The input is {len(prompt.tokens)} tokens, which leaves no room for output in "
                 f"the model's {window}-token context window.",
                 param="input",
-                code="context_length_exceeded",
             )
         response = self.initial_response(runtime, params, response_id or self.ids("resp"))
         wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
@@ -477,7 +476,7 @@ class ResponsePipeline:
         )
         failure = None
         if status == pb.RESPONSE_STATUS_FAILED:
-            failure = pb.ResponseError(code="server_error", message=error or "generation failed")
+            failure = pb.ResponseError(code=SERVER_ERROR, message=error or "generation failed")
             log.error("response %s failed: %s", turn.response.id, failure.message)
         events = assembler.finish(
             status,

@@ -196,6 +196,21 @@ def test_full_queue_fails_the_job_with_server_overloaded(
     httpx.post(f"{stack.base_url}/v1/responses/{holder['id']}/cancel", timeout=30)
 
 
+def test_final_over_the_store_budget_fails_the_job_with_server_error(
+    make_stack: Any, random_model: Path
+) -> None:
+    """In band: the final object does not fit the response store, so a failed stub is kept."""
+    stack = make_stack(model=random_model, responses_store_max_bytes=1500)
+    job = _create(stack, input="x", max_output_tokens=400)
+    assert job.status_code == 200, job.text
+    final = _poll(stack, job.json()["id"])
+    assert final["status"] == "failed"
+    assert final["error"] == {
+        "code": "server_error",
+        "message": "The final response is larger than the response store budget.",
+    }
+
+
 def test_conversation_turn_appended_when_job_finishes(stack: Stack) -> None:
     job = _create(stack, input="Reply with: cat", conversation="conv_bg").json()
     _poll(stack, job["id"])
