@@ -366,9 +366,9 @@ HOSTED_TOOLS = Flag(
 MAX_MEDIA_BYTES = Flag(
     "--max-media-bytes",
     "max_media_bytes",
-    20 * 1024 * 1024,
+    10 * 1024 * 1024,
     "largest image or file part a request may send, in decoded bytes; a larger one is a 400 "
-    "naming the part",
+    "naming the part (base64 adds a third: keep --max-request-bytes above it)",
     CORE_SIDE,
     type=int,
 )

@@ -30,6 +30,7 @@ from mlx_responses.service.engine.requests import (
     LogitsProcessor,
     QueueFullError,
     SamplingParams,
+    TokenLogprob,
 )
 from mlx_responses.service.engine.worker import GenerationStream
 
@@ -239,23 +240,27 @@ class VisionWorker:
                 finish = "cancelled"
                 break
             token = result.token
-            if token is None:
-                continue
+            # mlx-vlm's last result repeats the last token with its finish reason.
+            if result.finish_reason is not None or token is None:
+                finish = result.finish_reason or finish
+                break
             if token in loaded.tokenizer.eos_token_ids:
                 finish = "stop"
                 break
-            generated += 1
+            generated += 1  # noqa: SIM113 (only tokens that are not the end count)
             detokenizer.add_token(int(token))
             text = detokenizer.last_segment
             self.stats.generated_tokens += 1
+            logprobs = self._logprobs(int(token), result.logprobs, s.logprobs)
             if generated >= s.max_tokens:
                 detokenizer.finalize()
                 text += detokenizer.last_segment
-                self._emit(stream, Chunk(text, 1, "length", token_ids=(int(token),)))
+                last = Chunk(text, 1, "length", logprobs=logprobs, token_ids=(int(token),))
+                self._emit(stream, last)
                 self.stats.completed += 1
                 self.stats.active = 0
                 return
-            self._emit(stream, Chunk(text, 1, token_ids=(int(token),)))
+            self._emit(stream, Chunk(text, 1, logprobs=logprobs, token_ids=(int(token),)))
         detokenizer.finalize()
         if finish == "cancelled":
             self.stats.cancelled += 1
@@ -263,6 +268,19 @@ class VisionWorker:
             self.stats.completed += 1
         self.stats.active = 0
         self._emit(stream, Chunk(detokenizer.last_segment, 0, finish))
+
+    def _logprobs(self, token: int, logprobs: Any, top: int) -> tuple[TokenLogprob, ...]:
+        """The sampled token's log probability and the `top` most likely (as EngineWorker)."""
+        if top < 0 or logprobs is None:
+            return ()
+        decode = self.loaded.tokenizer.decode
+        values = np.array(logprobs, dtype=np.float32).reshape(-1)
+        alternatives: tuple[tuple[str, float], ...] = ()
+        if top > 0:
+            ids = np.argpartition(-values, top - 1)[:top]
+            ranked = ids[np.argsort(-values[ids])]
+            alternatives = tuple((decode([int(i)]), float(values[i])) for i in ranked)
+        return (TokenLogprob(decode([token]), float(values[token]), alternatives),)
 
     def _encode(self, model: Any, inputs: VisionInputs, pixel_values: mx.array) -> mx.array | None:
         """The vision tower's output for every image, cached per image by content hash.

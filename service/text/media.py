@@ -29,7 +29,7 @@ MEDIA_KINDS = ("input_image", "input_file")
 class MediaLimits:
     """`--max-media-bytes` (encoded, per part) and `--max-image-pixels` (decoded, per image)."""
 
-    max_media_bytes: int = 20 * 1024 * 1024
+    max_media_bytes: int = 10 * 1024 * 1024
     max_image_pixels: int = 16 * 1024 * 1024
 
 

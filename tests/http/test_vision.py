@@ -107,6 +107,26 @@ def test_stream_image_answer(vlm_stack: Stack) -> None:
     assert final.output_text == deltas
 
 
+def test_pixels_reach_the_model(vlm_stack: Stack) -> None:
+    """Same text, same image size, other pixels: other log probabilities for the first token."""
+    client = _client(vlm_stack)
+    first = []
+    for color in ((255, 0, 0), (0, 0, 255), (255, 0, 0)):
+        resp = client.responses.create(
+            model=_model(vlm_stack),
+            input=_input(_png(112, 112, color)),  # type: ignore[arg-type]
+            max_output_tokens=1,
+            temperature=0,
+            top_logprobs=3,
+            include=["message.output_text.logprobs"],
+        )
+        logprobs = resp.output[0].content[0].logprobs  # type: ignore[union-attr]
+        assert logprobs and len(logprobs[0].top_logprobs) == 3
+        first.append([(t.token, round(t.logprob, 4)) for t in logprobs[0].top_logprobs])
+    assert first[0] == first[2]  # the same image (a cache hit, too) reads the same
+    assert first[0] != first[1]
+
+
 def test_input_tokens_count_image_tokens(vlm_stack: Stack) -> None:
     model = _model(vlm_stack)
 

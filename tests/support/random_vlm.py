@@ -107,12 +107,16 @@ def build_random_vlm(
 
 
 def _write_tokenizer(source: Path, out: Path, vocab_size: int) -> dict[str, int]:
-    """The bundled tokenizer plus the vision tokens (ids just below `vocab_size`)."""
+    """The bundled tokenizer plus the vision tokens, at the next free ids (where the tokenizer
+    puts added tokens whatever ids they claim), below the model's `vocab_size`."""
     for name in TOKENIZER_FILES:
         if name != "tokenizer.json" and (source / name).exists():
             (out / name).write_text((source / name).read_text())
     tokenizer = json.loads((source / "tokenizer.json").read_text())
-    ids = {token: vocab_size - len(VISION_TOKENS) + i for i, token in enumerate(VISION_TOKENS)}
+    taken = [*tokenizer["model"]["vocab"].values(), *(t["id"] for t in tokenizer["added_tokens"])]
+    free = max(taken) + 1
+    assert free + len(VISION_TOKENS) <= vocab_size
+    ids = {token: free + i for i, token in enumerate(VISION_TOKENS)}
     for token, token_id in ids.items():
         tokenizer["added_tokens"].append(
             {
