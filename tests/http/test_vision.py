@@ -6,6 +6,7 @@ The real stack (façade -> gRPC -> core -> the VLM's engine thread), driven with
 from __future__ import annotations
 
 import base64
+import json
 import io
 import re
 import time
@@ -296,3 +297,21 @@ def test_vision_runtime_path_is_used(vlm_stack: Stack) -> None:
     assert vlm_stack.core is not None
     assert isinstance(vlm_stack.core.models.default.runtime, VisionRuntime)
     assert Path(vlm_stack.settings.models[0]).name == "tiny-vlm"
+
+
+def test_json_schema_grammar_holds_for_an_image_request(vlm_stack: Stack) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"color": {"type": "string", "enum": ["red", "blue"]}},
+        "required": ["color"],
+        "additionalProperties": False,
+    }
+    resp = _client(vlm_stack).responses.create(
+        model=_model(vlm_stack),
+        input=_input(_png(56, 56, (255, 0, 0))),  # type: ignore[arg-type]
+        max_output_tokens=40,
+        temperature=0,
+        text={"format": {"type": "json_schema", "name": "c", "schema": schema, "strict": True}},
+    )
+    assert resp.status == "completed", resp.output_text
+    assert json.loads(resp.output_text)["color"] in ("red", "blue")
