@@ -381,6 +381,25 @@ MAX_IMAGE_PIXELS = Flag(
     CORE_SIDE,
     type=int,
 )
+ALLOW_REMOTE_MEDIA = Flag(
+    "--allow-remote-media",
+    "allow_remote_media",
+    False,
+    "vision models: fetch the http(s) image URLs a request names (capped by --max-media-bytes, "
+    "with a timeout, no redirects, no loopback or private addresses); off, they are a 400",
+    CORE_SIDE,
+    type=None,
+    action="store_true",
+    shown_default="off",
+)
+REMOTE_MEDIA_TIMEOUT_SECS = Flag(
+    "--remote-media-timeout-secs",
+    "remote_media_timeout_secs",
+    10.0,
+    "with --allow-remote-media: seconds one fetch may take",
+    CORE_SIDE,
+    type=float,
+)
 IMAGE_ENCODING_CACHE_ENTRIES = Flag(
     "--image-encoding-cache-entries",
     "image_encoding_cache_entries",
@@ -500,6 +519,8 @@ FLAGS: tuple[Flag[Any], ...] = (
     HOSTED_TOOLS,
     MAX_MEDIA_BYTES,
     MAX_IMAGE_PIXELS,
+    ALLOW_REMOTE_MEDIA,
+    REMOTE_MEDIA_TIMEOUT_SECS,
     IMAGE_ENCODING_CACHE_ENTRIES,
     REASONING_ECHO_MAX_BYTES,
     BLAS,

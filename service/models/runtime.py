@@ -42,6 +42,8 @@ from mlx_responses.v1 import responses_pb2 as pb
 class ModelRuntime:
     """A loaded model's text protocol and engine, shared by every request to that model."""
 
+    reads_media = False  # images and files: a VisionRuntime (service/models/vision_runtime.py)
+
     def __init__(self, loaded: LoadedModel, worker: EngineWorker) -> None:
         self.loaded = loaded
         self.worker = worker

@@ -77,6 +77,8 @@ def load_vision_model(folder: Path, alias: str) -> tuple[LoadedModel, Any]:
 class VisionRuntime(ModelRuntime):
     """A VLM's prompts (images included) and its engine; grammars and tools as for text."""
 
+    reads_media = True
+
     def __init__(self, loaded: LoadedModel, worker: VisionWorker, limits: MediaLimits) -> None:
         # ModelRuntime keeps `worker` for the pool (stop, unload) and the metrics (stats,
         # in_flight), which a VisionWorker answers as an EngineWorker does.

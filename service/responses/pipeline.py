@@ -30,12 +30,13 @@ from mlx_responses.service.responses.events import EventAssembler
 from mlx_responses.service.responses.history import HistoryResolver
 from mlx_responses.service.responses.in_flight import InFlight, InFlightTurns
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
+from mlx_responses.service.responses.remote_media import RemoteMedia
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
 from mlx_responses.service.responses.tool_stream import ToolCallStreamer
 from mlx_responses.service.responses.validation import validate_params
 from mlx_responses.service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from mlx_responses.service.text.grammars import Grammar
-from mlx_responses.service.text.media import has_media
+from mlx_responses.service.text.media import RemoteBytes, fetched_media, has_media
 from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser, Segment
 from mlx_responses.service.text.prompt import RenderedPrompt
 from mlx_responses.service.text.request_json import RequestJson
@@ -106,6 +107,7 @@ class ResponsePipeline:
     clock: Callable[[], float] = time.time
     ids: IdFactory = new_id
     in_flight: InFlightTurns = field(default_factory=InFlightTurns)
+    remote_media: RemoteMedia | None = None  # --allow-remote-media
 
     # --- preparation -----------------------------------------------------------------------
     def initial_response(
@@ -163,8 +165,18 @@ class ResponsePipeline:
         parsed = validate_params(params, runtime.loaded.accepts_name)
         history = await self.history.resolve(params)
         context = self.reasoning_echo.restore([*history, *params.input])
-        prompt = runtime.render_request(params, parsed, context, decode_media=decode_media)
+        fetched = await self._fetch_media(runtime, params) if decode_media else {}
+        with fetched_media(fetched):
+            prompt = runtime.render_request(params, parsed, context, decode_media=decode_media)
         return parsed, context, prompt
+
+    async def _fetch_media(
+        self, runtime: ModelRuntime, params: pb.CreateResponseParams
+    ) -> Mapping[str, RemoteBytes]:
+        """The request's remote images, fetched (`--allow-remote-media`; else none)."""
+        if self.remote_media is None or not runtime.reads_media:
+            return {}
+        return await self.remote_media.fetch(params.input)
 
     async def decode_media(self, turn: Turn) -> None:
         """A background job's queued phase: decodes the images its admission left undecoded.
@@ -174,7 +186,9 @@ class ResponsePipeline:
         if not turn.media_pending:
             return
         runtime = turn.runtime
-        turn.prompt = runtime.render_request(turn.params, turn.parsed, turn.context)
+        fetched = await self._fetch_media(runtime, turn.params)
+        with fetched_media(fetched):
+            turn.prompt = runtime.render_request(turn.params, turn.parsed, turn.context)
         turn.media_pending = False
         room = runtime.loaded.context_length - len(turn.prompt.tokens)
         if room < 1:

@@ -1,7 +1,8 @@
 """Reads a request's `input_image` / `input_file` parts into bounded, decoded images (no MLX).
 
-Only `data:` URLs (and `input_file` base64 `file_data` holding an image) are read: remote
-http(s) URLs and `file_id`s are refused with a 400 (no fetcher, no Files API). Every refusal
+`data:` URLs and `input_file` base64 `file_data` holding an image are read; an http(s) URL is
+read only if the pipeline fetched it (`--allow-remote-media`, service/responses/remote_media.py)
+and handed its bytes over with `fetched_media`; `file_id`s are refused (no Files API). Every refusal
 names the part as `input[i].content[j]`. Bounds: the encoded bytes (`--max-media-bytes`) and the
 decoded pixels (`--max-image-pixels`, checked from the header before the pixels are decoded).
 """
@@ -12,8 +13,11 @@ import base64
 import binascii
 import hashlib
 import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from mlx_responses.service.errors import invalid
@@ -40,6 +44,28 @@ class DecodedImage:
     image: Any  # PIL.Image.Image (Pillow comes with the [vision] extra)
     sha256: str
     detail: str  # auto, low, high, original ("" when not given)
+
+
+@dataclass(frozen=True)
+class RemoteBytes:
+    """A fetched remote URL's bytes and Content-Type ("" when it names none)."""
+
+    mime: str
+    data: bytes
+
+
+_NONE_FETCHED: Mapping[str, RemoteBytes] = MappingProxyType({})
+_fetched: ContextVar[Mapping[str, RemoteBytes]] = ContextVar("fetched_media", default=_NONE_FETCHED)
+
+
+@contextmanager
+def fetched_media(fetched: Mapping[str, RemoteBytes]) -> Iterator[None]:
+    """Remote URLs already fetched, readable by decode_part for the block."""
+    token = _fetched.set(fetched)
+    try:
+        yield
+    finally:
+        _fetched.reset(token)
 
 
 def has_media(items: Sequence[pb.Item]) -> bool:
@@ -88,12 +114,8 @@ def decode_part(part: pb.ContentPart, where: str, limits: MediaLimits) -> Decode
             "unsupported_value",
         )
     if not file.HasField("file_data"):
-        raise invalid(
-            "Remote files are not fetched: send the file as base64 'file_data'.",
-            f"{where}.file_url",
-            "unsupported_value",
-        )
-    if file.file_data.startswith("data:"):
+        mime, data = _data_url(file.file_url, f"{where}.file_url", limits)
+    elif file.file_data.startswith("data:"):
         mime, data = _data_url(file.file_data, f"{where}.file_data", limits)
     else:
         mime, data = "", _base64(file.file_data, f"{where}.file_data", limits)
@@ -109,11 +131,17 @@ def decode_part(part: pb.ContentPart, where: str, limits: MediaLimits) -> Decode
 
 def _data_url(url: str, param: str, limits: MediaLimits) -> tuple[str, bytes]:
     if url.startswith(("http://", "https://")):
-        raise invalid(
-            "Remote image URLs are not fetched by this server; send the image as a data: URL.",
-            param,
-            "unsupported_value",
-        )
+        fetched = _fetched.get().get(url)
+        if fetched is None:
+            raise invalid(
+                "Remote media URLs are not fetched by this server (start it with "
+                "--allow-remote-media); send the data as a data: URL or base64.",
+                param,
+                "unsupported_value",
+            )
+        if len(fetched.data) > limits.max_media_bytes:
+            raise _too_large(param, limits)
+        return fetched.mime, fetched.data
     head, comma, payload = url.partition(",")
     if not url.startswith("data:") or not comma or not head.endswith(";base64"):
         raise invalid(

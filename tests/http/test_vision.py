@@ -6,8 +6,8 @@ The real stack (façade -> gRPC -> core -> the VLM's engine thread), driven with
 from __future__ import annotations
 
 import base64
-import json
 import io
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -19,8 +19,10 @@ import openai
 import pytest
 
 pytest.importorskip("mlx_vlm")
+from mlx_responses.service.responses.remote_media import RemoteMedia
 from PIL import Image
 
+from tests.support.media_server import serving
 from tests.support.random_vlm import MAX_PIXELS, PATCH, build_random_vlm
 from tests.support.stack import Stack
 
@@ -315,3 +317,65 @@ def test_json_schema_grammar_holds_for_an_image_request(vlm_stack: Stack) -> Non
     )
     assert resp.status == "completed", resp.output_text
     assert json.loads(resp.output_text)["color"] in ("red", "blue")
+
+
+def _png_bytes(width: int, height: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (40, 80, 120)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def remote_media(vlm_stack: Stack) -> Iterator[type[RemoteMedia]]:
+    """--allow-remote-media on the running stack (its flag builds the same object)."""
+    assert vlm_stack.core is not None
+    pipeline = vlm_stack.core.pipeline
+    before = pipeline.remote_media
+    yield RemoteMedia
+    pipeline.remote_media = before
+
+
+def _allow(stack: Stack, media: RemoteMedia) -> None:
+    assert stack.core is not None
+    stack.core.pipeline.remote_media = media
+
+
+def test_remote_media_is_off_by_default(vlm_stack: Stack) -> None:
+    with serving(_png_bytes(28, 28)) as base:
+        body = _refusal(vlm_stack, [{"type": "input_image", "image_url": f"{base}/image.png"}])
+    assert body["code"] == "unsupported_value" and "--allow-remote-media" in body["message"]
+
+
+def test_remote_media_refuses_loopback(vlm_stack: Stack, remote_media: type[RemoteMedia]) -> None:
+    _allow(vlm_stack, remote_media(MAX_MEDIA_BYTES, 5.0))  # public addresses only: the flag's
+    with serving(_png_bytes(28, 28)) as base:
+        for host in (base, base.replace("127.0.0.1", "localhost")):
+            url = f"{host}/image.png"
+            body = _refusal(vlm_stack, [{"type": "input_image", "image_url": url}])
+            assert body["param"] == "input[0].content[0].image_url"
+            assert body["code"] == "invalid_image_url" and "not a public address" in body["message"]
+
+
+def test_remote_media_fetched_within_bounds(
+    vlm_stack: Stack, remote_media: type[RemoteMedia]
+) -> None:
+    # The address check off (a test server is on loopback); every other bound as the flag sets.
+    _allow(vlm_stack, remote_media(MAX_MEDIA_BYTES, 1.0, public_only=False))
+    client = _client(vlm_stack)
+    with serving(_png_bytes(56, 56)) as base:
+        resp = client.responses.create(
+            model=_model(vlm_stack),
+            input=_input(f"{base}/image.png"),  # type: ignore[arg-type]
+            max_output_tokens=2,
+        )
+        assert resp.status in DONE
+        assert resp.usage is not None and resp.usage.input_tokens > _image_tokens(56, 56)
+        for path, code in (
+            ("/redirect", "invalid_image_url"),
+            ("/large", "media_too_large"),
+            ("/slow", "invalid_image_url"),
+            ("/missing", "invalid_image_url"),
+        ):
+            body = _refusal(vlm_stack, [{"type": "input_image", "image_url": f"{base}{path}"}])
+            assert body["code"] == code, (path, body)
+            assert body["param"] == "input[0].content[0].image_url"
