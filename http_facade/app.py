@@ -6,8 +6,12 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
+from mlx_responses.http_facade.anthropic.routes import add_anthropic_routes
 from mlx_responses.http_facade.auth import auth_middleware
+from mlx_responses.http_facade.chat.routes import add_chat_routes
+from mlx_responses.http_facade.completions.routes import add_completions_routes
 from mlx_responses.http_facade.config import FacadeSettings
+from mlx_responses.http_facade.conversations import add_conversation_routes
 from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.drain import install_drain
 from mlx_responses.http_facade.errors import (
@@ -16,6 +20,8 @@ from mlx_responses.http_facade.errors import (
     REQUEST_TOO_LARGE,
     UNKNOWN_ROUTE,
     OpenAIError,
+    anthropic_error_body,
+    speaks_anthropic,
 )
 from mlx_responses.http_facade.metrics import MetricsSource, install_metrics
 from mlx_responses.http_facade.openapi import install_openapi
@@ -29,8 +35,10 @@ SETTINGS = web.AppKey("facade_settings", FacadeSettings)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _error_response(error: OpenAIError) -> web.Response:
-    return web.json_response(error.body(), status=error.status)
+def _error_response(error: OpenAIError, request: web.Request) -> web.Response:
+    """The error in the envelope of the API the request spoke (OpenAI's, or Anthropic's)."""
+    body = anthropic_error_body(error) if speaks_anthropic(request.path) else error.body()
+    return web.json_response(body, status=error.status)
 
 
 @web.middleware
@@ -39,7 +47,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except OpenAIError as error:
-        return _error_response(error)
+        return _error_response(error, request)
     except web.HTTPException as exc:
         if exc.status == 404:
             kind = UNKNOWN_ROUTE
@@ -48,14 +56,15 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         elif exc.status == 413:
             limit = request.app[SETTINGS].max_request_bytes
             message = f"The request body exceeds the limit of {limit} bytes."
-            return _error_response(OpenAIError(REQUEST_TOO_LARGE, message))
+            return _error_response(OpenAIError(REQUEST_TOO_LARGE, message), request)
         else:
             raise
         message = f"{exc.reason}: {request.method} {request.path}"
-        return _error_response(OpenAIError(kind, message))
+        return _error_response(OpenAIError(kind, message), request)
     except Exception as exc:
         log.exception("unexpected error on %s %s", request.method, request.path)
-        return _error_response(OpenAIError(FALLBACK, f"internal error: {type(exc).__name__}"))
+        failure = OpenAIError(FALLBACK, f"internal error: {type(exc).__name__}")
+        return _error_response(failure, request)
 
 
 def _addresses(cores: str | Sequence[str]) -> list[str]:
@@ -91,6 +100,11 @@ def create_app(
 
     app.cleanup_ctx.append(core_channel)
     add_routes(app)
+    add_chat_routes(app)
+    add_completions_routes(app)
+    add_anthropic_routes(app)
+    for prefix in ("/v1", ""):
+        add_conversation_routes(app, prefix)
     return app
 
 

@@ -124,3 +124,66 @@ class CoreClient:
         self, params: responses_pb2.CreateResponseParams, keep_tokens: int | None
     ) -> compaction_service_pb2.CompactResponseResponse:
         return await _call(self.rpc.compact(params, keep_tokens))
+
+    def stream_job_events(self, response_id: str, starting_after: int | None) -> CoreEventStream:
+        return CoreEventStream(self.rpc.stream_job_events(response_id, starting_after))
+
+    async def list_input_items(
+        self, response_id: str, page: storage_service_pb2.ItemPageQuery
+    ) -> storage_service_pb2.ItemPage:
+        return await _call(self.rpc.list_input_items(response_id, page, timeout=SHORT_DEADLINE_S))
+
+    async def create_conversation(
+        self, items: list[responses_pb2.Item], metadata: dict[str, str]
+    ) -> storage_service_pb2.ConversationObject:
+        return await _call(self.rpc.create_conversation(items, metadata, timeout=SHORT_DEADLINE_S))
+
+    async def retrieve_conversation(
+        self, conversation_id: str
+    ) -> storage_service_pb2.ConversationObject:
+        reply = self.rpc.retrieve_conversation(conversation_id, timeout=SHORT_DEADLINE_S)
+        return await _call(reply)
+
+    async def update_conversation(
+        self, conversation_id: str, metadata: dict[str, str]
+    ) -> storage_service_pb2.ConversationObject:
+        return await _call(
+            self.rpc.update_conversation(conversation_id, metadata, timeout=SHORT_DEADLINE_S)
+        )
+
+    async def delete_conversation(
+        self, conversation_id: str
+    ) -> storage_service_pb2.DeleteConversationResponse:
+        return await _call(self.rpc.delete_conversation(conversation_id, timeout=SHORT_DEADLINE_S))
+
+    async def list_conversation_items(
+        self, conversation_id: str, page: storage_service_pb2.ItemPageQuery
+    ) -> storage_service_pb2.ItemPage:
+        return await _call(
+            self.rpc.list_conversation_items(conversation_id, page, timeout=SHORT_DEADLINE_S)
+        )
+
+    async def add_conversation_items(
+        self, conversation_id: str, items: list[responses_pb2.Item], include: list[str]
+    ) -> storage_service_pb2.ItemPage:
+        return await _call(
+            self.rpc.add_conversation_items(
+                conversation_id, items, include, timeout=SHORT_DEADLINE_S
+            )
+        )
+
+    async def get_conversation_item(
+        self, conversation_id: str, item_id: str, include: list[str]
+    ) -> responses_pb2.Item:
+        return await _call(
+            self.rpc.get_conversation_item(
+                conversation_id, item_id, include, timeout=SHORT_DEADLINE_S
+            )
+        )
+
+    async def delete_conversation_item(
+        self, conversation_id: str, item_id: str
+    ) -> storage_service_pb2.ConversationObject:
+        return await _call(
+            self.rpc.delete_conversation_item(conversation_id, item_id, timeout=SHORT_DEADLINE_S)
+        )

@@ -11,23 +11,32 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
 from aiohttp import web
-from mlx_responses.http_facade import errors, from_proto, routes, to_proto
+from mlx_responses.http_facade import conversations, errors, from_proto, routes, to_proto
+from mlx_responses.http_facade.anthropic import openapi as anthropic_openapi
+from mlx_responses.http_facade.chat import openapi as chat_openapi
+from mlx_responses.http_facade.completions import openapi as completions_openapi
+from mlx_responses.http_facade.openapi_kit import (
+    BOOLEAN,
+    INTEGER,
+    JSON,
+    NUMBER,
+    OPT_STRING,
+    SSE,
+    STRING,
+    Operation,
+    Schema,
+    ref,
+)
+from mlx_responses.http_facade.openapi_kit import nullable as _nullable
+from mlx_responses.http_facade.openapi_kit import obj as _obj
 
 from mlx_responses.v1 import responses_pb2 as pb
 
-JSON = "application/json"
-SSE = "text/event-stream"
 OPENAPI_VERSION = "3.1.0"
-Schema = dict[str, Any]
-
-
-def ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
 
 
 def _json_type(kind: type | tuple[type, ...]) -> str:
@@ -40,23 +49,6 @@ def _scalar_schema(param: str, kind: type | tuple[type, ...]) -> Schema:
         limit = to_proto.INT_LIMITS.get(param, to_proto.INT64_MAX)
         schema.update(minimum=-limit - 1, maximum=limit)
     return schema
-
-
-def _nullable(schema: Schema) -> Schema:
-    """The decoder treats null as absent."""
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def _obj(required: tuple[str, ...] = (), **properties: Schema) -> Schema:
-    return {"type": "object", "properties": properties, "required": list(required)}
-
-
-STRING: Schema = {"type": "string"}
-INTEGER: Schema = {"type": "integer"}
-NUMBER: Schema = {"type": "number"}
-BOOLEAN: Schema = {"type": "boolean"}
-NULL: Schema = {"type": "null"}
-OPT_STRING: Schema = {"type": ["string", "null"]}
 
 
 def _request_schemas() -> dict[str, Schema]:
@@ -175,12 +167,25 @@ def _request_schemas() -> dict[str, Schema]:
         "allOf": [ref("CreateResponseRequest")],
         "properties": {"keep_tokens": _nullable(INTEGER)},
     }
+    item_reference = _obj(("id",), type={"const": "item_reference"}, id=STRING)
+    items = {"type": "array", "items": ref("InputItem"), "maxItems": 20}
+    metadata = {"type": "object", "additionalProperties": STRING, "maxProperties": 16}
     return {
         "InputItem": {
-            "anyOf": [message, function_call, function_call_output, reasoning, compaction]
+            "anyOf": [
+                message,
+                function_call,
+                function_call_output,
+                reasoning,
+                compaction,
+                item_reference,
+            ]
         },
         "CreateResponseRequest": create,
         "CompactRequest": compact,
+        "CreateConversationRequest": _obj(items=_nullable(items), metadata=_nullable(metadata)),
+        "UpdateConversationRequest": _obj(("metadata",), metadata=metadata),
+        "AddConversationItemsRequest": _obj(("items",), items=items),
     }
 
 
@@ -314,12 +319,34 @@ def _response_schemas() -> dict[str, Schema]:
         item=ref("OutputItem"),
         output_index=INTEGER,
         content_index=INTEGER,
+        summary_index=INTEGER,
         item_id=STRING,
         delta=STRING,
         text=STRING,
     )
     return {
         "OutputItem": item,
+        "ItemList": _obj(
+            ("object", "data", "first_id", "last_id", "has_more"),
+            object={"const": "list"},
+            data={"type": "array", "items": ref("OutputItem")},
+            first_id=OPT_STRING,
+            last_id=OPT_STRING,
+            has_more=BOOLEAN,
+        ),
+        "Conversation": _obj(
+            ("id", "object", "created_at", "metadata"),
+            id=STRING,
+            object={"const": "conversation"},
+            created_at=INTEGER,
+            metadata={"type": "object", "additionalProperties": STRING},
+        ),
+        "DeletedConversation": _obj(
+            ("id", "object", "deleted"),
+            id=STRING,
+            object={"const": "conversation.deleted"},
+            deleted=BOOLEAN,
+        ),
         "Usage": usage,
         "Response": response,
         "ResponseStreamEvent": event,
@@ -367,21 +394,20 @@ def _response_schemas() -> dict[str, Schema]:
     }
 
 
-@dataclass(frozen=True)
-class Operation:
-    """What a handler takes and answers (its path and method come from the router)."""
-
-    request: str | None = None
-    ok: str | None = None
-    streams: bool = False
-    ok_type: str = JSON
-    extra: dict[str, str] = field(default_factory=dict)  # other statuses -> schema
-
-
 def _operations() -> dict[Callable[..., Any], Operation]:
     return {
         routes.create_response: Operation("CreateResponseRequest", "Response", streams=True),
-        routes.get_response: Operation(ok="Response"),
+        # ?stream=true: a background response's events (replayed, then live).
+        routes.get_response: Operation(ok="Response", streams=True),
+        routes.list_input_items: Operation(ok="ItemList"),
+        conversations.create_conversation: Operation("CreateConversationRequest", "Conversation"),
+        conversations.retrieve_conversation: Operation(ok="Conversation"),
+        conversations.update_conversation: Operation("UpdateConversationRequest", "Conversation"),
+        conversations.delete_conversation: Operation(ok="DeletedConversation"),
+        conversations.list_items: Operation(ok="ItemList"),
+        conversations.add_items: Operation("AddConversationItemsRequest", "ItemList"),
+        conversations.get_item: Operation(ok="OutputItem"),
+        conversations.delete_item: Operation(ok="Conversation"),
         routes.delete_response: Operation(ok="DeletedResponse"),
         routes.cancel_response: Operation(ok="Response"),
         routes.input_tokens: Operation("CreateResponseRequest", "InputTokens"),
@@ -389,6 +415,9 @@ def _operations() -> dict[Callable[..., Any], Operation]:
         routes.list_models: Operation(ok="ModelList"),
         routes.get_model: Operation(ok="Model"),
         routes.health: Operation(ok="Health", extra={"503": "Health"}),
+        **chat_openapi.operations(),
+        **completions_openapi.operations(),
+        **anthropic_openapi.operations(),
     }
 
 
@@ -404,7 +433,7 @@ def _operation(route: web.AbstractRoute, known: dict[Callable[..., Any], Operati
     if spec.ok is not None:
         ok["content"] = _content(spec.ok)
         if spec.streams:
-            ok["content"].update(_content("ResponseStreamEvent", SSE))
+            ok["content"].update(_content(spec.stream_event, SSE))
     canonical = route.resource.canonical if route.resource is not None else ""
     operation: Schema = {
         # Unique per path: the bare aliases share handlers with their /v1 routes.
@@ -413,7 +442,7 @@ def _operation(route: web.AbstractRoute, known: dict[Callable[..., Any], Operati
         "responses": {
             "200": ok,
             **{s: {"description": s, "content": _content(n)} for s, n in spec.extra.items()},
-            "default": {"description": "An OpenAI-shaped error", "content": _content("Error")},
+            "default": {"description": "An error envelope", "content": _content(spec.error)},
         },
     }
     params = re.findall(r"{(\w+)}", canonical)
@@ -440,7 +469,15 @@ def build_document(app: web.Application, version: str = "0") -> Schema:
         "openapi": OPENAPI_VERSION,
         "info": {"title": "mlx-responses", "version": version},
         "paths": paths,
-        "components": {"schemas": {**_request_schemas(), **_response_schemas()}},
+        "components": {
+            "schemas": {
+                **_request_schemas(),
+                **_response_schemas(),
+                **chat_openapi.schemas(),
+                **completions_openapi.schemas(),
+                **anthropic_openapi.schemas(),
+            }
+        },
     }
 
 

@@ -18,6 +18,7 @@ from mlx_responses.http_facade.errors import (
     invalid,
 )
 from mlx_responses.http_facade.from_proto import item_to_json, response_to_json, usage_to_json
+from mlx_responses.http_facade.item_lists import page_query, page_to_json, query_int
 from mlx_responses.http_facade.json_body import parse_body
 from mlx_responses.http_facade.sse import SSE_HEADERS, frame, frames
 from mlx_responses.http_facade.to_proto import params_from_json
@@ -115,10 +116,33 @@ async def _stream(
         stream.cancel()
 
 
-async def get_response(request: web.Request) -> web.Response:
-    """GET /v1/responses/{id}."""
-    response = await core(request).get_response(request.match_info["response_id"])
+def _flag(request: web.Request, name: str) -> bool:
+    raw = request.query.get(name)
+    if raw is None or raw.lower() in ("false", "0", ""):
+        return False
+    if raw.lower() in ("true", "1"):
+        return True
+    raise invalid(f"Invalid '{name}': expected true or false, but got {raw!r}.", name)
+
+
+async def get_response(request: web.Request) -> web.StreamResponse:
+    """GET /v1/responses/{id}; with `stream=true`, a background response's events
+    after `starting_after` (all without it), then live until it ends."""
+    response_id = request.match_info["response_id"]
+    client = core(request)
+    if _flag(request, "stream"):
+        after = query_int(request.query, "starting_after")
+        return await _stream(request, client, client.stream_job_events(response_id, after))
+    response = await client.get_response(response_id)
     return web.json_response(response_to_json(response))
+
+
+async def list_input_items(request: web.Request) -> web.Response:
+    """GET /v1/responses/{id}/input_items."""
+    page = await core(request).list_input_items(
+        request.match_info["response_id"], page_query(request.query)
+    )
+    return web.json_response(page_to_json(page))
 
 
 async def delete_response(request: web.Request) -> web.Response:
@@ -204,6 +228,7 @@ def add_routes(app: web.Application) -> None:
         app.router.add_get(f"{prefix}/responses/{{response_id}}", get_response)
         app.router.add_delete(f"{prefix}/responses/{{response_id}}", delete_response)
         app.router.add_post(f"{prefix}/responses/{{response_id}}/cancel", cancel_response)
+        app.router.add_get(f"{prefix}/responses/{{response_id}}/input_items", list_input_items)
         app.router.add_get(f"{prefix}/models", list_models)
         # Repo ids (org/name) are model ids too: the id may hold a slash.
         app.router.add_get(f"{prefix}/models/{{model:.+}}", get_model)

@@ -17,7 +17,8 @@ from mlx_responses.service.responses.pipeline import ResponsePipeline
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.remote_media import RemoteMedia
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
-from mlx_responses.service.stores.base import ConversationStore, JobBoard, ResponseStore
+from mlx_responses.service.stores.base import ConversationStore, EventLog, JobBoard, ResponseStore
+from mlx_responses.service.stores.memory import InMemoryEventLog
 from mlx_responses.service.stores.select import Stores, open_stores
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,8 @@ class Core:
     conversations: ConversationStore
     board: JobBoard
     close_stores: Callable[[], Awaitable[None]] | None = None
+    # Background responses' events (memory unless the stores give a shared log).
+    events: EventLog = field(default_factory=lambda: InMemoryEventLog(1024, 64 << 20, 3600))
     _jobs: JobManager | None = None
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
     draining: bool = False  # set on SIGTERM: new calls are refused (service/shutdown.py)
@@ -65,6 +68,7 @@ class Core:
             conversations=stores.conversations,
             board=stores.board,
             close_stores=stores.close,
+            events=stores.events,
         )
 
     @classmethod
@@ -112,6 +116,7 @@ class Core:
             board=self.board,
             max_jobs=s.responses_background_max_jobs,
             store_max_bytes=s.responses_store_max_bytes,
+            events=self.events,
         )
         await self._jobs.start()
         self._ready.set()

@@ -213,19 +213,27 @@ class CompactionItem(_message.Message):
     encrypted_content: str
     def __init__(self, id: _Optional[str] = ..., encrypted_content: _Optional[str] = ...) -> None: ...
 
+class ItemReference(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
 class Item(_message.Message):
-    __slots__ = ("message", "function_call", "function_call_output", "reasoning", "compaction")
+    __slots__ = ("message", "function_call", "function_call_output", "reasoning", "compaction", "item_reference")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
+    ITEM_REFERENCE_FIELD_NUMBER: _ClassVar[int]
     message: MessageItem
     function_call: FunctionCallItem
     function_call_output: FunctionCallOutputItem
     reasoning: ReasoningItem
     compaction: CompactionItem
-    def __init__(self, message: _Optional[_Union[MessageItem, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCallItem, _Mapping]] = ..., function_call_output: _Optional[_Union[FunctionCallOutputItem, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningItem, _Mapping]] = ..., compaction: _Optional[_Union[CompactionItem, _Mapping]] = ...) -> None: ...
+    item_reference: ItemReference
+    def __init__(self, message: _Optional[_Union[MessageItem, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCallItem, _Mapping]] = ..., function_call_output: _Optional[_Union[FunctionCallOutputItem, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningItem, _Mapping]] = ..., compaction: _Optional[_Union[CompactionItem, _Mapping]] = ..., item_reference: _Optional[_Union[ItemReference, _Mapping]] = ...) -> None: ...
 
 class FunctionTool(_message.Message):
     __slots__ = ("name", "description", "parameters_json", "strict")
@@ -360,7 +368,7 @@ class ResponseError(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CreateResponseParams(_message.Message):
-    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "previous_response_id", "conversation", "context_management", "store", "background", "max_output_tokens", "temperature", "top_p", "top_logprobs", "truncation", "metadata", "chat_template_kwargs_json", "user", "service_tier", "safety_identifier", "prompt_cache_key", "stream", "include", "presence_penalty", "frequency_penalty")
+    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "previous_response_id", "conversation", "context_management", "store", "background", "max_output_tokens", "temperature", "top_p", "top_logprobs", "truncation", "metadata", "chat_template_kwargs_json", "user", "service_tier", "safety_identifier", "prompt_cache_key", "stream", "include", "presence_penalty", "frequency_penalty", "stop", "seed", "top_k", "prompt", "reasoning_budget")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -396,6 +404,11 @@ class CreateResponseParams(_message.Message):
     INCLUDE_FIELD_NUMBER: _ClassVar[int]
     PRESENCE_PENALTY_FIELD_NUMBER: _ClassVar[int]
     FREQUENCY_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    REASONING_BUDGET_FIELD_NUMBER: _ClassVar[int]
     model: str
     input: _containers.RepeatedCompositeFieldContainer[Item]
     instructions: str
@@ -424,10 +437,15 @@ class CreateResponseParams(_message.Message):
     include: _containers.RepeatedScalarFieldContainer[str]
     presence_penalty: float
     frequency_penalty: float
-    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., context_management: _Optional[_Iterable[_Union[ContextManagement, _Mapping]]] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., truncation: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chat_template_kwargs_json: _Optional[str] = ..., user: _Optional[str] = ..., service_tier: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., stream: _Optional[bool] = ..., include: _Optional[_Iterable[str]] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...
+    stop: _containers.RepeatedScalarFieldContainer[str]
+    seed: int
+    top_k: int
+    prompt: str
+    reasoning_budget: int
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., context_management: _Optional[_Iterable[_Union[ContextManagement, _Mapping]]] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., truncation: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chat_template_kwargs_json: _Optional[str] = ..., user: _Optional[str] = ..., service_tier: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., stream: _Optional[bool] = ..., include: _Optional[_Iterable[str]] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., top_k: _Optional[int] = ..., prompt: _Optional[str] = ..., reasoning_budget: _Optional[int] = ...) -> None: ...
 
 class Response(_message.Message):
-    __slots__ = ("id", "created_at", "completed_at", "status", "incomplete_details", "error", "instructions", "model", "output", "usage", "tools", "tool_choice", "text", "reasoning", "temperature", "top_p", "top_logprobs", "parallel_tool_calls", "max_output_tokens", "previous_response_id", "conversation", "truncation", "store", "background", "service_tier", "metadata", "user", "safety_identifier", "prompt_cache_key", "presence_penalty", "frequency_penalty")
+    __slots__ = ("id", "created_at", "completed_at", "status", "incomplete_details", "error", "instructions", "model", "output", "usage", "tools", "tool_choice", "text", "reasoning", "temperature", "top_p", "top_logprobs", "parallel_tool_calls", "max_output_tokens", "previous_response_id", "conversation", "truncation", "store", "background", "service_tier", "metadata", "user", "safety_identifier", "prompt_cache_key", "presence_penalty", "frequency_penalty", "stop_sequence")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -466,6 +484,7 @@ class Response(_message.Message):
     PROMPT_CACHE_KEY_FIELD_NUMBER: _ClassVar[int]
     PRESENCE_PENALTY_FIELD_NUMBER: _ClassVar[int]
     FREQUENCY_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    STOP_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     id: str
     created_at: int
     completed_at: int
@@ -497,4 +516,5 @@ class Response(_message.Message):
     prompt_cache_key: str
     presence_penalty: float
     frequency_penalty: float
-    def __init__(self, id: _Optional[str] = ..., created_at: _Optional[int] = ..., completed_at: _Optional[int] = ..., status: _Optional[_Union[ResponseStatus, str]] = ..., incomplete_details: _Optional[_Union[IncompleteDetails, _Mapping]] = ..., error: _Optional[_Union[ResponseError, _Mapping]] = ..., instructions: _Optional[str] = ..., model: _Optional[str] = ..., output: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., parallel_tool_calls: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., truncation: _Optional[str] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., service_tier: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...
+    stop_sequence: str
+    def __init__(self, id: _Optional[str] = ..., created_at: _Optional[int] = ..., completed_at: _Optional[int] = ..., status: _Optional[_Union[ResponseStatus, str]] = ..., incomplete_details: _Optional[_Union[IncompleteDetails, _Mapping]] = ..., error: _Optional[_Union[ResponseError, _Mapping]] = ..., instructions: _Optional[str] = ..., model: _Optional[str] = ..., output: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., parallel_tool_calls: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., truncation: _Optional[str] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., service_tier: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., stop_sequence: _Optional[str] = ...) -> None: ...

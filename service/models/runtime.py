@@ -20,6 +20,7 @@ from mlx_responses.service.engine.requests import (
     SamplingParams,
 )
 from mlx_responses.service.engine.structured import GrammarProcessor
+from mlx_responses.service.engine.thinking_budget import thinking_budget
 from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
 from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.text.compaction_items import CompactionDecodeError
@@ -29,6 +30,7 @@ from mlx_responses.service.text.media import refuse_media
 from mlx_responses.service.text.prompt import (
     RenderedPrompt,
     items_to_messages,
+    raw_prompt,
     render_prompt,
     tools_to_template,
 )
@@ -87,6 +89,8 @@ class ModelRuntime:
         A text model refuses images and files in the request's input (the seed's 400).
         """
         refuse_media(params.input, "this text model")
+        if params.HasField("prompt"):
+            return raw_prompt(self.loaded.tokenizer, params.prompt)
         tools = params.tools if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE else []
         return self.render(
             params.instructions if params.HasField("instructions") else None,
@@ -118,24 +122,42 @@ class ModelRuntime:
         presence_penalty: float = 0.0,
         frequency_penalty: float = 0.0,
         grammar: Grammar | None = None,
+        reasoning_budget: int | None = None,
+        opens_reasoning: bool = False,
         vision: object | None = None,
     ) -> GenerationStream:
         """Queues a generation; a full queue is a 503 (QUEUE_FULL) before anything runs.
 
+        Penalties shift the logits first; a grammar's mask then has the last word. A reasoning
+        budget applies only without a grammar (forcing think-end could contradict its mask).
         `vision` (a VLM's processed images) is never set for a text model.
-
-        Penalties shift the logits first; a grammar's mask then has the last word.
         """
         processors: list[LogitsProcessor] = [
             *penalty_processors(presence_penalty, frequency_penalty)
         ]
         if grammar is not None:
             processors.append(GrammarProcessor(grammar.matcher, grammar.vocab_size))
+        elif reasoning_budget is not None:
+            budget = thinking_budget(
+                self.loaded.tokenizer, reasoning_budget, inside=opens_reasoning
+            )
+            if budget is not None:
+                processors.append(budget)
         try:
-            return self.worker.submit(tokens, sampling, processors)
+            return self._enqueue(tokens, sampling, processors, vision)
         except QueueFullError as exc:
             raise ServiceError(
                 Reason.QUEUE_FULL, "The generation queue is full; retry later."
             ) from exc
         except EngineStoppedError as exc:
             raise ServiceError(Reason.NOT_READY, str(exc)) from exc
+
+    def _enqueue(
+        self,
+        tokens: Sequence[int],
+        sampling: SamplingParams,
+        processors: list[LogitsProcessor],
+        vision: object | None,
+    ) -> GenerationStream:
+        """Hands the generation to the engine (a VisionRuntime hands its images over too)."""
+        return self.worker.submit(tokens, sampling, processors)

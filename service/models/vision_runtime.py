@@ -16,19 +16,14 @@ from typing import Any, cast
 
 import numpy as np
 from mlx_responses.service.engine.model import LoadedModel, context_length_of, sampling_defaults
-from mlx_responses.service.engine.penalties import penalty_processors
 from mlx_responses.service.engine.requests import (
-    EngineStoppedError,
     LogitsProcessor,
-    QueueFullError,
     SamplingParams,
 )
-from mlx_responses.service.engine.structured import GrammarProcessor
 from mlx_responses.service.engine.vision_worker import VisionInputs, VisionWorker
 from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
-from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.errors import invalid
 from mlx_responses.service.models.runtime import ModelRuntime
-from mlx_responses.service.text.grammars import Grammar
 from mlx_responses.service.text.media import (
     MEDIA_KINDS,
     DecodedImage,
@@ -173,30 +168,15 @@ class VisionRuntime(ModelRuntime):
             text=text.text, tokens=tokens, opens_reasoning=text.opens_reasoning, vision=inputs
         )
 
-    def submit(
+    def _enqueue(
         self,
         tokens: Sequence[int],
         sampling: SamplingParams,
-        *,
-        presence_penalty: float = 0.0,
-        frequency_penalty: float = 0.0,
-        grammar: Grammar | None = None,
-        vision: object | None = None,
+        processors: list[LogitsProcessor],
+        vision: object | None,
     ) -> GenerationStream:
-        processors: list[LogitsProcessor] = [
-            *penalty_processors(presence_penalty, frequency_penalty)
-        ]
-        if grammar is not None:
-            processors.append(GrammarProcessor(grammar.matcher, grammar.vocab_size))
         inputs = vision if isinstance(vision, VisionInputs) else None
-        try:
-            return self.vision.submit(tokens, sampling, processors, inputs)
-        except QueueFullError as exc:
-            raise ServiceError(
-                Reason.QUEUE_FULL, "The generation queue is full; retry later."
-            ) from exc
-        except EngineStoppedError as exc:
-            raise ServiceError(Reason.NOT_READY, str(exc)) from exc
+        return self.vision.submit(tokens, sampling, processors, inputs)
 
 
 def _split(content: str) -> list[dict[str, str]]:

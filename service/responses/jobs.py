@@ -18,10 +18,13 @@ from typing import Any
 
 from mlx_responses.service.errors import SERVER_ERROR, Reason, ServiceError, failure_code, invalid
 from mlx_responses.service.models.pool import Lease, ModelPool
+from mlx_responses.service.responses.event_writer import JobEvents
+from mlx_responses.service.responses.events import TERMINAL_EVENT as TERMINAL_EVENTS
 from mlx_responses.service.responses.foreground_claims import ForegroundClaims
 from mlx_responses.service.responses.history import status_name
 from mlx_responses.service.responses.pipeline import ResponsePipeline, Turn
-from mlx_responses.service.stores.base import Admission, JobBoard, StoredResponse
+from mlx_responses.service.stores.base import Admission, EventLog, JobBoard, StoredResponse
+from mlx_responses.service.stores.memory import InMemoryEventLog
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -54,6 +57,8 @@ class Job:
     cancel_requested: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
     watchers: list[asyncio.Queue[list[ev.ResponseEvent] | None]] = field(default_factory=list)
+    # Every event streamed so far, for replays (service/responses/job_replay.py).
+    log: JobEvents | None = None
 
     def publish(self, events: list[ev.ResponseEvent] | None) -> None:
         """Hands a batch of events (None: the end) to every watcher."""
@@ -85,6 +90,8 @@ class JobManager:
     max_jobs: int
     store_max_bytes: int
     active: dict[str, Job] = field(default_factory=dict)
+    # Every event a job streams, for GET /v1/responses/{id}?stream=true (service/job_replay.py).
+    events: EventLog = field(default_factory=lambda: InMemoryEventLog(1024, 64 << 20, 3600))
 
     def __post_init__(self) -> None:
         self.responses = self.pipeline.responses
@@ -165,6 +172,7 @@ class JobManager:
         turn.response.background = True
         nbytes = turn.response.ByteSize() + sum(i.ByteSize() for i in turn.context)
         job = Job(turn=turn, nbytes=nbytes, lease=lease)
+        job.log = JobEvents(self.events, job.response_id)
         # The board counts every replica's active jobs, atomically: visible to all replicas
         # before the create call answers, or refused (Redis down: a 503, no job).
         try:
@@ -204,7 +212,7 @@ class JobManager:
                 if job.status == pb.RESPONSE_STATUS_QUEUED:
                     job.status = pb.RESPONSE_STATUS_IN_PROGRESS
                     await self._post(job)
-                job.publish(events)
+                self._record(job, events)
                 last = events[-1]
                 if last.HasField("snapshot") and last.snapshot.response.status in TERMINAL_STATUSES:
                     final = last.snapshot.response
@@ -220,8 +228,14 @@ class JobManager:
             final = self._ended(job, pb.RESPONSE_STATUS_FAILED, SERVER_ERROR, str(exc))
         finally:
             try:
-                if final is not None:
-                    await self._keep(job, final)
+                try:
+                    if final is not None:
+                        await self._keep(job, final)
+                finally:
+                    if final is not None:
+                        self._record_end(job, final)
+                    if job.log is not None:
+                        await job.log.drain()  # the shared log is whole before the job leaves
                 # Kept first, removed second: a poll elsewhere sees the view or the final.
                 await self.board.remove(job.response_id)
             except ServiceError as error:
@@ -231,6 +245,23 @@ class JobManager:
                 self.active.pop(job.response_id, None)
                 job.publish(None)
                 job.done.set()
+
+    def _record(self, job: Job, events: list[ev.ResponseEvent]) -> None:
+        """Logs a batch, then hands it to the watchers (nothing in between: no gap, no await)."""
+        if job.log is not None:
+            job.log.add(events)
+        job.publish(events)
+
+    def _record_end(self, job: Job, final: pb.Response) -> None:
+        """A job that ended without its terminal event (cancelled, failed early) logs one."""
+        if job.log is None or job.log.ended:
+            return
+        event = ev.ResponseEvent(
+            type=TERMINAL_EVENTS.get(final.status, ev.EVENT_TYPE_RESPONSE_FAILED),
+            sequence_number=job.log.next_sequence,
+            snapshot=ev.ResponseSnapshotEvent(response=final),
+        )
+        self._record(job, [event])
 
     async def _post(self, job: Job) -> None:
         try:

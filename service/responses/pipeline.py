@@ -29,6 +29,8 @@ from mlx_responses.service.models.runtime import ModelRuntime
 from mlx_responses.service.responses.events import EventAssembler
 from mlx_responses.service.responses.history import HistoryResolver
 from mlx_responses.service.responses.in_flight import InFlight, InFlightTurns
+from mlx_responses.service.responses.item_ids import assign_ids, scoped_ids
+from mlx_responses.service.responses.item_refs import resolve_references
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.remote_media import RemoteMedia
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
@@ -40,6 +42,7 @@ from mlx_responses.service.text.media import RemoteBytes, fetched_media, has_med
 from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser, Segment
 from mlx_responses.service.text.prompt import RenderedPrompt
 from mlx_responses.service.text.request_json import RequestJson
+from mlx_responses.service.text.stop_sequences import StopScanner
 
 from mlx_responses.v1 import compaction_service_pb2 as cp
 from mlx_responses.v1 import events_pb2 as ev
@@ -164,6 +167,7 @@ class ResponsePipeline:
         """Validates, resolves history and renders: the parsed JSON, the context, the prompt."""
         parsed = validate_params(params, runtime.loaded.accepts_name)
         history = await self.history.resolve(params)
+        await resolve_references(params, history, self.responses, self.conversations)
         context = self.reasoning_echo.restore([*history, *params.input])
         fetched = await self._fetch_media(runtime, params) if decode_media else {}
         with fetched_media(fetched):
@@ -255,11 +259,14 @@ class ResponsePipeline:
         """
         resolved = self.tool_policy.resolve(params)
         params = resolved.params
+        response_id = response_id or self.ids("resp")
         # A background job decodes its media in the queued phase (decode_media).
         media_pending = defer_compaction and has_media(params.input)
         parsed, context, prompt = await self._render(
             runtime, params, decode_media=not media_pending
         )
+        # Every item the response holds has an id (input ones too, as OpenAI assigns them).
+        assign_ids(context, response_id)
         await self._check_store(params)
         window = runtime.loaded.context_length
         due = compaction_due(params, len(prompt.tokens), window)
@@ -271,20 +278,24 @@ class ResponsePipeline:
                 f"the model's {window}-token context window.",
                 param="input",
             )
-        response = self.initial_response(runtime, params, response_id or self.ids("resp"))
+        response = self.initial_response(runtime, params, response_id)
         wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
         sampling = SamplingParams(
             max_tokens=max(1, min(_requested(params, self.default_max_output_tokens), room)),
             temperature=response.temperature,
             top_p=response.top_p,
             logprobs=params.top_logprobs if wants_logprobs else -1,
+            top_k=params.top_k,
+            seed=params.seed if params.HasField("seed") else None,
         )
         tokenizer = runtime.loaded.tokenizer
         use_tools = bool(params.tools) and params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE
         fmt = runtime.tool_format
+        # A raw (legacy completions) prompt continues text: its output is never split.
+        raw = params.HasField("prompt")
         markers = Markers(
-            think_start=tokenizer.think_start,
-            think_end=tokenizer.think_end,
+            think_start=None if raw else tokenizer.think_start,
+            think_end=None if raw else tokenizer.think_end,
             tool_start=fmt.start if use_tools else None,
             tool_end=fmt.end if use_tools else None,
             tool_leading=fmt.leading if use_tools else None,
@@ -359,6 +370,10 @@ class ResponsePipeline:
                 presence_penalty=params.presence_penalty,
                 frequency_penalty=params.frequency_penalty,
                 grammar=turn.grammar,
+                reasoning_budget=params.reasoning_budget
+                if params.HasField("reasoning_budget")
+                else None,
+                opens_reasoning=turn.prompt.opens_reasoning,
                 vision=turn.prompt.vision,
             )
         except BaseException:
@@ -379,7 +394,12 @@ class ResponsePipeline:
         generation = (
             None if running is not None and running.cancel_requested else self._generate(turn)
         )
-        assembler = EventAssembler(turn.response, self.ids, turn.namespaced)
+        assembler = EventAssembler(
+            turn.response,
+            scoped_ids(turn.response.id),
+            turn.namespaced,
+            summary=turn.params.reasoning.HasField("summary"),
+        )
         try:
             opening = (
                 assembler.start()
@@ -404,6 +424,7 @@ class ResponsePipeline:
                 return
             yield opening
             parser = OutputParser(turn.markers, in_reasoning=turn.prompt.opens_reasoning)
+            stops = StopScanner(turn.params.stop)
             output_tokens = 0
             cached_tokens = 0
             reasoning_tokens = 0
@@ -418,18 +439,29 @@ class ResponsePipeline:
                     if parser.channel is Channel.REASONING:
                         reasoning_tokens += chunk.tokens
                     pending += [logprob_to_pb(lp) for lp in chunk.logprobs]
-                    for segment in parser.feed(chunk.text):
+                    for segment in parser.feed(stops.feed(chunk.text)):
                         events += self._segment(assembler, segment, pending, streamer)
                     if streamer is not None and parser.channel is Channel.TOOL_CALL:
                         events += streamer.update(assembler, parser.partial_tool_body)
+                    if stops.matched is not None:
+                        break
                 last = chunks[-1]
-                if last.finish_reason is not None:
+                finish_reason = last.finish_reason
+                if stops.matched is not None:
+                    # A stop sequence ends the turn as an EOS would; the engine slot is freed.
+                    generation.cancel()
+                    assembler.response.stop_sequence = stops.matched
+                    finish_reason, last = "stop", replace(last, error=None)
+                elif finish_reason is not None:
+                    for segment in parser.feed(stops.flush()):
+                        events += self._segment(assembler, segment, pending, streamer)
+                if finish_reason is not None:
                     for segment in parser.finish():
                         events += self._segment(assembler, segment, pending, streamer)
                     events += await self._finish(
                         turn,
                         assembler,
-                        last.finish_reason,
+                        finish_reason,
                         last.error,
                         output_tokens=output_tokens,
                         cached_tokens=cached_tokens,
@@ -437,6 +469,8 @@ class ResponsePipeline:
                     )
                 if events:
                     yield events
+                if finish_reason is not None:
+                    return
         finally:
             # A consumer gone before the first chunk never reached batches()' own cleanup.
             if generation is not None:

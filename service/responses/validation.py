@@ -14,6 +14,11 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 MAX_COMPACT_THRESHOLD = 100_000_000
 MAX_TOP_LOGPROBS = 20
+MAX_STOP_SEQUENCES = 16
+
+
+# `reasoning.summary`: each makes reasoning items carry their text as the summary.
+REASONING_SUMMARIES = ("auto", "concise", "detailed")
 
 
 def parse_json_object(text: str, param: str) -> dict[str, Any]:
@@ -42,8 +47,26 @@ def validate_params(
     Returns the request's JSON-in-strings, parsed (each once).
     """
     check_model(params.model, model_accepts)
-    if not params.input:
+    if params.HasField("prompt"):
+        _validate_raw_prompt(params)
+    elif not params.input:
         raise invalid("'input' must not be empty.", "input")
+    if len(params.stop) > MAX_STOP_SEQUENCES or any(not s for s in params.stop):
+        raise invalid(
+            f"Invalid 'stop': at most {MAX_STOP_SEQUENCES} sequences, none of them empty.",
+            "stop",
+            "invalid_value",
+        )
+    if params.HasField("reasoning_budget") and params.reasoning_budget < 0:
+        raise invalid(
+            f"Invalid 'reasoning_budget': {params.reasoning_budget}; must be at least 0.",
+            "reasoning_budget",
+            "invalid_value",
+        )
+    if params.HasField("top_k") and params.top_k < 0:
+        raise invalid(
+            f"Invalid 'top_k': {params.top_k}; must be at least 0.", "top_k", "invalid_value"
+        )
     if params.HasField("temperature") and not 0.0 <= params.temperature <= 2.0:
         raise invalid(
             f"Invalid 'temperature': {params.temperature}; must be between 0 and 2.",
@@ -88,6 +111,13 @@ def validate_params(
         )
     tool_parameters = _validate_tools(params)
     answer_schema = _validate_text(params)
+    summary = params.reasoning.summary
+    if params.reasoning.HasField("summary") and summary not in REASONING_SUMMARIES:
+        raise invalid(
+            f"Invalid 'reasoning.summary' {summary!r}: expected one of auto, concise, detailed.",
+            "reasoning.summary",
+            "invalid_value",
+        )
     for i, entry in enumerate(params.context_management):
         if entry.type != "compaction":
             raise invalid(
@@ -106,6 +136,17 @@ def validate_params(
         answer_schema=answer_schema,
         tool_parameters=tool_parameters,
     )
+
+
+def _validate_raw_prompt(params: pb.CreateResponseParams) -> None:
+    """A legacy completions prompt is the whole prompt: nothing else renders into it."""
+    if not params.prompt:
+        raise invalid("'prompt' must not be empty.", "prompt")
+    for name in ("previous_response_id", "conversation", "instructions"):
+        if params.HasField(name):
+            raise invalid(f"'{name}' cannot be used with a raw 'prompt'.", name)
+    if params.input or params.tools:
+        raise invalid("'input' and 'tools' cannot be used with a raw 'prompt'.", "prompt")
 
 
 def _validate_tools(params: pb.CreateResponseParams) -> dict[str, JsonObject]:

@@ -10,6 +10,7 @@ from mlx_responses.service.core import Core
 from mlx_responses.service.errors import invalid
 from mlx_responses.service.responses.events import TERMINAL_EVENT
 from mlx_responses.service.responses.history import status_name, store_disabled
+from mlx_responses.service.responses.job_replay import JobReplay
 from mlx_responses.service.rpc.storage_service import not_found
 
 from mlx_responses.v1 import events_pb2 as ev
@@ -53,6 +54,16 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
             return
         async for events in manager.watch(request.id):
             yield jobs.WatchJobResponse(events=events)
+
+    async def StreamJobEvents(
+        self, request: jobs.StreamJobEventsRequest, context: Context
+    ) -> AsyncIterator[jobs.StreamJobEventsResponse]:
+        if not self._core.responses.enabled:
+            raise store_disabled("Response storage")
+        replay = JobReplay(self._core.jobs, self._core.events, self._core.responses)
+        after = request.starting_after if request.HasField("starting_after") else None
+        async for events in replay.stream(request.id, after):
+            yield jobs.StreamJobEventsResponse(events=events)
 
     async def CancelResponse(
         self, request: jobs.CancelResponseRequest, context: Context

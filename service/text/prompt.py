@@ -102,7 +102,10 @@ class _Builder:
                 {"role": "tool", "tool_call_id": out.call_id, "content": out.output}
             )
         elif kind == "reasoning":
-            text = "".join(p.text for p in item.reasoning.content)
+            # A client that kept only the summary replays it (ours is the reasoning text).
+            text = "".join(p.text for p in item.reasoning.content) or "".join(
+                p.text for p in item.reasoning.summary
+            )
             if text:
                 self.pending_reasoning.append(text)
         elif kind == "compaction":
@@ -186,3 +189,9 @@ def render_prompt(
     tokens = tokenizer.encode(text, add_special_tokens=False)
     opens = bool(think_start) and text.rstrip(" ").endswith(f"{think_start}\n")
     return RenderedPrompt(text=text, tokens=list(tokens), opens_reasoning=opens)
+
+
+def raw_prompt(tokenizer: Any, text: str) -> RenderedPrompt:
+    """A legacy completions prompt: the text tokenized as is, without the chat template."""
+    tokens = tokenizer.encode(text)  # with the tokenizer's own BOS, as mlx-lm's server does
+    return RenderedPrompt(text=text, tokens=list(tokens), opens_reasoning=False)

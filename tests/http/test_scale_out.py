@@ -121,6 +121,38 @@ def test_watch_job_on_another_replica_ends_with_the_final_snapshot(topo: Topolog
     assert final.usage.output_tokens == 30
 
 
+def _sse(url: str, **params: Any) -> list[dict[str, Any]]:
+    with httpx.stream("GET", url, params={"stream": "true", **params}, timeout=60) as reply:
+        assert reply.status_code == 200, reply.read()
+        return [json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: ")]
+
+
+def test_a_background_stream_is_followed_and_resumed_on_another_replica(topo: Topology) -> None:
+    job = _post(topo, "a", input="go", background=True, max_output_tokens=300).json()
+    url_b = f"{topo.url('b')}/v1/responses/{job['id']}"
+    # Core b follows core a's job live through the shared event log.
+    assert httpx.get(url_b, timeout=30).json()["status"] in ("queued", "in_progress")
+    followed = _sse(url_b)
+    assert [e["sequence_number"] for e in followed] == list(range(len(followed)))
+    assert followed[-1]["type"] == "response.incomplete"
+    assert followed[-1]["response"]["usage"]["output_tokens"] == 300
+    # Resumed on either replica: the same events, the same sequence numbers.
+    assert _sse(f"{topo.url('a')}/v1/responses/{job['id']}", starting_after=10) == followed[11:]
+    assert _sse(url_b, starting_after=len(followed) - 1) == []
+    reply = httpx.get(url_b, params={"stream": "true", "starting_after": len(followed)})
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == "starting_after"
+
+
+def test_conversation_objects_cross_replicas(topo: Topology) -> None:
+    created = _post(topo, "a", "/v1/conversations", metadata={"k": "v"}).json()
+    assert created["id"].startswith("conv_")
+    _turn(topo, "b", input="Reply with: cat", conversation=created["id"])
+    url_a = f"{topo.url('a')}/v1/conversations/{created['id']}"
+    assert httpx.get(url_a, timeout=30).json() == created
+    items = httpx.get(f"{url_a}/items", params={"order": "asc"}, timeout=30).json()["data"]
+    assert [item["role"] for item in items] == ["user", "assistant"]
+
+
 def test_cancel_crosses_replicas(topo: Topology) -> None:
     job = _post(topo, "a", input="go", background=True, max_output_tokens=100000).json()
     rid = job["id"]
