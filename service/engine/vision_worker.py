@@ -222,7 +222,7 @@ class VisionWorker:
         sampler = make_sampler(temp=s.temperature, top_p=s.top_p)
         detokenizer = loaded.tokenizer.detokenizer
         detokenizer.reset()
-        self.stats.active = 1
+        self.stats.active = self.stats.running = self.stats.batch_size = 1
         generated = 0
         finish = "length"
         for result in stream_generate(
@@ -258,7 +258,7 @@ class VisionWorker:
                 last = Chunk(text, 1, "length", logprobs=logprobs, token_ids=(int(token),))
                 self._emit(stream, last)
                 self.stats.completed += 1
-                self.stats.active = 0
+                self.stats.active = self.stats.running = self.stats.batch_size = 0
                 return
             self._emit(stream, Chunk(text, 1, logprobs=logprobs, token_ids=(int(token),)))
         detokenizer.finalize()
@@ -266,7 +266,7 @@ class VisionWorker:
             self.stats.cancelled += 1
         else:
             self.stats.completed += 1
-        self.stats.active = 0
+        self.stats.active = self.stats.running = self.stats.batch_size = 0
         self._emit(stream, Chunk(detokenizer.last_segment, 0, finish))
 
     def _logprobs(self, token: int, logprobs: Any, top: int) -> tuple[TokenLogprob, ...]:
