@@ -183,6 +183,7 @@ class VisionWorker:
                 self._generate(command)
             except Exception as exc:
                 log.exception("vision generation failed")
+                self.stats.active = self.stats.running = self.stats.batch_size = 0
                 self._emit(command.stream, Chunk("", 0, "error", error=str(exc)))
 
     def _drain(self) -> None:
