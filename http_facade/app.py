@@ -27,6 +27,7 @@ from mlx_responses.http_facade.metrics import MetricsSource, install_metrics
 from mlx_responses.http_facade.openapi import install_openapi
 from mlx_responses.http_facade.request_id import install_request_ids
 from mlx_responses.http_facade.routes import CORES, add_routes
+from mlx_responses.http_facade.websocket import install_websockets
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ def create_app(
     install_request_ids(app)
     install_openapi(app)
     install_drain(app, settings.shutdown_grace_secs)
+    install_websockets(app, settings.max_request_bytes)
 
     async def core_channel(app: web.Application) -> AsyncIterator[None]:
         ca = settings.core_tls_ca.read_bytes() if settings.core_tls_ca is not None else None

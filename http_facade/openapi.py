@@ -58,6 +58,8 @@ def _request_schemas() -> dict[str, Schema]:
         ("type", "text"), type={"enum": ["input_text", "output_text", "text"]}, text=STRING
     )
     refusal_part = _obj(("type", "refusal"), type={"const": "refusal"}, refusal=STRING)
+    # Refused for a text-only model, or a placeholder with --media drop (the core decides).
+    media_part = _obj(("type",), type={"enum": sorted(to_proto.MEDIA_PARTS)})
     message = _obj(
         ("role", "content"),
         type={"const": "message"},
@@ -65,7 +67,10 @@ def _request_schemas() -> dict[str, Schema]:
         role={"enum": roles},
         status=_nullable({"enum": statuses}),
         content={
-            "anyOf": [STRING, {"type": "array", "items": {"anyOf": [text_part, refusal_part]}}]
+            "anyOf": [
+                STRING,
+                {"type": "array", "items": {"anyOf": [text_part, refusal_part, media_part]}},
+            ]
         },
     )
     function_call = _obj(
@@ -83,6 +88,26 @@ def _request_schemas() -> dict[str, Schema]:
         call_id=STRING,
         output={"anyOf": [STRING, {"type": "array"}]},
     )
+    custom_tool_call = _obj(
+        ("type", "call_id", "name"),
+        type={"const": "custom_tool_call"},
+        id=OPT_STRING,
+        call_id=STRING,
+        name=STRING,
+        input=STRING,
+        namespace=OPT_STRING,
+    )
+    custom_tool_call_output = _obj(
+        ("type", "call_id", "output"),
+        type={"const": "custom_tool_call_output"},
+        id=OPT_STRING,
+        call_id=STRING,
+        output={"anyOf": [STRING, {"type": "array"}]},
+    )
+    compaction_trigger = {
+        **_obj(("type",), type={"const": "compaction_trigger"}),
+        "description": "Last item only, with x-codex-beta-features: remote_compaction_v2.",
+    }
     reasoning = _obj(
         ("type",),
         type={"const": "reasoning"},
@@ -105,6 +130,25 @@ def _request_schemas() -> dict[str, Schema]:
         parameters=_nullable({"type": "object"}),
         strict=_nullable(BOOLEAN),
     )
+    custom_tool = _obj(
+        ("type", "name"),
+        type={"const": "custom"},
+        name=STRING,
+        description=OPT_STRING,
+        format=_nullable(
+            {
+                "anyOf": [
+                    _obj(("type",), type={"const": "text"}),
+                    _obj(
+                        ("type", "syntax", "definition"),
+                        type={"const": "grammar"},
+                        syntax={"enum": ["lark", "regex"]},
+                        definition=STRING,
+                    ),
+                ]
+            }
+        ),
+    )
     json_schema_format = _obj(
         ("type", "schema"),
         type={"const": "json_schema"},
@@ -123,12 +167,12 @@ def _request_schemas() -> dict[str, Schema]:
                 {"type": "array", "items": ref("InputItem")},
             ]
         },
-        tools=_nullable({"type": "array", "items": function_tool}),
+        tools=_nullable({"type": "array", "items": {"anyOf": [function_tool, custom_tool]}}),
         tool_choice=_nullable(
             {
                 "anyOf": [
                     {"enum": sorted(to_proto.TOOL_CHOICE_MODES)},
-                    _obj(("type",), type={"const": "function"}, name=STRING),
+                    _obj(("type",), type={"enum": ["function", "custom"]}, name=STRING),
                 ]
             }
         ),
@@ -176,8 +220,11 @@ def _request_schemas() -> dict[str, Schema]:
                 message,
                 function_call,
                 function_call_output,
+                custom_tool_call,
+                custom_tool_call_output,
                 reasoning,
                 compaction,
+                compaction_trigger,
                 item_reference,
             ]
         },
@@ -230,6 +277,15 @@ def _response_schemas() -> dict[str, Schema]:
                 call_id=STRING,
                 name=STRING,
                 arguments=STRING,
+            ),
+            _obj(
+                ("id", "type", "status", "call_id", "name", "input"),
+                id=STRING,
+                type={"const": "custom_tool_call"},
+                status=item_status,
+                call_id=STRING,
+                name=STRING,
+                input=STRING,
             ),
             _obj(
                 ("id", "type", "status", "call_id", "output"),
@@ -295,7 +351,7 @@ def _response_schemas() -> dict[str, Schema]:
         tool_choice={
             "anyOf": [
                 {"enum": sorted(set(from_proto.TOOL_CHOICE.values()))},
-                _obj(("type", "name"), type={"const": "function"}, name=STRING),
+                _obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING),
             ]
         },
         tools={"type": "array", "items": _obj(("type", "name"), type=STRING, name=STRING)},
@@ -323,6 +379,7 @@ def _response_schemas() -> dict[str, Schema]:
         item_id=STRING,
         delta=STRING,
         text=STRING,
+        input=STRING,
     )
     return {
         "OutputItem": item,

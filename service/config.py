@@ -19,6 +19,7 @@ __all__ = ["BUNDLED_MODEL", "STORE_FLAGS", "ConfigError", "Settings", "api_keys_
 BUNDLED_MODEL = Path(__file__).resolve().parent / "assets" / "tiny-chat"
 
 HOSTED_TOOLS_MODES: tuple[str, ...] = F.HOSTED_TOOLS.choices or ()
+MEDIA_MODES: tuple[str, ...] = F.MEDIA.choices or ()
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
 SPECULATIVE_MODES: tuple[str, ...] = F.SPECULATIVE.choices or ()
 KV_BITS: tuple[int, ...] = F.KV_BITS.choices or ()
@@ -73,6 +74,7 @@ class Settings:
     image_encoding_cache_entries: int = F.IMAGE_ENCODING_CACHE_ENTRIES.default
     allow_remote_media: bool = F.ALLOW_REMOTE_MEDIA.default
     remote_media_timeout_secs: float = F.REMOTE_MEDIA_TIMEOUT_SECS.default
+    media: str = F.MEDIA.default
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -124,6 +126,8 @@ class Settings:
             raise ConfigError("--image-encoding-cache-entries must be >= 0")
         if not 0 < self.remote_media_timeout_secs <= 600:
             raise ConfigError("--remote-media-timeout-secs must be in (0, 600]")
+        if self.media not in MEDIA_MODES:
+            raise ConfigError(f"--media must be one of {', '.join(MEDIA_MODES)}")
 
 
 def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:

@@ -13,6 +13,7 @@ from mlx_responses.service.metrics import JOB_STATES, CoreMetrics, ModelState, S
 from mlx_responses.service.models.pool import ModelPool
 from mlx_responses.service.responses.history import HistoryResolver
 from mlx_responses.service.responses.jobs import JobManager
+from mlx_responses.service.responses.media_policy import MediaPolicy
 from mlx_responses.service.responses.pipeline import ResponsePipeline
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.remote_media import RemoteMedia
@@ -57,6 +58,7 @@ class Core:
             remote_media=RemoteMedia(s.max_media_bytes, s.remote_media_timeout_secs)
             if s.allow_remote_media
             else None,
+            media_policy=MediaPolicy(s.media),
         )
 
     @classmethod

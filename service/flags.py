@@ -409,6 +409,18 @@ IMAGE_ENCODING_CACHE_ENTRIES = Flag(
     CORE_SIDE,
     type=int,
 )
+MEDIA = Flag(
+    "--media",
+    "media",
+    "reject",
+    "image, file and audio parts sent to a text-only model: reject them with 400 (the seed's "
+    "behaviour) or replace each with a short text placeholder, for agents such as Codex that "
+    "keep images in the history they resend",
+    CORE_SIDE,
+    env="MLXCEL_MEDIA",
+    choices=("reject", "drop"),
+    settings_check_choices=True,
+)
 REASONING_ECHO_MAX_BYTES = Flag(
     None,
     "reasoning_echo_max_bytes",
@@ -522,6 +534,7 @@ FLAGS: tuple[Flag[Any], ...] = (
     ALLOW_REMOTE_MEDIA,
     REMOTE_MEDIA_TIMEOUT_SECS,
     IMAGE_ENCODING_CACHE_ENTRIES,
+    MEDIA,
     REASONING_ECHO_MAX_BYTES,
     BLAS,
 )

@@ -26,11 +26,13 @@ from mlx_responses.service.engine.worker import GenerationStream
 from mlx_responses.service.errors import SERVER_ERROR, Reason, ServiceError
 from mlx_responses.service.ids import IdFactory, new_id
 from mlx_responses.service.models.runtime import ModelRuntime
+from mlx_responses.service.responses.custom_tools import lower
 from mlx_responses.service.responses.events import EventAssembler
 from mlx_responses.service.responses.history import HistoryResolver
 from mlx_responses.service.responses.in_flight import InFlight, InFlightTurns
 from mlx_responses.service.responses.item_ids import assign_ids, scoped_ids
 from mlx_responses.service.responses.item_refs import resolve_references
+from mlx_responses.service.responses.media_policy import MediaPolicy
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.remote_media import RemoteMedia
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
@@ -91,6 +93,8 @@ class Turn:
     media_pending: bool = False
     # flattened namespace tool name -> (namespace, name): calls leave under their own names
     namespaced: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # custom tools by the name the model calls them: their calls leave as custom_tool_call
+    custom: Mapping[str, pb.CustomTool] = field(default_factory=dict)
 
 
 def _requested(params: pb.CreateResponseParams, default: int) -> int:
@@ -107,6 +111,7 @@ class ResponsePipeline:
     default_max_output_tokens: int = 4096
     reasoning_echo: ReasoningEcho = field(default_factory=lambda: ReasoningEcho(0))
     tool_policy: HostedToolPolicy = field(default_factory=HostedToolPolicy)
+    media_policy: MediaPolicy = field(default_factory=MediaPolicy)
     clock: Callable[[], float] = time.time
     ids: IdFactory = new_id
     in_flight: InFlightTurns = field(default_factory=InFlightTurns)
@@ -210,7 +215,8 @@ class ResponsePipeline:
         self, runtime: ModelRuntime, params: pb.CreateResponseParams
     ) -> int:
         """Rendered input tokens, history included, exactly as generation renders them."""
-        _, _, prompt = await self._render(runtime, self.tool_policy.resolve(params).params)
+        params = self.media_policy.apply(params, reads_images=runtime.reads_media)
+        _, _, prompt = await self._render(runtime, lower(self.tool_policy.resolve(params)).params)
         return len(prompt.tokens)
 
     # --- compaction ------------------------------------------------------------------------
@@ -222,7 +228,8 @@ class ResponsePipeline:
     ) -> cp.CompactResponseResponse:
         """`POST /v1/responses/compact`: the compacted history; nothing is stored."""
         validate_compact_request(params, keep_tokens)
-        params = self.tool_policy.resolve(params).params
+        media = self.media_policy.apply(params, reads_images=runtime.reads_media)
+        params = lower(self.tool_policy.resolve(media)).params
         parsed, context, prompt = await self._render(runtime, params)
         return await self._compactor(runtime).compact_request(
             params, parsed, context, prompt, keep_tokens
@@ -257,7 +264,11 @@ class ResponsePipeline:
 
         Automatic compaction runs here too, unless deferred to a background job.
         """
-        resolved = self.tool_policy.resolve(params)
+        response_id = response_id or self.ids("resp")
+        offered = self.tool_policy.resolve(
+            self.media_policy.apply(params, response_id, reads_images=runtime.reads_media)
+        )
+        resolved = lower(offered)
         params = resolved.params
         response_id = response_id or self.ids("resp")
         # A background job decodes its media in the queued phase (decode_media).
@@ -279,6 +290,12 @@ class ResponsePipeline:
                 param="input",
             )
         response = self.initial_response(runtime, params, response_id)
+        if resolved.custom:  # the echo shows custom tools as offered, not as the model sees them
+            del response.tools[:]
+            response.tools.extend(offered.params.tools)
+            response.tool_choice.CopyFrom(offered.params.tool_choice)
+            if response.tool_choice.WhichOneof("choice") is None:
+                response.tool_choice.mode = pb.TOOL_CHOICE_MODE_AUTO
         wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
         sampling = SamplingParams(
             max_tokens=max(1, min(_requested(params, self.default_max_output_tokens), room)),
@@ -303,15 +320,18 @@ class ResponsePipeline:
         streamer = None
         grammar = None
         if use_tools:
-            streamer = ToolCallStreamer(fmt, parsed.tool_parameters)
+            streamer = ToolCallStreamer(fmt, parsed.tool_parameters, frozenset(resolved.custom))
             # A forced call's grammar already carries a text.format answer where one is allowed.
-            grammar = runtime.tool_constraints.grammar(params, prompt, parsed, sampling.max_tokens)
+            grammar = runtime.tool_constraints.grammar(
+                params, prompt, parsed, sampling.max_tokens, resolved.custom
+            )
         if grammar is None:
             grammar = runtime.answer_grammar(parsed.answer_schema, sampling.max_tokens)
         turn = Turn(
             runtime, params, parsed, response, context, prompt, sampling, markers, grammar, streamer
         )
         turn.namespaced = resolved.namespaced
+        turn.custom = resolved.custom
         turn.compaction_pending = due
         turn.media_pending = media_pending
         if due and not defer_compaction:
@@ -391,13 +411,15 @@ class ResponsePipeline:
         """The events of one turn, in batches of those ready together."""
         running = self.in_flight.get(turn.response.id)
         # Cancelled while it compacted: it ends cancelled without reaching the engine.
-        generation = (
-            None if running is not None and running.cancel_requested else self._generate(turn)
-        )
+        cancelled = running is not None and running.cancel_requested
+        # `generate: false` (a WebSocket warm-up): the response ends at once, with no output.
+        warm_up = turn.params.HasField("generate") and not turn.params.generate
+        generation = None if cancelled or warm_up else self._generate(turn)
         assembler = EventAssembler(
             turn.response,
             scoped_ids(turn.response.id),
             turn.namespaced,
+            frozenset(turn.custom),
             summary=turn.params.reasoning.HasField("summary"),
         )
         try:
@@ -415,7 +437,7 @@ class ResponsePipeline:
                 yield opening + await self._finish(
                     turn,
                     assembler,
-                    "cancelled",
+                    "cancelled" if cancelled else "stop",
                     None,
                     output_tokens=0,
                     cached_tokens=0,

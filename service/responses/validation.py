@@ -51,6 +51,21 @@ def validate_params(
         _validate_raw_prompt(params)
     elif not params.input:
         raise invalid("'input' must not be empty.", "input")
+    for i, item in enumerate(params.input):
+        if item.WhichOneof("item") == "compaction_trigger":
+            # Only the last item of a create is a trigger (responses/compaction_trigger.py).
+            if params.background and i == len(params.input) - 1:
+                raise invalid(
+                    "'background' is not supported with a 'compaction_trigger' item: "
+                    "nothing is stored, so there is nothing to poll.",
+                    "background",
+                )
+            raise invalid(
+                "A 'compaction_trigger' item must be the last input item of a foreground "
+                "/v1/responses request.",
+                f"input[{i}].type",
+                "invalid_value",
+            )
     if len(params.stop) > MAX_STOP_SEQUENCES or any(not s for s in params.stop):
         raise invalid(
             f"Invalid 'stop': at most {MAX_STOP_SEQUENCES} sequences, none of them empty.",
