@@ -36,7 +36,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".[dev]"
+.venv/bin/python -m pip install -q -e ".[dev,vision]"
 
 # The Codex CLI for its end-to-end test (tests/e2e/test_codex.py), project-local and best effort:
 # without npm or the registry the test skips, and setup still succeeds.

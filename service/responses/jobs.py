@@ -229,6 +229,7 @@ class JobManager:
             if job.cancel_requested:
                 final = self._ended(job, pb.RESPONSE_STATUS_CANCELLED)
                 return
+            await self.pipeline.decode_media(job.turn)
             await self.pipeline.run_compaction(job.turn)
             # The stream opens (response.in_progress) before the engine takes the sequence;
             # seed: a job waiting for a batch slot is queued. The opening waits for the
