@@ -135,6 +135,11 @@ class VisionWorker:
         self._loaded = None
         self.processor = None
 
+    def has_room(self) -> bool:
+        """Whether a submit now would be accepted (one running, the queue not full)."""
+        with self._lock:
+            return self._in_flight < 1 + self.max_queued_requests
+
     def submit(
         self,
         prompt: Sequence[int],
