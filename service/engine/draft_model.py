@@ -12,9 +12,9 @@ from typing import Any
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
-from mlx_lm.models.cache import KVCache, make_prompt_cache
 
 from service.config import ConfigError
+from service.engine.mlx_lm_compat import KVCache, make_prompt_cache
 from service.engine.model import LoadedModel
 
 

@@ -15,8 +15,8 @@ import llguidance
 import mlx.core as mx
 import numpy as np
 from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask_par
-from mlx_lm.generate import GenerationBatch
 
+from service.engine.mlx_lm_compat import GenerationBatch
 from service.engine.structured import JsonSchemaProcessor
 
 

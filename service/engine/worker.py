@@ -18,12 +18,16 @@ from typing import Any, NoReturn
 
 import mlx.core as mx
 import numpy as np
-from mlx_lm.generate import BatchGenerator
-from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache
-from mlx_lm.sample_utils import make_sampler
 
 from service.engine.draft_model import DraftedModel, DraftModelError, check_draft
 from service.engine.grammar_batch import GrammarGenerationBatch
+from service.engine.mlx_lm_compat import (
+    BatchGenerator,
+    LRUPromptCache,
+    can_trim_prompt_cache,
+    make_sampler,
+    trim_prompt_cache,
+)
 from service.engine.model import LoadedModel
 from service.engine.outbox import Outbox
 from service.engine.quantized_cache import kv_group_size, new_sequence_cache
