@@ -9,7 +9,7 @@ BREAKING_AGAINST ?= contract/v0.1.0.binpb
 
 .PHONY: setup serve test test-redis lint proto model bench bench-overhead bench-stores bench-structured contract-baseline
 
-$(VENV)/.installed: pyproject.toml tools/setup.sh
+$(VENV)/.installed: pyproject.toml tools/setup.sh tools/mlx_backend.py
 	bash tools/setup.sh
 
 setup: $(VENV)/.installed  ## create .venv with the project installed (idempotent)
