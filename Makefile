@@ -26,7 +26,7 @@ test-redis: setup  ## the HTTP and gRPC suites again, every stack on a real redi
 lint: setup  ## ruff, mypy, buf lint and buf breaking (against the last release's contract)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy service http_facade launcher mlx_responses_client
+	$(PY) tools/typecheck.py
 	$(BUF) lint
 	$(BUF) breaking --against '$(BREAKING_AGAINST)'
 

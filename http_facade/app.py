@@ -6,22 +6,21 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
-
-from http_facade.auth import auth_middleware
-from http_facade.config import FacadeSettings
-from http_facade.core_pool import CorePool
-from http_facade.drain import install_drain
-from http_facade.errors import (
+from mlx_responses.http_facade.auth import auth_middleware
+from mlx_responses.http_facade.config import FacadeSettings
+from mlx_responses.http_facade.core_pool import CorePool
+from mlx_responses.http_facade.drain import install_drain
+from mlx_responses.http_facade.errors import (
     FALLBACK,
     METHOD_NOT_ALLOWED,
     REQUEST_TOO_LARGE,
     UNKNOWN_ROUTE,
     OpenAIError,
 )
-from http_facade.metrics import MetricsSource, install_metrics
-from http_facade.openapi import install_openapi
-from http_facade.request_id import install_request_ids
-from http_facade.routes import CORES, add_routes
+from mlx_responses.http_facade.metrics import MetricsSource, install_metrics
+from mlx_responses.http_facade.openapi import install_openapi
+from mlx_responses.http_facade.request_id import install_request_ids
+from mlx_responses.http_facade.routes import CORES, add_routes
 
 log = logging.getLogger(__name__)
 

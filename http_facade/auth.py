@@ -10,8 +10,7 @@ from typing import Any
 import grpc
 from aiohttp import web
 from aiohttp.typedefs import Middleware
-
-from http_facade.errors import INVALID_API_KEY, MISSING_API_KEY, OpenAIError
+from mlx_responses.http_facade.errors import INVALID_API_KEY, MISSING_API_KEY, OpenAIError
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

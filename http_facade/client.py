@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, TypeVar
 
 import grpc
+from mlx_responses.http_facade.auth import forwarding_interceptors
+from mlx_responses.http_facade.errors import from_rpc_error
+from mlx_responses.http_facade.request_id import request_id_interceptors
 
-from http_facade.auth import forwarding_interceptors
-from http_facade.errors import from_rpc_error
-from http_facade.request_id import request_id_interceptors
 from mlx_responses.v1 import (
     compaction_service_pb2,
     events_pb2,

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-from http_facade.client import CHANNEL_OPTIONS, CoreClient
+from mlx_responses.http_facade.client import CHANNEL_OPTIONS, CoreClient
 
 log = logging.getLogger(__name__)
 

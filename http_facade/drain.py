@@ -18,9 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
-
-from http_facade.client import CoreClient, EventStream
-from http_facade.errors import OpenAIError
+from mlx_responses.http_facade.client import CoreClient, EventStream
+from mlx_responses.http_facade.errors import OpenAIError
 
 log = logging.getLogger(__name__)
 

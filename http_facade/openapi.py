@@ -16,8 +16,8 @@ from importlib import metadata
 from typing import Any
 
 from aiohttp import web
+from mlx_responses.http_facade import errors, from_proto, routes, to_proto
 
-from http_facade import errors, from_proto, routes, to_proto
 from mlx_responses.v1 import responses_pb2 as pb
 
 JSON = "application/json"

@@ -22,7 +22,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 QUIET_PATHS = frozenset({"/health", "/metrics"})
 
-access = logging.getLogger("http_facade.access")
+access = logging.getLogger("mlx_responses.http_facade.access")
 
 
 def current() -> str | None:

@@ -8,15 +8,15 @@ import logging
 from typing import Any
 
 from aiohttp import web
+from mlx_responses.http_facade.client import CoreClient, EventStream
+from mlx_responses.http_facade.core_pool import CorePool
+from mlx_responses.http_facade.drain import SHUTDOWN_MESSAGE, STREAMS
+from mlx_responses.http_facade.errors import REASON_TABLE, OpenAIError, invalid
+from mlx_responses.http_facade.from_proto import item_to_json, response_to_json, usage_to_json
+from mlx_responses.http_facade.json_body import parse_body
+from mlx_responses.http_facade.sse import SSE_HEADERS, frame, frames
+from mlx_responses.http_facade.to_proto import params_from_json
 
-from http_facade.client import CoreClient, EventStream
-from http_facade.core_pool import CorePool
-from http_facade.drain import SHUTDOWN_MESSAGE, STREAMS
-from http_facade.errors import REASON_TABLE, OpenAIError, invalid
-from http_facade.from_proto import item_to_json, response_to_json, usage_to_json
-from http_facade.json_body import parse_body
-from http_facade.sse import SSE_HEADERS, frame, frames
-from http_facade.to_proto import params_from_json
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 from mlx_responses.v1.generation_service_pb2 import Model

@@ -6,7 +6,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from http_facade.from_proto import event_to_json
+from mlx_responses.http_facade.from_proto import event_to_json
+
 from mlx_responses.v1 import events_pb2 as ev
 
 SSE_HEADERS = {

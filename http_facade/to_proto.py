@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from http_facade.errors import invalid
+from mlx_responses.http_facade.errors import invalid
+
 from mlx_responses.v1 import responses_pb2 as pb
 
 ROLES = {

@@ -11,18 +11,23 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from http_facade.config import (
+from mlx_responses.http_facade.config import (
     FacadeConfigError,
     FacadeSettings,
     add_core_channel_arguments,
     add_facade_arguments,
     facade_settings_from_args,
 )
-from launcher.exposure import warn_if_exposed
-from launcher.logs import FORMATS, configure_logging
-from service.config import ConfigError, add_core_arguments, read_environment, settings_from_args
-from service.model_pool import served_ids
-from service.model_source import ModelNotFoundError, resolve_model
+from mlx_responses.launcher.exposure import warn_if_exposed
+from mlx_responses.launcher.logs import FORMATS, configure_logging
+from mlx_responses.service.config import (
+    ConfigError,
+    add_core_arguments,
+    read_environment,
+    settings_from_args,
+)
+from mlx_responses.service.models.pool import served_ids
+from mlx_responses.service.models.source import ModelNotFoundError, resolve_model
 
 log = logging.getLogger("mlx_responses")
 
@@ -78,7 +83,7 @@ async def _wait_for_signal(stop: asyncio.Event) -> None:
 async def _run_facade(
     core_addresses: Sequence[str], settings: FacadeSettings, stop: asyncio.Event
 ) -> None:
-    from http_facade.app import start_facade
+    from mlx_responses.http_facade.app import start_facade
 
     runner, _ = await start_facade(core_addresses, settings)
     try:
@@ -114,11 +119,11 @@ async def _run(args: argparse.Namespace) -> int:
     except (ConfigError, ModelNotFoundError) as exc:
         log.error("invalid configuration: %s", exc)
         return 2
-    from service.engine.blas import preload_blas
+    from mlx_responses.service.engine.blas import preload_blas
 
     preload_blas(settings.blas)  # before anything imports mlx
-    from service.core import Core
-    from service.server import start_core_server
+    from mlx_responses.service.core import Core
+    from mlx_responses.service.server import start_core_server
 
     warn_if_exposed(
         "the gRPC core",
@@ -136,11 +141,11 @@ async def _run(args: argparse.Namespace) -> int:
     facade = metrics = None
     try:
         if settings.metrics_port is not None:
-            from service.metrics_server import start_metrics_server
+            from mlx_responses.service.rpc.metrics_server import start_metrics_server
 
             metrics, _ = await start_metrics_server(core, settings.grpc_host, settings.metrics_port)
         if facade_settings is not None:
-            from http_facade.app import start_facade
+            from mlx_responses.http_facade.app import start_facade
 
             address = f"unix:{local}" if local else f"127.0.0.1:{server.port}"
             # One process: the façade's /metrics carries the core's metrics too.

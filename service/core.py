@@ -8,16 +8,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from service.config import Settings
-from service.errors import Reason, ServiceError
-from service.metrics import CoreMetrics
-from service.model_pool import ModelPool
-from service.stores.base import ConversationStore, JobBoard, ResponseStore
-from service.stores.select import Stores, open_stores
+from mlx_responses.service.config import Settings
+from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.metrics import CoreMetrics
+from mlx_responses.service.models.pool import ModelPool
+from mlx_responses.service.stores.base import ConversationStore, JobBoard, ResponseStore
+from mlx_responses.service.stores.select import Stores, open_stores
 
 if TYPE_CHECKING:  # the generator imports MLX; the façade must be able to skip it
-    from service.generation import ResponseGenerator
-    from service.jobs import JobManager
+    from mlx_responses.service.responses.jobs import JobManager
+    from mlx_responses.service.responses.pipeline import ResponseGenerator
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class Core:
 
     async def load(self) -> None:
         """Finds every model, loads the first (its engine thread loads it), starts the jobs."""
-        from service.jobs import JobManager
+        from mlx_responses.service.responses.jobs import JobManager
 
         s = self.settings
         # The hub may download (with --allow-download): off the event loop.

@@ -20,8 +20,8 @@ from prometheus_client.registry import Collector
 from mlx_responses.v1 import responses_pb2 as pb
 
 if TYPE_CHECKING:
-    from service.core import Core
-    from service.stores.base import ConversationStore, ResponseStore
+    from mlx_responses.service.core import Core
+    from mlx_responses.service.stores.base import ConversationStore, ResponseStore
 
 log = logging.getLogger(__name__)
 

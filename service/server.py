@@ -8,6 +8,15 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from mlx_responses.service.core import Core
+from mlx_responses.service.rpc.auth import ApiKeyInterceptor
+from mlx_responses.service.rpc.compaction_service import CompactionServicer
+from mlx_responses.service.rpc.generation_service import GenerationServicer
+from mlx_responses.service.rpc.interceptors import ErrorInterceptor
+from mlx_responses.service.rpc.jobs_service import JobsServicer
+from mlx_responses.service.rpc.request_id import RequestIdInterceptor
+from mlx_responses.service.rpc.storage_service import StorageServicer
+from mlx_responses.service.shutdown import DrainInterceptor, DrainReport, drain
 
 from mlx_responses.v1 import (
     compaction_service_pb2,
@@ -19,15 +28,6 @@ from mlx_responses.v1 import (
     storage_service_pb2,
     storage_service_pb2_grpc,
 )
-from service.auth import ApiKeyInterceptor
-from service.core import Core
-from service.interceptors import ErrorInterceptor
-from service.request_id import RequestIdInterceptor
-from service.servicers.compaction import CompactionServicer
-from service.servicers.generation import GenerationServicer
-from service.servicers.jobs import JobsServicer
-from service.servicers.storage import StorageServicer
-from service.shutdown import DrainInterceptor, DrainReport, drain
 
 log = logging.getLogger(__name__)
 

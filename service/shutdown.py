@@ -8,10 +8,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import grpc
-
-from service.core import Core
-from service.errors import Reason, ServiceError
-from service.interceptors import refusing_handler
+from mlx_responses.service.core import Core
+from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.rpc.interceptors import refusing_handler
 
 log = logging.getLogger(__name__)
 

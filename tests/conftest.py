@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from service.config import BUNDLED_MODEL
-from service.engine.blas import preload_blas
+from mlx_responses.service.config import BUNDLED_MODEL
+from mlx_responses.service.engine.blas import preload_blas
 
 preload_blas()  # before the first `import mlx` of the session
 

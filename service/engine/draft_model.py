@@ -12,10 +12,9 @@ from typing import Any
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
-
-from service.config import ConfigError
-from service.engine.mlx_lm_compat import KVCache, make_prompt_cache
-from service.engine.model import LoadedModel
+from mlx_responses.service.config import ConfigError
+from mlx_responses.service.engine.mlx_lm_compat import KVCache, make_prompt_cache
+from mlx_responses.service.engine.model import LoadedModel
 
 
 class DraftModelError(ConfigError):

@@ -15,9 +15,8 @@ import llguidance
 import mlx.core as mx
 import numpy as np
 from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask_par
-
-from service.engine.mlx_lm_compat import GenerationBatch
-from service.engine.structured import JsonSchemaProcessor
+from mlx_responses.service.engine.mlx_lm_compat import GenerationBatch
+from mlx_responses.service.engine.structured import JsonSchemaProcessor
 
 
 @functools.cache

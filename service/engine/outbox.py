@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from service.engine.requests import Chunk
+from mlx_responses.service.engine.requests import Chunk
 
 
 class Receiver(Protocol):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from service.engine.mlx_lm_compat import make_frequency_penalty, make_presence_penalty
-from service.engine.requests import LogitsProcessor
+from mlx_responses.service.engine.mlx_lm_compat import make_frequency_penalty, make_presence_penalty
+from mlx_responses.service.engine.requests import LogitsProcessor
 
 # NOTE: mlx-lm's penalty processors look at a window of the most recent tokens (its default 20,
 # the prompt's tail included at the start), not at the whole generated text as OpenAI describes.

@@ -12,8 +12,7 @@ from typing import Any
 import mlx.core as mx
 from mlx import nn
 from mlx.utils import tree_map, tree_reduce
-
-from service.engine.mlx_lm_compat import (
+from mlx_responses.service.engine.mlx_lm_compat import (
     KVCache,
     QuantizedKVCache,
     create_causal_mask,

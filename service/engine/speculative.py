@@ -17,11 +17,10 @@ from __future__ import annotations
 from typing import Any, cast
 
 import mlx.core as mx
-
-from service.engine.draft_model import DraftedModel
-from service.engine.grammar_batch import GrammarGenerationBatch
-from service.engine.mlx_lm_compat import BatchKVCache
-from service.engine.quantized_cache import BatchQuantizedKVCache
+from mlx_responses.service.engine.draft_model import DraftedModel
+from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
+from mlx_responses.service.engine.mlx_lm_compat import BatchKVCache
+from mlx_responses.service.engine.quantized_cache import BatchQuantizedKVCache
 
 NGRAM_SIZES = (3, 2)  # longest first; single tokens repeat too often to be worth a verify
 PRIOR_RATE = 0.6  # assumed per-token acceptance of a sequence that has not drafted yet

@@ -14,8 +14,7 @@ import llguidance
 import llguidance.hf
 import mlx.core as mx
 import numpy as np
-
-from service.engine.json_bounds import JsonBounds, bound_schema
+from mlx_responses.service.text.json_bounds import JsonBounds, bound_schema
 
 
 class SchemaError(ValueError):

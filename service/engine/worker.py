@@ -18,20 +18,19 @@ from typing import Any, NoReturn
 
 import mlx.core as mx
 import numpy as np
-
-from service.engine.draft_model import DraftedModel, DraftModelError, check_draft
-from service.engine.grammar_batch import GrammarGenerationBatch
-from service.engine.mlx_lm_compat import (
+from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError, check_draft
+from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
+from mlx_responses.service.engine.mlx_lm_compat import (
     BatchGenerator,
     LRUPromptCache,
     can_trim_prompt_cache,
     make_sampler,
     trim_prompt_cache,
 )
-from service.engine.model import LoadedModel
-from service.engine.outbox import Outbox
-from service.engine.quantized_cache import kv_group_size, new_sequence_cache
-from service.engine.requests import (
+from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.outbox import Outbox
+from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
+from mlx_responses.service.engine.requests import (
     Chunk,
     EngineStats,
     EngineStoppedError,
@@ -40,8 +39,8 @@ from service.engine.requests import (
     SamplingParams,
     TokenLogprob,
 )
-from service.engine.speculative import SpeculativeGenerationBatch
-from service.metrics import EngineMetrics, ModelMetrics
+from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
+from mlx_responses.service.metrics import EngineMetrics, ModelMetrics
 
 log = logging.getLogger(__name__)
 

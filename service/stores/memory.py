@@ -7,9 +7,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mlx_responses.service.stores.base import Admission, Occupancy, StoredResponse
+from mlx_responses.service.stores.lru import BoundedLru
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.stores.base import Admission, Occupancy, StoredResponse
-from service.stores.lru import BoundedLru
 
 # Kept final objects are bounded by their TTL; the caps only keep a flood in check.
 EPHEMERAL_MAX_ENTRIES = 4096

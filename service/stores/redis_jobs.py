@@ -27,13 +27,13 @@ from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
+from mlx_responses.service.stores import redis_scripts as lua
+from mlx_responses.service.stores.base import Admission
+from mlx_responses.service.stores.memory import EPHEMERAL_MAX_ENTRIES
+from mlx_responses.service.stores.redis_store import RedisBoundedMap, reachable
 from redis import exceptions as redis_errors
 
 from mlx_responses.v1 import responses_pb2 as pb
-from service.stores import redis_scripts as lua
-from service.stores.base import Admission
-from service.stores.memory import EPHEMERAL_MAX_ENTRIES
-from service.stores.redis_store import RedisBoundedMap, reachable
 
 log = logging.getLogger(__name__)
 

@@ -31,14 +31,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import redis.asyncio as aioredis
+from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.stores import redis_scripts as lua
+from mlx_responses.service.stores.base import Occupancy, StoredResponse
 from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from mlx_responses.v1 import responses_pb2 as pb
-from service.errors import Reason, ServiceError
-from service.stores import redis_scripts as lua
-from service.stores.base import Occupancy, StoredResponse
 
 NAMESPACE = "mlx-responses"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from service.config import Settings
-from service.stores.base import ConversationStore, JobBoard, ResponseStore
-from service.stores.memory import (
+from mlx_responses.service.config import Settings
+from mlx_responses.service.stores.base import ConversationStore, JobBoard, ResponseStore
+from mlx_responses.service.stores.memory import (
     InMemoryConversationStore,
     InMemoryJobBoard,
     InMemoryResponseStore,
@@ -51,8 +51,8 @@ def memory_stores(settings: Settings) -> Stores:
 
 def redis_stores(settings: Settings, namespace: str | None = None) -> Stores:
     """Stores in the Redis at settings.store_url, shared by every core that names it."""
-    from service.stores.redis_jobs import RedisJobBoard
-    from service.stores.redis_store import (
+    from mlx_responses.service.stores.redis_jobs import RedisJobBoard
+    from mlx_responses.service.stores.redis_store import (
         NAMESPACE,
         RedisBoundedMap,
         RedisConversationStore,

@@ -51,7 +51,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     sys.path.insert(0, str(REPO))
-    from service.engine.blas import preload_blas
+    from mlx_responses.service.engine.blas import preload_blas
 
     blas = preload_blas()  # before mlx is imported, as the console script does
     from bench_serving import (
@@ -71,8 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         wait_ours,
     )
     from mlx_lm import load
-
-    from service.config import BUNDLED_MODEL
+    from mlx_responses.service.config import BUNDLED_MODEL
 
     folder = build_model(Shape(context=4096, **MICRO), BUNDLED_MODEL, args.seed)
     model, tokenizer = load(str(folder))

@@ -778,7 +778,7 @@ def profile_ours(
 
 def run(args: argparse.Namespace) -> int:
     """Builds the model, starts both servers, measures, reports."""
-    from service.engine.blas import preload_blas
+    from mlx_responses.service.engine.blas import preload_blas
 
     blas = preload_blas()  # before mlx is imported, as the console script does
     import mlx.core as mx
@@ -1056,7 +1056,7 @@ def run(args: argparse.Namespace) -> int:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line."""
-    from service.config import BUNDLED_MODEL
+    from mlx_responses.service.config import BUNDLED_MODEL
 
     parser = argparse.ArgumentParser(
         description="Benchmarks mlx-responses against mlx-lm (in process and mlx_lm.server) on "

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _wrong_drafter(token: int) -> Any:
     """An n-gram drafter proposing a token greedy decoding never picks (a banned one): every
     draft is rejected."""
-    from service.engine.speculative import NgramDrafter
+    from mlx_responses.service.engine.speculative import NgramDrafter
 
     class WrongDrafter(NgramDrafter):
         def draft(self, k: int) -> list[int]:
@@ -82,9 +82,8 @@ def _run(
 ) -> tuple[float, float, str]:
     """Decode tokens/s (wall), CPU ms per token and the drafting record of one contender."""
     from mlx_lm.generate import BatchGenerator
-
-    from service.engine.draft_model import DraftedModel
-    from service.engine.speculative import SpeculativeGenerationBatch
+    from mlx_responses.service.engine.draft_model import DraftedModel
+    from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
 
     pair = None
     if mode in drafts:
@@ -145,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES))
     args = parser.parse_args(argv)
 
-    from service.engine.blas import preload_blas
+    from mlx_responses.service.engine.blas import preload_blas
 
     preload_blas()
     from bench_serving import Prompts, banned_token_ids

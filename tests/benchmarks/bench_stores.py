@@ -23,15 +23,16 @@ import httpx
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from service.engine.blas import preload_blas  # noqa: E402
+from mlx_responses.service.engine.blas import preload_blas  # noqa: E402
 
 preload_blas()
 
+from mlx_responses.service.config import BUNDLED_MODEL  # noqa: E402
+from mlx_responses.service.stores.base import ResponseStore, StoredResponse  # noqa: E402
+from mlx_responses.service.stores.memory import InMemoryResponseStore  # noqa: E402
+from mlx_responses.service.stores.redis_store import RedisBoundedMap, RedisResponseStore, connect  # noqa: E402
+
 from mlx_responses.v1 import responses_pb2 as pb  # noqa: E402
-from service.config import BUNDLED_MODEL  # noqa: E402
-from service.stores.base import ResponseStore, StoredResponse  # noqa: E402
-from service.stores.memory import InMemoryResponseStore  # noqa: E402
-from service.stores.redis_store import RedisBoundedMap, RedisResponseStore, connect  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.stack import Stack  # noqa: E402
 

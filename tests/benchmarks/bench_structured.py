@@ -19,15 +19,16 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from service.engine.blas import preload_blas  # noqa: E402
+from mlx_responses.service.engine.blas import preload_blas  # noqa: E402
 
 preload_blas()
 
-from service.engine.json_bounds import JsonBounds  # noqa: E402
-from service.engine.model import LoadedModel, load_model  # noqa: E402
-from service.engine.requests import SamplingParams  # noqa: E402
-from service.engine.structured import GrammarFactory  # noqa: E402
-from service.engine.worker import EngineWorker  # noqa: E402
+from mlx_responses.service.engine.model import LoadedModel, load_model  # noqa: E402
+from mlx_responses.service.engine.requests import SamplingParams  # noqa: E402
+from mlx_responses.service.engine.structured import GrammarFactory  # noqa: E402
+from mlx_responses.service.engine.worker import EngineWorker  # noqa: E402
+from mlx_responses.service.text.json_bounds import JsonBounds  # noqa: E402
+
 from tests.support.random_model import build_random_model  # noqa: E402
 
 GOAL_MS = 0.5

@@ -67,7 +67,10 @@ def test_split_core_and_facade_metrics_ids_and_json_logs(model_path: Path) -> No
     assert core.stdout is not None and facade.stdout is not None
     core_lines = _json_lines(core.stdout.read())
     facade_lines = _json_lines(facade.stdout.read())
-    for lines, logger in ((core_lines, "service.generation"), (facade_lines, "http_facade.access")):
+    for lines, logger in (
+        (core_lines, "mlx_responses.service.responses.pipeline"),
+        (facade_lines, "mlx_responses.http_facade.access"),
+    ):
         assert {"time", "level", "logger", "message"} <= set(lines[0])
         ours = [line for line in lines if line.get("request_id") == "e2e-trace-1"]
         assert any(line["logger"] == logger for line in ours), lines

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mlx_responses.service.engine import speculative
+from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError
+from mlx_responses.service.engine.model import load_model
+from mlx_responses.service.engine.requests import SamplingParams
+from mlx_responses.service.engine.worker import EngineWorker
 
-from service.engine import speculative
-from service.engine.draft_model import DraftedModel, DraftModelError
-from service.engine.model import load_model
-from service.engine.requests import SamplingParams
-from service.engine.worker import EngineWorker
 from tests.engine.test_speculative import PROMPTS, _ban
 from tests.support.engine import collect, generate, greedy
 from tests.support.random_model import build_random_model
@@ -186,9 +186,8 @@ def test_the_draft_cache_stays_aligned_with_the_target_cache(
     finish (prompt-cache extract) while it lags, and their entries hold both caches at the
     same offsets."""
     from mlx_lm.generate import BatchGenerator
-
-    from service.engine.quantized_cache import kv_group_size, new_sequence_cache
-    from service.engine.speculative import SpeculativeGenerationBatch
+    from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
+    from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
 
     which, policy, kv_bits = case
     if policy == "intermittent":

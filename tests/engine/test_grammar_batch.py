@@ -10,15 +10,15 @@ from typing import Any
 import numpy as np
 import pytest
 from mlx_lm.generate import GenerationBatch
+from mlx_responses.service.engine import grammar_batch
+from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
+from mlx_responses.service.engine.model import load_model
+from mlx_responses.service.engine.penalties import penalty_processors
+from mlx_responses.service.engine.requests import SamplingParams
+from mlx_responses.service.engine.structured import GrammarFactory
+from mlx_responses.service.engine.worker import EngineWorker
+from mlx_responses.service.text.json_bounds import JsonBounds
 
-from service.engine import grammar_batch
-from service.engine.grammar_batch import GrammarGenerationBatch
-from service.engine.json_bounds import JsonBounds
-from service.engine.model import load_model
-from service.engine.penalties import penalty_processors
-from service.engine.requests import SamplingParams
-from service.engine.structured import GrammarFactory
-from service.engine.worker import EngineWorker
 from tests.support.engine import collect
 
 SCHEMA = {

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from service.engine.model import load_model
-from service.engine.requests import SamplingParams
-from service.engine.worker import EngineWorker
+from mlx_responses.service.engine.model import load_model
+from mlx_responses.service.engine.requests import SamplingParams
+from mlx_responses.service.engine.worker import EngineWorker
+
 from tests.support.engine import collect
 
 BUDGET = 128

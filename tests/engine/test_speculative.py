@@ -7,11 +7,11 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
+from mlx_responses.service.engine.model import load_model
+from mlx_responses.service.engine.requests import SamplingParams
+from mlx_responses.service.engine.speculative import DraftRecord, NgramDrafter, best_width
+from mlx_responses.service.engine.worker import EngineWorker
 
-from service.engine.model import load_model
-from service.engine.requests import SamplingParams
-from service.engine.speculative import DraftRecord, NgramDrafter, best_width
-from service.engine.worker import EngineWorker
 from tests.support.engine import collect, generate, greedy
 
 FILE = "".join(f"def handler_{i}(request):\n    return respond(request, {i})\n" for i in range(12))

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from mlx_responses.service.engine.requests import QueueFullError
 
-from service.engine.requests import QueueFullError
 from tests.support.random_model import build_random_model
 from tests.support.stack import Stack
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import openai
 import pytest
+from mlx_responses.service.config import BUNDLED_MODEL
 
-from service.config import BUNDLED_MODEL
 from tests.support.stack import Stack
 from tests.support.templates import TEMPLATES
 

@@ -8,8 +8,8 @@ import time
 
 import httpx
 import pytest
+from mlx_responses.launcher.logs import RequestIdFilter
 
-from launcher.logs import RequestIdFilter
 from tests.support.stack import Stack
 
 GENERATED = re.compile(r"req_[0-9a-f]{32}")
@@ -76,16 +76,17 @@ def test_streamed_response_carries_it_and_core_logs_it(
     while True:  # the access line follows the stream's last byte
         ours = [r for r in caplog.records if getattr(r, "request_id", None) == "trace-stream-1"]
         loggers = {r.name for r in ours}
-        if "http_facade.access" in loggers or time.monotonic() > deadline:
+        if "mlx_responses.http_facade.access" in loggers or time.monotonic() > deadline:
             break
         time.sleep(0.02)
     # The core's own log line (set from gRPC metadata on its side) and the façade's access line.
-    assert "service.generation" in loggers
-    assert "http_facade.access" in loggers
+    assert "mlx_responses.service.responses.pipeline" in loggers
+    assert "mlx_responses.http_facade.access" in loggers
     others = [
         r
         for r in caplog.records
-        if r.name == "service.generation" and getattr(r, "request_id", None) != "trace-stream-1"
+        if r.name == "mlx_responses.service.responses.pipeline"
+        and getattr(r, "request_id", None) != "trace-stream-1"
     ]
     assert others == []
 
@@ -107,6 +108,6 @@ def test_background_job_logs_carry_the_creating_request_id(
     finished = [
         r
         for r in caplog.records
-        if r.name == "service.generation" and response_id in r.getMessage()
+        if r.name == "mlx_responses.service.responses.pipeline" and response_id in r.getMessage()
     ]
     assert finished and all(getattr(r, "request_id", None) == "job-7" for r in finished)

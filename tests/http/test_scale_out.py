@@ -311,8 +311,8 @@ def test_background_limits_hold_across_replicas(
 
 
 def test_one_balanced_address_uses_grpc_round_robin_and_health(topo: Topology) -> None:
-    from http_facade.app import start_facade
-    from http_facade.config import FacadeSettings
+    from mlx_responses.http_facade.app import start_facade
+    from mlx_responses.http_facade.config import FacadeSettings
 
     a, b = topo.servers["a"].port, topo.servers["b"].port
     target = f"ipv4:127.0.0.1:{a},127.0.0.1:{b}"

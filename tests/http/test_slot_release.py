@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from service.engine.requests import SamplingParams
+from mlx_responses.service.engine.requests import SamplingParams
+
 from tests.support.stack import Stack
 
 

@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from service.engine.model import load_model
-from service.engine.requests import EngineStats, SamplingParams
-from service.engine.worker import EngineWorker
+from mlx_responses.service.engine.model import load_model
+from mlx_responses.service.engine.requests import EngineStats, SamplingParams
+from mlx_responses.service.engine.worker import EngineWorker
 
 Request = tuple[str, SamplingParams, list[Any]]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from service.config import BUNDLED_MODEL
+from mlx_responses.service.config import BUNDLED_MODEL
 
 TOKENIZER_FILES = (
     "tokenizer.json",

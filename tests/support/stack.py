@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aiohttp import web
-
-from http_facade.app import start_facade
-from http_facade.config import FacadeSettings
-from service.config import Settings
-from service.core import Core
-from service.server import CoreServer, start_core_server
-from service.stores.select import open_stores, redis_stores
+from mlx_responses.http_facade.app import start_facade
+from mlx_responses.http_facade.config import FacadeSettings
+from mlx_responses.service.config import Settings
+from mlx_responses.service.core import Core
+from mlx_responses.service.server import CoreServer, start_core_server
+from mlx_responses.service.stores.select import open_stores, redis_stores
 
 T = TypeVar("T")
 

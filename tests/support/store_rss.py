@@ -12,9 +12,10 @@ import secrets
 import sys
 from pathlib import Path
 
+from mlx_responses.service.stores.base import StoredResponse
+from mlx_responses.service.stores.memory import InMemoryResponseStore
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.stores.base import StoredResponse
-from service.stores.memory import InMemoryResponseStore
 
 
 def rss_bytes() -> int:

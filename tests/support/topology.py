@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aiohttp import web
-
-from http_facade.app import start_facade
-from http_facade.config import FacadeSettings
-from http_facade.core_pool import CorePool
-from http_facade.routes import CORES
-from service.config import Settings
-from service.core import Core
-from service.server import CoreServer, start_core_server
+from mlx_responses.http_facade.app import start_facade
+from mlx_responses.http_facade.config import FacadeSettings
+from mlx_responses.http_facade.core_pool import CorePool
+from mlx_responses.http_facade.routes import CORES
+from mlx_responses.service.config import Settings
+from mlx_responses.service.core import Core
+from mlx_responses.service.server import CoreServer, start_core_server
 
 T = TypeVar("T")
 

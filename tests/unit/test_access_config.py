@@ -6,13 +6,16 @@ import logging
 from pathlib import Path
 
 import pytest
-
-from http_facade import auth as facade_auth
-from http_facade.config import FacadeConfigError, FacadeSettings, facade_settings_from_args
-from launcher.cli import build_parser
-from launcher.exposure import is_loopback, warn_if_exposed
-from service import auth as core_auth
-from service.config import ConfigError, Settings, settings_from_args
+from mlx_responses.http_facade import auth as facade_auth
+from mlx_responses.http_facade.config import (
+    FacadeConfigError,
+    FacadeSettings,
+    facade_settings_from_args,
+)
+from mlx_responses.launcher.cli import build_parser
+from mlx_responses.launcher.exposure import is_loopback, warn_if_exposed
+from mlx_responses.service.config import ConfigError, Settings, settings_from_args
+from mlx_responses.service.rpc import auth as core_auth
 
 
 def test_serve_takes_keys_from_flags_and_env_for_both_sides() -> None:

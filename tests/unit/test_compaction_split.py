@@ -5,16 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-
-from mlx_responses.v1 import responses_pb2 as pb
-from service.compaction_codec import CompactionDecodeError, decode_compaction, encode_compaction
-from service.compaction_split import (
+from mlx_responses.service.compaction.split import (
     NothingToCompactError,
     effective_items,
     split_history,
     split_points,
 )
-from service.engine.prompt import items_to_messages
+from mlx_responses.service.text.compaction_codec import (
+    CompactionDecodeError,
+    decode_compaction,
+    encode_compaction,
+)
+from mlx_responses.service.text.prompt import items_to_messages
+
+from mlx_responses.v1 import responses_pb2 as pb
 
 
 def msg(role: int, text: str) -> pb.Item:

@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 
 import pytest
-
-from service.config import (
+from mlx_responses.service.config import (
     BUNDLED_MODEL,
     STORE_FLAGS,
     ConfigError,
@@ -15,8 +14,8 @@ from service.config import (
     add_core_arguments,
     settings_from_args,
 )
-from service.model_pool import served_ids
-from service.model_source import ModelSource
+from mlx_responses.service.models.pool import served_ids
+from mlx_responses.service.models.source import ModelSource
 
 SEED_TABLE = {
     "--responses-store-max-entries": (1024, "LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES"),
@@ -108,7 +107,7 @@ def test_store_url_default_env_and_flag() -> None:
 
 
 def test_facade_takes_several_cores() -> None:
-    from launcher.cli import build_parser
+    from mlx_responses.launcher.cli import build_parser
 
     args = build_parser().parse_args(["facade", "--core", "a:1", "--core", "dns:///cores:2"])
     assert args.core == ["a:1", "dns:///cores:2"]

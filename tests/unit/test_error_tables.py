@@ -7,10 +7,9 @@ from typing import Any
 import grpc
 import pytest
 from grpc_status import rpc_status
-
-from http_facade.errors import GRPC_TABLE, REASON_TABLE, from_rpc_error
-from service.errors import GRPC_TABLE as CORE_TABLE
-from service.errors import Reason, ServiceError, to_rpc_status
+from mlx_responses.http_facade.errors import GRPC_TABLE, REASON_TABLE, from_rpc_error
+from mlx_responses.service.errors import GRPC_TABLE as CORE_TABLE
+from mlx_responses.service.errors import Reason, ServiceError, to_rpc_status
 
 EXPECTED_HTTP = {
     Reason.INVALID_REQUEST: 400,
@@ -71,9 +70,9 @@ def test_unknown_code_is_500() -> None:
 
 
 def test_echoed_values_are_bounded_on_both_sides() -> None:
-    from http_facade.errors import MAX_ERROR_MESSAGE_BYTES, OpenAIError
-    from service.errors import MAX_ERROR_FIELD_BYTES
-    from service.errors import MAX_ERROR_MESSAGE_BYTES as CORE_MAX
+    from mlx_responses.http_facade.errors import MAX_ERROR_MESSAGE_BYTES, OpenAIError
+    from mlx_responses.service.errors import MAX_ERROR_FIELD_BYTES
+    from mlx_responses.service.errors import MAX_ERROR_MESSAGE_BYTES as CORE_MAX
 
     error = ServiceError(Reason.INVALID_REQUEST, "bad '" + "€" * 50_000 + "'", param="p" * 9999)
     status = to_rpc_status(error)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from http_facade.from_proto import EVENT_NAMES, event_to_json
+from mlx_responses.http_facade.from_proto import EVENT_NAMES, event_to_json
+from mlx_responses.service.responses.events import EventAssembler
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.events import EventAssembler
 
 
 def _assembler() -> EventAssembler:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.engine.json_bounds import JsonBounds, bound_schema
+from mlx_responses.service.text.json_bounds import JsonBounds, bound_schema
 
 BOUNDS = JsonBounds(max_string_length=40, max_integer=999, max_items=5, max_properties=6)
 

@@ -1,4 +1,19 @@
-"""Data flows one way: `service` and `http_facade` never import each other; `launcher` composes."""
+"""Data flows one way, between packages and between the tiers of `service/`.
+
+`service` and `http_facade` never import each other; `launcher` composes both. Inside `service/`
+each folder is one lifetime, read top to bottom as the path of a request, and imports only the
+tiers below it (imports under TYPE_CHECKING count: a knot closed through them is still a knot):
+
+    server.py, core.py, shutdown.py   the roof: composition and process lifetime
+    rpc/                              per RPC: servicers, interceptors, API keys, request ids
+    responses/                        per core: the response pipeline, history, jobs, events
+    compaction/                       summarising a history
+    models/                           per model: the pool, one runtime per loaded model
+    text/                             the model's text protocol: no MLX
+    engine/                           per token: the MLX thread only
+    stores/                           beside the tiers: responses, conversations, the job board
+    config.py, errors.py, metrics.py, ids.py   the ground: imported by all, importing no tier
+"""
 
 from __future__ import annotations
 
@@ -8,20 +23,48 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE = "mlx_responses"
+PACKAGES = ("service", "http_facade", "launcher")
+
+ROOF = "roof"
+GROUND = "ground"
+TIERS = [ROOF, "rpc", "responses", "compaction", "models", "text", "engine", "stores", GROUND]
+TOP_FILES = {
+    "server": ROOF,
+    "core": ROOF,
+    "shutdown": ROOF,
+    "config": GROUND,
+    "errors": GROUND,
+    "metrics": GROUND,
+    "ids": GROUND,
+    "__init__": GROUND,
+}
 
 
-def _imported_packages(package: str) -> set[tuple[str, str]]:
-    found: set[tuple[str, str]] = set()
-    for path in (ROOT / package).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            else:
-                continue
-            found.update((str(path.relative_to(ROOT)), name.split(".")[0]) for name in names)
-    return found
+def _imports(path: Path) -> list[str]:
+    """Every absolute import of a file (function-local and TYPE_CHECKING ones included)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+def _package(name: str) -> str | None:
+    """The project package an import names (`service`, ...), or None for anything else."""
+    parts = name.split(".")
+    if parts[0] == NAMESPACE and len(parts) > 1 and parts[1] in PACKAGES:
+        return parts[1]
+    if parts[0] in (*PACKAGES, "mlx_responses_client"):
+        return parts[0]
+    return None
+
+
+def _files(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
 
 
 @pytest.mark.parametrize(
@@ -35,6 +78,65 @@ def _imported_packages(package: str) -> set[tuple[str, str]]:
 )
 def test_package_does_not_import(package: str, forbidden: set[str]) -> None:
     offending = sorted(
-        f"{file} imports {top}" for file, top in _imported_packages(package) if top in forbidden
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in _files(package)
+        for name in _imports(path)
+        if _package(name) in forbidden
+    )
+    assert offending == []
+
+
+def test_imports_use_the_installed_namespace() -> None:
+    """`service.x` is `mlx_responses.service.x` everywhere: no bare top-level project names."""
+    offending = sorted(
+        f"{path.relative_to(ROOT)} imports {name}"
+        for package in (*PACKAGES, "tests", "tools", "training")
+        for path in _files(package)
+        for name in _imports(path)
+        if name.split(".")[0] in PACKAGES
+    )
+    assert offending == []
+
+
+def _tier_of_path(path: Path) -> str:
+    rel = path.relative_to(ROOT / "service")
+    if len(rel.parts) == 1:
+        return TOP_FILES[rel.stem]
+    return rel.parts[0]
+
+
+def _tier_of_module(name: str) -> str | None:
+    parts = name.split(".")
+    if parts[:2] != [NAMESPACE, "service"] or len(parts) < 3:
+        return None
+    if parts[2] in TIERS:
+        return parts[2]
+    return TOP_FILES.get(parts[2])
+
+
+def test_every_service_file_has_a_tier() -> None:
+    for path in _files("service"):
+        assert _tier_of_path(path) in TIERS, path
+
+
+def test_service_tiers_import_only_downwards() -> None:
+    offending = []
+    for path in _files("service"):
+        tier = _tier_of_path(path)
+        for name in _imports(path):
+            target = _tier_of_module(name)
+            if target is None or target == tier:
+                continue
+            if TIERS.index(target) <= TIERS.index(tier):
+                offending.append(f"{path.relative_to(ROOT)} ({tier}) imports {name} ({target})")
+    assert sorted(set(offending)) == []
+
+
+def test_the_text_protocol_imports_no_mlx() -> None:
+    offending = sorted(
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in _files("service/text")
+        for name in _imports(path)
+        if name.split(".")[0] in ("mlx", "mlx_lm") or _tier_of_module(name) == "engine"
     )
     assert offending == []

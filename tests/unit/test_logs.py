@@ -7,15 +7,16 @@ import logging
 import sys
 
 import pytest
-
-from http_facade import request_id as http_request_id
-from launcher.logs import JsonFormatter, RequestIdFilter
-from service import request_id as rpc_request_id
-from service.config import ConfigError, Settings
+from mlx_responses.http_facade import request_id as http_request_id
+from mlx_responses.launcher.logs import JsonFormatter, RequestIdFilter
+from mlx_responses.service.config import ConfigError, Settings
+from mlx_responses.service.rpc import request_id as rpc_request_id
 
 
 def _record(message: str = "hello %s", args: tuple[object, ...] = ("world",)) -> logging.LogRecord:
-    return logging.LogRecord("service.x", logging.INFO, __file__, 1, message, args, None)
+    return logging.LogRecord(
+        "mlx_responses.service.x", logging.INFO, __file__, 1, message, args, None
+    )
 
 
 def test_json_line_carries_the_request_id_of_either_side() -> None:
@@ -29,7 +30,7 @@ def test_json_line_carries_the_request_id_of_either_side() -> None:
         http_request_id.REQUEST_ID.reset(token)
     assert line["message"] == "hello world"
     assert line["level"] == "INFO"
-    assert line["logger"] == "service.x"
+    assert line["logger"] == "mlx_responses.service.x"
     assert line["request_id"] == "req_a"
     assert line["time"].endswith("Z")
     token = rpc_request_id.REQUEST_ID.set("rpc_b")

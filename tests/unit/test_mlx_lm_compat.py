@@ -28,7 +28,7 @@ def _imports() -> list[tuple[str, str]]:
 
 
 def _compat() -> Any:
-    return importlib.import_module("service.engine.mlx_lm_compat")
+    return importlib.import_module("mlx_responses.service.engine.mlx_lm_compat")
 
 
 def _modules(node: ast.Import | ast.ImportFrom) -> list[str]:

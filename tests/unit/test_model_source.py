@@ -6,9 +6,9 @@ from pathlib import Path
 
 import huggingface_hub.constants
 import pytest
+from mlx_responses.service.config import BUNDLED_MODEL
+from mlx_responses.service.models.source import ModelNotFoundError, resolve_model
 
-from service.config import BUNDLED_MODEL
-from service.model_source import ModelNotFoundError, resolve_model
 from tests.support.hub_cache import cache_model
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from service.engine.outbox import Outbox
-from service.engine.requests import Chunk
+from mlx_responses.service.engine.outbox import Outbox
+from mlx_responses.service.engine.requests import Chunk
 
 
 class Sink:

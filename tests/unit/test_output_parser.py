@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from service.engine.output_parser import Channel, Markers, OutputParser, Segment
-from service.engine.tool_formats import HermesFormat
+from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser, Segment
+from mlx_responses.service.text.tool_formats import HermesFormat
 
 
 def _run(

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import mlx.core as mx
-
-from service.engine.penalties import penalty_processors
+from mlx_responses.service.engine.penalties import penalty_processors
 
 
 def _apply(presence: float, frequency: float, tokens: list[int]) -> list[float]:

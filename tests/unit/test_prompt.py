@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from mlx_responses.service.text.compaction_codec import decode_compaction, encode_compaction
+from mlx_responses.service.text.prompt import items_to_messages
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.compaction_codec import decode_compaction, encode_compaction
-from service.engine.prompt import items_to_messages
 
 
 def _msg(role: int, text: str) -> pb.Item:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 from mlx import nn
+from mlx_responses.service.config import BUNDLED_MODEL
 from tokenizers import Tokenizer
 
-from service.config import BUNDLED_MODEL
 from training.tiny_chat.spelled import (
     NONE,
     SpelledEmbedding,

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from service.stores.base import ENTRY_OVERHEAD_BYTES
+from mlx_responses.service.stores.base import ENTRY_OVERHEAD_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 COUNT = 10_000

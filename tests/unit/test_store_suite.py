@@ -9,24 +9,28 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-
-from mlx_responses.v1 import responses_pb2 as pb
-from service.errors import Reason, ServiceError
-from service.stores.base import (
+from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.stores.base import (
     Admission,
     ConversationStore,
     JobBoard,
     ResponseStore,
     StoredResponse,
 )
-from service.stores.memory import InMemoryConversationStore, InMemoryJobBoard, InMemoryResponseStore
-from service.stores.redis_jobs import RedisJobBoard
-from service.stores.redis_store import (
+from mlx_responses.service.stores.memory import (
+    InMemoryConversationStore,
+    InMemoryJobBoard,
+    InMemoryResponseStore,
+)
+from mlx_responses.service.stores.redis_jobs import RedisJobBoard
+from mlx_responses.service.stores.redis_store import (
     RedisBoundedMap,
     RedisConversationStore,
     RedisResponseStore,
     connect,
 )
+
+from mlx_responses.v1 import responses_pb2 as pb
 from tests.support.redis_server import RedisServer
 
 

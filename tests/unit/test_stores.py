@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.stores.lru import BoundedLru
+from mlx_responses.service.stores.lru import BoundedLru
 
 
 class Clock:

@@ -5,14 +5,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from mlx_responses.service.config import BUNDLED_MODEL
+from mlx_responses.service.engine.structured import GrammarFactory
+from mlx_responses.service.text.prompt import RenderedPrompt
+from mlx_responses.service.text.tool_choice import ToolConstraints
+from mlx_responses.service.text.tool_formats import HermesFormat
+from mlx_responses.service.text.tool_grammar import Reasoning
 from transformers import AutoTokenizer
-
-from service.config import BUNDLED_MODEL
-from service.engine.prompt import RenderedPrompt
-from service.engine.structured import GrammarFactory
-from service.engine.tool_formats import HermesFormat
-from service.engine.tool_grammar import Reasoning
-from service.tool_choice import ToolConstraints
 
 PROMPT = RenderedPrompt(text="", tokens=[], opens_reasoning=False)
 

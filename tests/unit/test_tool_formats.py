@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from mlx_responses.v1 import events_pb2 as ev
-from mlx_responses.v1 import responses_pb2 as pb
-from service.engine.output_parser import Channel, Markers, OutputParser
-from service.engine.tool_formats import (
+from mlx_responses.service.responses.events import EventAssembler
+from mlx_responses.service.responses.tool_stream import ToolCallStreamer
+from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser
+from mlx_responses.service.text.tool_formats import (
     HermesFormat,
     Llama3Format,
     MistralFormat,
@@ -27,8 +26,9 @@ from service.engine.tool_formats import (
     detect_format,
     format_for_template,
 )
-from service.engine.tool_stream import ToolCallStreamer
-from service.events import EventAssembler
+
+from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import responses_pb2 as pb
 from tests.support.templates import CALLS, SCHEMAS, TEMPLATES, recorded_output
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from mlx_responses.service.config import BUNDLED_MODEL
+from mlx_responses.service.engine.structured import GrammarFactory
+from mlx_responses.service.text.json_bounds import JsonBounds
+from mlx_responses.service.text.tool_formats import HermesFormat, format_for_template
+from mlx_responses.service.text.tool_grammar import Function, Reasoning, tool_grammar
 from transformers import AutoTokenizer
 
-from service.config import BUNDLED_MODEL
-from service.engine.json_bounds import JsonBounds
-from service.engine.structured import GrammarFactory
-from service.engine.tool_formats import HermesFormat, format_for_template
-from service.engine.tool_grammar import Function, Reasoning, tool_grammar
 from tests.support.templates import CALLS, SCHEMAS, TEMPLATES, recorded_output
 
 FAMILIES = ["qwen3_coder.jinja", "mistral_v0.3.jinja", "devstral_small_2.jinja", "llama3.2.jinja"]

@@ -6,13 +6,13 @@ import itertools
 import logging
 
 import pytest
+from mlx_responses.http_facade.from_proto import event_to_json
+from mlx_responses.http_facade.to_proto import params_from_json
+from mlx_responses.service.errors import ServiceError
+from mlx_responses.service.responses.events import EventAssembler
+from mlx_responses.service.responses.tool_policy import HostedToolPolicy, qualified_name
 
-from http_facade.from_proto import event_to_json
-from http_facade.to_proto import params_from_json
 from mlx_responses.v1 import responses_pb2 as pb
-from service.errors import ServiceError
-from service.events import EventAssembler
-from service.tool_policy import HostedToolPolicy, qualified_name
 
 
 def _fn(name: str) -> dict[str, object]:
@@ -57,7 +57,7 @@ def test_drop_mode_drops_hosted_and_flattens_namespaces(caplog: pytest.LogCaptur
     params = _params(
         _fn("exec_command"), {"type": "web_search", "external_web_access": False}, AGENTS
     )
-    with caplog.at_level(logging.INFO, logger="service.tool_policy"):
+    with caplog.at_level(logging.INFO, logger="mlx_responses.service.responses.tool_policy"):
         resolved = policy.resolve(params)
         policy.resolve(params)  # a second request logs nothing new
     names = [t.function.name for t in resolved.params.tools]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.responses.validation import validate_params
 
 from mlx_responses.v1 import responses_pb2 as pb
-from service.errors import Reason, ServiceError
-from service.validation import validate_params
 
 
 def _params(**fields: object) -> pb.CreateResponseParams:

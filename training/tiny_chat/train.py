@@ -460,7 +460,7 @@ def save_model(model: nn.Module, config: dict[str, Any], out: Path) -> int:
 def preload_blas() -> str:
     """Use the system OpenBLAS for MLX's CPU matmuls when present (must precede `import mlx`)."""
     try:
-        from service.engine.blas import preload_blas as service_preload
+        from mlx_responses.service.engine.blas import preload_blas as service_preload
     except ImportError:
         return "reference"
     return service_preload()

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 
+from mlx_responses.service.responses.events import EventAssembler
+from mlx_responses.service.text.tool_formats import ParsedToolCall, Schemas, ToolFormat
+
 from mlx_responses.v1 import events_pb2 as ev
-from service.engine.tool_formats import ParsedToolCall, Schemas, ToolFormat
-from service.events import EventAssembler
 
 
 def _is_json(text: str) -> bool:

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.engine.json_bounds import JsonBounds, bound_schema
-from service.engine.tool_formats import (
+from mlx_responses.service.text.json_bounds import JsonBounds, bound_schema
+from mlx_responses.service.text.tool_formats import (
     HermesFormat,
     Llama3Format,
     MistralFormat,

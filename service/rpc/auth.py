@@ -6,9 +6,8 @@ import hmac
 from collections.abc import Awaitable, Callable, Sequence
 
 import grpc
-
-from service.errors import Reason, ServiceError
-from service.interceptors import refusing_handler
+from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.rpc.interceptors import refusing_handler
 
 AUTHORIZATION = "authorization"
 # Open like the façade's /health: probes and load balancers carry no key.

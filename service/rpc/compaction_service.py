@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any, TypeAlias
 
 import grpc
+from mlx_responses.service.core import Core
 
 from mlx_responses.v1 import compaction_service_pb2 as cp
 from mlx_responses.v1 import compaction_service_pb2_grpc as cp_grpc
-from service.core import Core
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mlx_responses.service.text.compaction_codec import decode_compaction, encode_compaction
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.compaction_codec import decode_compaction, encode_compaction
 
 Measure = Callable[[Sequence[pb.Item]], int]
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from service.engine.json_scan import skip_blank, value_end
+from mlx_responses.service.text.json_scan import skip_blank, value_end
 
 Schemas = Mapping[str, dict[str, Any]]  # function name -> its `parameters` schema
 

@@ -6,8 +6,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from mlx_responses.service.errors import Reason, ServiceError, invalid
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.errors import Reason, ServiceError, invalid
 
 MAX_COMPACT_THRESHOLD = 100_000_000
 MAX_TOP_LOGPROBS = 20

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlx_responses.service.compaction.split import effective_items
+from mlx_responses.service.text.compaction_codec import decode_compaction
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.compaction_codec import decode_compaction
-from service.compaction_split import effective_items
 
 ROLE_NAMES = {
     pb.ROLE_USER: "user",

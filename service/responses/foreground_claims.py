@@ -15,12 +15,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from mlx_responses.service.errors import ServiceError
+from mlx_responses.service.stores.base import JobBoard
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.errors import ServiceError
-from service.stores.base import JobBoard
 
 if TYPE_CHECKING:
-    from service.in_flight import InFlightTurns
+    from mlx_responses.service.responses.in_flight import InFlightTurns
 
 log = logging.getLogger(__name__)
 

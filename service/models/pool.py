@@ -22,20 +22,20 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from service.config import ConfigError
-from service.errors import Reason, ServiceError
-from service.history import HistoryResolver
-from service.in_flight import InFlightTurns
-from service.model_source import ModelSource, resolve_model
-from service.reasoning_echo import ReasoningEcho
-from service.stores.base import ConversationStore, ResponseStore
-from service.tool_policy import HostedToolPolicy
-from service.validation import check_model
+from mlx_responses.service.config import ConfigError
+from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.models.source import ModelSource, resolve_model
+from mlx_responses.service.responses.history import HistoryResolver
+from mlx_responses.service.responses.in_flight import InFlightTurns
+from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
+from mlx_responses.service.responses.tool_policy import HostedToolPolicy
+from mlx_responses.service.responses.validation import check_model
+from mlx_responses.service.stores.base import ConversationStore, ResponseStore
 
 if TYPE_CHECKING:  # the generator imports MLX; the façade must be able to skip it
-    from service.config import Settings
-    from service.generation import ResponseGenerator
-    from service.metrics import CoreMetrics
+    from mlx_responses.service.config import Settings
+    from mlx_responses.service.metrics import CoreMetrics
+    from mlx_responses.service.responses.pipeline import ResponseGenerator
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def served_ids(sources: Sequence[ModelSource], aliases: Sequence[str]) -> list[s
 
 def describe(source: ModelSource, model_id: str) -> ServedModel:
     """A configured model as listed before it loads: its context window from config.json."""
-    from service.engine.model import context_length_of
+    from mlx_responses.service.engine.model import context_length_of
 
     config = json.loads((source.folder / "config.json").read_text())
     return ServedModel(
@@ -253,10 +253,10 @@ class ModelPool:
 
     async def _start(self, model: ServedModel) -> ResponseGenerator:
         """Starts the model's engine worker (it loads the weights on its own thread)."""
-        from service.engine.blas import blas_in_use
-        from service.engine.model import load_model
-        from service.engine.worker import EngineWorker
-        from service.generation import ResponseGenerator
+        from mlx_responses.service.engine.blas import blas_in_use
+        from mlx_responses.service.engine.model import load_model
+        from mlx_responses.service.engine.worker import EngineWorker
+        from mlx_responses.service.responses.pipeline import ResponseGenerator
 
         s = self.settings
         started = time.perf_counter()

@@ -16,14 +16,15 @@ from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.models.pool import Lease, ModelPool
+from mlx_responses.service.responses.foreground_claims import ForegroundClaims
+from mlx_responses.service.responses.history import status_name
+from mlx_responses.service.responses.pipeline import Turn
+from mlx_responses.service.stores.base import Admission, JobBoard, StoredResponse
+
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
-from service.errors import Reason, ServiceError, invalid
-from service.foreground_claims import ForegroundClaims
-from service.generation import Turn
-from service.history import status_name
-from service.model_pool import Lease, ModelPool
-from service.stores.base import Admission, JobBoard, StoredResponse
 
 log = logging.getLogger(__name__)
 

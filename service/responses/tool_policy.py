@@ -6,8 +6,9 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from mlx_responses.service.errors import invalid
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.errors import invalid
 
 log = logging.getLogger(__name__)
 

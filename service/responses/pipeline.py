@@ -9,41 +9,46 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field, replace
 from typing import Any
 
-from mlx_responses.v1 import compaction_service_pb2 as cp
-from mlx_responses.v1 import events_pb2 as ev
-from mlx_responses.v1 import responses_pb2 as pb
-from service.compaction import (
+from mlx_responses.service.compaction.compactor import (
     CompactionResult,
     Compactor,
     compaction_due,
     validate_compact_request,
 )
-from service.compaction_codec import CompactionDecodeError
-from service.engine.json_bounds import JsonBounds
-from service.engine.model import LoadedModel
-from service.engine.output_parser import Channel, Markers, OutputParser, Segment
-from service.engine.penalties import penalty_processors
-from service.engine.prompt import (
+from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.penalties import penalty_processors
+from mlx_responses.service.engine.requests import SamplingParams, TokenLogprob
+from mlx_responses.service.engine.structured import GrammarFactory, SchemaError
+from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
+from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.models.submission import submit
+from mlx_responses.service.responses.events import EventAssembler, IdFactory, new_id
+from mlx_responses.service.responses.history import HistoryResolver
+from mlx_responses.service.responses.in_flight import InFlight, InFlightTurns
+from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
+from mlx_responses.service.responses.tool_policy import HostedToolPolicy
+from mlx_responses.service.responses.tool_stream import ToolCallStreamer
+from mlx_responses.service.responses.validation import (
+    parse_json_object,
+    template_kwargs,
+    validate_params,
+)
+from mlx_responses.service.stores.base import ConversationStore, ResponseStore, StoredResponse
+from mlx_responses.service.text.compaction_codec import CompactionDecodeError
+from mlx_responses.service.text.json_bounds import JsonBounds
+from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser, Segment
+from mlx_responses.service.text.prompt import (
     RenderedPrompt,
     items_to_messages,
     render_prompt,
     tools_to_template,
 )
-from service.engine.requests import SamplingParams, TokenLogprob
-from service.engine.structured import GrammarFactory, SchemaError
-from service.engine.tool_formats import detect_format
-from service.engine.tool_stream import ToolCallStreamer
-from service.engine.worker import EngineWorker, GenerationStream
-from service.errors import Reason, ServiceError, invalid
-from service.events import EventAssembler, IdFactory, new_id
-from service.history import HistoryResolver
-from service.in_flight import InFlight, InFlightTurns
-from service.reasoning_echo import ReasoningEcho
-from service.stores.base import ConversationStore, ResponseStore, StoredResponse
-from service.submission import submit
-from service.tool_choice import ToolConstraints
-from service.tool_policy import HostedToolPolicy
-from service.validation import parse_json_object, template_kwargs, validate_params
+from mlx_responses.service.text.tool_choice import ToolConstraints
+from mlx_responses.service.text.tool_formats import detect_format
+
+from mlx_responses.v1 import compaction_service_pb2 as cp
+from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import responses_pb2 as pb
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,9 @@ import hashlib
 import itertools
 from collections.abc import Sequence
 
+from mlx_responses.service.stores.lru import BoundedLru
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.stores.lru import BoundedLru
 
 # Entries are bounded by bytes; the entry cap only has to be out of the way.
 MAX_ENTRIES = 1 << 30

@@ -13,19 +13,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mlx_responses.service.compaction.split import (
+    NothingToCompactError,
+    effective_items,
+    split_history,
+)
+from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.requests import SamplingParams
+from mlx_responses.service.engine.worker import EngineWorker
+from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.models.submission import submit
+from mlx_responses.service.responses.events import IdFactory, new_id
+from mlx_responses.service.responses.validation import template_kwargs
+from mlx_responses.service.text.compaction_codec import encode_compaction
+from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser
+from mlx_responses.service.text.prompt import RenderedPrompt, items_to_messages, render_prompt
+
 from mlx_responses.v1 import compaction_service_pb2 as cp
 from mlx_responses.v1 import responses_pb2 as pb
-from service.compaction_codec import encode_compaction
-from service.compaction_split import NothingToCompactError, effective_items, split_history
-from service.engine.model import LoadedModel
-from service.engine.output_parser import Channel, Markers, OutputParser
-from service.engine.prompt import RenderedPrompt, items_to_messages, render_prompt
-from service.engine.requests import SamplingParams
-from service.engine.worker import EngineWorker
-from service.errors import Reason, ServiceError, invalid
-from service.events import IdFactory, new_id
-from service.submission import submit
-from service.validation import template_kwargs
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.stores.base import ConversationStore, ResponseStore
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.errors import Reason, ServiceError, invalid
-from service.stores.base import ConversationStore, ResponseStore
 
 
 def status_name(status: int) -> str:

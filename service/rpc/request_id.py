@@ -8,8 +8,12 @@ from contextvars import ContextVar
 from typing import Any
 
 import grpc
-
-from service.interceptors import OWN_SERVICES, StreamBehaviour, UnaryBehaviour, wrap_handler
+from mlx_responses.service.rpc.interceptors import (
+    OWN_SERVICES,
+    StreamBehaviour,
+    UnaryBehaviour,
+    wrap_handler,
+)
 
 METADATA_KEY = "x-request-id"
 MAX_LENGTH = 128

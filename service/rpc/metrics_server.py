@@ -12,11 +12,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from mlx_responses.service.config import Settings
+from mlx_responses.service.core import Core
+from mlx_responses.service.rpc.auth import bearer, key_matches
 from prometheus_client import CONTENT_TYPE_LATEST
-
-from service.auth import bearer, key_matches
-from service.config import Settings
-from service.core import Core
 
 log = logging.getLogger(__name__)
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from service.engine.requests import (
+from mlx_responses.service.engine.requests import (
     EngineStoppedError,
     LogitsProcessor,
     QueueFullError,
     SamplingParams,
 )
-from service.engine.worker import EngineWorker, GenerationStream
-from service.errors import Reason, ServiceError
+from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
+from mlx_responses.service.errors import Reason, ServiceError
 
 
 def submit(

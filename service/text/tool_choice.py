@@ -11,13 +11,19 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlx_responses.service.engine.structured import GrammarFactory, SchemaError
+from mlx_responses.service.errors import invalid
+from mlx_responses.service.text.json_bounds import JsonBounds
+from mlx_responses.service.text.prompt import RenderedPrompt
+from mlx_responses.service.text.tool_formats import Schemas, ToolFormat, template_text
+from mlx_responses.service.text.tool_grammar import (
+    Function,
+    Reasoning,
+    UnsupportedFormatError,
+    tool_grammar,
+)
+
 from mlx_responses.v1 import responses_pb2 as pb
-from service.engine.json_bounds import JsonBounds
-from service.engine.prompt import RenderedPrompt
-from service.engine.structured import GrammarFactory, SchemaError
-from service.engine.tool_formats import Schemas, ToolFormat, template_text
-from service.engine.tool_grammar import Function, Reasoning, UnsupportedFormatError, tool_grammar
-from service.errors import invalid
 
 log = logging.getLogger(__name__)
 

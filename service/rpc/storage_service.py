@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any, TypeAlias
 
 import grpc
+from mlx_responses.service.core import Core
+from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.responses.history import store_disabled
+from mlx_responses.service.stores.base import ConversationStore, Occupancy
 
 from mlx_responses.v1 import storage_service_pb2 as st
 from mlx_responses.v1 import storage_service_pb2_grpc as st_grpc
-from service.core import Core
-from service.errors import Reason, ServiceError
-from service.history import store_disabled
-from service.stores.base import ConversationStore, Occupancy
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 

@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
 
 import grpc
+from mlx_responses.service.core import Core
+from mlx_responses.service.responses.events import new_id
 
 from mlx_responses.v1 import generation_service_pb2 as gen
 from mlx_responses.v1 import generation_service_pb2_grpc as gen_grpc
-from service.core import Core
-from service.events import new_id
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 

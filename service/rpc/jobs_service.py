@@ -6,16 +6,16 @@ from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
 
 import grpc
+from mlx_responses.service.core import Core
+from mlx_responses.service.errors import invalid
+from mlx_responses.service.responses.events import TERMINAL as TERMINAL_EVENTS
+from mlx_responses.service.responses.history import status_name, store_disabled
+from mlx_responses.service.rpc.storage_service import not_found
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import jobs_service_pb2 as jobs
 from mlx_responses.v1 import jobs_service_pb2_grpc as jobs_grpc
 from mlx_responses.v1 import responses_pb2 as pb
-from service.core import Core
-from service.errors import invalid
-from service.events import TERMINAL as TERMINAL_EVENTS
-from service.history import status_name, store_disabled
-from service.servicers.storage import not_found
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 

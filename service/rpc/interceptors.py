@@ -9,8 +9,7 @@ from typing import Any
 
 import grpc
 from grpc_status import rpc_status
-
-from service.errors import Reason, ServiceError, to_rpc_status
+from mlx_responses.service.errors import Reason, ServiceError, to_rpc_status
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""Compaction: summarising a history's older turns into one compaction item."""

@@ -1,0 +1,1 @@
+"""Per core: the response pipeline — validation, history, jobs, events, persistence."""
