@@ -94,6 +94,7 @@ STORE_SCHEMES = ("redis://", "rediss://", "unix://")
 
 SPECULATIVE_MODES = ("off", "ngram", "draft")
 KV_BITS = (4, 8)
+ENGINES = ("batch", "slots")
 
 
 class ConfigError(ValueError):
@@ -131,6 +132,7 @@ class Settings:
     kv_bits: int | None = None
     max_prefill_tokens_per_step: int = 512
     stream_window_ms: float = 10.0
+    engine: str = "batch"
     store_url: str = "memory"
     # Never in a repr (settings may be logged): keys are secrets.
     api_keys: tuple[str, ...] = field(default=(), repr=False)
@@ -172,6 +174,10 @@ class Settings:
             raise ConfigError("--num-draft-tokens must be at least 1")
         if self.max_prefill_tokens_per_step < 1:
             raise ConfigError("--max-prefill-tokens-per-step must be at least 1")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}")
+        if self.engine == "slots" and (self.speculative != "off" or self.kv_bits is not None):
+            raise ConfigError("--engine slots does not do --speculative or --kv-bits yet")
         if not 0 <= self.stream_window_ms <= 1000:
             raise ConfigError("--stream-window-ms must be between 0 and 1000")
         if self.kv_bits not in (None, *KV_BITS):
@@ -342,6 +348,14 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         default=512,
         help="prompt tokens prefilled between two decode steps while others decode: bounds "
         "the stall a long new prompt causes (default 512)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="batch",
+        help="the decode scheduler: batch (mlx-lm's BatchGenerator) or slots (ours: fixed KV "
+        "slots, a joining or leaving sequence copies nothing of the others; experimental, "
+        "without --speculative and --kv-bits) (default batch)",
     )
     parser.add_argument(
         "--stream-window-ms",

@@ -39,6 +39,7 @@ from mlx_responses.service.engine.requests import (
     SamplingParams,
     TokenLogprob,
 )
+from mlx_responses.service.engine.slots import SlotGenerator
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
 from mlx_responses.service.metrics import EngineMetrics, ModelMetrics
 
@@ -140,6 +141,9 @@ class EngineWorker:
     # Seconds a stream's tokens may be held and merged into one chunk (its first token never
     # waits; 0: every step's tokens leave at once).
     stream_window: float = 0.0
+    # "batch": mlx-lm's BatchGenerator; "slots": ours, fixed KV slots (experimental: no
+    # speculation, no quantized KV yet)
+    engine: str = "batch"
     stats: EngineStats = field(default_factory=EngineStats)
     metrics: EngineMetrics | None = None
 
@@ -247,8 +251,16 @@ class EngineWorker:
         for stream, chunk in items:
             self._outbox.put(stream, stream._loop, chunk, now)
 
-    def _new_generator(self) -> BatchGenerator:
+    def _new_generator(self) -> Any:
         tokenizer = self.loaded.tokenizer
+        if self.engine == "slots":
+            return SlotGenerator(
+                self._batch_model,
+                stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
+                completion_batch_size=self.max_batch_size,
+                prefill_batch_size=min(8, self.max_batch_size),
+                prefill_step_size=self.prefill_step_size,
+            )
         generator = BatchGenerator(
             self._batch_model,
             stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],

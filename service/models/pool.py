@@ -276,6 +276,7 @@ class ModelPool:
             kv_bits=s.kv_bits,
             max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
             stream_window=s.stream_window_ms / 1000,
+            engine=s.engine,
             metrics=self.metrics.engine,
         )
         loaded = await worker.start()
