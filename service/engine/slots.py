@@ -51,8 +51,7 @@ class _Sequence:
     cache: list[Any] | None  # a prompt-cache entry to start from (copied into the slot)
     slot: int = -1
     generated: int = 0
-    next_token: mx.array | None = None  # sampled, not yet fed back (nor emitted)
-    next_logprobs: mx.array | None = None
+    ready: bool = False  # a sampled token waits to be fed back (and emitted)
 
 
 @dataclass
@@ -86,19 +85,19 @@ class _Store:
 class _DecodeView:
     """A decode step's cache for one layer: rows 0..hi-1, row i at position lengths[i]."""
 
-    def __init__(self, store: _Store, lengths: list[int]) -> None:
+    def __init__(self, store: _Store, lengths: list[int], offset: mx.array) -> None:
         self.store = store
         self.lengths = lengths
-        self.offset = mx.array(lengths, dtype=mx.int32)
+        self.offset = offset
+        self.rows = mx.arange(len(lengths))
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         store = self.store
         longest = max(self.lengths) + 1
         store.ensure(keys, longest)
         assert store.keys is not None and store.values is not None
-        rows = mx.arange(len(self.lengths))
-        store.keys[rows, self.offset] = keys[:, :, 0, :]
-        store.values[rows, self.offset] = values[:, :, 0, :]
+        store.keys[self.rows, self.offset] = keys[:, :, 0, :]
+        store.values[self.rows, self.offset] = values[:, :, 0, :]
         hi = len(self.lengths)
         k = store.keys[:hi, :longest].transpose(0, 2, 1, 3)
         v = store.values[:hi, :longest].transpose(0, 2, 1, 3)
@@ -140,7 +139,7 @@ class _Decoding:
         self._owner = owner
 
     def __len__(self) -> int:
-        return sum(1 for s in self._owner.slots if s is not None and s.next_token is not None)
+        return sum(1 for s in self._owner.slots if s is not None and s.ready)
 
 
 class _Prefilling:
@@ -176,6 +175,10 @@ class SlotGenerator:
         self._prompt_batch = _Prefilling(self)
         self._counters = _Counters()
         self._uids = 0
+        # Sampled and not yet fed back: the last decode step's rows (by slot), and the rows
+        # whose prefill ended since (their first token).
+        self._pending: tuple[list[tuple[int, int]], mx.array, mx.array] | None = None
+        self._joined: list[tuple[tuple[int, int], mx.array, mx.array]] = []
 
     # --- the BatchGenerator subset ---------------------------------------------------------
     def insert(
@@ -209,6 +212,7 @@ class SlotGenerator:
         return uids
 
     def remove(self, uids: list[int]) -> None:
+        """Frees their slots (their pending tokens are dropped at the next step)."""
         gone = set(uids)
         self._unprocessed_sequences = deque(
             s for s in self._unprocessed_sequences if s.uid not in gone
@@ -220,6 +224,7 @@ class SlotGenerator:
     def close(self) -> None:
         self.slots = [None] * len(self.slots)
         self._unprocessed_sequences.clear()
+        self._pending, self._joined = None, []
 
     @property
     def prompt_cache_nbytes(self) -> int:
@@ -269,8 +274,9 @@ class SlotGenerator:
                 mx.async_eval([(s.keys, s.values) for s in self._stores])
                 continue
             token, logprobs = self._sample([seq], logits[:, -1, :])
-            seq.next_token, seq.next_logprobs = token[0], logprobs[0]
-            mx.async_eval(seq.next_token, seq.next_logprobs)
+            seq.ready = True
+            self._joined.append(((seq.slot, seq.uid), token, logprobs))
+            mx.async_eval(token, logprobs)
 
     def _sample(self, rows: list[_Sequence], logits: mx.array) -> tuple[mx.array, mx.array]:
         if any(s.processors for s in rows):
@@ -293,40 +299,69 @@ class SlotGenerator:
             )
         return tokens, logprobs
 
+    def _waiting(self) -> tuple[list[tuple[int, int]], mx.array, mx.array] | None:
+        """(slot, uid) of the rows with a token to feed, the tokens, their logprobs rows."""
+        slots: list[tuple[int, int]] = []
+        tokens: list[mx.array] = []
+        logprobs: list[mx.array] = []
+        if self._pending is not None:
+            rows, t, lp = self._pending
+            keep = [i for i, row in enumerate(rows) if self._live(row)]
+            if len(keep) == len(rows):
+                slots, tokens, logprobs = list(rows), [t], [lp]
+            elif keep:
+                picked = mx.array(keep)
+                slots, tokens, logprobs = [rows[i] for i in keep], [t[picked]], [lp[picked]]
+        for row, t, lp in self._joined:
+            if self._live(row):
+                slots.append(row)
+                tokens.append(t)
+                logprobs.append(lp)
+        self._pending, self._joined = None, []
+        if not slots:
+            return None
+        if len(tokens) == 1:
+            return slots, tokens[0], logprobs[0]
+        return slots, mx.concatenate(tokens), mx.concatenate(logprobs)
+
+    def _live(self, row: tuple[int, int]) -> bool:
+        """Whether the sequence `row` names still holds its slot (not finished nor removed)."""
+        seq = self.slots[row[0]]
+        return seq is not None and seq.ready and seq.uid == row[1]
+
     def _decode(self) -> list[SlotResponse]:
-        rows = [s for s in self.slots if s is not None and s.next_token is not None]
-        if not rows:
+        waiting = self._waiting()
+        if waiting is None:
             return []
-        hi = max(s.slot for s in rows) + 1
-        zero = mx.array(0, dtype=mx.uint32)
-        inputs: list[mx.array] = []
-        lengths = []
-        for i in range(hi):
-            seq = self.slots[i]
-            pending = seq.next_token if seq is not None else None
-            inputs.append(pending if pending is not None else zero)
-            lengths.append(len(seq.tokens) if seq is not None else 0)
-        current = mx.stack(inputs).astype(mx.uint32)
-        views = [_DecodeView(store, lengths) for store in self._stores]
-        logits = self.model(current[:, None], cache=views)[:, -1, :]
-        index = mx.array([s.slot for s in rows])
-        emitted: list[tuple[mx.array, mx.array]] = []
-        for seq in rows:
-            assert seq.next_token is not None and seq.next_logprobs is not None
-            emitted.append((seq.next_token, seq.next_logprobs))
-        # Each row's context gets the token fed now (processors read it).
+        named, current, current_lp = waiting
+        slots = [slot for slot, _ in named]
+        rows = [self.slots[i] for i in slots]
+        hi = max(slots) + 1
+        if slots == list(range(hi)):
+            inputs, index = current, None
+        else:
+            index = mx.array(slots)
+            inputs = mx.zeros((hi,), dtype=current.dtype)
+            inputs[index] = current
+        lengths = [len(seq.tokens) if seq is not None else 0 for seq in self.slots[:hi]]
+        offset = mx.array(lengths, dtype=mx.int32)
+        views = [_DecodeView(store, lengths, offset) for store in self._stores]
+        logits = self.model(inputs.astype(mx.uint32)[:, None], cache=views)[:, -1, :]
+        if index is not None:
+            logits = logits[index]
+        live = [seq for seq in rows if seq is not None]
         fed: list[int] = []
-        if any(s.processors for s in rows):
+        if any(seq.processors for seq in live):
+            # Processors read each row's context, the token fed now included.
             fed = current.tolist()  # type: ignore[assignment]
-            for s in rows:
-                s.tokens.append(fed[s.slot])
-        tokens, logprobs = self._sample(rows, logits[index])
-        for i, seq in enumerate(rows):
-            seq.next_token, seq.next_logprobs = tokens[i], logprobs[i]
+            for seq, token in zip(live, fed, strict=True):
+                seq.tokens.append(token)
+        tokens, logprobs = self._sample(live, logits)
         mx.async_eval(tokens, logprobs, [(s.keys, s.values) for s in self._stores])
-        values: list[int] = mx.stack([t for t, _ in emitted]).tolist()  # type: ignore[assignment]
+        values: list[int] = fed or current.tolist()  # type: ignore[assignment]
         responses = []
-        for seq, token, (_, lp) in zip(rows, values, emitted, strict=True):
+        still = []
+        for i, (seq, token) in enumerate(zip(live, values, strict=True)):
             if not fed:
                 seq.tokens.append(token)
             seq.generated += 1
@@ -339,7 +374,15 @@ class SlotGenerator:
             if finish is not None:
                 cache, all_tokens = self._extract(seq), list(seq.tokens)
                 self.slots[seq.slot] = None
-            responses.append(SlotResponse(seq.uid, token, lp, finish, cache, all_tokens))
+            else:
+                still.append(i)
+            responses.append(SlotResponse(seq.uid, token, current_lp[i], finish, cache, all_tokens))
+        if still:
+            if len(still) == len(live):
+                self._pending = (named, tokens, logprobs)
+            else:
+                keep = mx.array(still)
+                self._pending = ([named[i] for i in still], tokens[keep], logprobs[keep])
         return responses
 
     def _extract(self, seq: _Sequence) -> list[Any]:

@@ -62,3 +62,35 @@ async def test_staggered_arrivals_and_a_reused_prompt_cache(random_model: Path) 
     finally:
         engine.stop()
     assert engine.stats.prompt_cache_hits >= len(PROMPTS)
+
+
+async def test_a_cancelled_sequence_frees_its_slot_for_the_next(random_model: Path) -> None:
+    want, _ = await generate(random_model, greedy(PROMPTS, 32), prompt_cache_max_entries=0)
+    engine = EngineWorker(
+        lambda: load_model(random_model),
+        engine="slots",
+        max_batch_size=2,
+        prompt_cache_max_entries=0,
+    )
+    loaded = await engine.start()
+    try:
+        sampling = SamplingParams(max_tokens=32, temperature=0.0)
+        doomed = engine.submit(loaded.tokenizer.encode("cancel me soon"), sampling)
+        first = engine.submit(loaded.tokenizer.encode(PROMPTS[0]), sampling)
+        waiting = [engine.submit(loaded.tokenizer.encode(t), sampling) for t in PROMPTS[1:]]
+        async for _ in doomed.batches():
+            doomed.cancel()  # after its first token: its slot goes to a waiting prompt
+        outputs = await asyncio.gather(*(collect(s) for s in [first, *waiting]))
+        # Sampled and with logprobs, a sequence also runs in a slot.
+        sampled = engine.submit(
+            loaded.tokenizer.encode(PROMPTS[0]),
+            SamplingParams(max_tokens=8, temperature=1.0, logprobs=2),
+        )
+        chunks = [c async for batch in sampled.batches() for c in batch]
+    finally:
+        engine.stop()
+    assert list(outputs) == want
+    assert engine.stats.cancelled == 1
+    logprobs = [lp for c in chunks for lp in c.logprobs]
+    assert sum(c.tokens for c in chunks) == 8 and len(logprobs) == 8
+    assert all(len(lp.top) == 2 and lp.logprob <= 0 for lp in logprobs)
