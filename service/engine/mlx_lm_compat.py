@@ -30,6 +30,7 @@ __all__ = [
     "BATCH_KV_CACHE_INTERNALS",
     "GENERATION_BATCH_INTERNALS",
     "KEYWORDS",
+    "KV_CACHE_INTERNALS",
     "BatchGenerator",
     "BatchKVCache",
     "GenerationBatch",
@@ -107,6 +108,11 @@ BATCH_KV_CACHE_INTERNALS = (
     "size",
     "nbytes",
 )
+
+# What the slots engine reads and sets on prompt-cache entries (service/engine/slots.py); its own
+# caches speak the protocol mlx-lm's attention layers call: `offset`, `update_and_fetch`,
+# `make_mask` (checked end to end by tests/engine/test_slots.py).
+KV_CACHE_INTERNALS = ("keys", "values", "offset", "state", "make_mask", "update_and_fetch")
 
 # Keyword arguments the engine passes, by callable.
 KEYWORDS = {

@@ -64,6 +64,7 @@ def _instances() -> dict[str, Any]:
         "BatchGenerator": compat.BatchGenerator(None),
         "GenerationBatch": compat.GenerationBatch.empty(None, None),
         "BatchKVCache": compat.BatchKVCache(left_padding=[0]),
+        "KVCache": compat.KVCache(),
     }
 
 
@@ -73,6 +74,7 @@ def _internals() -> list[tuple[str, str]]:
         "BATCH_GENERATOR_INTERNALS": "BatchGenerator",
         "GENERATION_BATCH_INTERNALS": "GenerationBatch",
         "BATCH_KV_CACHE_INTERNALS": "BatchKVCache",
+        "KV_CACHE_INTERNALS": "KVCache",
     }
     out = []
     for node in ast.parse(COMPAT.read_text()).body:
