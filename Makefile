@@ -7,7 +7,7 @@ BUF := npx --yes @bufbuild/buf@$(BUF_VERSION)
 # shallow or without tags). Compare against a tag instead: make lint BREAKING_AGAINST='.git#tag=v0.2.0'
 BREAKING_AGAINST ?= contract/v0.1.0.binpb
 
-.PHONY: setup serve test test-redis lint proto model bench bench-overhead bench-stores bench-structured contract-baseline
+.PHONY: setup serve test test-redis lint docs proto model bench bench-overhead bench-stores bench-structured contract-baseline
 
 $(VENV)/.installed: pyproject.toml tools/setup.sh tools/mlx_backend.py
 	bash tools/setup.sh
@@ -23,12 +23,17 @@ test: setup  ## the whole test suite
 test-redis: setup  ## the HTTP and gRPC suites again, every stack on a real redis-server
 	MLX_RESPONSES_TEST_STORE=redis $(PY) -m pytest -q tests/http tests/grpc $(ARGS)
 
-lint: setup  ## ruff, mypy, buf lint and buf breaking (against the last release's contract)
+lint: setup  ## ruff, mypy, mkdocs build --strict, buf lint and buf breaking (against the last release's contract)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) tools/typecheck.py
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 	$(BUF) lint
 	$(BUF) breaking --against '$(BREAKING_AGAINST)'
+
+docs: setup  ## write the generated docs pages (flags), then build the site into site/
+	$(PY) -m tools.gen_docs
+	$(VENV)/bin/mkdocs build --strict
 
 contract-baseline:  ## at a release: snapshot the contract (make contract-baseline VERSION=0.2.0)
 	$(BUF) build --exclude-source-info -o contract/v$(VERSION).binpb

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from aiohttp import web
 from mlx_responses.http_facade.auth import auth_middleware
 from mlx_responses.http_facade.config import FacadeSettings
+from mlx_responses.http_facade.conversations import add_conversation_routes
 from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.drain import install_drain
 from mlx_responses.http_facade.errors import (
@@ -91,6 +92,8 @@ def create_app(
 
     app.cleanup_ctx.append(core_channel)
     add_routes(app)
+    for prefix in ("/v1", ""):
+        add_conversation_routes(app, prefix)
     return app
 
 

@@ -42,7 +42,7 @@ async def _call(awaitable: Awaitable[T]) -> T:
         raise from_rpc_error(error) from error
 
 
-class EventStream:
+class CoreEventStream:
     """A StreamResponse call: the first batch is awaited before the HTTP stream opens."""
 
     def __init__(self, stream: AsyncEventStream) -> None:
@@ -97,8 +97,8 @@ class CoreClient:
     async def create(self, params: responses_pb2.CreateResponseParams) -> responses_pb2.Response:
         return await _call(self.rpc.create(params))
 
-    def stream(self, params: responses_pb2.CreateResponseParams) -> EventStream:
-        return EventStream(self.rpc.stream(params))
+    def stream(self, params: responses_pb2.CreateResponseParams) -> CoreEventStream:
+        return CoreEventStream(self.rpc.stream(params))
 
     async def count_input_tokens(self, params: responses_pb2.CreateResponseParams) -> int:
         return await _call(self.rpc.count_input_tokens(params, timeout=SHORT_DEADLINE_S))
@@ -124,3 +124,66 @@ class CoreClient:
         self, params: responses_pb2.CreateResponseParams, keep_tokens: int | None
     ) -> compaction_service_pb2.CompactResponseResponse:
         return await _call(self.rpc.compact(params, keep_tokens))
+
+    def stream_job_events(self, response_id: str, starting_after: int | None) -> CoreEventStream:
+        return CoreEventStream(self.rpc.stream_job_events(response_id, starting_after))
+
+    async def list_input_items(
+        self, response_id: str, page: storage_service_pb2.ItemPageQuery
+    ) -> storage_service_pb2.ItemPage:
+        return await _call(self.rpc.list_input_items(response_id, page, timeout=SHORT_DEADLINE_S))
+
+    async def create_conversation(
+        self, items: list[responses_pb2.Item], metadata: dict[str, str]
+    ) -> storage_service_pb2.ConversationObject:
+        return await _call(self.rpc.create_conversation(items, metadata, timeout=SHORT_DEADLINE_S))
+
+    async def retrieve_conversation(
+        self, conversation_id: str
+    ) -> storage_service_pb2.ConversationObject:
+        reply = self.rpc.retrieve_conversation(conversation_id, timeout=SHORT_DEADLINE_S)
+        return await _call(reply)
+
+    async def update_conversation(
+        self, conversation_id: str, metadata: dict[str, str]
+    ) -> storage_service_pb2.ConversationObject:
+        return await _call(
+            self.rpc.update_conversation(conversation_id, metadata, timeout=SHORT_DEADLINE_S)
+        )
+
+    async def delete_conversation(
+        self, conversation_id: str
+    ) -> storage_service_pb2.DeleteConversationResponse:
+        return await _call(self.rpc.delete_conversation(conversation_id, timeout=SHORT_DEADLINE_S))
+
+    async def list_conversation_items(
+        self, conversation_id: str, page: storage_service_pb2.ItemPageQuery
+    ) -> storage_service_pb2.ItemPage:
+        return await _call(
+            self.rpc.list_conversation_items(conversation_id, page, timeout=SHORT_DEADLINE_S)
+        )
+
+    async def add_conversation_items(
+        self, conversation_id: str, items: list[responses_pb2.Item], include: list[str]
+    ) -> storage_service_pb2.ItemPage:
+        return await _call(
+            self.rpc.add_conversation_items(
+                conversation_id, items, include, timeout=SHORT_DEADLINE_S
+            )
+        )
+
+    async def get_conversation_item(
+        self, conversation_id: str, item_id: str, include: list[str]
+    ) -> responses_pb2.Item:
+        return await _call(
+            self.rpc.get_conversation_item(
+                conversation_id, item_id, include, timeout=SHORT_DEADLINE_S
+            )
+        )
+
+    async def delete_conversation_item(
+        self, conversation_id: str, item_id: str
+    ) -> storage_service_pb2.ConversationObject:
+        return await _call(
+            self.rpc.delete_conversation_item(conversation_id, item_id, timeout=SHORT_DEADLINE_S)
+        )

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
-from mlx_responses.http_facade.client import CoreClient, EventStream
+from mlx_responses.http_facade.client import CoreClient, CoreEventStream
 from mlx_responses.http_facade.errors import OpenAIError
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class OpenStream:
 
     response_id: str
     client: CoreClient
-    stream: EventStream
+    stream: CoreEventStream
     # The request's context (its API key and request id travel with the cancel call).
     context: contextvars.Context = field(default_factory=contextvars.copy_context)
     aborted: bool = False
@@ -69,7 +69,7 @@ class OpenStreams:
 
     @contextlib.contextmanager
     def track(
-        self, response_id: str, client: CoreClient, stream: EventStream
+        self, response_id: str, client: CoreClient, stream: CoreEventStream
     ) -> Iterator[OpenStream]:
         """Registers a stream while its handler relays it."""
         entry = OpenStream(response_id, client, stream)

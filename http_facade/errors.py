@@ -2,52 +2,46 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
+from mlx_responses.service.envelope import (
+    INVALID_API_KEY,
+    MAX_ERROR_MESSAGE_BYTES,
+    MAX_ERROR_PARAM_BYTES,
+    MISSING_API_KEY,
+    HttpError,
+    OpenAIError,
+    bounded,
+)
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
-# Error messages echo client values (a 100 kB model name, a path); the envelope carries a
-# bounded copy, so an error is never larger than the mistake needs.
-MAX_ERROR_MESSAGE_BYTES = 2048
-MAX_ERROR_PARAM_BYTES = 256
-TRUNCATION_MARK = "… (truncated)"
+__all__ = [
+    "INVALID_API_KEY",
+    "MAX_ERROR_MESSAGE_BYTES",
+    "MAX_ERROR_PARAM_BYTES",
+    "MISSING_API_KEY",
+    "HttpError",
+    "OpenAIError",
+    "bounded",
+]
 
-
-def bounded(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` UTF-8 bytes (on a character boundary), marked when cut."""
-    data = text.encode("utf-8", "replace")
-    if len(data) <= limit:
-        return text
-    room = max(0, limit - len(TRUNCATION_MARK.encode()))
-    return data[:room].decode("utf-8", "ignore") + TRUNCATION_MARK
-
-
-@dataclass(frozen=True)
-class HttpError:
-    """How one kind of failure reaches an HTTP client."""
-
-    status: int
-    type: str
-    code: str | None = None
-
-
-# Core ErrorInfo.reason -> HTTP. The core's service/errors.py holds the matching gRPC table.
+# Core ErrorInfo.reason -> HTTP status and type. The OpenAI `code` is the core's decision
+# (service/errors.py's table) and arrives in the ErrorInfo's metadata.
 REASON_TABLE: dict[str, HttpError] = {
     "INVALID_REQUEST": HttpError(400, "invalid_request_error"),
-    "MODEL_NOT_FOUND": HttpError(404, "invalid_request_error", "model_not_found"),
-    "NOT_FOUND": HttpError(404, "invalid_request_error", "not_found"),
-    "STORE_DISABLED": HttpError(400, "invalid_request_error", "store_disabled"),
-    "CONTEXT_LENGTH_EXCEEDED": HttpError(400, "invalid_request_error", "context_length_exceeded"),
-    "RATE_LIMITED": HttpError(429, "rate_limit_error", "rate_limit_exceeded"),
-    "QUEUE_FULL": HttpError(503, "server_error", "server_overloaded"),
-    "NOT_READY": HttpError(503, "server_error", "model_not_ready"),
-    "STORE_UNAVAILABLE": HttpError(503, "server_error", "store_unavailable"),
-    "UNAUTHENTICATED": HttpError(401, "invalid_request_error", "invalid_api_key"),
-    "INTERNAL": HttpError(500, "server_error", "server_error"),
+    "MODEL_NOT_FOUND": HttpError(404, "invalid_request_error"),
+    "NOT_FOUND": HttpError(404, "invalid_request_error"),
+    "STORE_DISABLED": HttpError(400, "invalid_request_error"),
+    "CONTEXT_LENGTH_EXCEEDED": HttpError(400, "invalid_request_error"),
+    "RATE_LIMITED": HttpError(429, "rate_limit_error"),
+    "QUEUE_FULL": HttpError(503, "server_error"),
+    "NOT_READY": HttpError(503, "server_error"),
+    "STORE_UNAVAILABLE": HttpError(503, "server_error"),
+    "UNAUTHENTICATED": HttpError(401, "invalid_request_error"),
+    "INTERNAL": HttpError(500, "server_error"),
 }
 
 # gRPC failures that carry no ErrorInfo (transport trouble, unimplemented RPCs).
@@ -72,38 +66,10 @@ INVALID_REQUEST = HttpError(400, "invalid_request_error")
 UNKNOWN_ROUTE = HttpError(404, "invalid_request_error", "unknown_url")
 METHOD_NOT_ALLOWED = HttpError(405, "invalid_request_error", "method_not_allowed")
 REQUEST_TOO_LARGE = HttpError(413, "invalid_request_error", "request_too_large")
-# OpenAI: a missing key has no code, a wrong one is invalid_api_key.
-MISSING_API_KEY = HttpError(401, "invalid_request_error")
-INVALID_API_KEY = HttpError(401, "invalid_request_error", "invalid_api_key")
-
-
-class OpenAIError(Exception):
-    """An error answered as `{"error": {"message", "type", "param", "code"}}`."""
-
-    def __init__(
-        self, kind: HttpError, message: str, *, param: str | None = None, code: str | None = None
-    ) -> None:
-        message = bounded(message, MAX_ERROR_MESSAGE_BYTES)
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.param = bounded(param, MAX_ERROR_PARAM_BYTES) if param is not None else None
-        self.code = code if code is not None else kind.code
-
-    @property
-    def status(self) -> int:
-        return self.kind.status
-
-    def body(self) -> dict[str, Any]:
-        """The OpenAI error envelope."""
-        return {
-            "error": {
-                "message": self.message,
-                "type": self.kind.type,
-                "param": self.param,
-                "code": self.code,
-            }
-        }
+# `GET /v1/models/{model}` of a model no core serves.
+MODEL_NOT_FOUND = HttpError(404, "invalid_request_error", "model_not_found")
+# The `error.code` of a streamed response the core broke off (a response.failed frame).
+STREAM_BROKEN_CODE = "server_error"
 
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> OpenAIError:

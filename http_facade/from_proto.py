@@ -50,6 +50,15 @@ EVENT_NAMES = {
     ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE: "response.function_call_arguments.done",
     ev.EVENT_TYPE_COMPACTION_STARTED: "mlx.compaction.started",
     ev.EVENT_TYPE_COMPACTION_COMPLETED: "mlx.compaction.completed",
+    ev.EVENT_TYPE_REASONING_SUMMARY_PART_ADDED: "response.reasoning_summary_part.added",
+    ev.EVENT_TYPE_REASONING_SUMMARY_PART_DONE: "response.reasoning_summary_part.done",
+    ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DELTA: "response.reasoning_summary_text.delta",
+    ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DONE: "response.reasoning_summary_text.done",
+}
+# Summary text events carry the summary index where other text events carry content_index.
+SUMMARY_TEXT = {
+    ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DELTA,
+    ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DONE,
 }
 
 
@@ -131,6 +140,8 @@ def item_to_json(item: pb.Item) -> dict[str, Any]:
             "content": [{"type": "reasoning_text", "text": c.text} for c in r.content],
             "encrypted_content": r.encrypted_content if r.HasField("encrypted_content") else None,
         }
+    if kind == "item_reference":
+        return {"id": item.item_reference.id, "type": "item_reference"}
     c = item.compaction
     return {"id": c.id, "type": "compaction", "encrypted_content": c.encrypted_content}
 
@@ -278,7 +289,9 @@ def event_to_json(event: ev.ResponseEvent) -> dict[str, Any]:
     elif kind == "text_delta":
         d = event.text_delta
         out.update(item_id=d.item_id, output_index=d.output_index)
-        if event.type != ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA:
+        if event.type in SUMMARY_TEXT:
+            out["summary_index"] = d.content_index
+        elif event.type != ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA:
             out["content_index"] = d.content_index
         out["delta"] = d.delta
         if event.type == ev.EVENT_TYPE_OUTPUT_TEXT_DELTA:
@@ -289,11 +302,22 @@ def event_to_json(event: ev.ResponseEvent) -> dict[str, Any]:
         if event.type == ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE:
             out["name"] = d.name
             out["arguments"] = d.text
+        elif event.type in SUMMARY_TEXT:
+            out["summary_index"] = d.content_index
+            out["text"] = d.text
         else:
             out["content_index"] = d.content_index
             out["text"] = d.text
             if event.type == ev.EVENT_TYPE_OUTPUT_TEXT_DONE:
                 out["logprobs"] = logprobs_to_json(d.logprobs)
+    elif kind == "summary_part":
+        sp = event.summary_part
+        out.update(
+            item_id=sp.item_id,
+            output_index=sp.output_index,
+            summary_index=sp.summary_index,
+            part={"type": "summary_text", "text": sp.part.text},
+        )
     elif kind == "compaction_started":
         out.update(
             response_id=event.compaction_started.response_id,

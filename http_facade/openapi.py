@@ -16,7 +16,7 @@ from importlib import metadata
 from typing import Any
 
 from aiohttp import web
-from mlx_responses.http_facade import errors, from_proto, routes, to_proto
+from mlx_responses.http_facade import conversations, errors, from_proto, routes, to_proto
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -175,12 +175,25 @@ def _request_schemas() -> dict[str, Schema]:
         "allOf": [ref("CreateResponseRequest")],
         "properties": {"keep_tokens": _nullable(INTEGER)},
     }
+    item_reference = _obj(("id",), type={"const": "item_reference"}, id=STRING)
+    items = {"type": "array", "items": ref("InputItem"), "maxItems": 20}
+    metadata = {"type": "object", "additionalProperties": STRING, "maxProperties": 16}
     return {
         "InputItem": {
-            "anyOf": [message, function_call, function_call_output, reasoning, compaction]
+            "anyOf": [
+                message,
+                function_call,
+                function_call_output,
+                reasoning,
+                compaction,
+                item_reference,
+            ]
         },
         "CreateResponseRequest": create,
         "CompactRequest": compact,
+        "CreateConversationRequest": _obj(items=_nullable(items), metadata=_nullable(metadata)),
+        "UpdateConversationRequest": _obj(("metadata",), metadata=metadata),
+        "AddConversationItemsRequest": _obj(("items",), items=items),
     }
 
 
@@ -314,12 +327,34 @@ def _response_schemas() -> dict[str, Schema]:
         item=ref("OutputItem"),
         output_index=INTEGER,
         content_index=INTEGER,
+        summary_index=INTEGER,
         item_id=STRING,
         delta=STRING,
         text=STRING,
     )
     return {
         "OutputItem": item,
+        "ItemList": _obj(
+            ("object", "data", "first_id", "last_id", "has_more"),
+            object={"const": "list"},
+            data={"type": "array", "items": ref("OutputItem")},
+            first_id=OPT_STRING,
+            last_id=OPT_STRING,
+            has_more=BOOLEAN,
+        ),
+        "Conversation": _obj(
+            ("id", "object", "created_at", "metadata"),
+            id=STRING,
+            object={"const": "conversation"},
+            created_at=INTEGER,
+            metadata={"type": "object", "additionalProperties": STRING},
+        ),
+        "DeletedConversation": _obj(
+            ("id", "object", "deleted"),
+            id=STRING,
+            object={"const": "conversation.deleted"},
+            deleted=BOOLEAN,
+        ),
         "Usage": usage,
         "Response": response,
         "ResponseStreamEvent": event,
@@ -381,7 +416,17 @@ class Operation:
 def _operations() -> dict[Callable[..., Any], Operation]:
     return {
         routes.create_response: Operation("CreateResponseRequest", "Response", streams=True),
-        routes.get_response: Operation(ok="Response"),
+        # ?stream=true: a background response's events (replayed, then live).
+        routes.get_response: Operation(ok="Response", streams=True),
+        routes.list_input_items: Operation(ok="ItemList"),
+        conversations.create_conversation: Operation("CreateConversationRequest", "Conversation"),
+        conversations.retrieve_conversation: Operation(ok="Conversation"),
+        conversations.update_conversation: Operation("UpdateConversationRequest", "Conversation"),
+        conversations.delete_conversation: Operation(ok="DeletedConversation"),
+        conversations.list_items: Operation(ok="ItemList"),
+        conversations.add_items: Operation("AddConversationItemsRequest", "ItemList"),
+        conversations.get_item: Operation(ok="OutputItem"),
+        conversations.delete_item: Operation(ok="Conversation"),
         routes.delete_response: Operation(ok="DeletedResponse"),
         routes.cancel_response: Operation(ok="Response"),
         routes.input_tokens: Operation("CreateResponseRequest", "InputTokens"),

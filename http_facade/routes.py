@@ -8,11 +8,17 @@ import logging
 from typing import Any
 
 from aiohttp import web
-from mlx_responses.http_facade.client import CoreClient, EventStream
+from mlx_responses.http_facade.client import CoreClient, CoreEventStream
 from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.drain import SHUTDOWN_MESSAGE, STREAMS
-from mlx_responses.http_facade.errors import REASON_TABLE, OpenAIError, invalid
+from mlx_responses.http_facade.errors import (
+    MODEL_NOT_FOUND,
+    STREAM_BROKEN_CODE,
+    OpenAIError,
+    invalid,
+)
 from mlx_responses.http_facade.from_proto import item_to_json, response_to_json, usage_to_json
+from mlx_responses.http_facade.item_lists import page_query, page_to_json, query_int
 from mlx_responses.http_facade.json_body import parse_body
 from mlx_responses.http_facade.sse import SSE_HEADERS, frame, frames
 from mlx_responses.http_facade.to_proto import params_from_json
@@ -60,7 +66,7 @@ def _cancelling() -> bool:
 
 
 async def _stream(
-    request: web.Request, client: CoreClient, stream: EventStream
+    request: web.Request, client: CoreClient, stream: CoreEventStream
 ) -> web.StreamResponse:
     try:
         # Refusals (400, 404, 503) arrive before any event: answer them as plain HTTP errors.
@@ -97,7 +103,7 @@ async def _stream(
                 failed: dict[str, Any] = (
                     response_to_json(last_snapshot) if last_snapshot is not None else {}
                 )
-                failed.update(status="failed", error={"code": "server_error", "message": broke})
+                failed.update(status="failed", error={"code": STREAM_BROKEN_CODE, "message": broke})
                 sequence = (last.sequence_number + 1) if last else 0
                 await response.write(
                     frame(
@@ -110,10 +116,33 @@ async def _stream(
         stream.cancel()
 
 
-async def get_response(request: web.Request) -> web.Response:
-    """GET /v1/responses/{id}."""
-    response = await core(request).get_response(request.match_info["response_id"])
+def _flag(request: web.Request, name: str) -> bool:
+    raw = request.query.get(name)
+    if raw is None or raw.lower() in ("false", "0", ""):
+        return False
+    if raw.lower() in ("true", "1"):
+        return True
+    raise invalid(f"Invalid '{name}': expected true or false, but got {raw!r}.", name)
+
+
+async def get_response(request: web.Request) -> web.StreamResponse:
+    """GET /v1/responses/{id}; with `stream=true`, a background response's events
+    after `starting_after` (all without it), then live until it ends."""
+    response_id = request.match_info["response_id"]
+    client = core(request)
+    if _flag(request, "stream"):
+        after = query_int(request.query, "starting_after")
+        return await _stream(request, client, client.stream_job_events(response_id, after))
+    response = await client.get_response(response_id)
     return web.json_response(response_to_json(response))
+
+
+async def list_input_items(request: web.Request) -> web.Response:
+    """GET /v1/responses/{id}/input_items."""
+    page = await core(request).list_input_items(
+        request.match_info["response_id"], page_query(request.query)
+    )
+    return web.json_response(page_to_json(page))
 
 
 async def delete_response(request: web.Request) -> web.Response:
@@ -180,9 +209,7 @@ async def get_model(request: web.Request) -> web.Response:
     for m in await core(request).list_models():
         if m.id == name:
             return web.json_response(_model_json(m))
-    raise OpenAIError(
-        REASON_TABLE["MODEL_NOT_FOUND"], f"The model '{name}' does not exist.", param="model"
-    )
+    raise OpenAIError(MODEL_NOT_FOUND, f"The model '{name}' does not exist.", param="model")
 
 
 async def health(request: web.Request) -> web.Response:
@@ -201,6 +228,7 @@ def add_routes(app: web.Application) -> None:
         app.router.add_get(f"{prefix}/responses/{{response_id}}", get_response)
         app.router.add_delete(f"{prefix}/responses/{{response_id}}", delete_response)
         app.router.add_post(f"{prefix}/responses/{{response_id}}/cancel", cancel_response)
+        app.router.add_get(f"{prefix}/responses/{{response_id}}/input_items", list_input_items)
         app.router.add_get(f"{prefix}/models", list_models)
         # Repo ids (org/name) are model ids too: the id may hold a slash.
         app.router.add_get(f"{prefix}/models/{{model:.+}}", get_model)

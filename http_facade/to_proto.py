@@ -177,6 +177,9 @@ def item_from_json(item: Any, param: str) -> pb.Item:
     kind = item.get("type")
     if (kind is None and "role" in item) or kind == "message":
         return _message(item, param)
+    if kind == "item_reference" or (kind is None and "id" in item):
+        # Resolved by the core against the history and the stored responses.
+        return pb.Item(item_reference=pb.ItemReference(id=_required_str(item, "id", param)))
     status = _lookup(ITEM_STATUS, item.get("status")) or pb.ITEM_STATUS_UNSPECIFIED
     if kind == "function_call":
         arguments = item.get("arguments", "")

@@ -14,18 +14,13 @@ from pathlib import Path
 from mlx_responses.http_facade.config import (
     FacadeConfigError,
     FacadeSettings,
-    add_core_channel_arguments,
-    add_facade_arguments,
     facade_settings_from_args,
 )
 from mlx_responses.launcher.exposure import warn_if_exposed
-from mlx_responses.launcher.logs import FORMATS, configure_logging
-from mlx_responses.service.config import (
-    ConfigError,
-    add_core_arguments,
-    read_environment,
-    settings_from_args,
-)
+from mlx_responses.launcher.logs import configure_logging
+from mlx_responses.service import flags
+from mlx_responses.service.config import ConfigError, read_environment, settings_from_args
+from mlx_responses.service.flags import EnvValueError
 from mlx_responses.service.models.pool import served_ids
 from mlx_responses.service.models.source import ModelNotFoundError, resolve_model
 
@@ -33,43 +28,24 @@ log = logging.getLogger("mlx_responses")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line, with --help text on every flag."""
+    """The command line, with --help text on every flag (all declared in service/flags.py)."""
     env = read_environment()
     parser = argparse.ArgumentParser(
         prog="mlx-responses",
         description="Serve a local MLX model behind the OpenAI Responses API.",
     )
-    parser.add_argument(
-        "--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING; default INFO)"
-    )
-    parser.add_argument(
-        "--log-format",
-        choices=FORMATS,
-        default="text",
-        help="text lines, or one JSON object per line (default text); both carry request ids",
-    )
     commands = parser.add_subparsers(dest="command", required=True)
-    # resolve: both sides define --api-key (the same flag, one value for both).
-    serve = commands.add_parser(
-        "serve",
-        help="run the gRPC core and the HTTP façade in one process (over loopback gRPC)",
-        conflict_handler="resolve",
-    )
-    add_facade_arguments(serve, env)
-    add_core_arguments(serve, env)
-    core = commands.add_parser("core", help="run the gRPC core alone")
-    add_core_arguments(core, env)
-    facade = commands.add_parser("facade", help="run the HTTP façade alone, against a core")
-    add_facade_arguments(facade, env)
-    facade.add_argument(
-        "--core",
-        required=True,
-        action="append",
-        metavar="HOST:PORT",
-        help="address of a gRPC core; repeat for several (or dns:///name:port for all the "
-        "addresses a name resolves to); requests go round robin over the SERVING ones",
-    )
-    add_core_channel_arguments(facade)
+    helps = {
+        flags.SERVE: "run the gRPC core and the HTTP façade in one process (over loopback gRPC)",
+        flags.CORE: "run the gRPC core alone",
+        flags.FACADE: "run the HTTP façade alone, against a core",
+    }
+    try:
+        flags.add_arguments(parser, flags.TOP, env)
+        for command in flags.COMMANDS:
+            flags.add_arguments(commands.add_parser(command, help=helps[command]), command, env)
+    except EnvValueError as exc:
+        raise ConfigError(str(exc)) from exc
     return parser
 
 
@@ -149,9 +125,7 @@ async def _run(args: argparse.Namespace) -> int:
 
             address = f"unix:{local}" if local else f"127.0.0.1:{server.port}"
             # One process: the façade's /metrics carries the core's metrics too.
-            facade, _ = await start_facade(
-                address, facade_settings, lambda: core.metrics.render(core)
-            )
+            facade, _ = await start_facade(address, facade_settings, core.metrics.render)
         try:
             await core.load()
         except (ConfigError, ModelNotFoundError) as exc:  # e.g. with --allow-download

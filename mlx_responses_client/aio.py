@@ -186,6 +186,146 @@ class AsyncClient:
         async for message in self._jobs.WatchJob(request, metadata=metadata):
             yield list(message.events)
 
+    def stream_job_events(
+        self,
+        response_id: str,
+        starting_after: int | None = None,
+        *,
+        metadata: Metadata | None = None,
+    ) -> AsyncEventStream:
+        """A background response's events after `starting_after` (all without it), then live."""
+        request = jobs_service_pb2.StreamJobEventsRequest(id=response_id)
+        if starting_after is not None:
+            request.starting_after = starting_after
+        return AsyncEventStream(self._jobs.StreamJobEvents(request, metadata=metadata))
+
+    async def list_input_items(
+        self,
+        response_id: str,
+        page: storage_service_pb2.ItemPageQuery,
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> storage_service_pb2.ItemPage:
+        """A page of a stored response's input items."""
+        request = storage_service_pb2.ListInputItemsRequest(id=response_id, page=page)
+        reply = await self._storage.ListInputItems(request, metadata=metadata, timeout=timeout)
+        return reply.page
+
+    async def create_conversation(
+        self,
+        items: Sequence[responses_pb2.Item],
+        conversation_metadata: dict[str, str],
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> storage_service_pb2.ConversationObject:
+        """A new `conv_...` conversation holding `items`."""
+        request = storage_service_pb2.CreateConversationRequest(
+            items=items, metadata=conversation_metadata
+        )
+        reply = await self._storage.CreateConversation(request, metadata=metadata, timeout=timeout)
+        return reply.conversation
+
+    async def retrieve_conversation(
+        self,
+        conversation_id: str,
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> storage_service_pb2.ConversationObject:
+        request = storage_service_pb2.RetrieveConversationRequest(id=conversation_id)
+        reply = await self._storage.RetrieveConversation(
+            request, metadata=metadata, timeout=timeout
+        )
+        return reply.conversation
+
+    async def update_conversation(
+        self,
+        conversation_id: str,
+        conversation_metadata: dict[str, str],
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> storage_service_pb2.ConversationObject:
+        request = storage_service_pb2.UpdateConversationRequest(
+            id=conversation_id, metadata=conversation_metadata
+        )
+        reply = await self._storage.UpdateConversation(request, metadata=metadata, timeout=timeout)
+        return reply.conversation
+
+    async def delete_conversation(
+        self,
+        conversation_id: str,
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> storage_service_pb2.DeleteConversationResponse:
+        request = storage_service_pb2.DeleteConversationRequest(id=conversation_id)
+        return await self._storage.DeleteConversation(request, metadata=metadata, timeout=timeout)
+
+    async def list_conversation_items(
+        self,
+        conversation_id: str,
+        page: storage_service_pb2.ItemPageQuery,
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> storage_service_pb2.ItemPage:
+        request = storage_service_pb2.ListConversationItemsRequest(id=conversation_id, page=page)
+        reply = await self._storage.ListConversationItems(
+            request, metadata=metadata, timeout=timeout
+        )
+        return reply.page
+
+    async def add_conversation_items(
+        self,
+        conversation_id: str,
+        items: Sequence[responses_pb2.Item],
+        include: Sequence[str] = (),
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> storage_service_pb2.ItemPage:
+        request = storage_service_pb2.AddConversationItemsRequest(
+            id=conversation_id, items=items, include=include
+        )
+        reply = await self._storage.AddConversationItems(
+            request, metadata=metadata, timeout=timeout
+        )
+        return reply.page
+
+    async def get_conversation_item(
+        self,
+        conversation_id: str,
+        item_id: str,
+        include: Sequence[str] = (),
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> responses_pb2.Item:
+        request = storage_service_pb2.GetConversationItemRequest(
+            conversation_id=conversation_id, item_id=item_id, include=include
+        )
+        reply = await self._storage.GetConversationItem(request, metadata=metadata, timeout=timeout)
+        return reply.item
+
+    async def delete_conversation_item(
+        self,
+        conversation_id: str,
+        item_id: str,
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> storage_service_pb2.ConversationObject:
+        request = storage_service_pb2.DeleteConversationItemRequest(
+            conversation_id=conversation_id, item_id=item_id
+        )
+        reply = await self._storage.DeleteConversationItem(
+            request, metadata=metadata, timeout=timeout
+        )
+        return reply.conversation
+
     async def compact(
         self,
         params: responses_pb2.CreateResponseParams,

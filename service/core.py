@@ -1,4 +1,4 @@
-"""The composition root of the core: the models, their engines, the stores and the jobs."""
+"""The composition root of the core: the models, the response pipeline, the stores, the jobs."""
 
 from __future__ import annotations
 
@@ -6,18 +6,19 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from mlx_responses.service.config import Settings
 from mlx_responses.service.errors import Reason, ServiceError
-from mlx_responses.service.metrics import CoreMetrics
+from mlx_responses.service.metrics import JOB_STATES, CoreMetrics, ModelState, Snapshot, mlx_memory
 from mlx_responses.service.models.pool import ModelPool
-from mlx_responses.service.stores.base import ConversationStore, JobBoard, ResponseStore
+from mlx_responses.service.responses.history import HistoryResolver
+from mlx_responses.service.responses.jobs import JobManager
+from mlx_responses.service.responses.pipeline import ResponsePipeline
+from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
+from mlx_responses.service.responses.tool_policy import HostedToolPolicy
+from mlx_responses.service.stores.base import ConversationStore, EventLog, JobBoard, ResponseStore
+from mlx_responses.service.stores.memory import InMemoryEventLog
 from mlx_responses.service.stores.select import Stores, open_stores
-
-if TYPE_CHECKING:  # the generator imports MLX; the façade must be able to skip it
-    from mlx_responses.service.responses.jobs import JobManager
-    from mlx_responses.service.responses.pipeline import ResponseGenerator
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +32,28 @@ class Core:
     conversations: ConversationStore
     board: JobBoard
     close_stores: Callable[[], Awaitable[None]] | None = None
+    # Background responses' events (memory unless the stores give a shared log).
+    events: EventLog = field(default_factory=lambda: InMemoryEventLog(1024, 64 << 20, 3600))
     _jobs: JobManager | None = None
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
-    metrics: CoreMetrics = field(default_factory=CoreMetrics)
     draining: bool = False  # set on SIGTERM: new calls are refused (service/shutdown.py)
 
     def __post_init__(self) -> None:
-        self.models = ModelPool(self.settings, self.responses, self.conversations, self.metrics)
+        s = self.settings
+        self.metrics = CoreMetrics(self.metrics_snapshot)
+        self.models = ModelPool(s, self.metrics)
+        history = HistoryResolver(self.responses, self.conversations, self._job_status)
+        self.pipeline = ResponsePipeline(
+            responses=self.responses,
+            conversations=self.conversations,
+            history=history,
+            default_max_output_tokens=s.default_max_output_tokens,
+            # Seed: the echo runs while the prompt cache is on.
+            reasoning_echo=ReasoningEcho(
+                s.reasoning_echo_max_bytes if s.prompt_cache_max_entries > 0 else 0
+            ),
+            tool_policy=HostedToolPolicy(s.hosted_tools),
+        )
 
     @classmethod
     def with_stores(cls, settings: Settings, stores: Stores) -> Core:
@@ -48,6 +64,7 @@ class Core:
             conversations=stores.conversations,
             board=stores.board,
             close_stores=stores.close,
+            events=stores.events,
         )
 
     @classmethod
@@ -68,13 +85,6 @@ class Core:
             raise self._not_ready()
 
     @property
-    def generator(self) -> ResponseGenerator:
-        """The first model's generator; NOT_READY (503) while it is not loaded."""
-        if not self.models.models or self.models.default.generator is None:
-            raise self._not_ready()
-        return self.models.default.generator
-
-    @property
     def jobs(self) -> JobManager:
         """The background job manager; NOT_READY (503) until the core is ready."""
         if self._jobs is None:
@@ -86,22 +96,62 @@ class Core:
         """The job manager, or None before the core is ready."""
         return self._jobs
 
+    async def _job_status(self, response_id: str) -> int | None:
+        """A chain may not continue an unfinished background job (the history asks here)."""
+        return None if self._jobs is None else await self._jobs.status_of(response_id)
+
     async def load(self) -> None:
         """Finds every model, loads the first (its engine thread loads it), starts the jobs."""
-        from mlx_responses.service.responses.jobs import JobManager
-
         s = self.settings
         # The hub may download (with --allow-download): off the event loop.
         await self.models.resolve()
         await self.models.load_default()
         self._jobs = JobManager(
             self.models,
+            self.pipeline,
             board=self.board,
             max_jobs=s.responses_background_max_jobs,
             store_max_bytes=s.responses_store_max_bytes,
+            events=self.events,
         )
         await self._jobs.start()
         self._ready.set()
+
+    async def metrics_snapshot(self) -> Snapshot:
+        """The state the metrics' gauges show, read on the event loop at scrape time."""
+        stores = {
+            "responses": await _occupancy(self.responses),
+            "conversations": await _occupancy(self.conversations),
+        }
+        jobs = dict.fromkeys(JOB_STATES.values(), 0)
+        if self._jobs is not None:
+            for job in list(self._jobs.active.values()):
+                state = JOB_STATES.get(job.status)
+                if state is not None:
+                    jobs[state] += 1
+        models = []
+        for model in list(self.models.models.values()):
+            runtime = model.runtime
+            if runtime is None:
+                models.append(ModelState(model.id, loaded=False))
+                continue
+            stats = runtime.worker.stats
+            models.append(
+                ModelState(
+                    model.id,
+                    loaded=True,
+                    running=stats.running,
+                    waiting=max(runtime.worker.in_flight - stats.running, 0),
+                    batch_size=stats.batch_size,
+                    prompt_cache_bytes=stats.prompt_cache_bytes,
+                )
+            )
+        return Snapshot(
+            models=models,
+            jobs=jobs,
+            stores={name: held for name, held in stores.items() if held is not None},
+            mlx_memory=mlx_memory() if self.ready else None,
+        )
 
     async def close(self) -> None:
         """Cancels background jobs, stops the engine workers, lets the stores go."""
@@ -110,3 +160,13 @@ class Core:
         self.models.stop()
         if self.close_stores is not None:
             await self.close_stores()
+
+
+async def _occupancy(store: ResponseStore | ConversationStore) -> tuple[int, int, int] | None:
+    """A store's entries, bytes and evictions; None while a shared store is down."""
+    try:
+        held = await store.occupancy()
+    except Exception as exc:  # a shared store that is down must not break the scrape
+        log.warning("store occupancy unavailable for metrics: %s", exc)
+        return None
+    return held.entries, held.bytes, held.evictions

@@ -1,4 +1,6 @@
-"""Domain errors of the core and THE table mapping them to gRPC status codes and ErrorInfo."""
+"""Domain errors of the core and THE table deciding, per reason, the gRPC status, the OpenAI
+`code` a refusal carries (in ErrorInfo's metadata), and the `error.code` of a background response
+that fails for that reason (in band, on the response object)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
+from mlx_responses.service.envelope import bounded
 
 ERROR_DOMAIN = "mlx-responses"
 
@@ -16,16 +19,6 @@ ERROR_DOMAIN = "mlx-responses"
 # (service/server.py), which would turn a 400 into a transport failure.
 MAX_ERROR_MESSAGE_BYTES = 1024
 MAX_ERROR_FIELD_BYTES = 256
-TRUNCATION_MARK = "… (truncated)"
-
-
-def bounded(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` UTF-8 bytes (on a character boundary), marked when cut."""
-    data = text.encode("utf-8", "replace")
-    if len(data) <= limit:
-        return text
-    room = max(0, limit - len(TRUNCATION_MARK.encode()))
-    return data[:room].decode("utf-8", "ignore") + TRUNCATION_MARK
 
 
 class Reason(enum.Enum):
@@ -44,40 +37,58 @@ class Reason(enum.Enum):
     INTERNAL = "INTERNAL"
 
 
+# In-band failure codes: the `error.code` of a response that failed after it was accepted.
+SERVER_ERROR = "server_error"
+INVALID_PROMPT = "invalid_prompt"
+SERVER_OVERLOADED = "server_overloaded"
+
+
 @dataclass(frozen=True)
 class GrpcMapping:
-    """How one reason crosses gRPC."""
+    """How one reason crosses gRPC, and the OpenAI codes it stands for."""
 
     code: grpc.StatusCode
     rpc_code: int
+    # The OpenAI `code` of a refusal for this reason, unless the raiser names a narrower one
+    # (an INVALID_REQUEST's "invalid_value"); None: the envelope's code is null.
+    openai_code: str | None
+    # The `error.code` of a background response whose job fails for this reason.
+    failure_code: str = SERVER_ERROR
 
 
-# THE table: reason -> gRPC status. The façade has the matching table to HTTP.
+def _row(
+    code: grpc.StatusCode, openai_code: str | None, failure: str = SERVER_ERROR
+) -> GrpcMapping:
+    return GrpcMapping(code, getattr(code_pb2, code.name), openai_code, failure)
+
+
+_S = grpc.StatusCode
+# THE table: reason -> gRPC status and OpenAI codes. The façade maps reasons to HTTP statuses.
 GRPC_TABLE: dict[Reason, GrpcMapping] = {
-    Reason.INVALID_REQUEST: GrpcMapping(
-        grpc.StatusCode.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT
+    Reason.INVALID_REQUEST: _row(_S.INVALID_ARGUMENT, None, INVALID_PROMPT),
+    Reason.MODEL_NOT_FOUND: _row(_S.NOT_FOUND, "model_not_found"),
+    Reason.NOT_FOUND: _row(_S.NOT_FOUND, "not_found"),
+    Reason.STORE_DISABLED: _row(_S.FAILED_PRECONDITION, "store_disabled"),
+    Reason.CONTEXT_LENGTH_EXCEEDED: _row(
+        _S.INVALID_ARGUMENT, "context_length_exceeded", INVALID_PROMPT
     ),
-    Reason.MODEL_NOT_FOUND: GrpcMapping(grpc.StatusCode.NOT_FOUND, code_pb2.NOT_FOUND),
-    Reason.NOT_FOUND: GrpcMapping(grpc.StatusCode.NOT_FOUND, code_pb2.NOT_FOUND),
-    Reason.STORE_DISABLED: GrpcMapping(
-        grpc.StatusCode.FAILED_PRECONDITION, code_pb2.FAILED_PRECONDITION
-    ),
-    Reason.CONTEXT_LENGTH_EXCEEDED: GrpcMapping(
-        grpc.StatusCode.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT
-    ),
-    Reason.RATE_LIMITED: GrpcMapping(
-        grpc.StatusCode.RESOURCE_EXHAUSTED, code_pb2.RESOURCE_EXHAUSTED
-    ),
-    Reason.QUEUE_FULL: GrpcMapping(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE),
-    Reason.NOT_READY: GrpcMapping(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE),
-    Reason.STORE_UNAVAILABLE: GrpcMapping(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE),
-    Reason.UNAUTHENTICATED: GrpcMapping(grpc.StatusCode.UNAUTHENTICATED, code_pb2.UNAUTHENTICATED),
-    Reason.INTERNAL: GrpcMapping(grpc.StatusCode.INTERNAL, code_pb2.INTERNAL),
+    Reason.RATE_LIMITED: _row(_S.RESOURCE_EXHAUSTED, "rate_limit_exceeded"),
+    Reason.QUEUE_FULL: _row(_S.UNAVAILABLE, "server_overloaded", SERVER_OVERLOADED),
+    Reason.NOT_READY: _row(_S.UNAVAILABLE, "model_not_ready"),
+    Reason.STORE_UNAVAILABLE: _row(_S.UNAVAILABLE, "store_unavailable"),
+    Reason.UNAUTHENTICATED: _row(_S.UNAUTHENTICATED, "invalid_api_key"),
+    Reason.INTERNAL: _row(_S.INTERNAL, SERVER_ERROR),
 }
 
 
+def failure_code(reason: Reason) -> str:
+    """The in-band `error.code` of a response that fails for `reason` after it was accepted."""
+    return GRPC_TABLE[reason].failure_code
+
+
 class ServiceError(Exception):
-    """A refusal with a reason, an OpenAI `param` and an optional OpenAI `code`."""
+    """A refusal with a reason, an OpenAI `param`, and the OpenAI `code` (the table's, unless
+    the raiser names a narrower one)."""
 
     def __init__(
         self,
@@ -91,7 +102,7 @@ class ServiceError(Exception):
         self.reason = reason
         self.message = message
         self.param = param
-        self.code = code
+        self.code = code if code is not None else GRPC_TABLE[reason].openai_code
 
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> ServiceError:

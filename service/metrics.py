@@ -9,19 +9,14 @@ ours is an underscore.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from mlx_responses.v1 import responses_pb2 as pb
-
-if TYPE_CHECKING:
-    from mlx_responses.service.core import Core
-    from mlx_responses.service.stores.base import ConversationStore, ResponseStore
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +117,7 @@ class EngineMetrics:
 
 
 @dataclass(frozen=True)
-class _ModelState:
+class ModelState:
     """One configured model's gauges (all 0 while it is not loaded)."""
 
     model_name: str
@@ -134,10 +129,10 @@ class _ModelState:
 
 
 @dataclass(frozen=True)
-class _Snapshot:
+class Snapshot:
     """The core's state as read on the event loop just before a scrape renders."""
 
-    models: list[_ModelState]
+    models: list[ModelState]
     jobs: dict[str, int]
     stores: dict[str, tuple[int, int, int]]  # entries, bytes, evictions
     mlx_memory: tuple[int, int] | None  # active, cache bytes (None before MLX is in use)
@@ -147,7 +142,7 @@ class _StateCollector(Collector):
     """Gauges of the core's state, from the last snapshot (taken by CoreMetrics.render)."""
 
     def __init__(self) -> None:
-        self.snapshot: _Snapshot | None = None
+        self.snapshot: Snapshot | None = None
 
     def collect(self) -> Iterator[Metric]:
         s = self.snapshot
@@ -192,9 +187,13 @@ class _StateCollector(Collector):
 
 
 class CoreMetrics:
-    """The core's own registry (one per Core, so several cores can share a process)."""
+    """The core's own registry (one per Core, so several cores can share a process).
 
-    def __init__(self) -> None:
+    `snapshot` reads the core's state on the event loop just before each scrape renders.
+    """
+
+    def __init__(self, snapshot: Callable[[], Awaitable[Snapshot]]) -> None:
+        self._snapshot = snapshot
         self.registry = CollectorRegistry()
         self.engine = EngineMetrics(self.registry)
         self._loads = Counter(
@@ -215,60 +214,13 @@ class CoreMetrics:
     def model_unloaded(self, model_name: str) -> None:
         self._unloads.labels(model_name).inc()
 
-    async def render(self, core: Core) -> bytes:
+    async def render(self) -> bytes:
         """The Prometheus text exposition, with state gauges read now."""
-        self._state.snapshot = await _snapshot(core)
+        self._state.snapshot = await self._snapshot()
         return generate_latest(self.registry)
 
 
-async def _occupancy(store: ResponseStore | ConversationStore) -> tuple[int, int, int] | None:
-    try:
-        held = await store.occupancy()
-    except Exception as exc:  # a shared store that is down must not break the scrape
-        log.warning("store occupancy unavailable for metrics: %s", exc)
-        return None
-    return held.entries, held.bytes, held.evictions
-
-
-async def _snapshot(core: Core) -> _Snapshot:
-    stores = {
-        "responses": await _occupancy(core.responses),
-        "conversations": await _occupancy(core.conversations),
-    }
-    jobs = dict.fromkeys(JOB_STATES.values(), 0)
-    manager = core.jobs_if_ready
-    if manager is not None:
-        for job in list(manager.active.values()):
-            state = JOB_STATES.get(job.status)
-            if state is not None:
-                jobs[state] += 1
-    models = []
-    for model in list(core.models.models.values()):
-        generator = model.generator
-        if generator is None:
-            models.append(_ModelState(model.id, loaded=False))
-            continue
-        worker = generator.worker
-        running = worker.stats.running
-        models.append(
-            _ModelState(
-                model.id,
-                loaded=True,
-                running=running,
-                waiting=max(worker.in_flight - running, 0),
-                batch_size=worker.stats.batch_size,
-                prompt_cache_bytes=worker.stats.prompt_cache_bytes,
-            )
-        )
-    return _Snapshot(
-        models=models,
-        jobs=jobs,
-        stores={name: held for name, held in stores.items() if held is not None},
-        mlx_memory=_mlx_memory() if core.ready else None,
-    )
-
-
-def _mlx_memory() -> tuple[int, int]:
+def mlx_memory() -> tuple[int, int]:
     import mlx.core as mx  # the core has it loaded by now; the façade never gets here
 
     return mx.get_active_memory(), mx.get_cache_memory()

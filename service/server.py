@@ -71,12 +71,6 @@ class CoreServer:
         await self.core.close()
         return report
 
-    async def stop(self, grace: float = 5.0) -> None:
-        """Drains: NOT_SERVING first, then stops the server and the engine."""
-        await self.health.enter_graceful_shutdown()
-        await self.server.stop(grace)
-        await self.core.close()
-
 
 def _credentials(core: Core) -> grpc.ServerCredentials | None:
     cert, key = core.settings.grpc_tls_cert, core.settings.grpc_tls_key

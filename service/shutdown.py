@@ -54,7 +54,7 @@ class DrainInterceptor(grpc.aio.ServerInterceptor):
 
 def _running(core: Core) -> set[str]:
     jobs = core.jobs_if_ready
-    running = set(core.models.in_flight)
+    running = set(core.pipeline.in_flight)
     if jobs is not None:
         running |= set(jobs.active)
     return running
@@ -86,6 +86,6 @@ async def _cancel(core: Core, response_id: str) -> None:
         if jobs is not None and response_id in jobs.active:
             await asyncio.wait_for(jobs.cancel(response_id), CANCEL_WAIT_SECS)
         else:
-            await core.models.in_flight.cancel(response_id, CANCEL_WAIT_SECS)
+            await core.pipeline.in_flight.cancel(response_id, CANCEL_WAIT_SECS)
     except Exception as exc:  # one stuck response must not keep the others running
         log.warning("shutdown: response %s did not cancel cleanly: %r", response_id, exc)

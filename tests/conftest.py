@@ -43,6 +43,16 @@ def stack(model_path: Path, store_url: str) -> Iterator[Stack]:
         yield s
 
 
+@pytest.fixture(scope="session", params=["memory", "redis"])
+def each_store_stack(request: pytest.FixtureRequest, model_path: Path) -> Iterator[Stack]:
+    """The default stack once on the memory store and once on a real redis-server."""
+    url = "memory"
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_server").url(4)
+    with Stack.running(model_path=model_path, store_url=url) as s:
+        yield s
+
+
 @pytest.fixture
 def make_stack(model_path: Path, store_url: str) -> Iterator[object]:
     """Starts stacks with custom settings; stops them after the test."""

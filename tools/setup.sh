@@ -64,4 +64,13 @@ if ! { [ -x "$CODEX" ] && "$CODEX" --version 2>/dev/null | grep -q " ${CODEX_VER
     echo "setup: npm not found; the Codex CLI end-to-end test will skip"
   fi
 fi
+# The Vercel AI SDK for its end-to-end test (tests/e2e/test_vercel_ai.py), the same way.
+if [ ! -f .tools/node_modules/@ai-sdk/openai/package.json ] || [ ! -f .tools/node_modules/ai/package.json ]; then
+  if command -v npm >/dev/null 2>&1; then
+    npm install --prefix .tools --no-audit --no-fund --loglevel=error "ai@7" "@ai-sdk/openai@4" "zod@4" \
+      >/dev/null 2>&1 || echo "setup: could not install the Vercel AI SDK (ai, @ai-sdk/openai); its test will skip"
+  else
+    echo "setup: npm not found; the Vercel AI SDK end-to-end test will skip"
+  fi
+fi
 touch .venv/.installed

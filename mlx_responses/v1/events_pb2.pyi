@@ -29,6 +29,10 @@ class EventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE: _ClassVar[EventType]
     EVENT_TYPE_COMPACTION_STARTED: _ClassVar[EventType]
     EVENT_TYPE_COMPACTION_COMPLETED: _ClassVar[EventType]
+    EVENT_TYPE_REASONING_SUMMARY_PART_ADDED: _ClassVar[EventType]
+    EVENT_TYPE_REASONING_SUMMARY_PART_DONE: _ClassVar[EventType]
+    EVENT_TYPE_REASONING_SUMMARY_TEXT_DELTA: _ClassVar[EventType]
+    EVENT_TYPE_REASONING_SUMMARY_TEXT_DONE: _ClassVar[EventType]
 EVENT_TYPE_UNSPECIFIED: EventType
 EVENT_TYPE_RESPONSE_CREATED: EventType
 EVENT_TYPE_RESPONSE_IN_PROGRESS: EventType
@@ -48,6 +52,10 @@ EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA: EventType
 EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE: EventType
 EVENT_TYPE_COMPACTION_STARTED: EventType
 EVENT_TYPE_COMPACTION_COMPLETED: EventType
+EVENT_TYPE_REASONING_SUMMARY_PART_ADDED: EventType
+EVENT_TYPE_REASONING_SUMMARY_PART_DONE: EventType
+EVENT_TYPE_REASONING_SUMMARY_TEXT_DELTA: EventType
+EVENT_TYPE_REASONING_SUMMARY_TEXT_DONE: EventType
 
 class ResponseSnapshotEvent(_message.Message):
     __slots__ = ("response",)
@@ -123,8 +131,20 @@ class CompactionCompletedEvent(_message.Message):
     input_tokens_after: int
     def __init__(self, response_id: _Optional[str] = ..., input_tokens_before: _Optional[int] = ..., input_tokens_after: _Optional[int] = ...) -> None: ...
 
+class ReasoningSummaryPartEvent(_message.Message):
+    __slots__ = ("item_id", "output_index", "summary_index", "part")
+    ITEM_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
+    item_id: str
+    output_index: int
+    summary_index: int
+    part: _responses_pb2.SummaryText
+    def __init__(self, item_id: _Optional[str] = ..., output_index: _Optional[int] = ..., summary_index: _Optional[int] = ..., part: _Optional[_Union[_responses_pb2.SummaryText, _Mapping]] = ...) -> None: ...
+
 class ResponseEvent(_message.Message):
-    __slots__ = ("type", "sequence_number", "snapshot", "output_item", "content_part", "text_delta", "text_done", "compaction_started", "compaction_completed")
+    __slots__ = ("type", "sequence_number", "snapshot", "output_item", "content_part", "text_delta", "text_done", "compaction_started", "compaction_completed", "summary_part")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +154,7 @@ class ResponseEvent(_message.Message):
     TEXT_DONE_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_STARTED_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_PART_FIELD_NUMBER: _ClassVar[int]
     type: EventType
     sequence_number: int
     snapshot: ResponseSnapshotEvent
@@ -143,4 +164,5 @@ class ResponseEvent(_message.Message):
     text_done: TextDoneEvent
     compaction_started: CompactionStartedEvent
     compaction_completed: CompactionCompletedEvent
-    def __init__(self, type: _Optional[_Union[EventType, str]] = ..., sequence_number: _Optional[int] = ..., snapshot: _Optional[_Union[ResponseSnapshotEvent, _Mapping]] = ..., output_item: _Optional[_Union[OutputItemEvent, _Mapping]] = ..., content_part: _Optional[_Union[ContentPartEvent, _Mapping]] = ..., text_delta: _Optional[_Union[TextDeltaEvent, _Mapping]] = ..., text_done: _Optional[_Union[TextDoneEvent, _Mapping]] = ..., compaction_started: _Optional[_Union[CompactionStartedEvent, _Mapping]] = ..., compaction_completed: _Optional[_Union[CompactionCompletedEvent, _Mapping]] = ...) -> None: ...
+    summary_part: ReasoningSummaryPartEvent
+    def __init__(self, type: _Optional[_Union[EventType, str]] = ..., sequence_number: _Optional[int] = ..., snapshot: _Optional[_Union[ResponseSnapshotEvent, _Mapping]] = ..., output_item: _Optional[_Union[OutputItemEvent, _Mapping]] = ..., content_part: _Optional[_Union[ContentPartEvent, _Mapping]] = ..., text_delta: _Optional[_Union[TextDeltaEvent, _Mapping]] = ..., text_done: _Optional[_Union[TextDoneEvent, _Mapping]] = ..., compaction_started: _Optional[_Union[CompactionStartedEvent, _Mapping]] = ..., compaction_completed: _Optional[_Union[CompactionCompletedEvent, _Mapping]] = ..., summary_part: _Optional[_Union[ReasoningSummaryPartEvent, _Mapping]] = ...) -> None: ...

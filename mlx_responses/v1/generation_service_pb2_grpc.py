@@ -84,7 +84,7 @@ class GenerationServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListModels(self, request, context):
-        """Lists the loaded model(s).
+        """Lists the served models (every `--model`, loaded or not).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -26,7 +26,7 @@ from mlx_responses.v1 import events_pb2 as mlx__responses_dot_v1_dot_events__pb2
 from mlx_responses.v1 import responses_pb2 as mlx__responses_dot_v1_dot_responses__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#mlx_responses/v1/jobs_service.proto\x12\x10mlx_responses.v1\x1a\x1dmlx_responses/v1/events.proto\x1a mlx_responses/v1/responses.proto\"J\n\x10\x43reateJobRequest\x12\x36\n\x06params\x18\x01 \x01(\x0b\x32&.mlx_responses.v1.CreateResponseParams\"A\n\x11\x43reateJobResponse\x12,\n\x08response\x18\x01 \x01(\x0b\x32\x1a.mlx_responses.v1.Response\"#\n\x15\x43\x61ncelResponseRequest\x12\n\n\x02id\x18\x01 \x01(\t\"F\n\x16\x43\x61ncelResponseResponse\x12,\n\x08response\x18\x01 \x01(\x0b\x32\x1a.mlx_responses.v1.Response\"\x1d\n\x0fWatchJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\"C\n\x10WatchJobResponse\x12/\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1f.mlx_responses.v1.ResponseEvent2\x9d\x02\n\x0bJobsService\x12T\n\tCreateJob\x12\".mlx_responses.v1.CreateJobRequest\x1a#.mlx_responses.v1.CreateJobResponse\x12\x63\n\x0e\x43\x61ncelResponse\x12\'.mlx_responses.v1.CancelResponseRequest\x1a(.mlx_responses.v1.CancelResponseResponse\x12S\n\x08WatchJob\x12!.mlx_responses.v1.WatchJobRequest\x1a\".mlx_responses.v1.WatchJobResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#mlx_responses/v1/jobs_service.proto\x12\x10mlx_responses.v1\x1a\x1dmlx_responses/v1/events.proto\x1a mlx_responses/v1/responses.proto\"J\n\x10\x43reateJobRequest\x12\x36\n\x06params\x18\x01 \x01(\x0b\x32&.mlx_responses.v1.CreateResponseParams\"A\n\x11\x43reateJobResponse\x12,\n\x08response\x18\x01 \x01(\x0b\x32\x1a.mlx_responses.v1.Response\"#\n\x15\x43\x61ncelResponseRequest\x12\n\n\x02id\x18\x01 \x01(\t\"F\n\x16\x43\x61ncelResponseResponse\x12,\n\x08response\x18\x01 \x01(\x0b\x32\x1a.mlx_responses.v1.Response\"\x1d\n\x0fWatchJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\"C\n\x10WatchJobResponse\x12/\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1f.mlx_responses.v1.ResponseEvent\"T\n\x16StreamJobEventsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x1b\n\x0estarting_after\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\x11\n\x0f_starting_after\"J\n\x17StreamJobEventsResponse\x12/\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1f.mlx_responses.v1.ResponseEvent2\x87\x03\n\x0bJobsService\x12T\n\tCreateJob\x12\".mlx_responses.v1.CreateJobRequest\x1a#.mlx_responses.v1.CreateJobResponse\x12\x63\n\x0e\x43\x61ncelResponse\x12\'.mlx_responses.v1.CancelResponseRequest\x1a(.mlx_responses.v1.CancelResponseResponse\x12S\n\x08WatchJob\x12!.mlx_responses.v1.WatchJobRequest\x1a\".mlx_responses.v1.WatchJobResponse0\x01\x12h\n\x0fStreamJobEvents\x12(.mlx_responses.v1.StreamJobEventsRequest\x1a).mlx_responses.v1.StreamJobEventsResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,6 +45,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WATCHJOBREQUEST']._serialized_end=403
   _globals['_WATCHJOBRESPONSE']._serialized_start=405
   _globals['_WATCHJOBRESPONSE']._serialized_end=472
-  _globals['_JOBSSERVICE']._serialized_start=475
-  _globals['_JOBSSERVICE']._serialized_end=760
+  _globals['_STREAMJOBEVENTSREQUEST']._serialized_start=474
+  _globals['_STREAMJOBEVENTSREQUEST']._serialized_end=558
+  _globals['_STREAMJOBEVENTSRESPONSE']._serialized_start=560
+  _globals['_STREAMJOBEVENTSRESPONSE']._serialized_end=634
+  _globals['_JOBSSERVICE']._serialized_start=637
+  _globals['_JOBSSERVICE']._serialized_end=1028
 # @@protoc_insertion_point(module_scope)

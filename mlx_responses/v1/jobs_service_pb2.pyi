@@ -43,3 +43,17 @@ class WatchJobResponse(_message.Message):
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     events: _containers.RepeatedCompositeFieldContainer[_events_pb2.ResponseEvent]
     def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.ResponseEvent, _Mapping]]] = ...) -> None: ...
+
+class StreamJobEventsRequest(_message.Message):
+    __slots__ = ("id", "starting_after")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STARTING_AFTER_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    starting_after: int
+    def __init__(self, id: _Optional[str] = ..., starting_after: _Optional[int] = ...) -> None: ...
+
+class StreamJobEventsResponse(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_events_pb2.ResponseEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.ResponseEvent, _Mapping]]] = ...) -> None: ...

@@ -50,6 +50,11 @@ class JobsServiceStub:
                 request_serializer=mlx__responses_dot_v1_dot_jobs__service__pb2.WatchJobRequest.SerializeToString,
                 response_deserializer=mlx__responses_dot_v1_dot_jobs__service__pb2.WatchJobResponse.FromString,
                 _registered_method=True)
+        self.StreamJobEvents = channel.unary_stream(
+                '/mlx_responses.v1.JobsService/StreamJobEvents',
+                request_serializer=mlx__responses_dot_v1_dot_jobs__service__pb2.StreamJobEventsRequest.SerializeToString,
+                response_deserializer=mlx__responses_dot_v1_dot_jobs__service__pb2.StreamJobEventsResponse.FromString,
+                _registered_method=True)
 
 
 class JobsServiceServicer:
@@ -77,6 +82,14 @@ class JobsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamJobEvents(self, request, context):
+        """Replays a background response's logged events after `starting_after`, then follows it
+        live until it is terminal (`GET /v1/responses/{id}?stream=true`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -94,6 +107,11 @@ def add_JobsServiceServicer_to_server(servicer, server):
                     servicer.WatchJob,
                     request_deserializer=mlx__responses_dot_v1_dot_jobs__service__pb2.WatchJobRequest.FromString,
                     response_serializer=mlx__responses_dot_v1_dot_jobs__service__pb2.WatchJobResponse.SerializeToString,
+            ),
+            'StreamJobEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamJobEvents,
+                    request_deserializer=mlx__responses_dot_v1_dot_jobs__service__pb2.StreamJobEventsRequest.FromString,
+                    response_serializer=mlx__responses_dot_v1_dot_jobs__service__pb2.StreamJobEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -178,6 +196,33 @@ class JobsService:
             '/mlx_responses.v1.JobsService/WatchJob',
             mlx__responses_dot_v1_dot_jobs__service__pb2.WatchJobRequest.SerializeToString,
             mlx__responses_dot_v1_dot_jobs__service__pb2.WatchJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamJobEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mlx_responses.v1.JobsService/StreamJobEvents',
+            mlx__responses_dot_v1_dot_jobs__service__pb2.StreamJobEventsRequest.SerializeToString,
+            mlx__responses_dot_v1_dot_jobs__service__pb2.StreamJobEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -187,19 +187,27 @@ class CompactionItem(_message.Message):
     encrypted_content: str
     def __init__(self, id: _Optional[str] = ..., encrypted_content: _Optional[str] = ...) -> None: ...
 
+class ItemReference(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
 class Item(_message.Message):
-    __slots__ = ("message", "function_call", "function_call_output", "reasoning", "compaction")
+    __slots__ = ("message", "function_call", "function_call_output", "reasoning", "compaction", "item_reference")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
+    ITEM_REFERENCE_FIELD_NUMBER: _ClassVar[int]
     message: MessageItem
     function_call: FunctionCallItem
     function_call_output: FunctionCallOutputItem
     reasoning: ReasoningItem
     compaction: CompactionItem
-    def __init__(self, message: _Optional[_Union[MessageItem, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCallItem, _Mapping]] = ..., function_call_output: _Optional[_Union[FunctionCallOutputItem, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningItem, _Mapping]] = ..., compaction: _Optional[_Union[CompactionItem, _Mapping]] = ...) -> None: ...
+    item_reference: ItemReference
+    def __init__(self, message: _Optional[_Union[MessageItem, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCallItem, _Mapping]] = ..., function_call_output: _Optional[_Union[FunctionCallOutputItem, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningItem, _Mapping]] = ..., compaction: _Optional[_Union[CompactionItem, _Mapping]] = ..., item_reference: _Optional[_Union[ItemReference, _Mapping]] = ...) -> None: ...
 
 class FunctionTool(_message.Message):
     __slots__ = ("name", "description", "parameters_json", "strict")

@@ -25,13 +25,19 @@ _sym_db = _symbol_database.Default()
 from mlx_responses.v1 import responses_pb2 as mlx__responses_dot_v1_dot_responses__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&mlx_responses/v1/storage_service.proto\x12\x10mlx_responses.v1\x1a mlx_responses/v1/responses.proto\" \n\x12GetResponseRequest\x12\n\n\x02id\x18\x01 \x01(\t\"C\n\x13GetResponseResponse\x12,\n\x08response\x18\x01 \x01(\x0b\x32\x1a.mlx_responses.v1.Response\"#\n\x15\x44\x65leteResponseRequest\x12\n\n\x02id\x18\x01 \x01(\t\"5\n\x16\x44\x65leteResponseResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\"$\n\x16GetConversationRequest\x12\n\n\x02id\x18\x01 \x01(\t\"L\n\x17GetConversationResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12%\n\x05items\x18\x02 \x03(\x0b\x32\x16.mlx_responses.v1.Item\"\'\n\x19\x44\x65leteConversationRequest\x12\n\n\x02id\x18\x01 \x01(\t\"9\n\x1a\x44\x65leteConversationResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\"g\n\nStoreStats\x12\x0f\n\x07\x65ntries\x18\x01 \x01(\x03\x12\r\n\x05\x62ytes\x18\x02 \x01(\x03\x12\x13\n\x0bmax_entries\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x03\x12\x11\n\tevictions\x18\x05 \x01(\x03\"\x16\n\x14GetStoreStatsRequest\"}\n\x15GetStoreStatsResponse\x12/\n\tresponses\x18\x01 \x01(\x0b\x32\x1c.mlx_responses.v1.StoreStats\x12\x33\n\rconversations\x18\x02 \x01(\x0b\x32\x1c.mlx_responses.v1.StoreStats2\x8c\x04\n\x0eStorageService\x12Z\n\x0bGetResponse\x12$.mlx_responses.v1.GetResponseRequest\x1a%.mlx_responses.v1.GetResponseResponse\x12\x63\n\x0e\x44\x65leteResponse\x12\'.mlx_responses.v1.DeleteResponseRequest\x1a(.mlx_responses.v1.DeleteResponseResponse\x12\x66\n\x0fGetConversation\x12(.mlx_responses.v1.GetConversationRequest\x1a).mlx_responses.v1.GetConversationResponse\x12o\n\x12\x44\x65leteConversation\x12+.mlx_responses.v1.DeleteConversationRequest\x1a,.mlx_responses.v1.DeleteConversationResponse\x12`\n\rGetStoreStats\x12&.mlx_responses.v1.GetStoreStatsRequest\x1a\'.mlx_responses.v1.GetStoreStatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&mlx_responses/v1/storage_service.proto\x12\x10mlx_responses.v1\x1a mlx_responses/v1/responses.proto\" \n\x12GetResponseRequest\x12\n\n\x02id\x18\x01 \x01(\t\"C\n\x13GetResponseResponse\x12,\n\x08response\x18\x01 \x01(\x0b\x32\x1a.mlx_responses.v1.Response\"#\n\x15\x44\x65leteResponseRequest\x12\n\n\x02id\x18\x01 \x01(\t\"5\n\x16\x44\x65leteResponseResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\"$\n\x16GetConversationRequest\x12\n\n\x02id\x18\x01 \x01(\t\"L\n\x17GetConversationResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12%\n\x05items\x18\x02 \x03(\x0b\x32\x16.mlx_responses.v1.Item\"\'\n\x19\x44\x65leteConversationRequest\x12\n\n\x02id\x18\x01 \x01(\t\"9\n\x1a\x44\x65leteConversationResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\"g\n\nStoreStats\x12\x0f\n\x07\x65ntries\x18\x01 \x01(\x03\x12\r\n\x05\x62ytes\x18\x02 \x01(\x03\x12\x13\n\x0bmax_entries\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x03\x12\x11\n\tevictions\x18\x05 \x01(\x03\"\x16\n\x14GetStoreStatsRequest\"}\n\x15GetStoreStatsResponse\x12/\n\tresponses\x18\x01 \x01(\x0b\x32\x1c.mlx_responses.v1.StoreStats\x12\x33\n\rconversations\x18\x02 \x01(\x0b\x32\x1c.mlx_responses.v1.StoreStats\"\x9a\x01\n\rItemPageQuery\x12\x12\n\x05\x61\x66ter\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06\x62\x65\x66ore\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x12\n\x05limit\x18\x03 \x01(\x03H\x02\x88\x01\x01\x12\x12\n\x05order\x18\x04 \x01(\tH\x03\x88\x01\x01\x12\x0f\n\x07include\x18\x05 \x03(\tB\x08\n\x06_afterB\t\n\x07_beforeB\x08\n\x06_limitB\x08\n\x06_order\"f\n\x08ItemPage\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.mlx_responses.v1.Item\x12\x10\n\x08\x66irst_id\x18\x02 \x01(\t\x12\x0f\n\x07last_id\x18\x03 \x01(\t\x12\x10\n\x08has_more\x18\x04 \x01(\x08\"\xab\x01\n\x12\x43onversationObject\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ncreated_at\x18\x02 \x01(\x03\x12\x44\n\x08metadata\x18\x03 \x03(\x0b\x32\x32.mlx_responses.v1.ConversationObject.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"R\n\x15ListInputItemsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12-\n\x04page\x18\x02 \x01(\x0b\x32\x1f.mlx_responses.v1.ItemPageQuery\"B\n\x16ListInputItemsResponse\x12(\n\x04page\x18\x01 \x01(\x0b\x32\x1a.mlx_responses.v1.ItemPage\"\xc0\x01\n\x19\x43reateConversationRequest\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.mlx_responses.v1.Item\x12K\n\x08metadata\x18\x02 \x03(\x0b\x32\x39.mlx_responses.v1.CreateConversationRequest.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"X\n\x1a\x43reateConversationResponse\x12:\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32$.mlx_responses.v1.ConversationObject\")\n\x1bRetrieveConversationRequest\x12\n\n\x02id\x18\x01 \x01(\t\"Z\n\x1cRetrieveConversationResponse\x12:\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32$.mlx_responses.v1.ConversationObject\"\xa5\x01\n\x19UpdateConversationRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12K\n\x08metadata\x18\x02 \x03(\x0b\x32\x39.mlx_responses.v1.UpdateConversationRequest.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"X\n\x1aUpdateConversationResponse\x12:\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32$.mlx_responses.v1.ConversationObject\"Y\n\x1cListConversationItemsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12-\n\x04page\x18\x02 \x01(\x0b\x32\x1f.mlx_responses.v1.ItemPageQuery\"I\n\x1dListConversationItemsResponse\x12(\n\x04page\x18\x01 \x01(\x0b\x32\x1a.mlx_responses.v1.ItemPage\"a\n\x1b\x41\x64\x64\x43onversationItemsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12%\n\x05items\x18\x02 \x03(\x0b\x32\x16.mlx_responses.v1.Item\x12\x0f\n\x07include\x18\x03 \x03(\t\"H\n\x1c\x41\x64\x64\x43onversationItemsResponse\x12(\n\x04page\x18\x01 \x01(\x0b\x32\x1a.mlx_responses.v1.ItemPage\"W\n\x1aGetConversationItemRequest\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x0f\n\x07item_id\x18\x02 \x01(\t\x12\x0f\n\x07include\x18\x03 \x03(\t\"C\n\x1bGetConversationItemResponse\x12$\n\x04item\x18\x01 \x01(\x0b\x32\x16.mlx_responses.v1.Item\"I\n\x1d\x44\x65leteConversationItemRequest\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x0f\n\x07item_id\x18\x02 \x01(\t\"\\\n\x1e\x44\x65leteConversationItemResponse\x12:\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32$.mlx_responses.v1.ConversationObject2\xac\x0b\n\x0eStorageService\x12Z\n\x0bGetResponse\x12$.mlx_responses.v1.GetResponseRequest\x1a%.mlx_responses.v1.GetResponseResponse\x12\x63\n\x0e\x44\x65leteResponse\x12\'.mlx_responses.v1.DeleteResponseRequest\x1a(.mlx_responses.v1.DeleteResponseResponse\x12\x66\n\x0fGetConversation\x12(.mlx_responses.v1.GetConversationRequest\x1a).mlx_responses.v1.GetConversationResponse\x12o\n\x12\x44\x65leteConversation\x12+.mlx_responses.v1.DeleteConversationRequest\x1a,.mlx_responses.v1.DeleteConversationResponse\x12`\n\rGetStoreStats\x12&.mlx_responses.v1.GetStoreStatsRequest\x1a\'.mlx_responses.v1.GetStoreStatsResponse\x12\x63\n\x0eListInputItems\x12\'.mlx_responses.v1.ListInputItemsRequest\x1a(.mlx_responses.v1.ListInputItemsResponse\x12o\n\x12\x43reateConversation\x12+.mlx_responses.v1.CreateConversationRequest\x1a,.mlx_responses.v1.CreateConversationResponse\x12u\n\x14RetrieveConversation\x12-.mlx_responses.v1.RetrieveConversationRequest\x1a..mlx_responses.v1.RetrieveConversationResponse\x12o\n\x12UpdateConversation\x12+.mlx_responses.v1.UpdateConversationRequest\x1a,.mlx_responses.v1.UpdateConversationResponse\x12x\n\x15ListConversationItems\x12..mlx_responses.v1.ListConversationItemsRequest\x1a/.mlx_responses.v1.ListConversationItemsResponse\x12u\n\x14\x41\x64\x64\x43onversationItems\x12-.mlx_responses.v1.AddConversationItemsRequest\x1a..mlx_responses.v1.AddConversationItemsResponse\x12r\n\x13GetConversationItem\x12,.mlx_responses.v1.GetConversationItemRequest\x1a-.mlx_responses.v1.GetConversationItemResponse\x12{\n\x16\x44\x65leteConversationItem\x12/.mlx_responses.v1.DeleteConversationItemRequest\x1a\x30.mlx_responses.v1.DeleteConversationItemResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mlx_responses.v1.storage_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_CONVERSATIONOBJECT_METADATAENTRY']._loaded_options = None
+  _globals['_CONVERSATIONOBJECT_METADATAENTRY']._serialized_options = b'8\001'
+  _globals['_CREATECONVERSATIONREQUEST_METADATAENTRY']._loaded_options = None
+  _globals['_CREATECONVERSATIONREQUEST_METADATAENTRY']._serialized_options = b'8\001'
+  _globals['_UPDATECONVERSATIONREQUEST_METADATAENTRY']._loaded_options = None
+  _globals['_UPDATECONVERSATIONREQUEST_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_GETRESPONSEREQUEST']._serialized_start=94
   _globals['_GETRESPONSEREQUEST']._serialized_end=126
   _globals['_GETRESPONSERESPONSE']._serialized_start=128
@@ -54,6 +60,50 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTORESTATSREQUEST']._serialized_end=632
   _globals['_GETSTORESTATSRESPONSE']._serialized_start=634
   _globals['_GETSTORESTATSRESPONSE']._serialized_end=759
-  _globals['_STORAGESERVICE']._serialized_start=762
-  _globals['_STORAGESERVICE']._serialized_end=1286
+  _globals['_ITEMPAGEQUERY']._serialized_start=762
+  _globals['_ITEMPAGEQUERY']._serialized_end=916
+  _globals['_ITEMPAGE']._serialized_start=918
+  _globals['_ITEMPAGE']._serialized_end=1020
+  _globals['_CONVERSATIONOBJECT']._serialized_start=1023
+  _globals['_CONVERSATIONOBJECT']._serialized_end=1194
+  _globals['_CONVERSATIONOBJECT_METADATAENTRY']._serialized_start=1147
+  _globals['_CONVERSATIONOBJECT_METADATAENTRY']._serialized_end=1194
+  _globals['_LISTINPUTITEMSREQUEST']._serialized_start=1196
+  _globals['_LISTINPUTITEMSREQUEST']._serialized_end=1278
+  _globals['_LISTINPUTITEMSRESPONSE']._serialized_start=1280
+  _globals['_LISTINPUTITEMSRESPONSE']._serialized_end=1346
+  _globals['_CREATECONVERSATIONREQUEST']._serialized_start=1349
+  _globals['_CREATECONVERSATIONREQUEST']._serialized_end=1541
+  _globals['_CREATECONVERSATIONREQUEST_METADATAENTRY']._serialized_start=1147
+  _globals['_CREATECONVERSATIONREQUEST_METADATAENTRY']._serialized_end=1194
+  _globals['_CREATECONVERSATIONRESPONSE']._serialized_start=1543
+  _globals['_CREATECONVERSATIONRESPONSE']._serialized_end=1631
+  _globals['_RETRIEVECONVERSATIONREQUEST']._serialized_start=1633
+  _globals['_RETRIEVECONVERSATIONREQUEST']._serialized_end=1674
+  _globals['_RETRIEVECONVERSATIONRESPONSE']._serialized_start=1676
+  _globals['_RETRIEVECONVERSATIONRESPONSE']._serialized_end=1766
+  _globals['_UPDATECONVERSATIONREQUEST']._serialized_start=1769
+  _globals['_UPDATECONVERSATIONREQUEST']._serialized_end=1934
+  _globals['_UPDATECONVERSATIONREQUEST_METADATAENTRY']._serialized_start=1147
+  _globals['_UPDATECONVERSATIONREQUEST_METADATAENTRY']._serialized_end=1194
+  _globals['_UPDATECONVERSATIONRESPONSE']._serialized_start=1936
+  _globals['_UPDATECONVERSATIONRESPONSE']._serialized_end=2024
+  _globals['_LISTCONVERSATIONITEMSREQUEST']._serialized_start=2026
+  _globals['_LISTCONVERSATIONITEMSREQUEST']._serialized_end=2115
+  _globals['_LISTCONVERSATIONITEMSRESPONSE']._serialized_start=2117
+  _globals['_LISTCONVERSATIONITEMSRESPONSE']._serialized_end=2190
+  _globals['_ADDCONVERSATIONITEMSREQUEST']._serialized_start=2192
+  _globals['_ADDCONVERSATIONITEMSREQUEST']._serialized_end=2289
+  _globals['_ADDCONVERSATIONITEMSRESPONSE']._serialized_start=2291
+  _globals['_ADDCONVERSATIONITEMSRESPONSE']._serialized_end=2363
+  _globals['_GETCONVERSATIONITEMREQUEST']._serialized_start=2365
+  _globals['_GETCONVERSATIONITEMREQUEST']._serialized_end=2452
+  _globals['_GETCONVERSATIONITEMRESPONSE']._serialized_start=2454
+  _globals['_GETCONVERSATIONITEMRESPONSE']._serialized_end=2521
+  _globals['_DELETECONVERSATIONITEMREQUEST']._serialized_start=2523
+  _globals['_DELETECONVERSATIONITEMREQUEST']._serialized_end=2596
+  _globals['_DELETECONVERSATIONITEMRESPONSE']._serialized_start=2598
+  _globals['_DELETECONVERSATIONITEMRESPONSE']._serialized_end=2690
+  _globals['_STORAGESERVICE']._serialized_start=2693
+  _globals['_STORAGESERVICE']._serialized_end=4145
 # @@protoc_insertion_point(module_scope)

@@ -60,6 +60,46 @@ class StorageServiceStub:
                 request_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.GetStoreStatsRequest.SerializeToString,
                 response_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.GetStoreStatsResponse.FromString,
                 _registered_method=True)
+        self.ListInputItems = channel.unary_unary(
+                '/mlx_responses.v1.StorageService/ListInputItems',
+                request_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.ListInputItemsRequest.SerializeToString,
+                response_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.ListInputItemsResponse.FromString,
+                _registered_method=True)
+        self.CreateConversation = channel.unary_unary(
+                '/mlx_responses.v1.StorageService/CreateConversation',
+                request_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.CreateConversationRequest.SerializeToString,
+                response_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.CreateConversationResponse.FromString,
+                _registered_method=True)
+        self.RetrieveConversation = channel.unary_unary(
+                '/mlx_responses.v1.StorageService/RetrieveConversation',
+                request_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.RetrieveConversationRequest.SerializeToString,
+                response_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.RetrieveConversationResponse.FromString,
+                _registered_method=True)
+        self.UpdateConversation = channel.unary_unary(
+                '/mlx_responses.v1.StorageService/UpdateConversation',
+                request_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.UpdateConversationRequest.SerializeToString,
+                response_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.UpdateConversationResponse.FromString,
+                _registered_method=True)
+        self.ListConversationItems = channel.unary_unary(
+                '/mlx_responses.v1.StorageService/ListConversationItems',
+                request_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.ListConversationItemsRequest.SerializeToString,
+                response_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.ListConversationItemsResponse.FromString,
+                _registered_method=True)
+        self.AddConversationItems = channel.unary_unary(
+                '/mlx_responses.v1.StorageService/AddConversationItems',
+                request_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.AddConversationItemsRequest.SerializeToString,
+                response_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.AddConversationItemsResponse.FromString,
+                _registered_method=True)
+        self.GetConversationItem = channel.unary_unary(
+                '/mlx_responses.v1.StorageService/GetConversationItem',
+                request_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.GetConversationItemRequest.SerializeToString,
+                response_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.GetConversationItemResponse.FromString,
+                _registered_method=True)
+        self.DeleteConversationItem = channel.unary_unary(
+                '/mlx_responses.v1.StorageService/DeleteConversationItem',
+                request_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.DeleteConversationItemRequest.SerializeToString,
+                response_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.DeleteConversationItemResponse.FromString,
+                _registered_method=True)
 
 
 class StorageServiceServicer:
@@ -101,6 +141,62 @@ class StorageServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListInputItems(self, request, context):
+        """Lists the input items of a stored response, paged (`/v1/responses/{id}/input_items`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateConversation(self, request, context):
+        """Creates a conversation (`conv_...`), optionally with items.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetrieveConversation(self, request, context):
+        """Returns a conversation object.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateConversation(self, request, context):
+        """Replaces a conversation's metadata.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListConversationItems(self, request, context):
+        """Lists a conversation's items, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddConversationItems(self, request, context):
+        """Appends items to a conversation.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConversationItem(self, request, context):
+        """Returns one item of a conversation.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteConversationItem(self, request, context):
+        """Removes one item of a conversation.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StorageServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -128,6 +224,46 @@ def add_StorageServiceServicer_to_server(servicer, server):
                     servicer.GetStoreStats,
                     request_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.GetStoreStatsRequest.FromString,
                     response_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.GetStoreStatsResponse.SerializeToString,
+            ),
+            'ListInputItems': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListInputItems,
+                    request_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.ListInputItemsRequest.FromString,
+                    response_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.ListInputItemsResponse.SerializeToString,
+            ),
+            'CreateConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateConversation,
+                    request_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.CreateConversationRequest.FromString,
+                    response_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.CreateConversationResponse.SerializeToString,
+            ),
+            'RetrieveConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetrieveConversation,
+                    request_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.RetrieveConversationRequest.FromString,
+                    response_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.RetrieveConversationResponse.SerializeToString,
+            ),
+            'UpdateConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateConversation,
+                    request_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.UpdateConversationRequest.FromString,
+                    response_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.UpdateConversationResponse.SerializeToString,
+            ),
+            'ListConversationItems': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConversationItems,
+                    request_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.ListConversationItemsRequest.FromString,
+                    response_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.ListConversationItemsResponse.SerializeToString,
+            ),
+            'AddConversationItems': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddConversationItems,
+                    request_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.AddConversationItemsRequest.FromString,
+                    response_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.AddConversationItemsResponse.SerializeToString,
+            ),
+            'GetConversationItem': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConversationItem,
+                    request_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.GetConversationItemRequest.FromString,
+                    response_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.GetConversationItemResponse.SerializeToString,
+            ),
+            'DeleteConversationItem': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteConversationItem,
+                    request_deserializer=mlx__responses_dot_v1_dot_storage__service__pb2.DeleteConversationItemRequest.FromString,
+                    response_serializer=mlx__responses_dot_v1_dot_storage__service__pb2.DeleteConversationItemResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -266,6 +402,222 @@ class StorageService:
             '/mlx_responses.v1.StorageService/GetStoreStats',
             mlx__responses_dot_v1_dot_storage__service__pb2.GetStoreStatsRequest.SerializeToString,
             mlx__responses_dot_v1_dot_storage__service__pb2.GetStoreStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListInputItems(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlx_responses.v1.StorageService/ListInputItems',
+            mlx__responses_dot_v1_dot_storage__service__pb2.ListInputItemsRequest.SerializeToString,
+            mlx__responses_dot_v1_dot_storage__service__pb2.ListInputItemsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlx_responses.v1.StorageService/CreateConversation',
+            mlx__responses_dot_v1_dot_storage__service__pb2.CreateConversationRequest.SerializeToString,
+            mlx__responses_dot_v1_dot_storage__service__pb2.CreateConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetrieveConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlx_responses.v1.StorageService/RetrieveConversation',
+            mlx__responses_dot_v1_dot_storage__service__pb2.RetrieveConversationRequest.SerializeToString,
+            mlx__responses_dot_v1_dot_storage__service__pb2.RetrieveConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlx_responses.v1.StorageService/UpdateConversation',
+            mlx__responses_dot_v1_dot_storage__service__pb2.UpdateConversationRequest.SerializeToString,
+            mlx__responses_dot_v1_dot_storage__service__pb2.UpdateConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConversationItems(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlx_responses.v1.StorageService/ListConversationItems',
+            mlx__responses_dot_v1_dot_storage__service__pb2.ListConversationItemsRequest.SerializeToString,
+            mlx__responses_dot_v1_dot_storage__service__pb2.ListConversationItemsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddConversationItems(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlx_responses.v1.StorageService/AddConversationItems',
+            mlx__responses_dot_v1_dot_storage__service__pb2.AddConversationItemsRequest.SerializeToString,
+            mlx__responses_dot_v1_dot_storage__service__pb2.AddConversationItemsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConversationItem(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlx_responses.v1.StorageService/GetConversationItem',
+            mlx__responses_dot_v1_dot_storage__service__pb2.GetConversationItemRequest.SerializeToString,
+            mlx__responses_dot_v1_dot_storage__service__pb2.GetConversationItemResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteConversationItem(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlx_responses.v1.StorageService/DeleteConversationItem',
+            mlx__responses_dot_v1_dot_storage__service__pb2.DeleteConversationItemRequest.SerializeToString,
+            mlx__responses_dot_v1_dot_storage__service__pb2.DeleteConversationItemResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,21 +13,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_responses.service.compaction.split import (
-    NothingToCompactError,
-    effective_items,
-    split_history,
-)
+from mlx_responses.service.compaction.split import NothingToCompactError, split_history
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.requests import SamplingParams
-from mlx_responses.service.engine.worker import EngineWorker
 from mlx_responses.service.errors import Reason, ServiceError, invalid
-from mlx_responses.service.models.submission import submit
-from mlx_responses.service.responses.events import IdFactory, new_id
-from mlx_responses.service.responses.validation import template_kwargs
-from mlx_responses.service.text.compaction_codec import encode_compaction
+from mlx_responses.service.ids import IdFactory, new_id
+from mlx_responses.service.models.runtime import ModelRuntime
+from mlx_responses.service.text.compaction_items import effective_items, encode_compaction
 from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser
 from mlx_responses.service.text.prompt import RenderedPrompt, items_to_messages, render_prompt
+from mlx_responses.service.text.request_json import RequestJson
 
 from mlx_responses.v1 import compaction_service_pb2 as cp
 from mlx_responses.v1 import responses_pb2 as pb
@@ -47,7 +42,6 @@ SUMMARY_REQUEST = (
 # Renders the request being compacted around a list of items (instructions, tools and
 # template kwargs as the request gives them), exactly as /v1/responses renders it.
 Render = Callable[[Sequence[pb.Item]], RenderedPrompt]
-RenderItems = Callable[[pb.CreateResponseParams, Sequence[pb.Item]], RenderedPrompt]
 
 
 def default_keep_tokens(context_length: int) -> int:
@@ -63,9 +57,7 @@ def compaction_due(params: pb.CreateResponseParams, tokens: int, window: int) ->
 
 def context_exceeded(message: str) -> ServiceError:
     """The seed's refusal of a compaction that cannot work: 400 context_length_exceeded."""
-    return ServiceError(
-        Reason.CONTEXT_LENGTH_EXCEEDED, message, param="input", code="context_length_exceeded"
-    )
+    return ServiceError(Reason.CONTEXT_LENGTH_EXCEEDED, message, param="input")
 
 
 def validate_compact_request(params: pb.CreateResponseParams, keep_tokens: int | None) -> None:
@@ -128,17 +120,20 @@ class CompactionResult:
 
 @dataclass
 class Compactor:
-    """Runs compactions on the /v1/responses worker path."""
+    """Runs compactions of one model's requests (the compact endpoint and automatic ones)."""
 
-    loaded: LoadedModel
-    worker: EngineWorker
-    render_items: RenderItems
+    runtime: ModelRuntime
     ids: IdFactory = new_id
     clock: Callable[[], float] = time.time
+
+    @property
+    def loaded(self) -> LoadedModel:
+        return self.runtime.loaded
 
     async def compact_request(
         self,
         params: pb.CreateResponseParams,
+        parsed: RequestJson,
         context: list[pb.Item],
         prompt: RenderedPrompt,
         keep_tokens: int | None,
@@ -147,6 +142,7 @@ class Compactor:
         response_id = self.ids("cmp")
         result = await self.compact_params(
             params,
+            parsed,
             context,
             prompt,
             keep_tokens=keep_tokens,
@@ -166,6 +162,7 @@ class Compactor:
     async def compact_params(
         self,
         params: pb.CreateResponseParams,
+        parsed: RequestJson,
         context: list[pb.Item],
         prompt: RenderedPrompt,
         *,
@@ -179,14 +176,14 @@ class Compactor:
         """
         return await self.compact(
             context,
-            lambda items: self.render_items(params, items),
+            lambda items: self.runtime.render_request(params, parsed, items),
             keep_tokens=keep_tokens,
             max_output_tokens=summary_tokens,
             temperature=params.temperature
             if params.HasField("temperature")
             else self.loaded.default_temperature,
             top_p=params.top_p if params.HasField("top_p") else self.loaded.default_top_p,
-            template_kwargs=template_kwargs(params),
+            template_kwargs=parsed.template_kwargs,
             tokens_before=len(prompt.tokens),
             log_id=log_id,
         )
@@ -307,7 +304,7 @@ class Compactor:
     ) -> tuple[str, pb.Usage]:
         """One non-streaming generation; the answer text (reasoning dropped) is the summary."""
         sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
-        stream = submit(self.worker, prompt.tokens, sampling)
+        stream = self.runtime.submit(prompt.tokens, sampling)
         tokenizer = self.loaded.tokenizer
         markers = Markers(tokenizer.think_start, tokenizer.think_end, None, None)
         parser = OutputParser(markers, in_reasoning=prompt.opens_reasoning)

@@ -1,4 +1,4 @@
-"""Where a history may be cut for compaction, and what a replayed compaction item stands for.
+"""Where a history may be cut for compaction.
 
 Pure: items in, items out; token counts come from the caller's `measure`.
 """
@@ -8,51 +8,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from mlx_responses.service.text.compaction_codec import decode_compaction, encode_compaction
+from mlx_responses.service.text.compaction_items import is_instruction
 
 from mlx_responses.v1 import responses_pb2 as pb
 
 Measure = Callable[[Sequence[pb.Item]], int]
-
-SYSTEM_ROLES = (pb.ROLE_SYSTEM, pb.ROLE_DEVELOPER)
 
 
 class NothingToCompactError(ValueError):
     """The history holds nothing older than the part compaction must retain."""
 
 
-def is_instruction(item: pb.Item) -> bool:
-    """A system or developer message: compaction always keeps these verbatim."""
-    return item.WhichOneof("item") == "message" and item.message.role in SYSTEM_ROLES
-
-
 def is_user(item: pb.Item) -> bool:
     """A user message: a new turn starts here."""
     return item.WhichOneof("item") == "message" and item.message.role == pb.ROLE_USER
-
-
-def effective_items(items: Sequence[pb.Item]) -> list[pb.Item]:
-    """The items a context stands for once its latest compaction item is expanded.
-
-    The latest compaction item replaces everything before it except system and developer
-    messages: it becomes a summary-only compaction item followed by its retained items.
-    Raises CompactionDecodeError for an `encrypted_content` this server cannot read.
-    """
-    last = None
-    for index, item in enumerate(items):
-        if item.WhichOneof("item") == "compaction":
-            last = index
-    if last is None:
-        return list(items)
-    compaction = items[last].compaction
-    summary, retained = decode_compaction(compaction.encrypted_content)
-    unit = pb.Item(
-        compaction=pb.CompactionItem(
-            id=compaction.id, encrypted_content=encode_compaction(summary, [])
-        )
-    )
-    earlier = [item for item in items[:last] if is_instruction(item)]
-    return [*earlier, unit, *retained, *items[last + 1 :]]
 
 
 def split_points(body: Sequence[pb.Item]) -> list[int]:

@@ -1,1 +1,1 @@
-"""The MLX engine: model loading, prompt rendering, the generation worker thread and parsers."""
+"""The MLX engine: the one thread that owns MLX, its batch, caches and logits processors."""

@@ -16,7 +16,7 @@ import mlx.core as mx
 import numpy as np
 from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask_par
 from mlx_responses.service.engine.mlx_lm_compat import GenerationBatch
-from mlx_responses.service.engine.structured import JsonSchemaProcessor
+from mlx_responses.service.engine.structured import GrammarProcessor
 
 
 @functools.cache
@@ -24,14 +24,14 @@ def _llexecutor() -> llguidance.LLExecutor:
     return llguidance.LLExecutor()
 
 
-def grammar_of(processors: list[Any] | None) -> JsonSchemaProcessor | None:
+def grammar_of(processors: list[Any] | None) -> GrammarProcessor | None:
     """The sequence's grammar when it is its last processor (penalties shift logits first)."""
-    if processors and isinstance(processors[-1], JsonSchemaProcessor):
+    if processors and isinstance(processors[-1], GrammarProcessor):
         return processors[-1]
     return None
 
 
-def batch_mask(grammars: list[JsonSchemaProcessor | None], tokens: list[int]) -> np.ndarray:
+def batch_mask(grammars: list[GrammarProcessor | None], tokens: list[int]) -> np.ndarray:
     """Feeds each grammar its last token; the allowed tokens, `[batch, vocab]` (all for None)."""
     vocab = next(g.vocab_size for g in grammars if g is not None)
     bitmask = allocate_token_bitmask(len(grammars), vocab)  # every bit set: all allowed

@@ -70,7 +70,6 @@ class EngineStats:
     """Counters read by tests and benchmarks."""
 
     active: int = 0
-    waiting: int = 0
     running: int = 0  # sequences that have produced a token (decoding)
     batch_size: int = 0  # sequences of the last decode step (0 when idle)
     completed: int = 0

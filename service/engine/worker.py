@@ -28,6 +28,7 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     trim_prompt_cache,
 )
 from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
 from mlx_responses.service.engine.outbox import Outbox
 from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.requests import (
@@ -41,7 +42,6 @@ from mlx_responses.service.engine.requests import (
 )
 from mlx_responses.service.engine.slots import SlotGenerator
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
-from mlx_responses.service.metrics import EngineMetrics, ModelMetrics
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class EngineWorker:
     # speculation, no quantized KV yet)
     engine: str = "batch"
     stats: EngineStats = field(default_factory=EngineStats)
-    metrics: EngineMetrics | None = None
+    metrics: EngineObserver | None = None
 
     def __post_init__(self) -> None:
         self._commands: queue.SimpleQueue[_Submit | _Cancel | _Stop] = queue.SimpleQueue()
@@ -160,7 +160,7 @@ class EngineWorker:
         self._loaded: LoadedModel | None = None
         self._batch_model: Any = None  # what the batch generator runs: the model, or a pair
         self._kv_group: int | None = None
-        self._metrics: ModelMetrics | None = None
+        self._metrics: ModelObserver | None = None
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
             LRUPromptCache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)

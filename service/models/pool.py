@@ -23,32 +23,38 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mlx_responses.service.config import ConfigError
-from mlx_responses.service.errors import Reason, ServiceError
+from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.models.source import ModelSource, resolve_model
-from mlx_responses.service.responses.history import HistoryResolver
-from mlx_responses.service.responses.in_flight import InFlightTurns
-from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
-from mlx_responses.service.responses.tool_policy import HostedToolPolicy
-from mlx_responses.service.responses.validation import check_model
-from mlx_responses.service.stores.base import ConversationStore, ResponseStore
 
-if TYPE_CHECKING:  # the generator imports MLX; the façade must be able to skip it
+if TYPE_CHECKING:  # a runtime imports MLX: `mlx-responses` imports this before it picks a BLAS
     from mlx_responses.service.config import Settings
     from mlx_responses.service.metrics import CoreMetrics
-    from mlx_responses.service.responses.pipeline import ResponseGenerator
+    from mlx_responses.service.models.runtime import ModelRuntime
 
 log = logging.getLogger(__name__)
 
 
+def check_model(model: str, accepts: Callable[[str], bool]) -> None:
+    """A missing `model` is a 400; one the server does not serve is a 404 `model_not_found`."""
+    if not model:
+        raise invalid("Missing required parameter: 'model'.", "model")
+    if not accepts(model):
+        raise ServiceError(
+            Reason.MODEL_NOT_FOUND,
+            f"The model '{model}' does not exist or is not served by this server.",
+            param="model",
+        )
+
+
 @dataclass
 class ServedModel:
-    """One configured model: its name and folder, and its generator while it is loaded."""
+    """One configured model: its name and folder, and its runtime while it is loaded."""
 
     id: str
     source: ModelSource
     context_length: int
     created: int
-    generator: ResponseGenerator | None = None
+    runtime: ModelRuntime | None = None
     loading: asyncio.Task[None] | None = None
     users: int = 0  # leases held: requests and background jobs
     draining: bool = False  # chosen for unloading: no new leases until it is unloaded
@@ -68,7 +74,7 @@ class Lease:
     """A model held busy (never unloaded) until released."""
 
     model: ServedModel
-    generator: ResponseGenerator
+    runtime: ModelRuntime
     pool: ModelPool
     released: bool = False
 
@@ -105,23 +111,13 @@ def describe(source: ModelSource, model_id: str) -> ServedModel:
 
 @dataclass
 class ModelPool:
-    """Every configured model, their loads and unloads, and what their generators share."""
+    """Every configured model, their loads and unloads, and the leases that keep them loaded."""
 
     settings: Settings
-    responses: ResponseStore
-    conversations: ConversationStore
     metrics: CoreMetrics
     models: dict[str, ServedModel] = field(default_factory=dict)
-    in_flight: InFlightTurns = field(default_factory=InFlightTurns)
 
     def __post_init__(self) -> None:
-        s = self.settings
-        self.history = HistoryResolver(self.responses, self.conversations)
-        # Seed: the echo runs while the prompt cache is on.
-        self.reasoning_echo = ReasoningEcho(
-            s.reasoning_echo_max_bytes if s.prompt_cache_max_entries > 0 else 0
-        )
-        self.tool_policy = HostedToolPolicy(s.hosted_tools)
         self._names: dict[str, ServedModel] = {}
         self._ticks = itertools.count(1)
         self._load_lock = asyncio.Lock()  # one load (and its unloads) at a time
@@ -162,7 +158,7 @@ class ModelPool:
         await self._wait_until(lambda: not model.draining)
         model.users += 1
         try:
-            while model.generator is None:
+            while model.runtime is None:
                 if model.loading is None:
                     model.loading = asyncio.create_task(self._load(model), name=f"load-{model.id}")
                 # A waiter that gives up (client gone) leaves the load running for the others.
@@ -171,14 +167,14 @@ class ModelPool:
             self.release(model)
             raise
         model.last_used = next(self._ticks)
-        return Lease(model, model.generator, self)
+        return Lease(model, model.runtime, self)
 
     @contextlib.asynccontextmanager
-    async def use(self, name: str) -> AsyncIterator[ResponseGenerator]:
-        """The named model's generator, held busy for the block."""
+    async def use(self, name: str) -> AsyncIterator[ModelRuntime]:
+        """The named model's runtime, held busy for the block."""
         lease = await self.acquire(name)
         try:
-            yield lease.generator
+            yield lease.runtime
         finally:
             lease.release()
 
@@ -205,7 +201,7 @@ class ModelPool:
     # --- loading and unloading -----------------------------------------------------------------
     @property
     def loaded(self) -> list[ServedModel]:
-        return [m for m in self.models.values() if m.generator is not None]
+        return [m for m in self.models.values() if m.runtime is not None]
 
     async def load_default(self) -> None:
         """Loads the first model (startup: the core is ready once it can answer requests)."""
@@ -215,9 +211,9 @@ class ModelPool:
     async def _load(self, model: ServedModel) -> None:
         try:
             async with self._load_lock:
-                if model.generator is None:
+                if model.runtime is None:
                     await self._make_room(model)
-                    model.generator = await self._start(model)
+                    model.runtime = await self._start(model)
                     self.metrics.model_loaded(model.id)
         except ConfigError:
             raise  # e.g. a draft model of another tokenizer: startup exits 2
@@ -251,12 +247,12 @@ class ModelPool:
             await self._wait_until(victim.idle)
             await self._unload(victim)
 
-    async def _start(self, model: ServedModel) -> ResponseGenerator:
+    async def _start(self, model: ServedModel) -> ModelRuntime:
         """Starts the model's engine worker (it loads the weights on its own thread)."""
         from mlx_responses.service.engine.blas import blas_in_use
         from mlx_responses.service.engine.model import load_model
         from mlx_responses.service.engine.worker import EngineWorker
-        from mlx_responses.service.responses.pipeline import ResponseGenerator
+        from mlx_responses.service.models.runtime import ModelRuntime
 
         s = self.settings
         started = time.perf_counter()
@@ -286,26 +282,16 @@ class ModelPool:
             time.perf_counter() - started,
             blas_in_use(),
         )
-        return ResponseGenerator(
-            loaded=loaded,
-            worker=worker,
-            responses=self.responses,
-            conversations=self.conversations,
-            default_max_output_tokens=s.default_max_output_tokens,
-            reasoning_echo=self.reasoning_echo,
-            tool_policy=self.tool_policy,
-            in_flight=self.in_flight,
-            shared_history=self.history,
-        )
+        return ModelRuntime(loaded, worker)
 
     async def _unload(self, model: ServedModel) -> None:
         """Stops an idle model's engine and lets its memory go (weights, KV and prompt caches)."""
-        generator, model.generator = model.generator, None
-        if generator is None:
+        runtime, model.runtime = model.runtime, None
+        if runtime is None:
             return
         started = time.perf_counter()
-        await generator.worker.unload()
-        del generator
+        await runtime.worker.unload()
+        del runtime
         gc.collect()  # the model's arrays sit in reference cycles (modules, closures)
         import mlx.core as mx
 
@@ -323,5 +309,5 @@ class ModelPool:
     def stop(self) -> None:
         """Process shutdown: stops every engine (the threads park; see EngineWorker.stop)."""
         for model in self.loaded:
-            assert model.generator is not None
-            model.generator.worker.stop()
+            assert model.runtime is not None
+            model.runtime.worker.stop()

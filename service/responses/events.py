@@ -6,25 +6,20 @@ and the stored object share their ids.
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+
+from mlx_responses.service.ids import IdFactory, new_id
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 
-IdFactory = Callable[[str], str]
-
-TERMINAL = {
+# The event that ends a response of each terminal status (a cancelled one ends `failed`).
+TERMINAL_EVENT = {
     pb.RESPONSE_STATUS_COMPLETED: ev.EVENT_TYPE_RESPONSE_COMPLETED,
     pb.RESPONSE_STATUS_INCOMPLETE: ev.EVENT_TYPE_RESPONSE_INCOMPLETE,
     pb.RESPONSE_STATUS_FAILED: ev.EVENT_TYPE_RESPONSE_FAILED,
     pb.RESPONSE_STATUS_CANCELLED: ev.EVENT_TYPE_RESPONSE_FAILED,
 }
-
-
-def new_id(prefix: str) -> str:
-    """An OpenAI-looking id: `prefix_` and 48 hex digits."""
-    return f"{prefix}_{secrets.token_hex(24)}"
 
 
 class EventAssembler:
@@ -35,9 +30,14 @@ class EventAssembler:
         response: pb.Response,
         ids: IdFactory = new_id,
         namespaced: Mapping[str, tuple[str, str]] | None = None,
+        *,
+        summary: bool = False,
     ) -> None:
         self.response = response
         self._ids = ids
+        # `reasoning.summary` set: reasoning items also carry (and stream) a summary, which is
+        # the reasoning text itself (this server has no summarizer).
+        self._summary = summary
         # The model calls flattened namespace tools; the call leaves as namespace + name.
         self._namespaced = namespaced or {}
         self._sequence = 0
@@ -143,8 +143,28 @@ class EventAssembler:
         self._open = kind
         self._text = ""
         events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        if kind == "reasoning" and self._summary:
+            events.append(self._summary_part_event(ev.EVENT_TYPE_REASONING_SUMMARY_PART_ADDED))
         events.append(self._part_event(ev.EVENT_TYPE_CONTENT_PART_ADDED, item_id, part))
         return events
+
+    def _summary_part_event(self, kind: int, text: str = "") -> ev.ResponseEvent:
+        part = ev.ReasoningSummaryPartEvent(
+            item_id=self._item().reasoning.id,
+            output_index=self._index,
+            summary_index=0,
+            part=pb.SummaryText(text=text),
+        )
+        return self._event(kind, summary_part=part)
+
+    def _summary_text_event(self, kind: int, text: str) -> ev.ResponseEvent:
+        """Summary text delta/done; `content_index` carries the summary index."""
+        item_id = self._item().reasoning.id
+        if kind == ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DELTA:
+            delta = ev.TextDeltaEvent(item_id=item_id, output_index=self._index, delta=text)
+            return self._event(kind, text_delta=delta)
+        done = ev.TextDoneEvent(item_id=item_id, output_index=self._index, text=text)
+        return self._event(kind, text_done=done)
 
     def _delta(
         self, kind: str, event_type: int, delta: str, logprobs: list[pb.Logprob] | None = None
@@ -164,6 +184,9 @@ class EventAssembler:
             logprobs=logprobs or [],
         )
         events.append(self._event(event_type, text_delta=delta_event))
+        if kind == "reasoning" and self._summary:
+            summary_delta = ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DELTA
+            events.append(self._summary_text_event(summary_delta, delta))
         return events
 
     def text_delta(
@@ -266,8 +289,14 @@ class EventAssembler:
                 ),
             ),
             self._part_event(ev.EVENT_TYPE_CONTENT_PART_DONE, item_id, part),
-            self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE),
         ]
+        if self._open == "reasoning" and self._summary:
+            item.reasoning.summary.append(pb.SummaryText(text=self._text))
+            events += [
+                self._summary_text_event(ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DONE, self._text),
+                self._summary_part_event(ev.EVENT_TYPE_REASONING_SUMMARY_PART_DONE, self._text),
+            ]
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
         self._open = None
         self._text = ""
         self._logprobs = []
@@ -297,5 +326,5 @@ class EventAssembler:
             r.incomplete_details.CopyFrom(pb.IncompleteDetails(reason=incomplete_reason))
         if error is not None:
             r.error.CopyFrom(error)
-        events.append(self._snapshot(TERMINAL[status]))
+        events.append(self._snapshot(TERMINAL_EVENT[status]))
         return events

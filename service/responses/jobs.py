@@ -16,19 +16,22 @@ from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.errors import SERVER_ERROR, Reason, ServiceError, failure_code, invalid
 from mlx_responses.service.models.pool import Lease, ModelPool
+from mlx_responses.service.responses.event_writer import JobEvents
+from mlx_responses.service.responses.events import TERMINAL_EVENT as TERMINAL_EVENTS
 from mlx_responses.service.responses.foreground_claims import ForegroundClaims
 from mlx_responses.service.responses.history import status_name
-from mlx_responses.service.responses.pipeline import Turn
-from mlx_responses.service.stores.base import Admission, JobBoard, StoredResponse
+from mlx_responses.service.responses.pipeline import ResponsePipeline, Turn
+from mlx_responses.service.stores.base import Admission, EventLog, JobBoard, StoredResponse
+from mlx_responses.service.stores.memory import InMemoryEventLog
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-TERMINAL = {
+TERMINAL_STATUSES = {
     pb.RESPONSE_STATUS_COMPLETED,
     pb.RESPONSE_STATUS_INCOMPLETE,
     pb.RESPONSE_STATUS_FAILED,
@@ -54,6 +57,8 @@ class Job:
     cancel_requested: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
     watchers: list[asyncio.Queue[list[ev.ResponseEvent] | None]] = field(default_factory=list)
+    # Every event streamed so far, for replays (service/responses/job_replay.py).
+    log: JobEvents | None = None
 
     def publish(self, events: list[ev.ResponseEvent] | None) -> None:
         """Hands a batch of events (None: the end) to every watcher."""
@@ -80,19 +85,21 @@ class JobManager:
     """Admits and runs `background: true` responses on this core; the board shows them to all."""
 
     models: ModelPool
+    pipeline: ResponsePipeline
     board: JobBoard
     max_jobs: int
     store_max_bytes: int
     active: dict[str, Job] = field(default_factory=dict)
+    # Every event a job streams, for GET /v1/responses/{id}?stream=true (service/job_replay.py).
+    events: EventLog = field(default_factory=lambda: InMemoryEventLog(1024, 64 << 20, 3600))
 
     def __post_init__(self) -> None:
-        self.models.history.job_status = self.status_of
-        self.responses = self.models.responses
+        self.responses = self.pipeline.responses
         self._heartbeat: asyncio.Task[None] | None = None
         self._detached: set[asyncio.Task[object]] = set()
         # Foreground responses share the board's cancel channel and heartbeat.
         self.foreground = ForegroundClaims(
-            self.models.in_flight, self.board, LEASE_S, CANCEL_WAIT_S, REMOTE_POLL_S
+            self.pipeline.in_flight, self.board, LEASE_S, CANCEL_WAIT_S, REMOTE_POLL_S
         )
 
     async def start(self) -> None:
@@ -132,7 +139,7 @@ class JobManager:
         """The status of an unfinished job on any replica, or None."""
         job = self.active.get(response_id)
         if job is not None:
-            return job.status if job.status not in TERMINAL else None
+            return job.status if job.status not in TERMINAL_STATUSES else None
         view = await self.board.view(response_id)
         return view.status if view is not None else None
 
@@ -160,11 +167,12 @@ class JobManager:
 
     async def _admit(self, params: pb.CreateResponseParams, lease: Lease) -> pb.Response:
         # Seed: context_management runs inside the job; its failure fails the job.
-        turn = await lease.generator.prepare(params, defer_compaction=True)
+        turn = await self.pipeline.prepare(lease.runtime, params, defer_compaction=True)
         turn.response.status = pb.RESPONSE_STATUS_QUEUED
         turn.response.background = True
         nbytes = turn.response.ByteSize() + sum(i.ByteSize() for i in turn.context)
         job = Job(turn=turn, nbytes=nbytes, lease=lease)
+        job.log = JobEvents(self.events, job.response_id)
         # The board counts every replica's active jobs, atomically: visible to all replicas
         # before the create call answers, or refused (Redis down: a 503, no job).
         try:
@@ -179,13 +187,11 @@ class JobManager:
             raise ServiceError(
                 Reason.RATE_LIMITED,
                 f"{self.max_jobs} background jobs are already active; retry after one finishes.",
-                code="rate_limit_exceeded",
             )
         if admission is Admission.OVER_BUDGET:
             raise ServiceError(
                 Reason.RATE_LIMITED,
                 "Active background jobs fill the response store's byte budget; retry later.",
-                code="rate_limit_exceeded",
             )
         self.active[job.response_id] = job
         job.task = asyncio.create_task(self._run(job), name=f"job-{job.response_id}")
@@ -196,37 +202,39 @@ class JobManager:
 
     async def _run(self, job: Job) -> None:
         final: pb.Response | None = None
-        generator = job.lease.generator
         try:
             if job.cancel_requested:
                 final = self._ended(job, pb.RESPONSE_STATUS_CANCELLED)
                 return
-            await generator.run_compaction(job.turn)
-            async for events in generator.stream(job.turn):
+            await self.pipeline.run_compaction(job.turn)
+            async for events in self.pipeline.stream(job.turn):
                 if job.status == pb.RESPONSE_STATUS_QUEUED:
                     job.status = pb.RESPONSE_STATUS_IN_PROGRESS
                     await self._post(job)
-                job.publish(events)
+                self._record(job, events)
                 last = events[-1]
-                if last.HasField("snapshot") and last.snapshot.response.status in TERMINAL:
+                if last.HasField("snapshot") and last.snapshot.response.status in TERMINAL_STATUSES:
                     final = last.snapshot.response
                     job.status = final.status
         except ServiceError as error:
-            code = "server_overloaded" if error.reason is Reason.QUEUE_FULL else "invalid_prompt"
-            refused = (Reason.INVALID_REQUEST, Reason.CONTEXT_LENGTH_EXCEEDED)
-            if error.reason is not Reason.QUEUE_FULL and error.reason not in refused:
-                code = "server_error"
+            code = failure_code(error.reason)
             final = self._ended(job, pb.RESPONSE_STATUS_FAILED, code, error.message)
         except asyncio.CancelledError:
             final = self._ended(job, pb.RESPONSE_STATUS_CANCELLED)
             raise
         except Exception as exc:
             log.exception("response %s: background job crashed", job.response_id)
-            final = self._ended(job, pb.RESPONSE_STATUS_FAILED, "server_error", str(exc))
+            final = self._ended(job, pb.RESPONSE_STATUS_FAILED, SERVER_ERROR, str(exc))
         finally:
             try:
-                if final is not None:
-                    await self._keep(job, final)
+                try:
+                    if final is not None:
+                        await self._keep(job, final)
+                finally:
+                    if final is not None:
+                        self._record_end(job, final)
+                    if job.log is not None:
+                        await job.log.drain()  # the shared log is whole before the job leaves
                 # Kept first, removed second: a poll elsewhere sees the view or the final.
                 await self.board.remove(job.response_id)
             except ServiceError as error:
@@ -236,6 +244,23 @@ class JobManager:
                 self.active.pop(job.response_id, None)
                 job.publish(None)
                 job.done.set()
+
+    def _record(self, job: Job, events: list[ev.ResponseEvent]) -> None:
+        """Logs a batch, then hands it to the watchers (nothing in between: no gap, no await)."""
+        if job.log is not None:
+            job.log.add(events)
+        job.publish(events)
+
+    def _record_end(self, job: Job, final: pb.Response) -> None:
+        """A job that ended without its terminal event (cancelled, failed early) logs one."""
+        if job.log is None or job.log.ended:
+            return
+        event = ev.ResponseEvent(
+            type=TERMINAL_EVENTS.get(final.status, ev.EVENT_TYPE_RESPONSE_FAILED),
+            sequence_number=job.log.next_sequence,
+            snapshot=ev.ResponseSnapshotEvent(response=final),
+        )
+        self._record(job, [event])
 
     async def _post(self, job: Job) -> None:
         try:
@@ -258,7 +283,7 @@ class JobManager:
         if final.store:
             stored = await self.responses.get(final.id)
             if stored is None:
-                # The generator persisted it unless it was too big or never generated.
+                # The pipeline persisted it unless it was too big or never generated.
                 kept = StoredResponse(response=final, context=[*job.turn.context, *final.output])
                 if not await self.responses.put(kept):
                     # NOTE: seed: an object larger than the budget leaves a failed stub.
@@ -267,7 +292,7 @@ class JobManager:
                     stub.completed_at = final.completed_at
                     stub.error.CopyFrom(
                         pb.ResponseError(
-                            code="server_error",
+                            code=SERVER_ERROR,
                             message="The final response is larger than the response store budget.",
                         )
                     )
@@ -333,7 +358,7 @@ class JobManager:
             await self.wait_ended(response_id)
             return await self._final(response_id)
         job.cancel_requested = True
-        if await self.models.in_flight.cancel(response_id) is None and job.task is not None:
+        if await self.pipeline.in_flight.cancel(response_id) is None and job.task is not None:
             # Still queued ahead of the engine: stop the task itself.
             job.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -1,13 +1,19 @@
-"""Runs one create request: history, prompt, generation, events, persistence."""
+"""The response pipeline: one per core, every create request of every model through it.
+
+validation -> history -> prompt (the model's runtime renders it) -> automatic compaction ->
+generation (the runtime's engine) -> events -> persistence. Per-core state lives here (the
+stores, the history resolver, the reasoning echo, the hosted-tool policy, the in-flight turns);
+what a loaded model can do is its ModelRuntime (service/models/runtime.py), which a request holds
+through a lease for as long as it runs.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import InitVar, dataclass, field, replace
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 from mlx_responses.service.compaction.compactor import (
     CompactionResult,
@@ -15,36 +21,25 @@ from mlx_responses.service.compaction.compactor import (
     compaction_due,
     validate_compact_request,
 )
-from mlx_responses.service.engine.model import LoadedModel
-from mlx_responses.service.engine.penalties import penalty_processors
 from mlx_responses.service.engine.requests import SamplingParams, TokenLogprob
-from mlx_responses.service.engine.structured import GrammarFactory, SchemaError
-from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
-from mlx_responses.service.errors import Reason, ServiceError, invalid
-from mlx_responses.service.models.submission import submit
-from mlx_responses.service.responses.events import EventAssembler, IdFactory, new_id
+from mlx_responses.service.engine.worker import GenerationStream
+from mlx_responses.service.errors import SERVER_ERROR, Reason, ServiceError
+from mlx_responses.service.ids import IdFactory, new_id
+from mlx_responses.service.models.runtime import ModelRuntime
+from mlx_responses.service.responses.events import EventAssembler
 from mlx_responses.service.responses.history import HistoryResolver
 from mlx_responses.service.responses.in_flight import InFlight, InFlightTurns
+from mlx_responses.service.responses.item_ids import assign_ids, scoped_ids
+from mlx_responses.service.responses.item_refs import resolve_references
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
 from mlx_responses.service.responses.tool_stream import ToolCallStreamer
-from mlx_responses.service.responses.validation import (
-    parse_json_object,
-    template_kwargs,
-    validate_params,
-)
+from mlx_responses.service.responses.validation import validate_params
 from mlx_responses.service.stores.base import ConversationStore, ResponseStore, StoredResponse
-from mlx_responses.service.text.compaction_codec import CompactionDecodeError
-from mlx_responses.service.text.json_bounds import JsonBounds
+from mlx_responses.service.text.grammars import Grammar
 from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser, Segment
-from mlx_responses.service.text.prompt import (
-    RenderedPrompt,
-    items_to_messages,
-    render_prompt,
-    tools_to_template,
-)
-from mlx_responses.service.text.tool_choice import ToolConstraints
-from mlx_responses.service.text.tool_formats import detect_format
+from mlx_responses.service.text.prompt import RenderedPrompt
+from mlx_responses.service.text.request_json import RequestJson
 
 from mlx_responses.v1 import compaction_service_pb2 as cp
 from mlx_responses.v1 import events_pb2 as ev
@@ -74,15 +69,17 @@ def logprob_to_pb(lp: TokenLogprob) -> pb.Logprob:
 
 @dataclass
 class Turn:
-    """A validated, rendered request, ready to generate."""
+    """A validated, rendered request, ready to generate on its model."""
 
+    runtime: ModelRuntime
     params: pb.CreateResponseParams
+    parsed: RequestJson
     response: pb.Response
     context: list[pb.Item]
     prompt: RenderedPrompt
     sampling: SamplingParams
     markers: Markers
-    logits_processors: list[Any] = field(default_factory=list)
+    grammar: Grammar | None = None
     tool_streamer: ToolCallStreamer | None = None
     # Automatic compaction: due but deferred (a background job runs it), or done.
     compaction_pending: bool = False
@@ -91,67 +88,39 @@ class Turn:
     namespaced: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
-@dataclass
-class ResponseGenerator:
-    """The /v1/responses worker path, shared by foreground, streamed and background requests."""
+def _requested(params: pb.CreateResponseParams, default: int) -> int:
+    return params.max_output_tokens if params.HasField("max_output_tokens") else default
 
-    loaded: LoadedModel
-    worker: EngineWorker
+
+@dataclass
+class ResponsePipeline:
+    """The /v1/responses path of one core, shared by foreground, streamed and background turns."""
+
     responses: ResponseStore
     conversations: ConversationStore
+    history: HistoryResolver
     default_max_output_tokens: int = 4096
     reasoning_echo: ReasoningEcho = field(default_factory=lambda: ReasoningEcho(0))
     tool_policy: HostedToolPolicy = field(default_factory=HostedToolPolicy)
     clock: Callable[[], float] = time.time
     ids: IdFactory = new_id
     in_flight: InFlightTurns = field(default_factory=InFlightTurns)
-    # The models of one core share their history resolver (its job_status hook).
-    shared_history: InitVar[HistoryResolver | None] = None
-
-    def __post_init__(self, shared_history: HistoryResolver | None) -> None:
-        self.history = shared_history or HistoryResolver(self.responses, self.conversations)
-        self.grammars = GrammarFactory(self.loaded.tokenizer._tokenizer, self.loaded.vocab_size)
-        self.tool_format = detect_format(self.loaded.tokenizer)
-        self.tool_constraints = ToolConstraints(
-            self.tool_format, self.grammars, self.loaded.tokenizer
-        )
-        self.compactor = Compactor(
-            self.loaded, self.worker, self.render_items, self.ids, self.clock
-        )
-
-    def constraints(self, params: pb.CreateResponseParams, max_tokens: int) -> list[Any]:
-        """The structured-output processors of `text.format`, built now: a bad schema is a 400.
-
-        Unbounded values are bounded against the output budget so a small model finishes.
-        """
-        kind = params.text.WhichOneof("format")
-        if kind == "json_schema":
-            schema = parse_json_object(params.text.json_schema.schema_json, "text.format.schema")
-        elif kind == "json_object":
-            schema = {"type": "object"}
-        else:
-            return []
-        try:
-            return [self.grammars.processor(schema, JsonBounds.for_budget(max_tokens))]
-        except SchemaError as exc:
-            raise invalid(
-                f"Invalid JSON schema in 'text.format.schema': {exc}",
-                "text.format.schema",
-                "invalid_json_schema",
-            ) from exc
 
     # --- preparation -----------------------------------------------------------------------
-    def initial_response(self, params: pb.CreateResponseParams, response_id: str) -> pb.Response:
+    def initial_response(
+        self, runtime: ModelRuntime, params: pb.CreateResponseParams, response_id: str
+    ) -> pb.Response:
         """The response object as it stands before generation, echoing the request."""
+        loaded = runtime.loaded
         r = pb.Response(
             id=response_id,
             created_at=int(self.clock()),
             status=pb.RESPONSE_STATUS_IN_PROGRESS,
-            model=self.loaded.alias,
+            model=loaded.alias,
             temperature=params.temperature
             if params.HasField("temperature")
-            else self.loaded.default_temperature,
-            top_p=params.top_p if params.HasField("top_p") else self.loaded.default_top_p,
+            else loaded.default_temperature,
+            top_p=params.top_p if params.HasField("top_p") else loaded.default_top_p,
             top_logprobs=params.top_logprobs,
             presence_penalty=params.presence_penalty,
             frequency_penalty=params.frequency_penalty,
@@ -186,71 +155,58 @@ class ResponseGenerator:
                 setattr(r, name, getattr(params, name))
         return r
 
-    async def render(self, params: pb.CreateResponseParams) -> tuple[list[pb.Item], RenderedPrompt]:
-        """Validates, resolves history and renders; returns the turn context and the prompt."""
-        validate_params(params, self.loaded.accepts_name)
+    async def _render(
+        self, runtime: ModelRuntime, params: pb.CreateResponseParams
+    ) -> tuple[RequestJson, list[pb.Item], RenderedPrompt]:
+        """Validates, resolves history and renders: the parsed JSON, the context, the prompt."""
+        parsed = validate_params(params, runtime.loaded.accepts_name)
         history = await self.history.resolve(params)
+        await resolve_references(params, history, self.responses, self.conversations)
         context = self.reasoning_echo.restore([*history, *params.input])
-        return context, self.render_items(params, context)
+        return parsed, context, runtime.render_request(params, parsed, context)
 
-    def render_items(
-        self, params: pb.CreateResponseParams, items: Sequence[pb.Item]
-    ) -> RenderedPrompt:
-        """The request's prompt around `items` (its instructions, tools and kwargs)."""
-        try:
-            messages = items_to_messages(
-                params.instructions if params.HasField("instructions") else None, items
-            )
-        except CompactionDecodeError as exc:
-            raise invalid(str(exc), "input", "invalid_compaction") from exc
-        tools = None
-        if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE:
-            tools = tools_to_template(params.tools)
-        tokenizer = self.loaded.tokenizer
-        try:
-            return render_prompt(
-                tokenizer, messages, tools, template_kwargs(params), tokenizer.think_start
-            )
-        except ValueError as exc:
-            raise invalid(str(exc), "input", "invalid_prompt") from exc
-
-    async def count_input_tokens(self, params: pb.CreateResponseParams) -> int:
+    async def count_input_tokens(
+        self, runtime: ModelRuntime, params: pb.CreateResponseParams
+    ) -> int:
         """Rendered input tokens, history included, exactly as generation renders them."""
-        _, prompt = await self.render(self.tool_policy.resolve(params).params)
+        _, _, prompt = await self._render(runtime, self.tool_policy.resolve(params).params)
         return len(prompt.tokens)
 
     # --- compaction ------------------------------------------------------------------------
+    def _compactor(self, runtime: ModelRuntime) -> Compactor:
+        return Compactor(runtime, self.ids, self.clock)
+
     async def compact(
-        self, params: pb.CreateResponseParams, keep_tokens: int | None
+        self, runtime: ModelRuntime, params: pb.CreateResponseParams, keep_tokens: int | None
     ) -> cp.CompactResponseResponse:
         """`POST /v1/responses/compact`: the compacted history; nothing is stored."""
         validate_compact_request(params, keep_tokens)
         params = self.tool_policy.resolve(params).params
-        context, prompt = await self.render(params)
-        return await self.compactor.compact_request(params, context, prompt, keep_tokens)
+        parsed, context, prompt = await self._render(runtime, params)
+        return await self._compactor(runtime).compact_request(
+            params, parsed, context, prompt, keep_tokens
+        )
 
     async def run_compaction(self, turn: Turn) -> None:
         """Runs a due automatic compaction (deferred to here inside a background job)."""
         if not turn.compaction_pending:
             return
-        result = await self.compactor.compact_params(
-            turn.params, turn.context, turn.prompt, log_id=turn.response.id
+        runtime = turn.runtime
+        result = await self._compactor(runtime).compact_params(
+            turn.params, turn.parsed, turn.context, turn.prompt, log_id=turn.response.id
         )
         # The compaction item itself becomes output[0], so a stored chain holds it once.
         turn.context = list(result.kept)
-        turn.prompt = self.render_items(turn.params, result.context)
+        turn.prompt = runtime.render_request(turn.params, turn.parsed, result.context)
         turn.compaction = result
         turn.compaction_pending = False
-        room = self.loaded.context_length - len(turn.prompt.tokens)
-        turn.sampling = replace(turn.sampling, max_tokens=min(self._requested(turn.params), room))
-
-    def _requested(self, params: pb.CreateResponseParams) -> int:
-        if params.HasField("max_output_tokens"):
-            return params.max_output_tokens
-        return self.default_max_output_tokens
+        room = runtime.loaded.context_length - len(turn.prompt.tokens)
+        requested = _requested(turn.params, self.default_max_output_tokens)
+        turn.sampling = replace(turn.sampling, max_tokens=min(requested, room))
 
     async def prepare(
         self,
+        runtime: ModelRuntime,
         params: pb.CreateResponseParams,
         response_id: str | None = None,
         *,
@@ -262,29 +218,32 @@ class ResponseGenerator:
         """
         resolved = self.tool_policy.resolve(params)
         params = resolved.params
-        context, prompt = await self.render(params)
+        response_id = response_id or self.ids("resp")
+        parsed, context, prompt = await self._render(runtime, params)
+        # Every item the response holds has an id (input ones too, as OpenAI assigns them).
+        assign_ids(context, response_id)
         await self._check_store(params)
-        due = compaction_due(params, len(prompt.tokens), self.loaded.context_length)
-        room = self.loaded.context_length - len(prompt.tokens)
+        window = runtime.loaded.context_length
+        due = compaction_due(params, len(prompt.tokens), window)
+        room = window - len(prompt.tokens)
         if room < 1 and not due:
             raise ServiceError(
                 Reason.CONTEXT_LENGTH_EXCEEDED,
                 f"The input is {len(prompt.tokens)} tokens, which leaves no room for output in "
-                f"the model's {self.loaded.context_length}-token context window.",
+                f"the model's {window}-token context window.",
                 param="input",
-                code="context_length_exceeded",
             )
-        response = self.initial_response(params, response_id or self.ids("resp"))
+        response = self.initial_response(runtime, params, response_id)
         wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
         sampling = SamplingParams(
-            max_tokens=max(1, min(self._requested(params), room)),
+            max_tokens=max(1, min(_requested(params, self.default_max_output_tokens), room)),
             temperature=response.temperature,
             top_p=response.top_p,
             logprobs=params.top_logprobs if wants_logprobs else -1,
         )
-        tokenizer = self.loaded.tokenizer
+        tokenizer = runtime.loaded.tokenizer
         use_tools = bool(params.tools) and params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE
-        fmt = self.tool_format
+        fmt = runtime.tool_format
         markers = Markers(
             think_start=tokenizer.think_start,
             think_end=tokenizer.think_end,
@@ -293,22 +252,16 @@ class ResponseGenerator:
             tool_leading=fmt.leading if use_tools else None,
         )
         streamer = None
-        processors: list[Any] = []
+        grammar = None
         if use_tools:
-            schemas = self.tool_constraints.schemas(params)
-            streamer = ToolCallStreamer(fmt, schemas)
+            streamer = ToolCallStreamer(fmt, parsed.tool_parameters)
             # A forced call's grammar already carries a text.format answer where one is allowed.
-            processors = self.tool_constraints.processors(
-                params, prompt, schemas, sampling.max_tokens
-            )
-        if not processors:
-            processors = self.constraints(params, sampling.max_tokens)
-        # Penalties shift the logits first; a grammar's mask then has the last word.
-        processors = [
-            *penalty_processors(params.presence_penalty, params.frequency_penalty),
-            *processors,
-        ]
-        turn = Turn(params, response, context, prompt, sampling, markers, processors, streamer)
+            grammar = runtime.tool_constraints.grammar(params, prompt, parsed, sampling.max_tokens)
+        if grammar is None:
+            grammar = runtime.answer_grammar(parsed.answer_schema, sampling.max_tokens)
+        turn = Turn(
+            runtime, params, parsed, response, context, prompt, sampling, markers, grammar, streamer
+        )
         turn.namespaced = resolved.namespaced
         turn.compaction_pending = due
         if due and not defer_compaction:
@@ -357,10 +310,17 @@ class ResponseGenerator:
             running.final.set_result(None)
 
     # --- generation ------------------------------------------------------------------------
-    def submit(self, turn: Turn) -> GenerationStream:
-        """Queues the turn on the engine; a full queue is a 503 before anything streams."""
+    def _generate(self, turn: Turn) -> GenerationStream:
+        """Queues the turn on its model's engine; a full queue is a 503 before anything streams."""
+        params = turn.params
         try:
-            stream = submit(self.worker, turn.prompt.tokens, turn.sampling, turn.logits_processors)
+            stream = turn.runtime.submit(
+                turn.prompt.tokens,
+                turn.sampling,
+                presence_penalty=params.presence_penalty,
+                frequency_penalty=params.frequency_penalty,
+                grammar=turn.grammar,
+            )
         except BaseException:
             self._abandon(turn.response.id)
             raise
@@ -372,19 +332,19 @@ class ResponseGenerator:
             running.stop = stream.cancel  # registered while it compacted
         return stream
 
-    async def cancel(self, response_id: str, timeout: float = 30.0) -> pb.Response | None:
-        """Stops an in-flight turn (of any model) and returns its final (cancelled) response.
-
-        None if nothing runs under that id.
-        """
-        return await self.in_flight.cancel(response_id, timeout)
-
     async def stream(self, turn: Turn) -> AsyncIterator[list[ev.ResponseEvent]]:
         """The events of one turn, in batches of those ready together."""
         running = self.in_flight.get(turn.response.id)
         # Cancelled while it compacted: it ends cancelled without reaching the engine.
-        generation = None if running is not None and running.cancel_requested else self.submit(turn)
-        assembler = EventAssembler(turn.response, self.ids, turn.namespaced)
+        generation = (
+            None if running is not None and running.cancel_requested else self._generate(turn)
+        )
+        assembler = EventAssembler(
+            turn.response,
+            scoped_ids(turn.response.id),
+            turn.namespaced,
+            summary=turn.params.reasoning.HasField("summary"),
+        )
         try:
             opening = (
                 assembler.start()
@@ -495,7 +455,7 @@ class ResponseGenerator:
         )
         failure = None
         if status == pb.RESPONSE_STATUS_FAILED:
-            failure = pb.ResponseError(code="server_error", message=error or "generation failed")
+            failure = pb.ResponseError(code=SERVER_ERROR, message=error or "generation failed")
             log.error("response %s failed: %s", turn.response.id, failure.message)
         events = assembler.finish(
             status,
@@ -535,10 +495,13 @@ class ResponseGenerator:
             )
 
     async def create(
-        self, params: pb.CreateResponseParams, response_id: str | None = None
+        self,
+        runtime: ModelRuntime,
+        params: pb.CreateResponseParams,
+        response_id: str | None = None,
     ) -> pb.Response:
         """Generates a whole response (`stream: false`)."""
-        turn = await self.prepare(params, response_id)
+        turn = await self.prepare(runtime, params, response_id)
         final = turn.response
         async for events in self.stream(turn):
             if events and events[-1].WhichOneof("payload") == "snapshot":

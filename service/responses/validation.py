@@ -6,12 +6,18 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.errors import invalid
+from mlx_responses.service.models.pool import check_model
+from mlx_responses.service.text.request_json import JsonObject, RequestJson
 
 from mlx_responses.v1 import responses_pb2 as pb
 
 MAX_COMPACT_THRESHOLD = 100_000_000
 MAX_TOP_LOGPROBS = 20
+
+
+# `reasoning.summary`: each makes reasoning items carry their text as the summary.
+REASONING_SUMMARIES = ("auto", "concise", "detailed")
 
 
 def parse_json_object(text: str, param: str) -> dict[str, Any]:
@@ -32,21 +38,13 @@ def template_kwargs(params: pb.CreateResponseParams) -> dict[str, Any]:
     return {}
 
 
-def check_model(model: str, accepts: Callable[[str], bool]) -> None:
-    """A missing `model` is a 400; one the server does not serve is a 404 `model_not_found`."""
-    if not model:
-        raise invalid("Missing required parameter: 'model'.", "model")
-    if not accepts(model):
-        raise ServiceError(
-            Reason.MODEL_NOT_FOUND,
-            f"The model '{model}' does not exist or is not served by this server.",
-            param="model",
-            code="model_not_found",
-        )
+def validate_params(
+    params: pb.CreateResponseParams, model_accepts: Callable[[str], bool]
+) -> RequestJson:
+    """Raises ServiceError for the first problem found, with the OpenAI `param`.
 
-
-def validate_params(params: pb.CreateResponseParams, model_accepts: Callable[[str], bool]) -> None:
-    """Raises ServiceError for the first problem found, with the OpenAI `param`."""
+    Returns the request's JSON-in-strings, parsed (each once).
+    """
     check_model(params.model, model_accepts)
     if not params.input:
         raise invalid("'input' must not be empty.", "input")
@@ -92,8 +90,15 @@ def validate_params(params: pb.CreateResponseParams, model_accepts: Callable[[st
             "'previous_response_id' and 'conversation' cannot be used together.",
             "previous_response_id",
         )
-    _validate_tools(params)
-    _validate_text(params)
+    tool_parameters = _validate_tools(params)
+    answer_schema = _validate_text(params)
+    summary = params.reasoning.summary
+    if params.reasoning.HasField("summary") and summary not in REASONING_SUMMARIES:
+        raise invalid(
+            f"Invalid 'reasoning.summary' {summary!r}: expected one of auto, concise, detailed.",
+            "reasoning.summary",
+            "invalid_value",
+        )
     for i, entry in enumerate(params.context_management):
         if entry.type != "compaction":
             raise invalid(
@@ -107,11 +112,16 @@ def validate_params(params: pb.CreateResponseParams, model_accepts: Callable[[st
                 "'compact_threshold' must be between 1 and 100000000.",
                 f"context_management[{i}].compact_threshold",
             )
-    if params.HasField("chat_template_kwargs_json"):
-        parse_json_object(params.chat_template_kwargs_json, "chat_template_kwargs")
+    return RequestJson(
+        template_kwargs=template_kwargs(params),
+        answer_schema=answer_schema,
+        tool_parameters=tool_parameters,
+    )
 
 
-def _validate_tools(params: pb.CreateResponseParams) -> None:
+def _validate_tools(params: pb.CreateResponseParams) -> dict[str, JsonObject]:
+    """Each function tool's parameters, parsed."""
+    parameters: dict[str, JsonObject] = {}
     names = set()
     for i, tool in enumerate(params.tools):
         if tool.WhichOneof("tool") != "function":
@@ -123,8 +133,11 @@ def _validate_tools(params: pb.CreateResponseParams) -> None:
         if fn.name in names:
             raise invalid(f"Duplicate tool name '{fn.name}'.", f"tools[{i}].name")
         names.add(fn.name)
-        if fn.parameters_json:
+        parameters[fn.name] = (
             parse_json_object(fn.parameters_json, f"tools[{i}].parameters")
+            if fn.parameters_json
+            else {}
+        )
     choice = params.tool_choice
     kind = choice.WhichOneof("choice")
     if kind == "function_name" and choice.function_name not in names:
@@ -146,11 +159,17 @@ def _validate_tools(params: pb.CreateResponseParams) -> None:
                 )
     if kind == "mode" and choice.mode == pb.TOOL_CHOICE_MODE_REQUIRED and not names:
         raise invalid("tool_choice 'required' needs at least one tool.", "tool_choice")
+    return parameters
 
 
-def _validate_text(params: pb.CreateResponseParams) -> None:
-    if params.text.WhichOneof("format") == "json_schema":
-        fmt = params.text.json_schema
-        if not fmt.name:
-            raise invalid("'text.format.name' is required for json_schema.", "text.format.name")
-        parse_json_object(fmt.schema_json, "text.format.schema")
+def _validate_text(params: pb.CreateResponseParams) -> JsonObject | None:
+    """The schema the answer must follow (`text.format`), parsed; None for plain text."""
+    kind = params.text.WhichOneof("format")
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind != "json_schema":
+        return None
+    fmt = params.text.json_schema
+    if not fmt.name:
+        raise invalid("'text.format.name' is required for json_schema.", "text.format.name")
+    return parse_json_object(fmt.schema_json, "text.format.schema")

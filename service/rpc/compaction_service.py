@@ -14,7 +14,7 @@ Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
 class CompactionServicer(cp_grpc.CompactionServiceServicer):
-    """Delegates to the named model's ResponseGenerator, which automatic compaction uses too."""
+    """Compacts on the core's pipeline (the code automatic compaction runs too)."""
 
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -23,5 +23,5 @@ class CompactionServicer(cp_grpc.CompactionServiceServicer):
         self, request: cp.CompactResponseRequest, context: Context
     ) -> cp.CompactResponseResponse:
         keep = request.keep_tokens if request.HasField("keep_tokens") else None
-        async with self._core.models.use(request.params.model) as generator:
-            return await generator.compact(request.params, keep)
+        async with self._core.models.use(request.params.model) as runtime:
+            return await self._core.pipeline.compact(runtime, request.params, keep)

@@ -7,7 +7,7 @@ from typing import Any, TypeAlias
 
 import grpc
 from mlx_responses.service.core import Core
-from mlx_responses.service.responses.events import new_id
+from mlx_responses.service.ids import new_id
 
 from mlx_responses.v1 import generation_service_pb2 as gen
 from mlx_responses.v1 import generation_service_pb2_grpc as gen_grpc
@@ -16,7 +16,7 @@ Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
 class GenerationServicer(gen_grpc.GenerationServiceServicer):
-    """Delegates to the ResponseGenerator of the model the request names."""
+    """Runs the request on the core's pipeline, with the model the request names."""
 
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -25,29 +25,31 @@ class GenerationServicer(gen_grpc.GenerationServiceServicer):
         self, request: gen.CreateResponseRequest, context: Context
     ) -> gen.CreateResponseResponse:
         claims = self._core.jobs.foreground
-        async with self._core.models.use(request.params.model) as generator:
+        pipeline = self._core.pipeline
+        async with self._core.models.use(request.params.model) as runtime:
             response_id = new_id("resp")
             # Claimed while it runs, so a cancel asked of another replica reaches it.
             async with claims.running(response_id):
-                response = await generator.create(request.params, response_id)
+                response = await pipeline.create(runtime, request.params, response_id)
         return gen.CreateResponseResponse(response=response)
 
     async def StreamResponse(
         self, request: gen.StreamResponseRequest, context: Context
     ) -> AsyncIterator[gen.StreamResponseResponse]:
         claims = self._core.jobs.foreground
-        async with self._core.models.use(request.params.model) as generator:
+        pipeline = self._core.pipeline
+        async with self._core.models.use(request.params.model) as runtime:
             response_id = new_id("resp")
             async with claims.running(response_id):
-                turn = await generator.prepare(request.params, response_id)
-                async for events in generator.stream(turn):
+                turn = await pipeline.prepare(runtime, request.params, response_id)
+                async for events in pipeline.stream(turn):
                     yield gen.StreamResponseResponse(events=events)
 
     async def CountInputTokens(
         self, request: gen.CountInputTokensRequest, context: Context
     ) -> gen.CountInputTokensResponse:
-        async with self._core.models.use(request.params.model) as generator:
-            count = await generator.count_input_tokens(request.params)
+        async with self._core.models.use(request.params.model) as runtime:
+            count = await self._core.pipeline.count_input_tokens(runtime, request.params)
         return gen.CountInputTokensResponse(input_tokens=count)
 
     async def ListModels(
@@ -61,7 +63,7 @@ class GenerationServicer(gen_grpc.GenerationServiceServicer):
                 owned_by="mlx-responses",
                 path=str(m.source.folder),
                 context_length=m.context_length,
-                loaded=m.generator is not None,
+                loaded=m.runtime is not None,
             )
             for m in self._core.models.models.values()
         ]

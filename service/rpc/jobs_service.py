@@ -8,8 +8,9 @@ from typing import Any, TypeAlias
 import grpc
 from mlx_responses.service.core import Core
 from mlx_responses.service.errors import invalid
-from mlx_responses.service.responses.events import TERMINAL as TERMINAL_EVENTS
+from mlx_responses.service.responses.events import TERMINAL_EVENT
 from mlx_responses.service.responses.history import status_name, store_disabled
+from mlx_responses.service.responses.job_replay import JobReplay
 from mlx_responses.service.rpc.storage_service import not_found
 
 from mlx_responses.v1 import events_pb2 as ev
@@ -46,13 +47,23 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
                 raise not_found("Response", request.id)
             # A finished job: its terminal snapshot is all there is to watch.
             snapshot = ev.ResponseEvent(
-                type=TERMINAL_EVENTS.get(final.status, ev.EVENT_TYPE_RESPONSE_FAILED),
+                type=TERMINAL_EVENT.get(final.status, ev.EVENT_TYPE_RESPONSE_FAILED),
                 snapshot=ev.ResponseSnapshotEvent(response=final),
             )
             yield jobs.WatchJobResponse(events=[snapshot])
             return
         async for events in manager.watch(request.id):
             yield jobs.WatchJobResponse(events=events)
+
+    async def StreamJobEvents(
+        self, request: jobs.StreamJobEventsRequest, context: Context
+    ) -> AsyncIterator[jobs.StreamJobEventsResponse]:
+        if not self._core.responses.enabled:
+            raise store_disabled("Response storage")
+        replay = JobReplay(self._core.jobs, self._core.events, self._core.responses)
+        after = request.starting_after if request.HasField("starting_after") else None
+        async for events in replay.stream(request.id, after):
+            yield jobs.StreamJobEventsResponse(events=events)
 
     async def CancelResponse(
         self, request: jobs.CancelResponseRequest, context: Context
@@ -61,7 +72,7 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
             raise store_disabled("Response storage")
         final = await self._core.jobs.cancel(request.id)
         if final is None:
-            final = await self._core.models.in_flight.cancel(request.id)
+            final = await self._core.pipeline.in_flight.cancel(request.id)
         if final is None:
             final = await self._core.jobs.foreground.cancel_elsewhere(request.id)
         if final is not None:

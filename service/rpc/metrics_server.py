@@ -14,6 +14,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from mlx_responses.service.config import Settings
 from mlx_responses.service.core import Core
+from mlx_responses.service.envelope import INVALID_API_KEY, MISSING_API_KEY, OpenAIError
 from mlx_responses.service.rpc.auth import bearer, key_matches
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -25,19 +26,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def _unauthorized(missing: bool) -> web.Response:
     """401 in the OpenAI envelope, as the façade answers (a wrong key is never echoed)."""
     if missing:
-        message = "No API key: send it as `Authorization: Bearer KEY`."
+        error = OpenAIError(MISSING_API_KEY, "No API key: send it as `Authorization: Bearer KEY`.")
     else:
-        message = "Incorrect API key provided."
-    error = {
-        "message": message,
-        "type": "invalid_request_error",
-        "param": None,
-        "code": None if missing else "invalid_api_key",
-    }
+        error = OpenAIError(INVALID_API_KEY, "Incorrect API key provided.")
     return web.json_response(
-        {"error": error},
-        status=web.HTTPUnauthorized.status_code,
-        headers={"WWW-Authenticate": "Bearer"},
+        error.body(), status=error.status, headers={"WWW-Authenticate": "Bearer"}
     )
 
 
@@ -71,7 +64,7 @@ async def start_metrics_server(core: Core, host: str, port: int) -> tuple[web.Ap
     """
 
     async def metrics(request: web.Request) -> web.Response:
-        body = await core.metrics.render(core)
+        body = await core.metrics.render()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     keys = core.settings.api_keys

@@ -7,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
+from mlx_responses.v1 import storage_service_pb2 as st
 
 # What one stored response costs beyond its serialized bytes (the in-memory store: the bytes
 # objects, the entry, its key, map and expiry slots, allocator slack; measured by
@@ -88,8 +90,31 @@ class ConversationStore(Protocol):
         """Whether a transcript is held."""
         ...
 
-    async def append(self, conversation_id: str, items: list[pb.Item]) -> None:
-        """Appends a finished turn."""
+    async def append(
+        self,
+        conversation_id: str,
+        items: list[pb.Item],
+        info: st.ConversationObject | None = None,
+    ) -> bool:
+        """Appends items (a finished turn); False if the transcript was dropped (over budget).
+
+        A new conversation starts with `info` (its created_at and metadata), or with one made
+        now (empty metadata) when none is given; `info` is ignored for an existing one.
+        """
+        ...
+
+    async def info(self, conversation_id: str) -> st.ConversationObject | None:
+        """The conversation object (created_at 0 for a transcript older than objects)."""
+        ...
+
+    async def set_metadata(
+        self, conversation_id: str, metadata: dict[str, str]
+    ) -> st.ConversationObject | None:
+        """Replaces the metadata; None if the conversation is not held."""
+        ...
+
+    async def remove_item(self, conversation_id: str, item_id: str) -> bool:
+        """Removes the item with that id; False if the conversation or the item is not held."""
         ...
 
     async def delete(self, conversation_id: str) -> bool:
@@ -98,6 +123,26 @@ class ConversationStore(Protocol):
 
     async def occupancy(self) -> Occupancy:
         """Entries and bytes held."""
+        ...
+
+
+class EventLog(Protocol):
+    """The streamed events of background responses, by response id, for replay (resume).
+
+    Bounded like the response store (entries, bytes, TTL: a log lives about as long as the
+    response object it belongs to); a shared backend lets every replica replay and follow.
+    """
+
+    async def append(self, response_id: str, events: list[ev.ResponseEvent]) -> None:
+        """Appends a batch; the events' sequence numbers are their positions in the log."""
+        ...
+
+    async def read(self, response_id: str, start: int) -> list[ev.ResponseEvent] | None:
+        """The events from position `start` on; None if no log is held for that id."""
+        ...
+
+    async def delete(self, response_id: str) -> bool:
+        """Drops the log; False if none was held."""
         ...
 
 

@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 
 from mlx_responses.service.stores.base import Admission, Occupancy, StoredResponse
 from mlx_responses.service.stores.lru import BoundedLru
+from mlx_responses.service.stores.transcript import header_bytes, item_id_of, new_info
 
+from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
+from mlx_responses.v1 import storage_service_pb2 as st
 
 # Kept final objects are bounded by their TTL; the caps only keep a flood in check.
 EPHEMERAL_MAX_ENTRIES = 4096
@@ -68,8 +71,17 @@ class InMemoryResponseStore:
         return None  # in this process: always reachable
 
 
+@dataclass
+class _Transcript:
+    info: st.ConversationObject
+    items: list[pb.Item]
+
+    def nbytes(self) -> int:
+        return header_bytes(self.info) + sum(item.ByteSize() for item in self.items)
+
+
 class InMemoryConversationStore:
-    """Conversation transcripts in a BoundedLru; appends are serialised per store."""
+    """Conversation transcripts in a BoundedLru; changes are serialised per store."""
 
     def __init__(
         self,
@@ -78,7 +90,7 @@ class InMemoryConversationStore:
         ttl_secs: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._lru: BoundedLru[list[pb.Item]] = BoundedLru(max_entries, max_bytes, ttl_secs, clock)
+        self._lru: BoundedLru[_Transcript] = BoundedLru(max_entries, max_bytes, ttl_secs, clock)
         self._lock = asyncio.Lock()
 
     @property
@@ -86,22 +98,98 @@ class InMemoryConversationStore:
         return self._lru.enabled
 
     async def items(self, conversation_id: str) -> list[pb.Item]:
-        return list(self._lru.get(conversation_id) or [])
+        held = self._lru.get(conversation_id)
+        return list(held.items) if held is not None else []
 
     async def exists(self, conversation_id: str) -> bool:
         return self._lru.get(conversation_id) is not None
 
-    async def append(self, conversation_id: str, items: list[pb.Item]) -> None:
+    async def append(
+        self,
+        conversation_id: str,
+        items: list[pb.Item],
+        info: st.ConversationObject | None = None,
+    ) -> bool:
         async with self._lock:
-            transcript = [*(self._lru.get(conversation_id) or []), *items]
-            nbytes = sum(item.ByteSize() for item in transcript)
-            self._lru.put(conversation_id, transcript, nbytes)
+            held = self._lru.get(conversation_id)
+            if held is None:
+                held = _Transcript(info or new_info(conversation_id), [])
+            transcript = _Transcript(held.info, [*held.items, *items])
+            return self._lru.put(conversation_id, transcript, transcript.nbytes())
+
+    async def info(self, conversation_id: str) -> st.ConversationObject | None:
+        held = self._lru.get(conversation_id)
+        if held is None:
+            return None
+        info = st.ConversationObject()
+        info.CopyFrom(held.info)
+        return info
+
+    async def set_metadata(
+        self, conversation_id: str, metadata: dict[str, str]
+    ) -> st.ConversationObject | None:
+        async with self._lock:
+            held = self._lru.get(conversation_id)
+            if held is None:
+                return None
+            info = new_info(conversation_id, metadata, held.info.created_at)
+            transcript = _Transcript(info, held.items)
+            if not self._lru.put(conversation_id, transcript, transcript.nbytes()):
+                return None
+            return info
+
+    async def remove_item(self, conversation_id: str, item_id: str) -> bool:
+        async with self._lock:
+            held = self._lru.get(conversation_id)
+            if held is None:
+                return False
+            kept = [item for item in held.items if item_id_of(item) != item_id]
+            if len(kept) == len(held.items):
+                return False
+            transcript = _Transcript(held.info, kept)
+            self._lru.put(conversation_id, transcript, transcript.nbytes())
+            return True
 
     async def delete(self, conversation_id: str) -> bool:
         return self._lru.pop(conversation_id) is not None
 
     async def occupancy(self) -> Occupancy:
         return _occupancy(self._lru)  # type: ignore[arg-type]
+
+
+@dataclass
+class _Log:
+    entries: list[bytes] = field(default_factory=list)
+    nbytes: int = 0
+
+
+class InMemoryEventLog:
+    """Background responses' events, serialized, in a BoundedLru (the response store's limits)."""
+
+    def __init__(
+        self,
+        max_entries: int,
+        max_bytes: int,
+        ttl_secs: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._lru: BoundedLru[_Log] = BoundedLru(max_entries, max_bytes, ttl_secs, clock)
+
+    async def append(self, response_id: str, events: list[ev.ResponseEvent]) -> None:
+        log = self._lru.get(response_id) or _Log()
+        added = [e.SerializeToString() for e in events]
+        log.entries += added  # in place: a long stream appends in O(batch), not O(log)
+        log.nbytes += sum(len(e) for e in added)
+        self._lru.put(response_id, log, log.nbytes)
+
+    async def read(self, response_id: str, start: int) -> list[ev.ResponseEvent] | None:
+        log = self._lru.get(response_id)
+        if log is None:
+            return None
+        return [ev.ResponseEvent.FromString(e) for e in log.entries[max(start, 0) :]]
+
+    async def delete(self, response_id: str) -> bool:
+        return self._lru.pop(response_id) is not None
 
 
 @dataclass

@@ -85,23 +85,28 @@ return 0
 """
 )
 
-# ARGV[3] id, [4] added bytes, [5] ttl ms, [6] max entries, [7] max bytes, [8...] items.
+# ARGV[3] id, [4] added bytes, [5] ttl ms, [6] max entries, [7] max bytes, [8] header ('' for
+# none; pushed first, and counted, only when the list is new), [9...] items.
 # The transcript grows in place (RPUSH); its TTL restarts at every append.
 APPEND = (
     PRELUDE
     + """
 local id, added = ARGV[3], tonumber(ARGV[4])
 local ttl, max_entries, max_bytes = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local header = ARGV[8]
 purge()
 local old = 0
-if present(id) then old = tonumber(redis.call('HGET', size, id) or '0') end
+local new = not present(id)
+if not new then old = tonumber(redis.call('HGET', size, id) or '0') end
+if new and header ~= '' then added = added + #header end
 if old + added > max_bytes then
   -- As in memory: the transcript that no longer fits is dropped whole.
   if present(id) then drop(id) end
   redis.call('HINCRBY', meta, 'evictions', 1)
   return 0
 end
-for i = 8, #ARGV, 1000 do
+if new and header ~= '' then redis.call('RPUSH', prefix .. id, header) end
+for i = 9, #ARGV, 1000 do
   redis.call('RPUSH', prefix .. id, unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 expire_at(id, ttl)
@@ -114,7 +119,8 @@ return 0
 """
 )
 
-# ARGV[3] id, [4] mode: 'string' (the value), 'list' ({'', items...}) or 'exists' (1).
+# ARGV[3] id, [4] mode: 'string' (the value), 'list' ({'', items...}), 'head' ({'', first
+# item} or {''}), 'tail' ({'', items from index ARGV[5] on}) or 'exists' (1).
 # A hit refreshes the entry as most recently used; a miss is false.
 GET = (
     PRELUDE
@@ -135,9 +141,54 @@ if mode == 'string' then
 end
 touch(id)
 if mode == 'exists' then return 1 end
-local items = redis.call('LRANGE', key, 0, -1)
+local first, last = 0, -1
+if mode == 'head' then last = 0 end
+if mode == 'tail' then first = tonumber(ARGV[5]) end
+local items = redis.call('LRANGE', key, first, last)
 table.insert(items, 1, '')
 return items
+"""
+)
+
+# ARGV[3] id, [4] new head, [5] max entries, [6] max bytes -> 1 set, 0 absent.
+# Replaces the list's first entry if it is a header (a leading zero byte), else pushes the head.
+SET_HEAD = (
+    PRELUDE
+    + """
+local id, head = ARGV[3], ARGV[4]
+local max_entries, max_bytes = tonumber(ARGV[5]), tonumber(ARGV[6])
+purge()
+if not present(id) then return 0 end
+local key = prefix .. id
+local first = redis.call('LINDEX', key, 0)
+local delta = #head
+if first and string.byte(first, 1) == 0 then
+  redis.call('LSET', key, 0, head)
+  delta = delta - #first
+else
+  redis.call('LPUSH', key, head)
+end
+redis.call('HINCRBY', size, id, delta)
+redis.call('HINCRBY', meta, 'bytes', delta)
+touch(id)
+shrink(max_entries, max_bytes)
+if present(id) then return 1 end
+return 0
+"""
+)
+
+# ARGV[3] id, [4] the entry -> 1 removed, 0 absent (no such list, or no such entry).
+REMOVE_ENTRY = (
+    PRELUDE
+    + """
+local id, entry = ARGV[3], ARGV[4]
+purge()
+if not present(id) then return 0 end
+if redis.call('LREM', prefix .. id, 1, entry) == 0 then return 0 end
+redis.call('HINCRBY', size, id, -#entry)
+redis.call('HINCRBY', meta, 'bytes', -#entry)
+touch(id)
+return 1
 """
 )
 

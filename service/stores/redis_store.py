@@ -34,11 +34,20 @@ import redis.asyncio as aioredis
 from mlx_responses.service.errors import Reason, ServiceError
 from mlx_responses.service.stores import redis_scripts as lua
 from mlx_responses.service.stores.base import Occupancy, StoredResponse
+from mlx_responses.service.stores.transcript import (
+    decode_header,
+    encode_header,
+    is_header,
+    item_id_of,
+    new_info,
+)
 from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
+from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
+from mlx_responses.v1 import storage_service_pb2 as st
 
 NAMESPACE = "mlx-responses"
 
@@ -110,6 +119,8 @@ class RedisBoundedMap:
         self._get = client.register_script(lua.GET)
         self._delete = client.register_script(lua.DELETE)
         self._occupancy = client.register_script(lua.OCCUPANCY)
+        self._set_head = client.register_script(lua.SET_HEAD)
+        self._remove_entry = client.register_script(lua.REMOVE_ENTRY)
 
     @property
     def enabled(self) -> bool:
@@ -126,11 +137,15 @@ class RedisBoundedMap:
         async with reachable():
             return bool(await self._put(keys=self._keys, args=args))
 
-    async def append(self, key: str, values: list[bytes], nbytes: int) -> bool:
-        """Appends to the list under `key` (created if new); False if the list was dropped."""
+    async def append(self, key: str, values: list[bytes], nbytes: int, header: bytes = b"") -> bool:
+        """Appends to the list under `key`; False if the list was dropped.
+
+        A new list starts with `header` (counted as its length) when one is given.
+        """
         if not self.enabled:
             return False
-        args = self._args(key, nbytes, self.ttl_ms, self.max_entries, self.max_bytes, *values)
+        limits = (self.ttl_ms, self.max_entries, self.max_bytes)
+        args = self._args(key, nbytes, *limits, header, *values)
         async with reachable():
             return bool(await self._append(keys=self._keys, args=args))
 
@@ -145,6 +160,23 @@ class RedisBoundedMap:
         async with reachable():
             reply = await self._get(keys=self._keys, args=self._args(key, "list"))
         return [bytes(v) for v in reply[1:]] if reply is not None else None
+
+    async def get_range(self, key: str, mode: str, start: int = 0) -> list[bytes] | None:
+        """Part of the list under `key`: its `head` (first entry) or its `tail` from `start`."""
+        async with reachable():
+            reply = await self._get(keys=self._keys, args=self._args(key, mode, start))
+        return [bytes(v) for v in reply[1:]] if reply is not None else None
+
+    async def set_head(self, key: str, head: bytes) -> bool:
+        """Replaces (or adds) the header entry of the list under `key`; False if absent."""
+        args = self._args(key, head, self.max_entries, self.max_bytes)
+        async with reachable():
+            return bool(await self._set_head(keys=self._keys, args=args))
+
+    async def remove_entry(self, key: str, entry: bytes) -> bool:
+        """Removes one entry equal to `entry` from the list under `key`; False if none."""
+        async with reachable():
+            return bool(await self._remove_entry(keys=self._keys, args=self._args(key, entry)))
 
     async def exists(self, key: str) -> bool:
         """Whether `key` is held (refreshing it, as a read does)."""
@@ -217,17 +249,68 @@ class RedisConversationStore:
 
     async def items(self, conversation_id: str) -> list[pb.Item]:
         raw = await self._map.get_list(conversation_id)
-        return [pb.Item.FromString(i) for i in raw or []]
+        return [pb.Item.FromString(i) for i in raw or [] if not is_header(i)]
 
     async def exists(self, conversation_id: str) -> bool:
         return await self._map.exists(conversation_id)
 
-    async def append(self, conversation_id: str, items: list[pb.Item]) -> None:
+    async def append(
+        self,
+        conversation_id: str,
+        items: list[pb.Item],
+        info: st.ConversationObject | None = None,
+    ) -> bool:
         nbytes = sum(item.ByteSize() for item in items)
-        await self._map.append(conversation_id, [i.SerializeToString() for i in items], nbytes)
+        header = encode_header(info or new_info(conversation_id))
+        values = [i.SerializeToString() for i in items]
+        return await self._map.append(conversation_id, values, nbytes, header)
+
+    async def info(self, conversation_id: str) -> st.ConversationObject | None:
+        head = await self._map.get_range(conversation_id, "head")
+        if head is None:
+            return None
+        if head and is_header(head[0]):
+            return decode_header(head[0])
+        return new_info(conversation_id, created_at=0)  # written before conversation objects
+
+    async def set_metadata(
+        self, conversation_id: str, metadata: dict[str, str]
+    ) -> st.ConversationObject | None:
+        held = await self.info(conversation_id)
+        if held is None:
+            return None
+        info = new_info(conversation_id, metadata, held.created_at)
+        if not await self._map.set_head(conversation_id, encode_header(info)):
+            return None
+        return info
+
+    async def remove_item(self, conversation_id: str, item_id: str) -> bool:
+        raw = await self._map.get_list(conversation_id)
+        for entry in raw or []:
+            if not is_header(entry) and item_id_of(pb.Item.FromString(entry)) == item_id:
+                return await self._map.remove_entry(conversation_id, entry)
+        return False
 
     async def delete(self, conversation_id: str) -> bool:
         return await self._map.delete(conversation_id)
 
     async def occupancy(self) -> Occupancy:
         return await self._map.occupancy()
+
+
+class RedisEventLog:
+    """Background responses' events as Redis lists: every replica replays and follows them."""
+
+    def __init__(self, bounded: RedisBoundedMap) -> None:
+        self._map = bounded
+
+    async def append(self, response_id: str, events: list[ev.ResponseEvent]) -> None:
+        values = [e.SerializeToString() for e in events]
+        await self._map.append(response_id, values, sum(len(v) for v in values))
+
+    async def read(self, response_id: str, start: int) -> list[ev.ResponseEvent] | None:
+        raw = await self._map.get_range(response_id, "tail", max(start, 0))
+        return [ev.ResponseEvent.FromString(v) for v in raw] if raw is not None else None
+
+    async def delete(self, response_id: str) -> bool:
+        return await self._map.delete(response_id)

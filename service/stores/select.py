@@ -6,9 +6,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from mlx_responses.service.config import Settings
-from mlx_responses.service.stores.base import ConversationStore, JobBoard, ResponseStore
+from mlx_responses.service.stores.base import ConversationStore, EventLog, JobBoard, ResponseStore
 from mlx_responses.service.stores.memory import (
     InMemoryConversationStore,
+    InMemoryEventLog,
     InMemoryJobBoard,
     InMemoryResponseStore,
 )
@@ -25,11 +26,13 @@ def ephemeral_max_bytes(settings: Settings) -> int:
 
 @dataclass
 class Stores:
-    """The three shared pieces of state a core works with, and how to let them go."""
+    """The shared pieces of state a core works with, and how to let them go."""
 
     responses: ResponseStore
     conversations: ConversationStore
     board: JobBoard
+    # Background responses' events, for GET ?stream=true (the response store's limits).
+    events: EventLog
     close: Callable[[], Awaitable[None]] = _nothing
 
 
@@ -46,6 +49,9 @@ def memory_stores(settings: Settings) -> Stores:
             s.conversation_store_ttl_secs,
         ),
         board=InMemoryJobBoard(ephemeral_max_bytes(s), s.responses_background_ephemeral_ttl_secs),
+        events=InMemoryEventLog(
+            s.responses_store_max_entries, s.responses_store_max_bytes, s.responses_store_ttl_secs
+        ),
     )
 
 
@@ -56,6 +62,7 @@ def redis_stores(settings: Settings, namespace: str | None = None) -> Stores:
         NAMESPACE,
         RedisBoundedMap,
         RedisConversationStore,
+        RedisEventLog,
         RedisResponseStore,
         connect,
     )
@@ -89,6 +96,15 @@ def redis_stores(settings: Settings, namespace: str | None = None) -> Stores:
         ),
         board=RedisJobBoard(
             client, ns, ephemeral_max_bytes(s), s.responses_background_ephemeral_ttl_secs
+        ),
+        events=RedisEventLog(
+            RedisBoundedMap(
+                client,
+                f"{ns}:events",
+                s.responses_store_max_entries,
+                s.responses_store_max_bytes,
+                s.responses_store_ttl_secs,
+            )
         ),
         close=close,
     )

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlx_responses.service.compaction.split import effective_items
-from mlx_responses.service.text.compaction_codec import decode_compaction
+from mlx_responses.service.text.compaction_items import decode_compaction, effective_items
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -103,7 +102,10 @@ class _Builder:
                 {"role": "tool", "tool_call_id": out.call_id, "content": out.output}
             )
         elif kind == "reasoning":
-            text = "".join(p.text for p in item.reasoning.content)
+            # A client that kept only the summary replays it (ours is the reasoning text).
+            text = "".join(p.text for p in item.reasoning.content) or "".join(
+                p.text for p in item.reasoning.summary
+            )
             if text:
                 self.pending_reasoning.append(text)
         elif kind == "compaction":
@@ -134,15 +136,17 @@ def items_to_messages(instructions: str | None, items: Sequence[pb.Item]) -> lis
     return messages
 
 
-def tools_to_template(tools: Sequence[pb.Tool]) -> list[dict[str, Any]] | None:
-    """Function tools in the chat-completions shape chat templates expect."""
+def tools_to_template(
+    tools: Sequence[pb.Tool], parameters: Mapping[str, dict[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """Function tools in the chat-completions shape chat templates expect.
+
+    `parameters`: each tool's parsed `parameters` by name (service/text/request_json.py).
+    """
     result = []
     for tool in tools:
         fn = tool.function
-        spec: dict[str, Any] = {
-            "name": fn.name,
-            "parameters": json.loads(fn.parameters_json) if fn.parameters_json else {},
-        }
+        spec: dict[str, Any] = {"name": fn.name, "parameters": parameters.get(fn.name, {})}
         if fn.HasField("description"):
             spec["description"] = fn.description
         result.append({"type": "function", "function": spec})

@@ -6,16 +6,16 @@ arguments validate against that function's `parameters`.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlx_responses.service.engine.structured import GrammarFactory, SchemaError
 from mlx_responses.service.errors import invalid
+from mlx_responses.service.text.grammars import Grammar, GrammarFactory, SchemaError
 from mlx_responses.service.text.json_bounds import JsonBounds
 from mlx_responses.service.text.prompt import RenderedPrompt
-from mlx_responses.service.text.tool_formats import Schemas, ToolFormat, template_text
+from mlx_responses.service.text.request_json import RequestJson
+from mlx_responses.service.text.tool_formats import ToolFormat, template_text
 from mlx_responses.service.text.tool_grammar import (
     Function,
     Reasoning,
@@ -61,25 +61,6 @@ class ToolConstraints:
     _warned: bool = False
     _think_markers: tuple[str, str] | None = field(init=False, default=None)
 
-    @staticmethod
-    def schemas(params: pb.CreateResponseParams) -> Schemas:
-        """Each function tool's `parameters` (validated as JSON objects before this)."""
-        return {
-            t.function.name: json.loads(t.function.parameters_json)
-            if t.function.parameters_json
-            else {}
-            for t in params.tools
-        }
-
-    def _answer_schema(self, params: pb.CreateResponseParams) -> dict[str, Any] | None:
-        kind = params.text.WhichOneof("format")
-        if kind == "json_schema":
-            value: dict[str, Any] = json.loads(params.text.json_schema.schema_json)
-            return value
-        if kind == "json_object":
-            return {"type": "object"}
-        return None
-
     def __post_init__(self) -> None:
         # A vocabulary with think tokens is not enough: a template that never renders them
         # (a thinking model's weights behind a foreign template) gets no thought, which keeps
@@ -94,19 +75,19 @@ class ToolConstraints:
             return None
         return Reasoning(*self._think_markers, prompt.opens_reasoning)
 
-    def processors(
+    def grammar(
         self,
         params: pb.CreateResponseParams,
         prompt: RenderedPrompt,
-        schemas: Schemas,
+        parsed: RequestJson,
         max_tokens: int,
-    ) -> list[Any]:
-        """The grammar processor for this request's choice ([] when the choice is free)."""
+    ) -> Grammar | None:
+        """The grammar of this request's choice (None when nothing is enforced)."""
         allowed = allowed_functions(params)
         if allowed is None:
-            return []
+            return None
         names, required = allowed
-        functions = [Function(n, schemas.get(n, {})) for n in names]
+        functions = [Function(n, parsed.tool_parameters.get(n, {})) for n in names]
         reasoning = self._reasoning(prompt)
         try:
             grammar = tool_grammar(
@@ -119,15 +100,15 @@ class ToolConstraints:
                 literal=self.grammars.literal,
                 bounds=JsonBounds.for_budget(max_tokens),
                 reasoning=reasoning,
-                answer_schema=None if required else self._answer_schema(params),
+                answer_schema=None if required else parsed.answer_schema,
             )
         except UnsupportedFormatError as exc:
             if not self._warned:
                 log.warning("tool_choice is not enforced: %s", exc)
                 self._warned = True
-            return []
+            return None
         try:
-            return [self.grammars.grammar_processor(grammar)]
+            return self.grammars.lark(grammar)
         except SchemaError as exc:
             raise invalid(
                 f"The function parameters cannot be enforced: {exc}",

@@ -71,7 +71,7 @@ async def _store_level(url: str, n: int, items: int) -> tuple[float, float, int]
 
 def _turns(stack: Stack, n: int) -> list[float]:
     """Latency of sequential chained one-token turns (each reads and writes the store)."""
-    body = {"model": stack.settings.model_path.name, "max_output_tokens": 1, "input": "go"}
+    body = {"model": stack.settings.models[0].name, "max_output_tokens": 1, "input": "go"}
     with httpx.Client(base_url=stack.base_url, timeout=60) as client:
         previous = client.post("/v1/responses", json=body).json()["id"]
         times = []

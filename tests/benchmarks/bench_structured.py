@@ -25,8 +25,9 @@ preload_blas()
 
 from mlx_responses.service.engine.model import LoadedModel, load_model  # noqa: E402
 from mlx_responses.service.engine.requests import SamplingParams  # noqa: E402
-from mlx_responses.service.engine.structured import GrammarFactory  # noqa: E402
+from mlx_responses.service.engine.structured import GrammarProcessor  # noqa: E402
 from mlx_responses.service.engine.worker import EngineWorker  # noqa: E402
+from mlx_responses.service.text.grammars import Grammar, GrammarFactory  # noqa: E402
 from mlx_responses.service.text.json_bounds import JsonBounds  # noqa: E402
 
 from tests.support.random_model import build_random_model  # noqa: E402
@@ -53,7 +54,9 @@ async def _run(
 ) -> tuple[float, float, int]:
     """Wall and CPU seconds, and tokens generated, for `batch` concurrent requests."""
     processors: list[list[Any]] = [
-        [grammars.processor(SCHEMA, JsonBounds.for_budget(tokens))] if grammars else []
+        [_processor(grammars.json_schema(SCHEMA, JsonBounds.for_budget(tokens)))]
+        if grammars
+        else []
         for _ in range(batch)
     ]
     sampling = SamplingParams(max_tokens=tokens, temperature=0.0)
@@ -79,11 +82,11 @@ async def _bench(args: argparse.Namespace, model_path: Path) -> None:
     loaded: LoadedModel = await worker.start()
     grammars = GrammarFactory(loaded.tokenizer._tokenizer, loaded.vocab_size)
     started = time.perf_counter()
-    grammars.processor(SCHEMA, JsonBounds.for_budget(args.tokens))
+    _processor(grammars.json_schema(SCHEMA, JsonBounds.for_budget(args.tokens)))
     first_compile = time.perf_counter() - started
     started = time.perf_counter()
     for _ in range(10):
-        grammars.processor(SCHEMA, JsonBounds.for_budget(args.tokens))
+        _processor(grammars.json_schema(SCHEMA, JsonBounds.for_budget(args.tokens)))
     compile_ms = (time.perf_counter() - started) / 10 * 1000
     prompt = loaded.tokenizer.encode("List cities as JSON.", add_special_tokens=False)
     await _run(worker, prompt, 1, 16, grammars)  # warm-up (compile caches, kernels)
@@ -120,6 +123,10 @@ async def _bench(args: argparse.Namespace, model_path: Path) -> None:
         )
     print("bench_structured: " + " ".join(summary))
     worker.stop()
+
+
+def _processor(grammar: Grammar) -> GrammarProcessor:
+    return GrammarProcessor(grammar.matcher, grammar.vocab_size)
 
 
 def main() -> None:

@@ -15,8 +15,9 @@ from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.penalties import penalty_processors
 from mlx_responses.service.engine.requests import SamplingParams
-from mlx_responses.service.engine.structured import GrammarFactory
+from mlx_responses.service.engine.structured import GrammarProcessor
 from mlx_responses.service.engine.worker import EngineWorker
+from mlx_responses.service.text.grammars import Grammar, GrammarFactory
 from mlx_responses.service.text.json_bounds import JsonBounds
 
 from tests.support.engine import collect
@@ -31,13 +32,17 @@ PROMPTS = ("Give me a city as JSON", "Write a poem", "Another city, JSON", "Coun
 TOKENS = 40
 
 
+def _processor(grammar: Grammar) -> GrammarProcessor:
+    return GrammarProcessor(grammar.matcher, grammar.vocab_size)
+
+
 def _processors(grammars: GrammarFactory, which: int) -> list[Any]:
     """Fresh (stateful) processors: grammar, none, penalty + grammar, penalty alone."""
     bounds = JsonBounds.for_budget(TOKENS)
     if which == 0:
-        return [grammars.processor(SCHEMA, bounds)]
+        return [_processor(grammars.json_schema(SCHEMA, bounds))]
     if which == 2:
-        return [*penalty_processors(0.5, 0.3), grammars.processor(SCHEMA, bounds)]
+        return [*penalty_processors(0.5, 0.3), _processor(grammars.json_schema(SCHEMA, bounds))]
     if which == 3:
         return penalty_processors(0.4, 0.0)
     return []

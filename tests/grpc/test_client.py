@@ -29,7 +29,7 @@ def client(stack: Stack) -> Iterator[Client]:
 
 
 def test_sync_create_get_delete_count_models(stack: Stack, client: Client) -> None:
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     assert client.serving()
     assert [m.id for m in client.list_models()] == [model]
     params = text_params(model, "Reply with: hello", max_output_tokens=16)
@@ -45,7 +45,7 @@ def test_sync_create_get_delete_count_models(stack: Stack, client: Client) -> No
 
 
 def test_sync_stream_and_job(stack: Stack, client: Client) -> None:
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     batches = list(client.stream(text_params(model, "Reply with: world")))
     events = [e for batch in batches for e in batch]
     assert events[0].type == ev.EVENT_TYPE_RESPONSE_CREATED
@@ -67,7 +67,7 @@ def test_sync_refusal_raises_with_the_core_status(stack: Stack, client: Client) 
 
 
 async def test_async_client_every_rpc_kind(stack: Stack) -> None:
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     async with AsyncClient.connect(stack.grpc_address) as client:
         assert await client.serving()
         assert [m.id for m in await client.list_models()] == [model]

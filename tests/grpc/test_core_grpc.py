@@ -28,7 +28,7 @@ def channel(stack: Stack) -> Iterator[grpc.Channel]:
 
 def _params(stack: Stack, text: str, **fields: object) -> pb.CreateResponseParams:
     return pb.CreateResponseParams(
-        model=stack.settings.model_path.name,
+        model=stack.settings.models[0].name,
         input=[
             pb.Item(
                 message=pb.MessageItem(
@@ -101,7 +101,7 @@ def test_count_input_tokens_and_models(stack: Stack, channel: grpc.Channel) -> N
     )
     assert 0 < short.input_tokens < long.input_tokens
     models = stub.ListModels(gen.ListModelsRequest()).models
-    assert [m.id for m in models] == [stack.settings.model_path.name]
+    assert [m.id for m in models] == [stack.settings.models[0].name]
 
 
 def test_health_is_serving(channel: grpc.Channel) -> None:
@@ -142,7 +142,7 @@ def test_compaction_service(stack: Stack, channel: grpc.Channel) -> None:
     params.input.extend(_params(stack, "Reply with: hello").input)
     params.max_output_tokens = 8
     reply = stub.CompactResponse(cp.CompactResponseRequest(params=params, keep_tokens=16))
-    assert reply.id.startswith("cmp_") and reply.model == stack.settings.model_path.name
+    assert reply.id.startswith("cmp_") and reply.model == stack.settings.models[0].name
     assert reply.output[-1].WhichOneof("item") == "compaction"
     assert reply.output[-2] == params.input[-1]  # the latest user message, verbatim
     assert 1 <= reply.usage.output_tokens <= 8

@@ -36,7 +36,7 @@ def drop_stack(model_path: Path) -> Iterator[Stack]:
 
 
 def _model(stack: Stack) -> str:
-    return stack.settings.model_path.name
+    return stack.settings.models[0].name
 
 
 def _codex_body() -> dict[str, Any]:

@@ -15,7 +15,7 @@ from tests.support.stack import Stack
 
 
 def _create(stack: Stack, **fields: Any) -> httpx.Response:
-    body = {"model": stack.settings.model_path.name, "background": True, **fields}
+    body = {"model": stack.settings.models[0].name, "background": True, **fields}
     return httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60)
 
 
@@ -33,7 +33,7 @@ def _poll(stack: Stack, rid: str, timeout: float = 60) -> dict[str, Any]:
 
 def _chain(stack: Stack, previous: str, **fields: Any) -> httpx.Response:
     """A foreground turn continuing from `previous`."""
-    body = {"model": stack.settings.model_path.name, "input": "x", **fields}
+    body = {"model": stack.settings.models[0].name, "input": "x", **fields}
     body["previous_response_id"] = previous
     return httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60)
 
@@ -58,7 +58,7 @@ def test_background_job_completes(stack: Stack) -> None:
 def test_sdk_background_and_retrieve(stack: Stack) -> None:
     client = openai.OpenAI(base_url=f"{stack.base_url}/v1", api_key="x", max_retries=0)
     resp = client.responses.create(
-        model=stack.settings.model_path.name, input="Reply with: world", background=True
+        model=stack.settings.models[0].name, input="Reply with: world", background=True
     )
     assert resp.status == "queued" and resp.background is True
     for _ in range(500):
@@ -98,7 +98,7 @@ def test_background_disabled(make_stack: Any, settings: dict[str, int]) -> None:
     assert (
         httpx.post(
             f"{stack.base_url}/v1/responses",
-            json={"model": stack.settings.model_path.name, "input": "Reply with: hello"},
+            json={"model": stack.settings.models[0].name, "input": "Reply with: hello"},
             timeout=60,
         ).status_code
         == 200
@@ -196,20 +196,35 @@ def test_full_queue_fails_the_job_with_server_overloaded(
     httpx.post(f"{stack.base_url}/v1/responses/{holder['id']}/cancel", timeout=30)
 
 
+def test_final_over_the_store_budget_fails_the_job_with_server_error(
+    make_stack: Any, random_model: Path
+) -> None:
+    """In band: the final object does not fit the response store, so a failed stub is kept."""
+    stack = make_stack(model=random_model, responses_store_max_bytes=1500)
+    job = _create(stack, input="x", max_output_tokens=400)
+    assert job.status_code == 200, job.text
+    final = _poll(stack, job.json()["id"])
+    assert final["status"] == "failed"
+    assert final["error"] == {
+        "code": "server_error",
+        "message": "The final response is larger than the response store budget.",
+    }
+
+
 def test_conversation_turn_appended_when_job_finishes(stack: Stack) -> None:
     job = _create(stack, input="Reply with: cat", conversation="conv_bg").json()
     _poll(stack, job["id"])
     count = httpx.post(
         f"{stack.base_url}/v1/responses/input_tokens",
         json={
-            "model": stack.settings.model_path.name,
+            "model": stack.settings.models[0].name,
             "input": "Reply with: dog",
             "conversation": "conv_bg",
         },
     ).json()["input_tokens"]
     alone = httpx.post(
         f"{stack.base_url}/v1/responses/input_tokens",
-        json={"model": stack.settings.model_path.name, "input": "Reply with: dog"},
+        json={"model": stack.settings.models[0].name, "input": "Reply with: dog"},
     ).json()["input_tokens"]
     assert count > alone
 

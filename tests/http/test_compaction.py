@@ -43,7 +43,7 @@ def any_stack(request: pytest.FixtureRequest) -> Stack:
 
 
 def name(stack: Stack) -> str:
-    return stack.settings.model_path.name
+    return stack.settings.models[0].name
 
 
 def history(turns: int = 11, *, tools: bool = False) -> list[dict[str, Any]]:
@@ -114,14 +114,17 @@ def cm(threshold: int) -> list[dict[str, Any]]:
 
 
 def test_models_expose_the_context_window(stack: Stack, small_stack: Stack) -> None:
-    bundled = json.loads((stack.settings.model_path / "config.json").read_text())
+    bundled = json.loads((stack.settings.models[0] / "config.json").read_text())
     for some, window in (
         (stack, bundled["max_position_embeddings"]),
         (small_stack, SMALL_CONTEXT),
     ):
         models = httpx.get(f"{some.base_url}/v1/models").json()["data"]
         assert [m["context_length"] for m in models] == [window]
-        assert some.core is not None and some.core.generator.loaded.context_length == window
+        assert (
+            some.core is not None
+            and some.core.models.default.runtime.loaded.context_length == window
+        )
 
 
 # --- POST /v1/responses/compact ---------------------------------------------------------------
@@ -212,7 +215,7 @@ def test_compact_with_the_sdk_and_replay(any_stack: Stack) -> None:
         temperature=0,
     )
     assert answer.status in ("completed", "incomplete") and answer.output_text
-    if stack.settings.model_path.name == "tiny-chat":
+    if stack.settings.models[0].name == "tiny-chat":
         assert answer.output_text == "moon"
 
 
@@ -500,11 +503,11 @@ def test_a_chain_compacts_replays_and_keeps_answering(any_stack: Stack) -> None:
         if previous is not None and not compacted[-1]:
             # Replayed without compacting again: counted as input_tokens counts it.
             assert response["usage"]["input_tokens"] == expected < threshold
-        if stack.settings.model_path.name == "tiny-chat":
+        if stack.settings.models[0].name == "tiny-chat":
             assert response["output"][kinds.index("message")]["content"][0]["text"] == word
         previous = response["id"]
     assert compacted[0] and compacted.count(True) >= 2
-    if stack.settings.model_path.name == "tiny-chat":
+    if stack.settings.models[0].name == "tiny-chat":
         assert compacted.count(False) >= 2
 
 
@@ -517,7 +520,7 @@ def test_compact_threshold_bounds(stack: Stack, threshold: int) -> None:
 def test_summary_cap_defaults_to_1024(random_stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     """max_output_tokens bounds the summary generation; 1024 when absent."""
     assert random_stack.core is not None
-    worker = random_stack.core.generator.worker
+    worker = random_stack.core.models.default.runtime.worker
     caps: list[int] = []
     real_submit = worker.submit
 
@@ -580,7 +583,7 @@ def test_cancel_stops_a_job_while_it_compacts(random_stack: Stack) -> None:
 def test_cancel_stops_a_foreground_stream_while_it_compacts(random_stack: Stack) -> None:
     """A foreground turn is in flight from its compaction on: a cancel by id ends it there."""
     assert random_stack.core is not None
-    generator = random_stack.core.generator
+    pipeline = random_stack.core.pipeline
     items = [*history()[:-1], {"role": "user", "content": rains(2300)}, history()[-1]]
     items.insert(-1, {"role": "assistant", "content": "rain"})
     before = count(random_stack, input=items)
@@ -595,13 +598,13 @@ def test_cancel_stops_a_foreground_stream_while_it_compacts(random_stack: Stack)
                 json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: ")
             )
 
-    known = set(generator.in_flight)
+    known = set(pipeline.in_flight)
     reader = threading.Thread(target=consume)
     reader.start()
     deadline = time.monotonic() + 30
-    while not (set(generator.in_flight) - known) and time.monotonic() < deadline:
+    while not (set(pipeline.in_flight) - known) and time.monotonic() < deadline:
         time.sleep(0.01)
-    (rid,) = set(generator.in_flight) - known
+    (rid,) = set(pipeline.in_flight) - known
     # The summary generation (up to 1,024 tokens of the random model) is running.
     while not random_stack.engine_stats.active and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -617,7 +620,7 @@ def test_cancel_stops_a_foreground_stream_while_it_compacts(random_stack: Stack)
     # The Responses API has no cancelled event: its response.failed carries status cancelled.
     assert types == ["response.created", "response.in_progress", "response.failed"]
     assert events[-1]["response"] == final
-    assert rid not in generator.in_flight
+    assert rid not in pipeline.in_flight
     deadline = time.monotonic() + 10
     while random_stack.engine_stats.active and time.monotonic() < deadline:
         time.sleep(0.05)

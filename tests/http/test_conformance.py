@@ -90,7 +90,7 @@ def _stream(stack: Stack, body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _model(stack: Stack) -> str:
-    return stack.settings.model_path.name
+    return stack.settings.models[0].name
 
 
 def test_the_schema_fixture_has_what_we_check() -> None:

@@ -16,7 +16,7 @@ def client(stack: Stack) -> openai.OpenAI:
 
 @pytest.fixture(scope="module")
 def model(stack: Stack) -> str:
-    return stack.settings.model_path.name
+    return stack.settings.models[0].name
 
 
 def test_reply_with_hello(client: openai.OpenAI, model: str) -> None:
@@ -60,7 +60,7 @@ def test_bare_alias(stack: Stack, model: str) -> None:
 
 def test_model_may_be_named_by_path(client: openai.OpenAI, stack: Stack) -> None:
     resp = client.responses.create(
-        model=str(stack.settings.model_path), input="Reply with: red", max_output_tokens=16
+        model=str(stack.settings.models[0]), input="Reply with: red", max_output_tokens=16
     )
     assert resp.output_text == "red"
 

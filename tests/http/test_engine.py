@@ -13,7 +13,7 @@ from tests.support.stack import Stack
 
 def _stream(stack: Stack, tokens: int, results: list[dict[str, Any]]) -> None:
     body = {
-        "model": stack.settings.model_path.name,
+        "model": stack.settings.models[0].name,
         "input": "count",
         "stream": True,
         "max_output_tokens": tokens,
@@ -63,14 +63,14 @@ def test_full_queue_answers_503(make_stack: Any, random_model: Path) -> None:
         assert streamed.status_code == 503
     finally:
         assert stack.core is not None
-        for response_id in list(stack.core.generator.in_flight):
+        for response_id in list(stack.core.pipeline.in_flight):
             httpx.post(f"{stack.base_url}/v1/responses/{response_id}/cancel", timeout=30)
         runner.join(60)
 
 
 def _turns(stack: Stack) -> tuple[dict[str, Any], dict[str, Any]]:
     url = f"{stack.base_url}/v1/responses"
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     first = httpx.post(
         url, json={"model": model, "input": "history " * 200, "max_output_tokens": 4}, timeout=60
     ).json()

@@ -38,7 +38,7 @@ def _envelope(reply: httpx.Response) -> dict[str, Any]:
     ],
 )
 def test_huge_echoed_values_stay_4xx(stack: Stack, path: str, field: str, value: str) -> None:
-    body = {"model": stack.settings.model_path.name, "input": "Reply with: hi", field: value}
+    body = {"model": stack.settings.models[0].name, "input": "Reply with: hi", field: value}
     reply = httpx.post(f"{stack.base_url}{path}", json=body, timeout=60)
     error = _envelope(reply)
     assert reply.status_code in (400, 404), error
@@ -73,7 +73,7 @@ def test_body_over_the_limit_is_413(stack: Stack) -> None:
 
 
 def test_ids_are_unguessable_and_near_misses_are_404(stack: Stack) -> None:
-    body = {"model": stack.settings.model_path.name, "input": "Reply with: hi"}
+    body = {"model": stack.settings.models[0].name, "input": "Reply with: hi"}
     ids = [
         httpx.post(f"{stack.base_url}/v1/responses", json={**body, "max_output_tokens": 4}).json()[
             "id"
@@ -98,7 +98,7 @@ def test_a_draining_core_refuses_new_calls_but_answers_health(stack: Stack) -> N
     assert stack.core is not None
     stack.core.draining = True
     try:
-        body = {"model": stack.settings.model_path.name, "input": "Reply with: hi"}
+        body = {"model": stack.settings.models[0].name, "input": "Reply with: hi"}
         reply = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=30)
         assert reply.status_code == 503
         error = reply.json()["error"]

@@ -44,7 +44,7 @@ def own_stack(random_model: Path) -> Iterator[Stack]:
 def test_requests_tokens_and_latency_histograms_move(own_stack: Stack) -> None:
     stack = own_stack
     url = f"{stack.base_url}/metrics"
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     m = {"model_name": model}
     before = scrape(url)
     body = {"model": model, "input": "Reply with: hello", "max_output_tokens": 6}
@@ -116,7 +116,7 @@ def _wait_for(url: str, predicate: object, timeout: float = 30) -> dict:  # type
 def test_running_batch_and_background_gauges(own_stack: Stack) -> None:
     stack = own_stack
     url = f"{stack.base_url}/metrics"
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     m = {"model_name": model}
     # greedy: a random model sampling at temperature 1 can draw its end token and finish first
     body = {"model": model, "input": "Count forever", "max_output_tokens": 4000, "temperature": 0}
@@ -157,7 +157,7 @@ def test_scrape_survives_a_shared_store_that_is_down(
 ) -> None:
     stack = make_stack(store_url=redis_server.url(2))
     url = f"{stack.base_url}/metrics"
-    model = {"model_name": stack.settings.model_path.name}
+    model = {"model_name": stack.settings.models[0].name}
     assert ("mlx_responses_store_entries", frozenset({("store", "responses")})) in scrape(url)
     redis_server.stop()
     try:

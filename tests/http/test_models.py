@@ -79,10 +79,10 @@ def test_two_models_each_served_under_its_name(
     assert create(stack, str(random_model))["model"] == rand
     assert stack.core is not None
     pool = stack.core.models.models
-    assert pool[rand].generator is not None and pool[tiny].generator is not None
-    assert pool[rand].generator.worker is not pool[tiny].generator.worker
-    assert pool[rand].generator.worker.stats.completed == 2
-    assert pool[tiny].generator.worker.stats.completed == 1
+    assert pool[rand].runtime is not None and pool[tiny].runtime is not None
+    assert pool[rand].runtime.worker is not pool[tiny].runtime.worker
+    assert pool[rand].runtime.worker.stats.completed == 2
+    assert pool[tiny].runtime.worker.stats.completed == 1
     one = httpx.get(f"{stack.base_url}/v1/models/{rand}", timeout=10)
     assert one.status_code == 200 and one.json()["id"] == rand
     assert one.json()["context_length"] == 4096
@@ -217,8 +217,8 @@ def test_history_jobs_tokens_and_compaction_route_to_the_named_model(
     assert compacted.status_code == 200, compacted.text
     assert compacted.json()["model"] == rand
     assert stack.core is not None
-    assert stack.core.models.models[rand].generator is not None
-    assert stack.core.models.models[rand].generator.worker.stats.completed >= 3
+    assert stack.core.models.models[rand].runtime is not None
+    assert stack.core.models.models[rand].runtime.worker.stats.completed >= 3
 
 
 def test_the_draft_model_drafts_for_the_first_model_only(
@@ -233,6 +233,6 @@ def test_the_draft_model_drafts_for_the_first_model_only(
     greedy = create(stack, rand, temperature=0, max_output_tokens=24)
     assert greedy["status"] in ("completed", "incomplete")
     assert stack.core is not None
-    workers = {m.id: m.generator.worker for m in stack.core.models.models.values() if m.generator}
+    workers = {m.id: m.runtime.worker for m in stack.core.models.models.values() if m.runtime}
     assert (workers[rand].speculative, workers[tiny].speculative) == ("draft", "off")
     assert (workers[rand].load_draft is None, workers[tiny].load_draft is None) == (False, True)

@@ -55,7 +55,7 @@ def test_document_is_valid_openapi_and_lists_every_route(
 
 def test_real_answers_conform(stack: Stack, document: dict[str, Any]) -> None:
     base = stack.base_url
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     body = {
         "model": model,
         "input": "Reply with: hello",
@@ -85,6 +85,35 @@ def test_real_answers_conform(stack: Stack, document: dict[str, Any]) -> None:
         (f"{one}/cancel", "post", f"/v1/responses/{job.json()['id']}/cancel", None),
         (one, "delete", f"/v1/responses/{response_id}", None),
     ]
+    conv = httpx.post(f"{base}/v1/conversations", json={"metadata": {"k": "v"}}, timeout=60)
+    conv_id = conv.json()["id"]
+    user = {"role": "user", "content": "hi"}
+    item_id = httpx.post(
+        f"{base}/v1/conversations/{conv_id}/items", json={"items": [user]}, timeout=60
+    ).json()["data"][0]["id"]
+    conv_one = "/v1/conversations/{conversation_id}"
+    calls += [
+        (f"{one}/input_items", "get", f"/v1/responses/{response_id}/input_items", None),
+        ("/v1/conversations", "post", "/v1/conversations", {"items": [user]}),
+        (conv_one, "get", f"/v1/conversations/{conv_id}", None),
+        (conv_one, "post", f"/v1/conversations/{conv_id}", {"metadata": {"a": "b"}}),
+        (f"{conv_one}/items", "get", f"/v1/conversations/{conv_id}/items", None),
+        (f"{conv_one}/items", "post", f"/v1/conversations/{conv_id}/items", {"items": [user]}),
+        (
+            f"{conv_one}/items/{{item_id}}",
+            "get",
+            f"/v1/conversations/{conv_id}/items/{item_id}",
+            None,
+        ),
+        (
+            f"{conv_one}/items/{{item_id}}",
+            "delete",
+            f"/v1/conversations/{conv_id}/items/{item_id}",
+            None,
+        ),
+        (conv_one, "delete", f"/v1/conversations/{conv_id}", None),
+        (conv_one, "get", f"/v1/conversations/{conv_id}", None),
+    ]
     statuses = set()
     for template, method, path, payload in calls:
         reply = httpx.request(method, f"{base}{path}", json=payload, timeout=60)
@@ -103,7 +132,7 @@ def test_real_answers_conform(stack: Stack, document: dict[str, Any]) -> None:
 def test_streamed_events_conform(stack: Stack, document: dict[str, Any]) -> None:
     op = document["paths"]["/v1/responses"]["post"]["responses"]["200"]["content"]
     assert "text/event-stream" in op
-    body = {"model": stack.settings.model_path.name, "input": "Reply with: hello", "stream": True}
+    body = {"model": stack.settings.models[0].name, "input": "Reply with: hello", "stream": True}
     with httpx.stream("POST", f"{stack.base_url}/v1/responses", json=body, timeout=60) as reply:
         events = [
             json.loads(line[len("data: ") :])
@@ -119,7 +148,7 @@ def test_streamed_events_conform(stack: Stack, document: dict[str, Any]) -> None
 def test_request_schema_and_validator_agree(
     stack: Stack, document: dict[str, Any], param: str
 ) -> None:
-    good = {"model": stack.settings.model_path.name, "input": "hi"}
+    good = {"model": stack.settings.models[0].name, "input": "hi"}
     assert conforms(document, "CreateResponseRequest", good) == []
     bad = {**good, param: ["not", "a", "scalar"]}
     assert conforms(document, "CreateResponseRequest", bad) != []

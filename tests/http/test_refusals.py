@@ -20,7 +20,7 @@ def _post(stack: Stack, path: str, body: Any, raw: bool = False) -> httpx.Respon
 
 
 def _model(stack: Stack) -> str:
-    return stack.settings.model_path.name
+    return stack.settings.models[0].name
 
 
 CASES: list[tuple[str, dict[str, Any], int, str | None, str | None]] = [

@@ -16,7 +16,7 @@ GENERATED = re.compile(r"req_[0-9a-f]{32}")
 
 
 def _model(stack: Stack) -> str:
-    return stack.settings.model_path.name
+    return stack.settings.models[0].name
 
 
 def test_generated_when_absent_and_distinct(stack: Stack) -> None:

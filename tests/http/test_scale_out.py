@@ -36,7 +36,7 @@ def topo(random_model: Path, redis_server: RedisServer) -> Iterator[Topology]:
 
 
 def _post(topo: Topology, facade: str, path: str = "/v1/responses", **body: Any) -> httpx.Response:
-    body = {"model": topo.settings.model_path.name, "temperature": 0, **body}
+    body = {"model": topo.settings.models[0].name, "temperature": 0, **body}
     return httpx.post(f"{topo.url(facade)}{path}", json=body, timeout=60)
 
 
@@ -121,6 +121,38 @@ def test_watch_job_on_another_replica_ends_with_the_final_snapshot(topo: Topolog
     assert final.usage.output_tokens == 30
 
 
+def _sse(url: str, **params: Any) -> list[dict[str, Any]]:
+    with httpx.stream("GET", url, params={"stream": "true", **params}, timeout=60) as reply:
+        assert reply.status_code == 200, reply.read()
+        return [json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: ")]
+
+
+def test_a_background_stream_is_followed_and_resumed_on_another_replica(topo: Topology) -> None:
+    job = _post(topo, "a", input="go", background=True, max_output_tokens=300).json()
+    url_b = f"{topo.url('b')}/v1/responses/{job['id']}"
+    # Core b follows core a's job live through the shared event log.
+    assert httpx.get(url_b, timeout=30).json()["status"] in ("queued", "in_progress")
+    followed = _sse(url_b)
+    assert [e["sequence_number"] for e in followed] == list(range(len(followed)))
+    assert followed[-1]["type"] == "response.incomplete"
+    assert followed[-1]["response"]["usage"]["output_tokens"] == 300
+    # Resumed on either replica: the same events, the same sequence numbers.
+    assert _sse(f"{topo.url('a')}/v1/responses/{job['id']}", starting_after=10) == followed[11:]
+    assert _sse(url_b, starting_after=len(followed) - 1) == []
+    reply = httpx.get(url_b, params={"stream": "true", "starting_after": len(followed)})
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == "starting_after"
+
+
+def test_conversation_objects_cross_replicas(topo: Topology) -> None:
+    created = _post(topo, "a", "/v1/conversations", metadata={"k": "v"}).json()
+    assert created["id"].startswith("conv_")
+    _turn(topo, "b", input="Reply with: cat", conversation=created["id"])
+    url_a = f"{topo.url('a')}/v1/conversations/{created['id']}"
+    assert httpx.get(url_a, timeout=30).json() == created
+    items = httpx.get(f"{url_a}/items", params={"order": "asc"}, timeout=30).json()["data"]
+    assert [item["role"] for item in items] == ["user", "assistant"]
+
+
 def test_cancel_crosses_replicas(topo: Topology) -> None:
     job = _post(topo, "a", input="go", background=True, max_output_tokens=100000).json()
     rid = job["id"]
@@ -130,12 +162,12 @@ def test_cancel_crosses_replicas(topo: Topology) -> None:
     assert refused.status_code == 400 and "has not finished" in refused.json()["error"]["message"]
     deleted = httpx.delete(f"{topo.url('b')}/v1/responses/{rid}", timeout=30)
     assert deleted.status_code == 400 and "cancel it first" in deleted.json()["error"]["message"]
-    cancelled_before = topo.cores["a"].generator.worker.stats.cancelled
+    cancelled_before = topo.cores["a"].models.default.runtime.worker.stats.cancelled
     reply = httpx.post(f"{topo.url('b')}/v1/responses/{rid}/cancel", timeout=60)
     assert reply.status_code == 200, reply.text
     assert reply.json()["status"] == "cancelled" and reply.json()["background"] is True
     # The engine of core a stopped the sequence.
-    assert topo.cores["a"].generator.worker.stats.cancelled == cancelled_before + 1
+    assert topo.cores["a"].models.default.runtime.worker.stats.cancelled == cancelled_before + 1
     assert not topo.cores["a"].jobs.active
     generated = topo.generated("a")
     time.sleep(0.2)
@@ -145,9 +177,9 @@ def test_cancel_crosses_replicas(topo: Topology) -> None:
 
 @pytest.mark.parametrize("store", [True, False])
 def test_cancel_of_a_foreground_stream_crosses_replicas(topo: Topology, store: bool) -> None:
-    body = {"model": topo.settings.model_path.name, "input": "go", "stream": True,
+    body = {"model": topo.settings.models[0].name, "input": "go", "stream": True,
             "max_output_tokens": 100000, "store": store}  # fmt: skip
-    cancelled_before = topo.cores["a"].generator.worker.stats.cancelled
+    cancelled_before = topo.cores["a"].models.default.runtime.worker.stats.cancelled
     url = f"{topo.url('a')}/v1/responses"
     with httpx.stream("POST", url, json=body, timeout=60) as stream:
         lines = (json.loads(line[6:]) for line in stream.iter_lines() if line.startswith("data: "))
@@ -156,15 +188,15 @@ def test_cancel_of_a_foreground_stream_crosses_replicas(topo: Topology, store: b
         rid = created["response"]["id"]
         assert next(lines)["type"] == "response.in_progress"
         # Core b runs nothing under that id: the cancel crosses to core a through Redis.
-        assert rid not in topo.cores["b"].generator.in_flight
+        assert rid not in topo.cores["b"].pipeline.in_flight
         reply = httpx.post(f"{topo.url('b')}/v1/responses/{rid}/cancel", timeout=60)
         rest = list(lines)
     assert reply.status_code == 200, reply.text
     final = reply.json()
     assert (final["id"], final["status"]) == (rid, "cancelled")
     assert rest[-1]["type"] == "response.failed" and rest[-1]["response"] == final
-    assert topo.cores["a"].generator.worker.stats.cancelled == cancelled_before + 1
-    assert rid not in topo.cores["a"].generator.in_flight
+    assert topo.cores["a"].models.default.runtime.worker.stats.cancelled == cancelled_before + 1
+    assert rid not in topo.cores["a"].pipeline.in_flight
     assert not topo.cores["a"].jobs.foreground.claims
     stored = httpx.get(f"{topo.url('b')}/v1/responses/{rid}", timeout=30)
     assert stored.status_code == (200 if store else 404)
@@ -240,7 +272,7 @@ def test_redis_restart_gives_503s_then_recovers(topo: Topology, redis_server: Re
 def test_redis_lost_during_generation_fails_at_the_final_write(
     topo: Topology, redis_server: RedisServer
 ) -> None:
-    body = {"model": topo.settings.model_path.name, "input": "go", "stream": True,
+    body = {"model": topo.settings.models[0].name, "input": "go", "stream": True,
             "max_output_tokens": 1000}  # fmt: skip
     try:
         with httpx.stream("POST", f"{topo.url('a')}/v1/responses", json=body, timeout=60) as s:

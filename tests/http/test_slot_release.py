@@ -12,7 +12,7 @@ from tests.support.stack import Stack
 
 def test_cancel_frees_the_slot_within_one_decode_step(random_stack: Stack) -> None:
     assert random_stack.core is not None
-    worker = random_stack.core.generator.worker
+    worker = random_stack.core.models.default.runtime.worker
     stats = worker.stats
 
     async def run() -> tuple[int, int, str]:

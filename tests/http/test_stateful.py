@@ -15,7 +15,7 @@ from tests.support.stack import Stack
 
 
 def _create(stack: Stack, **fields: Any) -> httpx.Response:
-    body = {"model": stack.settings.model_path.name, "max_output_tokens": 32, **fields}
+    body = {"model": stack.settings.models[0].name, "max_output_tokens": 32, **fields}
     return httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60)
 
 
@@ -40,7 +40,7 @@ def test_get_and_delete(stack: Stack) -> None:
 
 def test_sdk_retrieve_and_delete(stack: Stack) -> None:
     client = openai.OpenAI(base_url=f"{stack.base_url}/v1", api_key="x", max_retries=0)
-    resp = client.responses.create(model=stack.settings.model_path.name, input="Reply with: one")
+    resp = client.responses.create(model=stack.settings.models[0].name, input="Reply with: one")
     assert client.responses.retrieve(resp.id).output_text == "one"
     client.responses.delete(resp.id)
     with pytest.raises(openai.NotFoundError):
@@ -73,7 +73,7 @@ def test_previous_response_id_chains_history(stack: Stack) -> None:
     count = httpx.post(
         f"{stack.base_url}/v1/responses/input_tokens",
         json={
-            "model": stack.settings.model_path.name,
+            "model": stack.settings.models[0].name,
             "input": "Reply with: london",
             "previous_response_id": first["id"],
         },
@@ -85,7 +85,7 @@ def test_previous_response_id_chains_history(stack: Stack) -> None:
 
 
 def test_instructions_are_not_carried(stack: Stack) -> None:
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     first = _create(stack, input="Reply with: a", instructions="Answer in French. " * 5).json()
     url = f"{stack.base_url}/responses/input_tokens"
     chained = httpx.post(
@@ -123,7 +123,7 @@ def test_conversation_transcript(stack: Stack) -> None:
     count = httpx.post(
         f"{stack.base_url}/v1/responses/input_tokens",
         json={
-            "model": stack.settings.model_path.name,
+            "model": stack.settings.models[0].name,
             "input": "Reply with: dog",
             "conversation": conversation,
         },
@@ -141,14 +141,14 @@ def test_input_tokens_refusals(stack: Stack) -> None:
     assert _error(httpx.post(url, content=b"{", headers={"content-type": "application/json"}), 400)
     assert (
         httpx.post(
-            url.replace("/v1", ""), json={"model": stack.settings.model_path.name, "input": "x"}
+            url.replace("/v1", ""), json={"model": stack.settings.models[0].name, "input": "x"}
         ).status_code
         == 200
     )
 
 
 def test_reasoning_echo_restores_a_dropped_reasoning_item(stack: Stack) -> None:
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     first = _create(stack, input="Think first, then reply with: sunny", store=False).json()
     assert [i["type"] for i in first["output"]] == ["reasoning", "message"]
     message = first["output"][1]
@@ -173,7 +173,7 @@ def test_reasoning_echo_restores_a_dropped_reasoning_item(stack: Stack) -> None:
 
 def test_reasoning_echo_can_be_disabled(make_stack: Any) -> None:
     stack = make_stack(reasoning_echo_max_bytes=0)
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     first = _create(stack, input="Think first, then reply with: sunny", store=False).json()
     turn = [{"role": "user", "content": "Think first, then reply with: sunny"}]
     url = f"{stack.base_url}/v1/responses/input_tokens"
@@ -263,7 +263,7 @@ def test_load_keeps_store_within_byte_budget(make_stack: Any) -> None:
 def test_cancel_in_flight_response(random_stack: Stack) -> None:
     stack = random_stack
     body = {
-        "model": stack.settings.model_path.name,
+        "model": stack.settings.models[0].name,
         "input": "go",
         "stream": True,
         "max_output_tokens": 100000,

@@ -53,7 +53,7 @@ def _raw_events(stack: Stack, body: dict[str, Any]) -> list[tuple[str, dict[str,
 
 
 def _model(stack: Stack) -> str:
-    return stack.settings.model_path.name
+    return stack.settings.models[0].name
 
 
 def test_raw_sse_order_and_invariants(stack: Stack) -> None:
@@ -152,7 +152,7 @@ def test_refusal_before_stream_is_plain_http(stack: Stack) -> None:
 
 def test_disconnect_cancels_generation(random_stack: Stack) -> None:
     body = {
-        "model": random_stack.settings.model_path.name,
+        "model": random_stack.settings.models[0].name,
         "input": "go on forever",
         "stream": True,
         "max_output_tokens": 100000,
@@ -183,7 +183,7 @@ def test_multibyte_text_survives_streaming(random_stack: Stack) -> None:
     events = _raw_events(
         random_stack,
         {
-            "model": random_stack.settings.model_path.name,
+            "model": random_stack.settings.models[0].name,
             "input": "héllo wörld ✓",
             "stream": True,
             "max_output_tokens": 200,

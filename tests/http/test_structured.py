@@ -27,7 +27,7 @@ def _json_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _create(stack: Stack, **fields: Any) -> httpx.Response:
-    body = {"model": stack.settings.model_path.name, "max_output_tokens": 64, **fields}
+    body = {"model": stack.settings.models[0].name, "max_output_tokens": 64, **fields}
     return httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60)
 
 
@@ -101,7 +101,7 @@ def test_small_model_finishes_an_unbounded_schema(stack: Stack) -> None:
     """Unbounded strings and integers are bounded, so the tiny model completes (issue 7)."""
     client = openai.OpenAI(base_url=f"{stack.base_url}/v1", api_key="x", max_retries=0)
     reply = client.responses.create(
-        model=stack.settings.model_path.name,
+        model=stack.settings.models[0].name,
         input="What is the weather in paris?",
         max_output_tokens=200,
         text=_json_schema(CITY),  # type: ignore[arg-type]

@@ -34,7 +34,7 @@ def client(stack: Stack) -> openai.OpenAI:
 
 def _create(client: openai.OpenAI, stack: Stack, **fields: Any) -> Any:
     return client.responses.create(
-        model=stack.settings.model_path.name, tools=TOOLS, max_output_tokens=200, **fields
+        model=stack.settings.models[0].name, tools=TOOLS, max_output_tokens=200, **fields
     )
 
 
@@ -129,7 +129,7 @@ def test_auto_holds_an_opened_call_to_a_declared_function(
     for prompt in OFF_PHRASINGS:
         if stream:
             with client.responses.stream(
-                model=stack.settings.model_path.name,
+                model=stack.settings.models[0].name,
                 tools=TOOLS,
                 max_output_tokens=200,
                 input=prompt,

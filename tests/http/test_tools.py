@@ -21,7 +21,7 @@ def client(stack: Stack) -> openai.OpenAI:
 
 
 def test_tool_call_then_tool_output(client: openai.OpenAI, stack: Stack) -> None:
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     first = client.responses.create(model=model, input=PROMPT, tools=[WEATHER])  # type: ignore[list-item]
     calls = [item for item in first.output if item.type == "function_call"]
     assert len(calls) == 1
@@ -41,7 +41,7 @@ def test_tool_call_then_tool_output(client: openai.OpenAI, stack: Stack) -> None
 
 def test_tool_call_streams_as_function_call_events(stack: Stack) -> None:
     body: dict[str, Any] = {
-        "model": stack.settings.model_path.name,
+        "model": stack.settings.models[0].name,
         "input": PROMPT,
         "tools": [WEATHER],
         "stream": True,
@@ -69,7 +69,7 @@ def test_tool_call_streams_as_function_call_events(stack: Stack) -> None:
 
 def test_tool_choice_none_keeps_tools_out_of_the_prompt(stack: Stack) -> None:
     url = f"{stack.base_url}/v1/responses/input_tokens"
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     with_tools = httpx.post(url, json={"model": model, "input": PROMPT, "tools": [WEATHER]}).json()
     none = httpx.post(
         url, json={"model": model, "input": PROMPT, "tools": [WEATHER], "tool_choice": "none"}
@@ -78,7 +78,7 @@ def test_tool_choice_none_keeps_tools_out_of_the_prompt(stack: Stack) -> None:
 
 
 def test_tool_refusals(stack: Stack) -> None:
-    model = stack.settings.model_path.name
+    model = stack.settings.models[0].name
     url = f"{stack.base_url}/v1/responses"
     for body, param in (
         ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice"),

@@ -51,7 +51,7 @@ class Stack:
         self.runner, self.http_port = await start_facade(
             f"127.0.0.1:{self.server.port}",
             FacadeSettings(host="127.0.0.1", port=0),
-            lambda: core.metrics.render(core),
+            core.metrics.render,
         )
         await self.core.load()
         await self.server.set_serving()
@@ -60,7 +60,7 @@ class Stack:
         if self.runner is not None:
             await self.runner.cleanup()
         if self.server is not None:
-            await self.server.stop(grace=1)
+            await self.server.shutdown(1)
 
     def start(self) -> None:
         self._thread.start()
@@ -93,4 +93,4 @@ class Stack:
     @property
     def engine_stats(self) -> Any:
         assert self.core is not None
-        return self.core.generator.worker.stats
+        return self.core.models.default.runtime.worker.stats

@@ -60,7 +60,7 @@ class Topology:
         for runner in self.runners.values():
             await runner.cleanup()
         for server in self.servers.values():
-            await server.stop(grace=1)
+            await server.shutdown(1)
 
     def start(self) -> None:
         self._thread.start()
@@ -80,4 +80,4 @@ class Topology:
 
     def generated(self, core: str) -> int:
         """Tokens core `core`'s engine has generated so far."""
-        return int(self.cores[core].generator.worker.stats.generated_tokens)
+        return int(self.cores[core].models.default.runtime.worker.stats.generated_tokens)

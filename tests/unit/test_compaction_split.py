@@ -7,13 +7,13 @@ from collections.abc import Sequence
 import pytest
 from mlx_responses.service.compaction.split import (
     NothingToCompactError,
-    effective_items,
     split_history,
     split_points,
 )
-from mlx_responses.service.text.compaction_codec import (
+from mlx_responses.service.text.compaction_items import (
     CompactionDecodeError,
     decode_compaction,
+    effective_items,
     encode_compaction,
 )
 from mlx_responses.service.text.prompt import items_to_messages

@@ -144,7 +144,7 @@ def test_model_flags_repeat_and_pair_up() -> None:
         ["--model", "a", "--model", "b", "--model-alias", "first", "--max-loaded-models", "1"], {}
     )
     assert s.models == (Path("a"), Path("b"))
-    assert s.model_path == Path("a")
+    assert s.models[0] == Path("a")
     assert s.model_aliases == ("first",)
     assert s.max_loaded_models == 1
     default = _parse([], {})

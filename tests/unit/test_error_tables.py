@@ -89,3 +89,62 @@ def test_echoed_values_are_bounded_on_both_sides() -> None:
     assert translated.param is not None and len(translated.param) <= MAX_ERROR_FIELD_BYTES
     short = OpenAIError(REASON_TABLE["INVALID_REQUEST"], "short")
     assert short.message == "short"
+
+
+# The OpenAI code each reason carries (decided by the core's table alone) and the in-band
+# `error.code` of a background response that fails for it.
+EXPECTED_CODES = {
+    Reason.INVALID_REQUEST: (None, "invalid_prompt"),
+    Reason.MODEL_NOT_FOUND: ("model_not_found", "server_error"),
+    Reason.NOT_FOUND: ("not_found", "server_error"),
+    Reason.STORE_DISABLED: ("store_disabled", "server_error"),
+    Reason.CONTEXT_LENGTH_EXCEEDED: ("context_length_exceeded", "invalid_prompt"),
+    Reason.RATE_LIMITED: ("rate_limit_exceeded", "server_error"),
+    Reason.QUEUE_FULL: ("server_overloaded", "server_overloaded"),
+    Reason.NOT_READY: ("model_not_ready", "server_error"),
+    Reason.STORE_UNAVAILABLE: ("store_unavailable", "server_error"),
+    Reason.UNAUTHENTICATED: ("invalid_api_key", "server_error"),
+    Reason.INTERNAL: ("server_error", "server_error"),
+}
+
+
+@pytest.mark.parametrize("reason", list(Reason))
+def test_the_core_table_gives_the_code_that_reaches_http(reason: Reason) -> None:
+    assert set(EXPECTED_CODES) == set(Reason)
+    status = rpc_status.to_status(to_rpc_status(ServiceError(reason, "m")))
+    translated = from_rpc_error(FakeRpcError(status.code, "m", status.trailing_metadata))
+    assert translated.body()["error"]["code"] == EXPECTED_CODES[reason][0]
+    assert REASON_TABLE[reason.value].code is None  # the façade restates no core code
+
+
+def test_a_raiser_may_name_a_narrower_code() -> None:
+    from mlx_responses.service.errors import invalid
+
+    assert invalid("m", "p", "invalid_value").code == "invalid_value"
+    assert invalid("m", "p").code is None
+
+
+@pytest.mark.parametrize("reason", list(Reason))
+def test_in_band_failure_code_of_each_reason(reason: Reason) -> None:
+    from mlx_responses.service.errors import failure_code
+
+    assert failure_code(reason) == EXPECTED_CODES[reason][1]
+
+
+def test_every_http_surface_builds_the_same_envelope() -> None:
+    """The façade and the core's metrics endpoint answer 401s from one builder and rows."""
+    import json
+
+    from mlx_responses.http_facade import errors as facade_errors
+    from mlx_responses.service import envelope
+    from mlx_responses.service.rpc import metrics_server
+
+    assert facade_errors.OpenAIError is envelope.OpenAIError
+    assert facade_errors.MISSING_API_KEY is envelope.MISSING_API_KEY
+    for missing, code in ((True, None), (False, "invalid_api_key")):
+        reply = metrics_server._unauthorized(missing)
+        body = json.loads(reply.body)  # type: ignore[arg-type]
+        assert reply.status == 401 and reply.headers["WWW-Authenticate"] == "Bearer"
+        assert set(body) == {"error"}
+        assert body["error"]["type"] == "invalid_request_error"
+        assert body["error"]["param"] is None and body["error"]["code"] == code

@@ -140,3 +140,46 @@ def test_compaction_events_follow_in_progress_and_lead_the_output() -> None:
     final = events[-1].snapshot.response
     assert [o.WhichOneof("item") for o in final.output] == ["compaction", "message"]
     assert event_to_json(events[6])["output_index"] == 1
+
+
+def test_reasoning_summary_events_nest_around_the_reasoning_text() -> None:
+    counter = itertools.count()
+    a = EventAssembler(
+        pb.Response(id="resp_1", status=pb.RESPONSE_STATUS_IN_PROGRESS),
+        ids=lambda prefix: f"{prefix}_{next(counter)}",
+        summary=True,
+    )
+    events = a.start() + a.reasoning_delta("thin") + a.reasoning_delta("king") + a.text_delta("hi")
+    events += a.finish(pb.RESPONSE_STATUS_COMPLETED, pb.Usage(output_tokens=3), 10)
+    assert _names(events)[2:15] == [
+        "response.output_item.added",
+        "response.reasoning_summary_part.added",
+        "response.content_part.added",
+        "response.reasoning_text.delta",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_text.delta",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_text.done",
+        "response.content_part.done",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_summary_part.done",
+        "response.output_item.done",
+        "response.output_item.added",
+    ]
+    payloads = [event_to_json(e) for e in events]
+    deltas = [p for p in payloads if p["type"] == "response.reasoning_summary_text.delta"]
+    assert [d["delta"] for d in deltas] == ["thin", "king"]
+    assert all(d["summary_index"] == 0 and "content_index" not in d for d in deltas)
+    done = next(p for p in payloads if p["type"] == "response.reasoning_summary_part.done")
+    assert done["part"] == {"type": "summary_text", "text": "thinking"}
+    reasoning = payloads[-1]["response"]["output"][0]
+    assert reasoning["summary"] == [{"type": "summary_text", "text": "thinking"}]
+    assert reasoning["content"] == [{"type": "reasoning_text", "text": "thinking"}]
+
+
+def test_no_summary_unless_asked() -> None:
+    a = _assembler()
+    events = a.start() + a.reasoning_delta("thinking") + a.text_delta("hi")
+    events += a.finish(pb.RESPONSE_STATUS_COMPLETED, pb.Usage(output_tokens=2), 10)
+    assert not any("summary" in name for name in _names(events))
+    assert event_to_json(events[-1])["response"]["output"][0]["summary"] == []

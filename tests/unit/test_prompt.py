@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlx_responses.service.text.compaction_codec import decode_compaction, encode_compaction
+from mlx_responses.service.text.compaction_items import decode_compaction, encode_compaction
 from mlx_responses.service.text.prompt import items_to_messages
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -70,3 +70,11 @@ def test_compaction_round_trip_and_replay() -> None:
     )
     assert "we talked about rain" in messages[0]["content"]
     assert messages[1] == {"role": "user", "content": "latest"}
+
+
+def test_a_reasoning_item_replayed_with_only_its_summary_renders_the_summary() -> None:
+    summary_only = pb.Item(reasoning=pb.ReasoningItem(summary=[pb.SummaryText(text="why")]))
+    messages = items_to_messages(
+        None, [_msg(pb.ROLE_USER, "q"), summary_only, _msg(pb.ROLE_ASSISTANT, "a")]
+    )
+    assert messages[1] == {"role": "assistant", "content": "a", "reasoning_content": "why"}

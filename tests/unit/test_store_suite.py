@@ -13,12 +13,14 @@ from mlx_responses.service.errors import Reason, ServiceError
 from mlx_responses.service.stores.base import (
     Admission,
     ConversationStore,
+    EventLog,
     JobBoard,
     ResponseStore,
     StoredResponse,
 )
 from mlx_responses.service.stores.memory import (
     InMemoryConversationStore,
+    InMemoryEventLog,
     InMemoryJobBoard,
     InMemoryResponseStore,
 )
@@ -26,11 +28,15 @@ from mlx_responses.service.stores.redis_jobs import RedisJobBoard
 from mlx_responses.service.stores.redis_store import (
     RedisBoundedMap,
     RedisConversationStore,
+    RedisEventLog,
     RedisResponseStore,
     connect,
 )
+from mlx_responses.service.stores.transcript import header_bytes, new_info
 
+from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
+from mlx_responses.v1 import storage_service_pb2 as st
 from tests.support.redis_server import RedisServer
 
 
@@ -87,6 +93,17 @@ class Backend:
         return RedisConversationStore(
             self._map("conversations", (max_entries, max_bytes, ttl), clock)
         )
+
+    def events(
+        self, max_entries: int, max_bytes: int, ttl: float = 0, clock: Clock | None = None
+    ) -> EventLog:
+        clock = clock or Clock()
+        if self.url is None:
+            key = ("events", max_entries, max_bytes, ttl)
+            return self._memory.setdefault(
+                key, InMemoryEventLog(max_entries, max_bytes, ttl, clock)
+            )
+        return RedisEventLog(self._map("events", (max_entries, max_bytes, ttl), clock))
 
     def board(self, ttl: float = 60, clock: Clock | None = None) -> JobBoard:
         if self.url is None:
@@ -207,13 +224,17 @@ async def test_conversation_append_accumulates(backend: Backend) -> None:
     assert await store.items("other") == []
     occupancy = await store.occupancy()
     assert occupancy.entries == 1
-    assert occupancy.bytes == sum(_item(t).ByteSize() for t in ("one", "two", "three"))
+    info = await store.info("conv")
+    assert info is not None and info.id == "conv" and info.created_at > 0
+    # The conversation object (its header) counts against the budget with the items.
+    items = sum(_item(t).ByteSize() for t in ("one", "two", "three"))
+    assert occupancy.bytes == header_bytes(info) + items
     assert await store.delete("conv") and not await store.exists("conv")
     assert (await store.occupancy()).bytes == 0
 
 
 async def test_conversation_over_budget_is_dropped_whole(backend: Backend) -> None:
-    limit = _item("a" * 10).ByteSize() * 2
+    limit = header_bytes(new_info("conv")) + _item("a" * 10).ByteSize() * 2
     store = backend.conversations(10, limit)
     await store.append("conv", [_item("a" * 10)])
     await store.append("conv", [_item("a" * 10)])
@@ -259,6 +280,80 @@ async def test_concurrent_appends_from_two_replicas_all_land(backend: Backend) -
     assert sorted(got) == sorted(w for w in words for _ in range(2))
     # Each append is atomic: a turn's two items stay together.
     assert all(got[i] == got[i + 1] for i in range(0, len(got), 2))
+
+
+def _with_id(item: pb.Item, item_id: str) -> pb.Item:
+    item.message.id = item_id
+    return item
+
+
+async def test_conversation_object_metadata_and_item_removal(backend: Backend) -> None:
+    store = backend.conversations(10, 100_000)
+    info = st.ConversationObject(id="conv_x", created_at=1234, metadata={"topic": "demo"})
+    assert await store.append("conv_x", [_with_id(_item("one"), "msg_1")], info)
+    # A later append keeps the object it was created with.
+    await store.append("conv_x", [_with_id(_item("two"), "msg_2"), _with_id(_item("3"), "msg_3")])
+    held = await store.info("conv_x")
+    assert held == info
+    updated = await store.set_metadata("conv_x", {"topic": "other", "k": "v"})
+    assert updated is not None and dict(updated.metadata) == {"topic": "other", "k": "v"}
+    assert updated.created_at == 1234 and await store.info("conv_x") == updated
+    assert await store.remove_item("conv_x", "msg_2")
+    assert not await store.remove_item("conv_x", "msg_2")
+    assert not await store.remove_item("missing", "msg_1")
+    assert _texts(await store.items("conv_x")) == ["one", "3"]
+    occupancy = await store.occupancy()
+    expected = header_bytes(updated) + _item("one").ByteSize() + _item("3").ByteSize()
+    assert occupancy.bytes == expected + len("msg_1") + len("msg_3") + 4  # the ids' bytes
+    assert await store.set_metadata("missing", {}) is None
+    assert await store.info("missing") is None
+    assert await store.delete("conv_x") and (await store.occupancy()).bytes == 0
+
+
+async def test_conversation_objects_from_two_replicas(backend: Backend) -> None:
+    first = backend.conversations(10, 100_000)
+    second = backend.conversations(10, 100_000)
+    await first.append("conv_y", [_with_id(_item("one"), "msg_a")], new_info("conv_y", {"a": "b"}))
+    assert dict((await second.set_metadata("conv_y", {"c": "d"})).metadata) == {"c": "d"}  # type: ignore[union-attr]
+    assert dict((await first.info("conv_y")).metadata) == {"c": "d"}  # type: ignore[union-attr]
+    assert await second.remove_item("conv_y", "msg_a")
+    assert await first.items("conv_y") == [] and await first.exists("conv_y")
+
+
+def _events(start: int, count: int) -> list[ev.ResponseEvent]:
+    return [
+        ev.ResponseEvent(
+            type=ev.EVENT_TYPE_OUTPUT_TEXT_DELTA,
+            sequence_number=n,
+            text_delta=ev.TextDeltaEvent(item_id="msg", delta=f"d{n}"),
+        )
+        for n in range(start, start + count)
+    ]
+
+
+async def test_event_log_appends_reads_from_a_position_and_deletes(backend: Backend) -> None:
+    log = backend.events(10, 1_000_000)
+    assert await log.read("resp_1", 0) is None
+    await log.append("resp_1", _events(0, 3))
+    await log.append("resp_1", _events(3, 2))
+    assert [e.sequence_number for e in await log.read("resp_1", 0) or []] == [0, 1, 2, 3, 4]
+    assert [e.text_delta.delta for e in await log.read("resp_1", 3) or []] == ["d3", "d4"]
+    assert await log.read("resp_1", 5) == []
+    assert await log.delete("resp_1") and await log.read("resp_1", 0) is None
+    assert not await log.delete("resp_1")
+
+
+async def test_event_log_is_bounded_and_expires(backend: Backend) -> None:
+    clock = Clock()
+    batch = _events(0, 4)
+    size = sum(e.ByteSize() for e in batch)
+    log = backend.events(2, size * 2, ttl=5, clock=clock)
+    for rid in ("resp_a", "resp_b", "resp_c"):
+        await log.append(rid, batch)
+    assert await log.read("resp_a", 0) is None  # the least recently used went first
+    assert len(await log.read("resp_c", 0) or []) == 4
+    clock.now += 6
+    assert await log.read("resp_c", 0) is None
 
 
 async def test_concurrent_puts_from_two_replicas_hold_the_limits(backend: Backend) -> None:

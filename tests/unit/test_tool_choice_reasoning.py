@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 from mlx_responses.service.config import BUNDLED_MODEL
-from mlx_responses.service.engine.structured import GrammarFactory
+from mlx_responses.service.text.grammars import GrammarFactory
 from mlx_responses.service.text.prompt import RenderedPrompt
 from mlx_responses.service.text.tool_choice import ToolConstraints
 from mlx_responses.service.text.tool_formats import HermesFormat

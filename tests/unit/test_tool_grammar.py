@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from mlx_responses.service.config import BUNDLED_MODEL
-from mlx_responses.service.engine.structured import GrammarFactory
+from mlx_responses.service.text.grammars import GrammarFactory
 from mlx_responses.service.text.json_bounds import JsonBounds
 from mlx_responses.service.text.tool_formats import HermesFormat, format_for_template
 from mlx_responses.service.text.tool_grammar import Function, Reasoning, tool_grammar
@@ -26,7 +26,7 @@ def factory() -> tuple[GrammarFactory, Any]:
 
 def _accepts(factory: tuple[GrammarFactory, Any], grammar: str, text: str) -> bool:
     grammars, hf = factory
-    matcher = grammars.grammar_processor(grammar)._matcher
+    matcher = grammars.lark(grammar).matcher
     tokens = hf.encode(text, add_special_tokens=False)
     if matcher.validate_tokens(tokens) != len(tokens):
         return False

@@ -1,4 +1,7 @@
-"""Encodes and decodes a compaction item's `encrypted_content` (base64url JSON, not encrypted)."""
+"""A compaction item: its `encrypted_content` codec and what a replayed one stands for.
+
+`encrypted_content` is base64url JSON (not encrypted). Pure: items in, items out.
+"""
 
 from __future__ import annotations
 
@@ -48,3 +51,35 @@ def decode_compaction(content: str) -> tuple[str, list[pb.Item]]:
         if item.WhichOneof("item") in (None, "compaction"):
             raise CompactionDecodeError("compaction encrypted_content holds an invalid item")
     return summary, items
+
+
+SYSTEM_ROLES = (pb.ROLE_SYSTEM, pb.ROLE_DEVELOPER)
+
+
+def is_instruction(item: pb.Item) -> bool:
+    """A system or developer message: compaction always keeps these verbatim."""
+    return item.WhichOneof("item") == "message" and item.message.role in SYSTEM_ROLES
+
+
+def effective_items(items: Sequence[pb.Item]) -> list[pb.Item]:
+    """The items a context stands for once its latest compaction item is expanded.
+
+    The latest compaction item replaces everything before it except system and developer
+    messages: it becomes a summary-only compaction item followed by its retained items.
+    Raises CompactionDecodeError for an `encrypted_content` this server cannot read.
+    """
+    last = None
+    for index, item in enumerate(items):
+        if item.WhichOneof("item") == "compaction":
+            last = index
+    if last is None:
+        return list(items)
+    compaction = items[last].compaction
+    summary, retained = decode_compaction(compaction.encrypted_content)
+    unit = pb.Item(
+        compaction=pb.CompactionItem(
+            id=compaction.id, encrypted_content=encode_compaction(summary, [])
+        )
+    )
+    earlier = [item for item in items[:last] if is_instruction(item)]
+    return [*earlier, unit, *retained, *items[last + 1 :]]

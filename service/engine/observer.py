@@ -1,0 +1,29 @@
+"""What the engine reports as it runs, to whoever watches (the core's Prometheus metrics).
+
+The engine defines the protocol and knows nothing of its implementation, so the MLX thread
+imports no service module above it; service/metrics.py satisfies it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class ModelObserver(Protocol):
+    """Reports of one model's engine; called on the engine thread, so they must be cheap."""
+
+    def prompt(self, tokens: int, cached: int) -> None:
+        """A prompt was admitted: its length and how many of its tokens the cache held."""
+
+    def token(self, since_previous: float, first: bool) -> None:
+        """A token was generated, `since_previous` seconds after the last (or the submission)."""
+
+    def finished(self, reason: str, elapsed: float) -> None:
+        """A request ended (`stop`, `length`, `cancelled`, `error`) after `elapsed` seconds."""
+
+
+class EngineObserver(Protocol):
+    """Hands each loaded model its observer."""
+
+    def for_model(self, model_name: str) -> ModelObserver:
+        """The observer of the model served under `model_name`."""

@@ -1,0 +1,532 @@
+"""Every flag and environment variable of `mlx-responses`, declared once.
+
+Each declaration gives the flag's name, the settings field it fills, its type, default, environment
+variable, help, and the commands that take it. The argparse parsers (`serve`, `core`, `facade`),
+the defaults of the core's `Settings` and the façade's `FacadeSettings` (both `config.py`), and
+the docs' flags page (`docs/reference/flags.md`, written by `tools/gen_docs.py`) all come from here.
+
+This module imports the standard library only, so the HTTP façade may import it without pulling
+the core or MLX (tests/unit/test_layering.py holds both to that).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+# The commands of `mlx-responses`, and the top-level parser (flags given before the command).
+SERVE, CORE, FACADE, TOP = "serve", "core", "facade", "mlx-responses"
+COMMANDS = (SERVE, CORE, FACADE)
+CORE_SIDE = (SERVE, CORE)  # the gRPC core runs in these
+FACADE_SIDE = (SERVE, FACADE)  # the HTTP façade runs in these
+
+
+class EnvValueError(ValueError):
+    """An environment variable whose value the flag's type cannot read."""
+
+
+@dataclass(frozen=True)
+class Flag(Generic[T]):
+    """One setting: a command-line flag, an environment variable, or both."""
+
+    flag: str | None  # None: set by its environment variable only
+    field: str  # the settings field (and argparse dest) it fills
+    default: T
+    help: str  # what it does; the default and the variable are appended where shown
+    commands: tuple[str, ...]
+    env: str | None = None
+    type: Callable[[str], Any] | None = str
+    action: str | None = None  # "append" (repeatable) or "store_true"
+    choices: tuple[Any, ...] | None = None
+    # The settings check the choices (a ConfigError, exit 2) instead of argparse (a usage error).
+    settings_check_choices: bool = False
+    metavar: str | None = None
+    required: bool = False
+    shown_default: str | None = None  # how help and docs word the default, when not the value
+    # The variable adds comma-separated values after the flag's (instead of being its default).
+    env_adds: bool = False
+
+    @property
+    def default_text(self) -> str:
+        """The default as help and docs show it."""
+        if self.shown_default is not None:
+            return self.shown_default
+        if self.required:
+            return "none (required)"
+        if isinstance(self.default, float):
+            return f"{self.default:g}"
+        return str(self.default)
+
+    def help_text(self) -> str:
+        """The --help line: what it does, then its default and variable."""
+        tail = [] if self.required else [f"default {self.default_text}"]
+        if self.env is not None:
+            tail.append(f"env {self.env}" + (", comma-separated" if self.env_adds else ""))
+        text = f"{self.help} ({'; '.join(tail)})" if tail else self.help
+        return text.replace("%", "%%")  # argparse formats help with %
+
+
+def env_value(spec: Flag[Any], env: Mapping[str, str]) -> Any:
+    """The flag's default, or its environment variable's value read with the flag's type."""
+    raw = None if spec.env is None or spec.env_adds else env.get(spec.env)
+    if raw is None or raw == "":
+        return spec.default
+    if spec.type is int:
+        try:
+            return int(raw)
+        except ValueError as exc:
+            raise EnvValueError(f"{spec.env}={raw!r} is not an integer") from exc
+    return spec.type(raw) if spec.type is not None else raw
+
+
+# --- before the command ---------------------------------------------------------------------
+LOG_LEVEL = Flag("--log-level", "log_level", "INFO", "logging level (DEBUG, INFO, WARNING)", (TOP,))
+LOG_FORMAT = Flag(
+    "--log-format",
+    "log_format",
+    "text",
+    "text lines, or one JSON object per line; both carry request ids",
+    (TOP,),
+    choices=("text", "json"),
+)
+
+# --- models ---------------------------------------------------------------------------------
+MODEL = Flag(
+    "--model",
+    "models",
+    None,
+    "local mlx-lm model folder, or a Hugging Face repo id already in the local hub cache; repeat "
+    "to serve several (the request's `model` picks one; the first loads at startup, the others on "
+    "their first request)",
+    CORE_SIDE,
+    type=Path,
+    action="append",
+    shown_default="the bundled tiny chat model",
+)
+ALLOW_DOWNLOAD = Flag(
+    "--allow-download",
+    "allow_download",
+    False,
+    "let --model fetch a repo id missing from the local hub cache",
+    CORE_SIDE,
+    type=None,
+    action="store_true",
+    shown_default="never",
+)
+MODEL_ALIAS = Flag(
+    "--model-alias",
+    "model_aliases",
+    None,
+    "name clients pass as `model`; the path is accepted too. Repeatable: the i-th names the "
+    "i-th --model",
+    CORE_SIDE,
+    action="append",
+    shown_default="the folder name or repo id",
+)
+MAX_LOADED_MODELS = Flag(
+    "--max-loaded-models",
+    "max_loaded_models",
+    None,
+    "most models held in memory at once: loading one more first unloads the least recently "
+    "used idle one",
+    CORE_SIDE,
+    type=int,
+    shown_default="no limit",
+)
+
+# --- the gRPC core ------------------------------------------------------------------------
+GRPC_HOST = Flag("--grpc-host", "grpc_host", "127.0.0.1", "address the gRPC core binds", CORE_SIDE)
+GRPC_PORT = Flag("--grpc-port", "grpc_port", 50051, "port of the gRPC core", CORE_SIDE, type=int)
+GRPC_TLS_CERT = Flag(
+    "--grpc-tls-cert",
+    "grpc_tls_cert",
+    None,
+    "PEM certificate chain: the gRPC core serves TLS (with --grpc-tls-key)",
+    CORE_SIDE,
+    type=Path,
+    shown_default="off",
+)
+GRPC_TLS_KEY = Flag(
+    "--grpc-tls-key",
+    "grpc_tls_key",
+    None,
+    "PEM private key of --grpc-tls-cert",
+    CORE_SIDE,
+    type=Path,
+    shown_default="off",
+)
+METRICS_PORT = Flag(
+    "--metrics-port",
+    "metrics_port",
+    None,
+    "serve the core's Prometheus metrics on http://GRPC_HOST:PORT/metrics",
+    CORE_SIDE,
+    type=int,
+    shown_default="off",
+)
+
+# --- stores (the seed's storage flags: names, defaults and variables exactly as it gives them) ---
+STORE_URL = Flag(
+    "--store",
+    "store_url",
+    "memory",
+    "where responses, conversations and background jobs live: 'memory' (this process) or "
+    "redis://host:port/db, shared by every core that names it",
+    CORE_SIDE,
+    env="MLX_RESPONSES_STORE_URL",
+    metavar="URL",
+)
+RESPONSES_STORE_MAX_ENTRIES = Flag(
+    "--responses-store-max-entries",
+    "responses_store_max_entries",
+    1024,
+    "stored responses kept (LRU); 0 disables response persistence",
+    CORE_SIDE,
+    env="LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES",
+    type=int,
+)
+RESPONSES_STORE_MAX_BYTES = Flag(
+    "--responses-store-max-bytes",
+    "responses_store_max_bytes",
+    268435456,
+    "approximate retained-byte budget of stored responses; 0 evicts at once",
+    CORE_SIDE,
+    env="MLXCEL_RESPONSES_STORE_MAX_BYTES",
+    type=int,
+)
+RESPONSES_STORE_TTL_SECS = Flag(
+    "--responses-store-ttl-secs",
+    "responses_store_ttl_secs",
+    3600,
+    "seconds a stored response lives after it is stored; 0 disables TTL",
+    CORE_SIDE,
+    env="LLAMA_ARG_RESPONSES_STORE_TTL_SECS",
+    type=int,
+)
+RESPONSES_BACKGROUND_MAX_JOBS = Flag(
+    "--responses-background-max-jobs",
+    "responses_background_max_jobs",
+    64,
+    "cap on concurrently active background responses; 0 disables background mode",
+    CORE_SIDE,
+    env="MLXCEL_RESPONSES_BACKGROUND_MAX_JOBS",
+    type=int,
+)
+RESPONSES_BACKGROUND_EPHEMERAL_TTL_SECS = Flag(
+    "--responses-background-ephemeral-ttl-secs",
+    "responses_background_ephemeral_ttl_secs",
+    600,
+    "seconds the final object of a store:false background response stays readable (>= 1)",
+    CORE_SIDE,
+    env="MLXCEL_RESPONSES_BACKGROUND_EPHEMERAL_TTL_SECS",
+    type=int,
+)
+CONVERSATION_STORE_MAX_ENTRIES = Flag(
+    "--conversation-store-max-entries",
+    "conversation_store_max_entries",
+    256,
+    "conversation transcripts kept (LRU); 0 disables conversations",
+    CORE_SIDE,
+    env="LLAMA_ARG_CONVERSATION_STORE_MAX_ENTRIES",
+    type=int,
+)
+CONVERSATION_STORE_MAX_BYTES = Flag(
+    "--conversation-store-max-bytes",
+    "conversation_store_max_bytes",
+    67108864,
+    "approximate retained-byte budget of transcripts; 0 evicts at once",
+    CORE_SIDE,
+    env="MLXCEL_CONVERSATION_STORE_MAX_BYTES",
+    type=int,
+)
+CONVERSATION_STORE_TTL_SECS = Flag(
+    "--conversation-store-ttl-secs",
+    "conversation_store_ttl_secs",
+    3600,
+    "seconds a transcript lives after its last update; 0 disables TTL",
+    CORE_SIDE,
+    env="LLAMA_ARG_CONVERSATION_STORE_TTL_SECS",
+    type=int,
+)
+STORE_FLAGS: tuple[Flag[int], ...] = (
+    RESPONSES_STORE_MAX_ENTRIES,
+    RESPONSES_STORE_MAX_BYTES,
+    RESPONSES_STORE_TTL_SECS,
+    RESPONSES_BACKGROUND_MAX_JOBS,
+    RESPONSES_BACKGROUND_EPHEMERAL_TTL_SECS,
+    CONVERSATION_STORE_MAX_ENTRIES,
+    CONVERSATION_STORE_MAX_BYTES,
+    CONVERSATION_STORE_TTL_SECS,
+)
+
+# --- generation -----------------------------------------------------------------------------
+MAX_BATCH_SIZE = Flag(
+    "--max-batch-size",
+    "max_batch_size",
+    16,
+    "sequences decoded together in one batch",
+    CORE_SIDE,
+    type=int,
+)
+MAX_QUEUED_REQUESTS = Flag(
+    "--max-queued-requests",
+    "max_queued_requests",
+    64,
+    "requests waiting for a batch slot before new ones get 503",
+    CORE_SIDE,
+    type=int,
+)
+PROMPT_CACHE_MAX_ENTRIES = Flag(
+    "--prompt-cache-max-entries",
+    "prompt_cache_max_entries",
+    32,
+    "KV caches of finished turns kept for prefix reuse; 0 disables",
+    CORE_SIDE,
+    type=int,
+)
+PROMPT_CACHE_MAX_BYTES = Flag(
+    "--prompt-cache-max-bytes",
+    "prompt_cache_max_bytes",
+    1024 * 1024 * 1024,
+    "byte budget of the prompt cache",
+    CORE_SIDE,
+    type=int,
+    shown_default="1073741824 (1 GiB)",
+)
+DEFAULT_MAX_OUTPUT_TOKENS = Flag(
+    "--default-max-output-tokens",
+    "default_max_output_tokens",
+    4096,
+    "generation cap when a request gives no max_output_tokens",
+    CORE_SIDE,
+    type=int,
+)
+SPECULATIVE = Flag(
+    "--speculative",
+    "speculative",
+    "off",
+    "speculative decoding for greedy requests: ngram drafts from the context (prompt lookup), "
+    "draft from --draft-model; output is unchanged",
+    CORE_SIDE,
+    choices=("off", "ngram", "draft"),
+)
+DRAFT_MODEL = Flag(
+    "--draft-model",
+    "draft_model",
+    None,
+    "local mlx-lm folder (or cached hub repo id) of a small model with the same tokenizer, "
+    "drafting for --speculative draft (for the first --model; the others serve without it)",
+    CORE_SIDE,
+    type=Path,
+    shown_default="none",
+)
+NUM_DRAFT_TOKENS = Flag(
+    "--num-draft-tokens",
+    "num_draft_tokens",
+    4,
+    "most tokens drafted per sequence and step when --speculative is on",
+    CORE_SIDE,
+    type=int,
+)
+KV_BITS = Flag(
+    "--kv-bits",
+    "kv_bits",
+    None,
+    "quantize the KV cache of live and prompt-cached sequences to 4 or 8 bits",
+    CORE_SIDE,
+    type=int,
+    choices=(4, 8),
+    shown_default="the model's dtype",
+)
+MAX_PREFILL_TOKENS_PER_STEP = Flag(
+    "--max-prefill-tokens-per-step",
+    "max_prefill_tokens_per_step",
+    512,
+    "prompt tokens prefilled between two decode steps while others decode: bounds the stall a "
+    "long new prompt causes",
+    CORE_SIDE,
+    type=int,
+)
+ENGINE = Flag(
+    "--engine",
+    "engine",
+    "batch",
+    "decode scheduler: batch (mlx-lm's BatchGenerator) or slots (ours: fixed KV slots, a "
+    "joining or leaving sequence copies nothing of the others; experimental, without "
+    "--speculative and --kv-bits)",
+    CORE_SIDE,
+    choices=("batch", "slots"),
+)
+STREAM_WINDOW_MS = Flag(
+    "--stream-window-ms",
+    "stream_window_ms",
+    10.0,
+    "a stream's tokens decoded within this window leave as one delta (its first token never "
+    "waits; 0: one delta per decode step): cuts the per-token cost of events, gRPC and SSE "
+    "when decoding is fast",
+    CORE_SIDE,
+    type=float,
+)
+HOSTED_TOOLS = Flag(
+    "--hosted-tools",
+    "hosted_tools",
+    "reject",
+    "hosted tools (web_search, ...) in a request: reject them with 400 (the seed's behaviour) "
+    "or drop them and flatten namespace tools, for agents such as Codex",
+    CORE_SIDE,
+    env="MLXCEL_HOSTED_TOOLS",
+    choices=("reject", "drop"),
+    settings_check_choices=True,
+)
+REASONING_ECHO_MAX_BYTES = Flag(
+    None,
+    "reasoning_echo_max_bytes",
+    16 * 1024 * 1024,
+    "byte budget of the reasoning echo (reasoning replayed to the model on the next turn); "
+    "0 disables it",
+    CORE_SIDE,
+    env="MLXCEL_REASONING_ECHO_MAX_BYTES",
+    type=int,
+    shown_default="16777216 (16 MiB)",
+)
+BLAS = Flag(
+    None,
+    "blas",
+    "auto",
+    "BLAS library MLX's CPU backend uses: 'auto' (the first system OpenBLAS found), "
+    "'reference' (the wheel's own), or a path to a library",
+    CORE_SIDE,
+    env="MLX_RESPONSES_BLAS",
+)
+
+# --- both sides -----------------------------------------------------------------------------
+API_KEY = Flag(
+    "--api-key",
+    "api_keys",
+    None,
+    "accepted API key (repeatable); clients send `Authorization: Bearer KEY`; `serve` checks it "
+    "on both sides",
+    COMMANDS,
+    env="MLX_RESPONSES_API_KEY",
+    action="append",
+    env_adds=True,
+    shown_default="no key required",
+)
+SHUTDOWN_GRACE_SECS = Flag(
+    "--shutdown-grace-secs",
+    "shutdown_grace_secs",
+    10.0,
+    "on SIGTERM, seconds running requests, responses and background jobs get to finish before "
+    "they are cancelled",
+    COMMANDS,
+    type=float,
+)
+
+# --- the HTTP façade ------------------------------------------------------------------------
+HOST = Flag("--host", "host", "127.0.0.1", "address the HTTP façade binds", FACADE_SIDE)
+PORT = Flag("--port", "port", 8080, "HTTP port", FACADE_SIDE, type=int)
+MAX_REQUEST_BYTES = Flag(
+    "--max-request-bytes",
+    "max_request_bytes",
+    16 * 1024 * 1024,
+    "largest request body accepted, in bytes; larger ones get 413",
+    FACADE_SIDE,
+    type=int,
+)
+CORE_ADDRESS = Flag(
+    "--core",
+    "core",
+    None,
+    "address of a gRPC core; repeat for several (or dns:///name:port for all the addresses a "
+    "name resolves to); requests go round robin over the SERVING ones",
+    (FACADE,),
+    action="append",
+    metavar="HOST:PORT",
+    required=True,
+)
+CORE_TLS_CA = Flag(
+    "--core-tls-ca",
+    "core_tls_ca",
+    None,
+    "PEM root certificates: reach the core(s) over TLS, verified against them",
+    (FACADE,),
+    type=Path,
+    shown_default="off",
+)
+
+FLAGS: tuple[Flag[Any], ...] = (
+    LOG_LEVEL,
+    LOG_FORMAT,
+    HOST,
+    PORT,
+    MAX_REQUEST_BYTES,
+    CORE_ADDRESS,
+    CORE_TLS_CA,
+    API_KEY,
+    SHUTDOWN_GRACE_SECS,
+    MODEL,
+    ALLOW_DOWNLOAD,
+    MODEL_ALIAS,
+    MAX_LOADED_MODELS,
+    GRPC_HOST,
+    GRPC_PORT,
+    GRPC_TLS_CERT,
+    GRPC_TLS_KEY,
+    METRICS_PORT,
+    STORE_URL,
+    *STORE_FLAGS,
+    MAX_BATCH_SIZE,
+    MAX_QUEUED_REQUESTS,
+    PROMPT_CACHE_MAX_ENTRIES,
+    PROMPT_CACHE_MAX_BYTES,
+    DEFAULT_MAX_OUTPUT_TOKENS,
+    SPECULATIVE,
+    DRAFT_MODEL,
+    NUM_DRAFT_TOKENS,
+    KV_BITS,
+    MAX_PREFILL_TOKENS_PER_STEP,
+    ENGINE,
+    STREAM_WINDOW_MS,
+    HOSTED_TOOLS,
+    REASONING_ECHO_MAX_BYTES,
+    BLAS,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str, env: Mapping[str, str]) -> None:
+    """Adds every flag `command` takes (TOP: the ones before the command), each once.
+
+    A variable that gives a default is read here: a flag on the command line overrides it.
+    Raises EnvValueError for a variable the flag's type cannot read.
+    """
+    for spec in FLAGS:
+        if spec.flag is None or command not in spec.commands:
+            continue
+        kwargs: dict[str, Any] = {"dest": spec.field, "help": spec.help_text()}
+        if spec.action is not None:
+            kwargs["action"] = spec.action
+        if spec.action != "store_true":
+            kwargs["default"] = env_value(spec, env)
+            if spec.type is not None and spec.type is not str:
+                kwargs["type"] = spec.type
+        if spec.choices is not None and spec.settings_check_choices:
+            kwargs["metavar"] = "{" + ",".join(str(c) for c in spec.choices) + "}"
+        elif spec.choices is not None:
+            kwargs["choices"] = spec.choices
+        if spec.metavar is not None:
+            kwargs["metavar"] = spec.metavar
+        if spec.required:
+            kwargs["required"] = True
+        parser.add_argument(spec.flag, **kwargs)
+
+
+def api_keys_from(flags: list[str] | None, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The keys of the flags and of the environment variable, in order, without duplicates."""
+    assert API_KEY.env is not None
+    from_env = [k.strip() for k in env.get(API_KEY.env, "").split(",") if k.strip()]
+    return tuple(dict.fromkeys([*(flags or []), *from_env]))

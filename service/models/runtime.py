@@ -1,0 +1,126 @@
+"""One loaded model and what it can do: render its prompts, compile its grammars, generate.
+
+Per model, for as long as it is loaded: the weights and tokenizer (`loaded`), the engine thread
+that owns them (`worker`), the tool-call format its chat template speaks and the grammars
+compiled against its vocabulary. Nothing here knows a store or a response: the per-core
+pipeline (service/responses/pipeline.py) holds a runtime for the length of a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.penalties import penalty_processors
+from mlx_responses.service.engine.requests import (
+    EngineStoppedError,
+    LogitsProcessor,
+    QueueFullError,
+    SamplingParams,
+)
+from mlx_responses.service.engine.structured import GrammarProcessor
+from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
+from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.text.compaction_items import CompactionDecodeError
+from mlx_responses.service.text.grammars import Grammar, GrammarFactory, SchemaError
+from mlx_responses.service.text.json_bounds import JsonBounds
+from mlx_responses.service.text.prompt import (
+    RenderedPrompt,
+    items_to_messages,
+    render_prompt,
+    tools_to_template,
+)
+from mlx_responses.service.text.request_json import JsonObject, RequestJson
+from mlx_responses.service.text.tool_choice import ToolConstraints
+from mlx_responses.service.text.tool_formats import ToolFormat, detect_format
+
+from mlx_responses.v1 import responses_pb2 as pb
+
+
+class ModelRuntime:
+    """A loaded model's text protocol and engine, shared by every request to that model."""
+
+    def __init__(self, loaded: LoadedModel, worker: EngineWorker) -> None:
+        self.loaded = loaded
+        self.worker = worker
+        self.grammars = GrammarFactory(loaded.tokenizer._tokenizer, loaded.vocab_size)
+        self.tool_format: ToolFormat = detect_format(loaded.tokenizer)
+        self.tool_constraints = ToolConstraints(self.tool_format, self.grammars, loaded.tokenizer)
+
+    # --- text ------------------------------------------------------------------------------
+    def render(
+        self,
+        instructions: str | None,
+        items: Sequence[pb.Item],
+        tools: Sequence[pb.Tool],
+        tool_parameters: Mapping[str, JsonObject],
+        template_kwargs: Mapping[str, Any],
+    ) -> RenderedPrompt:
+        """The prompt of `items` through the model's chat template; a 400 if it refuses them."""
+        try:
+            messages = items_to_messages(instructions, items)
+        except CompactionDecodeError as exc:
+            raise invalid(str(exc), "input", "invalid_compaction") from exc
+        rendered_tools = tools_to_template(tools, tool_parameters) if tools else None
+        tokenizer = self.loaded.tokenizer
+        try:
+            return render_prompt(
+                tokenizer, messages, rendered_tools, dict(template_kwargs), tokenizer.think_start
+            )
+        except ValueError as exc:
+            raise invalid(str(exc), "input", "invalid_prompt") from exc
+
+    def render_request(
+        self, params: pb.CreateResponseParams, parsed: RequestJson, items: Sequence[pb.Item]
+    ) -> RenderedPrompt:
+        """A request's prompt around `items`: its instructions, tools and template kwargs."""
+        tools = params.tools if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE else []
+        return self.render(
+            params.instructions if params.HasField("instructions") else None,
+            items,
+            tools,
+            parsed.tool_parameters,
+            parsed.template_kwargs,
+        )
+
+    def answer_grammar(self, schema: JsonObject | None, max_tokens: int) -> Grammar | None:
+        """The grammar of a `text.format` schema, bounded so the answer fits `max_tokens`."""
+        if schema is None:
+            return None
+        try:
+            return self.grammars.json_schema(schema, JsonBounds.for_budget(max_tokens))
+        except SchemaError as exc:
+            raise invalid(
+                f"Invalid JSON schema in 'text.format.schema': {exc}",
+                "text.format.schema",
+                "invalid_json_schema",
+            ) from exc
+
+    # --- generation ------------------------------------------------------------------------
+    def submit(
+        self,
+        tokens: Sequence[int],
+        sampling: SamplingParams,
+        *,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        grammar: Grammar | None = None,
+    ) -> GenerationStream:
+        """Queues a generation; a full queue is a 503 (QUEUE_FULL) before anything runs.
+
+        Penalties shift the logits first; a grammar's mask then has the last word.
+        """
+        processors: list[LogitsProcessor] = [
+            *penalty_processors(presence_penalty, frequency_penalty)
+        ]
+        if grammar is not None:
+            processors.append(GrammarProcessor(grammar.matcher, grammar.vocab_size))
+        try:
+            return self.worker.submit(tokens, sampling, processors)
+        except QueueFullError as exc:
+            raise ServiceError(
+                Reason.QUEUE_FULL, "The generation queue is full; retry later."
+            ) from exc
+        except EngineStoppedError as exc:
+            raise ServiceError(Reason.NOT_READY, str(exc)) from exc

@@ -1,0 +1,84 @@
+"""The docs site builds strictly, fails on a broken link or a stale generated page; README's links
+and the repository paths the docs name resolve."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from mkdocs.commands.build import build
+from mkdocs.config import load_config
+from mkdocs.exceptions import Abort
+
+from tools.gen_docs import DOCS, FLAGS_PAGE, ROOT
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+REPO_PATH = re.compile(
+    r"`((?:service|http_facade|launcher|tests|tools|proto|training|contract|mlx_responses_client)"
+    r"/[^`\s]*)`"
+)
+
+
+def _build(docs: Path, site: Path) -> None:
+    build(load_config(str(ROOT / "mkdocs.yml"), docs_dir=str(docs), site_dir=str(site)))
+
+
+def _copy_docs(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    shutil.copytree(DOCS, docs)
+    return docs
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    _build(DOCS, tmp_path / "site")
+    assert (tmp_path / "site" / "reference" / "flags" / "index.html").exists()
+
+
+@pytest.mark.parametrize(
+    "broken", ["[x](nowhere.md)", "[x](concepts/architecture.md#no-such-heading)"]
+)
+def test_a_broken_link_fails_the_strict_build(tmp_path: Path, broken: str) -> None:
+    docs = _copy_docs(tmp_path)
+    with (docs / "index.md").open("a") as page:
+        page.write(f"\n{broken}\n")
+    with pytest.raises(Abort):
+        _build(docs, tmp_path / "site")
+
+
+def test_a_stale_flags_page_fails_the_build(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    docs = _copy_docs(tmp_path)
+    page = docs / FLAGS_PAGE
+    page.write_text(page.read_text().replace("| 8080 |", "| 8081 |"))
+    with pytest.raises(Abort, match="BuildError"):
+        _build(docs, tmp_path / "site")
+    assert "stale" in caplog.text and str(FLAGS_PAGE) in caplog.text
+
+
+def test_the_readme_links_resolve() -> None:
+    readme = (ROOT / "README.md").read_text()
+    targets = [t for t in LINK.findall(readme) if not t.startswith(("http://", "https://"))]
+    assert targets, "the README links into docs/"
+    missing = [t for t in targets if not (ROOT / t.split("#")[0]).exists()]
+    assert missing == []
+
+
+def test_the_docs_name_only_files_that_exist() -> None:
+    pages = [ROOT / "README.md", *DOCS.rglob("*.md")]
+    missing = sorted(
+        f"{page.relative_to(ROOT)}: {path}"
+        for page in pages
+        for path in REPO_PATH.findall(page.read_text())
+        if not (ROOT / path.split("::")[0].rstrip("/")).exists()
+    )
+    assert missing == []
+
+
+def test_every_readme_section_kept_a_home() -> None:
+    """The README links each docs page (the docs hold what the README no longer says)."""
+    readme = (ROOT / "README.md").read_text()
+    pages = sorted(str(p.relative_to(ROOT)) for p in DOCS.rglob("*.md"))
+    assert [p for p in pages if p not in readme] == []
