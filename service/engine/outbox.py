@@ -4,9 +4,10 @@ Two things keep the serving path's per-token cost off the decode loop:
 
 - a coalescing window per stream: after a stream's first token (sent at once, for the time to
   first token), the tokens of later steps are merged into one chunk until `window` seconds have
-  passed since the oldest one held, or the sequence finishes. When steps are slower than the
-  window every token still leaves alone; when they are fast (an accelerator, a small model) a
-  stream's tokens leave a few at a time, as one event, one gRPC message, one SSE frame. The
+  passed since the oldest one held, `max_tokens` are held, or the sequence finishes. When
+  steps are slower than the window every token still leaves alone; when they are fast (an
+  accelerator, a small model) a stream's tokens leave a few at a time, as one event, one gRPC
+  message, one SSE frame. The
   concatenation of a stream's chunks is the same either way.
 - one wake-up per loop at a time: the engine thread appends to the loop's inbox and schedules
   a drain only when none is pending, so a loop that is behind picks up several steps' chunks in
@@ -32,6 +33,10 @@ class Receiver(Protocol):
 
 R = TypeVar("R", bound=Receiver)
 
+# A stream's chunk leaves once it holds this many tokens, whatever the window: bounds how
+# bursty a fast stream looks (and keeps a few deltas per short reply).
+MAX_HELD_TOKENS = 4
+
 
 @dataclass
 class _Held(Generic[R]):
@@ -53,8 +58,9 @@ class _Inbox(Generic[R]):
 class Outbox(Generic[R]):
     """Owned by the engine thread: `put` each step's chunks, then `flush` once per step."""
 
-    def __init__(self, window: float = 0.0) -> None:
+    def __init__(self, window: float = 0.0, max_tokens: int = MAX_HELD_TOKENS) -> None:
         self.window = window
+        self.max_tokens = max_tokens
         self._held: dict[int, _Held[R]] = {}
         self._started: set[int] = set()  # receivers whose first token has left
         self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox[R]] = {}
@@ -75,6 +81,7 @@ class Outbox(Generic[R]):
             or first
             or self.window <= 0
             or now - since >= self.window
+            or chunk.tokens >= self.max_tokens
         ):
             if chunk.finish_reason is not None:
                 self._started.discard(key)

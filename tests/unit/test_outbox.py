@@ -84,3 +84,14 @@ async def test_a_cancelled_stream_gets_what_it_held_with_its_final_chunk() -> No
     outbox.put(sink, loop, Chunk("", 0, "cancelled"), now=0.2)
     await drained()
     assert [(c.text, c.finish_reason) for c in sink.chunks] == [("a", None), ("b", "cancelled")]
+
+
+async def test_a_chunk_leaves_once_it_holds_max_tokens() -> None:
+    loop = asyncio.get_running_loop()
+    outbox: Outbox[Sink] = Outbox(window=1.0, max_tokens=3)
+    sink = Sink()
+    for i in range(8):
+        outbox.put(sink, loop, token(f" {i}", i), now=i * 0.001)
+    await drained()
+    assert [c.tokens for c in sink.chunks] == [1, 3, 3]  # the first alone, then 3 at a time
+    assert "".join(c.text for c in sink.chunks) == " 0 1 2 3 4 5 6"
