@@ -6,7 +6,10 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
+from mlx_responses.http_facade.anthropic.routes import add_anthropic_routes
 from mlx_responses.http_facade.auth import auth_middleware
+from mlx_responses.http_facade.chat.routes import add_chat_routes
+from mlx_responses.http_facade.completions.routes import add_completions_routes
 from mlx_responses.http_facade.config import FacadeSettings
 from mlx_responses.http_facade.conversations import add_conversation_routes
 from mlx_responses.http_facade.core_pool import CorePool
@@ -17,11 +20,14 @@ from mlx_responses.http_facade.errors import (
     REQUEST_TOO_LARGE,
     UNKNOWN_ROUTE,
     OpenAIError,
+    anthropic_error_body,
+    speaks_anthropic,
 )
 from mlx_responses.http_facade.metrics import MetricsSource, install_metrics
 from mlx_responses.http_facade.openapi import install_openapi
 from mlx_responses.http_facade.request_id import install_request_ids
 from mlx_responses.http_facade.routes import CORES, add_routes
+from mlx_responses.http_facade.websocket import install_websockets
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +36,10 @@ SETTINGS = web.AppKey("facade_settings", FacadeSettings)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _error_response(error: OpenAIError) -> web.Response:
-    return web.json_response(error.body(), status=error.status)
+def _error_response(error: OpenAIError, request: web.Request) -> web.Response:
+    """The error in the envelope of the API the request spoke (OpenAI's, or Anthropic's)."""
+    body = anthropic_error_body(error) if speaks_anthropic(request.path) else error.body()
+    return web.json_response(body, status=error.status)
 
 
 @web.middleware
@@ -40,7 +48,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except OpenAIError as error:
-        return _error_response(error)
+        return _error_response(error, request)
     except web.HTTPException as exc:
         if exc.status == 404:
             kind = UNKNOWN_ROUTE
@@ -49,14 +57,15 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         elif exc.status == 413:
             limit = request.app[SETTINGS].max_request_bytes
             message = f"The request body exceeds the limit of {limit} bytes."
-            return _error_response(OpenAIError(REQUEST_TOO_LARGE, message))
+            return _error_response(OpenAIError(REQUEST_TOO_LARGE, message), request)
         else:
             raise
         message = f"{exc.reason}: {request.method} {request.path}"
-        return _error_response(OpenAIError(kind, message))
+        return _error_response(OpenAIError(kind, message), request)
     except Exception as exc:
         log.exception("unexpected error on %s %s", request.method, request.path)
-        return _error_response(OpenAIError(FALLBACK, f"internal error: {type(exc).__name__}"))
+        failure = OpenAIError(FALLBACK, f"internal error: {type(exc).__name__}")
+        return _error_response(failure, request)
 
 
 def _addresses(cores: str | Sequence[str]) -> list[str]:
@@ -82,6 +91,7 @@ def create_app(
     install_request_ids(app)
     install_openapi(app)
     install_drain(app, settings.shutdown_grace_secs)
+    install_websockets(app, settings.max_request_bytes)
 
     async def core_channel(app: web.Application) -> AsyncIterator[None]:
         ca = settings.core_tls_ca.read_bytes() if settings.core_tls_ca is not None else None
@@ -92,6 +102,9 @@ def create_app(
 
     app.cleanup_ctx.append(core_channel)
     add_routes(app)
+    add_chat_routes(app)
+    add_completions_routes(app)
+    add_anthropic_routes(app)
     for prefix in ("/v1", ""):
         add_conversation_routes(app, prefix)
     return app

@@ -1,4 +1,4 @@
-"""API keys at the façade: `Authorization: Bearer KEY` checked, then forwarded to the core."""
+"""API keys at the façade: `Authorization: Bearer KEY` (or `x-api-key`) checked, then forwarded."""
 
 from __future__ import annotations
 
@@ -33,6 +33,19 @@ def bearer_token(header: str | None) -> str | None:
     return token
 
 
+def api_key_header(header: str | None) -> str | None:
+    """Anthropic's `x-api-key: KEY`, held to the same printable-ASCII rule as a bearer token."""
+    token = (header or "").strip()
+    return token if token and token.isascii() and token.isprintable() else None
+
+
+def request_key(request: web.Request) -> str | None:
+    """The caller's key: `Authorization: Bearer KEY`, else `x-api-key: KEY` (Anthropic clients)."""
+    return bearer_token(request.headers.get("Authorization")) or api_key_header(
+        request.headers.get("x-api-key")
+    )
+
+
 def key_matches(token: str, keys: Sequence[str]) -> bool:
     """Constant-time comparison against every key (no early exit on a match either)."""
     candidate = token.encode()
@@ -48,7 +61,7 @@ def auth_middleware(keys: Sequence[str]) -> Middleware:
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        token = bearer_token(request.headers.get("Authorization"))
+        token = request_key(request)
         if accepted and request.path not in OPEN_PATHS:
             if token is None:
                 raise OpenAIError(

@@ -103,3 +103,39 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> OpenAIError:
         # The transport's words ("failed to connect to all addresses...") need a subject.
         message = f"The model server (gRPC core) is unavailable; retry shortly. ({message})"
     return OpenAIError(GRPC_TABLE.get(error.code(), FALLBACK), message)
+
+
+# Anthropic's Messages API answers errors as {"type": "error", "error": {"type", "message"}},
+# the type named by the HTTP status; its routes (and anything under them) use that envelope.
+ANTHROPIC_PATH_PREFIXES = ("/v1/messages", "/messages")
+ANTHROPIC_ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_error_type(status: int) -> str:
+    """Anthropic's error type for an HTTP status (other 4xx: invalid request; 5xx: api_error)."""
+    fallback = "invalid_request_error" if status < 500 else "api_error"
+    return ANTHROPIC_ERROR_TYPES.get(status, fallback)
+
+
+def anthropic_error_body(error: OpenAIError) -> dict[str, Any]:
+    """The Anthropic error envelope of `error`."""
+    return {
+        "type": "error",
+        "error": {"type": anthropic_error_type(error.status), "message": error.message},
+    }
+
+
+def speaks_anthropic(path: str) -> bool:
+    """Whether a request path belongs to the Anthropic Messages API (its error envelope)."""
+    return any(path == p or path.startswith(p + "/") for p in ANTHROPIC_PATH_PREFIXES)

@@ -50,6 +50,8 @@ EVENT_NAMES = {
     ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE: "response.function_call_arguments.done",
     ev.EVENT_TYPE_COMPACTION_STARTED: "mlx.compaction.started",
     ev.EVENT_TYPE_COMPACTION_COMPLETED: "mlx.compaction.completed",
+    ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DELTA: "response.custom_tool_call_input.delta",
+    ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DONE: "response.custom_tool_call_input.done",
     ev.EVENT_TYPE_REASONING_SUMMARY_PART_ADDED: "response.reasoning_summary_part.added",
     ev.EVENT_TYPE_REASONING_SUMMARY_PART_DONE: "response.reasoning_summary_part.done",
     ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DELTA: "response.reasoning_summary_text.delta",
@@ -59,6 +61,11 @@ EVENT_NAMES = {
 SUMMARY_TEXT = {
     ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DELTA,
     ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DONE,
+}
+# Deltas of a call's arguments (or custom input): no content_index.
+CALL_DELTAS = {
+    ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA,
+    ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DELTA,
 }
 
 
@@ -140,6 +147,30 @@ def item_to_json(item: pb.Item) -> dict[str, Any]:
             "content": [{"type": "reasoning_text", "text": c.text} for c in r.content],
             "encrypted_content": r.encrypted_content if r.HasField("encrypted_content") else None,
         }
+    if kind == "custom_tool_call":
+        ct = item.custom_tool_call
+        custom = {
+            "id": ct.id,
+            "type": "custom_tool_call",
+            "status": ITEM_STATUS.get(ct.status, "completed"),
+            "call_id": ct.call_id,
+            "name": ct.name,
+            "input": ct.input,
+        }
+        if ct.HasField("namespace"):
+            custom["namespace"] = ct.namespace
+        return custom
+    if kind == "custom_tool_call_output":
+        co = item.custom_tool_call_output
+        return {
+            "id": co.id,
+            "type": "custom_tool_call_output",
+            "status": ITEM_STATUS.get(co.status, "completed"),
+            "call_id": co.call_id,
+            "output": co.output,
+        }
+    if kind == "compaction_trigger":
+        return {"type": "compaction_trigger"}
     if kind == "item_reference":
         return {"id": item.item_reference.id, "type": "item_reference"}
     c = item.compaction
@@ -151,6 +182,21 @@ def tool_to_json(tool: pb.Tool) -> dict[str, Any]:
     kind = tool.WhichOneof("tool")
     if kind == "hosted":
         return {"type": tool.hosted.type}
+    if kind == "custom":
+        custom = tool.custom
+        fmt: dict[str, Any] = {"type": "text"}
+        if custom.WhichOneof("format") == "grammar":
+            fmt = {
+                "type": "grammar",
+                "syntax": custom.grammar.syntax,
+                "definition": custom.grammar.definition,
+            }
+        return {
+            "type": "custom",
+            "name": custom.name,
+            "description": custom.description if custom.HasField("description") else None,
+            "format": fmt,
+        }
     if kind == "namespace":
         ns = tool.namespace
         return {
@@ -169,17 +215,34 @@ def tool_to_json(tool: pb.Tool) -> dict[str, Any]:
     }
 
 
-def tool_choice_to_json(choice: pb.ToolChoice) -> Any:
-    """`"auto"`, `"none"`, `"required"` or a named function."""
+def _custom_names(tools: Any) -> set[str]:
+    names = set()
+    for tool in tools:
+        kind = tool.WhichOneof("tool")
+        if kind == "custom":
+            names.add(tool.custom.name)
+        elif kind == "namespace":
+            names |= _custom_names(tool.namespace.tools)
+    return names
+
+
+def tool_choice_to_json(choice: pb.ToolChoice, tools: Any = ()) -> Any:
+    """`"auto"`, `"none"`, `"required"`, a named function or custom tool, or allowed tools."""
     kind = choice.WhichOneof("choice")
     if kind == "function_name":
         return {"type": "function", "name": choice.function_name}
+    if kind == "custom_name":
+        return {"type": "custom", "name": choice.custom_name}
     if kind == "allowed_tools":
         allowed = choice.allowed_tools
+        custom = _custom_names(tools)
         return {
             "type": "allowed_tools",
             "mode": TOOL_CHOICE.get(allowed.mode, "auto"),
-            "tools": [{"type": "function", "name": name} for name in allowed.names],
+            "tools": [
+                {"type": "custom" if name in custom else "function", "name": name}
+                for name in allowed.names
+            ],
         }
     return TOOL_CHOICE.get(choice.mode, "auto")
 
@@ -254,7 +317,7 @@ def response_to_json(r: pb.Response) -> dict[str, Any]:
         "store": r.store,
         "temperature": r.temperature,
         "text": text_to_json(r.text),
-        "tool_choice": tool_choice_to_json(r.tool_choice),
+        "tool_choice": tool_choice_to_json(r.tool_choice, r.tools),
         "tools": [tool_to_json(t) for t in r.tools],
         "top_logprobs": r.top_logprobs,
         "top_p": r.top_p,
@@ -291,7 +354,7 @@ def event_to_json(event: ev.ResponseEvent) -> dict[str, Any]:
         out.update(item_id=d.item_id, output_index=d.output_index)
         if event.type in SUMMARY_TEXT:
             out["summary_index"] = d.content_index
-        elif event.type != ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA:
+        elif event.type not in CALL_DELTAS:
             out["content_index"] = d.content_index
         out["delta"] = d.delta
         if event.type == ev.EVENT_TYPE_OUTPUT_TEXT_DELTA:
@@ -302,6 +365,8 @@ def event_to_json(event: ev.ResponseEvent) -> dict[str, Any]:
         if event.type == ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE:
             out["name"] = d.name
             out["arguments"] = d.text
+        elif event.type == ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DONE:
+            out["input"] = d.text
         elif event.type in SUMMARY_TEXT:
             out["summary_index"] = d.content_index
             out["text"] = d.text

@@ -1,4 +1,4 @@
-"""The façade's Prometheus metrics (requests by route and status, latency) and GET /metrics."""
+"""The façade's Prometheus metrics (requests by route, API and status; latency), GET /metrics."""
 
 from __future__ import annotations
 
@@ -43,6 +43,12 @@ class FacadeMetrics:
             buckets=DURATION_BUCKETS,
             registry=self.registry,
         )
+        self.api_requests = Counter(
+            f"{PREFIX}api_requests",
+            "Generation API requests answered, by API and status.",
+            ("api", "status"),
+            registry=self.registry,
+        )
         self.in_progress = Gauge(
             f"{PREFIX}http_requests_in_progress",
             "HTTP requests being answered.",
@@ -66,6 +72,21 @@ def _route(request: web.Request) -> str:
     return resource.canonical if resource is not None else "unmatched"
 
 
+# Route prefixes (after /v1) of each generation API, most specific first.
+API_ROUTES = (
+    ("/chat/completions", "chat.completions"),
+    ("/completions", "completions"),
+    ("/messages", "messages"),
+    ("/responses", "responses"),
+)
+
+
+def api_of(route: str) -> str | None:
+    """The API a route template belongs to (`responses`, `chat.completions`, ...), if any."""
+    path = route.removeprefix("/v1")
+    return next((api for prefix, api in API_ROUTES if path.startswith(prefix)), None)
+
+
 @web.middleware
 async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Counts every request by route and final status, and times it."""
@@ -86,6 +107,9 @@ async def metrics_middleware(request: web.Request, handler: Handler) -> web.Stre
     finally:
         metrics.in_progress.labels(*labels).dec()
         metrics.requests.labels(*labels, status).inc()
+        api = api_of(labels[1])
+        if api is not None:
+            metrics.api_requests.labels(api, status).inc()
         metrics.duration.labels(*labels).observe(time.perf_counter() - started)
 
 

@@ -11,23 +11,32 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
 from aiohttp import web
 from mlx_responses.http_facade import conversations, errors, from_proto, routes, to_proto
+from mlx_responses.http_facade.anthropic import openapi as anthropic_openapi
+from mlx_responses.http_facade.chat import openapi as chat_openapi
+from mlx_responses.http_facade.completions import openapi as completions_openapi
+from mlx_responses.http_facade.openapi_kit import (
+    BOOLEAN,
+    INTEGER,
+    JSON,
+    NUMBER,
+    OPT_STRING,
+    SSE,
+    STRING,
+    Operation,
+    Schema,
+    ref,
+)
+from mlx_responses.http_facade.openapi_kit import nullable as _nullable
+from mlx_responses.http_facade.openapi_kit import obj as _obj
 
 from mlx_responses.v1 import responses_pb2 as pb
 
-JSON = "application/json"
-SSE = "text/event-stream"
 OPENAPI_VERSION = "3.1.0"
-Schema = dict[str, Any]
-
-
-def ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
 
 
 def _json_type(kind: type | tuple[type, ...]) -> str:
@@ -42,23 +51,6 @@ def _scalar_schema(param: str, kind: type | tuple[type, ...]) -> Schema:
     return schema
 
 
-def _nullable(schema: Schema) -> Schema:
-    """The decoder treats null as absent."""
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def _obj(required: tuple[str, ...] = (), **properties: Schema) -> Schema:
-    return {"type": "object", "properties": properties, "required": list(required)}
-
-
-STRING: Schema = {"type": "string"}
-INTEGER: Schema = {"type": "integer"}
-NUMBER: Schema = {"type": "number"}
-BOOLEAN: Schema = {"type": "boolean"}
-NULL: Schema = {"type": "null"}
-OPT_STRING: Schema = {"type": ["string", "null"]}
-
-
 def _request_schemas() -> dict[str, Schema]:
     roles = sorted(to_proto.ROLES)
     statuses = sorted(to_proto.ITEM_STATUS)
@@ -66,6 +58,8 @@ def _request_schemas() -> dict[str, Schema]:
         ("type", "text"), type={"enum": ["input_text", "output_text", "text"]}, text=STRING
     )
     refusal_part = _obj(("type", "refusal"), type={"const": "refusal"}, refusal=STRING)
+    # Refused for a text-only model, or a placeholder with --media drop (the core decides).
+    media_part = _obj(("type",), type={"enum": sorted(to_proto.MEDIA_PARTS)})
     message = _obj(
         ("role", "content"),
         type={"const": "message"},
@@ -73,7 +67,10 @@ def _request_schemas() -> dict[str, Schema]:
         role={"enum": roles},
         status=_nullable({"enum": statuses}),
         content={
-            "anyOf": [STRING, {"type": "array", "items": {"anyOf": [text_part, refusal_part]}}]
+            "anyOf": [
+                STRING,
+                {"type": "array", "items": {"anyOf": [text_part, refusal_part, media_part]}},
+            ]
         },
     )
     function_call = _obj(
@@ -91,6 +88,26 @@ def _request_schemas() -> dict[str, Schema]:
         call_id=STRING,
         output={"anyOf": [STRING, {"type": "array"}]},
     )
+    custom_tool_call = _obj(
+        ("type", "call_id", "name"),
+        type={"const": "custom_tool_call"},
+        id=OPT_STRING,
+        call_id=STRING,
+        name=STRING,
+        input=STRING,
+        namespace=OPT_STRING,
+    )
+    custom_tool_call_output = _obj(
+        ("type", "call_id", "output"),
+        type={"const": "custom_tool_call_output"},
+        id=OPT_STRING,
+        call_id=STRING,
+        output={"anyOf": [STRING, {"type": "array"}]},
+    )
+    compaction_trigger = {
+        **_obj(("type",), type={"const": "compaction_trigger"}),
+        "description": "Last item only, with x-codex-beta-features: remote_compaction_v2.",
+    }
     reasoning = _obj(
         ("type",),
         type={"const": "reasoning"},
@@ -113,6 +130,25 @@ def _request_schemas() -> dict[str, Schema]:
         parameters=_nullable({"type": "object"}),
         strict=_nullable(BOOLEAN),
     )
+    custom_tool = _obj(
+        ("type", "name"),
+        type={"const": "custom"},
+        name=STRING,
+        description=OPT_STRING,
+        format=_nullable(
+            {
+                "anyOf": [
+                    _obj(("type",), type={"const": "text"}),
+                    _obj(
+                        ("type", "syntax", "definition"),
+                        type={"const": "grammar"},
+                        syntax={"enum": ["lark", "regex"]},
+                        definition=STRING,
+                    ),
+                ]
+            }
+        ),
+    )
     json_schema_format = _obj(
         ("type", "schema"),
         type={"const": "json_schema"},
@@ -131,12 +167,12 @@ def _request_schemas() -> dict[str, Schema]:
                 {"type": "array", "items": ref("InputItem")},
             ]
         },
-        tools=_nullable({"type": "array", "items": function_tool}),
+        tools=_nullable({"type": "array", "items": {"anyOf": [function_tool, custom_tool]}}),
         tool_choice=_nullable(
             {
                 "anyOf": [
                     {"enum": sorted(to_proto.TOOL_CHOICE_MODES)},
-                    _obj(("type",), type={"const": "function"}, name=STRING),
+                    _obj(("type",), type={"enum": ["function", "custom"]}, name=STRING),
                 ]
             }
         ),
@@ -184,8 +220,11 @@ def _request_schemas() -> dict[str, Schema]:
                 message,
                 function_call,
                 function_call_output,
+                custom_tool_call,
+                custom_tool_call_output,
                 reasoning,
                 compaction,
+                compaction_trigger,
                 item_reference,
             ]
         },
@@ -238,6 +277,15 @@ def _response_schemas() -> dict[str, Schema]:
                 call_id=STRING,
                 name=STRING,
                 arguments=STRING,
+            ),
+            _obj(
+                ("id", "type", "status", "call_id", "name", "input"),
+                id=STRING,
+                type={"const": "custom_tool_call"},
+                status=item_status,
+                call_id=STRING,
+                name=STRING,
+                input=STRING,
             ),
             _obj(
                 ("id", "type", "status", "call_id", "output"),
@@ -303,7 +351,7 @@ def _response_schemas() -> dict[str, Schema]:
         tool_choice={
             "anyOf": [
                 {"enum": sorted(set(from_proto.TOOL_CHOICE.values()))},
-                _obj(("type", "name"), type={"const": "function"}, name=STRING),
+                _obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING),
             ]
         },
         tools={"type": "array", "items": _obj(("type", "name"), type=STRING, name=STRING)},
@@ -331,6 +379,7 @@ def _response_schemas() -> dict[str, Schema]:
         item_id=STRING,
         delta=STRING,
         text=STRING,
+        input=STRING,
     )
     return {
         "OutputItem": item,
@@ -402,17 +451,6 @@ def _response_schemas() -> dict[str, Schema]:
     }
 
 
-@dataclass(frozen=True)
-class Operation:
-    """What a handler takes and answers (its path and method come from the router)."""
-
-    request: str | None = None
-    ok: str | None = None
-    streams: bool = False
-    ok_type: str = JSON
-    extra: dict[str, str] = field(default_factory=dict)  # other statuses -> schema
-
-
 def _operations() -> dict[Callable[..., Any], Operation]:
     return {
         routes.create_response: Operation("CreateResponseRequest", "Response", streams=True),
@@ -434,6 +472,9 @@ def _operations() -> dict[Callable[..., Any], Operation]:
         routes.list_models: Operation(ok="ModelList"),
         routes.get_model: Operation(ok="Model"),
         routes.health: Operation(ok="Health", extra={"503": "Health"}),
+        **chat_openapi.operations(),
+        **completions_openapi.operations(),
+        **anthropic_openapi.operations(),
     }
 
 
@@ -449,7 +490,7 @@ def _operation(route: web.AbstractRoute, known: dict[Callable[..., Any], Operati
     if spec.ok is not None:
         ok["content"] = _content(spec.ok)
         if spec.streams:
-            ok["content"].update(_content("ResponseStreamEvent", SSE))
+            ok["content"].update(_content(spec.stream_event, SSE))
     canonical = route.resource.canonical if route.resource is not None else ""
     operation: Schema = {
         # Unique per path: the bare aliases share handlers with their /v1 routes.
@@ -458,7 +499,7 @@ def _operation(route: web.AbstractRoute, known: dict[Callable[..., Any], Operati
         "responses": {
             "200": ok,
             **{s: {"description": s, "content": _content(n)} for s, n in spec.extra.items()},
-            "default": {"description": "An OpenAI-shaped error", "content": _content("Error")},
+            "default": {"description": "An error envelope", "content": _content(spec.error)},
         },
     }
     params = re.findall(r"{(\w+)}", canonical)
@@ -485,7 +526,15 @@ def build_document(app: web.Application, version: str = "0") -> Schema:
         "openapi": OPENAPI_VERSION,
         "info": {"title": "mlx-responses", "version": version},
         "paths": paths,
-        "components": {"schemas": {**_request_schemas(), **_response_schemas()}},
+        "components": {
+            "schemas": {
+                **_request_schemas(),
+                **_response_schemas(),
+                **chat_openapi.schemas(),
+                **completions_openapi.schemas(),
+                **anthropic_openapi.schemas(),
+            }
+        },
     }
 
 

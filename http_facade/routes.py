@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from aiohttp import web
+from mlx_responses.http_facade.beta_features import check_compaction_trigger
 from mlx_responses.http_facade.client import CoreClient, CoreEventStream
 from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.drain import SHUTDOWN_MESSAGE, STREAMS
@@ -22,6 +23,7 @@ from mlx_responses.http_facade.item_lists import page_query, page_to_json, query
 from mlx_responses.http_facade.json_body import parse_body
 from mlx_responses.http_facade.sse import SSE_HEADERS, frame, frames
 from mlx_responses.http_facade.to_proto import params_from_json
+from mlx_responses.http_facade.websocket import responses_socket
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -46,6 +48,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     """POST /v1/responses: foreground, streamed or background."""
     client = core(request)
     params = params_from_json(await read_json(request))
+    check_compaction_trigger(request, params)
     if params.background:
         # The core refuses background + stream (one place for the rule, gRPC clients too).
         return web.json_response(response_to_json(await client.create_job(params)))
@@ -114,6 +117,11 @@ async def _stream(
         return response
     finally:
         stream.cancel()
+
+
+async def open_socket(request: web.Request) -> web.StreamResponse:
+    """GET /v1/responses with an Upgrade: the Responses WebSocket mode."""
+    return await responses_socket(request, core(request))
 
 
 def _flag(request: web.Request, name: str) -> bool:
@@ -223,6 +231,7 @@ def add_routes(app: web.Application) -> None:
     """Mounts every endpoint under /v1 and bare (seed aliases)."""
     for prefix in ("/v1", ""):
         app.router.add_post(f"{prefix}/responses", create_response)
+        app.router.add_get(f"{prefix}/responses", open_socket)
         app.router.add_post(f"{prefix}/responses/compact", compact)
         app.router.add_post(f"{prefix}/responses/input_tokens", input_tokens)
         app.router.add_get(f"{prefix}/responses/{{response_id}}", get_response)

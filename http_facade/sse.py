@@ -27,3 +27,9 @@ def frame(payload: dict[str, Any]) -> bytes:
 def frames(events: Iterable[ev.ResponseEvent]) -> bytes:
     """Whole frames of a batch of events, to be written together."""
     return b"".join(frame(event_to_json(e)) for e in events)
+
+
+def data_frame(payload: dict[str, Any] | str) -> bytes:
+    """A `data:`-only frame (Chat Completions style); a string goes as is (`[DONE]`)."""
+    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return f"data: {data}\n\n".encode()

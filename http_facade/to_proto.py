@@ -39,7 +39,6 @@ HOSTED_TOOLS = {
     "code_interpreter",
     "image_generation",
     "mcp",
-    "custom",
     "apply_patch",
     "function_shell",
     "shell",
@@ -127,11 +126,8 @@ def _text_parts(content: Any, param: str, role: int) -> list[pb.ContentPart]:
             refusal = _expect(part.get("refusal"), str, f"{where}.refusal", "a string")
             parts.append(pb.ContentPart(refusal=pb.Refusal(refusal=refusal)))
         elif _in(MEDIA_PARTS, kind):
-            raise invalid(
-                f"Content part type '{kind}' is not supported by this text model.",
-                f"{where}.type",
-                "unsupported_content",
-            )
+            # The core refuses it (seed) or puts a placeholder in its place (`--media drop`).
+            parts.append(pb.ContentPart(media=pb.MediaPart(type=kind)))
         else:
             raise invalid(f"Unknown content part type {kind!r}.", f"{where}.type", "invalid_value")
     return parts
@@ -171,6 +167,18 @@ def _required_str(obj: dict[str, Any], key: str, param: str) -> str:
     return _expect(obj[key], str, f"{param}.{key}", "a string")
 
 
+def _output_text(output: Any, param: str) -> str:
+    """A tool output: a string, or the text parts of a structured output."""
+    if isinstance(output, list):
+        output = "".join(
+            _expect(p.get("text", ""), str, f"{param}.output[{i}].text", "a string")
+            for i, p in enumerate(output)
+            if isinstance(p, dict)
+        )
+    text: str = _expect(output, str, f"{param}.output", "a string")
+    return text
+
+
 def item_from_json(item: Any, param: str) -> pb.Item:
     """One input item (message, function_call, function_call_output, reasoning, compaction)."""
     _expect(item, dict, param, "an object")
@@ -199,18 +207,11 @@ def item_from_json(item: Any, param: str) -> pb.Item:
             call.function_call.namespace = namespace
         return call
     if kind == "function_call_output":
-        output = item.get("output")
-        if isinstance(output, list):
-            output = "".join(  # text parts of a structured output
-                _expect(p.get("text", ""), str, f"{param}.output[{i}].text", "a string")
-                for i, p in enumerate(output)
-                if isinstance(p, dict)
-            )
         return pb.Item(
             function_call_output=pb.FunctionCallOutputItem(
                 id=_optional_str(item, "id", param) or "",
                 call_id=_required_str(item, "call_id", param),
-                output=_expect(output, str, f"{param}.output", "a string"),
+                output=_output_text(item.get("output"), param),
                 status=status,
             )
         )
@@ -228,6 +229,29 @@ def item_from_json(item: Any, param: str) -> pb.Item:
         if encrypted is not None:
             reasoning.encrypted_content = encrypted
         return pb.Item(reasoning=reasoning)
+    if kind == "custom_tool_call":
+        custom = pb.CustomToolCallItem(
+            id=_optional_str(item, "id", param) or "",
+            call_id=_required_str(item, "call_id", param),
+            name=_required_str(item, "name", param),
+            input=_expect(item.get("input", ""), str, f"{param}.input", "a string"),
+            status=status,
+        )
+        namespace = _optional_str(item, "namespace", param)
+        if namespace is not None:
+            custom.namespace = namespace
+        return pb.Item(custom_tool_call=custom)
+    if kind == "custom_tool_call_output":
+        return pb.Item(
+            custom_tool_call_output=pb.CustomToolCallOutputItem(
+                id=_optional_str(item, "id", param) or "",
+                call_id=_required_str(item, "call_id", param),
+                output=_output_text(item.get("output"), param),
+                status=status,
+            )
+        )
+    if kind == "compaction_trigger":
+        return pb.Item(compaction_trigger=pb.CompactionTriggerItem())
     if kind == "compaction":
         return pb.Item(
             compaction=pb.CompactionItem(
@@ -274,6 +298,8 @@ def _tool(tool: Any, param: str) -> pb.Tool:
         return pb.Tool(hosted=pb.HostedTool(type=kind))
     if kind == "namespace":
         return _namespace(tool, param)
+    if kind == "custom":
+        return _custom_tool(tool, param)
     if kind != "function":
         raise invalid(f"Unknown tool type {kind!r}.", f"{param}.type", "invalid_value")
     spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
@@ -288,6 +314,37 @@ def _tool(tool: Any, param: str) -> pb.Tool:
     if spec.get("strict") is not None:
         fn.strict = _expect(spec["strict"], bool, f"{param}.strict", "a boolean")
     return pb.Tool(function=fn)
+
+
+def _custom_tool(tool: dict[str, Any], param: str) -> pb.Tool:
+    custom = pb.CustomTool(name=_required_str(tool, "name", param))
+    description = _optional_str(tool, "description", param)
+    if description is not None:
+        custom.description = description
+    fmt = tool.get("format")
+    if fmt is None:
+        return pb.Tool(custom=custom)
+    _expect(fmt, dict, f"{param}.format", "an object")
+    kind = fmt.get("type")
+    if kind == "text":
+        custom.text.SetInParent()
+    elif kind == "grammar":
+        syntax = _required_str(fmt, "syntax", f"{param}.format")
+        if syntax not in ("lark", "regex"):
+            raise invalid(
+                f"Invalid 'syntax' {syntax!r}: expected lark or regex.",
+                f"{param}.format.syntax",
+                "invalid_value",
+            )
+        definition = _required_str(fmt, "definition", f"{param}.format")
+        custom.grammar.CopyFrom(pb.CustomToolGrammar(syntax=syntax, definition=definition))
+    else:
+        raise invalid(
+            f"Unknown custom tool format type {kind!r}: expected text or grammar.",
+            f"{param}.format.type",
+            "invalid_value",
+        )
+    return pb.Tool(custom=custom)
 
 
 def _tool_choice(value: Any) -> pb.ToolChoice:
@@ -305,10 +362,14 @@ def _tool_choice(value: Any) -> pb.ToolChoice:
         if name is None and isinstance(value.get("function"), dict):
             name = value["function"].get("name")
         return pb.ToolChoice(function_name=_expect(name, str, "tool_choice.name", "a string"))
+    if value.get("type") == "custom":
+        name = value.get("name")
+        return pb.ToolChoice(custom_name=_expect(name, str, "tool_choice.name", "a string"))
     if value.get("type") == "allowed_tools":
         return pb.ToolChoice(allowed_tools=_allowed_tools(value))
     raise invalid(
-        f"Unsupported tool_choice type {value.get('type')!r}: only function tools exist here.",
+        f"Unsupported tool_choice type {value.get('type')!r}: "
+        "only function and custom tools exist here.",
         "tool_choice",
         "unsupported_tool",
     )
@@ -327,9 +388,10 @@ def _allowed_tools(value: dict[str, Any]) -> pb.AllowedTools:
     for i, tool in enumerate(tools):
         param = f"tool_choice.tools[{i}]"
         _expect(tool, dict, param, "an object")
-        if tool.get("type") != "function":
+        if tool.get("type") not in ("function", "custom"):
             raise invalid(
-                f"Unsupported allowed tool type {tool.get('type')!r}: only function tools exist.",
+                f"Unsupported allowed tool type {tool.get('type')!r}: "
+                "only function and custom tools exist.",
                 f"{param}.type",
                 "unsupported_tool",
             )

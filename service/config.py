@@ -19,6 +19,7 @@ __all__ = ["BUNDLED_MODEL", "STORE_FLAGS", "ConfigError", "Settings", "api_keys_
 BUNDLED_MODEL = Path(__file__).resolve().parent / "assets" / "tiny-chat"
 
 HOSTED_TOOLS_MODES: tuple[str, ...] = F.HOSTED_TOOLS.choices or ()
+MEDIA_MODES: tuple[str, ...] = F.MEDIA.choices or ()
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
 SPECULATIVE_MODES: tuple[str, ...] = F.SPECULATIVE.choices or ()
 KV_BITS: tuple[int, ...] = F.KV_BITS.choices or ()
@@ -70,6 +71,7 @@ class Settings:
     metrics_port: int | None = F.METRICS_PORT.default
     allow_download: bool = F.ALLOW_DOWNLOAD.default
     hosted_tools: str = F.HOSTED_TOOLS.default
+    media: str = F.MEDIA.default
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -119,6 +121,8 @@ class Settings:
             raise ConfigError("--shutdown-grace-secs must be between 0 and 3600")
         if self.hosted_tools not in HOSTED_TOOLS_MODES:
             raise ConfigError(f"--hosted-tools must be one of {', '.join(HOSTED_TOOLS_MODES)}")
+        if self.media not in MEDIA_MODES:
+            raise ConfigError(f"--media must be one of {', '.join(MEDIA_MODES)}")
 
 
 def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:

@@ -13,6 +13,7 @@ from mlx_responses.service.metrics import JOB_STATES, CoreMetrics, ModelState, S
 from mlx_responses.service.models.pool import ModelPool
 from mlx_responses.service.responses.history import HistoryResolver
 from mlx_responses.service.responses.jobs import JobManager
+from mlx_responses.service.responses.media_policy import MediaPolicy
 from mlx_responses.service.responses.pipeline import ResponsePipeline
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
@@ -53,6 +54,7 @@ class Core:
                 s.reasoning_echo_max_bytes if s.prompt_cache_max_entries > 0 else 0
             ),
             tool_policy=HostedToolPolicy(s.hosted_tools),
+            media_policy=MediaPolicy(s.media),
         )
 
     @classmethod

@@ -383,6 +383,18 @@ HOSTED_TOOLS = Flag(
     choices=("reject", "drop"),
     settings_check_choices=True,
 )
+MEDIA = Flag(
+    "--media",
+    "media",
+    "reject",
+    "image, file and audio parts sent to a text-only model: reject them with 400 (the seed's "
+    "behaviour) or replace each with a short text placeholder, for agents such as Codex that "
+    "keep images in the history they resend",
+    CORE_SIDE,
+    env="MLXCEL_MEDIA",
+    choices=("reject", "drop"),
+    settings_check_choices=True,
+)
 REASONING_ECHO_MAX_BYTES = Flag(
     None,
     "reasoning_echo_max_bytes",
@@ -493,6 +505,7 @@ FLAGS: tuple[Flag[Any], ...] = (
     ENGINE,
     STREAM_WINDOW_MS,
     HOSTED_TOOLS,
+    MEDIA,
     REASONING_ECHO_MAX_BYTES,
     BLAS,
 )

@@ -64,6 +64,15 @@ if ! { [ -x "$CODEX" ] && "$CODEX" --version 2>/dev/null | grep -q " ${CODEX_VER
     echo "setup: npm not found; the Codex CLI end-to-end test will skip"
   fi
 fi
+# Claude Code for its end-to-end test (tests/e2e/test_claude_code.py), the same way: best effort.
+CLAUDE_VERSION="2.1"
+CLAUDE=.tools/node_modules/.bin/claude
+if ! { [ -x "$CLAUDE" ] && "$CLAUDE" --version 2>/dev/null | grep -q "^${CLAUDE_VERSION}\."; }; then
+  if command -v npm >/dev/null 2>&1; then
+    npm install --prefix .tools --no-audit --no-fund --loglevel=error "@anthropic-ai/claude-code@${CLAUDE_VERSION}.x" \
+      >/dev/null 2>&1 || echo "setup: could not install @anthropic-ai/claude-code@${CLAUDE_VERSION}.x; its test will skip"
+  fi
+fi
 # The Vercel AI SDK for its end-to-end test (tests/e2e/test_vercel_ai.py), the same way.
 if [ ! -f .tools/node_modules/@ai-sdk/openai/package.json ] || [ ! -f .tools/node_modules/ai/package.json ]; then
   if command -v npm >/dev/null 2>&1; then

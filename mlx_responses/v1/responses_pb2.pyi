@@ -113,17 +113,25 @@ class SummaryText(_message.Message):
     text: str
     def __init__(self, text: _Optional[str] = ...) -> None: ...
 
+class MediaPart(_message.Message):
+    __slots__ = ("type",)
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    def __init__(self, type: _Optional[str] = ...) -> None: ...
+
 class ContentPart(_message.Message):
-    __slots__ = ("input_text", "output_text", "refusal", "reasoning_text")
+    __slots__ = ("input_text", "output_text", "refusal", "reasoning_text", "media")
     INPUT_TEXT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TEXT_FIELD_NUMBER: _ClassVar[int]
     REFUSAL_FIELD_NUMBER: _ClassVar[int]
     REASONING_TEXT_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_FIELD_NUMBER: _ClassVar[int]
     input_text: InputText
     output_text: OutputText
     refusal: Refusal
     reasoning_text: ReasoningText
-    def __init__(self, input_text: _Optional[_Union[InputText, _Mapping]] = ..., output_text: _Optional[_Union[OutputText, _Mapping]] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., reasoning_text: _Optional[_Union[ReasoningText, _Mapping]] = ...) -> None: ...
+    media: MediaPart
+    def __init__(self, input_text: _Optional[_Union[InputText, _Mapping]] = ..., output_text: _Optional[_Union[OutputText, _Mapping]] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., reasoning_text: _Optional[_Union[ReasoningText, _Mapping]] = ..., media: _Optional[_Union[MediaPart, _Mapping]] = ...) -> None: ...
 
 class MessageItem(_message.Message):
     __slots__ = ("id", "role", "status", "content")
@@ -193,21 +201,59 @@ class ItemReference(_message.Message):
     id: str
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
+class CustomToolCallItem(_message.Message):
+    __slots__ = ("id", "call_id", "name", "input", "status", "namespace")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    call_id: str
+    name: str
+    input: str
+    status: ItemStatus
+    namespace: str
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., name: _Optional[str] = ..., input: _Optional[str] = ..., status: _Optional[_Union[ItemStatus, str]] = ..., namespace: _Optional[str] = ...) -> None: ...
+
+class CustomToolCallOutputItem(_message.Message):
+    __slots__ = ("id", "call_id", "output", "status")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    call_id: str
+    output: str
+    status: ItemStatus
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., output: _Optional[str] = ..., status: _Optional[_Union[ItemStatus, str]] = ...) -> None: ...
+
+class CompactionTriggerItem(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class Item(_message.Message):
-    __slots__ = ("message", "function_call", "function_call_output", "reasoning", "compaction", "item_reference")
+    __slots__ = ("message", "function_call", "function_call_output", "reasoning", "compaction", "item_reference", "custom_tool_call", "custom_tool_call_output", "compaction_trigger")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
     ITEM_REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_TOOL_CALL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_TRIGGER_FIELD_NUMBER: _ClassVar[int]
     message: MessageItem
     function_call: FunctionCallItem
     function_call_output: FunctionCallOutputItem
     reasoning: ReasoningItem
     compaction: CompactionItem
     item_reference: ItemReference
-    def __init__(self, message: _Optional[_Union[MessageItem, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCallItem, _Mapping]] = ..., function_call_output: _Optional[_Union[FunctionCallOutputItem, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningItem, _Mapping]] = ..., compaction: _Optional[_Union[CompactionItem, _Mapping]] = ..., item_reference: _Optional[_Union[ItemReference, _Mapping]] = ...) -> None: ...
+    custom_tool_call: CustomToolCallItem
+    custom_tool_call_output: CustomToolCallOutputItem
+    compaction_trigger: CompactionTriggerItem
+    def __init__(self, message: _Optional[_Union[MessageItem, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCallItem, _Mapping]] = ..., function_call_output: _Optional[_Union[FunctionCallOutputItem, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningItem, _Mapping]] = ..., compaction: _Optional[_Union[CompactionItem, _Mapping]] = ..., item_reference: _Optional[_Union[ItemReference, _Mapping]] = ..., custom_tool_call: _Optional[_Union[CustomToolCallItem, _Mapping]] = ..., custom_tool_call_output: _Optional[_Union[CustomToolCallOutputItem, _Mapping]] = ..., compaction_trigger: _Optional[_Union[CompactionTriggerItem, _Mapping]] = ...) -> None: ...
 
 class FunctionTool(_message.Message):
     __slots__ = ("name", "description", "parameters_json", "strict")
@@ -237,25 +283,53 @@ class NamespaceTool(_message.Message):
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ...) -> None: ...
 
+class CustomToolGrammar(_message.Message):
+    __slots__ = ("syntax", "definition")
+    SYNTAX_FIELD_NUMBER: _ClassVar[int]
+    DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    syntax: str
+    definition: str
+    def __init__(self, syntax: _Optional[str] = ..., definition: _Optional[str] = ...) -> None: ...
+
+class CustomToolText(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CustomTool(_message.Message):
+    __slots__ = ("name", "description", "text", "grammar")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    GRAMMAR_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    text: CustomToolText
+    grammar: CustomToolGrammar
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., text: _Optional[_Union[CustomToolText, _Mapping]] = ..., grammar: _Optional[_Union[CustomToolGrammar, _Mapping]] = ...) -> None: ...
+
 class Tool(_message.Message):
-    __slots__ = ("function", "hosted", "namespace")
+    __slots__ = ("function", "hosted", "namespace", "custom")
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
     HOSTED_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_FIELD_NUMBER: _ClassVar[int]
     function: FunctionTool
     hosted: HostedTool
     namespace: NamespaceTool
-    def __init__(self, function: _Optional[_Union[FunctionTool, _Mapping]] = ..., hosted: _Optional[_Union[HostedTool, _Mapping]] = ..., namespace: _Optional[_Union[NamespaceTool, _Mapping]] = ...) -> None: ...
+    custom: CustomTool
+    def __init__(self, function: _Optional[_Union[FunctionTool, _Mapping]] = ..., hosted: _Optional[_Union[HostedTool, _Mapping]] = ..., namespace: _Optional[_Union[NamespaceTool, _Mapping]] = ..., custom: _Optional[_Union[CustomTool, _Mapping]] = ...) -> None: ...
 
 class ToolChoice(_message.Message):
-    __slots__ = ("mode", "function_name", "allowed_tools")
+    __slots__ = ("mode", "function_name", "allowed_tools", "custom_name")
     MODE_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_NAME_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_NAME_FIELD_NUMBER: _ClassVar[int]
     mode: ToolChoiceMode
     function_name: str
     allowed_tools: AllowedTools
-    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., function_name: _Optional[str] = ..., allowed_tools: _Optional[_Union[AllowedTools, _Mapping]] = ...) -> None: ...
+    custom_name: str
+    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., function_name: _Optional[str] = ..., allowed_tools: _Optional[_Union[AllowedTools, _Mapping]] = ..., custom_name: _Optional[str] = ...) -> None: ...
 
 class AllowedTools(_message.Message):
     __slots__ = ("mode", "names")
@@ -342,7 +416,7 @@ class ResponseError(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CreateResponseParams(_message.Message):
-    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "previous_response_id", "conversation", "context_management", "store", "background", "max_output_tokens", "temperature", "top_p", "top_logprobs", "truncation", "metadata", "chat_template_kwargs_json", "user", "service_tier", "safety_identifier", "prompt_cache_key", "stream", "include", "presence_penalty", "frequency_penalty")
+    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "previous_response_id", "conversation", "context_management", "store", "background", "max_output_tokens", "temperature", "top_p", "top_logprobs", "truncation", "metadata", "chat_template_kwargs_json", "user", "service_tier", "safety_identifier", "prompt_cache_key", "stream", "include", "presence_penalty", "frequency_penalty", "stop", "seed", "top_k", "prompt", "reasoning_budget", "generate")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -378,6 +452,12 @@ class CreateResponseParams(_message.Message):
     INCLUDE_FIELD_NUMBER: _ClassVar[int]
     PRESENCE_PENALTY_FIELD_NUMBER: _ClassVar[int]
     FREQUENCY_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    REASONING_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    GENERATE_FIELD_NUMBER: _ClassVar[int]
     model: str
     input: _containers.RepeatedCompositeFieldContainer[Item]
     instructions: str
@@ -406,10 +486,16 @@ class CreateResponseParams(_message.Message):
     include: _containers.RepeatedScalarFieldContainer[str]
     presence_penalty: float
     frequency_penalty: float
-    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., context_management: _Optional[_Iterable[_Union[ContextManagement, _Mapping]]] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., truncation: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chat_template_kwargs_json: _Optional[str] = ..., user: _Optional[str] = ..., service_tier: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., stream: _Optional[bool] = ..., include: _Optional[_Iterable[str]] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...
+    stop: _containers.RepeatedScalarFieldContainer[str]
+    seed: int
+    top_k: int
+    prompt: str
+    reasoning_budget: int
+    generate: bool
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., context_management: _Optional[_Iterable[_Union[ContextManagement, _Mapping]]] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., truncation: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chat_template_kwargs_json: _Optional[str] = ..., user: _Optional[str] = ..., service_tier: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., stream: _Optional[bool] = ..., include: _Optional[_Iterable[str]] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., top_k: _Optional[int] = ..., prompt: _Optional[str] = ..., reasoning_budget: _Optional[int] = ..., generate: _Optional[bool] = ...) -> None: ...
 
 class Response(_message.Message):
-    __slots__ = ("id", "created_at", "completed_at", "status", "incomplete_details", "error", "instructions", "model", "output", "usage", "tools", "tool_choice", "text", "reasoning", "temperature", "top_p", "top_logprobs", "parallel_tool_calls", "max_output_tokens", "previous_response_id", "conversation", "truncation", "store", "background", "service_tier", "metadata", "user", "safety_identifier", "prompt_cache_key", "presence_penalty", "frequency_penalty")
+    __slots__ = ("id", "created_at", "completed_at", "status", "incomplete_details", "error", "instructions", "model", "output", "usage", "tools", "tool_choice", "text", "reasoning", "temperature", "top_p", "top_logprobs", "parallel_tool_calls", "max_output_tokens", "previous_response_id", "conversation", "truncation", "store", "background", "service_tier", "metadata", "user", "safety_identifier", "prompt_cache_key", "presence_penalty", "frequency_penalty", "stop_sequence")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -448,6 +534,7 @@ class Response(_message.Message):
     PROMPT_CACHE_KEY_FIELD_NUMBER: _ClassVar[int]
     PRESENCE_PENALTY_FIELD_NUMBER: _ClassVar[int]
     FREQUENCY_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    STOP_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     id: str
     created_at: int
     completed_at: int
@@ -479,4 +566,5 @@ class Response(_message.Message):
     prompt_cache_key: str
     presence_penalty: float
     frequency_penalty: float
-    def __init__(self, id: _Optional[str] = ..., created_at: _Optional[int] = ..., completed_at: _Optional[int] = ..., status: _Optional[_Union[ResponseStatus, str]] = ..., incomplete_details: _Optional[_Union[IncompleteDetails, _Mapping]] = ..., error: _Optional[_Union[ResponseError, _Mapping]] = ..., instructions: _Optional[str] = ..., model: _Optional[str] = ..., output: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., parallel_tool_calls: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., truncation: _Optional[str] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., service_tier: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...
+    stop_sequence: str
+    def __init__(self, id: _Optional[str] = ..., created_at: _Optional[int] = ..., completed_at: _Optional[int] = ..., status: _Optional[_Union[ResponseStatus, str]] = ..., incomplete_details: _Optional[_Union[IncompleteDetails, _Mapping]] = ..., error: _Optional[_Union[ResponseError, _Mapping]] = ..., instructions: _Optional[str] = ..., model: _Optional[str] = ..., output: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., parallel_tool_calls: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., truncation: _Optional[str] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., service_tier: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., stop_sequence: _Optional[str] = ...) -> None: ...

@@ -38,14 +38,15 @@ def split_points(body: Sequence[pb.Item]) -> list[int]:
     for s in range(1, len(body) + 1):
         previous = body[s - 1]
         kind = previous.WhichOneof("item")
-        if kind == "function_call":
-            pending.add(previous.function_call.call_id)
-        elif kind == "function_call_output":
-            pending.discard(previous.function_call_output.call_id)
+        if kind in ("function_call", "custom_tool_call"):
+            pending.add(getattr(previous, kind).call_id)
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            pending.discard(getattr(previous, kind).call_id)
         if pending:
             continue
         at_end = s == len(body)
-        if at_end or is_user(body[s]) or kind == "function_call_output":
+        closes_group = kind in ("function_call_output", "custom_tool_call_output")
+        if at_end or is_user(body[s]) or closes_group:
             points.append(s)
     return points
 

@@ -22,7 +22,14 @@ from mlx_lm.models.cache import (
     make_prompt_cache,
     trim_prompt_cache,
 )
-from mlx_lm.sample_utils import make_frequency_penalty, make_presence_penalty, make_sampler
+from mlx_lm.sample_utils import (
+    apply_top_k,
+    apply_top_p,
+    greedy_sampler,
+    make_frequency_penalty,
+    make_presence_penalty,
+    make_sampler,
+)
 from mlx_lm.tokenizer_utils import TokenizerWrapper
 
 __all__ = [
@@ -38,9 +45,12 @@ __all__ = [
     "LRUPromptCache",
     "QuantizedKVCache",
     "TokenizerWrapper",
+    "apply_top_k",
+    "apply_top_p",
     "can_trim_prompt_cache",
     "create_causal_mask",
     "dynamic_roll",
+    "greedy_sampler",
     "load",
     "make_frequency_penalty",
     "make_presence_penalty",
@@ -134,5 +144,5 @@ KEYWORDS = {
     "mlx_lm.models.cache.LRUPromptCache.fetch_nearest_cache": (),
     "mlx_lm.models.cache.LRUPromptCache.insert_cache": (),
     "mlx_lm.models.cache.LRUPromptCache.trim_to": ("n_bytes",),
-    "mlx_lm.sample_utils.make_sampler": ("temp", "top_p"),
+    "mlx_lm.sample_utils.make_sampler": ("temp", "top_p", "top_k"),
 }

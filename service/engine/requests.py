@@ -26,6 +26,8 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     logprobs: int = -1  # -1: none; 0: the sampled token's; k: also the k most likely
+    top_k: int = 0  # 0: every token
+    seed: int | None = None  # None: the shared random state
 
 
 @dataclass(frozen=True)

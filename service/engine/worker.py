@@ -24,7 +24,6 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     BatchGenerator,
     LRUPromptCache,
     can_trim_prompt_cache,
-    make_sampler,
     trim_prompt_cache,
 )
 from mlx_responses.service.engine.model import LoadedModel
@@ -40,6 +39,7 @@ from mlx_responses.service.engine.requests import (
     SamplingParams,
     TokenLogprob,
 )
+from mlx_responses.service.engine.seeded_sampler import seeded_sampler, shared_sampler
 from mlx_responses.service.engine.slots import SlotGenerator
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
 
@@ -155,7 +155,7 @@ class EngineWorker:
         self.alive = False
         self._stopped = threading.Event()  # the thread parked or ended
         self._release = False
-        self._samplers: dict[tuple[float, float], Any] = {}
+        self._samplers: dict[tuple[float, float, int], Any] = {}
         self._outbox: Outbox[GenerationStream] = Outbox(self.stream_window)
         self._loaded: LoadedModel | None = None
         self._batch_model: Any = None  # what the batch generator runs: the model, or a pair
@@ -449,11 +449,11 @@ class EngineWorker:
 
     def _sampler(self, s: SamplingParams) -> Any:
         """One sampler object per setting: mlx-lm samples a batch in one call when they match."""
-        key = (s.temperature, s.top_p)
+        if s.seed is not None:
+            return seeded_sampler(s.temperature, s.top_p, s.top_k, s.seed)
+        key = (s.temperature, s.top_p, s.top_k)
         if key not in self._samplers:
-            self._samplers[key] = make_sampler(
-                temp=s.temperature, top_p=s.top_p if s.top_p < 1 else 0.0
-            )
+            self._samplers[key] = shared_sampler(s.temperature, s.top_p, s.top_k)
         return self._samplers[key]
 
     def _cached_prefix(self, prompt: list[int]) -> tuple[Any, list[int]]:

@@ -20,6 +20,7 @@ from mlx_responses.service.engine.requests import (
     SamplingParams,
 )
 from mlx_responses.service.engine.structured import GrammarProcessor
+from mlx_responses.service.engine.thinking_budget import thinking_budget
 from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
 from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.text.compaction_items import CompactionDecodeError
@@ -28,6 +29,7 @@ from mlx_responses.service.text.json_bounds import JsonBounds
 from mlx_responses.service.text.prompt import (
     RenderedPrompt,
     items_to_messages,
+    raw_prompt,
     render_prompt,
     tools_to_template,
 )
@@ -75,6 +77,8 @@ class ModelRuntime:
         self, params: pb.CreateResponseParams, parsed: RequestJson, items: Sequence[pb.Item]
     ) -> RenderedPrompt:
         """A request's prompt around `items`: its instructions, tools and template kwargs."""
+        if params.HasField("prompt"):
+            return raw_prompt(self.loaded.tokenizer, params.prompt)
         tools = params.tools if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE else []
         return self.render(
             params.instructions if params.HasField("instructions") else None,
@@ -106,16 +110,25 @@ class ModelRuntime:
         presence_penalty: float = 0.0,
         frequency_penalty: float = 0.0,
         grammar: Grammar | None = None,
+        reasoning_budget: int | None = None,
+        opens_reasoning: bool = False,
     ) -> GenerationStream:
         """Queues a generation; a full queue is a 503 (QUEUE_FULL) before anything runs.
 
-        Penalties shift the logits first; a grammar's mask then has the last word.
+        Penalties shift the logits first; a grammar's mask then has the last word. A reasoning
+        budget applies only without a grammar (forcing think-end could contradict its mask).
         """
         processors: list[LogitsProcessor] = [
             *penalty_processors(presence_penalty, frequency_penalty)
         ]
         if grammar is not None:
             processors.append(GrammarProcessor(grammar.matcher, grammar.vocab_size))
+        elif reasoning_budget is not None:
+            budget = thinking_budget(
+                self.loaded.tokenizer, reasoning_budget, inside=opens_reasoning
+            )
+            if budget is not None:
+                processors.append(budget)
         try:
             return self.worker.submit(tokens, sampling, processors)
         except QueueFullError as exc:

@@ -6,7 +6,7 @@ and the stored object share their ids.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from mlx_responses.service.ids import IdFactory, new_id
 
@@ -30,6 +30,7 @@ class EventAssembler:
         response: pb.Response,
         ids: IdFactory = new_id,
         namespaced: Mapping[str, tuple[str, str]] | None = None,
+        custom: Collection[str] = (),
         *,
         summary: bool = False,
     ) -> None:
@@ -40,6 +41,8 @@ class EventAssembler:
         self._summary = summary
         # The model calls flattened namespace tools; the call leaves as namespace + name.
         self._namespaced = namespaced or {}
+        # Calls to these names leave as custom_tool_call items carrying their input.
+        self._custom = custom
         self._sequence = 0
         self._open: str | None = None  # "message" | "reasoning" while an item is open
         self._text = ""
@@ -112,6 +115,14 @@ class EventAssembler:
             self._event(ev.EVENT_TYPE_COMPACTION_COMPLETED, compaction_completed=completed),
         ]
         events += self._close(pb.ITEM_STATUS_COMPLETED)
+        self.response.output.append(item)
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
+        return events
+
+    def whole_item(self, item: pb.Item) -> list[ev.ResponseEvent]:
+        """A finished item (a compaction): `response.output_item.added`, then `.done`."""
+        events = self._close(pb.ITEM_STATUS_COMPLETED)
         self.response.output.append(item)
         events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
         events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
@@ -208,32 +219,49 @@ class EventAssembler:
         )
 
     def function_call_start(self, name: str) -> list[ev.ResponseEvent]:
-        """`response.output_item.added` of a function call whose arguments will stream."""
+        """`response.output_item.added` of a call whose arguments (or custom input) will stream.
+
+        A call to a custom tool is a `custom_tool_call` item.
+        """
         events = self._close(pb.ITEM_STATUS_COMPLETED)
-        item = pb.Item(
-            function_call=pb.FunctionCallItem(
-                id=self._ids("fc"),
-                call_id=self._ids("call"),
-                name=name,
-                arguments="",
-                status=pb.ITEM_STATUS_IN_PROGRESS,
-            )
-        )
+        item = pb.Item()
+        call: pb.FunctionCallItem | pb.CustomToolCallItem
+        if name in self._custom:
+            call = item.custom_tool_call
+            call.id = self._ids("ctc")
+        else:
+            call = item.function_call
+            call.id = self._ids("fc")
+        call.call_id = self._ids("call")
+        call.name = name
+        call.status = pb.ITEM_STATUS_IN_PROGRESS
         if name in self._namespaced:
-            item.function_call.namespace, item.function_call.name = self._namespaced[name]
+            call.namespace, call.name = self._namespaced[name]
         self.response.output.append(item)
         events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
         return events
 
+    def _open_call(self) -> tuple[pb.FunctionCallItem | pb.CustomToolCallItem, str]:
+        """The open call and the field its payload grows in."""
+        item = self._item()
+        if item.WhichOneof("item") == "custom_tool_call":
+            return item.custom_tool_call, "input"
+        return item.function_call, "arguments"
+
     def function_call_delta(self, delta: str) -> list[ev.ResponseEvent]:
-        """`response.function_call_arguments.delta` of the open call."""
+        """`response.function_call_arguments.delta` (`custom_tool_call_input.delta`)."""
         if not delta:
             return []
-        call = self._item().function_call
-        call.arguments += delta
+        call, field_name = self._open_call()
+        setattr(call, field_name, getattr(call, field_name) + delta)
+        kind = (
+            ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DELTA
+            if field_name == "input"
+            else ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA
+        )
         return [
             self._event(
-                ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DELTA,
+                kind,
                 text_delta=ev.TextDeltaEvent(
                     item_id=call.id, output_index=self._index, delta=delta
                 ),
@@ -241,16 +269,22 @@ class EventAssembler:
         ]
 
     def function_call_done(self, arguments: str) -> list[ev.ResponseEvent]:
-        """The authoritative arguments: the unsent rest as a delta, then done events."""
-        call = self._item().function_call
+        """The authoritative arguments (custom input): the unsent rest, then done events."""
+        call, field_name = self._open_call()
         events = []
-        if arguments.startswith(call.arguments):
-            events += self.function_call_delta(arguments[len(call.arguments) :])
-        call.arguments = arguments
+        sent = getattr(call, field_name)
+        if arguments.startswith(sent):
+            events += self.function_call_delta(arguments[len(sent) :])
+        setattr(call, field_name, arguments)
         call.status = pb.ITEM_STATUS_COMPLETED
+        kind = (
+            ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DONE
+            if field_name == "input"
+            else ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE
+        )
         events.append(
             self._event(
-                ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE,
+                kind,
                 text_done=ev.TextDoneEvent(
                     item_id=call.id, output_index=self._index, text=arguments, name=call.name
                 ),

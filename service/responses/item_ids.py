@@ -25,6 +25,8 @@ ITEM_PREFIX = {
     "function_call_output": "fco",
     "reasoning": "rs",
     "compaction": "cmp",
+    "custom_tool_call": "ctc",
+    "custom_tool_call_output": "ctco",
 }
 _HEX = set(string.hexdigits.lower())
 

@@ -26,11 +26,13 @@ from mlx_responses.service.engine.worker import GenerationStream
 from mlx_responses.service.errors import SERVER_ERROR, Reason, ServiceError
 from mlx_responses.service.ids import IdFactory, new_id
 from mlx_responses.service.models.runtime import ModelRuntime
+from mlx_responses.service.responses.custom_tools import lower
 from mlx_responses.service.responses.events import EventAssembler
 from mlx_responses.service.responses.history import HistoryResolver
 from mlx_responses.service.responses.in_flight import InFlight, InFlightTurns
 from mlx_responses.service.responses.item_ids import assign_ids, scoped_ids
 from mlx_responses.service.responses.item_refs import resolve_references
+from mlx_responses.service.responses.media_policy import MediaPolicy
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
 from mlx_responses.service.responses.tool_stream import ToolCallStreamer
@@ -40,6 +42,7 @@ from mlx_responses.service.text.grammars import Grammar
 from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser, Segment
 from mlx_responses.service.text.prompt import RenderedPrompt
 from mlx_responses.service.text.request_json import RequestJson
+from mlx_responses.service.text.stop_sequences import StopScanner
 
 from mlx_responses.v1 import compaction_service_pb2 as cp
 from mlx_responses.v1 import events_pb2 as ev
@@ -86,6 +89,8 @@ class Turn:
     compaction: CompactionResult | None = None
     # flattened namespace tool name -> (namespace, name): calls leave under their own names
     namespaced: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # custom tools by the name the model calls them: their calls leave as custom_tool_call
+    custom: Mapping[str, pb.CustomTool] = field(default_factory=dict)
 
 
 def _requested(params: pb.CreateResponseParams, default: int) -> int:
@@ -102,6 +107,7 @@ class ResponsePipeline:
     default_max_output_tokens: int = 4096
     reasoning_echo: ReasoningEcho = field(default_factory=lambda: ReasoningEcho(0))
     tool_policy: HostedToolPolicy = field(default_factory=HostedToolPolicy)
+    media_policy: MediaPolicy = field(default_factory=MediaPolicy)
     clock: Callable[[], float] = time.time
     ids: IdFactory = new_id
     in_flight: InFlightTurns = field(default_factory=InFlightTurns)
@@ -169,7 +175,8 @@ class ResponsePipeline:
         self, runtime: ModelRuntime, params: pb.CreateResponseParams
     ) -> int:
         """Rendered input tokens, history included, exactly as generation renders them."""
-        _, _, prompt = await self._render(runtime, self.tool_policy.resolve(params).params)
+        params = self.media_policy.apply(params)
+        _, _, prompt = await self._render(runtime, lower(self.tool_policy.resolve(params)).params)
         return len(prompt.tokens)
 
     # --- compaction ------------------------------------------------------------------------
@@ -181,7 +188,7 @@ class ResponsePipeline:
     ) -> cp.CompactResponseResponse:
         """`POST /v1/responses/compact`: the compacted history; nothing is stored."""
         validate_compact_request(params, keep_tokens)
-        params = self.tool_policy.resolve(params).params
+        params = lower(self.tool_policy.resolve(self.media_policy.apply(params))).params
         parsed, context, prompt = await self._render(runtime, params)
         return await self._compactor(runtime).compact_request(
             params, parsed, context, prompt, keep_tokens
@@ -216,7 +223,9 @@ class ResponsePipeline:
 
         Automatic compaction runs here too, unless deferred to a background job.
         """
-        resolved = self.tool_policy.resolve(params)
+        response_id = response_id or self.ids("resp")
+        offered = self.tool_policy.resolve(self.media_policy.apply(params, response_id))
+        resolved = lower(offered)
         params = resolved.params
         response_id = response_id or self.ids("resp")
         parsed, context, prompt = await self._render(runtime, params)
@@ -234,19 +243,29 @@ class ResponsePipeline:
                 param="input",
             )
         response = self.initial_response(runtime, params, response_id)
+        if resolved.custom:  # the echo shows custom tools as offered, not as the model sees them
+            del response.tools[:]
+            response.tools.extend(offered.params.tools)
+            response.tool_choice.CopyFrom(offered.params.tool_choice)
+            if response.tool_choice.WhichOneof("choice") is None:
+                response.tool_choice.mode = pb.TOOL_CHOICE_MODE_AUTO
         wants_logprobs = LOGPROBS_INCLUDE in params.include or params.top_logprobs > 0
         sampling = SamplingParams(
             max_tokens=max(1, min(_requested(params, self.default_max_output_tokens), room)),
             temperature=response.temperature,
             top_p=response.top_p,
             logprobs=params.top_logprobs if wants_logprobs else -1,
+            top_k=params.top_k,
+            seed=params.seed if params.HasField("seed") else None,
         )
         tokenizer = runtime.loaded.tokenizer
         use_tools = bool(params.tools) and params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE
         fmt = runtime.tool_format
+        # A raw (legacy completions) prompt continues text: its output is never split.
+        raw = params.HasField("prompt")
         markers = Markers(
-            think_start=tokenizer.think_start,
-            think_end=tokenizer.think_end,
+            think_start=None if raw else tokenizer.think_start,
+            think_end=None if raw else tokenizer.think_end,
             tool_start=fmt.start if use_tools else None,
             tool_end=fmt.end if use_tools else None,
             tool_leading=fmt.leading if use_tools else None,
@@ -254,15 +273,18 @@ class ResponsePipeline:
         streamer = None
         grammar = None
         if use_tools:
-            streamer = ToolCallStreamer(fmt, parsed.tool_parameters)
+            streamer = ToolCallStreamer(fmt, parsed.tool_parameters, frozenset(resolved.custom))
             # A forced call's grammar already carries a text.format answer where one is allowed.
-            grammar = runtime.tool_constraints.grammar(params, prompt, parsed, sampling.max_tokens)
+            grammar = runtime.tool_constraints.grammar(
+                params, prompt, parsed, sampling.max_tokens, resolved.custom
+            )
         if grammar is None:
             grammar = runtime.answer_grammar(parsed.answer_schema, sampling.max_tokens)
         turn = Turn(
             runtime, params, parsed, response, context, prompt, sampling, markers, grammar, streamer
         )
         turn.namespaced = resolved.namespaced
+        turn.custom = resolved.custom
         turn.compaction_pending = due
         if due and not defer_compaction:
             await self._compact_in_flight(turn)
@@ -320,6 +342,10 @@ class ResponsePipeline:
                 presence_penalty=params.presence_penalty,
                 frequency_penalty=params.frequency_penalty,
                 grammar=turn.grammar,
+                reasoning_budget=params.reasoning_budget
+                if params.HasField("reasoning_budget")
+                else None,
+                opens_reasoning=turn.prompt.opens_reasoning,
             )
         except BaseException:
             self._abandon(turn.response.id)
@@ -336,13 +362,15 @@ class ResponsePipeline:
         """The events of one turn, in batches of those ready together."""
         running = self.in_flight.get(turn.response.id)
         # Cancelled while it compacted: it ends cancelled without reaching the engine.
-        generation = (
-            None if running is not None and running.cancel_requested else self._generate(turn)
-        )
+        cancelled = running is not None and running.cancel_requested
+        # `generate: false` (a WebSocket warm-up): the response ends at once, with no output.
+        warm_up = turn.params.HasField("generate") and not turn.params.generate
+        generation = None if cancelled or warm_up else self._generate(turn)
         assembler = EventAssembler(
             turn.response,
             scoped_ids(turn.response.id),
             turn.namespaced,
+            frozenset(turn.custom),
             summary=turn.params.reasoning.HasField("summary"),
         )
         try:
@@ -360,7 +388,7 @@ class ResponsePipeline:
                 yield opening + await self._finish(
                     turn,
                     assembler,
-                    "cancelled",
+                    "cancelled" if cancelled else "stop",
                     None,
                     output_tokens=0,
                     cached_tokens=0,
@@ -369,6 +397,7 @@ class ResponsePipeline:
                 return
             yield opening
             parser = OutputParser(turn.markers, in_reasoning=turn.prompt.opens_reasoning)
+            stops = StopScanner(turn.params.stop)
             output_tokens = 0
             cached_tokens = 0
             reasoning_tokens = 0
@@ -383,18 +412,29 @@ class ResponsePipeline:
                     if parser.channel is Channel.REASONING:
                         reasoning_tokens += chunk.tokens
                     pending += [logprob_to_pb(lp) for lp in chunk.logprobs]
-                    for segment in parser.feed(chunk.text):
+                    for segment in parser.feed(stops.feed(chunk.text)):
                         events += self._segment(assembler, segment, pending, streamer)
                     if streamer is not None and parser.channel is Channel.TOOL_CALL:
                         events += streamer.update(assembler, parser.partial_tool_body)
+                    if stops.matched is not None:
+                        break
                 last = chunks[-1]
-                if last.finish_reason is not None:
+                finish_reason = last.finish_reason
+                if stops.matched is not None:
+                    # A stop sequence ends the turn as an EOS would; the engine slot is freed.
+                    generation.cancel()
+                    assembler.response.stop_sequence = stops.matched
+                    finish_reason, last = "stop", replace(last, error=None)
+                elif finish_reason is not None:
+                    for segment in parser.feed(stops.flush()):
+                        events += self._segment(assembler, segment, pending, streamer)
+                if finish_reason is not None:
                     for segment in parser.finish():
                         events += self._segment(assembler, segment, pending, streamer)
                     events += await self._finish(
                         turn,
                         assembler,
-                        last.finish_reason,
+                        finish_reason,
                         last.error,
                         output_tokens=output_tokens,
                         cached_tokens=cached_tokens,
@@ -402,6 +442,8 @@ class ResponsePipeline:
                     )
                 if events:
                     yield events
+                if finish_reason is not None:
+                    return
         finally:
             # A consumer gone before the first chunk never reached batches()' own cleanup.
             if generation is not None:

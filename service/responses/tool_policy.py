@@ -29,6 +29,8 @@ class ResolvedTools:
     params: pb.CreateResponseParams
     # flat name the model sees -> (namespace, name inside it)
     namespaced: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # custom tools (shown to the model as functions) by the name the model sees
+    custom: Mapping[str, pb.CustomTool] = field(default_factory=dict)
 
 
 @dataclass
@@ -41,15 +43,15 @@ class HostedToolPolicy:
     def resolve(self, params: pb.CreateResponseParams) -> ResolvedTools:
         """The request with function tools only; a 400 for hosted tools in `reject` mode."""
         kinds = [tool.WhichOneof("tool") for tool in params.tools]
-        if all(kind == "function" for kind in kinds):
+        if all(kind in ("function", "custom") for kind in kinds):
             return ResolvedTools(params)
         tools: list[pb.Tool] = []
         namespaced: dict[str, tuple[str, str]] = {}
         aliases: dict[str, str] = {}
-        taken = {t.function.name for t in params.tools if t.WhichOneof("tool") == "function"}
+        taken = {_tool_name(t) for t in params.tools if t.WhichOneof("tool") != "namespace"}
         for i, tool in enumerate(params.tools):
             kind = tool.WhichOneof("tool")
-            if kind == "function":
+            if kind in ("function", "custom"):
                 tools.append(tool)
             elif kind == "hosted":
                 self._drop(tool.hosted.type, f"tools[{i}].type")
@@ -102,13 +104,13 @@ class HostedToolPolicy:
             if kind == "hosted":
                 self._drop(inner.hosted.type, f"{param}.tools[{j}].type")
                 continue
-            if kind != "function":
+            if kind not in ("function", "custom"):
                 raise invalid(
-                    "A namespace holds function tools only.",
+                    "A namespace holds function and custom tools only.",
                     f"{param}.tools[{j}].type",
                     "invalid_value",
                 )
-            name = inner.function.name
+            name = _tool_name(inner)
             qualified = qualified_name(namespace.name, name)
             # The model sees the function's own name (small models copy names they know);
             # only a clash with another tool falls back to the qualified name.
@@ -116,14 +118,19 @@ class HostedToolPolicy:
             taken.add(shown)
             flat = pb.Tool()
             flat.CopyFrom(inner)
-            flat.function.name = shown
-            if not inner.function.HasField("description") and namespace.HasField("description"):
-                flat.function.description = namespace.description
+            spec = flat.custom if kind == "custom" else flat.function
+            spec.name = shown
+            if not spec.HasField("description") and namespace.HasField("description"):
+                spec.description = namespace.description
             namespaced[shown] = (namespace.name, name)
             if qualified not in taken:
                 namespaced[qualified] = (namespace.name, name)  # a model may call it qualified
                 aliases[qualified] = shown  # and a tool_choice may name it qualified
             tools.append(flat)
+
+
+def _tool_name(tool: pb.Tool) -> str:
+    return tool.custom.name if tool.WhichOneof("tool") == "custom" else tool.function.name
 
 
 def _rename_choice(choice: pb.ToolChoice, aliases: Mapping[str, str]) -> None:
@@ -135,6 +142,8 @@ def _rename_choice(choice: pb.ToolChoice, aliases: Mapping[str, str]) -> None:
     kind = choice.WhichOneof("choice")
     if kind == "function_name":
         choice.function_name = aliases.get(choice.function_name, choice.function_name)
+    elif kind == "custom_name":
+        choice.custom_name = aliases.get(choice.custom_name, choice.custom_name)
     elif kind == "allowed_tools":
         names = [aliases.get(n, n) for n in choice.allowed_tools.names]
         del choice.allowed_tools.names[:]

@@ -7,8 +7,10 @@ unsent rest of its arguments; calls the stream did not see are sent whole.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 
 from mlx_responses.service.responses.events import EventAssembler
+from mlx_responses.service.text.custom_input import input_of, partial_input
 from mlx_responses.service.text.tool_formats import ParsedToolCall, Schemas, ToolFormat
 
 from mlx_responses.v1 import events_pb2 as ev
@@ -25,10 +27,17 @@ def _is_json(text: str) -> bool:
 class ToolCallStreamer:
     """Follows one span at a time: `update` while it grows, `finish` once it is whole."""
 
-    def __init__(self, fmt: ToolFormat, schemas: Schemas) -> None:
+    def __init__(self, fmt: ToolFormat, schemas: Schemas, custom: Collection[str] = ()) -> None:
         self.format = fmt
         self.schemas = schemas
+        self.custom = custom  # custom tools: their input streams, not the arguments
         self._reset()
+
+    def _payload(self, name: str, arguments: str, complete: bool) -> str:
+        """What streams of a call: its arguments, or a custom tool's input."""
+        if name not in self.custom:
+            return arguments
+        return input_of(arguments) if complete else partial_input(arguments)
 
     def _reset(self) -> None:
         self.opened = 0  # calls of this span whose item was added
@@ -50,11 +59,13 @@ class ToolCallStreamer:
             if index >= self.opened:
                 events += assembler.function_call_start(call.name)
                 self.opened, self.sent = index + 1, ""
-            if call.arguments.startswith(self.sent):
-                events += assembler.function_call_delta(call.arguments[len(self.sent) :])
-                self.sent = call.arguments
-            if call.complete and _is_json(call.arguments):
-                events += assembler.function_call_done(call.arguments)
+            done = call.complete and _is_json(call.arguments)
+            payload = self._payload(call.name, call.arguments, done)
+            if payload.startswith(self.sent):
+                events += assembler.function_call_delta(payload[len(self.sent) :])
+                self.sent = payload
+            if done:
+                events += assembler.function_call_done(payload)
                 self.closed = index + 1
             else:
                 break
@@ -72,9 +83,13 @@ class ToolCallStreamer:
         events: list[ev.ResponseEvent] = []
         if self.streaming:
             index = self.opened - 1
-            final = parsed[index].arguments if index < len(parsed) else self.sent
+            final = self.sent
+            if index < len(parsed):
+                final = self._payload(parsed[index].name, parsed[index].arguments, True)
             events += assembler.function_call_done(final)
         for call in parsed[self.opened :]:
-            events += assembler.function_call(call.name, call.arguments)
+            events += assembler.function_call(
+                call.name, self._payload(call.name, call.arguments, True)
+            )
         self._reset()
         return events

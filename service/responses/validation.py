@@ -14,6 +14,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 MAX_COMPACT_THRESHOLD = 100_000_000
 MAX_TOP_LOGPROBS = 20
+MAX_STOP_SEQUENCES = 16
 
 
 # `reasoning.summary`: each makes reasoning items carry their text as the summary.
@@ -46,8 +47,41 @@ def validate_params(
     Returns the request's JSON-in-strings, parsed (each once).
     """
     check_model(params.model, model_accepts)
-    if not params.input:
+    if params.HasField("prompt"):
+        _validate_raw_prompt(params)
+    elif not params.input:
         raise invalid("'input' must not be empty.", "input")
+    for i, item in enumerate(params.input):
+        if item.WhichOneof("item") == "compaction_trigger":
+            # Only the last item of a create is a trigger (responses/compaction_trigger.py).
+            if params.background and i == len(params.input) - 1:
+                raise invalid(
+                    "'background' is not supported with a 'compaction_trigger' item: "
+                    "nothing is stored, so there is nothing to poll.",
+                    "background",
+                )
+            raise invalid(
+                "A 'compaction_trigger' item must be the last input item of a foreground "
+                "/v1/responses request.",
+                f"input[{i}].type",
+                "invalid_value",
+            )
+    if len(params.stop) > MAX_STOP_SEQUENCES or any(not s for s in params.stop):
+        raise invalid(
+            f"Invalid 'stop': at most {MAX_STOP_SEQUENCES} sequences, none of them empty.",
+            "stop",
+            "invalid_value",
+        )
+    if params.HasField("reasoning_budget") and params.reasoning_budget < 0:
+        raise invalid(
+            f"Invalid 'reasoning_budget': {params.reasoning_budget}; must be at least 0.",
+            "reasoning_budget",
+            "invalid_value",
+        )
+    if params.HasField("top_k") and params.top_k < 0:
+        raise invalid(
+            f"Invalid 'top_k': {params.top_k}; must be at least 0.", "top_k", "invalid_value"
+        )
     if params.HasField("temperature") and not 0.0 <= params.temperature <= 2.0:
         raise invalid(
             f"Invalid 'temperature': {params.temperature}; must be between 0 and 2.",
@@ -117,6 +151,17 @@ def validate_params(
         answer_schema=answer_schema,
         tool_parameters=tool_parameters,
     )
+
+
+def _validate_raw_prompt(params: pb.CreateResponseParams) -> None:
+    """A legacy completions prompt is the whole prompt: nothing else renders into it."""
+    if not params.prompt:
+        raise invalid("'prompt' must not be empty.", "prompt")
+    for name in ("previous_response_id", "conversation", "instructions"):
+        if params.HasField(name):
+            raise invalid(f"'{name}' cannot be used with a raw 'prompt'.", name)
+    if params.input or params.tools:
+        raise invalid("'input' and 'tools' cannot be used with a raw 'prompt'.", "prompt")
 
 
 def _validate_tools(params: pb.CreateResponseParams) -> dict[str, JsonObject]:

@@ -8,6 +8,7 @@ from typing import Any, TypeAlias
 import grpc
 from mlx_responses.service.core import Core
 from mlx_responses.service.ids import new_id
+from mlx_responses.service.responses.compaction_trigger import compaction_events, is_trigger
 
 from mlx_responses.v1 import generation_service_pb2 as gen
 from mlx_responses.v1 import generation_service_pb2_grpc as gen_grpc
@@ -30,7 +31,13 @@ class GenerationServicer(gen_grpc.GenerationServiceServicer):
             response_id = new_id("resp")
             # Claimed while it runs, so a cancel asked of another replica reaches it.
             async with claims.running(response_id):
-                response = await pipeline.create(runtime, request.params, response_id)
+                if is_trigger(request.params):  # Codex's remote compaction v2
+                    trigger = await compaction_events(
+                        pipeline, runtime, request.params, response_id
+                    )
+                    response = trigger[-1].snapshot.response
+                else:
+                    response = await pipeline.create(runtime, request.params, response_id)
         return gen.CreateResponseResponse(response=response)
 
     async def StreamResponse(
@@ -41,6 +48,10 @@ class GenerationServicer(gen_grpc.GenerationServiceServicer):
         async with self._core.models.use(request.params.model) as runtime:
             response_id = new_id("resp")
             async with claims.running(response_id):
+                if is_trigger(request.params):  # Codex's remote compaction v2
+                    events = await compaction_events(pipeline, runtime, request.params, response_id)
+                    yield gen.StreamResponseResponse(events=events)
+                    return
                 turn = await pipeline.prepare(runtime, request.params, response_id)
                 async for events in pipeline.stream(turn):
                     yield gen.StreamResponseResponse(events=events)

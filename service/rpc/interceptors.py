@@ -40,6 +40,13 @@ def refusing_handler(handler: grpc.RpcMethodHandler, error: ServiceError) -> grp
     async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         await context.abort(status.code, status.details, status.trailing_metadata)
 
+    async def refuse_stream(
+        request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
+        # A generator, as a streaming behaviour must be for the interceptors wrapping it.
+        await context.abort(status.code, status.details, status.trailing_metadata)
+        yield  # never reached: abort raises
+
     kwargs = {
         "request_deserializer": handler.request_deserializer,
         "response_serializer": handler.response_serializer,
@@ -47,10 +54,10 @@ def refusing_handler(handler: grpc.RpcMethodHandler, error: ServiceError) -> grp
     if handler.unary_unary is not None:
         return grpc.unary_unary_rpc_method_handler(refuse, **kwargs)
     if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(refuse, **kwargs)
+        return grpc.unary_stream_rpc_method_handler(refuse_stream, **kwargs)
     if handler.stream_unary is not None:
         return grpc.stream_unary_rpc_method_handler(refuse, **kwargs)
-    return grpc.stream_stream_rpc_method_handler(refuse, **kwargs)
+    return grpc.stream_stream_rpc_method_handler(refuse_stream, **kwargs)
 
 
 UnaryBehaviour = Callable[[Any, "grpc.aio.ServicerContext[Any, Any]"], Awaitable[Any]]

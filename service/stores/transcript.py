@@ -52,4 +52,4 @@ def item_id_of(item: pb.Item) -> str:
     kind = item.WhichOneof("item")
     if kind is None:
         return ""
-    return str(getattr(item, kind).id)
+    return str(getattr(getattr(item, kind), "id", ""))  # a compaction_trigger has none

@@ -54,9 +54,16 @@ class GrammarFactory:
         )
         return self._compile(grammar)
 
-    def lark(self, lark: str) -> Grammar:
-        """A grammar from llguidance Lark text (tool calls); SchemaError if refused."""
-        return self._compile(llguidance.LLMatcher.grammar_from_lark(lark))
+    def lark(self, lark: str, subgrammars: dict[str, str] | None = None) -> Grammar:
+        """A grammar from llguidance Lark text (tool calls); SchemaError if refused.
+
+        `subgrammars` are the grammars it references as `@name` (custom tools' grammars).
+        """
+        if not subgrammars:
+            return self._compile(llguidance.LLMatcher.grammar_from_lark(lark))
+        grammars = [{"lark_grammar": lark}]
+        grammars += [{"name": name, "lark_grammar": g} for name, g in subgrammars.items()]
+        return self._compile(json.dumps({"grammars": grammars}))
 
     def literal(self, text: str) -> str:
         """A Lark expression producing `text`: a token reference when it is a special token."""

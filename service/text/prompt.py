@@ -95,9 +95,19 @@ class _Builder:
                     },
                 }
             )
-        elif kind == "function_call_output":
+        elif kind == "custom_tool_call":
+            # A custom tool is shown to the model as a function taking one string, `input`.
+            custom = item.custom_tool_call
+            self._assistant().setdefault("tool_calls", []).append(
+                {
+                    "id": custom.call_id,
+                    "type": "function",
+                    "function": {"name": custom.name, "arguments": {"input": custom.input}},
+                }
+            )
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             self.flush_reasoning()
-            out = item.function_call_output
+            out = getattr(item, kind)
             self.messages.append(
                 {"role": "tool", "tool_call_id": out.call_id, "content": out.output}
             )
@@ -187,3 +197,9 @@ def render_prompt(
     tokens = tokenizer.encode(text, add_special_tokens=False)
     opens = bool(think_start) and text.rstrip(" ").endswith(f"{think_start}\n")
     return RenderedPrompt(text=text, tokens=list(tokens), opens_reasoning=opens)
+
+
+def raw_prompt(tokenizer: Any, text: str) -> RenderedPrompt:
+    """A legacy completions prompt: the text tokenized as is, without the chat template."""
+    tokens = tokenizer.encode(text)  # with the tokenizer's own BOS, as mlx-lm's server does
+    return RenderedPrompt(text=text, tokens=list(tokens), opens_reasoning=False)

@@ -7,6 +7,7 @@ arguments validate against that function's `parameters`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from mlx_responses.service.text.prompt import RenderedPrompt
 from mlx_responses.service.text.request_json import RequestJson
 from mlx_responses.service.text.tool_formats import ToolFormat, template_text
 from mlx_responses.service.text.tool_grammar import (
+    CustomFormat,
     Function,
     Reasoning,
     UnsupportedFormatError,
@@ -81,14 +83,22 @@ class ToolConstraints:
         prompt: RenderedPrompt,
         parsed: RequestJson,
         max_tokens: int,
+        custom: Mapping[str, pb.CustomTool] | None = None,
     ) -> Grammar | None:
-        """The grammar of this request's choice (None when nothing is enforced)."""
+        """The grammar of this request's choice (None when nothing is enforced).
+
+        A custom tool's input follows its own grammar (`custom`: the lowered custom tools).
+        """
         allowed = allowed_functions(params)
         if allowed is None:
             return None
         names, required = allowed
-        functions = [Function(n, parsed.tool_parameters.get(n, {})) for n in names]
+        custom = custom or {}
+        functions = [
+            Function(n, parsed.tool_parameters.get(n, {}), _format(custom.get(n))) for n in names
+        ]
         reasoning = self._reasoning(prompt)
+        subgrammars: dict[str, str] = {}
         try:
             grammar = tool_grammar(
                 self.format,
@@ -101,6 +111,7 @@ class ToolConstraints:
                 bounds=JsonBounds.for_budget(max_tokens),
                 reasoning=reasoning,
                 answer_schema=None if required else parsed.answer_schema,
+                subgrammars=subgrammars,
             )
         except UnsupportedFormatError as exc:
             if not self._warned:
@@ -108,10 +119,19 @@ class ToolConstraints:
                 self._warned = True
             return None
         try:
-            return self.grammars.lark(grammar)
+            return self.grammars.lark(grammar, subgrammars)
         except SchemaError as exc:
             raise invalid(
                 f"The function parameters cannot be enforced: {exc}",
                 "tools",
                 "invalid_function_parameters",
             ) from exc
+
+
+def _format(tool: pb.CustomTool | None) -> CustomFormat | None:
+    """A custom tool's input format for the grammar builder; None for a function."""
+    if tool is None:
+        return None
+    if tool.WhichOneof("format") == "grammar":
+        return CustomFormat(tool.grammar.syntax, tool.grammar.definition)
+    return CustomFormat("text")

@@ -8,11 +8,13 @@ template renders them, with arguments that validate against each function's `par
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mlx_responses.service.text.json_bounds import JsonBounds, bound_schema
+from mlx_responses.service.text.json_quoted_grammar import UnquotableGrammarError, quote_lark
 from mlx_responses.service.text.tool_formats import (
     HermesFormat,
     Llama3Format,
@@ -31,13 +33,24 @@ _REGEX_META = set("\\.+*?()|[]{}^$#&-~/")
 
 Literal = Callable[[str], str]  # text -> a Lark expression producing it (string or token)
 
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CustomFormat:
+    """A custom tool's input format: `text` (free), `lark` or `regex` with its definition."""
+
+    syntax: str
+    definition: str = ""
+
 
 @dataclass(frozen=True)
 class Function:
-    """An allowed function: its name and `parameters` schema."""
+    """An allowed function: its name and `parameters` schema (a custom tool: its format)."""
 
     name: str
     parameters: dict[str, Any]
+    custom: CustomFormat | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,38 @@ class _Builder:
         self.literal = literal
         self.bounds = bounds
         self.rules: list[str] = []
+        self.subgrammars: dict[str, str] = {}  # name -> Lark grammar, referenced as @name
+
+    # --- custom tools: the input string under the tool's grammar ----------------------------
+    def custom_json(self, fmt: CustomFormat, i: int) -> str:
+        """The input as a JSON string value (quotes included) that follows the grammar."""
+        if fmt.syntax == "regex":
+            return _json({"type": "string", "pattern": f"^(?:{fmt.definition})$"})
+        if fmt.syntax == "lark":
+            try:
+                quoted = quote_lark(fmt.definition)
+            except UnquotableGrammarError as exc:
+                log.warning("a custom tool's grammar is not enforced inside JSON: %s", exc)
+            else:
+                self.subgrammars[f"custom{i}"] = quoted
+                return f'"\\"" @custom{i} "\\""'
+        return _json({"type": "string"})
+
+    def custom_raw(self, fmt: CustomFormat, i: int, close: str) -> str:
+        """The input written as is, then `close` (XML formats)."""
+        if fmt.syntax == "regex":
+            return f"/{fmt.definition}/ {json.dumps(close)}"
+        if fmt.syntax == "lark":
+            self.subgrammars[f"custom{i}"] = fmt.definition
+            return f"@custom{i} {json.dumps(close)}"
+        return self.rule(f"input{i}", f"/(?s:.*){_regex(close)}/", "[lazy]")
+
+    def custom_call(self, fn: Function, i: int, arguments_key: str) -> str:
+        """`{"name": ..., "<arguments_key>": {"input": ...}}` as the template writes it."""
+        assert fn.custom is not None
+        head = json.dumps({"name": fn.name, arguments_key: {}}, ensure_ascii=False)[:-2]
+        head += json.dumps("input") + ": "
+        return f'{json.dumps(head)} {self.custom_json(fn.custom, i)} "}}}}"'
 
     def rule(self, name: str, body: str, options: str = "") -> str:
         self.rules.append(f"{name}{options}: {body}")
@@ -97,17 +142,25 @@ class _Builder:
 
     # --- one call per format ----------------------------------------------------------------
     def hermes(self, fn: Function, i: int) -> str:
-        body = _json(self.envelope(fn, "arguments"))
+        body = (
+            self.custom_call(fn, i, "arguments")
+            if fn.custom
+            else _json(self.envelope(fn, "arguments"))
+        )
         return self.rule(
             f"call{i}",
             f'{self.literal("<tool_call>")} "\\n" {body} "\\n" {self.literal("</tool_call>")}',
         )
 
     def mistral_args(self, fn: Function, i: int) -> str:
+        arguments = _json(self.params(fn))
+        if fn.custom is not None:
+            value = self.custom_json(fn.custom, i)
+            arguments = f'{json.dumps("{" + json.dumps("input") + ": ")} {value} "}}"'
         return self.rule(
             f"call{i}",
             f"{self.literal('[TOOL_CALLS]')} {json.dumps(fn.name)} "
-            f"{self.literal('[ARGS]')} {_json(self.params(fn))}",
+            f"{self.literal('[ARGS]')} {arguments}",
         )
 
     def xml_value(self, schema: Any, name: str) -> str:
@@ -137,6 +190,13 @@ class _Builder:
         return self.rule(name, f"{_json(sub)} {json.dumps(_PARAMETER_CLOSE)}")
 
     def qwen3_coder(self, fn: Function, i: int) -> str:
+        if fn.custom is not None:
+            head = json.dumps(f"\n<function={fn.name}>\n<parameter=input>\n")
+            value = self.custom_raw(fn.custom, i, _PARAMETER_CLOSE)
+            body = f"{head} {value} {json.dumps('</function>' + chr(10))}"
+            return self.rule(
+                f"call{i}", f"{self.literal('<tool_call>')} {body} {self.literal('</tool_call>')}"
+            )
         properties = (fn.parameters or {}).get("properties", {})
         required = set((fn.parameters or {}).get("required", []))
         parts = []
@@ -163,12 +223,16 @@ def tool_grammar(
     bounds: JsonBounds,
     reasoning: Reasoning | None = None,
     answer_schema: dict[str, Any] | None = None,
+    subgrammars: dict[str, str] | None = None,
 ) -> str:
     """A grammar admitting only calls of `functions` (or, unless `required`, an answer).
 
     The answer is free text that never opens a call, or `answer_schema` JSON when given.
+    Custom tools' Lark grammars are referenced as `@name` and put into `subgrammars`.
     """
     b = _Builder(literal, bounds)
+    if subgrammars is not None:
+        b.subgrammars = subgrammars
     if isinstance(fmt, HermesFormat | Qwen3CoderFormat):
         build = b.hermes if isinstance(fmt, HermesFormat) else b.qwen3_coder
         one = b.rule("call", " | ".join(build(fn, i) for i, fn in enumerate(functions)))
@@ -177,7 +241,9 @@ def tool_grammar(
         one = b.rule("call", " | ".join(b.mistral_args(fn, i) for i, fn in enumerate(functions)))
         calls = b.rule("calls", f"{one}+" if parallel else one)
     elif isinstance(fmt, MistralFormat):
-        envelopes = [b.envelope(fn, "arguments") for fn in functions]
+        # The JSON list form holds every call in one JSON value: a custom tool's input is a
+        # plain string there (a regex still applies as its pattern).
+        envelopes = [b.envelope(_as_function(fn), "arguments") for fn in functions]
         for envelope in envelopes:
             # The template renders a 9-character id into each call, so models write one.
             envelope["properties"]["id"] = {"type": "string", "pattern": "^[a-zA-Z0-9]{9}$"}
@@ -189,8 +255,12 @@ def tool_grammar(
         }
         calls = b.rule("calls", f'{literal("[TOOL_CALLS]")} " " {_json(listed)}')
     elif isinstance(fmt, Llama3Format):
-        call = {"anyOf": [b.envelope(fn, "parameters") for fn in functions]}
-        calls = b.rule("calls", _json(call))
+        envelopes = [b.envelope(fn, "parameters") for fn in functions if fn.custom is None]
+        options = [_json({"anyOf": envelopes})] if envelopes else []
+        options += [
+            b.custom_call(fn, i, "parameters") for i, fn in enumerate(functions) if fn.custom
+        ]
+        calls = b.rule("calls", " | ".join(options))
     else:
         raise UnsupportedFormatError(f"no grammar for the {fmt.kind} tool-call format")
     if required:
@@ -223,3 +293,16 @@ def tool_grammar(
             block = f"({literal(reasoning.start)} {block})?"
         start = f"{block} {start}"
     return "\n".join([f"start: {start}", *b.rules])
+
+
+def _as_function(fn: Function) -> Function:
+    """A custom tool as a plain function of one string (its regex as the string's pattern)."""
+    if fn.custom is None or fn.custom.syntax != "regex":
+        return fn
+    schema = {
+        "type": "object",
+        "properties": {"input": {"type": "string", "pattern": f"^(?:{fn.custom.definition})$"}},
+        "required": ["input"],
+        "additionalProperties": False,
+    }
+    return Function(fn.name, schema)

@@ -61,7 +61,38 @@ def _codex() -> Path:
     return found
 
 
-def test_codex_exec_completes_a_turn(model_path: Path, tmp_path: Path) -> None:
+# A model catalog entry as Codex's own catalog writes one: it makes Codex send `apply_patch` as a
+# custom (freeform) tool with its Lark grammar.
+CATALOG = {
+    "models": [
+        {
+            "slug": "{model}",
+            "display_name": "{model}",
+            "description": "local",
+            "apply_patch_tool_type": "freeform",
+            "shell_type": "shell_command",
+            "visibility": "list",
+            "supported_in_api": True,
+            "priority": 1,
+            "context_window": 2048,
+            "supported_reasoning_levels": [],
+            "default_reasoning_level": None,
+            "input_modalities": ["text"],
+            "truncation_policy": {"mode": "tokens", "limit": 10000},
+            "supports_parallel_tool_calls": True,
+            "support_verbosity": False,
+            "experimental_supported_tools": [],
+            "base_instructions": "You are a helpful assistant.",
+        }
+    ]
+}
+
+
+def _run_codex(
+    model_path: Path, tmp_path: Path, *, extra_config: str = "", catalog: bool = False
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """`codex exec "Reply with: hello"` against `serve --hosted-tools drop`; Codex's run and
+    the server's log."""
     codex = _codex()
     http, grpc_port = _free_port(), _free_port()
     home, work = tmp_path / "codex-home", tmp_path / "work"
@@ -69,9 +100,12 @@ def test_codex_exec_completes_a_turn(model_path: Path, tmp_path: Path) -> None:
     work.mkdir()
     instructions = tmp_path / "instructions.md"
     instructions.write_text("You are a helpful assistant.\n")
-    (home / "config.toml").write_text(
-        CONFIG.format(model=model_path.name, instructions=instructions, port=http)
-    )
+    config = CONFIG.format(model=model_path.name, instructions=instructions, port=http)
+    if catalog:
+        path = tmp_path / "catalog.json"
+        path.write_text(json.dumps(CATALOG).replace("{model}", model_path.name))
+        config = f'model_catalog_json = "{path}"\n' + config
+    (home / "config.toml").write_text(config + extra_config)
     # No key, no login: a custom provider without env_key sends no Authorization.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
     env["CODEX_HOME"] = str(home)
@@ -99,6 +133,10 @@ def test_codex_exec_completes_a_turn(model_path: Path, tmp_path: Path) -> None:
         )
         server.terminate()
         server_log = server.communicate(timeout=15)[0].decode()
+    return done, server_log
+
+
+def _completed_with_hello(done: subprocess.CompletedProcess[str]) -> dict[str, int]:
     assert done.returncode == 0, done.stdout + done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     kinds = [e["type"] for e in events]
@@ -106,6 +144,29 @@ def test_codex_exec_completes_a_turn(model_path: Path, tmp_path: Path) -> None:
     items = [e["item"] for e in events if "item" in e]
     messages = [i["text"] for i in items if i["type"] == "agent_message"]
     assert messages == ["hello"], done.stdout
-    usage = next(e["usage"] for e in events if e["type"] == "turn.completed")
+    usage: dict[str, int] = next(e["usage"] for e in events if e["type"] == "turn.completed")
+    return usage
+
+
+def test_codex_exec_completes_a_turn(model_path: Path, tmp_path: Path) -> None:
+    done, server_log = _run_codex(model_path, tmp_path)
+    usage = _completed_with_hello(done)
     assert usage["input_tokens"] > 500  # Codex's own prompt reached the model
     assert "dropping hosted tool type 'web_search'" in server_log, server_log
+
+
+def test_codex_over_websocket_with_freeform_apply_patch(model_path: Path, tmp_path: Path) -> None:
+    """Codex's WebSocket transport (its warm-up, then the turn) with apply_patch as a custom
+    tool carrying its Lark grammar."""
+    done, server_log = _run_codex(
+        model_path,
+        tmp_path,
+        extra_config="supports_websockets = true\n",
+        catalog=True,
+    )
+    usage = _completed_with_hello(done)
+    assert usage["input_tokens"] > 500
+    assert "GET /v1/responses" in server_log, server_log  # the socket
+    assert "POST /v1/responses" not in server_log, server_log
+    turns = [line for line in server_log.splitlines() if "response resp_" in line]
+    assert len(turns) == 2 and " 0 output tokens" in turns[0], turns  # warm-up, then the turn

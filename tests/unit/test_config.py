@@ -139,6 +139,14 @@ def test_hosted_tools_flag_and_env() -> None:
         _parse(["--hosted-tools", "ignore"], {})
 
 
+def test_media_flag_and_env() -> None:
+    assert _parse([], {}).media == "reject"
+    assert _parse([], {"MLXCEL_MEDIA": "drop"}).media == "drop"
+    assert _parse(["--media", "reject"], {"MLXCEL_MEDIA": "drop"}).media == "reject"
+    with pytest.raises(ConfigError, match="--media"):
+        _parse(["--media", "describe"], {})
+
+
 def test_model_flags_repeat_and_pair_up() -> None:
     s = _parse(
         ["--model", "a", "--model", "b", "--model-alias", "first", "--max-loaded-models", "1"], {}

@@ -79,7 +79,7 @@ def test_a_name_clash_falls_back_to_the_qualified_name() -> None:
 
 
 def test_hosted_tools_inside_a_namespace_are_dropped_too() -> None:
-    ns = {"type": "namespace", "name": "mcp__x__", "tools": [{"type": "custom"}, _fn("f")]}
+    ns = {"type": "namespace", "name": "mcp__x__", "tools": [{"type": "web_search"}, _fn("f")]}
     resolved = HostedToolPolicy("drop").resolve(_params(ns))
     assert [t.function.name for t in resolved.params.tools] == ["f"]
     assert resolved.namespaced["mcp__x__f"] == ("mcp__x__", "f")

@@ -1,0 +1,1 @@
+"""Anthropic Messages (and count_tokens) as a façade over the GenerationService."""

@@ -1,0 +1,57 @@
+"""POST /v1/messages and /v1/messages/count_tokens (and the bare aliases)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from aiohttp import web
+from mlx_responses.http_facade.anthropic.from_proto import message_json
+from mlx_responses.http_facade.anthropic.stream import MessageEvents
+from mlx_responses.http_facade.anthropic.to_proto import messages_from_json
+from mlx_responses.http_facade.errors import OpenAIError, anthropic_error_body
+from mlx_responses.http_facade.relay import ChoiceStreams
+from mlx_responses.http_facade.routes import core, read_json
+from mlx_responses.http_facade.sse import SSE_HEADERS, frame
+
+log = logging.getLogger(__name__)
+
+
+async def create_message(request: web.Request) -> web.StreamResponse:
+    """POST /v1/messages: an Anthropic Messages turn, streamed or whole."""
+    params = messages_from_json(await read_json(request))
+    client = core(request)
+    if not params.stream:
+        return web.json_response(message_json(await client.create(params)))
+    streams = ChoiceStreams(client, [params])
+    try:
+        await streams.open()
+        renderer = MessageEvents()
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        await response.prepare(request)
+        try:
+            async with contextlib.aclosing(streams.events(request)) as events:
+                async for _, batch in events:
+                    payloads = [p for event in batch for p in renderer.feed(event)]
+                    await response.write(b"".join(frame(p) for p in payloads))
+        except OpenAIError as error:
+            log.error("messages stream broke: %s", error.message)
+            await response.write(frame(anthropic_error_body(error)))
+        await response.write_eof()
+        return response
+    finally:
+        streams.cancel()
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    """POST /v1/messages/count_tokens: the rendered prompt's tokens, tools included."""
+    params = messages_from_json(await read_json(request), count_only=True)
+    count = await core(request).count_input_tokens(params)
+    return web.json_response({"input_tokens": count})
+
+
+def add_anthropic_routes(app: web.Application) -> None:
+    """Mounts the Messages API under /v1 and bare."""
+    for prefix in ("/v1", ""):
+        app.router.add_post(f"{prefix}/messages", create_message)
+        app.router.add_post(f"{prefix}/messages/count_tokens", count_tokens)

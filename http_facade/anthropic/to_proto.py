@@ -1,0 +1,286 @@
+"""Decodes an Anthropic Messages body into CreateResponseParams (the same items as Responses)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mlx_responses.http_facade.chat.to_proto import stop_sequences, template_kwargs
+from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.to_proto import _expect, _float, _integer
+
+from mlx_responses.v1 import responses_pb2 as pb
+
+# Block types that carry media; this text-only server refuses them as the Responses path does.
+MEDIA_BLOCKS = {"image", "document", "search_result", "container_upload"}
+TOOL_CHOICE_MODES = {
+    "auto": pb.TOOL_CHOICE_MODE_AUTO,
+    "any": pb.TOOL_CHOICE_MODE_REQUIRED,
+    "none": pb.TOOL_CHOICE_MODE_NONE,
+}
+# NOTE: Claude Code (2.1) sends `system` messages inside `messages` too; they render in place.
+MESSAGE_ROLES = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT, "system": pb.ROLE_SYSTEM}
+# Custom (client) tools carry no type, or `custom`; any other type is an Anthropic server tool.
+CUSTOM_TOOL_TYPES = (None, "custom")
+
+
+def _unsupported(kind: str, where: str) -> Exception:
+    return invalid(
+        f"Content block type '{kind}' is not supported by this text model.",
+        f"{where}.type",
+        "unsupported_content",
+    )
+
+
+def _text_block(block: dict[str, Any], where: str) -> str:
+    return str(_expect(block.get("text"), str, f"{where}.text", "a string"))
+
+
+def _tool_result_text(content: Any, where: str) -> str:
+    """A tool_result's content: a string, or its text blocks joined (media refused)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    _expect(content, list, where, "a string or an array of content blocks")
+    texts = []
+    for i, block in enumerate(content):
+        _expect(block, dict, f"{where}[{i}]", "an object")
+        kind = block.get("type")
+        if kind != "text":
+            raise _unsupported(str(kind), f"{where}[{i}]")
+        texts.append(_text_block(block, f"{where}[{i}]"))
+    return "".join(texts)
+
+
+class _Items:
+    """Items of one message, in block order; consecutive text blocks make one message item."""
+
+    def __init__(self, role: pb.Role) -> None:
+        self.role = role
+        self.items: list[pb.Item] = []
+        self._text: list[str] | None = None
+
+    def text(self, text: str) -> None:
+        if self._text is None:
+            self._text = []
+            part = (
+                pb.ContentPart(output_text=pb.OutputText())
+                if self.role == pb.ROLE_ASSISTANT
+                else pb.ContentPart(input_text=pb.InputText())
+            )
+            self.items.append(pb.Item(message=pb.MessageItem(role=self.role, content=[part])))
+        self._text.append(text)
+        part = self.items[-1].message.content[0]
+        if self.role == pb.ROLE_ASSISTANT:
+            part.output_text.text = "".join(self._text)
+        else:
+            part.input_text.text = "".join(self._text)
+
+    def add(self, item: pb.Item) -> None:
+        self._text = None
+        self.items.append(item)
+
+
+def _blocks(role: pb.Role, content: Any, where: str) -> list[pb.Item]:
+    items = _Items(role)
+    if isinstance(content, str):
+        items.text(content)
+        return items.items
+    _expect(content, list, where, "a string or an array of content blocks")
+    for i, block in enumerate(content):
+        at = f"{where}[{i}]"
+        _expect(block, dict, at, "an object")
+        kind = block.get("type")
+        if kind == "text":
+            items.text(_text_block(block, at))
+        elif kind == "thinking" and role == pb.ROLE_ASSISTANT:
+            thinking = _expect(block.get("thinking"), str, f"{at}.thinking", "a string")
+            reasoning = pb.ReasoningItem(content=[pb.ReasoningText(text=thinking)])
+            items.add(pb.Item(reasoning=reasoning))
+        elif kind == "redacted_thinking" and role == pb.ROLE_ASSISTANT:
+            continue  # opaque data of another server: nothing to render
+        elif kind == "tool_use" and role == pb.ROLE_ASSISTANT:
+            arguments = block.get("input", {})
+            _expect(arguments, dict, f"{at}.input", "an object")
+            call = pb.FunctionCallItem(
+                call_id=_expect(block.get("id"), str, f"{at}.id", "a string"),
+                name=_expect(block.get("name"), str, f"{at}.name", "a string"),
+                arguments=json.dumps(arguments),
+                status=pb.ITEM_STATUS_COMPLETED,
+            )
+            items.add(pb.Item(function_call=call))
+        elif kind == "tool_result" and role == pb.ROLE_USER:
+            output = _tool_result_text(block.get("content"), f"{at}.content")
+            if block.get("is_error") is True:
+                output = f"Error: {output}"
+            result = pb.FunctionCallOutputItem(
+                call_id=_expect(block.get("tool_use_id"), str, f"{at}.tool_use_id", "a string"),
+                output=output,
+            )
+            items.add(pb.Item(function_call_output=result))
+        elif isinstance(kind, str) and kind in MEDIA_BLOCKS:
+            raise _unsupported(kind, at)
+        else:
+            raise invalid(
+                f"Content block type {kind!r} is not valid in a {pb.Role.Name(role)[5:].lower()} "
+                "message.",
+                f"{at}.type",
+                "invalid_value",
+            )
+    return items.items
+
+
+def _system(value: Any) -> pb.Item:
+    if isinstance(value, str):
+        text = value
+    else:
+        _expect(value, list, "system", "a string or an array of text blocks")
+        texts = []
+        for i, block in enumerate(value):
+            _expect(block, dict, f"system[{i}]", "an object")
+            if block.get("type") != "text":
+                raise _unsupported(str(block.get("type")), f"system[{i}]")
+            texts.append(_text_block(block, f"system[{i}]"))
+        text = "\n\n".join(texts)
+    part = pb.ContentPart(input_text=pb.InputText(text=text))
+    return pb.Item(message=pb.MessageItem(role=pb.ROLE_SYSTEM, content=[part]))
+
+
+def messages_to_items(body: dict[str, Any]) -> list[pb.Item]:
+    """`system` + `messages` as Responses input items."""
+    messages = _expect(body.get("messages"), list, "messages", "an array")
+    if not messages:
+        raise invalid("'messages' must not be empty.", "messages", "empty_array")
+    items = []
+    if body.get("system") not in (None, "", []):
+        items.append(_system(body["system"]))
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        _expect(message, dict, where, "an object")
+        role = MESSAGE_ROLES.get(message.get("role"))  # type: ignore[arg-type]
+        if role is None:
+            raise invalid(
+                f"Invalid 'role' {message.get('role')!r}: expected user, assistant or system.",
+                f"{where}.role",
+                "invalid_value",
+            )
+        if "content" not in message:
+            raise invalid(f"Missing required parameter: '{where}.content'.", f"{where}.content")
+        items.extend(_blocks(role, message["content"], f"{where}.content"))
+    return items
+
+
+def _tools(value: Any) -> list[pb.Tool]:
+    _expect(value, list, "tools", "an array")
+    tools = []
+    for i, tool in enumerate(value):
+        where = f"tools[{i}]"
+        _expect(tool, dict, where, "an object")
+        kind = tool.get("type")
+        if kind not in CUSTOM_TOOL_TYPES:
+            # A server tool (web search, code execution, ...): the core's hosted-tool policy
+            # refuses or drops it, as it does for Responses.
+            tools.append(pb.Tool(hosted=pb.HostedTool(type=str(kind))))
+            continue
+        fn = pb.FunctionTool(name=_expect(tool.get("name"), str, f"{where}.name", "a string"))
+        if tool.get("description") is not None:
+            fn.description = _expect(tool["description"], str, f"{where}.description", "a string")
+        schema = tool.get("input_schema", {"type": "object"})
+        fn.parameters_json = json.dumps(_expect(schema, dict, f"{where}.input_schema", "an object"))
+        tools.append(pb.Tool(function=fn))
+    return tools
+
+
+def _tool_choice(value: Any, params: pb.CreateResponseParams) -> None:
+    _expect(value, dict, "tool_choice", "an object")
+    kind = value.get("type")
+    if kind == "tool":
+        name = _expect(value.get("name"), str, "tool_choice.name", "a string")
+        params.tool_choice.function_name = name
+    elif isinstance(kind, str) and kind in TOOL_CHOICE_MODES:
+        params.tool_choice.mode = TOOL_CHOICE_MODES[kind]
+    else:
+        raise invalid(
+            f"Invalid 'tool_choice.type' {kind!r}: expected auto, any, tool or none.",
+            "tool_choice.type",
+            "invalid_value",
+        )
+    if value.get("disable_parallel_tool_use") is not None:
+        disable = _expect(
+            value["disable_parallel_tool_use"],
+            bool,
+            "tool_choice.disable_parallel_tool_use",
+            "a boolean",
+        )
+        params.parallel_tool_calls = not disable
+
+
+def _thinking(value: Any, params: pb.CreateResponseParams) -> bool | None:
+    """`thinking` as the template's enable_thinking, and its budget as the core's.
+
+    NOTE: Anthropic requires budget_tokens >= 1024; a small local model thinks in far fewer,
+    so any budget of at least 1 is taken.
+    """
+    _expect(value, dict, "thinking", "an object")
+    kind = value.get("type")
+    if kind == "enabled":
+        budget = _integer(value.get("budget_tokens"), "thinking.budget_tokens")
+        if budget < 1:
+            raise invalid(
+                "'thinking.budget_tokens' must be at least 1.",
+                "thinking.budget_tokens",
+                "invalid_value",
+            )
+        params.reasoning_budget = budget
+        return True
+    if kind == "adaptive":
+        return True
+    if kind == "disabled":
+        return False
+    raise invalid(
+        f"Invalid 'thinking.type' {kind!r}: expected enabled, adaptive or disabled.",
+        "thinking.type",
+        "invalid_value",
+    )
+
+
+def messages_from_json(body: Any, *, count_only: bool = False) -> pb.CreateResponseParams:
+    """A Messages (or count_tokens) body as CreateResponseParams; unknown fields are ignored."""
+    if not isinstance(body, dict):
+        raise invalid("The request body must be a JSON object.", None, "invalid_type")
+    required = ("model", "messages") if count_only else ("model", "messages", "max_tokens")
+    for name in required:
+        if body.get(name) is None:
+            raise invalid(f"{name}: Field required", name, "missing_required_parameter")
+    params = pb.CreateResponseParams(
+        model=_expect(body["model"], str, "model", "a string"), store=False
+    )
+    params.input.extend(messages_to_items(body))
+    if body.get("max_tokens") is not None:
+        cap = _integer(body["max_tokens"], "max_tokens")
+        if cap < 1:
+            raise invalid("max_tokens: must be at least 1.", "max_tokens", "invalid_value")
+        params.max_output_tokens = cap
+    if body.get("stop_sequences") is not None:
+        params.stop.extend(stop_sequences(body["stop_sequences"], "stop_sequences"))
+    for key in ("temperature", "top_p"):
+        if body.get(key) is not None:
+            setattr(params, key, _float(body[key], key))
+    if body.get("top_k") is not None:
+        params.top_k = _integer(body["top_k"], "top_k", 2**31 - 1)
+    if body.get("tools") is not None:
+        params.tools.extend(_tools(body["tools"]))
+    if body.get("tool_choice") is not None:
+        _tool_choice(body["tool_choice"], params)
+    thinking = _thinking(body["thinking"], params) if body.get("thinking") is not None else None
+    kwargs = template_kwargs(body, enable_thinking=thinking)
+    if kwargs is not None:
+        params.chat_template_kwargs_json = kwargs
+    metadata = body.get("metadata")
+    if metadata is not None:
+        _expect(metadata, dict, "metadata", "an object")
+        if metadata.get("user_id") is not None:
+            params.user = _expect(metadata["user_id"], str, "metadata.user_id", "a string")
+    params.stream = bool(_expect(body.get("stream", False), bool, "stream", "a boolean"))
+    return params

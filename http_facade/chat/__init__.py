@@ -1,0 +1,1 @@
+"""OpenAI Chat Completions (and legacy Completions) as a façade over the GenerationService."""

@@ -1,0 +1,1 @@
+"""Legacy OpenAI Completions (raw prompt, no chat template) over the GenerationService."""

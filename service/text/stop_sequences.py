@@ -1,0 +1,45 @@
+"""Cuts generated text at the first stop sequence, holding back a tail that may begin one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class StopScanner:
+    """Text in, text out: nothing of a stop sequence (or after it) is ever released."""
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self.stops = tuple(s for s in stops if s)
+        self.matched: str | None = None
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        """The part of `text` (after what was held) that is certainly output."""
+        if self.matched is not None or not self.stops:
+            return "" if self.matched is not None else text
+        buffer = self._held + text
+        found: tuple[int, str] | None = None
+        for stop in self.stops:
+            at = buffer.find(stop)
+            if at >= 0 and (found is None or at < found[0]):
+                found = (at, stop)
+        if found is not None:
+            self.matched = found[1]
+            self._held = ""
+            return buffer[: found[0]]
+        keep = max((self._partial(buffer, stop) for stop in self.stops), default=0)
+        self._held = buffer[len(buffer) - keep :] if keep else ""
+        return buffer[: len(buffer) - keep]
+
+    def flush(self) -> str:
+        """What was held back, released at the end of generation."""
+        held, self._held = self._held, ""
+        return held
+
+    @staticmethod
+    def _partial(buffer: str, stop: str) -> int:
+        """The length of the longest tail of `buffer` that is a proper prefix of `stop`."""
+        for size in range(min(len(stop) - 1, len(buffer)), 0, -1):
+            if buffer.endswith(stop[:size]):
+                return size
+        return 0

@@ -1,0 +1,255 @@
+"""The Responses WebSocket mode through the OpenAI SDK's `client.responses.connect()`."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from mlx_responses.http_facade.app import start_facade
+from mlx_responses.http_facade.config import FacadeSettings
+
+from tests.support.stack import Stack
+
+UPGRADE = {
+    "Connection": "Upgrade",
+    "Upgrade": "websocket",
+    "Sec-WebSocket-Version": "13",
+    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+}
+TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
+
+
+@pytest.fixture(scope="module")
+def client(stack: Stack) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{stack.base_url}/v1", api_key="x", max_retries=0)
+
+
+def _name(stack: Stack) -> str:
+    return stack.settings.models[0].name
+
+
+def _until_done(connection: Any) -> list[Any]:
+    """The events of one response (or the error that replaced it)."""
+    events = []
+    for event in connection:
+        events.append(event)
+        if event.type in TERMINAL:
+            return events
+    raise AssertionError("the socket closed mid-response")
+
+
+def _sse_types(stack: Stack, **body: Any) -> list[str]:
+    reply = httpx.post(
+        f"{stack.base_url}/v1/responses",
+        json={"model": _name(stack), "stream": True, **body},
+        timeout=60,
+    )
+    return [
+        json.loads(line[6:])["type"]
+        for line in reply.text.splitlines()
+        if line.startswith("data: ")
+    ]
+
+
+def test_events_are_those_of_a_streamed_create(client: openai.OpenAI, stack: Stack) -> None:
+    body = {"input": "Reply with: hello", "max_output_tokens": 20}
+    with client.responses.connect() as connection:
+        connection.response.create(model=_name(stack), **body)  # type: ignore[arg-type]
+        events = _until_done(connection)
+    assert [e.type for e in events] == _sse_types(stack, **body)
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert events[-1].response.output_text == "hello"
+
+
+def test_store_false_turns_chain_on_the_socket(client: openai.OpenAI, stack: Stack) -> None:
+    with client.responses.connect() as connection:
+        connection.response.create(
+            model=_name(stack), input="Reply with: hello", store=False, max_output_tokens=20
+        )
+        first = _until_done(connection)[-1].response
+        connection.response.create(
+            model=_name(stack),
+            previous_response_id=first.id,
+            input="Reply with: bye",
+            store=False,
+            max_output_tokens=20,
+        )
+        second = _until_done(connection)[-1].response
+    assert second.previous_response_id == first.id
+    # The second turn read the whole chain: its prompt is the history spelled out.
+    history = [
+        {"role": "user", "content": "Reply with: hello"},
+        *[item.model_dump(exclude_none=True) for item in first.output],
+        {"role": "user", "content": "Reply with: bye"},
+    ]
+    counted = client.responses.input_tokens.count(model=_name(stack), input=history)
+    assert second.usage is not None and second.usage.input_tokens == counted.input_tokens
+    # Nothing was stored: over HTTP the chain is unknown.
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(
+            model=_name(stack), previous_response_id=first.id, input="x", max_output_tokens=4
+        )
+
+
+def test_stored_turns_chain_across_sockets(client: openai.OpenAI, stack: Stack) -> None:
+    with client.responses.connect() as connection:
+        connection.response.create(model=_name(stack), input="Reply with: rain")
+        first = _until_done(connection)[-1].response
+    with client.responses.connect() as connection:
+        connection.response.create(
+            model=_name(stack), previous_response_id=first.id, input="Reply with: snow"
+        )
+        second = _until_done(connection)[-1].response
+    assert second.status == "completed" and second.previous_response_id == first.id
+    assert client.responses.retrieve(second.id).id == second.id
+
+
+def test_errors_arrive_as_error_events_and_the_socket_goes_on(
+    client: openai.OpenAI, stack: Stack
+) -> None:
+    with client.responses.connect() as connection:
+        connection.response.create(
+            model=_name(stack), previous_response_id="resp_unknown", input="x"
+        )
+        (error,) = _until_done(connection)
+        assert error.type == "error" and error.status == 400
+        assert error.error.code == "previous_response_not_found"
+        connection.response.create(model=_name(stack), input="x", background=True)
+        (error,) = _until_done(connection)
+        assert error.error.param == "background"
+        connection.send({"type": "response.cancel"})  # type: ignore[arg-type, typeddict-item]
+        (error,) = _until_done(connection)
+        assert error.error.param == "type"
+        connection.response.create(model=_name(stack), input="Reply with: hello")
+        assert _until_done(connection)[-1].type == "response.completed"
+
+
+def test_lanes_run_side_by_side_and_echo_their_stream_id(
+    client: openai.OpenAI, stack: Stack
+) -> None:
+    with client.responses.connect() as connection:
+        for lane in ("a", "b"):
+            connection.response.create(
+                model=_name(stack), input="Reply with: hello", stream_id=lane, max_output_tokens=20
+            )
+        done: dict[str, Any] = {}
+        for event in connection:
+            assert event.stream_id in ("a", "b")  # type: ignore[union-attr]
+            if event.type == "response.completed":
+                done[event.stream_id] = event.response  # type: ignore[union-attr]
+                if len(done) == 2:
+                    break
+    assert {r.output_text for r in done.values()} == {"hello"}
+
+
+def test_generate_false_warms_up_a_chain(client: openai.OpenAI, stack: Stack) -> None:
+    with client.responses.connect() as connection:
+        connection.response.create(
+            model=_name(stack),
+            input=[{"role": "developer", "content": "Answer with one word."}],
+            store=False,
+            generate=False,
+        )
+        warm = _until_done(connection)[-1].response
+        assert warm.status == "completed" and warm.output == []
+        assert warm.usage is not None and warm.usage.output_tokens == 0
+        connection.response.create(
+            model=_name(stack),
+            previous_response_id=warm.id,
+            input="Reply with: hello",
+            store=False,
+            max_output_tokens=20,
+        )
+        reply = _until_done(connection)[-1].response
+    assert reply.output_text == "hello" and reply.previous_response_id == warm.id
+
+
+def test_the_core_keys_guard_the_socket(make_stack: Any) -> None:
+    """The façade forwards the socket's key to the core, which refuses a wrong one."""
+    stack = make_stack(api_keys=("sk-right",))
+    for key, expected in (("sk-wrong", "error"), ("sk-right", "response.completed")):
+        client = openai.OpenAI(base_url=f"{stack.base_url}/v1", api_key=key, max_retries=0)
+        with client.responses.connect() as connection:
+            connection.response.create(model=_name(stack), input="Reply with: hello")
+            last = _until_done(connection)[-1]
+        assert last.type == expected
+        if expected == "error":
+            assert last.status == 401
+
+
+@pytest.fixture
+def busy_socket(random_stack: Stack) -> Iterator[tuple[Stack, Any]]:
+    client = openai.OpenAI(base_url=f"{random_stack.base_url}/v1", api_key="x", max_retries=0)
+    with client.responses.connect() as connection:
+        yield random_stack, connection
+
+
+def test_closing_the_socket_cancels_its_generation(busy_socket: tuple[Stack, Any]) -> None:
+    stack, connection = busy_socket
+    stats = stack.engine_stats
+    connection.response.create(
+        model=_name(stack), input="Tell me a long story.", max_output_tokens=100_000
+    )
+    deltas = 0
+    for event in connection:
+        deltas += event.type == "response.output_text.delta"
+        if deltas >= 5:
+            break
+    assert stats.active == 1
+    connection.close()
+    deadline = time.monotonic() + 10
+    while stats.active and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stats.active == 0
+
+
+def test_the_facade_keys_guard_the_handshake(stack: Stack) -> None:
+    settings = FacadeSettings(host="127.0.0.1", port=0, api_keys=("sk-right",))
+    runner, port = stack.run(start_facade(stack.grpc_address, settings))
+    try:
+        for key in ("sk-wrong", None):
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
+            refused = httpx.get(
+                f"http://127.0.0.1:{port}/v1/responses",
+                headers={**headers, **UPGRADE},
+                timeout=10,
+            )
+            assert refused.status_code == 401, refused.text
+            assert refused.json()["error"]["type"] == "invalid_request_error"
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-right")
+        with client.responses.connect() as connection:
+            connection.response.create(model=_name(stack), input="Reply with: hello")
+            assert _until_done(connection)[-1].type == "response.completed"
+    finally:
+        stack.run(runner.cleanup())
+
+
+def test_a_plain_get_is_not_a_socket(stack: Stack) -> None:
+    reply = httpx.get(f"{stack.base_url}/v1/responses", timeout=10)
+    assert reply.status_code == 405
+
+
+def test_one_socket_cannot_queue_without_bound(random_stack: Stack) -> None:
+    """A lane's queue and the number of lanes are bounded: the excess gets error events."""
+    from mlx_responses.http_facade.websocket import MAX_LANES, MAX_QUEUED_PER_LANE
+
+    client = openai.OpenAI(base_url=f"{random_stack.base_url}/v1", api_key="x", max_retries=0)
+    with client.responses.connect() as connection:
+        body = {"model": _name(random_stack), "input": "x", "max_output_tokens": 100_000}
+        for _ in range(MAX_QUEUED_PER_LANE + 2):  # one runs, the rest wait
+            connection.response.create(**body)  # type: ignore[arg-type]
+        for lane in range(MAX_LANES):
+            connection.response.create(stream_id=f"lane{lane}", **body)  # type: ignore[arg-type]
+        errors = []
+        for event in connection:
+            if event.type == "error":
+                errors.append(event)
+                if len(errors) == 2:
+                    break
+    assert errors[0].status == 429 and errors[0].stream_id is None
+    assert errors[1].status == 400 and errors[1].error.param == "stream_id"
