@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mlx_responses.http_facade.media_parts import media_to_json
+
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -99,6 +101,9 @@ def part_to_json(part: pb.ContentPart) -> dict[str, Any]:
         return {"type": "refusal", "refusal": part.refusal.refusal}
     if kind == "reasoning_text":
         return {"type": "reasoning_text", "text": part.reasoning_text.text}
+    media = media_to_json(part)
+    if media is not None:
+        return media
     return {"type": "input_text", "text": part.input_text.text}
 
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.media_parts import file_part, image_part
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -45,7 +46,7 @@ HOSTED_TOOLS = {
     "local_shell",
     "tool_search",
 }
-MEDIA_PARTS = {"input_image", "input_file", "input_audio"}
+MEDIA_PARTS = {"input_audio"}  # input_image and input_file reach the core (media_parts.py)
 NUMBER = (int, float)
 # Top-level scalar parameters and the JSON type each accepts (the OpenAPI document reads this).
 SCALAR_PARAMS: dict[str, type | tuple[type, ...]] = {
@@ -125,6 +126,10 @@ def _text_parts(content: Any, param: str, role: int) -> list[pb.ContentPart]:
         elif kind == "refusal":
             refusal = _expect(part.get("refusal"), str, f"{where}.refusal", "a string")
             parts.append(pb.ContentPart(refusal=pb.Refusal(refusal=refusal)))
+        elif kind == "input_image":
+            parts.append(image_part(part, where))
+        elif kind == "input_file":
+            parts.append(file_part(part, where))
         elif _in(MEDIA_PARTS, kind):
             # The core refuses it (seed) or puts a placeholder in its place (`--media drop`).
             parts.append(pb.ContentPart(media=pb.MediaPart(type=kind)))

@@ -71,6 +71,12 @@ class Settings:
     metrics_port: int | None = F.METRICS_PORT.default
     allow_download: bool = F.ALLOW_DOWNLOAD.default
     hosted_tools: str = F.HOSTED_TOOLS.default
+    # Vision-language models (service/models/vision_runtime.py)
+    max_media_bytes: int = F.MAX_MEDIA_BYTES.default
+    max_image_pixels: int = F.MAX_IMAGE_PIXELS.default
+    image_encoding_cache_entries: int = F.IMAGE_ENCODING_CACHE_ENTRIES.default
+    allow_remote_media: bool = F.ALLOW_REMOTE_MEDIA.default
+    remote_media_timeout_secs: float = F.REMOTE_MEDIA_TIMEOUT_SECS.default
     media: str = F.MEDIA.default
 
     def __post_init__(self) -> None:
@@ -121,6 +127,14 @@ class Settings:
             raise ConfigError("--shutdown-grace-secs must be between 0 and 3600")
         if self.hosted_tools not in HOSTED_TOOLS_MODES:
             raise ConfigError(f"--hosted-tools must be one of {', '.join(HOSTED_TOOLS_MODES)}")
+        if self.max_media_bytes < 1:
+            raise ConfigError("--max-media-bytes must be at least 1")
+        if self.max_image_pixels < 1:
+            raise ConfigError("--max-image-pixels must be at least 1")
+        if self.image_encoding_cache_entries < 0:
+            raise ConfigError("--image-encoding-cache-entries must be >= 0")
+        if not 0 < self.remote_media_timeout_secs <= 600:
+            raise ConfigError("--remote-media-timeout-secs must be in (0, 600]")
         if self.media not in MEDIA_MODES:
             raise ConfigError(f"--media must be one of {', '.join(MEDIA_MODES)}")
 

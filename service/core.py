@@ -16,6 +16,7 @@ from mlx_responses.service.responses.jobs import JobManager
 from mlx_responses.service.responses.media_policy import MediaPolicy
 from mlx_responses.service.responses.pipeline import ResponsePipeline
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
+from mlx_responses.service.responses.remote_media import RemoteMedia
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
 from mlx_responses.service.stores.base import ConversationStore, EventLog, JobBoard, ResponseStore
 from mlx_responses.service.stores.memory import InMemoryEventLog
@@ -54,6 +55,9 @@ class Core:
                 s.reasoning_echo_max_bytes if s.prompt_cache_max_entries > 0 else 0
             ),
             tool_policy=HostedToolPolicy(s.hosted_tools),
+            remote_media=RemoteMedia(s.max_media_bytes, s.remote_media_timeout_secs)
+            if s.allow_remote_media
+            else None,
             media_policy=MediaPolicy(s.media),
         )
 

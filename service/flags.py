@@ -383,6 +383,52 @@ HOSTED_TOOLS = Flag(
     choices=("reject", "drop"),
     settings_check_choices=True,
 )
+MAX_MEDIA_BYTES = Flag(
+    "--max-media-bytes",
+    "max_media_bytes",
+    10 * 1024 * 1024,
+    "largest image or file part a request may send, in decoded bytes; a larger one is a 400 "
+    "naming the part (base64 adds a third: keep --max-request-bytes above it)",
+    CORE_SIDE,
+    type=int,
+)
+MAX_IMAGE_PIXELS = Flag(
+    "--max-image-pixels",
+    "max_image_pixels",
+    16 * 1024 * 1024,
+    "largest image a request may send, width x height (read from its header before decoding); "
+    "a larger one is a 400 naming the part",
+    CORE_SIDE,
+    type=int,
+)
+ALLOW_REMOTE_MEDIA = Flag(
+    "--allow-remote-media",
+    "allow_remote_media",
+    False,
+    "vision models: fetch the http(s) image URLs a request names (capped by --max-media-bytes, "
+    "with a timeout, no redirects, no loopback or private addresses); off, they are a 400",
+    CORE_SIDE,
+    type=None,
+    action="store_true",
+    shown_default="off",
+)
+REMOTE_MEDIA_TIMEOUT_SECS = Flag(
+    "--remote-media-timeout-secs",
+    "remote_media_timeout_secs",
+    10.0,
+    "with --allow-remote-media: seconds one fetch may take",
+    CORE_SIDE,
+    type=float,
+)
+IMAGE_ENCODING_CACHE_ENTRIES = Flag(
+    "--image-encoding-cache-entries",
+    "image_encoding_cache_entries",
+    64,
+    "vision models: image encodings kept by content hash, so a resent image skips the vision "
+    "tower; 0 disables",
+    CORE_SIDE,
+    type=int,
+)
 MEDIA = Flag(
     "--media",
     "media",
@@ -505,6 +551,11 @@ FLAGS: tuple[Flag[Any], ...] = (
     ENGINE,
     STREAM_WINDOW_MS,
     HOSTED_TOOLS,
+    MAX_MEDIA_BYTES,
+    MAX_IMAGE_PIXELS,
+    ALLOW_REMOTE_MEDIA,
+    REMOTE_MEDIA_TIMEOUT_SECS,
+    IMAGE_ENCODING_CACHE_ENTRIES,
     MEDIA,
     REASONING_ECHO_MAX_BYTES,
     BLAS,

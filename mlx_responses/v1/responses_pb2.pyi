@@ -120,18 +120,44 @@ class MediaPart(_message.Message):
     def __init__(self, type: _Optional[str] = ...) -> None: ...
 
 class ContentPart(_message.Message):
-    __slots__ = ("input_text", "output_text", "refusal", "reasoning_text", "media")
+    __slots__ = ("input_text", "output_text", "refusal", "reasoning_text", "media", "input_image", "input_file")
     INPUT_TEXT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TEXT_FIELD_NUMBER: _ClassVar[int]
     REFUSAL_FIELD_NUMBER: _ClassVar[int]
     REASONING_TEXT_FIELD_NUMBER: _ClassVar[int]
     MEDIA_FIELD_NUMBER: _ClassVar[int]
+    INPUT_IMAGE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FILE_FIELD_NUMBER: _ClassVar[int]
     input_text: InputText
     output_text: OutputText
     refusal: Refusal
     reasoning_text: ReasoningText
     media: MediaPart
-    def __init__(self, input_text: _Optional[_Union[InputText, _Mapping]] = ..., output_text: _Optional[_Union[OutputText, _Mapping]] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., reasoning_text: _Optional[_Union[ReasoningText, _Mapping]] = ..., media: _Optional[_Union[MediaPart, _Mapping]] = ...) -> None: ...
+    input_image: VisionInputImage
+    input_file: VisionInputFile
+    def __init__(self, input_text: _Optional[_Union[InputText, _Mapping]] = ..., output_text: _Optional[_Union[OutputText, _Mapping]] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., reasoning_text: _Optional[_Union[ReasoningText, _Mapping]] = ..., media: _Optional[_Union[MediaPart, _Mapping]] = ..., input_image: _Optional[_Union[VisionInputImage, _Mapping]] = ..., input_file: _Optional[_Union[VisionInputFile, _Mapping]] = ...) -> None: ...
+
+class VisionInputImage(_message.Message):
+    __slots__ = ("image_url", "file_id", "detail")
+    IMAGE_URL_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    image_url: str
+    file_id: str
+    detail: str
+    def __init__(self, image_url: _Optional[str] = ..., file_id: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class VisionInputFile(_message.Message):
+    __slots__ = ("file_data", "file_id", "file_url", "filename")
+    FILE_DATA_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    FILE_URL_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    file_data: str
+    file_id: str
+    file_url: str
+    filename: str
+    def __init__(self, file_data: _Optional[str] = ..., file_id: _Optional[str] = ..., file_url: _Optional[str] = ..., filename: _Optional[str] = ...) -> None: ...
 
 class MessageItem(_message.Message):
     __slots__ = ("id", "role", "status", "content")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.models.source import ModelSource, resolve_model
+from mlx_responses.service.models.vision_config import vision_folder
 
 if TYPE_CHECKING:  # a runtime imports MLX: `mlx-responses` imports this before it picks a BLAS
     from mlx_responses.service.config import Settings
@@ -256,6 +257,10 @@ class ModelPool:
 
         s = self.settings
         started = time.perf_counter()
+        if vision_folder(model.source.folder):
+            from mlx_responses.service.models.vision_start import start_vision
+
+            return await start_vision(model.id, model.source.folder, s, self.metrics)
         # --draft-model shares the first --model's tokenizer; the others serve without it.
         draft = self.draft if model is self.default else None
         speculative = "off" if s.speculative == "draft" and draft is None else s.speculative

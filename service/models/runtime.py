@@ -26,6 +26,7 @@ from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.text.compaction_items import CompactionDecodeError
 from mlx_responses.service.text.grammars import Grammar, GrammarFactory, SchemaError
 from mlx_responses.service.text.json_bounds import JsonBounds
+from mlx_responses.service.text.media import refuse_media
 from mlx_responses.service.text.prompt import (
     RenderedPrompt,
     items_to_messages,
@@ -42,6 +43,8 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 class ModelRuntime:
     """A loaded model's text protocol and engine, shared by every request to that model."""
+
+    reads_media = False  # images and files: a VisionRuntime (service/models/vision_runtime.py)
 
     def __init__(self, loaded: LoadedModel, worker: EngineWorker) -> None:
         self.loaded = loaded
@@ -74,9 +77,18 @@ class ModelRuntime:
             raise invalid(str(exc), "input", "invalid_prompt") from exc
 
     def render_request(
-        self, params: pb.CreateResponseParams, parsed: RequestJson, items: Sequence[pb.Item]
+        self,
+        params: pb.CreateResponseParams,
+        parsed: RequestJson,
+        items: Sequence[pb.Item],
+        *,
+        decode_media: bool = True,
     ) -> RenderedPrompt:
-        """A request's prompt around `items`: its instructions, tools and template kwargs."""
+        """A request's prompt around `items`: its instructions, tools and template kwargs.
+
+        A text model refuses images and files in the request's input (the seed's 400).
+        """
+        refuse_media(params.input, "this text model")
         if params.HasField("prompt"):
             return raw_prompt(self.loaded.tokenizer, params.prompt)
         tools = params.tools if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE else []
@@ -112,11 +124,13 @@ class ModelRuntime:
         grammar: Grammar | None = None,
         reasoning_budget: int | None = None,
         opens_reasoning: bool = False,
+        vision: object | None = None,
     ) -> GenerationStream:
         """Queues a generation; a full queue is a 503 (QUEUE_FULL) before anything runs.
 
         Penalties shift the logits first; a grammar's mask then has the last word. A reasoning
         budget applies only without a grammar (forcing think-end could contradict its mask).
+        `vision` (a VLM's processed images) is never set for a text model.
         """
         processors: list[LogitsProcessor] = [
             *penalty_processors(presence_penalty, frequency_penalty)
@@ -130,10 +144,20 @@ class ModelRuntime:
             if budget is not None:
                 processors.append(budget)
         try:
-            return self.worker.submit(tokens, sampling, processors)
+            return self._enqueue(tokens, sampling, processors, vision)
         except QueueFullError as exc:
             raise ServiceError(
                 Reason.QUEUE_FULL, "The generation queue is full; retry later."
             ) from exc
         except EngineStoppedError as exc:
             raise ServiceError(Reason.NOT_READY, str(exc)) from exc
+
+    def _enqueue(
+        self,
+        tokens: Sequence[int],
+        sampling: SamplingParams,
+        processors: list[LogitsProcessor],
+        vision: object | None,
+    ) -> GenerationStream:
+        """Hands the generation to the engine (a VisionRuntime hands its images over too)."""
+        return self.worker.submit(tokens, sampling, processors)

@@ -206,6 +206,7 @@ class JobManager:
             if job.cancel_requested:
                 final = self._ended(job, pb.RESPONSE_STATUS_CANCELLED)
                 return
+            await self.pipeline.decode_media(job.turn)
             await self.pipeline.run_compaction(job.turn)
             async for events in self.pipeline.stream(job.turn):
                 if job.status == pb.RESPONSE_STATUS_QUEUED:

@@ -22,6 +22,15 @@ PLACEHOLDERS = {
 }
 
 
+# Parts that carry their data (a vision model reads them); `media` parts carry only their kind.
+IMAGE_PARTS = ("input_image", "input_file")
+
+
+def _kind(part: pb.ContentPart) -> str:
+    kind = part.WhichOneof("part")
+    return part.media.type if kind == "media" else str(kind)
+
+
 @dataclass(frozen=True)
 class MediaPolicy:
     """Applies `--media` to a request's input before it is validated or rendered."""
@@ -29,15 +38,24 @@ class MediaPolicy:
     mode: str = "reject"
 
     def apply(
-        self, params: pb.CreateResponseParams, log_id: str | None = None
+        self,
+        params: pb.CreateResponseParams,
+        log_id: str | None = None,
+        *,
+        reads_images: bool = False,
     ) -> pb.CreateResponseParams:
-        """The request without media parts; a 400 naming the first one in `reject` mode."""
+        """The request without media parts; a 400 naming the first one in `reject` mode.
+
+        `reads_images`: a vision model's runtime (service/models/vision_runtime.py) reads
+        `input_image` and `input_file` parts itself; only the others are media to it.
+        """
         found = [
-            (i, j, part.media.type)
+            (i, j, _kind(part))
             for i, item in enumerate(params.input)
             if item.WhichOneof("item") == "message"
             for j, part in enumerate(item.message.content)
             if part.WhichOneof("part") == "media"
+            or (not reads_images and part.WhichOneof("part") in IMAGE_PARTS)
         ]
         if not found:
             return params

@@ -34,11 +34,13 @@ from mlx_responses.service.responses.item_ids import assign_ids, scoped_ids
 from mlx_responses.service.responses.item_refs import resolve_references
 from mlx_responses.service.responses.media_policy import MediaPolicy
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
+from mlx_responses.service.responses.remote_media import RemoteMedia
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
 from mlx_responses.service.responses.tool_stream import ToolCallStreamer
 from mlx_responses.service.responses.validation import validate_params
 from mlx_responses.service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from mlx_responses.service.text.grammars import Grammar
+from mlx_responses.service.text.media import RemoteBytes, fetched_media, has_media
 from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser, Segment
 from mlx_responses.service.text.prompt import RenderedPrompt
 from mlx_responses.service.text.request_json import RequestJson
@@ -87,6 +89,8 @@ class Turn:
     # Automatic compaction: due but deferred (a background job runs it), or done.
     compaction_pending: bool = False
     compaction: CompactionResult | None = None
+    # Media not decoded yet: a background job decodes it in its queued phase.
+    media_pending: bool = False
     # flattened namespace tool name -> (namespace, name): calls leave under their own names
     namespaced: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # custom tools by the name the model calls them: their calls leave as custom_tool_call
@@ -111,6 +115,7 @@ class ResponsePipeline:
     clock: Callable[[], float] = time.time
     ids: IdFactory = new_id
     in_flight: InFlightTurns = field(default_factory=InFlightTurns)
+    remote_media: RemoteMedia | None = None  # --allow-remote-media
 
     # --- preparation -----------------------------------------------------------------------
     def initial_response(
@@ -162,20 +167,55 @@ class ResponsePipeline:
         return r
 
     async def _render(
-        self, runtime: ModelRuntime, params: pb.CreateResponseParams
+        self, runtime: ModelRuntime, params: pb.CreateResponseParams, *, decode_media: bool = True
     ) -> tuple[RequestJson, list[pb.Item], RenderedPrompt]:
         """Validates, resolves history and renders: the parsed JSON, the context, the prompt."""
         parsed = validate_params(params, runtime.loaded.accepts_name)
         history = await self.history.resolve(params)
         await resolve_references(params, history, self.responses, self.conversations)
         context = self.reasoning_echo.restore([*history, *params.input])
-        return parsed, context, runtime.render_request(params, parsed, context)
+        fetched = await self._fetch_media(runtime, params) if decode_media else {}
+        with fetched_media(fetched):
+            prompt = runtime.render_request(params, parsed, context, decode_media=decode_media)
+        return parsed, context, prompt
+
+    async def _fetch_media(
+        self, runtime: ModelRuntime, params: pb.CreateResponseParams
+    ) -> Mapping[str, RemoteBytes]:
+        """The request's remote images, fetched (`--allow-remote-media`; else none)."""
+        if self.remote_media is None or not runtime.reads_media:
+            return {}
+        return await self.remote_media.fetch(params.input)
+
+    async def decode_media(self, turn: Turn) -> None:
+        """A background job's queued phase: decodes the images its admission left undecoded.
+
+        A refused image fails the job (`invalid_prompt`), as the seed says of a media read.
+        """
+        if not turn.media_pending:
+            return
+        runtime = turn.runtime
+        fetched = await self._fetch_media(runtime, turn.params)
+        with fetched_media(fetched):
+            turn.prompt = runtime.render_request(turn.params, turn.parsed, turn.context)
+        turn.media_pending = False
+        room = runtime.loaded.context_length - len(turn.prompt.tokens)
+        if room < 1:
+            raise ServiceError(
+                Reason.CONTEXT_LENGTH_EXCEEDED,
+                f"The input is {len(turn.prompt.tokens)} tokens, which leaves no room for output "
+                f"in the model's {runtime.loaded.context_length}-token context window.",
+                param="input",
+                code="context_length_exceeded",
+            )
+        requested = _requested(turn.params, self.default_max_output_tokens)
+        turn.sampling = replace(turn.sampling, max_tokens=min(requested, room))
 
     async def count_input_tokens(
         self, runtime: ModelRuntime, params: pb.CreateResponseParams
     ) -> int:
         """Rendered input tokens, history included, exactly as generation renders them."""
-        params = self.media_policy.apply(params)
+        params = self.media_policy.apply(params, reads_images=runtime.reads_media)
         _, _, prompt = await self._render(runtime, lower(self.tool_policy.resolve(params)).params)
         return len(prompt.tokens)
 
@@ -188,7 +228,8 @@ class ResponsePipeline:
     ) -> cp.CompactResponseResponse:
         """`POST /v1/responses/compact`: the compacted history; nothing is stored."""
         validate_compact_request(params, keep_tokens)
-        params = lower(self.tool_policy.resolve(self.media_policy.apply(params))).params
+        media = self.media_policy.apply(params, reads_images=runtime.reads_media)
+        params = lower(self.tool_policy.resolve(media)).params
         parsed, context, prompt = await self._render(runtime, params)
         return await self._compactor(runtime).compact_request(
             params, parsed, context, prompt, keep_tokens
@@ -224,11 +265,17 @@ class ResponsePipeline:
         Automatic compaction runs here too, unless deferred to a background job.
         """
         response_id = response_id or self.ids("resp")
-        offered = self.tool_policy.resolve(self.media_policy.apply(params, response_id))
+        offered = self.tool_policy.resolve(
+            self.media_policy.apply(params, response_id, reads_images=runtime.reads_media)
+        )
         resolved = lower(offered)
         params = resolved.params
         response_id = response_id or self.ids("resp")
-        parsed, context, prompt = await self._render(runtime, params)
+        # A background job decodes its media in the queued phase (decode_media).
+        media_pending = defer_compaction and has_media(params.input)
+        parsed, context, prompt = await self._render(
+            runtime, params, decode_media=not media_pending
+        )
         # Every item the response holds has an id (input ones too, as OpenAI assigns them).
         assign_ids(context, response_id)
         await self._check_store(params)
@@ -286,6 +333,7 @@ class ResponsePipeline:
         turn.namespaced = resolved.namespaced
         turn.custom = resolved.custom
         turn.compaction_pending = due
+        turn.media_pending = media_pending
         if due and not defer_compaction:
             await self._compact_in_flight(turn)
         return turn
@@ -346,6 +394,7 @@ class ResponsePipeline:
                 if params.HasField("reasoning_budget")
                 else None,
                 opens_reasoning=turn.prompt.opens_reasoning,
+                vision=turn.prompt.vision,
             )
         except BaseException:
             self._abandon(turn.response.id)

@@ -170,6 +170,8 @@ class RenderedPrompt:
     text: str
     tokens: list[int]
     opens_reasoning: bool
+    # A vision model's processed images (service/engine/vision_worker.py VisionInputs).
+    vision: Any = None
 
 
 def render_prompt(

@@ -91,6 +91,10 @@ REFUSALS = [
     (_body(input=[{"type": "banana"}]), "input[0].type"),
     (_body(input=[{"role": "wizard", "content": "x"}]), "input[0].role"),
     (_body(input=[{"role": "user"}]), "input[0].content"),
+    (
+        _body(input=[{"role": "user", "content": [{"type": "input_image"}]}]),
+        "input[0].content[0].image_url",
+    ),
     (_body(input=[{"type": "function_call", "name": "f"}]), "input[0].call_id"),
     (_body(temperature="hot"), "temperature"),
     (_body(temperature=True), "temperature"),

@@ -29,10 +29,23 @@ BODY = {
 
 
 def test_media_parts_cross_to_the_core_as_their_kind() -> None:
+    """Images and files carry their data (a vision model reads them); audio only its kind."""
     params = params_from_json(BODY)
     parts = params.input[1].message.content
-    assert [p.WhichOneof("part") for p in parts] == ["input_text", "media", "media"]
-    assert [p.media.type for p in parts[1:]] == ["input_image", "input_file"]
+    assert [p.WhichOneof("part") for p in parts] == ["input_text", "input_image", "input_file"]
+    assert parts[1].input_image.image_url == "data:image/png;base64,AAAA"
+    assert parts[2].input_file.file_id == "file_1"
+    assert params.input[2].message.content[0].media.type == "input_audio"
+
+
+def test_a_vision_model_reads_images_and_files_itself() -> None:
+    with pytest.raises(ServiceError) as caught:
+        MediaPolicy("reject").apply(params_from_json(BODY), reads_images=True)
+    assert caught.value.param == "input[2].content[0].type"  # the audio part
+    dropped = MediaPolicy("drop").apply(params_from_json(BODY), reads_images=True)
+    kinds = [p.WhichOneof("part") for p in dropped.input[1].message.content]
+    assert kinds == ["input_text", "input_image", "input_file"]
+    assert dropped.input[2].message.content[0].input_text.text == PLACEHOLDERS["input_audio"]
 
 
 def test_reject_is_the_seed_400_naming_the_first_part() -> None:
@@ -55,7 +68,7 @@ def test_drop_puts_placeholders_in_place_and_logs_once(caplog: pytest.LogCapture
     assert PLACEHOLDERS["input_image"] == "[image omitted: this model has no vision]"
     (record,) = caplog.records
     assert "resp_1" in record.getMessage() and "3 media part(s)" in record.getMessage()
-    assert params.input[1].message.content[1].WhichOneof("part") == "media"  # left alone
+    assert params.input[1].message.content[1].WhichOneof("part") == "input_image"  # left alone
 
 
 def test_a_request_without_media_is_left_alone(caplog: pytest.LogCaptureFixture) -> None:

@@ -1,0 +1,199 @@
+"""A loaded vision-language model: its processor renders images into the prompt.
+
+A `--model` folder whose config.json has a `vision_config` is served through mlx-vlm: the
+chat template renders each image part as the model's image placeholder, the processor expands
+it into the image's tokens and pixels, and the model's VisionWorker (service/engine/
+vision_worker.py) generates, one request at a time. Text-only models keep ModelRuntime.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+from mlx_responses.service.engine.model import LoadedModel, context_length_of, sampling_defaults
+from mlx_responses.service.engine.requests import (
+    LogitsProcessor,
+    SamplingParams,
+)
+from mlx_responses.service.engine.vision_worker import VisionInputs, VisionWorker
+from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
+from mlx_responses.service.errors import invalid
+from mlx_responses.service.models.runtime import ModelRuntime
+from mlx_responses.service.text.media import (
+    MEDIA_KINDS,
+    DecodedImage,
+    MediaLimits,
+    decode_part,
+)
+from mlx_responses.service.text.prompt import RenderedPrompt, render_prompt, tools_to_template
+from mlx_responses.service.text.request_json import RequestJson
+
+from mlx_responses.v1 import responses_pb2 as pb
+
+# Where an image stood in the text, until the messages are built around it.
+_MARK = "\ue000image\ue000"
+# OpenAI's `detail: low`: the image fits in 512x512 before the processor sees it.
+LOW_DETAIL_SIDE = 512
+
+
+def load_vision_model(folder: Path, alias: str) -> tuple[LoadedModel, Any]:
+    """Loads a VLM folder with mlx-vlm (on the engine thread): the model and its processor."""
+    from mlx_lm.tokenizer_utils import TokenizerWrapper
+    from mlx_vlm import load
+
+    folder = folder.expanduser().resolve()
+    model, processor = load(str(folder))
+    config = json.loads((folder / "config.json").read_text())
+    temperature, top_p = sampling_defaults(folder)
+    tokenizer = TokenizerWrapper(processor.tokenizer)
+    loaded = LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        path=folder,
+        alias=alias,
+        context_length=context_length_of(config),
+        created=int(time.time()),
+        vocab_size=int(
+            config.get("vocab_size")
+            or config.get("text_config", {}).get("vocab_size")
+            or len(processor.tokenizer)
+        ),
+        default_temperature=temperature,
+        default_top_p=top_p,
+    )
+    return loaded, processor
+
+
+class VisionRuntime(ModelRuntime):
+    """A VLM's prompts (images included) and its engine; grammars and tools as for text."""
+
+    reads_media = True
+
+    def __init__(self, loaded: LoadedModel, worker: VisionWorker, limits: MediaLimits) -> None:
+        # ModelRuntime keeps `worker` for the pool (stop, unload) and the metrics (stats,
+        # in_flight), which a VisionWorker answers as an EngineWorker does.
+        super().__init__(loaded, cast(EngineWorker, worker))
+        self.vision = worker
+        self.limits = limits
+
+    def render_request(
+        self,
+        params: pb.CreateResponseParams,
+        parsed: RequestJson,
+        items: Sequence[pb.Item],
+        *,
+        decode_media: bool = True,
+    ) -> RenderedPrompt:
+        """The prompt with every image decoded and expanded into its tokens.
+
+        `decode_media=False` (a background job's admission) renders each image as the bare
+        placeholder, undecoded: the job decodes in its queued phase (pipeline.decode_media).
+        """
+        offset = len(items) - len(params.input)
+        marked: list[pb.Item] = []
+        images: list[DecodedImage] = []
+        for k, item in enumerate(items):
+            if item.WhichOneof("item") != "message" or not any(
+                p.WhichOneof("part") in MEDIA_KINDS for p in item.message.content
+            ):
+                marked.append(item)
+                continue
+            copy = pb.Item()
+            copy.CopyFrom(item)
+            for j, part in enumerate(copy.message.content):
+                if part.WhichOneof("part") not in MEDIA_KINDS:
+                    continue
+                where = f"input[{k - offset}].content[{j}]" if k >= offset else "input"
+                if decode_media:
+                    images.append(decode_part(part, where, self.limits))
+                part.input_text.text = _MARK
+            marked.append(copy)
+        tools = params.tools if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE else []
+        from mlx_responses.service.text.prompt import items_to_messages
+
+        messages = items_to_messages(
+            params.instructions if params.HasField("instructions") else None, marked
+        )
+        for message in messages:
+            content = message.get("content")
+            if isinstance(content, str) and _MARK in content:
+                message["content"] = _split(content)
+        tokenizer = self.loaded.tokenizer
+        rendered_tools = tools_to_template(tools, parsed.tool_parameters) if tools else None
+        try:
+            text = render_prompt(
+                tokenizer,
+                messages,
+                rendered_tools,
+                dict(parsed.template_kwargs),
+                tokenizer.think_start,
+            )
+        except ValueError as exc:
+            raise invalid(str(exc), "input", "invalid_prompt") from exc
+        if not images:
+            return text
+        return self._process(text, images)
+
+    def _process(self, text: RenderedPrompt, images: list[DecodedImage]) -> RenderedPrompt:
+        """The processor's tokens and pixels for the rendered text and its images."""
+        pictures = [_sized(image) for image in images]
+        try:
+            out = self.vision.processor(
+                text=[text.text], images=pictures, return_tensors="np", add_special_tokens=False
+            )
+        except Exception as exc:  # the processor refuses what it cannot read
+            raise invalid(
+                f"The model's processor refused the images: {exc}", "input", "invalid_image"
+            ) from exc
+        # Host arrays (mlx-vlm's processors may answer MLX arrays): MLX stays on its thread.
+        arrays = {key: np.array(value) for key, value in out.items()}
+        tokens = [int(t) for t in arrays["input_ids"][0]]
+        extra = {
+            key: value
+            for key, value in arrays.items()
+            if key not in ("input_ids", "attention_mask", "pixel_values", "image_grid_thw")
+        }
+        inputs = VisionInputs(
+            pixel_values=arrays.get("pixel_values"),
+            image_grid_thw=arrays.get("image_grid_thw"),
+            image_keys=tuple(f"{i.sha256}:{i.detail or 'auto'}" for i in images),
+            extra=extra,
+        )
+        return RenderedPrompt(
+            text=text.text, tokens=tokens, opens_reasoning=text.opens_reasoning, vision=inputs
+        )
+
+    def _enqueue(
+        self,
+        tokens: Sequence[int],
+        sampling: SamplingParams,
+        processors: list[LogitsProcessor],
+        vision: object | None,
+    ) -> GenerationStream:
+        inputs = vision if isinstance(vision, VisionInputs) else None
+        return self.vision.submit(tokens, sampling, processors, inputs)
+
+
+def _split(content: str) -> list[dict[str, str]]:
+    """Text with image marks as chat-template content parts: text and image, in order."""
+    parts: list[dict[str, str]] = []
+    for k, piece in enumerate(content.split(_MARK)):
+        if k:
+            parts.append({"type": "image"})
+        if piece:
+            parts.append({"type": "text", "text": piece})
+    return parts
+
+
+def _sized(image: DecodedImage) -> Any:
+    """The image as the processor gets it: `detail: low` fits it in 512x512 first."""
+    picture = image.image
+    if image.detail == "low" and max(picture.size) > LOW_DETAIL_SIDE:
+        picture = picture.copy()
+        picture.thumbnail((LOW_DETAIL_SIDE, LOW_DETAIL_SIDE))
+    return picture
