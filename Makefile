@@ -7,9 +7,9 @@ BUF := npx --yes @bufbuild/buf@$(BUF_VERSION)
 # shallow or without tags). Compare against a tag instead: make lint BREAKING_AGAINST='.git#tag=v0.2.0'
 BREAKING_AGAINST ?= contract/v0.1.0.binpb
 
-.PHONY: setup serve test test-redis lint docs proto model bench bench-stores bench-structured contract-baseline
+.PHONY: setup serve test test-redis lint docs proto model bench bench-overhead bench-stores bench-structured contract-baseline
 
-$(VENV)/.installed: pyproject.toml tools/setup.sh
+$(VENV)/.installed: pyproject.toml tools/setup.sh tools/mlx_backend.py
 	bash tools/setup.sh
 
 setup: $(VENV)/.installed  ## create .venv with the project installed (idempotent)
@@ -46,6 +46,9 @@ model: setup  ## retrain the bundled tiny chat model (service/assets/tiny-chat)
 
 bench: setup  ## performance benchmark (prints figures; not a test)
 	$(PY) tests/benchmarks/bench_serving.py $(ARGS)
+
+bench-overhead: setup  ## serving cost per token: micro model on CPU, served vs. in process (ratios)
+	$(PY) tests/benchmarks/bench_overhead.py $(ARGS)
 
 bench-structured: setup  ## grammar (structured output) cost per token (prints figures; not a test)
 	nice -n 19 $(PY) tests/benchmarks/bench_structured.py $(ARGS)

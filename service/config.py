@@ -23,6 +23,7 @@ MEDIA_MODES: tuple[str, ...] = F.MEDIA.choices or ()
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
 SPECULATIVE_MODES: tuple[str, ...] = F.SPECULATIVE.choices or ()
 KV_BITS: tuple[int, ...] = F.KV_BITS.choices or ()
+ENGINES: tuple[str, ...] = F.ENGINE.choices or ()
 
 
 class ConfigError(ValueError):
@@ -59,6 +60,8 @@ class Settings:
     draft_model: Path | None = F.DRAFT_MODEL.default
     kv_bits: int | None = F.KV_BITS.default
     max_prefill_tokens_per_step: int = F.MAX_PREFILL_TOKENS_PER_STEP.default
+    engine: str = F.ENGINE.default
+    stream_window_ms: float = F.STREAM_WINDOW_MS.default
     store_url: str = F.STORE_URL.default
     # Never in a repr (settings may be logged): keys are secrets.
     api_keys: tuple[str, ...] = field(default=(), repr=False)
@@ -108,6 +111,12 @@ class Settings:
             raise ConfigError("--max-prefill-tokens-per-step must be at least 1")
         if self.kv_bits not in (None, *KV_BITS):
             raise ConfigError("--kv-bits must be 4 or 8")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}")
+        if self.engine == "slots" and (self.speculative != "off" or self.kv_bits is not None):
+            raise ConfigError("--engine slots does not do --speculative or --kv-bits yet")
+        if not 0 <= self.stream_window_ms <= 1000:
+            raise ConfigError("--stream-window-ms must be between 0 and 1000")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError("--metrics-port must be between 0 and 65535")
         if self.reasoning_echo_max_bytes < 0:

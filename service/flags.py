@@ -383,6 +383,26 @@ ISOLATE_KEYS = Flag(
     action="store_true",
     shown_default="off",
 )
+ENGINE = Flag(
+    "--engine",
+    "engine",
+    "batch",
+    "decode scheduler: batch (mlx-lm's BatchGenerator) or slots (ours: fixed KV slots, a "
+    "joining or leaving sequence copies nothing of the others; experimental, without "
+    "--speculative and --kv-bits)",
+    CORE_SIDE,
+    choices=("batch", "slots"),
+)
+STREAM_WINDOW_MS = Flag(
+    "--stream-window-ms",
+    "stream_window_ms",
+    10.0,
+    "a stream's tokens decoded within this window (at most 4) leave as one delta (its first "
+    "token never waits; 0: one delta per decode step): cuts the per-token cost of events, "
+    "gRPC and SSE when decoding is fast",
+    CORE_SIDE,
+    type=float,
+)
 HOSTED_TOOLS = Flag(
     "--hosted-tools",
     "hosted_tools",
@@ -559,6 +579,8 @@ FLAGS: tuple[Flag[Any], ...] = (
     NUM_DRAFT_TOKENS,
     KV_BITS,
     MAX_PREFILL_TOKENS_PER_STEP,
+    ENGINE,
+    STREAM_WINDOW_MS,
     HOSTED_TOOLS,
     ALLOW_CLIENT_CHAT_TEMPLATE,
     ISOLATE_KEYS,

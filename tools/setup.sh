@@ -36,7 +36,21 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".[dev,vision]"
+# The MLX backend: CPU, or on Linux with an NVIDIA driver the CUDA build it supports
+# (tools/mlx_backend.py; MLX_RESPONSES_BACKEND=cpu|cuda12|cuda overrides).
+BACKEND="$("$PYTHON" tools/mlx_backend.py)"
+if [ "$BACKEND" = "cpu" ]; then
+  .venv/bin/python -m pip install -q -e ".[dev,vision]"
+else
+  .venv/bin/python -m pip install -q -e ".[dev,vision,$BACKEND]"
+  # mlx-cpu (the default dependency) and mlx-cuda-* ship the same mlx/lib/libmlx.so: the CUDA
+  # build must be the one on disk, whatever order pip installed them in.
+  case "$BACKEND" in cuda) CUDA_PKG=mlx-cuda-13 ;; *) CUDA_PKG=mlx-cuda-12 ;; esac
+  MLX_VERSION="$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("mlx"))')"
+  .venv/bin/python -m pip install -q --force-reinstall --no-deps "$CUDA_PKG==$MLX_VERSION"
+  .venv/bin/python -c 'import mlx.core as mx; assert mx.cuda.is_available()' 2>/dev/null \
+    || echo "setup: warning: $CUDA_PKG installed but MLX sees no CUDA device; serving on the CPU"
+fi
 
 # The Codex CLI for its end-to-end test (tests/e2e/test_codex.py), project-local and best effort:
 # without npm or the registry the test skips, and setup still succeeds.

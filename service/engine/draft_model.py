@@ -12,8 +12,8 @@ from typing import Any
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
-from mlx_lm.models.cache import KVCache, make_prompt_cache
 from mlx_responses.service.config import ConfigError
+from mlx_responses.service.engine.mlx_lm_compat import KVCache, make_prompt_cache
 from mlx_responses.service.engine.model import LoadedModel
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mlx import nn
-from mlx_lm import load
-from mlx_lm.tokenizer_utils import TokenizerWrapper
+from mlx_responses.service.engine.mlx_lm_compat import TokenizerWrapper, load
 
 log = logging.getLogger(__name__)
 

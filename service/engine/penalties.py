@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlx_lm.sample_utils import make_frequency_penalty, make_presence_penalty
+from mlx_responses.service.engine.mlx_lm_compat import make_frequency_penalty, make_presence_penalty
 from mlx_responses.service.engine.requests import LogitsProcessor
 
 # NOTE: mlx-lm's penalty processors look at a window of the most recent tokens (its default 20,

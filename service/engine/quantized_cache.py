@@ -12,8 +12,13 @@ from typing import Any
 import mlx.core as mx
 from mlx import nn
 from mlx.utils import tree_map, tree_reduce
-from mlx_lm.models.base import create_causal_mask
-from mlx_lm.models.cache import KVCache, QuantizedKVCache, dynamic_roll, make_prompt_cache
+from mlx_responses.service.engine.mlx_lm_compat import (
+    KVCache,
+    QuantizedKVCache,
+    create_causal_mask,
+    dynamic_roll,
+    make_prompt_cache,
+)
 
 Quantized = tuple[mx.array, mx.array, mx.array]  # packed values, scales, biases
 

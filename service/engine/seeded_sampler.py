@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import mlx.core as mx
-from mlx_lm.sample_utils import apply_top_k, apply_top_p, greedy_sampler, make_sampler
+from mlx_responses.service.engine.mlx_lm_compat import (
+    apply_top_k,
+    apply_top_p,
+    greedy_sampler,
+    make_sampler,
+)
 
 Sampler = Callable[[mx.array], mx.array]
 

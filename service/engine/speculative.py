@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any, cast
 
 import mlx.core as mx
-from mlx_lm.models.cache import BatchKVCache
 from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
+from mlx_responses.service.engine.mlx_lm_compat import BatchKVCache
 from mlx_responses.service.engine.quantized_cache import BatchQuantizedKVCache
 
 NGRAM_SIZES = (3, 2)  # longest first; single tokens repeat too often to be worth a verify

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import mlx.core as mx
 import numpy as np
-from mlx_lm.sample_utils import make_sampler
+from mlx_responses.service.engine.mlx_lm_compat import make_sampler
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.requests import (
     Chunk,

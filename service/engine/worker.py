@@ -18,12 +18,17 @@ from typing import Any, NoReturn
 
 import mlx.core as mx
 import numpy as np
-from mlx_lm.generate import BatchGenerator
-from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache
 from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError, check_draft
 from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
+from mlx_responses.service.engine.mlx_lm_compat import (
+    BatchGenerator,
+    LRUPromptCache,
+    can_trim_prompt_cache,
+    trim_prompt_cache,
+)
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
+from mlx_responses.service.engine.outbox import Outbox
 from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.requests import (
     Chunk,
@@ -35,6 +40,7 @@ from mlx_responses.service.engine.requests import (
     TokenLogprob,
 )
 from mlx_responses.service.engine.seeded_sampler import seeded_sampler, shared_sampler
+from mlx_responses.service.engine.slots import SlotGenerator
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
 
 log = logging.getLogger(__name__)
@@ -71,11 +77,6 @@ class _Stop:
     release: bool = False
 
 
-def _deliver_all(batch: list[tuple[GenerationStream, Chunk]]) -> None:
-    for stream, chunk in batch:
-        stream.deliver(chunk)
-
-
 class GenerationStream:
     """The asyncio side of one request: an async iterator of coalesced chunks."""
 
@@ -101,12 +102,13 @@ class GenerationStream:
         """Yields every chunk that is ready, together, until the last one."""
         try:
             while not self.finished:
-                ready = [await self._queue.get()]
+                ready = await self._queue.get()
+                # What arrived since the last read leaves as one chunk (one event downstream).
                 while not self._queue.empty():
-                    ready.append(self._queue.get_nowait())
-                if any(c.finish_reason is not None for c in ready):
+                    ready = ready.merged(self._queue.get_nowait())
+                if ready.finish_reason is not None:
                     self.finished = True
-                yield ready
+                yield [ready]
         finally:
             # A consumer that stops early (client gone, task cancelled) frees its slot.
             if not self.finished:
@@ -136,6 +138,12 @@ class EngineWorker:
     num_draft_tokens: int = 4
     load_draft: Callable[[], LoadedModel] | None = None
     kv_bits: int | None = None  # 4 or 8: quantized KV for live and prompt-cached sequences
+    # Seconds a stream's tokens may be held and merged into one chunk (its first token never
+    # waits; 0: every step's tokens leave at once).
+    stream_window: float = 0.0
+    # "batch": mlx-lm's BatchGenerator; "slots": ours, fixed KV slots (experimental: no
+    # speculation, no quantized KV yet)
+    engine: str = "batch"
     stats: EngineStats = field(default_factory=EngineStats)
     metrics: EngineObserver | None = None
 
@@ -148,6 +156,7 @@ class EngineWorker:
         self._stopped = threading.Event()  # the thread parked or ended
         self._release = False
         self._samplers: dict[tuple[float, float, int], Any] = {}
+        self._outbox: Outbox[GenerationStream] = Outbox(self.stream_window)
         self._loaded: LoadedModel | None = None
         self._batch_model: Any = None  # what the batch generator runs: the model, or a pair
         self._kv_group: int | None = None
@@ -238,19 +247,25 @@ class EngineWorker:
         self._emit_all([(stream, chunk)])
 
     def _emit_all(self, items: list[tuple[GenerationStream, Chunk]]) -> None:
-        """Hands a decode step's chunks to their loops: one wake-up per loop, not per token."""
+        """Hands a decode step's chunks to the outbox (coalesced; one wake-up per loop)."""
         finished = sum(1 for _, chunk in items if chunk.finish_reason is not None)
         if finished:
             with self._lock:
                 self._in_flight -= finished
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[GenerationStream, Chunk]]] = {}
+        now = time.perf_counter()
         for stream, chunk in items:
-            by_loop.setdefault(stream._loop, []).append((stream, chunk))
-        for loop, batch in by_loop.items():
-            loop.call_soon_threadsafe(_deliver_all, batch)
+            self._outbox.put(stream, stream._loop, chunk, now)
 
-    def _new_generator(self) -> BatchGenerator:
+    def _new_generator(self) -> Any:
         tokenizer = self.loaded.tokenizer
+        if self.engine == "slots":
+            return SlotGenerator(
+                self._batch_model,
+                stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
+                completion_batch_size=self.max_batch_size,
+                prefill_batch_size=min(8, self.max_batch_size),
+                prefill_step_size=self.prefill_step_size,
+            )
         generator = BatchGenerator(
             self._batch_model,
             stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
@@ -336,6 +351,7 @@ class EngineWorker:
                     continue
                 try:
                     self._step(generator, active, by_stream)
+                    self._outbox.flush(time.perf_counter())
                 except Exception as exc:  # a failed step fails its batch, not the server
                     log.exception("decode step failed; failing %d requests", len(active))
                     for entry in active.values():

@@ -97,6 +97,22 @@ def test_kv_bits_flag() -> None:
         _parse(["--kv-bits", "3"], {})
 
 
+def test_stream_window_flag() -> None:
+    assert _parse([], {}).stream_window_ms == 10.0
+    assert _parse(["--stream-window-ms", "0"], {}).stream_window_ms == 0.0
+    with pytest.raises(ConfigError, match="--stream-window-ms"):
+        _parse(["--stream-window-ms", "-1"], {})
+
+
+def test_engine_flag() -> None:
+    assert _parse([], {}).engine == "batch"
+    assert _parse(["--engine", "slots"], {}).engine == "slots"
+    with pytest.raises(ConfigError, match="--engine slots"):
+        _parse(["--engine", "slots", "--kv-bits", "8"], {})
+    with pytest.raises(ConfigError, match="--engine slots"):
+        _parse(["--engine", "slots", "--speculative", "ngram"], {})
+
+
 def test_store_url_default_env_and_flag() -> None:
     assert _parse([], {}).store_url == "memory"
     env = {"MLX_RESPONSES_STORE_URL": "redis://10.0.0.5:6379/2"}

@@ -1,0 +1,127 @@
+"""Chunks on their way from the MLX thread to the asyncio loops, coalesced.
+
+Two things keep the serving path's per-token cost off the decode loop:
+
+- a coalescing window per stream: after a stream's first token (sent at once, for the time to
+  first token), the tokens of later steps are merged into one chunk until `window` seconds have
+  passed since the oldest one held, `max_tokens` are held, or the sequence finishes. When
+  steps are slower than the window every token still leaves alone; when they are fast (an
+  accelerator, a small model) a stream's tokens leave a few at a time, as one event, one gRPC
+  message, one SSE frame. The
+  concatenation of a stream's chunks is the same either way.
+- one wake-up per loop at a time: the engine thread appends to the loop's inbox and schedules
+  a drain only when none is pending, so a loop that is behind picks up several steps' chunks in
+  one go instead of one self-pipe write and one callback per step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from mlx_responses.service.engine.requests import Chunk
+
+
+class Receiver(Protocol):
+    """The asyncio side of a stream: where its chunks end up (on its loop's thread)."""
+
+    def deliver(self, chunk: Chunk) -> None: ...
+
+
+R = TypeVar("R", bound=Receiver)
+
+# A stream's chunk leaves once it holds this many tokens, whatever the window: bounds how
+# bursty a fast stream looks (and keeps a few deltas per short reply).
+MAX_HELD_TOKENS = 4
+
+
+@dataclass
+class _Held(Generic[R]):
+    receiver: R
+    loop: asyncio.AbstractEventLoop
+    chunk: Chunk
+    since: float
+
+
+class _Inbox(Generic[R]):
+    """One loop's pending deliveries; drained on that loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.items: list[tuple[R, Chunk]] = []
+        self.scheduled = False
+
+
+class Outbox(Generic[R]):
+    """Owned by the engine thread: `put` each step's chunks, then `flush` once per step."""
+
+    def __init__(self, window: float = 0.0, max_tokens: int = MAX_HELD_TOKENS) -> None:
+        self.window = window
+        self.max_tokens = max_tokens
+        self._held: dict[int, _Held[R]] = {}
+        self._started: set[int] = set()  # receivers whose first token has left
+        self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox[R]] = {}
+        self._lock = threading.Lock()
+        self.sent_chunks = 0  # chunks handed to loops (after coalescing)
+        self.wakeups = 0  # drains scheduled on loops
+
+    def put(self, receiver: R, loop: asyncio.AbstractEventLoop, chunk: Chunk, now: float) -> None:
+        """Holds or sends `chunk`; a final chunk sends whatever the receiver has held."""
+        key = id(receiver)
+        held = self._held.pop(key, None)
+        if held is not None:
+            chunk = held.chunk.merged(chunk)
+        since = held.since if held is not None else now
+        first = key not in self._started and chunk.tokens > 0
+        if (
+            chunk.finish_reason is not None
+            or first
+            or self.window <= 0
+            or now - since >= self.window
+            or chunk.tokens >= self.max_tokens
+        ):
+            if chunk.finish_reason is not None:
+                self._started.discard(key)
+            elif chunk.tokens:
+                self._started.add(key)
+            self._send(receiver, loop, chunk)
+        else:
+            self._held[key] = _Held(receiver, loop, chunk, since)
+
+    def flush(self, now: float) -> None:
+        """Sends every held chunk whose window has passed (call once per engine step)."""
+        for key, held in list(self._held.items()):
+            if now - held.since >= self.window:
+                del self._held[key]
+                self._send(held.receiver, held.loop, held.chunk)
+
+    def _send(self, receiver: R, loop: asyncio.AbstractEventLoop, chunk: Chunk) -> None:
+        self.sent_chunks += 1
+        with self._lock:
+            inbox = self._inboxes.get(loop)
+            if inbox is None:
+                inbox = self._inboxes[loop] = _Inbox(loop)
+            inbox.items.append((receiver, chunk))
+            if inbox.scheduled:
+                return
+            inbox.scheduled = True
+        self.wakeups += 1
+        try:
+            loop.call_soon_threadsafe(self._drainer(inbox))
+        except RuntimeError:  # the loop is closed: nobody is left to read
+            with self._lock:
+                inbox.items.clear()
+                inbox.scheduled = False
+
+    def _drainer(self, inbox: _Inbox[R]) -> Callable[[], None]:
+        def drain() -> None:
+            with self._lock:
+                items, inbox.items = inbox.items, []
+                inbox.scheduled = False
+            for receiver, chunk in items:
+                receiver.deliver(chunk)
+
+        return drain
