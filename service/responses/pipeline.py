@@ -578,7 +578,8 @@ class ResponsePipeline:
 
     async def persist(self, turn: Turn, final: pb.Response) -> None:
         """Stores the finished response and appends the turn to its conversation."""
-        self.reasoning_echo.remember(final.output)
+        # The reply answers the request's last input item (compaction may have folded it).
+        self.reasoning_echo.remember(turn.params.input or turn.context, final.output)
         context = [*turn.context, *final.output]
         if final.store and self.responses.enabled:
             await self.responses.put(StoredResponse(response=final, context=context))
