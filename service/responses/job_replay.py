@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.responses.events import TERMINAL_EVENT as TERMINAL_EVENTS
 from mlx_responses.service.responses.jobs import REMOTE_POLL_S, JobManager
-from mlx_responses.service.stores.base import EventLog, ResponseStore
+from mlx_responses.service.stores.base import EventLog
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -36,15 +36,6 @@ class JobReplay:
 
     jobs: JobManager
     events: EventLog
-    responses: ResponseStore
-
-    async def _object(self, response_id: str) -> pb.Response | None:
-        """The response as a poll sees it (a job's view, a kept or a stored object)."""
-        found = await self.jobs.get(response_id)
-        if found is not None:
-            return found
-        stored = await self.responses.get(response_id)
-        return stored.response if stored is not None else None
 
     async def _check(self, response_id: str, starting_after: int | None) -> pb.Response:
         if starting_after is not None and starting_after < 0:
@@ -53,7 +44,7 @@ class JobReplay:
                 "starting_after",
                 "invalid_value",
             )
-        found = await self._object(response_id)
+        found = await self.jobs.find(response_id)
         if found is None:
             raise ServiceError(
                 Reason.NOT_FOUND, f"Response with id '{response_id}' not found.", param="id"
@@ -118,7 +109,7 @@ class JobReplay:
                     return
             elif not running:
                 # Its owner died before logging an end: close with the object as it stands.
-                found = await self._object(response_id)
+                found = await self.jobs.find(response_id)
                 if found is not None:
                     yield [_final_event(found, start)]
                 return

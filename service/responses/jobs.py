@@ -337,12 +337,21 @@ class JobManager:
             return
         await self.board.keep(final, final.ByteSize())
 
-    async def get(self, response_id: str) -> pb.Response | None:
-        """The poll view of an active job (any replica), or a kept ephemeral/oversized object."""
+    async def find(self, response_id: str) -> pb.Response | None:
+        """The response as a poll sees it, wherever it is: THE lookup of a response by id.
+
+        An active job's view (this replica's, else the board's), else the stored object, else a
+        kept one (a `store: false` background response, or the failed stub of one too big to
+        store). A finished job is stored or kept, never both (`_keep`).
+        """
         job = self.active.get(response_id)
         if job is not None:
             return job.poll_view()
-        return await self.board.view(response_id) or await self.board.kept(response_id)
+        view = await self.board.view(response_id)
+        if view is not None:
+            return view
+        stored = await self.responses.get(response_id)
+        return stored.response if stored is not None else await self.board.kept(response_id)
 
     async def refuse_delete(self, response_id: str) -> None:
         """An unfinished background response cannot be deleted: cancel it first."""
@@ -378,10 +387,6 @@ class JobManager:
         """Drops a kept ephemeral object; False if none."""
         return await self.board.forget(response_id)
 
-    async def _final(self, response_id: str) -> pb.Response | None:
-        stored = await self.responses.get(response_id)
-        return stored.response if stored is not None else await self.board.kept(response_id)
-
     async def cancel(self, response_id: str) -> pb.Response | None:
         """Cancels an active job (here or on its owner) and returns its final object.
 
@@ -393,14 +398,14 @@ class JobManager:
                 return None
             await self.board.request_cancel(response_id)
             await self.wait_ended(response_id)
-            return await self._final(response_id)
+            return await self.find(response_id)
         job.cancel_requested = True
         if await self.pipeline.in_flight.cancel(response_id) is None and job.task is not None:
             # Still queued ahead of the engine: stop the task itself.
             job.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(job.done.wait(), CANCEL_WAIT_S)
-        return await self._final(response_id)
+        return await self.find(response_id)
 
     async def close(self) -> None:
         """Cancels every job (shutdown)."""

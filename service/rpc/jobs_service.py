@@ -43,9 +43,7 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
             # Run by another replica (or finished): its final object is what there is to see.
             await manager.wait_ended(request.id, timeout=float("inf"))
         if await manager.status_of(request.id) is None:
-            kept = await manager.get(request.id)
-            stored = await self._core.responses.get(request.id)
-            final = kept or (stored.response if stored else None)
+            final = await manager.find(request.id)
             if final is None:
                 raise not_found("Response", request.id)
             # A finished job: its terminal snapshot is all there is to watch.
@@ -63,7 +61,7 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
     ) -> AsyncIterator[jobs.StreamJobEventsResponse]:
         if not self._core.responses.enabled:
             raise store_disabled("Response storage")
-        replay = JobReplay(self._core.jobs, self._core.events, self._core.responses)
+        replay = JobReplay(self._core.jobs, self._core.events)
         after = request.starting_after if request.HasField("starting_after") else None
         async for events in replay.stream(request.id, after):
             yield jobs.StreamJobEventsResponse(events=events)
@@ -82,9 +80,11 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
             final = await self._core.jobs.foreground.cancel_elsewhere(request.id)
         if final is not None:
             return jobs.CancelResponseResponse(response=final)
+        # Nothing runs it: a stored response is cancelled already or cannot be; a kept one
+        # (store: false) answers as it ended.
         stored = await self._core.responses.get(request.id)
-        kept = await self._core.jobs.get(request.id)
-        if stored is None and kept is not None:
+        kept = await self._core.jobs.find(request.id) if stored is None else None
+        if kept is not None:
             return jobs.CancelResponseResponse(response=kept)
         if stored is None:
             raise not_found("Response", request.id)

@@ -52,13 +52,14 @@ class StorageServicer(st_grpc.StorageServiceServicer):
         if not owns(request.id):
             raise not_found("Response", request.id)
         jobs = self._core.jobs_if_ready
-        kept = await jobs.get(request.id) if jobs is not None else None
-        if kept is not None:
-            return st.GetResponseResponse(response=kept)
-        stored = await self._core.responses.get(request.id)
-        if stored is None:
+        if jobs is not None:
+            found = await jobs.find(request.id)
+        else:  # before the core is ready only the store can know it
+            stored = await self._core.responses.get(request.id)
+            found = stored.response if stored is not None else None
+        if found is None:
             raise not_found("Response", request.id)
-        return st.GetResponseResponse(response=stored.response)
+        return st.GetResponseResponse(response=found)
 
     async def DeleteResponse(
         self, request: st.DeleteResponseRequest, context: Context
