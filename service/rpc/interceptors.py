@@ -104,10 +104,9 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                     await _abort(context, error)
                 except (grpc.aio.AbortError, asyncio.CancelledError):
                     raise
-                except Exception as exc:
-                    await _unexpected(context, exc, method)
                 except BaseException as exc:
-                    # e.g. a native library's panic (pyo3's PanicException): still answered.
+                    # Any other failure is answered, a native library's panic (pyo3's
+                    # PanicException, a BaseException) included; the process's own exits are not.
                     if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                         raise
                     await _unexpected(context, exc, method)
@@ -125,10 +124,9 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                     await _abort(context, error)
                 except (grpc.aio.AbortError, asyncio.CancelledError):
                     raise
-                except Exception as exc:
-                    await _unexpected(context, exc, method)
                 except BaseException as exc:
-                    # e.g. a native library's panic (pyo3's PanicException): still answered.
+                    # Any other failure is answered, a native library's panic (pyo3's
+                    # PanicException, a BaseException) included; the process's own exits are not.
                     if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                         raise
                     await _unexpected(context, exc, method)
