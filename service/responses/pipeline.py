@@ -35,7 +35,7 @@ from mlx_responses.service.responses.item_refs import resolve_references
 from mlx_responses.service.responses.media_policy import MediaPolicy
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.remote_media import RemoteMedia
-from mlx_responses.service.responses.tool_policy import HostedToolPolicy
+from mlx_responses.service.responses.tool_policy import HostedToolPolicy, ResolvedTools
 from mlx_responses.service.responses.tool_stream import ToolCallStreamer
 from mlx_responses.service.responses.validation import check_client_template, validate_params
 from mlx_responses.service.stores.base import ConversationStore, ResponseStore, StoredResponse
@@ -167,6 +167,18 @@ class ResponsePipeline:
                 setattr(r, name, getattr(params, name))
         return r
 
+    def _resolve(
+        self, runtime: ModelRuntime, params: pb.CreateResponseParams, log_id: str | None = None
+    ) -> tuple[ResolvedTools, ResolvedTools]:
+        """The request as the model takes it: media the model cannot read dropped or refused,
+        hosted and namespace tools resolved, custom tools lowered to functions.
+
+        Returns the tools as offered (what the response echoes) and as lowered.
+        """
+        media = self.media_policy.apply(params, log_id, reads_images=runtime.reads_media)
+        offered = self.tool_policy.resolve(media)
+        return offered, lower(offered)
+
     async def _render(
         self, runtime: ModelRuntime, params: pb.CreateResponseParams, *, decode_media: bool = True
     ) -> tuple[RequestJson, list[pb.Item], RenderedPrompt]:
@@ -207,24 +219,17 @@ class ResponsePipeline:
                 runtime.render_request, turn.params, turn.parsed, turn.context
             )
         turn.media_pending = False
-        room = runtime.loaded.context_length - len(turn.prompt.tokens)
-        if room < 1:
-            raise ServiceError(
-                Reason.CONTEXT_LENGTH_EXCEEDED,
-                f"The input is {len(turn.prompt.tokens)} tokens, which leaves no room for output "
-                f"in the model's {runtime.loaded.context_length}-token context window.",
-                param="input",
-                code="context_length_exceeded",
-            )
-        requested = _requested(turn.params, self.default_max_output_tokens)
-        turn.sampling = replace(turn.sampling, max_tokens=min(requested, room))
+        window = runtime.loaded.context_length
+        if window - len(turn.prompt.tokens) < 1:
+            raise _no_room_for_output(len(turn.prompt.tokens), window)
+        self._fit_output(turn)
 
     async def count_input_tokens(
         self, runtime: ModelRuntime, params: pb.CreateResponseParams
     ) -> int:
         """Rendered input tokens, history included, exactly as generation renders them."""
-        params = self.media_policy.apply(params, reads_images=runtime.reads_media)
-        _, _, prompt = await self._render(runtime, lower(self.tool_policy.resolve(params)).params)
+        _, resolved = self._resolve(runtime, params)
+        _, _, prompt = await self._render(runtime, resolved.params)
         return len(prompt.tokens)
 
     # --- compaction ------------------------------------------------------------------------
@@ -236,8 +241,7 @@ class ResponsePipeline:
     ) -> cp.CompactResponseResponse:
         """`POST /v1/responses/compact`: the compacted history; nothing is stored."""
         validate_compact_request(params, keep_tokens)
-        media = self.media_policy.apply(params, reads_images=runtime.reads_media)
-        params = lower(self.tool_policy.resolve(media)).params
+        params = self._resolve(runtime, params)[1].params
         parsed, context, prompt = await self._render(runtime, params)
         return await self._compactor(runtime).compact_request(
             params, parsed, context, prompt, keep_tokens
@@ -258,7 +262,11 @@ class ResponsePipeline:
         )
         turn.compaction = result
         turn.compaction_pending = False
-        room = runtime.loaded.context_length - len(turn.prompt.tokens)
+        self._fit_output(turn)
+
+    def _fit_output(self, turn: Turn) -> None:
+        """The output budget again, for a prompt that changed (compacted, or media decoded)."""
+        room = turn.runtime.loaded.context_length - len(turn.prompt.tokens)
         requested = _requested(turn.params, self.default_max_output_tokens)
         turn.sampling = replace(turn.sampling, max_tokens=min(requested, room))
 
@@ -275,12 +283,8 @@ class ResponsePipeline:
         Automatic compaction runs here too, unless deferred to a background job.
         """
         response_id = response_id or self.ids("resp")
-        offered = self.tool_policy.resolve(
-            self.media_policy.apply(params, response_id, reads_images=runtime.reads_media)
-        )
-        resolved = lower(offered)
+        offered, resolved = self._resolve(runtime, params, response_id)
         params = resolved.params
-        response_id = response_id or self.ids("resp")
         # A background job decodes its media in the queued phase (decode_media).
         media_pending = defer_compaction and has_media(params.input)
         parsed, context, prompt = await self._render(
@@ -293,12 +297,7 @@ class ResponsePipeline:
         due = compaction_due(params, len(prompt.tokens), window)
         room = window - len(prompt.tokens)
         if room < 1 and not due:
-            raise ServiceError(
-                Reason.CONTEXT_LENGTH_EXCEEDED,
-                f"The input is {len(prompt.tokens)} tokens, which leaves no room for output in "
-                f"the model's {window}-token context window.",
-                param="input",
-            )
+            raise _no_room_for_output(len(prompt.tokens), window)
         response = self.initial_response(runtime, params, response_id)
         if resolved.custom:  # the echo shows custom tools as offered, not as the model sees them
             del response.tools[:]
@@ -609,3 +608,13 @@ class ResponsePipeline:
             if events and events[-1].WhichOneof("payload") == "snapshot":
                 final = events[-1].snapshot.response
         return final
+
+
+def _no_room_for_output(tokens: int, window: int) -> ServiceError:
+    """The seed's 400 `context_length_exceeded` for a prompt that fills the context window."""
+    return ServiceError(
+        Reason.CONTEXT_LENGTH_EXCEEDED,
+        f"The input is {tokens} tokens, which leaves no room for output in the model's "
+        f"{window}-token context window.",
+        param="input",
+    )
