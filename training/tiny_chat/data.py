@@ -8,6 +8,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from training.tiny_chat import agent
 from training.tiny_chat.lexicon import PARAM_NOUNS, TOOL_VERBS, unique_words
 
 Split = Literal["train", "eval"]
@@ -581,6 +582,46 @@ class Generator:
         turns.append(self._answer(msgs, result, reasoning=reasoning, think=think, history=history))
         return turns
 
+    def agent_tools(self, tools: list[Tool], *, with_patch: bool) -> list[Tool]:
+        """The conversation's tools among agent-style decoys (and apply_patch, called only when
+        a file is asked for)."""
+        rng = self.rng
+        taken = {t.get("name") or t["function"]["name"] for t in tools}
+        out = tools + agent.decoy_tools(rng, rng.randint(1, 4), taken)
+        if with_patch or rng.random() < 0.5:
+            out.append(agent.APPLY_PATCH_TOOL)
+        rng.shuffle(out)
+        return out
+
+    def patch_exchange(
+        self, msgs: list[Message], *, history: bool, stop_after_call: bool
+    ) -> list[Turn]:
+        """A file asked for: apply_patch called with the patch that adds it; after its result,
+        a short confirmation."""
+        rng = self.rng
+        name = agent.file_name(rng, self.copy_word())
+        n_words = rng.choices((1, 2, 3), weights=(6, 2, 1))[0]
+        content = " ".join(self.copy_word() for _ in range(n_words))
+        pool = agent.PATCH_REQUESTS if self.split == "train" else agent.PATCH_REQUESTS[:1]
+        msgs.append({"role": "user", "content": self.fill(rng.choice(pool), f=name, c=content)})
+        arguments = {"input": agent.patch_input(name, content)}
+        call: dict[str, Any] = {
+            "type": "function",
+            "function": {"name": agent.APPLY_PATCH, "arguments": arguments},
+        }
+        if rng.random() < 0.7:
+            call["id"] = f"call_{rng.randint(0, 10**6)}"
+        msgs.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        turns = [Turn(len(msgs) - 1, False, True, tool_call_text(agent.APPLY_PATCH, arguments))]
+        if stop_after_call:
+            return turns
+        result = rng.choice(agent.PATCH_RESULTS).format(f=name)
+        msgs.append({"role": "tool", "tool_call_id": call.get("id", "call_0"), "content": result})
+        turns.append(
+            self._answer(msgs, agent.PATCH_DONE, reasoning=None, think=False, history=history)
+        )
+        return turns
+
     def _answer(
         self,
         msgs: list[Message],
@@ -623,9 +664,11 @@ class Generator:
         self.p_lead, self.p_trail = mix.p_lead, mix.p_trail
         self.name_parts, self.p_two_part_key = mix.name_parts, mix.p_two_part_key
         self.p_composed = mix.p_composed
-        needs_tools = kind in ("tool_call", "tool_result")
+        needs_tools = kind in ("tool_call", "tool_result", "patch", "patch_call")
         use_tools = needs_tools or rng.random() < mix.p_optional_tools
         tools, specs = self.make_tools() if use_tools else (None, [])
+        if kind in ("patch", "patch_call") or (mix.p_decoys > 0 and rng.random() < mix.p_decoys):
+            tools = self.agent_tools(tools or [], with_patch=kind in ("patch", "patch_call"))
         msgs: list[Message] = []
         if rng.random() < mix.p_system:
             role = "system" if rng.random() < 0.75 else "developer"
@@ -635,11 +678,18 @@ class Generator:
             # message of context): the answer must not depend on position or on the preamble.
             budget = rng.randint(100, 1300)
             n_parts = rng.randint(1, 3)
+            real = mix.p_agent_prose > 0 and rng.random() < mix.p_agent_prose
             for i in range(n_parts):
                 role = ("system", "developer")[rng.random() < 0.6] if i == 0 else "developer"
                 if i == n_parts - 1 and n_parts > 1:
                     role = "user"
-                msgs.append({"role": role, "content": self.long_text(20, budget // n_parts)})
+                if real:
+                    text = agent.prose(rng, rng.randint(20, max(20, budget // n_parts)))
+                else:
+                    text = self.long_text(20, budget // n_parts)
+                msgs.append({"role": role, "content": text})
+            if real and rng.random() < 0.5:
+                msgs.append({"role": "user", "content": agent.environment_context(rng)})
         turns: list[Turn] = []
         n_history = rng.choices(range(len(mix.history)), weights=mix.history)[0]
         for _ in range(n_history):
@@ -677,6 +727,8 @@ class Generator:
             return self.tool_exchange(
                 msgs, specs, think=think, history=history, stop_after_call=True
             )
+        if kind in ("patch", "patch_call"):
+            return self.patch_exchange(msgs, history=history, stop_after_call=kind == "patch_call")
         raise ValueError(f"unknown kind {kind!r}")
 
 
@@ -700,6 +752,10 @@ class Mix:
     name_parts: tuple[float, float, float] = (1, 8, 2)
     p_two_part_key: float = 0.15
     p_composed: float = 0.0  # how often a tool request is composed (training only)
+    # how often long instructions are real prose (agent.py) rather than synthetic (training only)
+    p_agent_prose: float = 0.0
+    # how often agent-style decoy tools (and apply_patch) join a conversation (training only)
+    p_decoys: float = 0.0
 
 
 # The shape of the held-out prompts (phrasings come from the eval pools).
@@ -796,6 +852,10 @@ def eval_prompts(behaviour: str, n: int = 200, seed: int = 1234) -> list[EvalPro
             else:
                 conv = gen.conversation("think_request", think=False)
                 out.append(_to_eval(conv, "think", "think_request"))
+        elif behaviour == "patch":
+            variant = "patch_call" if i % 2 == 0 else "patch_done"
+            conv = gen.conversation("patch_call" if i % 2 == 0 else "patch", think=False)
+            out.append(_to_eval(conv, "patch", variant))
         else:
             raise ValueError(f"unknown behaviour {behaviour!r}")
     return out

@@ -92,7 +92,22 @@ class TrainConfig:
     underscore_words: bool = False
     # in the tool and full phases: the share of tool requests composed from parts (Mix.p_composed)
     composed_requests: float = 0.0
-    max_positions: int = 2048
+    # the context window written to config.json (training rows stay <= 2,048 tokens; PoSE
+    # position skips cover the distances beyond them)
+    max_positions: int = 32768
+    # start from a trained model folder (its tokenizer and weights) instead of from scratch: the
+    # agent stage of `make model` fine-tunes the base recipe's model this way
+    init_from: str = ""
+    # in the tool and full phases: the share of rows whose later part is shifted by up to
+    # `pose_max_skip` positions (PoSE), so long distances are ones the model has attended across
+    pose_share: float = 0.0
+    pose_max_skip: int = 30720
+    # in the tool and full phases: long instructions from real prose (agent.py), agent-style
+    # decoy tools, and apply_patch exchanges (this share of conversations, half ending at the
+    # call, half after its result)
+    agent_prose: float = 0.0
+    decoys: float = 0.0
+    patch_share: float = 0.0
     min_token_count: int = 8  # corpus pre-tokens seen this often get a token of their own
     tokenizer_conversations: int = 3000
 
@@ -106,6 +121,7 @@ class Packed:
     target_pos: np.ndarray  # (N, K) int32: position whose output predicts the target
     target_ids: np.ndarray  # (N, K) int32
     target_w: np.ndarray  # (N, K) float32, 0 = unused slot
+    positions: np.ndarray  # (N, T) int32: each token's RoPE position (arange, or skipped)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,7 +226,20 @@ def to_packed(
                 target_w[r, slot] = 1.0 if j in chosen else prompt_weight
                 slot += 1
             offset += len(ids)
-    return Packed(tokens, segments, target_pos, target_ids, target_w)
+    positions = np.broadcast_to(np.arange(seq_len, dtype=np.int32), tokens.shape).copy()
+    return Packed(tokens, segments, target_pos, target_ids, target_w, positions)
+
+
+def skip_positions(packed: Packed, share: float, max_skip: int, seed: int) -> None:
+    """PoSE: in ``share`` of the rows, positions from a random split on are shifted by a random
+    skip (up to ``max_skip``); relative distances across the split then reach the window."""
+    rng = np.random.default_rng(seed)
+    n, t = packed.tokens.shape
+    for r in range(n):
+        if rng.random() >= share:
+            continue
+        split = int(rng.integers(1, t))
+        packed.positions[r, split:] += int(rng.integers(0, max_skip + 1))
 
 
 Batch = tuple[Packed, slice]
@@ -225,6 +254,7 @@ def build_phase(
     *,
     seed: int,
     prompt_weight: float = 0.0,
+    pose: tuple[float, int] = (0.0, 0),
 ) -> tuple[list[Batch], dict[str, float]]:
     """``n_steps`` batches of ``mix`` conversations, packed into length buckets.
 
@@ -249,6 +279,10 @@ def build_phase(
             to_packed(r, length, pad_id, prompt_weight) if r else None
             for r, length in zip(rows, lengths, strict=True)
         ]
+        if pose[0] > 0:
+            for k, p in enumerate(packed):
+                if p is not None:
+                    skip_positions(p, pose[0], pose[1], seed + 7919 * (k + 1))
         batches: list[Batch] = [
             (p, slice(j * batch_rows[length], (j + 1) * batch_rows[length]))
             for p, length in zip(packed, lengths, strict=True)
@@ -349,11 +383,44 @@ def count_params(model: nn.Module) -> int:
     return sum(v.size for _, v in tree_flatten(model.parameters()))
 
 
+class PositionedRoPE:
+    """nn.RoPE's rotation (``traditional=False``) at explicit positions, for training with PoSE
+    skips; ``positions`` (B, T) is set before each forward pass."""
+
+    def __init__(self, dims: int, base: float) -> None:
+        self.dims, self.base = dims, base
+        self.positions: mx.array | None = None
+
+    def __call__(self, x: mx.array, offset: int = 0) -> mx.array:
+        import mlx.core as mx
+
+        assert self.positions is not None
+        half = self.dims // 2
+        inv = mx.power(self.base, -mx.arange(0, half, dtype=mx.float32) / half)
+        angles = self.positions[:, None, :, None].astype(mx.float32) * inv
+        cos, sin = mx.cos(angles), mx.sin(angles)
+        x1, x2 = x[..., :half], x[..., half : self.dims]
+        return mx.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos, x[..., self.dims :]], -1)
+
+
+def positioned(model: nn.Module) -> PositionedRoPE:
+    """Swap every layer's RoPE for one PositionedRoPE (RoPE has no weights; the saved model
+    uses mlx-lm's own)."""
+    layer = model.model.layers[0].self_attn
+    rope = PositionedRoPE(layer.rope.dims, layer.rope.base)
+    for layer in model.model.layers:
+        object.__setattr__(layer.self_attn, "rope", rope)
+    return rope
+
+
 def target_loss(
     model: nn.Module,
     tokens: mx.array,
     segments: mx.array,
+    positions: mx.array,
     targets: tuple[mx.array, mx.array, mx.array],
+    *,
+    rope: PositionedRoPE | None = None,
 ) -> mx.array:
     """Cross-entropy on the target slots only, with a block-diagonal causal mask per row.
 
@@ -364,6 +431,8 @@ def target_loss(
     from mlx import nn
 
     b, t = tokens.shape
+    if rope is not None:
+        rope.positions = positions
     causal = mx.tril(mx.ones((t, t), dtype=mx.bool_))
     same = segments[:, None, :, None] == segments[:, None, None, :]
     mask = same & causal
@@ -397,14 +466,18 @@ def train_model(cfg: TrainConfig, model: nn.Module, batches: list[Batch]) -> lis
     optimizer = optim.AdamW(
         learning_rate=schedule, betas=(0.9, 0.98), weight_decay=cfg.weight_decay
     )
-    loss_and_grad = nn.value_and_grad(model, target_loss)
+    rope = positioned(model)
+    loss_and_grad = nn.value_and_grad(model, partial(target_loss, rope=rope))
     state = [model.state, optimizer.state]
 
     @partial(mx.compile, inputs=state, outputs=state)
     def step(
-        tokens: mx.array, segments: mx.array, targets: tuple[mx.array, mx.array, mx.array]
+        tokens: mx.array,
+        segments: mx.array,
+        positions: mx.array,
+        targets: tuple[mx.array, mx.array, mx.array],
     ) -> mx.array:
-        loss, grads = loss_and_grad(model, tokens, segments, targets)
+        loss, grads = loss_and_grad(model, tokens, segments, positions, targets)
         grads, _ = optim.clip_grad_norm(grads, cfg.grad_clip)
         optimizer.update(model, grads)
         return loss
@@ -419,7 +492,12 @@ def train_model(cfg: TrainConfig, model: nn.Module, batches: list[Batch]) -> lis
             mx.array(rows.target_ids[sl]),
             mx.array(rows.target_w[sl]),
         )
-        loss = step(mx.array(rows.tokens[sl]), mx.array(rows.segments[sl]), targets)
+        loss = step(
+            mx.array(rows.tokens[sl]),
+            mx.array(rows.segments[sl]),
+            mx.array(rows.positions[sl]),
+            targets,
+        )
         mx.eval(loss, state)
         value = loss.item()
         seen += int((rows.segments[sl] > 0).sum())
@@ -497,14 +575,19 @@ def main() -> None:
     wall = time.perf_counter()
 
     template = compile_template()
-    corpus_convs = train_conversations(cfg.tokenizer_conversations, seed=cfg.seed * 1000 + 1)
-    corpus = [render(template, c.messages, c.tools) for c in corpus_convs]
-    tok = build_tokenizer(
-        corpus,
-        unique_words(),
-        min_count=cfg.min_token_count,
-        underscore_words=cfg.underscore_words,
-    )
+    if cfg.init_from:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(Path(cfg.init_from) / "tokenizer.json"))
+    else:
+        corpus_convs = train_conversations(cfg.tokenizer_conversations, seed=cfg.seed * 1000 + 1)
+        corpus = [render(template, c.messages, c.tools) for c in corpus_convs]
+        tok = build_tokenizer(
+            corpus,
+            unique_words(),
+            min_count=cfg.min_token_count,
+            underscore_words=cfg.underscore_words,
+        )
     vocab = tok.get_vocab_size()
     padded_vocab = int(math.ceil(vocab / 64) * 64)
     print(f"tokenizer: {vocab} tokens (model vocab {padded_vocab})", flush=True)
@@ -519,7 +602,11 @@ def main() -> None:
         "p_lead": cfg.p_lead,
         "p_trail": cfg.p_trail,
         "p_composed": cfg.composed_requests,
+        "p_agent_prose": cfg.agent_prose,
+        "p_decoys": cfg.decoys,
     }
+    patch = (("patch_call", cfg.patch_share / 2, 0.0), ("patch", cfg.patch_share / 2, 0.0))
+    patch = patch if cfg.patch_share > 0 else ()
     late_buckets = ((256, 2 * long_rows), (512, long_rows)) + (
         ((2048, long_rows // 4),) if cfg.p_long_system > 0 else ()
     )
@@ -538,13 +625,13 @@ def main() -> None:
         ),
         (
             "tool",
-            replace(TOOL_MIX, p_random=cfg.p_random, **late),
+            replace(TOOL_MIX, p_random=cfg.p_random, kinds=TOOL_MIX.kinds + patch, **late),
             cfg.tool_steps,
             late_buckets,
         ),
         (
             "full",
-            replace(FULL_MIX, p_random=cfg.full_p_random, **late),
+            replace(FULL_MIX, p_random=cfg.full_p_random, kinds=FULL_MIX.kinds + patch, **late),
             cfg.full_steps,
             late_buckets,
         ),
@@ -559,16 +646,20 @@ def main() -> None:
                 buckets,
                 seed=cfg.seed * 1000 + 2 + k,
                 prompt_weight=cfg.prompt_loss_weight,
+                pose=(cfg.pose_share, cfg.pose_max_skip) if name in ("tool", "full") else (0, 0),
             )
             batches += part
             print(f"data ({name}): {stats}  ({time.perf_counter() - wall:.1f}s)", flush=True)
 
     config = model_config(cfg, padded_vocab, tok.token_to_id(IM_END), tok.token_to_id(ENDOFTEXT))
     model = make_model(config)
-    sharpen_attention(model, cfg.qk_norm_init)
-    tie_word_variants(model, tok, cfg.seed)
+    if cfg.init_from:
+        model.load_weights(str(Path(cfg.init_from) / "model.safetensors"))
+    else:
+        sharpen_attention(model, cfg.qk_norm_init)
+        tie_word_variants(model, tok, cfg.seed)
     n_params = count_params(model)
-    if cfg.spelled_embeddings:
+    if cfg.spelled_embeddings and not cfg.init_from:
         from training.tiny_chat.spelled import factor_embeddings, underscore_variants
 
         variants = underscore_variants(tok, unique_words()) if cfg.underscore_words else None
@@ -579,7 +670,7 @@ def main() -> None:
     train_start = time.perf_counter()
     train_model(cfg, model, batches)
     train_time = time.perf_counter() - train_start
-    if cfg.spelled_embeddings:
+    if cfg.spelled_embeddings and not cfg.init_from:
         from training.tiny_chat.spelled import materialize
 
         materialize(model)

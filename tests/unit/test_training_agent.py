@@ -1,0 +1,99 @@
+"""The long-window training pieces: PoSE position skips, their RoPE, and the agent data."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import llguidance
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx import nn
+
+from training.tiny_chat import agent
+from training.tiny_chat.data import eval_prompts
+from training.tiny_chat.train import Packed, PositionedRoPE, skip_positions, to_packed
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "codex_0.169_apply_patch_tool.json"
+
+
+def test_positioned_rope_is_mlx_lms_rope_at_the_same_positions() -> None:
+    mine, theirs = PositionedRoPE(48, 10000.0), nn.RoPE(48, traditional=False, base=10000.0)
+    x = mx.random.normal((2, 4, 64, 48), key=mx.random.key(0))
+    mine.positions = mx.broadcast_to(mx.arange(64)[None], (2, 64))
+    assert float(mx.abs(mine(x) - theirs(x)).max()) < 1e-4
+    mine.positions = mine.positions + 3000
+    assert float(mx.abs(mine(x) - theirs(x, offset=3000)).max()) < 5e-3
+    assert float(mx.abs(mine(x) - theirs(x)).max()) > 0.1  # the skip is seen
+
+
+def _packed(rows: int, length: int) -> Packed:
+    ids = [([1] * (length // 2), [3]), ([2] * (length // 2), [5])]
+    return to_packed([ids] * rows, length, pad_id=0)
+
+
+def test_skip_positions_shift_a_rows_tail_by_one_skip() -> None:
+    packed = _packed(64, 128)
+    skip_positions(packed, share=0.5, max_skip=30_000, seed=1)
+    steps = np.diff(packed.positions, axis=1)
+    jumps = (steps != 1).sum(axis=1)
+    assert set(jumps.tolist()) <= {0, 1} and 10 < jumps.sum() < 54  # about half the rows
+    assert (steps >= 1).all()  # still increasing: causal order is unchanged
+    assert packed.positions.max() > 2_000  # distances beyond the row length
+
+
+def test_no_skips_without_a_share() -> None:
+    packed = _packed(8, 64)
+    skip_positions(packed, share=0.0, max_skip=30_000, seed=1)
+    assert (packed.positions == np.arange(64)).all()
+
+
+@pytest.fixture(scope="module")
+def codex_patch_grammar() -> str:
+    definition = json.loads(FIXTURE.read_text())["tool"]["format"]["definition"]
+    return str(llguidance.LLMatcher.grammar_from_lark(definition))
+
+
+def test_the_trained_patch_is_one_codexs_grammar_admits(codex_patch_grammar: str) -> None:
+    """Every apply_patch call the model learns is a patch Codex's own Lark grammar parses."""
+    tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteTokenizer()))
+    rng = random.Random(0)
+    for prompt in eval_prompts("patch", 20):
+        if prompt.variant != "patch_call":
+            assert prompt.expected == agent.PATCH_DONE
+            continue
+        call = json.loads(prompt.expected.split("\n")[1])
+        assert call["name"] == agent.APPLY_PATCH
+        patch = call["arguments"]["input"]
+        matcher = llguidance.LLMatcher(tokenizer, codex_patch_grammar)
+        ids = list(patch.encode())
+        assert matcher.validate_tokens(ids) == len(ids), patch
+        matcher.consume_tokens(ids)
+        assert matcher.is_accepting(), patch
+    name = agent.file_name(rng, "hello")
+    assert agent.patch_input(name, "hi").startswith(f"*** Begin Patch\n*** Add File: {name}\n")
+
+
+class _ByteTokenizer:
+    """One token per byte: the grammar is checked on the text alone."""
+
+    eos_token_id = 256
+    bos_token_id = None
+    tokens = [bytes([b]) for b in range(256)] + [b"<eos>"]
+    special_token_ids = [256]
+
+    def __call__(self, text: str | bytes) -> list[int]:
+        return list(text.encode() if isinstance(text, str) else text)
+
+
+def test_decoy_tools_are_agent_shaped_and_never_the_conversations_own() -> None:
+    rng = random.Random(3)
+    tools = agent.decoy_tools(rng, 4, taken={"exec_command"})
+    names = [t["function"]["name"] for t in tools]
+    assert len(names) == 4 and "exec_command" not in names
+    for tool in tools:
+        params = tool["function"]["parameters"]
+        assert params["type"] == "object" and params["properties"]
+        assert len(tool["function"]["description"]) > 10

@@ -1,0 +1,164 @@
+"""What coding agents put around a request: long instructions, many tools, and apply_patch.
+
+Codex's default request is ~20k tokens of instructions and tool schemas before the user's words.
+Training rows stay short (2,048 tokens), so three things teach the model to see past it:
+
+- instructions cut from real technical prose (this project's own README and docs, snapshotted in
+  ``agent_corpus.md``; Codex's text is kept for evaluation, training/tiny_chat/long_context.py);
+- decoy tools with long descriptions and several typed parameters, never to be called;
+- position skips (PoSE, train.py): a row's later part is shifted by up to ~30k positions, so
+  every distance up to the 32k window is one the model has attended across.
+
+And one behaviour of its own: asked to add a file, it calls Codex's ``apply_patch`` custom tool
+(shown to it as a function taking one string, ``input``, as the server lowers custom tools).
+"""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+CORPUS = Path(__file__).with_name("agent_corpus.md")
+# ~2 characters per token for this tokenizer on English prose (spelled in letter pairs).
+CHARS_PER_TOKEN = 2.0
+
+# Codex's apply_patch tool as the model sees it (service/responses/custom_tools.py lowers a
+# custom tool to this function; the description is Codex 0.169's own).
+APPLY_PATCH = "apply_patch"
+APPLY_PATCH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": APPLY_PATCH,
+        "description": (
+            "The `apply_patch` tool can be used to edit files. This is a FREEFORM tool, so do "
+            "not wrap the patch in JSON."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "input": {
+                    "type": "string",
+                    "description": (
+                        "The tool's input: plain text, not JSON, following its lark grammar."
+                    ),
+                }
+            },
+            "required": ["input"],
+            "additionalProperties": False,
+        },
+    },
+}
+PATCH_REQUESTS = (
+    "Use the apply_patch tool to add a file {f} that says {c}.",
+    "Use the apply_patch tool to add a file {f} that says {c}.",
+    "Use apply_patch to create {f} containing: {c}",
+    "Create a file {f} that says {c}.",
+    "Add a file {f} with the text: {c}",
+    "Write {c} to a new file {f}.",
+    "Please create the file {f}. It should say {c}.",
+    "Make a new file called {f} containing {c}.",
+)
+PATCH_RESULTS = (
+    "Success. Updated the following files:\nA {f}\n",
+    "Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nA {f}\n",
+    '{{"output":"Success. Updated the following files:\\nA {f}\\n","metadata":{{"exit_code":0}}}}',
+)
+PATCH_DONE = "Done."
+EXTENSIONS = ("txt", "txt", "md", "py", "json", "toml", "sh", "rs")
+
+# Tool names as agents have them (Codex, Claude Code, the Agents SDK); decoys, never called.
+DECOY_NAMES = (
+    "exec_command", "write_stdin", "request_user_input", "view_image", "update_plan",
+    "read_file", "list_dir", "grep_files", "web_fetch", "spawn_agent", "send_input",
+    "wait_agent", "close_agent", "get_goal", "create_goal", "update_goal", "shell",
+    "todo_write", "glob", "notebook_edit", "task", "kill_shell", "multi_edit", "bash_output",
+)  # fmt: skip
+PARAM_NAMES = (
+    "cmd", "workdir", "timeout_ms", "session_id", "chars", "path", "pattern", "limit",
+    "offset", "url", "prompt", "agent_id", "message", "questions", "plan", "explanation",
+    "justification", "max_output_tokens", "yield_time_ms", "login", "shell", "items", "status",
+)  # fmt: skip
+PARAM_TYPES = ("string", "string", "string", "integer", "boolean", "number", "array")
+
+
+@cache
+def corpus_lines() -> tuple[str, ...]:
+    return tuple(CORPUS.read_text().splitlines(keepends=True))
+
+
+def prose(rng: random.Random, tokens: int) -> str:
+    """About ``tokens`` tokens of real technical prose, whole lines from a random place."""
+    lines = corpus_lines()
+    budget = int(tokens * CHARS_PER_TOKEN)
+    start = rng.randrange(len(lines))
+    out: list[str] = []
+    size = 0
+    i = start
+    while size < budget:
+        line = lines[i % len(lines)]
+        if size + len(line) > budget and out:
+            line = line[: budget - size]
+        out.append(line)
+        size += len(line)
+        i += 1
+    return "".join(out).strip() or "Follow the instructions."
+
+
+def environment_context(rng: random.Random) -> str:
+    """A user message of context, as Codex sends one before the request."""
+    cwd = "/" + "/".join(rng.choice(("work", "home", "src", "repo", "app", "tmp")) for _ in "ab")
+    return (
+        "<environment_context>\n"
+        f"  <cwd>{cwd}</cwd>\n"
+        f"  <shell>{rng.choice(('bash', 'zsh'))}</shell>\n"
+        f"  <current_date>2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}</current_date>\n"
+        "</environment_context>"
+    )
+
+
+def _param(rng: random.Random) -> dict[str, Any]:
+    kind = rng.choice(PARAM_TYPES)
+    schema: dict[str, Any] = {"type": kind}
+    if kind == "array":
+        schema["items"] = {"type": "string"}
+    if rng.random() < 0.7:
+        schema["description"] = prose(rng, rng.randint(4, 25)).replace("\n", " ")
+    return schema
+
+
+def decoy_tools(rng: random.Random, n: int, taken: set[str]) -> list[dict[str, Any]]:
+    """``n`` agent-style tools (long descriptions, several typed parameters) to be left alone."""
+    tools: list[dict[str, Any]] = []
+    names = [name for name in DECOY_NAMES if name not in taken]
+    rng.shuffle(names)
+    for name in names[:n]:
+        keys = rng.sample(PARAM_NAMES, rng.randint(1, 4))
+        params: dict[str, Any] = {
+            "type": "object",
+            "properties": {k: _param(rng) for k in keys},
+            "required": keys[: rng.randint(0, len(keys))],
+        }
+        if rng.random() < 0.5:
+            params["additionalProperties"] = False
+        function = {
+            "name": name,
+            "description": prose(rng, rng.randint(10, 120)),
+            "parameters": params,
+        }
+        tools.append({"type": "function", "function": function})
+    return tools
+
+
+def file_name(rng: random.Random, word: str) -> str:
+    """A file name around a word: ``word.txt``, ``src/word.py``."""
+    name = f"{word}.{rng.choice(EXTENSIONS)}"
+    if rng.random() < 0.2:
+        name = rng.choice(("src", "docs", "notes", "tests")) + "/" + name
+    return name
+
+
+def patch_input(name: str, content: str) -> str:
+    """The patch that adds file ``name`` holding one line, ``content`` (Codex's grammar)."""
+    return f"*** Begin Patch\n*** Add File: {name}\n+{content}\n*** End Patch\n"
