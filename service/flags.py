@@ -397,7 +397,7 @@ STREAM_WINDOW_MS = Flag(
     "--stream-window-ms",
     "stream_window_ms",
     10.0,
-    "a stream's tokens decoded within this window (at most 4) leave as one delta (its first "
+    "a stream's tokens decoded within this window (at most 16) leave as one delta (its first "
     "token never waits; 0: one delta per decode step): cuts the per-token cost of events, "
     "gRPC and SSE when decoding is fast",
     CORE_SIDE,

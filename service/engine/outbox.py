@@ -34,8 +34,9 @@ class Receiver(Protocol):
 R = TypeVar("R", bound=Receiver)
 
 # A stream's chunk leaves once it holds this many tokens, whatever the window: bounds how
-# bursty a fast stream looks (and keeps a few deltas per short reply).
-MAX_HELD_TOKENS = 4
+# bursty a fast stream looks. The window is what bounds latency; the cap binds only above
+# 1,600 tokens/s per stream (4 cost 5-8% tok/s on the micro benchmark against 16).
+MAX_HELD_TOKENS = 16
 
 
 @dataclass
