@@ -8,8 +8,9 @@ worker hands the sequence to the BatchGenerator (`handover`): its cache as the p
 the token not yet fed as the prompt, so nothing is recomputed and the tokens are the ones the
 batch would have produced.
 
-Only sequences without logits processors (grammar, penalties) run here, and only without
-speculation or quantized KV (the worker decides).
+A batch that shrinks to one such sequence hands it back here (`resumed`: its cache extracted,
+its pending token not yet fed). Only sequences without logits processors (grammar, penalties)
+run here, and only without speculation or quantized KV (the worker decides).
 """
 
 from __future__ import annotations
@@ -85,6 +86,37 @@ class SoloSequence:
         self._rest = list(prompt)  # prompt tokens not fed yet
         self._pending: tuple[mx.array, mx.array] | None = None  # sampled, not fed, not sent
         self.generated = 0
+
+    @classmethod
+    def resumed(
+        cls,
+        model: Any,
+        stream: Any,
+        *,
+        uid: int,
+        cache: list[Any],
+        tokens: list[int],
+        pending: tuple[mx.array, mx.array],
+        sampler: Sampler,
+        max_tokens: int,
+        stop_tokens: Collection[int],
+        prefill_step_size: int,
+    ) -> SoloSequence:
+        """A sequence taken out of a batch: its cache, and its token sampled and not yet fed."""
+        solo = cls(
+            model,
+            stream,
+            uid=uid,
+            prompt=[],
+            cache=cache,
+            cached=tokens,
+            sampler=sampler,
+            max_tokens=max_tokens,
+            stop_tokens=stop_tokens,
+            prefill_step_size=prefill_step_size,
+        )
+        solo._pending = pending
+        return solo
 
     @property
     def decoding(self) -> bool:

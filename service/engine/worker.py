@@ -475,6 +475,44 @@ class EngineWorker:
         active[uid] = entry
         by_stream[id(entry.stream)] = uid
 
+    def _resume_solo(
+        self, generator: BatchGenerator, active: dict[int, _Active], by_stream: dict[int, int]
+    ) -> None:
+        """A batch down to one unconstrained sequence, with nobody waiting, decodes it alone."""
+        batch = generator._generation_batch
+        if (
+            not self.solo
+            or self.engine != "batch"
+            or self.speculative != "off"
+            or self._kv_group is not None
+            or len(batch) != 1
+            or len(generator._prompt_batch)
+            or generator._unprocessed_sequences
+            or not self._commands.empty()
+            or batch.logits_processors[0]
+            or batch.uids[0] not in active
+        ):
+            return
+        uid = batch.uids[0]
+        solo = SoloSequence.resumed(
+            self._batch_model,
+            generator.stream,
+            uid=next(self._solo_uids),
+            cache=batch.extract_cache(0),
+            tokens=list(batch.tokens[0]),
+            pending=(batch._next_tokens, batch._next_logprobs[0]),
+            sampler=batch.samplers[0],
+            max_tokens=batch.max_tokens[0] - batch._num_tokens[0],
+            stop_tokens=self.loaded.tokenizer.eos_token_ids,
+            prefill_step_size=self.prefill_step_size,
+        )
+        generator.remove([uid])
+        entry = active.pop(uid)
+        active[solo.uid] = entry
+        by_stream[id(entry.stream)] = solo.uid
+        self._solo = solo
+        self.stats.solo_sequences += 1
+
     def _step_solo(
         self, solo: SoloSequence, active: dict[int, _Active], by_stream: dict[int, int]
     ) -> None:
@@ -605,6 +643,7 @@ class EngineWorker:
             )
         if responses:
             self._deliver(responses, active, by_stream)
+            self._resume_solo(generator, active, by_stream)
         if (spec := self._speculation(generator)) is not None:
             self.stats.draft_tokens = spec.drafted_tokens
             self.stats.accepted_tokens = spec.accepted_tokens

@@ -137,3 +137,12 @@ async def test_processors_and_the_off_switch_keep_sequences_in_the_batch(
     assert stats.solo_sequences == 0
     _, stats = await generate(random_model, greedy(["Count forever"], 8))
     assert stats.solo_sequences == 1
+
+
+async def test_a_batch_down_to_one_sequence_goes_on_alone_unchanged(random_model: Path) -> None:
+    short, long = greedy(["hello there my friend"], 6), greedy(["Count forever"], TOKENS)
+    alone = [(await generate(random_model, r))[0][0] for r in (short, long)]
+    outputs, stats = await generate(random_model, [*short, *long])
+    assert outputs == alone
+    # Alone at first, into the batch when the other came, alone again once it finished.
+    assert stats.handovers == 1 and stats.solo_sequences == 2
