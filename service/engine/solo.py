@@ -141,6 +141,7 @@ class SoloSequence:
                 chunk, self._rest = self._rest[:n], self._rest[n:]
                 self.model(mx.array(chunk)[None], cache=self.cache)
                 mx.eval([c.state for c in self.cache])
+                mx.clear_cache()  # as generate_step does after each prefill chunk
                 self.tokens += chunk
                 return None
             if self._rest:
