@@ -705,6 +705,7 @@ class EngineWorker:
         """Occupancy counters the metrics read: sequences held, and those decoding."""
         self.stats.active = len(active)
         self.stats.running = sum(1 for entry in active.values() if entry.generated)
+        self._outbox.streams = self.stats.running
         if not active:
             self.stats.batch_size = 0
 
