@@ -414,14 +414,25 @@ class EngineWorker:
         while True:
             threading.Event().wait()
 
-    def _solo_fits(self, command: _Submit, active: dict[int, _Active]) -> bool:
-        """Whether `command` may decode alone: nothing else held, nothing the solo path lacks."""
+    @property
+    def _solo_allowed(self) -> bool:
+        """Whether this worker decodes lone sequences outside the batch at all."""
         return (
             self.solo
-            and not active
             and self.engine == "batch"
             and self.speculative == "off"
             and self._kv_group is None
+        )
+
+    def _solo_fits(self, command: _Submit, active: dict[int, _Active]) -> bool:
+        """Whether `command` may decode alone: nothing else held, nothing the solo path lacks.
+
+        An empty prompt goes to the batch, which refuses it as before.
+        """
+        return (
+            self._solo_allowed
+            and not active
+            and bool(command.prompt)
             and not command.logits_processors
         )
 
@@ -481,10 +492,7 @@ class EngineWorker:
         """A batch down to one unconstrained sequence, with nobody waiting, decodes it alone."""
         batch = generator._generation_batch
         if (
-            not self.solo
-            or self.engine != "batch"
-            or self.speculative != "off"
-            or self._kv_group is not None
+            not self._solo_allowed
             or len(batch) != 1
             or len(generator._prompt_batch)
             or generator._unprocessed_sequences
