@@ -69,6 +69,7 @@ BATCH_GENERATOR_INTERNALS = (
     "prefill_step_size",  # set per step by fair prefill
     "prompt_cache_nbytes",  # the live caches' bytes, against the prompt cache budget
     "sampler",
+    "stream",  # the solo sequence decodes on the batch's stream
     "insert",
     "remove",
     "next",

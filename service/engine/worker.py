@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import logging
 import queue
 import threading
@@ -24,6 +25,7 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     BatchGenerator,
     LRUPromptCache,
     can_trim_prompt_cache,
+    make_prompt_cache,
     trim_prompt_cache,
 )
 from mlx_responses.service.engine.model import LoadedModel
@@ -41,6 +43,7 @@ from mlx_responses.service.engine.requests import (
 )
 from mlx_responses.service.engine.seeded_sampler import seeded_sampler, shared_sampler
 from mlx_responses.service.engine.slots import SlotGenerator
+from mlx_responses.service.engine.solo import SoloSequence
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
 
 log = logging.getLogger(__name__)
@@ -144,6 +147,9 @@ class EngineWorker:
     # "batch": mlx-lm's BatchGenerator; "slots": ours, fixed KV slots (experimental: no
     # speculation, no quantized KV yet)
     engine: str = "batch"
+    # A lone unconstrained sequence decodes as mlx-lm's generate_step does (plain KV cache), and
+    # joins the batch when a second request arrives (service/engine/solo.py).
+    solo: bool = True
     stats: EngineStats = field(default_factory=EngineStats)
     metrics: EngineObserver | None = None
 
@@ -161,6 +167,8 @@ class EngineWorker:
         self._batch_model: Any = None  # what the batch generator runs: the model, or a pair
         self._kv_group: int | None = None
         self._metrics: ModelObserver | None = None
+        self._solo: SoloSequence | None = None  # the lone sequence decoding outside the batch
+        self._solo_uids = itertools.count(-1, -1)  # never a BatchGenerator uid
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
             LRUPromptCache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)
@@ -335,11 +343,19 @@ class EngineWorker:
                             self._emit(entry.stream, Chunk("", 0, "cancelled"))
                         return
                     if isinstance(command, _Submit):
+                        if self._solo_fits(command, active):
+                            self._start_solo(generator, command, active, by_stream)
+                            continue
+                        if self._solo is not None:
+                            self._handover(generator, active, by_stream)
                         self._insert(generator, command, active, by_stream)
                     else:
                         uid = by_stream.pop(id(command.stream), None)
                         if uid is not None and uid in active:
-                            generator.remove([uid])
+                            if self._solo is not None and self._solo.uid == uid:
+                                self._solo = None
+                            else:
+                                generator.remove([uid])
                             if (spec := self._speculation(generator)) is not None:
                                 spec.forget(uid)
                             entry = active.pop(uid)
@@ -350,7 +366,10 @@ class EngineWorker:
                 if not active:
                     continue
                 try:
-                    self._step(generator, active, by_stream)
+                    if self._solo is not None:
+                        self._step_solo(self._solo, active, by_stream)
+                    else:
+                        self._step(generator, active, by_stream)
                     self._outbox.flush(time.perf_counter())
                 except Exception as exc:  # a failed step fails its batch, not the server
                     log.exception("decode step failed; failing %d requests", len(active))
@@ -359,6 +378,7 @@ class EngineWorker:
                         self._emit(entry.stream, Chunk("", 0, "error", error=str(exc)))
                     active.clear()
                     by_stream.clear()
+                    self._solo = None
                     self._count(active)
                     generator.close()
                     generator = self._new_generator()
@@ -394,6 +414,142 @@ class EngineWorker:
         while True:
             threading.Event().wait()
 
+    @property
+    def _solo_allowed(self) -> bool:
+        """Whether this worker decodes lone sequences outside the batch at all."""
+        return (
+            self.solo
+            and self.engine == "batch"
+            and self.speculative == "off"
+            and self._kv_group is None
+        )
+
+    def _solo_fits(self, command: _Submit, active: dict[int, _Active]) -> bool:
+        """Whether `command` may decode alone: nothing else held, nothing the solo path lacks.
+
+        An empty prompt goes to the batch, which refuses it as before.
+        """
+        return (
+            self._solo_allowed
+            and not active
+            and bool(command.prompt)
+            and not command.logits_processors
+        )
+
+    def _start_solo(
+        self,
+        generator: BatchGenerator,
+        command: _Submit,
+        active: dict[int, _Active],
+        by_stream: dict[int, int],
+    ) -> None:
+        s = command.sampling
+        cache, rest = self._cached_prefix(command.prompt)
+        cached = len(command.prompt) - len(rest)
+        uid = next(self._solo_uids)
+        self._solo = SoloSequence(
+            self._batch_model,
+            generator.stream,
+            uid=uid,
+            prompt=rest,
+            cache=cache if cache is not None else make_prompt_cache(self._batch_model),
+            cached=command.prompt[:cached],
+            sampler=self._sampler(s),
+            max_tokens=s.max_tokens,
+            stop_tokens=self.loaded.tokenizer.eos_token_ids,
+            prefill_step_size=self.prefill_step_size,
+        )
+        self.stats.solo_sequences += 1
+        self._admitted(command, uid, cached, active, by_stream)
+
+    def _handover(
+        self, generator: BatchGenerator, active: dict[int, _Active], by_stream: dict[int, int]
+    ) -> None:
+        """Moves the solo sequence into the batch: its token in flight is sent, then fed there."""
+        solo, self._solo = self._solo, None
+        assert solo is not None
+        handover = solo.handover()
+        if handover.emitted is not None:
+            self._deliver([handover.emitted], active, by_stream)
+        entry = active.pop(solo.uid, None)
+        if entry is None:  # it finished on that token
+            return
+        self.stats.handovers += 1
+        (uid,) = generator.insert(
+            [handover.prompt],
+            max_tokens=[handover.max_tokens],
+            caches=[handover.cache],
+            all_tokens=[handover.all_tokens],
+            samplers=[handover.sampler],
+            logits_processors=[[]],
+        )
+        active[uid] = entry
+        by_stream[id(entry.stream)] = uid
+
+    def _resume_solo(
+        self, generator: BatchGenerator, active: dict[int, _Active], by_stream: dict[int, int]
+    ) -> None:
+        """A batch down to one unconstrained sequence, with nobody waiting, decodes it alone."""
+        batch = generator._generation_batch
+        if (
+            not self._solo_allowed
+            or len(batch) != 1
+            or len(generator._prompt_batch)
+            or generator._unprocessed_sequences
+            or not self._commands.empty()
+            or batch.logits_processors[0]
+            or batch.uids[0] not in active
+        ):
+            return
+        uid = batch.uids[0]
+        solo = SoloSequence.resumed(
+            self._batch_model,
+            generator.stream,
+            uid=next(self._solo_uids),
+            cache=batch.extract_cache(0),
+            tokens=list(batch.tokens[0]),
+            pending=(batch._next_tokens, batch._next_logprobs[0]),
+            sampler=batch.samplers[0],
+            max_tokens=batch.max_tokens[0] - batch._num_tokens[0],
+            stop_tokens=self.loaded.tokenizer.eos_token_ids,
+            prefill_step_size=self.prefill_step_size,
+        )
+        generator.remove([uid])
+        entry = active.pop(uid)
+        active[solo.uid] = entry
+        by_stream[id(entry.stream)] = solo.uid
+        self._solo = solo
+        self.stats.solo_sequences += 1
+
+    def _step_solo(
+        self, solo: SoloSequence, active: dict[int, _Active], by_stream: dict[int, int]
+    ) -> None:
+        response = solo.step()
+        if response is None:
+            return
+        if response.finish_reason is not None:
+            self._solo = None
+        self._deliver([response], active, by_stream)
+
+    def _admitted(
+        self,
+        command: _Submit,
+        uid: int,
+        cached: int,
+        active: dict[int, _Active],
+        by_stream: dict[int, int],
+    ) -> None:
+        active[uid] = _Active(
+            command.stream,
+            self.loaded.tokenizer.detokenizer,
+            cached_tokens=cached,
+            logprobs=command.sampling.logprobs,
+            submitted_at=command.submitted_at,
+        )
+        if self._metrics is not None:
+            self._metrics.prompt(len(command.prompt), cached)
+        by_stream[id(command.stream)] = uid
+
     def _insert(
         self,
         generator: BatchGenerator,
@@ -419,16 +575,7 @@ class EngineWorker:
             log.exception("could not insert a request")
             self._emit(command.stream, Chunk("", 0, "error", error=str(exc)))
             return
-        active[uid] = _Active(
-            command.stream,
-            self.loaded.tokenizer.detokenizer,
-            cached_tokens=cached,
-            logprobs=s.logprobs,
-            submitted_at=command.submitted_at,
-        )
-        if self._metrics is not None:
-            self._metrics.prompt(len(command.prompt), cached)
-        by_stream[id(command.stream)] = uid
+        self._admitted(command, uid, cached, active, by_stream)
         spec = self._speculation(generator)
         if spec is not None and s.temperature == 0 and not command.logits_processors:
             # NOTE: only greedy, unconstrained sequences speculate; the rest decode normally
@@ -502,8 +649,18 @@ class EngineWorker:
             self.stats.max_prefill_tokens_per_decode_step = max(
                 self.stats.max_prefill_tokens_per_decode_step, prefilled
             )
-        if not responses:
-            return
+        if responses:
+            self._deliver(responses, active, by_stream)
+            self._resume_solo(generator, active, by_stream)
+        if (spec := self._speculation(generator)) is not None:
+            self.stats.draft_tokens = spec.drafted_tokens
+            self.stats.accepted_tokens = spec.accepted_tokens
+            self.stats.verify_steps = spec.verify_steps
+
+    def _deliver(
+        self, responses: Sequence[Any], active: dict[int, _Active], by_stream: dict[int, int]
+    ) -> None:
+        """A decode step's tokens: detokenized, counted, and handed to the outbox per stream."""
         now = time.perf_counter()
         self.stats.decode_steps += 1
         self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(responses))
@@ -551,15 +708,12 @@ class EngineWorker:
         self._emit_all(list(out.values()))
         self.stats.batch_size = len(out)
         self._count(active)
-        if (spec := self._speculation(generator)) is not None:
-            self.stats.draft_tokens = spec.drafted_tokens
-            self.stats.accepted_tokens = spec.accepted_tokens
-            self.stats.verify_steps = spec.verify_steps
 
     def _count(self, active: dict[int, _Active]) -> None:
         """Occupancy counters the metrics read: sequences held, and those decoding."""
         self.stats.active = len(active)
         self.stats.running = sum(1 for entry in active.values() if entry.generated)
+        self._outbox.streams = self.stats.running
         if not active:
             self.stats.batch_size = 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from mlx_responses.service.engine.outbox import Outbox
+from mlx_responses.service.engine.outbox import MAX_DELTAS_PER_SECOND, Outbox
 from mlx_responses.service.engine.requests import Chunk
 
 
@@ -95,3 +95,23 @@ async def test_a_chunk_leaves_once_it_holds_max_tokens() -> None:
     await drained()
     assert [c.tokens for c in sink.chunks] == [1, 3, 3]  # the first alone, then 3 at a time
     assert "".join(c.text for c in sink.chunks) == " 0 1 2 3 4 5 6"
+
+
+async def test_the_window_widens_with_the_streams_decoding() -> None:
+    """64 streams at most ~1,000 deltas a second in all: a 64 ms window instead of 10."""
+    loop = asyncio.get_running_loop()
+    outbox: Outbox[Sink] = Outbox(window=0.010)
+    sink = Sink()
+    outbox.streams = 64
+    assert outbox.effective_window == 64 / MAX_DELTAS_PER_SECOND
+    outbox.put(sink, loop, token("x", 0), now=0.0)  # the first token never waits
+    outbox.put(sink, loop, token("y", 1), now=0.001)
+    outbox.flush(now=0.030)
+    await drained()
+    assert [c.text for c in sink.chunks] == ["x"]
+    outbox.flush(now=0.001 + 64 / MAX_DELTAS_PER_SECOND)
+    await drained()
+    assert [c.text for c in sink.chunks] == ["x", "y"]
+    outbox.streams = 4  # few streams: the configured window again
+    assert outbox.effective_window == 0.010
+    assert Outbox(window=0.0).effective_window == 0.0  # off stays off
