@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,12 +20,15 @@ CODEX_VERSION = "0.169."
 # Installed by `make setup` (tools/setup.sh) when npm reaches the registry.
 CODEX = ROOT / ".tools" / "node_modules" / ".bin" / "codex"
 
-# NOTE: Codex's default prompt is ~18k tokens (base instructions, skills, 7 function tools and the
-# multi_agent_v1 namespace); the bundled model has a 2,048-token window. The turn below keeps
-# what makes Codex different (developer messages, store: false, client_metadata,
-# prompt_cache_key, include: reasoning.encrypted_content, a function tool and the hosted
-# web_search tool) and switches off the bulky tools; the whole default request, namespace
-# included, is checked in tests/http/test_agents.py.
+# The first two tests trim Codex's turn (a short instructions file, no shell, view_image, agents or
+# skills) to test the transports: Codex's default request is ~20k tokens (base instructions,
+# skills, its tools and the multi_agent_v1 namespace) and the bundled model's window is 2,048.
+# The last two send the whole default request; they wait for a bundled model with a 32k window
+# that answers behind it (issue 24 item 5: training/tiny_chat/PILOTS.md, "Agent stage").
+NEEDS_32K = pytest.mark.skip(
+    reason="needs a bundled model with a 32k window that answers behind Codex's ~20k-token "
+    "preamble (issue 24 item 5; the agent-stage pilots in training/tiny_chat/PILOTS.md do not yet)"
+)
 CONFIG = """\
 model = "{model}"
 model_provider = "mlx"
@@ -40,6 +44,17 @@ enabled = false
 
 [skills]
 include_instructions = false
+
+[model_providers.mlx]
+name = "mlx-responses"
+base_url = "http://127.0.0.1:{port}/v1"
+wire_api = "responses"
+"""
+
+# Codex's defaults: only the provider is ours.
+DEFAULT_CONFIG = """\
+model = "{model}"
+model_provider = "mlx"
 
 [model_providers.mlx]
 name = "mlx-responses"
@@ -88,11 +103,27 @@ CATALOG = {
 }
 
 
+def _default_instructions() -> str:
+    """Codex's own base instructions (what it sends a model without a catalog entry)."""
+    body = json.loads((ROOT / "tests/fixtures/codex_0.169_request.json").read_text())["body"]
+    text: str = body["input"][0]["content"][0]["text"]
+    assert text.startswith("You are a coding agent running in the Codex CLI")
+    return text
+
+
 def _run_codex(
-    model_path: Path, tmp_path: Path, *, extra_config: str = "", catalog: bool = False
+    model_path: Path,
+    tmp_path: Path,
+    *,
+    extra_config: str = "",
+    catalog: bool = False,
+    trimmed: bool = True,
+    prompt: str = "Reply with: hello",
+    exec_args: tuple[str, ...] = (),
+    timeout: float = 60,
 ) -> tuple[subprocess.CompletedProcess[str], str]:
-    """`codex exec "Reply with: hello"` against `serve --hosted-tools drop`; Codex's run and
-    the server's log."""
+    """`codex exec PROMPT` against `serve --hosted-tools drop`; Codex's run and the server's
+    log. ``trimmed`` is the short turn (CONFIG); otherwise Codex's default configuration."""
     codex = _codex()
     http, grpc_port = _free_port(), _free_port()
     home, work = tmp_path / "codex-home", tmp_path / "work"
@@ -100,10 +131,16 @@ def _run_codex(
     work.mkdir()
     instructions = tmp_path / "instructions.md"
     instructions.write_text("You are a helpful assistant.\n")
-    config = CONFIG.format(model=model_path.name, instructions=instructions, port=http)
+    config = (CONFIG if trimmed else DEFAULT_CONFIG).format(
+        model=model_path.name, instructions=instructions, port=http
+    )
     if catalog:
+        entry = dict(CATALOG["models"][0])
+        if not trimmed:
+            entry["base_instructions"] = _default_instructions()
+            entry["context_window"] = 32768
         path = tmp_path / "catalog.json"
-        path.write_text(json.dumps(CATALOG).replace("{model}", model_path.name))
+        path.write_text(json.dumps({"models": [entry]}).replace("{model}", model_path.name))
         config = f'model_catalog_json = "{path}"\n' + config
     (home / "config.toml").write_text(config + extra_config)
     # No key, no login: a custom provider without env_key sends no Authorization.
@@ -122,13 +159,13 @@ def _run_codex(
     ) as server:
         _wait_healthy(http, server)
         done = subprocess.run(
-            [str(codex), "exec", "--json", "--skip-git-repo-check", "Reply with: hello"],
+            [str(codex), "exec", "--json", "--skip-git-repo-check", *exec_args, prompt],
             cwd=work,
             env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=timeout,
             check=False,
         )
         server.terminate()
@@ -136,15 +173,24 @@ def _run_codex(
     return done, server_log
 
 
-def _completed_with_hello(done: subprocess.CompletedProcess[str]) -> dict[str, int]:
+def _completed(
+    done: subprocess.CompletedProcess[str], message: str
+) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """The turn completed with ``message`` as Codex's last agent message; its usage and items."""
     assert done.returncode == 0, done.stdout + done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     kinds = [e["type"] for e in events]
     assert "turn.completed" in kinds and "turn.failed" not in kinds, done.stdout
     items = [e["item"] for e in events if "item" in e]
     messages = [i["text"] for i in items if i["type"] == "agent_message"]
-    assert messages == ["hello"], done.stdout
+    assert messages[-1:] == [message], done.stdout
     usage: dict[str, int] = next(e["usage"] for e in events if e["type"] == "turn.completed")
+    return usage, items
+
+
+def _completed_with_hello(done: subprocess.CompletedProcess[str]) -> dict[str, int]:
+    usage, items = _completed(done, "hello")
+    assert [i["type"] for i in items if i["type"] == "agent_message"] == ["agent_message"]
     return usage
 
 
@@ -170,3 +216,35 @@ def test_codex_over_websocket_with_freeform_apply_patch(model_path: Path, tmp_pa
     assert "POST /v1/responses" not in server_log, server_log
     turns = [line for line in server_log.splitlines() if "response resp_" in line]
     assert len(turns) == 2 and " 0 output tokens" in turns[0], turns  # warm-up, then the turn
+
+
+@NEEDS_32K
+def test_codex_default_configuration_completes_a_turn(model_path: Path, tmp_path: Path) -> None:
+    """Codex's whole default request: its base instructions, skills, shell, view_image,
+    apply_patch (freeform, as its catalog sets it), the multi_agent_v1 namespace, goals and
+    web_search (dropped by `--hosted-tools drop`), ~20k tokens before the user's words."""
+    done, server_log = _run_codex(model_path, tmp_path, catalog=True, trimmed=False, timeout=300)
+    usage = _completed_with_hello(done)
+    assert usage["input_tokens"] > 15_000, usage  # the default request, not a trimmed one
+    assert "dropping hosted tool type 'web_search'" in server_log, server_log
+
+
+@NEEDS_32K
+def test_codex_applies_the_patch_the_model_writes(model_path: Path, tmp_path: Path) -> None:
+    """Asked for a file, the model calls Codex's freeform apply_patch (its input generated under
+    Codex's Lark grammar); Codex applies the patch in its work dir and the model confirms."""
+    done, server_log = _run_codex(
+        model_path,
+        tmp_path,
+        catalog=True,
+        trimmed=False,
+        prompt="Use the apply_patch tool to add a file hello.txt that says hi.",
+        exec_args=("--sandbox", "workspace-write"),
+        timeout=300,
+    )
+    _, items = _completed(done, "Done.")
+    changes = [i for i in items if i["type"] == "file_change"]
+    assert changes and changes[-1]["status"] == "completed", done.stdout
+    assert (tmp_path / "work" / "hello.txt").read_text() == "hi\n"
+    turns = [line for line in server_log.splitlines() if "response resp_" in line]
+    assert len(turns) == 2, turns  # the call, then the answer after Codex's tool output

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import ClassVar
 
 import llguidance
 import mlx.core as mx
@@ -81,8 +82,8 @@ class _ByteTokenizer:
 
     eos_token_id = 256
     bos_token_id = None
-    tokens = [bytes([b]) for b in range(256)] + [b"<eos>"]
-    special_token_ids = [256]
+    tokens: ClassVar[list[bytes]] = [bytes([b]) for b in range(256)] + [b"<eos>"]
+    special_token_ids: ClassVar[list[int]] = [256]
 
     def __call__(self, text: str | bytes) -> list[int]:
         return list(text.encode() if isinstance(text, str) else text)

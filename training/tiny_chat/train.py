@@ -92,12 +92,15 @@ class TrainConfig:
     underscore_words: bool = False
     # in the tool and full phases: the share of tool requests composed from parts (Mix.p_composed)
     composed_requests: float = 0.0
-    # the context window written to config.json (training rows stay <= 2,048 tokens; PoSE
-    # position skips cover the distances beyond them)
-    max_positions: int = 32768
+    # the context window written to config.json (training rows stay <= 2,048 tokens; with PoSE
+    # position skips, the agent stage covers distances beyond them and may claim more)
+    max_positions: int = 2048
     # start from a trained model folder (its tokenizer and weights) instead of from scratch: the
-    # agent stage of `make model` fine-tunes the base recipe's model this way
+    # agent stage (PILOTS.md) fine-tunes the base recipe's model this way
     init_from: str = ""
+    # keep the embedding table (tied: also the output head) as it is: a fine-tune on prose would
+    # move the letter-pair rows apart and undo what spelled embeddings made of them (copying)
+    freeze_embeddings: bool = False
     # in the tool and full phases: the share of rows whose later part is shifted by up to
     # `pose_max_skip` positions (PoSE), so long distances are ones the model has attended across
     pose_share: float = 0.0
@@ -466,7 +469,8 @@ def train_model(cfg: TrainConfig, model: nn.Module, batches: list[Batch]) -> lis
     optimizer = optim.AdamW(
         learning_rate=schedule, betas=(0.9, 0.98), weight_decay=cfg.weight_decay
     )
-    rope = positioned(model)
+    # Without skips mlx-lm's own RoPE runs (the base recipe's weights stay byte-identical).
+    rope = positioned(model) if cfg.pose_share > 0 else None
     loss_and_grad = nn.value_and_grad(model, partial(target_loss, rope=rope))
     state = [model.state, optimizer.state]
 
@@ -667,6 +671,8 @@ def main() -> None:
     mx.eval(model.parameters())
     print(f"model: {n_params} parameters", flush=True)
 
+    if cfg.freeze_embeddings:
+        model.model.embed_tokens.freeze()
     train_start = time.perf_counter()
     train_model(cfg, model, batches)
     train_time = time.perf_counter() - train_start
