@@ -34,6 +34,20 @@ from mlx_responses.service.engine.requests import (
 )
 from mlx_responses.service.engine.worker import GenerationStream
 
+
+def decodable_only(n_tokens: int) -> LogitsProcessor:
+    """Never sample an id past the tokenizer's: a model's head is often wider (padded), and
+    a padding id has no text (the detokenizer would fail on it)."""
+
+    def mask(tokens: mx.array, logits: mx.array) -> mx.array:
+        if logits.shape[-1] <= n_tokens:
+            return logits
+        allowed = mx.arange(logits.shape[-1]) < n_tokens
+        return mx.where(allowed, logits, mx.array(-mx.inf, logits.dtype))
+
+    return mask
+
+
 log = logging.getLogger(__name__)
 
 
@@ -231,6 +245,7 @@ class VisionWorker:
         self.stats.active = self.stats.running = self.stats.batch_size = 1
         generated = 0
         finish = "length"
+        processors = [*(job.logits_processors or ()), decodable_only(len(loaded.tokenizer))]
         for result in stream_generate(
             model,
             self.processor,
@@ -239,7 +254,7 @@ class VisionWorker:
             pixel_values=pixel_values,
             max_tokens=s.max_tokens,
             sampler=sampler,
-            logits_processors=job.logits_processors or None,
+            logits_processors=processors,
             **kwargs,
         ):
             if self._is_cancelled(stream):
