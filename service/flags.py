@@ -358,6 +358,15 @@ MAX_PREFILL_TOKENS_PER_STEP = Flag(
     CORE_SIDE,
     type=int,
 )
+PREFILL_BATCH_SIZE = Flag(
+    "--prefill-batch-size",
+    "prefill_batch_size",
+    8,
+    "new prompts prefilled together in one batch (at most --max-batch-size): more fills an "
+    "accelerator better when many requests arrive at once",
+    CORE_SIDE,
+    type=int,
+)
 ALLOW_CLIENT_CHAT_TEMPLATE = Flag(
     "--allow-client-chat-template",
     "allow_client_chat_template",
@@ -580,6 +589,7 @@ FLAGS: tuple[Flag[Any], ...] = (
     NUM_DRAFT_TOKENS,
     KV_BITS,
     MAX_PREFILL_TOKENS_PER_STEP,
+    PREFILL_BATCH_SIZE,
     ENGINE,
     STREAM_WINDOW_MS,
     HOSTED_TOOLS,

@@ -133,6 +133,7 @@ class EngineWorker:
     prefill_step_size: int = 512
     # Prompt tokens prefilled between two decode steps while sequences decode (all prompts).
     max_prefill_tokens_per_step: int = 512
+    prefill_batch_size: int = 8
     prompt_cache_max_entries: int = 32
     prompt_cache_max_bytes: int = 1 << 30
     # "off", "ngram" (prompt-lookup drafts) or "draft" (drafts of `load_draft`'s model), for
@@ -271,14 +272,14 @@ class EngineWorker:
                 self._batch_model,
                 stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
                 completion_batch_size=self.max_batch_size,
-                prefill_batch_size=min(8, self.max_batch_size),
+                prefill_batch_size=min(self.prefill_batch_size, self.max_batch_size),
                 prefill_step_size=self.prefill_step_size,
             )
         generator = BatchGenerator(
             self._batch_model,
             stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
             completion_batch_size=self.max_batch_size,
-            prefill_batch_size=min(8, self.max_batch_size),
+            prefill_batch_size=min(self.prefill_batch_size, self.max_batch_size),
             prefill_step_size=self.prefill_step_size,
         )
         # NOTE: swaps in our decode batch before anything joins it; prefill stays mlx-lm's.

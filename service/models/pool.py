@@ -276,6 +276,7 @@ class ModelPool:
             load_draft=functools.partial(load_model, draft.folder) if draft else None,
             kv_bits=s.kv_bits,
             max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
+            prefill_batch_size=s.prefill_batch_size,
             stream_window=s.stream_window_ms / 1000,
             engine=s.engine,
             metrics=self.metrics.engine,

@@ -42,3 +42,28 @@ async def test_long_prompt_does_not_stall_running_streams(random_model: Path) ->
     assert 0 < stats.max_prefill_tokens_per_decode_step <= BUDGET
     # ... so the running streams got a token in each of the ≥ 1500/128 steps it took.
     assert stats.decode_steps - steps_before >= (len(long_prompt) - 1) // BUDGET
+
+
+async def test_prompts_arriving_together_prefill_as_one_batch(random_model: Path) -> None:
+    """--prefill-batch-size 16: twelve prompts at once give each its greedy output alone."""
+    greedy = SamplingParams(max_tokens=12, temperature=0.0)
+    prompts = [[(5 * i + j) % 900 + 3 for j in range(20 + i)] for i in range(12)]
+    alone = EngineWorker(lambda: load_model(random_model), prompt_cache_max_entries=0)
+    await alone.start()
+    try:
+        expected = [await collect(alone.submit(p, greedy)) for p in prompts]
+    finally:
+        alone.stop()
+    together = EngineWorker(
+        lambda: load_model(random_model),
+        max_batch_size=16,
+        prefill_batch_size=16,
+        prompt_cache_max_entries=0,
+    )
+    await together.start()
+    try:
+        streams = [together.submit(p, greedy) for p in prompts]
+        outputs = await asyncio.gather(*(collect(s) for s in streams))
+    finally:
+        together.stop()
+    assert outputs == expected

@@ -104,6 +104,13 @@ def test_stream_window_flag() -> None:
         _parse(["--stream-window-ms", "-1"], {})
 
 
+def test_prefill_batch_size_flag() -> None:
+    assert _parse([], {}).prefill_batch_size == 8
+    assert _parse(["--prefill-batch-size", "64"], {}).prefill_batch_size == 64
+    with pytest.raises(ConfigError, match="--prefill-batch-size"):
+        _parse(["--prefill-batch-size", "0"], {})
+
+
 def test_engine_flag() -> None:
     assert _parse([], {}).engine == "batch"
     assert _parse(["--engine", "slots"], {}).engine == "slots"
