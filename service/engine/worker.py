@@ -119,6 +119,11 @@ class GenerationStream:
                 self._worker.cancel(self)
 
 
+def _waiting(generator: BatchGenerator) -> int:
+    """Prompts the batch holds that are not decoding yet (being prefilled, or not started)."""
+    return len(generator._prompt_batch) + len(generator._unprocessed_sequences)
+
+
 @dataclass
 class EngineWorker:
     """Owns the model and a BatchGenerator on a dedicated thread.
@@ -495,8 +500,7 @@ class EngineWorker:
         if (
             not self._solo_allowed
             or len(batch) != 1
-            or len(generator._prompt_batch)
-            or generator._unprocessed_sequences
+            or _waiting(generator)
             or not self._commands.empty()
             or batch.logits_processors[0]
             or batch.uids[0] not in active
@@ -637,8 +641,7 @@ class EngineWorker:
         if decoding:
             # NOTE: mlx-lm prefills one chunk per prompt after each decode step; sizing the
             # chunk from our budget bounds the stall a long new prompt puts on running streams.
-            waiting = len(generator._prompt_batch) + len(generator._unprocessed_sequences)
-            share = max(1, min(waiting, generator.prefill_batch_size))
+            share = max(1, min(_waiting(generator), generator.prefill_batch_size))
             generator.prefill_step_size = max(1, self.max_prefill_tokens_per_step // share)
         else:
             generator.prefill_step_size = self.prefill_step_size

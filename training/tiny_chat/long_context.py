@@ -14,11 +14,18 @@ import argparse
 import json
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from training.tiny_chat.data import EvalPrompt
-from training.tiny_chat.evaluate import BEHAVIOURS, Outcome, accuracy, behaviour_prompts
+from training.tiny_chat.evaluate import (
+    BEHAVIOURS,
+    Outcome,
+    accuracy,
+    behaviour_prompts,
+    prompt_tokens,
+)
 from training.tiny_chat.tokenizer import IM_END
 
 FIXTURE = Path(__file__).resolve().parents[2] / "tests/fixtures/codex_0.169_request.json"
@@ -62,14 +69,7 @@ def with_preamble(prompt: EvalPrompt, text: str) -> list[dict[str, Any]]:
 
 
 def _tokens(tokenizer: Any, prompt: EvalPrompt, text: str) -> list[int]:
-    rendered = tokenizer.apply_chat_template(
-        with_preamble(prompt, text),
-        tools=prompt.tools,
-        add_generation_prompt=True,
-        tokenize=False,
-        enable_thinking=prompt.enable_thinking,
-    )
-    return list(tokenizer.encode(rendered, add_special_tokens=False))
+    return prompt_tokens(tokenizer, replace(prompt, messages=with_preamble(prompt, text)))
 
 
 def _prefill(model: Any, cache: list[Any], tokens: list[int]) -> Any:
