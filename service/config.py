@@ -59,8 +59,9 @@ class Settings:
     num_draft_tokens: int = F.NUM_DRAFT_TOKENS.default
     draft_model: Path | None = F.DRAFT_MODEL.default
     kv_bits: int | None = F.KV_BITS.default
-    max_prefill_tokens_per_step: int = F.MAX_PREFILL_TOKENS_PER_STEP.default
-    prefill_batch_size: int = F.PREFILL_BATCH_SIZE.default
+    # None: the device's default (flags.prefill_for_device, resolved by the engine)
+    max_prefill_tokens_per_step: int | None = F.MAX_PREFILL_TOKENS_PER_STEP.default
+    prefill_batch_size: int | None = F.PREFILL_BATCH_SIZE.default
     engine: str = F.ENGINE.default
     stream_window_ms: float = F.STREAM_WINDOW_MS.default
     store_url: str = F.STORE_URL.default
@@ -108,9 +109,9 @@ class Settings:
             raise ConfigError("--speculative draft and --draft-model PATH go together")
         if self.num_draft_tokens < 1:
             raise ConfigError("--num-draft-tokens must be at least 1")
-        if self.max_prefill_tokens_per_step < 1:
+        if self.max_prefill_tokens_per_step is not None and self.max_prefill_tokens_per_step < 1:
             raise ConfigError("--max-prefill-tokens-per-step must be at least 1")
-        if self.prefill_batch_size < 1:
+        if self.prefill_batch_size is not None and self.prefill_batch_size < 1:
             raise ConfigError("--prefill-batch-size must be at least 1")
         if self.kv_bits not in (None, *KV_BITS):
             raise ConfigError("--kv-bits must be 4 or 8")

@@ -45,6 +45,7 @@ from mlx_responses.service.engine.seeded_sampler import seeded_sampler, shared_s
 from mlx_responses.service.engine.slots import SlotGenerator
 from mlx_responses.service.engine.solo import SoloSequence
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
+from mlx_responses.service.flags import Prefill, prefill_for_device
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,11 @@ class GenerationStream:
                 self._worker.cancel(self)
 
 
+def device_kind() -> str:
+    """The kind of MLX's default device: "gpu" (Metal or CUDA) or "cpu"."""
+    return "gpu" if mx.default_device().type == mx.gpu else "cpu"
+
+
 def _waiting(generator: BatchGenerator) -> int:
     """Prompts the batch holds that are not decoding yet (being prefilled, or not started)."""
     return len(generator._prompt_batch) + len(generator._unprocessed_sequences)
@@ -136,9 +142,10 @@ class EngineWorker:
     max_batch_size: int = 16
     max_queued_requests: int = 64
     prefill_step_size: int = 512
-    # Prompt tokens prefilled between two decode steps while sequences decode (all prompts).
-    max_prefill_tokens_per_step: int = 512
-    prefill_batch_size: int = 8
+    # Prompt tokens prefilled between two decode steps while sequences decode (all prompts),
+    # and prompts prefilled together; None: the device's default (flags.prefill_for_device).
+    max_prefill_tokens_per_step: int | None = None
+    prefill_batch_size: int | None = None
     prompt_cache_max_entries: int = 32
     prompt_cache_max_bytes: int = 1 << 30
     # "off", "ngram" (prompt-lookup drafts) or "draft" (drafts of `load_draft`'s model), for
@@ -175,6 +182,13 @@ class EngineWorker:
         self._metrics: ModelObserver | None = None
         self._solo: SoloSequence | None = None  # the lone sequence decoding outside the batch
         self._solo_uids = itertools.count(-1, -1)  # never a BatchGenerator uid
+        self._device = device_kind()
+        self._prefill: Prefill = prefill_for_device(
+            self._device,
+            self.max_batch_size,
+            self.prefill_batch_size,
+            self.max_prefill_tokens_per_step,
+        )
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
             LRUPromptCache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)
@@ -277,14 +291,14 @@ class EngineWorker:
                 self._batch_model,
                 stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
                 completion_batch_size=self.max_batch_size,
-                prefill_batch_size=min(self.prefill_batch_size, self.max_batch_size),
+                prefill_batch_size=self._prefill.batch_size,
                 prefill_step_size=self.prefill_step_size,
             )
         generator = BatchGenerator(
             self._batch_model,
             stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
             completion_batch_size=self.max_batch_size,
-            prefill_batch_size=min(self.prefill_batch_size, self.max_batch_size),
+            prefill_batch_size=self._prefill.batch_size,
             prefill_step_size=self.prefill_step_size,
         )
         # NOTE: swaps in our decode batch before anything joins it; prefill stays mlx-lm's.
@@ -319,6 +333,13 @@ class EngineWorker:
                 if self._kv_group is None:
                     # NOTE: a startup warning, not a failure: the flag is a memory hint.
                     log.warning("--kv-bits ignored: this model's KV cannot be quantized")
+            log.info(
+                "engine %s on %s: %d prompts prefilled together, %d prompt tokens per decode step",
+                self.name,
+                self._device,
+                self._prefill.batch_size,
+                self._prefill.tokens_per_step,
+            )
             generator = self._new_generator()
             if self.metrics is not None:
                 self._metrics = self.metrics.for_model(loaded.alias)
@@ -642,7 +663,7 @@ class EngineWorker:
             # NOTE: mlx-lm prefills one chunk per prompt after each decode step; sizing the
             # chunk from our budget bounds the stall a long new prompt puts on running streams.
             share = max(1, min(_waiting(generator), generator.prefill_batch_size))
-            generator.prefill_step_size = max(1, self.max_prefill_tokens_per_step // share)
+            generator.prefill_step_size = max(1, self._prefill.tokens_per_step // share)
         else:
             generator.prefill_step_size = self.prefill_step_size
         before = generator._counters.prompt_tokens

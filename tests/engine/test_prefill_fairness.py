@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
+import pytest
+from mlx_responses.service.engine import worker as worker_module
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.worker import EngineWorker
@@ -67,3 +70,42 @@ async def test_prompts_arriving_together_prefill_as_one_batch(random_model: Path
     finally:
         together.stop()
     assert outputs == expected
+
+
+@pytest.mark.parametrize(
+    ("device", "given", "logged"),
+    [
+        ("cpu", {}, "on cpu: 8 prompts prefilled together, 512 prompt tokens"),
+        ("gpu", {}, "on gpu: 16 prompts prefilled together, 8192 prompt tokens"),
+        (
+            "gpu",
+            {"prefill_batch_size": 4, "max_prefill_tokens_per_step": 256},
+            "on gpu: 4 prompts prefilled together, 256 prompt tokens",
+        ),
+    ],
+)
+async def test_prefill_defaults_follow_the_device_and_are_logged_once(
+    random_model: Path,
+    *,
+    device: str,
+    given: dict[str, int],
+    logged: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The engine resolves the two prefill flags for its device at start, and says so once."""
+    monkeypatch.setattr(worker_module, "device_kind", lambda: device)
+    engine = EngineWorker(
+        lambda: load_model(random_model), max_batch_size=16, prompt_cache_max_entries=0, **given
+    )
+    with caplog.at_level(logging.INFO, logger=worker_module.__name__):
+        loaded = await engine.start()
+    try:
+        greedy = SamplingParams(max_tokens=3, temperature=0.0)
+        streams = [engine.submit(loaded.tokenizer.encode(f"hi {i}"), greedy) for i in range(3)]
+        outputs = await asyncio.gather(*(collect(s) for s in streams))
+    finally:
+        engine.stop()
+    assert all(len(o) == 3 for o in outputs)
+    lines = [r.getMessage() for r in caplog.records if "prefilled together" in r.getMessage()]
+    assert len(lines) == 1 and logged in lines[0]

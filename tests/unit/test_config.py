@@ -105,7 +105,7 @@ def test_stream_window_flag() -> None:
 
 
 def test_prefill_batch_size_flag() -> None:
-    assert _parse([], {}).prefill_batch_size == 8
+    assert _parse([], {}).prefill_batch_size is None  # the device's default (the engine's)
     assert _parse(["--prefill-batch-size", "64"], {}).prefill_batch_size == 64
     with pytest.raises(ConfigError, match="--prefill-batch-size"):
         _parse(["--prefill-batch-size", "0"], {})
