@@ -16,6 +16,8 @@ from mlx_lm.models.cache import (
     BatchKVCache,
     KVCache,
     LRUPromptCache,
+    PromptTrie,
+    PromptTrieResult,
     QuantizedKVCache,
     can_trim_prompt_cache,
     dynamic_roll,
@@ -38,11 +40,15 @@ __all__ = [
     "GENERATION_BATCH_INTERNALS",
     "KEYWORDS",
     "KV_CACHE_INTERNALS",
+    "PROMPT_CACHE_INTERNALS",
+    "PROMPT_TRIE_INTERNALS",
     "BatchGenerator",
     "BatchKVCache",
     "GenerationBatch",
     "KVCache",
     "LRUPromptCache",
+    "PromptTrie",
+    "PromptTrieResult",
     "QuantizedKVCache",
     "TokenizerWrapper",
     "apply_top_k",
@@ -124,6 +130,12 @@ BATCH_KV_CACHE_INTERNALS = (
 # caches speak the protocol mlx-lm's attention layers call: `offset`, `update_and_fetch`,
 # `make_mask` (checked end to end by tests/engine/test_slots.py).
 KV_CACHE_INTERNALS = ("keys", "values", "offset", "state", "make_mask", "update_and_fetch")
+
+# The prompt cache's trie, which service/engine/prompt_trie.py replaces with an indexed one: the
+# attribute that holds it, and what the subclass overrides or reads (mlx-lm's nested-dict nodes,
+# "__value__" marking a sequence's end, are read by the restated search).
+PROMPT_CACHE_INTERNALS = ("_trie",)
+PROMPT_TRIE_INTERNALS = ("_trie", "add", "pop", "pop_prefixes", "search", "get")
 
 # Keyword arguments the engine passes, by callable.
 KEYWORDS = {

@@ -23,7 +23,6 @@ from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelErr
 from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
 from mlx_responses.service.engine.mlx_lm_compat import (
     BatchGenerator,
-    LRUPromptCache,
     can_trim_prompt_cache,
     make_prompt_cache,
     trim_prompt_cache,
@@ -31,6 +30,7 @@ from mlx_responses.service.engine.mlx_lm_compat import (
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
 from mlx_responses.service.engine.outbox import Outbox
+from mlx_responses.service.engine.prompt_trie import new_prompt_cache
 from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.requests import (
     Chunk,
@@ -191,7 +191,7 @@ class EngineWorker:
         )
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
-            LRUPromptCache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)
+            new_prompt_cache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)
             if self.prompt_cache_max_entries > 0
             else None
         )

@@ -65,6 +65,8 @@ def _instances() -> dict[str, Any]:
         "GenerationBatch": compat.GenerationBatch.empty(None, None),
         "BatchKVCache": compat.BatchKVCache(left_padding=[0]),
         "KVCache": compat.KVCache(),
+        "LRUPromptCache": compat.LRUPromptCache(),
+        "PromptTrie": compat.PromptTrie(),
     }
 
 
@@ -75,6 +77,8 @@ def _internals() -> list[tuple[str, str]]:
         "GENERATION_BATCH_INTERNALS": "GenerationBatch",
         "BATCH_KV_CACHE_INTERNALS": "BatchKVCache",
         "KV_CACHE_INTERNALS": "KVCache",
+        "PROMPT_CACHE_INTERNALS": "LRUPromptCache",
+        "PROMPT_TRIE_INTERNALS": "PromptTrie",
     }
     out = []
     for node in ast.parse(COMPAT.read_text()).body:
