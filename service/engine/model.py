@@ -33,12 +33,10 @@ class LoadedModel:
 
     def accepts_name(self, name: str) -> bool:
         """Whether a request's `model` names this model (alias, folder name or path)."""
-        return name in {
-            self.alias,
-            self.path.name,
-            str(self.path),
-            str(self.path.resolve()),
-        }
+        # The resolved path last: it walks the file system, and most requests name the alias.
+        return name in (self.alias, self.path.name, str(self.path)) or name == str(
+            self.path.resolve()
+        )
 
 
 def context_length_of(config: dict[str, Any]) -> int:
