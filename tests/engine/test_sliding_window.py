@@ -8,6 +8,7 @@ the attention Hugging Face's Qwen3 computes for such a config.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import mlx.core as mx
 import pytest
@@ -63,6 +64,16 @@ async def test_batched_sequences_attend_over_the_window(windowed_model: Path) ->
     assert stats.max_batch_seen == 2 and together == expected
     # A lone sequence handed to the batch when the second arrives keeps its window too.
     together, stats = await generate(windowed_model, greedy(TEXTS, TOKENS))
+    assert together == expected
+
+
+@pytest.mark.parametrize("worker", [{"speculative": "ngram"}, {"kv_bits": 8}])
+async def test_speculation_and_kv_bits_leave_the_window_as_it_is(
+    windowed_model: Path, worker: dict[str, Any]
+) -> None:
+    """Neither applies to rotating caches: the sequences decode plainly, window intact."""
+    expected = [_reference(windowed_model, text, window=WINDOW) for text in TEXTS]
+    together, _ = await generate(windowed_model, greedy(TEXTS, TOKENS), **worker)
     assert together == expected
 
 
