@@ -11,6 +11,7 @@ from typing import Any
 
 from mlx import nn
 from mlx_responses.service.engine.mlx_lm_compat import TokenizerWrapper, load
+from mlx_responses.service.engine.sliding_window import apply_window
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ def load_model(path: Path, alias: str | None = None) -> LoadedModel:
     started = time.perf_counter()
     model, tokenizer = load(str(folder))[:2]
     config = json.loads((folder / "config.json").read_text())
+    apply_window(model, config, alias or folder.name)
     temperature, top_p = sampling_defaults(folder)
     loaded = LoadedModel(
         model=model,

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 import mlx.core as mx
 import numpy as np
+from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError, check_draft
 from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
 from mlx_responses.service.engine.mlx_lm_compat import (
@@ -42,6 +43,7 @@ from mlx_responses.service.engine.requests import (
     TokenLogprob,
 )
 from mlx_responses.service.engine.seeded_sampler import seeded_sampler, shared_sampler
+from mlx_responses.service.engine.sliding_window import plain_caches
 from mlx_responses.service.engine.slots import SlotGenerator
 from mlx_responses.service.engine.solo import SoloSequence
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
@@ -323,6 +325,11 @@ class EngineWorker:
         try:
             loaded = self._loaded = self.load()
             self._batch_model = loaded.model
+            if self.engine == "slots" and not plain_caches(loaded.model):
+                raise ConfigError(
+                    f"--engine slots needs plain KV caches; {loaded.path} has sliding-window "
+                    "or recurrent layers (use --engine batch)"
+                )
             models = [loaded.model]
             if self.speculative == "draft":
                 self._batch_model = self._drafted(loaded)

@@ -210,12 +210,14 @@ class EventAssembler:
         """`response.reasoning_text.delta` in the open reasoning item (opened if needed)."""
         return self._delta("reasoning", ev.EVENT_TYPE_REASONING_TEXT_DELTA, delta)
 
-    def function_call(self, name: str, arguments: str) -> list[ev.ResponseEvent]:
+    def function_call(
+        self, name: str, arguments: str, status: pb.ItemStatus = pb.ITEM_STATUS_COMPLETED
+    ) -> list[ev.ResponseEvent]:
         """A whole function call: item added, arguments delta and done, item done."""
         return (
             self.function_call_start(name)
             + self.function_call_delta(arguments)
-            + self.function_call_done(arguments)
+            + self.function_call_done(arguments, status)
         )
 
     def function_call_start(self, name: str) -> list[ev.ResponseEvent]:
@@ -268,15 +270,19 @@ class EventAssembler:
             )
         ]
 
-    def function_call_done(self, arguments: str) -> list[ev.ResponseEvent]:
-        """The authoritative arguments (custom input): the unsent rest, then done events."""
+    def function_call_done(
+        self, arguments: str, status: pb.ItemStatus = pb.ITEM_STATUS_COMPLETED
+    ) -> list[ev.ResponseEvent]:
+        """The authoritative arguments (custom input): the unsent rest, then done events.
+
+        A call cut short by `max_output_tokens` is done as `incomplete`."""
         call, field_name = self._open_call()
         events = []
         sent = getattr(call, field_name)
         if arguments.startswith(sent):
             events += self.function_call_delta(arguments[len(sent) :])
         setattr(call, field_name, arguments)
-        call.status = pb.ITEM_STATUS_COMPLETED
+        call.status = status
         kind = (
             ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DONE
             if field_name == "input"

@@ -487,8 +487,9 @@ class ResponsePipeline:
                     for segment in parser.feed(stops.flush()):
                         events += self._segment(assembler, segment, pending, streamer)
                 if finish_reason is not None:
+                    cut = finish_reason == "length"
                     for segment in parser.finish():
-                        events += self._segment(assembler, segment, pending, streamer)
+                        events += self._segment(assembler, segment, pending, streamer, cut=cut)
                     events += await self._finish(
                         turn,
                         assembler,
@@ -516,7 +517,10 @@ class ResponsePipeline:
         segment: Segment,
         pending: list[pb.Logprob],
         streamer: ToolCallStreamer | None,
+        *,
+        cut: bool = False,
     ) -> list[ev.ResponseEvent]:
+        """Events of one parsed segment; ``cut``: the output budget ended it."""
         logprobs = pending[:]
         pending.clear()
         if segment.channel is Channel.REASONING:
@@ -524,7 +528,7 @@ class ResponsePipeline:
         if segment.channel is Channel.TEXT or streamer is None:
             return assembler.text_delta(segment.text, logprobs)
         # The end-of-span parse is authoritative over what streamed.
-        events = streamer.finish(assembler, segment.text)
+        events = streamer.finish(assembler, segment.text, cut=cut)
         if events is None:
             # A malformed call stays visible as text rather than vanishing.
             fmt = streamer.format

@@ -14,6 +14,7 @@ from mlx_responses.service.text.json_text import loads_bounded
 from mlx_responses.service.text.tool_formats import ParsedToolCall, Schemas, ToolFormat
 
 from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import responses_pb2 as pb
 
 
 def _is_json(text: str) -> bool:
@@ -71,8 +72,13 @@ class ToolCallStreamer:
                 break
         return events
 
-    def finish(self, assembler: EventAssembler, body: str) -> list[ev.ResponseEvent] | None:
-        """The span's final events; None when nothing was streamed and it does not parse."""
+    def finish(
+        self, assembler: EventAssembler, body: str, *, cut: bool = False
+    ) -> list[ev.ResponseEvent] | None:
+        """The span's final events; None when nothing was streamed and it does not parse.
+
+        ``cut``: the output budget ended the span mid-call, so its last call is incomplete.
+        """
         try:
             parsed: list[ParsedToolCall] = self.format.parse(body, self.schemas)
         except ValueError:
@@ -81,15 +87,18 @@ class ToolCallStreamer:
             self._reset()
             return None
         events: list[ev.ResponseEvent] = []
+        rest = parsed[self.opened :]
         if self.streaming:
             index = self.opened - 1
             final = self.sent
             if index < len(parsed):
                 final = self._payload(parsed[index].name, parsed[index].arguments, True)
-            events += assembler.function_call_done(final)
-        for call in parsed[self.opened :]:
-            events += assembler.function_call(
-                call.name, self._payload(call.name, call.arguments, True)
-            )
+            status = pb.ITEM_STATUS_INCOMPLETE if cut and not rest else pb.ITEM_STATUS_COMPLETED
+            events += assembler.function_call_done(final, status)
+        for i, call in enumerate(rest):
+            last = i == len(rest) - 1
+            status = pb.ITEM_STATUS_INCOMPLETE if cut and last else pb.ITEM_STATUS_COMPLETED
+            payload = self._payload(call.name, call.arguments, True)
+            events += assembler.function_call(call.name, payload, status)
         self._reset()
         return events

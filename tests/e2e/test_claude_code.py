@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mlx_responses.service.engine.model import context_length_of
 
 from tests.e2e.test_processes import _free_port, _process, _wait_healthy
 
@@ -105,6 +106,8 @@ def test_default_prompt_is_refused_clearly(server: int, model_path: Path, tmp_pa
     code, result = _run(claude, server, tmp_path, "--model", model_path.name)
     assert code != 0 and result["is_error"] is True and result["api_error_status"] == 400
     message = result["result"]
-    assert "2048-token context window" in message, message
+    window = context_length_of(json.loads((model_path / "config.json").read_text()))
+    assert f"{window}-token context window" in message, message
     tokens = int(message.split("The input is ")[1].split(" tokens")[0])
-    assert tokens > 2048 * 10, f"Claude Code's default prompt measured {tokens} tokens"
+    assert tokens > window, f"Claude Code's default prompt measured {tokens} tokens"
+    assert tokens > 20_000, f"Claude Code's default prompt measured {tokens} tokens"

@@ -195,6 +195,48 @@ def test_streamed_input_deltas_join_to_the_final_input(
     assert patch_grammar(call.input, final.status == "completed")
 
 
+@pytest.mark.parametrize(
+    ("tool", "choice"),
+    [
+        (APPLY_PATCH, {"type": "custom", "name": "apply_patch"}),
+        (
+            {
+                "type": "function",
+                "name": "add_file",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}, "text": {"type": "string"}},
+                    "required": ["name", "text"],
+                },
+            },
+            {"type": "function", "name": "add_file"},
+        ),
+    ],
+)
+def test_a_call_cut_by_max_output_tokens_is_incomplete(
+    client: openai.OpenAI, stack: Stack, tool: dict[str, Any], choice: dict[str, Any]
+) -> None:
+    """A call the output budget ends mid-input leaves `incomplete` (a client must not run it),
+    streamed and stored alike."""
+    whole = _create(client, stack, input=EDIT, tools=[tool], tool_choice=choice)
+    assert whole.output[0].type in ("custom_tool_call", "function_call")
+    budget = whole.usage.output_tokens - 8  # greedy: the same call, its last tokens cut
+    with client.responses.stream(
+        model=stack.settings.models[0].name,
+        input=EDIT,
+        tools=[tool],  # type: ignore[list-item]
+        tool_choice=choice,  # type: ignore[arg-type]
+        max_output_tokens=budget,
+    ) as stream:
+        events = list(stream)
+    final = events[-1].response  # type: ignore[union-attr]
+    assert final.status == "incomplete" and final.incomplete_details.reason == "max_output_tokens"
+    (done,) = [e.item for e in events if e.type == "response.output_item.done"]
+    (call,) = [i for i in final.output if i.type in ("custom_tool_call", "function_call")]
+    assert done.status == call.status == "incomplete", done
+    assert client.responses.retrieve(final.id).output[0].status == "incomplete"
+
+
 def test_custom_tool_calls_replay_as_history(client: openai.OpenAI, stack: Stack) -> None:
     history: list[Any] = [
         {"role": "user", "content": EDIT},

@@ -112,7 +112,9 @@ def test_server_keeps_serving_after_refusals(stack: Stack) -> None:
 
 
 def test_input_longer_than_the_context_window(stack: Stack) -> None:
-    reply = _post(stack, "/v1/responses", {"model": _model(stack), "input": "hello " * 5000})
+    window = httpx.get(f"{stack.base_url}/v1/models").json()["data"][0]["context_length"]
+    words = "hello " * (window + 1)  # a token a word at least
+    reply = _post(stack, "/v1/responses", {"model": _model(stack), "input": words})
     assert reply.status_code == 400
     error = reply.json()["error"]
     assert error["code"] == "context_length_exceeded" and error["param"] == "input"

@@ -36,10 +36,13 @@ def build_random_model(
     seed: int = 0,
     tokenizer_from: Path = BUNDLED_MODEL,
     never_emit: Iterable[int] = (),
+    sliding_window: int | None = None,
 ) -> Path:
     """Writes config.json, model.safetensors and the tokenizer files into `out`.
 
-    The model never emits its end tokens, nor the tokens in `never_emit`.
+    The model never emits its end tokens, nor the tokens in `never_emit`. With
+    `sliding_window`, its config declares (Qwen's way) that every layer attends over that many
+    tokens.
     """
     import mlx.core as mx
     from mlx.utils import tree_flatten
@@ -65,6 +68,12 @@ def build_random_model(
         "tie_word_embeddings": False,
         "eos_token_id": base.get("eos_token_id"),
     }
+    if sliding_window is not None:
+        config |= {
+            "use_sliding_window": True,
+            "sliding_window": sliding_window,
+            "max_window_layers": 0,
+        }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     mx.random.seed(seed)
     model = qwen3.Model(qwen3.ModelArgs.from_dict(config))

@@ -98,3 +98,39 @@ def test_decoy_tools_are_agent_shaped_and_never_the_conversations_own() -> None:
         params = tool["function"]["parameters"]
         assert params["type"] == "object" and params["properties"]
         assert len(tool["function"]["description"]) > 10
+
+
+@pytest.mark.parametrize("window", [None, 8])
+def test_a_forked_preamble_cache_extends_without_touching_the_shared_one(
+    window: int | None,
+) -> None:
+    """long_context.py prefills the preamble once and forks it per prompt, plain or rotating."""
+    from mlx_lm.models import qwen3
+    from mlx_lm.models.cache import KVCache, RotatingKVCache
+
+    from training.tiny_chat.long_context import _fork
+
+    args = {
+        "model_type": "qwen3",
+        "hidden_size": 16,
+        "num_hidden_layers": 1,
+        "intermediate_size": 32,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 8,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": 32,
+        "max_position_embeddings": 64,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": True,
+    }
+    model = qwen3.Model(qwen3.ModelArgs.from_dict(args))
+    fresh = KVCache if window is None else (lambda: RotatingKVCache(window))
+    tokens = mx.array([[3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]])
+    shared = [fresh()]
+    model(tokens[:, :10], cache=shared)
+    before = mx.array(shared[0].keys)
+    logits = model(tokens[:, 10:], cache=_fork(shared))[:, -1]
+    assert shared[0].offset == 10 and bool(mx.array_equal(shared[0].keys, before))
+    expected = model(tokens, cache=[fresh()])[:, -1]  # the whole prompt at once
+    assert bool(mx.allclose(logits, expected, atol=1e-4))

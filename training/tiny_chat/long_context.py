@@ -3,7 +3,8 @@
 The held-out prompts of `evaluate.py` are asked again after a preamble of about N tokens: Codex
 0.169's developer messages and environment context (tests/fixtures/codex_0.169_request.json),
 repeated until long enough, then cut to N tokens. The preamble is prefilled once and its KV cache
-shared by every prompt, so an 18k-token preamble costs one prefill, not one per prompt.
+shared by every prompt, so an 18k-token preamble costs one prefill, not one per prompt. A model
+whose config declares a sliding window is scored with it, as the server runs it.
 
     python -m training.tiny_chat.long_context MODEL --lengths 0,2048,18432 -n 50
 """
@@ -11,6 +12,7 @@ shared by every prompt, so an 18k-token preamble costs one prefill, not one per 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import time
 from collections import defaultdict
@@ -82,18 +84,17 @@ def _prefill(model: Any, cache: list[Any], tokens: list[int]) -> Any:
     return logits
 
 
-def _fork(cache: list[Any], length: int) -> list[Any]:
-    """A copy of the shared cache's first ``length`` positions (the shared one stays intact)."""
-    from mlx_lm.models.cache import KVCache
+def _fork(cache: list[Any]) -> list[Any]:
+    """A copy of the shared cache (plain or rotating) that the prompt extends; the shared one
+    stays intact."""
+    import mlx.core as mx
 
     out = []
     for c in cache:
-        k = KVCache()
-        if length:
-            k.keys = c.keys[..., :length, :]
-            k.values = c.values[..., :length, :]
-            k.offset = length
-        out.append(k)
+        own = copy.copy(c)  # offset and, for a rotating cache, where it wraps
+        if c.keys is not None:
+            own.keys, own.values = mx.array(c.keys), mx.array(c.values)
+        out.append(own)
     return out
 
 
@@ -118,7 +119,7 @@ def score(
     eos = tokenizer.convert_tokens_to_ids(IM_END)
     outcomes = []
     for prompt, tokens in zip(prompts, encoded, strict=True):
-        own = _fork(cache, shared)
+        own = _fork(cache)
         logits = _prefill(model, own, tokens[shared:])
         budget = len(tokenizer.encode(prompt.expected, add_special_tokens=False)) + 4
         out: list[int] = []
@@ -143,8 +144,13 @@ def main() -> None:
     parser.add_argument("--show-failures", type=int, default=3)
     args = parser.parse_args()
     from mlx_lm import load
+    from mlx_responses.service.engine.sliding_window import apply_window
 
     model, tokenizer = load(str(args.model))
+    # The window the server applies, if the config declares one (service/engine/sliding_window.py)
+    config = json.loads((args.model / "config.json").read_text())
+    window = apply_window(model, config, args.model.name)
+    print(f"{args.model}: context {config.get('max_position_embeddings')}, window {window}")
     prompts = [p for b in (*BEHAVIOURS, "patch") for p in behaviour_prompts(b, args.n)]
     for n_tokens in (int(x) for x in args.lengths.split(",")):
         start = time.perf_counter()

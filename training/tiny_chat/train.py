@@ -95,6 +95,10 @@ class TrainConfig:
     # the context window written to config.json (training rows stay <= 2,048 tokens; with PoSE
     # position skips, the agent stage covers distances beyond them and may claim more)
     max_positions: int = 2048
+    # every layer attends over the last this many tokens only (Qwen's `use_sliding_window`,
+    # applied by the server: service/engine/sliding_window.py); 0: to every position. Rows
+    # stay <= 2,048 tokens, so a window of 2,048 is what training saw, at any context length
+    sliding_window: int = 0
     # start from a trained model folder (its tokenizer and weights) instead of from scratch: the
     # agent stage (PILOTS.md) fine-tunes the base recipe's model this way
     init_from: str = ""
@@ -330,7 +334,12 @@ def model_config(cfg: TrainConfig, vocab_size: int, eos_id: int, pad_id: int) ->
         "tie_word_embeddings": True,
         "attention_bias": False,
         "attention_dropout": 0.0,
-        "use_sliding_window": False,
+        "use_sliding_window": cfg.sliding_window > 0,
+        **(
+            {"sliding_window": cfg.sliding_window, "max_window_layers": 0}
+            if cfg.sliding_window > 0
+            else {}
+        ),
         "torch_dtype": "float32",
         "bos_token_id": None,
         "eos_token_id": eos_id,
