@@ -167,6 +167,8 @@ class EngineWorker:
     solo: bool = True
     stats: EngineStats = field(default_factory=EngineStats)
     metrics: EngineObserver | None = None
+    # The prefill settings resolved for the device, on the MLX thread before the first step.
+    _prefill: Prefill = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._commands: queue.SimpleQueue[_Submit | _Cancel | _Stop] = queue.SimpleQueue()
@@ -184,13 +186,6 @@ class EngineWorker:
         self._metrics: ModelObserver | None = None
         self._solo: SoloSequence | None = None  # the lone sequence decoding outside the batch
         self._solo_uids = itertools.count(-1, -1)  # never a BatchGenerator uid
-        self._device = device_kind()
-        self._prefill: Prefill = prefill_for_device(
-            self._device,
-            self.max_batch_size,
-            self.prefill_batch_size,
-            self.max_prefill_tokens_per_step,
-        )
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
             new_prompt_cache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)
@@ -340,10 +335,17 @@ class EngineWorker:
                 if self._kv_group is None:
                     # NOTE: a startup warning, not a failure: the flag is a memory hint.
                     log.warning("--kv-bits ignored: this model's KV cannot be quantized")
+            device = device_kind()
+            self._prefill = prefill_for_device(
+                device,
+                self.max_batch_size,
+                self.prefill_batch_size,
+                self.max_prefill_tokens_per_step,
+            )
             log.info(
                 "engine %s on %s: %d prompts prefilled together, %d prompt tokens per decode step",
                 self.name,
-                self._device,
+                device,
                 self._prefill.batch_size,
                 self._prefill.tokens_per_step,
             )
