@@ -41,8 +41,18 @@ contract-baseline:  ## at a release: snapshot the contract (make contract-baseli
 proto: setup  ## regenerate mlx_responses/ from proto/
 	$(PY) tools/genproto.py
 
-model: setup  ## retrain the bundled tiny chat model (service/assets/tiny-chat)
-	$(PY) -m training.tiny_chat.train --out service/assets/tiny-chat --copy-steps 1200 --tool-steps 500 --full-steps 700 --p-random 0.3 --full-p-random 0.3 --p-long-system 0.2 --copy-p-random 0.5 --spelled-embeddings --underscore-words --composed-requests 0.5
+# The bundled model's stages (training/tiny_chat/PILOTS.md): the base recipe, then the agent
+# stage (agent prose, decoy tools, apply_patch; a 32k context over a 2,048-token sliding window),
+# each stage fine-tuning the last with the embeddings frozen. ~20 + 14 + 16 + 10 + 2 min on 2 cores.
+MODEL_STAGES := build/tiny-chat
+AGENT_MIX := --freeze-embeddings --max-positions 32768 --copy-steps 0 --short-steps 0 --p-random 0.3 --full-p-random 0.3 --p-long-system 0.25 --composed-requests 0.5 --decoys 0.25
+
+model: setup  ## retrain the bundled tiny chat model (service/assets/tiny-chat), stage by stage
+	$(PY) -m training.tiny_chat.train --out $(MODEL_STAGES)/base --copy-steps 1200 --tool-steps 500 --full-steps 700 --p-random 0.3 --full-p-random 0.3 --p-long-system 0.2 --copy-p-random 0.5 --spelled-embeddings --underscore-words --composed-requests 0.5
+	$(PY) -m training.tiny_chat.train --init-from $(MODEL_STAGES)/base --out $(MODEL_STAGES)/agent1 --skip-eval $(AGENT_MIX) --tool-steps 100 --full-steps 350 --lr 3e-4 --warmup 20 --pose-share 0.5 --agent-prose 0.6 --patch-share 0.3
+	$(PY) -m training.tiny_chat.train --init-from $(MODEL_STAGES)/agent1 --out $(MODEL_STAGES)/agent2 --skip-eval $(AGENT_MIX) --sliding-window 2048 --copy-steps 100 --copy-p-random 0.5 --tool-steps 150 --full-steps 300 --lr 1.5e-4 --warmup 10 --agent-prose 0.6 --patch-share 0.3
+	$(PY) -m training.tiny_chat.train --init-from $(MODEL_STAGES)/agent2 --out $(MODEL_STAGES)/agent3 --skip-eval $(AGENT_MIX) --sliding-window 2048 --tool-steps 250 --full-steps 150 --lr 1e-4 --warmup 10 --agent-prose 0.5 --patch-share 0.5
+	$(PY) -m training.tiny_chat.train --init-from $(MODEL_STAGES)/agent3 --out service/assets/tiny-chat $(AGENT_MIX) --sliding-window 2048 --tool-steps 0 --full-steps 80 --lr 3e-5 --warmup 5 --agent-prose 0.3 --patch-share 0.1
 
 bench: setup  ## performance benchmark (prints figures; not a test)
 	$(PY) tests/benchmarks/bench_serving.py $(ARGS)

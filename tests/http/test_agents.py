@@ -51,8 +51,8 @@ def test_the_codex_request_is_accepted_with_drop(drop_stack: Stack) -> None:
     assert body["store"] is False and body["client_metadata"] and body["prompt_cache_key"]
     assert body["include"] == ["reasoning.encrypted_content"]
     assert body["input"][0]["role"] == "developer"
-    # The whole request validates and renders (the bundled model's 2k window is far too small
-    # to generate from it: see tests/e2e/test_codex.py for a real turn with a slimmer prompt).
+    # The whole request validates and renders (tests/e2e/test_codex.py has the real Codex CLI
+    # send it and the bundled model answer it).
     reply = httpx.post(f"{drop_stack.base_url}/v1/responses/input_tokens", json=body, timeout=60)
     assert reply.status_code == 200, reply.text
     assert reply.json()["input_tokens"] > 2048

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mlx_responses.service.engine.sliding_window import apply_window, declared_window
 
 from training.tiny_chat.data import UNKNOWN_WORDS, unknown_word_prompts
 from training.tiny_chat.evaluate import BEHAVIOURS, Outcome, accuracy, evaluate
@@ -15,11 +16,11 @@ from training.tiny_chat.lexicon import unique_words
 MODEL_DIR = Path(__file__).resolve().parents[2] / "service" / "assets" / "tiny-chat"
 N_PROMPTS = 200
 # The issue's target is 0.95 for every behaviour and each of its parts. The committed weights
-# (`make model`, ~20 min of CPU training) measure echo 0.955, tool 0.980 (tool_call 0.96,
-# tool_result 1.00), think 0.985 (enable_thinking 0.97, think_request 1.00) and copy 0.980
-# (words outside the lexicon: English 0.99, random strings 0.97) on these held-out prompts,
-# greedy. The floors sit a point or so under those figures (echo: at the target) so a regression
-# fails.
+# (`make model`: the base recipe, then the agent stage; PILOTS.md) measure echo 0.965, tool 0.980
+# (tool_call 0.96, tool_result 1.00), think 0.995 (enable_thinking 0.99, think_request 1.00) and
+# copy 0.975 (words outside the lexicon: English 0.98, random strings 0.97) on these held-out
+# prompts, greedy. The floors sit a point or so under those figures (echo: at the target) so a
+# regression fails.
 TARGET = 0.95
 FLOORS = {"echo": 0.95, "tool": 0.97, "think": 0.975, "copy": 0.97}
 
@@ -45,6 +46,9 @@ def test_folder_layout() -> None:
     assert tok_config["eos_token"] == "<|im_end|>"
     assert tok_config["pad_token"] == "<|endoftext|>"
     assert (MODEL_DIR / "model.safetensors").stat().st_size < 16 * 2**20
+    # A 32k context, every layer attending over the last 2,048 tokens (the rows it trained on).
+    assert config["max_position_embeddings"] == 32768
+    assert declared_window(config) == 2048
 
 
 def test_tokenizer_and_template(loaded: tuple[Any, Any]) -> None:
@@ -111,6 +115,27 @@ def test_the_exact_quick_start_prompt(loaded: tuple[Any, Any]) -> None:
     prompt = tokenizer.apply_chat_template(
         messages, add_generation_prompt=True, tokenize=False, enable_thinking=False
     )
+    assert generate(model, tokenizer, prompt, max_tokens=8) == "hello"
+
+
+def test_the_quick_start_prompt_behind_a_codex_length_preamble() -> None:
+    """~18k tokens of Codex's own instructions first (held out from training), then the prompt:
+    the window the config declares keeps every distance one the model was trained across."""
+    from mlx_lm import generate, load
+
+    from training.tiny_chat.long_context import preamble
+
+    model, tokenizer = load(str(MODEL_DIR))
+    config = json.loads((MODEL_DIR / "config.json").read_text())
+    assert apply_window(model, config, MODEL_DIR.name) == 2048
+    messages = [
+        {"role": "system", "content": preamble(tokenizer, 18_432)},
+        {"role": "user", "content": "Reply with: hello"},
+    ]
+    prompt = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False, enable_thinking=False
+    )
+    assert len(tokenizer.encode(prompt)) > 18_000
     assert generate(model, tokenizer, prompt, max_tokens=8) == "hello"
 
 
