@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -68,6 +69,30 @@ def make_stack(model_path: Path, store_url: str) -> Iterator[object]:
     yield factory
     for s in started:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def short_context_model(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -> Path:
+    """The test model's weights declaring a 2,048-token context and no sliding window (which
+    would never slide within it): the rows it was trained on.
+
+    Compaction keeps a sixteenth of the context by default (the seed's keep_tokens), so the
+    short histories the compaction tests build have something older than that to summarise; and
+    `--engine slots` and speculation need plain KV caches.
+    """
+    out = tmp_path_factory.mktemp("short-context") / model_path.name
+    shutil.copytree(model_path, out)
+    config = json.loads((out / "config.json").read_text())
+    config["max_position_embeddings"] = 2048
+    config["use_sliding_window"] = False
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    return out
+
+
+@pytest.fixture(scope="session")
+def short_context_stack(short_context_model: Path, store_url: str) -> Iterator[Stack]:
+    with Stack.running(model_path=short_context_model, store_url=store_url) as s:
+        yield s
 
 
 @pytest.fixture(scope="session")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from mlx_responses.service.engine.model import context_length_of
 
 from tests.http.test_metrics import scrape, value
 from tests.support.processes import BIN, free_port, process, wait_status
@@ -63,7 +65,8 @@ def test_serve_two_models_lazily_and_unload_the_least_recently_used(
             )
 
         listed = httpx.get(f"{base}/v1/models", timeout=10).json()["data"]
-        assert [(m["id"], m["context_length"]) for m in listed] == [("tiny", 2048), ("big", 4096)]
+        window = context_length_of(json.loads((model_path / "config.json").read_text()))
+        assert [(m["id"], m["context_length"]) for m in listed] == [("tiny", window), ("big", 4096)]
         # Lazy: `big` is listed but not in memory before its first request.
         tiny_loaded, big_loaded, active_before = state()
         assert (tiny_loaded, big_loaded) == (1, 0)

@@ -30,9 +30,9 @@ def _ban(token: int) -> Any:
 
 @pytest.mark.parametrize("which", ["bundled", "random"])
 async def test_greedy_output_matches_the_batch_generator(
-    which: str, model_path: Path, random_model: Path
+    which: str, short_context_model: Path, random_model: Path
 ) -> None:
-    path = model_path if which == "bundled" else random_model
+    path = short_context_model if which == "bundled" else random_model
     requests = greedy(PROMPTS, 40)
     requests.append((PROMPTS[1], SamplingParams(max_tokens=40, temperature=0.0), [_ban(13)]))
     off = {"prompt_cache_max_entries": 0}

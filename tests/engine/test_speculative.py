@@ -31,9 +31,9 @@ def _ban(token: int) -> Any:
 
 @pytest.mark.parametrize("which", ["bundled", "random"])
 async def test_greedy_output_is_identical_with_ngram_speculation(
-    which: str, model_path: Path, random_model: Path
+    which: str, short_context_model: Path, random_model: Path
 ) -> None:
-    path = model_path if which == "bundled" else random_model
+    path = short_context_model if which == "bundled" else random_model
     requests = greedy(PROMPTS, 48)
     # A constrained sequence in the same batch decodes normally inside verify steps.
     requests.append((PROMPTS[0], SamplingParams(max_tokens=48, temperature=0.0), [_ban(13)]))

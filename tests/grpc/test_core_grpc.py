@@ -151,15 +151,11 @@ def test_compaction_service(stack: Stack, channel: grpc.Channel) -> None:
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
 
 
-def test_stream_response_compacts_with_typed_events(stack: Stack, channel: grpc.Channel) -> None:
-    stub = gen_grpc.GenerationServiceStub(channel)
-    params = _params(stack, "Reply with: rain")
-    for word in ("snow", "wind", "sun", "cloud", "storm", "moon", "star", "tree") * 2:
-        params.input.extend(_params(stack, f"Reply with: {word}, then {word} again").input)
-    params.context_management.append(pb.ContextManagement(type="compaction", compact_threshold=20))
-    params.max_output_tokens = 8
-    request = gen.StreamResponseRequest(params=params)
-    events = [e for message in stub.StreamResponse(request) for e in message.events]
+def test_stream_response_compacts_with_typed_events(short_context_stack: Stack) -> None:
+    """On a 2,048-token context: compaction keeps a sixteenth of it by default."""
+    stack = short_context_stack
+    with grpc.insecure_channel(stack.grpc_address) as channel:
+        events = _compacting_stream(stack, channel)
     assert [e.type for e in events[1:4]] == [
         ev.EVENT_TYPE_RESPONSE_IN_PROGRESS,
         ev.EVENT_TYPE_COMPACTION_STARTED,
@@ -171,6 +167,17 @@ def test_stream_response_compacts_with_typed_events(stack: Stack, channel: grpc.
     assert started.input_tokens == completed.input_tokens_before > completed.input_tokens_after
     assert final.output[0].WhichOneof("item") == "compaction"
     assert final.usage.input_tokens == completed.input_tokens_after
+
+
+def _compacting_stream(stack: Stack, channel: grpc.Channel) -> list[ev.ResponseEvent]:
+    stub = gen_grpc.GenerationServiceStub(channel)
+    params = _params(stack, "Reply with: rain")
+    for word in ("snow", "wind", "sun", "cloud", "storm", "moon", "star", "tree") * 2:
+        params.input.extend(_params(stack, f"Reply with: {word}, then {word} again").input)
+    params.context_management.append(pb.ContextManagement(type="compaction", compact_threshold=20))
+    params.max_output_tokens = 8
+    request = gen.StreamResponseRequest(params=params)
+    return [e for message in stub.StreamResponse(request) for e in message.events]
 
 
 def test_watch_job_streams_until_terminal(random_stack: Stack) -> None:

@@ -109,7 +109,11 @@ def test_tool_use_round_trip(client: anthropic.Anthropic, model: str) -> None:
     assert second.content[0].text == "sunny"  # type: ignore[union-attr]
 
 
-def test_tool_use_streams_input_json(client: anthropic.Anthropic, model: str) -> None:
+def test_tool_use_streams_input_json(make_stack: Any, model: str) -> None:
+    # One delta per decode step: with the default 10 ms window a fast CPU can decode the whole
+    # argument (six tokens) inside one window, and it would then arrive as one delta.
+    unwindowed = make_stack(stream_window_ms=0)
+    client = anthropic.Anthropic(base_url=unwindowed.base_url, api_key="x", max_retries=0)
     with client.messages.stream(
         model=model, max_tokens=64, messages=[user(TOOL_PROMPT)], tools=[WEATHER]
     ) as stream:

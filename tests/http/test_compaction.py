@@ -1,5 +1,6 @@
 """Compaction over HTTP (raw and the openai SDK): the compact endpoint, replay, automatic
-compaction (`context_management`), on the bundled model and on a small-context random model."""
+compaction (`context_management`), on the bundled model (its context declared as 2,048 tokens)
+and on a small-context random model."""
 
 from __future__ import annotations
 
@@ -40,6 +41,12 @@ def small_stack(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -> I
 def any_stack(request: pytest.FixtureRequest) -> Stack:
     """Each test on the bundled model and on the small-context random model."""
     return request.getfixturevalue("stack" if request.param == "bundled" else "small_stack")
+
+
+@pytest.fixture(scope="module")
+def stack(short_context_stack: Stack) -> Stack:
+    """The bundled model with a 2,048-token context (compaction's default keep is 1/16 of it)."""
+    return short_context_stack
 
 
 def name(stack: Stack) -> str:

@@ -8,12 +8,19 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
 
 from tests.http.test_compaction import count, history, name
 from tests.support.stack import Stack
 
 BETA = {"x-codex-beta-features": "remote_compaction_v2"}
 TRIGGER = {"type": "compaction_trigger"}
+
+
+@pytest.fixture(scope="module")
+def stack(short_context_stack: Stack) -> Stack:
+    """The bundled model with a 2,048-token context (compaction's default keep is 1/16 of it)."""
+    return short_context_stack
 
 
 def _events(response: httpx.Response) -> list[dict[str, Any]]:
