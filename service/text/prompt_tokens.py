@@ -8,11 +8,15 @@ parsing off, as vLLM and OpenAI do; the template's text around it keeps its mark
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 # Roles whose content is the client's data, never the template's structure.
 DATA_ROLES = ("user", "tool")
+# Up to this many special tokens, one substring scan each beats the indexed lookup.
+FEW_SPECIALS = 32
 
 
 def special_tokens(tokenizer: Any) -> list[str]:
@@ -20,6 +24,67 @@ def special_tokens(tokenizer: Any) -> list[str]:
     hf = getattr(tokenizer, "_tokenizer", tokenizer)
     added = getattr(hf, "added_tokens_decoder", {}) or {}
     return [t.content for t in added.values() if getattr(t, "special", False) and t.content]
+
+
+@dataclass(frozen=True)
+class SpecialTexts:
+    """A tokenizer's special-token texts, indexed to tell fast whether a text spells one.
+
+    `added_tokens_decoder` builds a fresh dict on every read and some vocabularies hold
+    thousands of special tokens, so each tokenizer's set is built once (see `specials_of`).
+    """
+
+    size: int  # len(tokenizer) when built: a token added since makes a new set
+    texts: frozenset[str]
+    firsts: frozenset[str]
+    lengths: tuple[int, ...]
+
+    @classmethod
+    def of(cls, tokenizer: Any, size: int) -> SpecialTexts:
+        texts = frozenset(special_tokens(tokenizer))
+        return cls(
+            size,
+            texts,
+            frozenset(t[0] for t in texts),
+            tuple(sorted({len(t) for t in texts})),
+        )
+
+    def spelled_in(self, text: str) -> bool:
+        """Whether `text` contains any special token's text (as `any(s in text ...)`)."""
+        if len(self.texts) <= FEW_SPECIALS:
+            return any(s in text for s in self.texts)
+        texts, lengths = self.texts, self.lengths
+        for first in self.firsts:
+            at = text.find(first)
+            while at >= 0:
+                if any(text[at : at + length] in texts for length in lengths):
+                    return True
+                at = text.find(first, at + 1)
+        return False
+
+
+_SPECIALS: weakref.WeakKeyDictionary[Any, SpecialTexts] = weakref.WeakKeyDictionary()
+
+
+def _size(tokenizer: Any) -> int:
+    hf = getattr(tokenizer, "_tokenizer", tokenizer)
+    try:
+        return len(hf)
+    except TypeError:
+        return -1
+
+
+def specials_of(tokenizer: Any) -> SpecialTexts:
+    """The tokenizer's special texts, built once per tokenizer (again if tokens were added)."""
+    size = _size(tokenizer)
+    try:
+        cached = _SPECIALS.get(tokenizer)
+    except TypeError:  # not weakly referenceable: built each time
+        return SpecialTexts.of(tokenizer, size)
+    if cached is None or cached.size != size or size < 0:
+        cached = SpecialTexts.of(tokenizer, size)
+        _SPECIALS[tokenizer] = cached
+    return cached
 
 
 def data_texts(messages: Sequence[dict[str, Any]]) -> list[str]:
@@ -48,8 +113,8 @@ def encode_prompt(tokenizer: Any, text: str, data: Sequence[str]) -> list[int]:
     piece, exactly as before); raises ValueError when the template changed such data beyond
     recognition, as nothing then tells its markers from the template's.
     """
-    specials = special_tokens(tokenizer)
-    suspect = [d for d in data if any(s in d for s in specials)]
+    specials = specials_of(tokenizer)
+    suspect = [d for d in data if specials.spelled_in(d)]
     if not suspect:
         return list(tokenizer.encode(text, add_special_tokens=False))
     tokens: list[int] = []
