@@ -98,11 +98,12 @@ class ReasoningEcho:
         items = [*context[-1:], *output]
         anchors = _anchors(items)
         for i, (before, after) in enumerate(itertools.pairwise(items), start=1):
+            if before.WhichOneof("item") != "reasoning":
+                continue  # only a reply right after reasoning is remembered (no key to hash)
             key = _reply_key(anchors[i], after)
-            if key is not None and before.WhichOneof("item") == "reasoning":
-                text = "".join(p.text for p in before.reasoning.content)
-                if text:
-                    self._lru.put(key, text, len(text.encode()) + len(key))
+            text = "".join(p.text for p in before.reasoning.content)
+            if key is not None and text:
+                self._lru.put(key, text, len(text.encode()) + len(key))
 
     def restore(self, items: Sequence[pb.Item]) -> list[pb.Item]:
         """The items with remembered reasoning put back before replies that lost it."""
