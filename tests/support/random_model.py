@@ -24,6 +24,29 @@ TOKENIZER_FILES = (
 )
 
 
+def tiny_qwen3(**config: Any) -> Any:
+    """An in-memory qwen3 of a few thousand random weights (hidden 16, 2 heads, vocabulary 32):
+    for tests of caches and masks; `config` overrides its config fields."""
+    from mlx_lm.models import qwen3
+
+    args = {
+        "model_type": "qwen3",
+        "hidden_size": 16,
+        "num_hidden_layers": 3,
+        "intermediate_size": 32,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 8,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": 32,
+        "max_position_embeddings": 32768,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": True,
+        **config,
+    }
+    return qwen3.Model(qwen3.ModelArgs.from_dict(args))
+
+
 def build_random_model(
     out: Path,
     *,

@@ -6,7 +6,6 @@ import logging
 from typing import Any
 
 import pytest
-from mlx_lm.models import qwen3
 from mlx_responses.service.engine.mlx_lm_compat import KVCache, RotatingKVCache, make_prompt_cache
 from mlx_responses.service.engine.sliding_window import (
     apply_window,
@@ -15,20 +14,9 @@ from mlx_responses.service.engine.sliding_window import (
     plain_caches,
 )
 
-BASE: dict[str, Any] = {
-    "model_type": "qwen3",
-    "hidden_size": 16,
-    "num_hidden_layers": 3,
-    "intermediate_size": 32,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "head_dim": 8,
-    "rms_norm_eps": 1e-6,
-    "vocab_size": 32,
-    "max_position_embeddings": 32768,
-    "rope_theta": 10000.0,
-    "tie_word_embeddings": True,
-}
+from tests.support.random_model import tiny_qwen3
+
+BASE: dict[str, Any] = {"model_type": "qwen3", "num_hidden_layers": 3}
 ALL = {"use_sliding_window": True, "sliding_window": 2048, "max_window_layers": 0}
 
 
@@ -52,7 +40,7 @@ def test_declared_window(extra: dict[str, Any], window: int | None, partly: bool
 
 
 def test_apply_window_gives_every_layer_a_rotating_cache() -> None:
-    model = qwen3.Model(qwen3.ModelArgs.from_dict(BASE))
+    model = tiny_qwen3()
     assert plain_caches(model)
     assert apply_window(model, BASE | ALL, "tiny") == 2048
     caches = make_prompt_cache(model)
@@ -62,7 +50,7 @@ def test_apply_window_gives_every_layer_a_rotating_cache() -> None:
 
 
 def test_a_partial_window_is_left_alone_and_said(caplog: pytest.LogCaptureFixture) -> None:
-    model = qwen3.Model(qwen3.ModelArgs.from_dict(BASE))
+    model = tiny_qwen3()
     with caplog.at_level(logging.WARNING):
         assert apply_window(model, BASE | ALL | {"max_window_layers": 2}, "tiny") is None
     assert all(type(c) is KVCache for c in make_prompt_cache(model))

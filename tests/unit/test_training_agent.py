@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from mlx import nn
 
+from tests.support.random_model import tiny_qwen3
 from training.tiny_chat import agent
 from training.tiny_chat.data import eval_prompts
 from training.tiny_chat.train import Packed, PositionedRoPE, skip_positions, to_packed
@@ -105,26 +106,11 @@ def test_a_forked_preamble_cache_extends_without_touching_the_shared_one(
     window: int | None,
 ) -> None:
     """long_context.py prefills the preamble once and forks it per prompt, plain or rotating."""
-    from mlx_lm.models import qwen3
     from mlx_lm.models.cache import KVCache, RotatingKVCache
 
     from training.tiny_chat.long_context import _fork
 
-    args = {
-        "model_type": "qwen3",
-        "hidden_size": 16,
-        "num_hidden_layers": 1,
-        "intermediate_size": 32,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-        "head_dim": 8,
-        "rms_norm_eps": 1e-6,
-        "vocab_size": 32,
-        "max_position_embeddings": 64,
-        "rope_theta": 10000.0,
-        "tie_word_embeddings": True,
-    }
-    model = qwen3.Model(qwen3.ModelArgs.from_dict(args))
+    model = tiny_qwen3(num_hidden_layers=1, max_position_embeddings=64)
     fresh = KVCache if window is None else (lambda: RotatingKVCache(window))
     tokens = mx.array([[3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]])
     shared = [fresh()]
