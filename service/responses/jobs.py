@@ -251,8 +251,10 @@ class JobManager:
                 self._record(job, events)
                 last = events[-1]
                 if last.HasField("snapshot") and last.snapshot.response.status in TERMINAL_STATUSES:
+                    # NOTE: the job's own status stays in_progress: a poll sees the final
+                    # only once it is kept (a final too big for the store becomes a failed
+                    # stub there, and a poll in between must not read it as finished).
                     final = last.snapshot.response
-                    job.status = final.status
         except ServiceError as error:
             code = failure_code(error.reason)
             final = self._ended(job, pb.RESPONSE_STATUS_FAILED, code, error.message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
@@ -206,6 +207,31 @@ def test_final_over_the_store_budget_fails_the_job_with_server_error(
         "code": "server_error",
         "message": "The final response is larger than the response store budget.",
     }
+
+
+def test_a_poll_sees_no_final_before_it_is_kept(make_stack: Any, random_model: Path) -> None:
+    """The final is kept (here: too big, so a failed stub) a while after generation ends; a poll
+    in between sees the job still in progress, never the generation's own end."""
+    stack = make_stack(model=random_model, responses_store_max_bytes=1500)
+    assert stack.core is not None
+    jobs = stack.core.jobs
+    keep = jobs._keep
+
+    async def slow_keep(job: Any, final: Any) -> None:
+        await asyncio.sleep(0.5)
+        await keep(job, final)
+
+    jobs._keep = slow_keep  # type: ignore[method-assign]
+    job = _create(stack, input="x", max_output_tokens=400)
+    seen = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status = httpx.get(f"{stack.base_url}/v1/responses/{job.json()['id']}").json()["status"]
+        seen.add(status)
+        if status not in ("queued", "in_progress"):
+            break
+        time.sleep(0.02)
+    assert status == "failed" and seen <= {"queued", "in_progress", "failed"}, seen
 
 
 def test_conversation_turn_appended_when_job_finishes(stack: Stack) -> None:
