@@ -325,6 +325,14 @@ class EngineWorker:
                     f"--engine slots needs plain KV caches; {loaded.path} has sliding-window "
                     "or recurrent layers (use --engine batch)"
                 )
+            if self.speculative == "ngram" and not plain_caches(loaded.model):
+                # NOTE: a startup warning, as for --kv-bits: rejected drafts need a cache that
+                # rewinds, so these sequences decode without drafts (speculative.py).
+                log.warning(
+                    "--speculative ngram has no effect on %s: its KV caches rotate "
+                    "(sliding window) or are recurrent",
+                    loaded.alias,
+                )
             models = [loaded.model]
             if self.speculative == "draft":
                 self._batch_model = self._drafted(loaded)

@@ -7,6 +7,7 @@ the attention Hugging Face's Qwen3 computes for such a config.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +68,23 @@ async def test_batched_sequences_attend_over_the_window(windowed_model: Path) ->
     assert together == expected
 
 
-@pytest.mark.parametrize("worker", [{"speculative": "ngram"}, {"kv_bits": 8}])
+@pytest.mark.parametrize(
+    ("worker", "warning"),
+    [
+        ({"speculative": "ngram"}, "--speculative ngram has no effect on windowed"),
+        ({"kv_bits": 8}, "--kv-bits ignored"),
+    ],
+)
 async def test_speculation_and_kv_bits_leave_the_window_as_it_is(
-    windowed_model: Path, worker: dict[str, Any]
+    windowed_model: Path, worker: dict[str, Any], warning: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Neither applies to rotating caches: the sequences decode plainly, window intact."""
+    """Neither applies to rotating caches: the sequences decode plainly, window intact, and
+    the startup log says so."""
     expected = [_reference(windowed_model, text, window=WINDOW) for text in TEXTS]
-    together, _ = await generate(windowed_model, greedy(TEXTS, TOKENS), **worker)
-    assert together == expected
+    with caplog.at_level(logging.WARNING):
+        together, stats = await generate(windowed_model, greedy(TEXTS, TOKENS), **worker)
+    assert together == expected and stats.verify_steps == 0
+    assert warning in caplog.text
 
 
 async def test_a_next_turn_reuses_the_windowed_prompt_cache(windowed_model: Path) -> None:
