@@ -13,8 +13,8 @@ from typing import Any
 import mlx.core as mx
 from mlx.utils import tree_flatten
 from mlx_responses.service.config import ConfigError
-from mlx_responses.service.engine.mlx_lm_compat import KVCache, make_prompt_cache
-from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
+from mlx_responses.service.engine.model import LoadedModel, plain_caches
 
 
 class DraftModelError(ConfigError):
@@ -31,7 +31,7 @@ def check_draft(target: LoadedModel, draft: LoadedModel) -> None:
             f"({len(theirs)} vs. {len(ours)} tokens, {missing} entries differ)"
         )
     for which in (target, draft):
-        if not all(isinstance(c, KVCache) for c in make_prompt_cache(which.model)):
+        if not plain_caches(which.model):
             raise DraftModelError(
                 f"--speculative draft needs plain KV caches; {which.path} has other layers"
             )

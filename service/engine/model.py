@@ -10,7 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from mlx import nn
-from mlx_responses.service.engine.mlx_lm_compat import TokenizerWrapper, load
+from mlx_responses.service.engine.mlx_lm_compat import (
+    KVCache,
+    TokenizerWrapper,
+    load,
+    make_prompt_cache,
+)
 from mlx_responses.service.engine.sliding_window import apply_window
 
 log = logging.getLogger(__name__)
@@ -38,6 +43,12 @@ class LoadedModel:
         return name in (self.alias, self.path.name, str(self.path)) or name == str(
             self.path.resolve()
         )
+
+
+def plain_caches(model: nn.Module) -> bool:
+    """Whether every layer of `model` keeps a plain, growing KV cache (not a rotating window,
+    a recurrent state or a quantized one): what drafts, quantized KV and fixed slots need."""
+    return all(isinstance(c, KVCache) for c in make_prompt_cache(model))
 
 
 def context_length_of(config: dict[str, Any]) -> int:

@@ -13,19 +13,18 @@ import mlx.core as mx
 from mlx import nn
 from mlx.utils import tree_map, tree_reduce
 from mlx_responses.service.engine.mlx_lm_compat import (
-    KVCache,
     QuantizedKVCache,
     create_causal_mask,
     dynamic_roll,
-    make_prompt_cache,
 )
+from mlx_responses.service.engine.model import plain_caches
 
 Quantized = tuple[mx.array, mx.array, mx.array]  # packed values, scales, biases
 
 
 def kv_group_size(model: nn.Module) -> int | None:
     """The quantization group size the model's head dimension allows (None: none does)."""
-    if not all(isinstance(c, KVCache) for c in make_prompt_cache(model)):
+    if not plain_caches(model):
         return None  # sliding-window or recurrent layers: their caches stay as they are
     args = getattr(model, "args", None)
     head_dim = getattr(args, "head_dim", None) or (

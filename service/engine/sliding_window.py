@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from mlx import nn
-from mlx_responses.service.engine.mlx_lm_compat import KVCache, RotatingKVCache, make_prompt_cache
+from mlx_responses.service.engine.mlx_lm_compat import RotatingKVCache
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def apply_window(model: nn.Module, config: dict[str, Any], name: str) -> int | N
                 config.get("model_type"),
             )
         return None
-    layers = len(make_prompt_cache(model))
+    layers = len(model.layers)
 
     def make_cache() -> list[Any]:
         return [RotatingKVCache(max_size=window, keep=0) for _ in range(layers)]
@@ -70,8 +70,3 @@ def apply_window(model: nn.Module, config: dict[str, Any], name: str) -> int | N
     model.make_cache = make_cache
     log.info("%s attends over a sliding window of %d tokens (its config)", name, window)
     return window
-
-
-def plain_caches(model: nn.Module) -> bool:
-    """Whether every layer of `model` keeps a plain, growing KV cache."""
-    return all(type(c) is KVCache for c in make_prompt_cache(model))

@@ -28,7 +28,7 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     make_prompt_cache,
     trim_prompt_cache,
 )
-from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.model import LoadedModel, plain_caches
 from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
 from mlx_responses.service.engine.outbox import Outbox
 from mlx_responses.service.engine.prompt_trie import new_prompt_cache
@@ -43,7 +43,6 @@ from mlx_responses.service.engine.requests import (
     TokenLogprob,
 )
 from mlx_responses.service.engine.seeded_sampler import seeded_sampler, shared_sampler
-from mlx_responses.service.engine.sliding_window import plain_caches
 from mlx_responses.service.engine.slots import SlotGenerator
 from mlx_responses.service.engine.solo import SoloSequence
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
@@ -320,12 +319,13 @@ class EngineWorker:
         try:
             loaded = self._loaded = self.load()
             self._batch_model = loaded.model
-            if self.engine == "slots" and not plain_caches(loaded.model):
+            plain = plain_caches(loaded.model)
+            if self.engine == "slots" and not plain:
                 raise ConfigError(
                     f"--engine slots needs plain KV caches; {loaded.path} has sliding-window "
                     "or recurrent layers (use --engine batch)"
                 )
-            if self.speculative == "ngram" and not plain_caches(loaded.model):
+            if self.speculative == "ngram" and not plain:
                 # NOTE: a startup warning, as for --kv-bits: rejected drafts need a cache that
                 # rewinds, so these sequences decode without drafts (speculative.py).
                 log.warning(

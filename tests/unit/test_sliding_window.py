@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 from mlx_responses.service.engine.mlx_lm_compat import KVCache, RotatingKVCache, make_prompt_cache
+from mlx_responses.service.engine.model import plain_caches
 from mlx_responses.service.engine.sliding_window import (
     apply_window,
     declared_window,
     partly_sliding,
-    plain_caches,
 )
 
 from tests.support.random_model import tiny_qwen3
