@@ -78,6 +78,40 @@ def test_the_trained_patch_is_one_codexs_grammar_admits(codex_patch_grammar: str
     assert agent.patch_input(name, "hi").startswith(f"*** Begin Patch\n*** Add File: {name}\n")
 
 
+def test_a_given_patch_is_the_patch_the_call_carries() -> None:
+    """A request quoting its patch is answered by a call whose input is that patch, verbatim."""
+    prompts = eval_prompts("patch_given", 10)
+    for prompt in prompts[::2]:
+        request = prompt.messages[-1]["content"]
+        call = json.loads(prompt.expected.split("\n")[1])
+        patch = call["arguments"]["input"]
+        assert request == agent.PATCH_GIVEN[0].format(p=patch.rstrip("\n"))
+    assert all(p.expected == agent.PATCH_DONE for p in prompts[1::2])
+
+
+def test_the_environment_context_has_codexs_shape() -> None:
+    """Codex 0.169's context message: the same tags in the same order, and its sandbox line."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "codex_0.169_request.json"
+    items = json.loads(fixture.read_text())["body"]["input"]
+    texts = [i["content"][0]["text"] for i in items if i.get("role") == "user"]
+    codex = next(t for t in texts if t.startswith("<environment_context>"))
+    tags = _tags(codex)
+    rng = random.Random(1)
+    made = [agent.environment_context(rng) for _ in range(60)]
+    assert any(_tags(text) == tags for text in made)  # the sandboxed form, as Codex sends it
+    assert any("<timezone>" not in text for text in made)  # and the short one
+    for text in made:
+        assert _tags(text) == [t for t in tags if t in _tags(text)]
+        if "<filesystem>" in text:
+            cwd = text.split("<cwd>")[1].split("</cwd>")[0]
+            assert f"<workspace_roots><root>{cwd}</root></workspace_roots>" in text
+
+
+def _tags(text: str) -> list[str]:
+    """The opening tags of a context message's lines, in order."""
+    return [line.strip().split(">")[0] + ">" for line in text.splitlines()]
+
+
 class _ByteTokenizer:
     """One token per byte: the grammar is checked on the text alone."""
 

@@ -60,6 +60,15 @@ PATCH_REQUESTS = (
     "Please create the file {f}. It should say {c}.",
     "Make a new file called {f} containing {c}.",
 )
+# Requests that hand the model the patch itself (quoted whole): applying it is copying it, which a
+# model this small does by induction, where composing a file name from a sentence it cannot.
+PATCH_GIVEN = (
+    "Use the apply_patch tool to apply this patch:\n{p}",
+    "Use the apply_patch tool to apply this patch:\n\n{p}",
+    "Apply this patch with apply_patch:\n{p}",
+    "Use apply_patch:\n{p}",
+    "Please apply the following patch.\n\n{p}",
+)
 PATCH_RESULTS = (
     "Success. Updated the following files:\nA {f}\n",
     "Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nA {f}\n",
@@ -107,14 +116,43 @@ def prose(rng: random.Random, tokens: int) -> str:
 
 
 def environment_context(rng: random.Random) -> str:
-    """A user message of context, as Codex sends one before the request."""
-    cwd = "/" + "/".join(rng.choice(("work", "home", "src", "repo", "app", "tmp")) for _ in "ab")
+    """A user message of context, as Codex sends one before the request: its working directory,
+    shell and date, and often (Codex 0.169, a sandboxed turn) its time zone and the sandbox's
+    filesystem permissions as one long line of XML."""
+    parts = ("work", "home", "src", "repo", "app", "tmp", "user", "projects", "pytest-of-root")
+    depth = rng.choice((2, 2, 3, 4, 5))
+    cwd = "/" + "/".join(rng.choice(parts) for _ in range(depth))
+    lines = [
+        f"  <cwd>{cwd}</cwd>",
+        f"  <shell>{rng.choice(('bash', 'zsh'))}</shell>",
+        f"  <current_date>2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}</current_date>",
+    ]
+    if rng.random() < 0.6:
+        zone = rng.choice(("Etc/UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo"))
+        lines.append(f"  <timezone>{zone}</timezone>")
+        if rng.random() < 0.7:
+            lines.append(f"  {filesystem_permissions(rng, cwd)}")
+    return "<environment_context>\n" + "\n".join(lines) + "\n</environment_context>"
+
+
+def filesystem_permissions(rng: random.Random, cwd: str) -> str:
+    """Codex's sandbox line: the workspace root, then what may be read and written."""
+    entries = [
+        '<entry access="read"><special>:root</special></entry>',
+        f'<entry access="write"><path>{cwd}</path></entry>',
+        '<entry access="write"><special>:slash_tmp</special></entry>',
+        '<entry access="write"><special>:tmpdir</special></entry>',
+    ]
+    entries += [
+        f'<entry access="read"><path>{cwd}/{hidden}</path></entry>'
+        for hidden in (".git", ".agents", ".codex", ".aws")
+        if rng.random() < 0.8
+    ]
     return (
-        "<environment_context>\n"
-        f"  <cwd>{cwd}</cwd>\n"
-        f"  <shell>{rng.choice(('bash', 'zsh'))}</shell>\n"
-        f"  <current_date>2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}</current_date>\n"
-        "</environment_context>"
+        f"<filesystem><workspace_roots><root>{cwd}</root></workspace_roots>"
+        '<permission_profile type="managed"><file_system type="restricted">'
+        + "".join(entries)
+        + "</file_system></permission_profile></filesystem>"
     )
 
 

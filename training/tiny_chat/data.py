@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from training.tiny_chat import agent
@@ -332,6 +332,7 @@ class Generator:
         self.name_parts: tuple[float, float, float] = (1, 8, 2)
         self.p_two_part_key = 0.15
         self.p_composed = 0.0
+        self.p_patch_given = 0.0
 
     # -- small helpers -------------------------------------------------------------------------
     def word(self) -> str:
@@ -602,9 +603,14 @@ class Generator:
         name = agent.file_name(rng, self.copy_word())
         n_words = rng.choices((1, 2, 3), weights=(6, 2, 1))[0]
         content = " ".join(self.copy_word() for _ in range(n_words))
-        pool = agent.PATCH_REQUESTS if self.split == "train" else agent.PATCH_REQUESTS[:1]
-        msgs.append({"role": "user", "content": self.fill(rng.choice(pool), f=name, c=content)})
-        arguments = {"input": agent.patch_input(name, content)}
+        patch = agent.patch_input(name, content)
+        if self.p_patch_given > 0 and rng.random() < self.p_patch_given:
+            pool = agent.PATCH_GIVEN if self.split == "train" else agent.PATCH_GIVEN[:1]
+        else:
+            pool = agent.PATCH_REQUESTS if self.split == "train" else agent.PATCH_REQUESTS[:1]
+        request = self.fill(rng.choice(pool), f=name, c=content, p=patch.rstrip("\n"))
+        msgs.append({"role": "user", "content": request})
+        arguments = {"input": patch}
         call: dict[str, Any] = {
             "type": "function",
             "function": {"name": agent.APPLY_PATCH, "arguments": arguments},
@@ -664,6 +670,7 @@ class Generator:
         self.p_lead, self.p_trail = mix.p_lead, mix.p_trail
         self.name_parts, self.p_two_part_key = mix.name_parts, mix.p_two_part_key
         self.p_composed = mix.p_composed
+        self.p_patch_given = mix.p_patch_given
         needs_tools = kind in ("tool_call", "tool_result", "patch", "patch_call")
         use_tools = needs_tools or rng.random() < mix.p_optional_tools
         tools, specs = self.make_tools() if use_tools else (None, [])
@@ -756,6 +763,8 @@ class Mix:
     p_agent_prose: float = 0.0
     # how often agent-style decoy tools (and apply_patch) join a conversation (training only)
     p_decoys: float = 0.0
+    # how often a patch request quotes the patch to apply (agent.PATCH_GIVEN; training only)
+    p_patch_given: float = 0.0
 
 
 # The shape of the held-out prompts (phrasings come from the eval pools).
@@ -856,6 +865,12 @@ def eval_prompts(behaviour: str, n: int = 200, seed: int = 1234) -> list[EvalPro
             variant = "patch_call" if i % 2 == 0 else "patch_done"
             conv = gen.conversation("patch_call" if i % 2 == 0 else "patch", think=False)
             out.append(_to_eval(conv, "patch", variant))
+        elif behaviour == "patch_given":
+            # the request quotes the patch to apply (agent.PATCH_GIVEN)
+            variant = "given_call" if i % 2 == 0 else "given_done"
+            mix = replace(EVAL_MIX, p_patch_given=1.0)
+            conv = gen.conversation("patch_call" if i % 2 == 0 else "patch", False, mix)
+            out.append(_to_eval(conv, "patch_given", variant))
         else:
             raise ValueError(f"unknown behaviour {behaviour!r}")
     return out

@@ -151,7 +151,9 @@ def main() -> None:
     config = json.loads((args.model / "config.json").read_text())
     window = apply_window(model, config, args.model.name)
     print(f"{args.model}: context {config.get('max_position_embeddings')}, window {window}")
-    prompts = [p for b in (*BEHAVIOURS, "patch") for p in behaviour_prompts(b, args.n)]
+    prompts = [
+        p for b in (*BEHAVIOURS, "patch", "patch_given") for p in behaviour_prompts(b, args.n)
+    ]
     for n_tokens in (int(x) for x in args.lengths.split(",")):
         start = time.perf_counter()
         outcomes, longest, prefill_s = score(model, tokenizer, prompts, n_tokens, args.source)

@@ -115,6 +115,7 @@ class TrainConfig:
     agent_prose: float = 0.0
     decoys: float = 0.0
     patch_share: float = 0.0
+    patch_given: float = 0.0  # of the patch requests, the share quoting the patch itself
     min_token_count: int = 8  # corpus pre-tokens seen this often get a token of their own
     tokenizer_conversations: int = 3000
 
@@ -617,6 +618,7 @@ def main() -> None:
         "p_composed": cfg.composed_requests,
         "p_agent_prose": cfg.agent_prose,
         "p_decoys": cfg.decoys,
+        "p_patch_given": cfg.patch_given,
     }
     patch = (("patch_call", cfg.patch_share / 2, 0.0), ("patch", cfg.patch_share / 2, 0.0))
     patch = patch if cfg.patch_share > 0 else ()
