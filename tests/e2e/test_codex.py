@@ -23,12 +23,14 @@ CODEX = ROOT / ".tools" / "node_modules" / ".bin" / "codex"
 # The first two tests trim Codex's turn (a short instructions file, no shell, view_image, agents or
 # skills) to test the transports: Codex's default request is ~20k tokens (base instructions,
 # skills, its tools and the multi_agent_v1 namespace) and the bundled model's window is 2,048.
-# The last two send the whole default request; they wait for a bundled model with a 32k window
-# that answers behind it (issue 24 item 5: training/tiny_chat/PILOTS.md, "Agent stage").
-NEEDS_PATCH_NAMES = pytest.mark.skip(
-    reason="the bundled model calls apply_patch with a well-formed patch but does not copy the "
-    "file name it was asked for (held-out patch_call 0/10: training/tiny_chat/PILOTS.md, agent "
-    "stage; issue 24 item 5)"
+# The last two send the whole default request: the bundled model's 32k context, over a sliding
+# window of 2,048 tokens, answers `hello` behind it; the apply_patch turn waits for a model that
+# copies a patch there (issue 24 item 5: training/tiny_chat/PILOTS.md).
+NEEDS_PATCH_COPY = pytest.mark.skip(
+    reason="the bundled model does not copy a quoted patch behind Codex's whole request: "
+    "`python -m training.tiny_chat.codex_replay` scores its call 0/6 (the best candidate, "
+    "not adopted, 0/6 with the file name right in 3); training/tiny_chat/PILOTS.md, agent "
+    "stage part 3; issue 24 item 5"
 )
 CONFIG = """\
 model = "{model}"
@@ -231,16 +233,21 @@ def test_codex_default_configuration_completes_a_turn(model_path: Path, tmp_path
     assert "attends over a sliding window of 2048 tokens" in server_log, server_log
 
 
-@NEEDS_PATCH_NAMES
+@NEEDS_PATCH_COPY
 def test_codex_applies_the_patch_the_model_writes(model_path: Path, tmp_path: Path) -> None:
-    """Asked for a file, the model calls Codex's freeform apply_patch (its input generated under
-    Codex's Lark grammar); Codex applies the patch in its work dir and the model confirms."""
+    """Asked to apply a patch, the model calls Codex's freeform apply_patch (its input generated
+    under Codex's Lark grammar), behind Codex's whole default request; Codex applies the patch in
+    its work dir and the model confirms.
+
+    The request quotes the patch, the easiest form for a small model: a copy, where a file name
+    asked for in a sentence has to be composed (training/tiny_chat/PILOTS.md, agent stage)."""
+    patch = "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch"
     done, server_log = _run_codex(
         model_path,
         tmp_path,
         catalog=True,
         trimmed=False,
-        prompt="Use the apply_patch tool to add a file hello.txt that says hi.",
+        prompt=f"Use the apply_patch tool to apply this patch:\n{patch}",
         exec_args=("--sandbox", "workspace-write"),
         timeout=300,
     )

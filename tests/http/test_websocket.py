@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -186,7 +187,14 @@ def test_the_core_keys_guard_the_socket(make_stack: Any) -> None:
 def busy_socket(random_stack: Stack) -> Iterator[tuple[Stack, Any]]:
     client = openai.OpenAI(base_url=f"{random_stack.base_url}/v1", api_key="x", max_retries=0)
     with client.responses.connect() as connection:
-        yield random_stack, connection
+        # The SDK's receive has no timeout: a socket that stays silent is closed, so the test
+        # fails on the closed socket instead of hanging.
+        watchdog = threading.Timer(60, connection.close)
+        watchdog.start()
+        try:
+            yield random_stack, connection
+        finally:
+            watchdog.cancel()
 
 
 def test_closing_the_socket_cancels_its_generation(busy_socket: tuple[Stack, Any]) -> None:

@@ -119,9 +119,7 @@ def environment_context(rng: random.Random) -> str:
     """A user message of context, as Codex sends one before the request: its working directory,
     shell and date, and often (Codex 0.169, a sandboxed turn) its time zone and the sandbox's
     filesystem permissions as one long line of XML."""
-    parts = ("work", "home", "src", "repo", "app", "tmp", "user", "projects", "pytest-of-root")
-    depth = rng.choice((2, 2, 3, 4, 5))
-    cwd = "/" + "/".join(rng.choice(parts) for _ in range(depth))
+    cwd = work_dir(rng)
     lines = [
         f"  <cwd>{cwd}</cwd>",
         f"  <shell>{rng.choice(('bash', 'zsh'))}</shell>",
@@ -133,6 +131,19 @@ def environment_context(rng: random.Random) -> str:
         if rng.random() < 0.7:
             lines.append(f"  {filesystem_permissions(rng, cwd)}")
     return "<environment_context>\n" + "\n".join(lines) + "\n</environment_context>"
+
+
+def work_dir(rng: random.Random) -> str:
+    """An agent's working directory: a short project path, or a test runner's temporary one
+    (``/tmp/pytest-of-root/pytest-12/test_add_a_file0/work``), long and full of digits."""
+    parts = ("work", "home", "src", "repo", "app", "tmp", "user", "projects", "workspace")
+    if rng.random() < 0.5:
+        return "/" + "/".join(rng.choice(parts) for _ in range(rng.choice((1, 2, 2, 3, 4))))
+    words = [w for name in DECOY_NAMES + PARAM_NAMES for w in name.split("_")]
+    test = "test_" + "_".join(rng.choice(words) for _ in range(rng.randint(2, 6)))
+    test += rng.choice(("0", "1", "_t0", "_t1", ""))
+    user = rng.choice(("root", "runner", "user"))
+    return f"/tmp/pytest-of-{user}/pytest-{rng.randint(0, 999)}/{test}/{rng.choice(parts)}"
 
 
 def filesystem_permissions(rng: random.Random, cwd: str) -> str:
