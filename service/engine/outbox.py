@@ -7,8 +7,9 @@ Two things keep the serving path's per-token cost off the decode loop:
   passed since the oldest one held, `max_tokens` are held, or the sequence finishes. When
   steps are fast (an accelerator, a small model) a stream's tokens leave a few at a time, as
   one event, one gRPC message, one SSE frame. When many streams decode, the window widens so
-  that all of them together send about MAX_DELTAS_PER_SECOND deltas a second: a batch of 64
-  whose steps are slower than the window would otherwise hand the loop 64 deltas per step.
+  that all of them together send about MAX_DELTAS_PER_SECOND deltas a second (up to
+  MAX_WIDENED_WINDOW): a batch of 64 whose steps are slower than the window would otherwise hand
+  the loop 64 deltas per step.
   The concatenation of a stream's chunks is the same either way.
 - one wake-up per loop at a time: the engine thread appends to the loop's inbox and schedules
   a drain only when none is pending, so a loop that is behind picks up several steps' chunks in
@@ -40,11 +41,17 @@ R = TypeVar("R", bound=Receiver)
 MAX_HELD_TOKENS = 16
 
 # Delta events per second all streams together aim at (while the window is on): with more
-# streams than `window × this` the window widens to `streams / this` (32 ms at 32 streams, 64 at
-# 64), so the loop's share of the process (a delta costs it a few hundred microseconds: event,
-# gRPC, SSE) stays bounded when many streams each get a token per step (steps slower than the
-# window). A/B at 32 streams on the micro model: 3,783 -> 4,554 tok/s.
-MAX_DELTAS_PER_SECOND = 1000
+# streams than `window × this` the window widens to `streams / this` (20 ms at 8 streams, 80 at
+# 32), so the loop's share of the process (a delta costs it a few hundred microseconds: event,
+# gRPC, SSE, and as much again in the client) stays bounded when many streams each get a token
+# per step. A/B on the micro model, two servers side by side (2 CPU cores): against 1,000 a
+# second, 8 streams +13% tok/s (16 of 24 pairs), 32 streams +7% (12 of 12); one stream keeps
+# 10 ms (no change, 13 of 24). Earlier, 1,000 against none at 32 streams: 3,783 -> 4,554 tok/s.
+MAX_DELTAS_PER_SECOND = 400
+
+# The widest the window widens to: past ~0.1 s between updates a stream reads as stalled. At 64
+# streams 64 ms and 160 ms measured alike (4 of 8 pairs), so the cap costs nothing there.
+MAX_WIDENED_WINDOW = 0.100
 
 
 @dataclass
@@ -83,7 +90,8 @@ class Outbox(Generic[R]):
         """The window, widened when many streams decode (0 stays 0: no coalescing)."""
         if self.window <= 0:
             return 0.0
-        return max(self.window, self.streams / MAX_DELTAS_PER_SECOND)
+        widened = min(self.streams / MAX_DELTAS_PER_SECOND, MAX_WIDENED_WINDOW)
+        return max(self.window, widened)
 
     def put(self, receiver: R, loop: asyncio.AbstractEventLoop, chunk: Chunk, now: float) -> None:
         """Holds or sends `chunk`; a final chunk sends whatever the receiver has held."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from mlx_responses.service.engine.outbox import MAX_DELTAS_PER_SECOND, Outbox
+from mlx_responses.service.engine.outbox import MAX_DELTAS_PER_SECOND, MAX_WIDENED_WINDOW, Outbox
 from mlx_responses.service.engine.requests import Chunk
 
 
@@ -98,20 +98,24 @@ async def test_a_chunk_leaves_once_it_holds_max_tokens() -> None:
 
 
 async def test_the_window_widens_with_the_streams_decoding() -> None:
-    """64 streams at most ~1,000 deltas a second in all: a 64 ms window instead of 10."""
+    """32 streams at most ~400 deltas a second in all: an 80 ms window instead of 10."""
     loop = asyncio.get_running_loop()
     outbox: Outbox[Sink] = Outbox(window=0.010)
     sink = Sink()
-    outbox.streams = 64
-    assert outbox.effective_window == 64 / MAX_DELTAS_PER_SECOND
+    outbox.streams = 32
+    widened = 32 / MAX_DELTAS_PER_SECOND
+    assert outbox.effective_window == widened == 0.08
     outbox.put(sink, loop, token("x", 0), now=0.0)  # the first token never waits
     outbox.put(sink, loop, token("y", 1), now=0.001)
     outbox.flush(now=0.030)
     await drained()
     assert [c.text for c in sink.chunks] == ["x"]
-    outbox.flush(now=0.001 + 64 / MAX_DELTAS_PER_SECOND)
+    outbox.flush(now=0.001 + widened)
     await drained()
     assert [c.text for c in sink.chunks] == ["x", "y"]
     outbox.streams = 4  # few streams: the configured window again
     assert outbox.effective_window == 0.010
+    outbox.streams = 64  # many: never past the cap, a stream's updates at least 10 a second
+    assert outbox.effective_window == MAX_WIDENED_WINDOW == 0.1
+    assert Outbox(window=0.25).effective_window == 0.25  # a wider window given stays
     assert Outbox(window=0.0).effective_window == 0.0  # off stays off
