@@ -64,6 +64,7 @@ class Settings:
     prefill_batch_size: int | None = F.PREFILL_BATCH_SIZE.default
     engine: str = F.ENGINE.default
     stream_window_ms: float = F.STREAM_WINDOW_MS.default
+    batch_wait_ms: float = F.BATCH_WAIT_MS.default
     store_url: str = F.STORE_URL.default
     # Never in a repr (settings may be logged): keys are secrets.
     api_keys: tuple[str, ...] = field(default=(), repr=False)
@@ -121,6 +122,8 @@ class Settings:
             raise ConfigError("--engine slots does not do --speculative or --kv-bits yet")
         if not 0 <= self.stream_window_ms <= 1000:
             raise ConfigError("--stream-window-ms must be between 0 and 1000")
+        if not 0 <= self.batch_wait_ms <= 1000:
+            raise ConfigError("--batch-wait-ms must be between 0 and 1000")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError("--metrics-port must be between 0 and 65535")
         if self.reasoning_echo_max_bytes < 0:

@@ -423,6 +423,17 @@ STREAM_WINDOW_MS = Flag(
     CORE_SIDE,
     type=float,
 )
+BATCH_WAIT_MS = Flag(
+    "--batch-wait-ms",
+    "batch_wait_ms",
+    0.0,
+    "when the engine is idle and a request arrives, wait this long for more (each arrival "
+    "waits again, at most 4× in all) so that a burst starts as one batch: one prefill instead "
+    "of one per arrival, for agents that fan out many requests at once; every request that "
+    "finds the engine idle pays the wait (0: start at once)",
+    CORE_SIDE,
+    type=float,
+)
 HOSTED_TOOLS = Flag(
     "--hosted-tools",
     "hosted_tools",
@@ -602,6 +613,7 @@ FLAGS: tuple[Flag[Any], ...] = (
     PREFILL_BATCH_SIZE,
     ENGINE,
     STREAM_WINDOW_MS,
+    BATCH_WAIT_MS,
     HOSTED_TOOLS,
     ALLOW_CLIENT_CHAT_TEMPLATE,
     ISOLATE_KEYS,

@@ -158,6 +158,9 @@ class EngineWorker:
     # Seconds a stream's tokens may be held and merged into one chunk (its first token never
     # waits; 0: every step's tokens leave at once).
     stream_window: float = 0.0
+    # Seconds an idle engine waits after a request for more (each arrival waits again, at most
+    # 4x in all), so that a burst starts as one batch; 0: at once.
+    batch_wait: float = 0.0
     # "batch": mlx-lm's BatchGenerator; "slots": ours, fixed KV slots (experimental: no
     # speculation, no quantized KV yet)
     engine: str = "batch"
@@ -374,11 +377,15 @@ class EngineWorker:
                 commands = []
                 if not active:
                     commands.append(self._commands.get())
+                    if self.batch_wait > 0:
+                        commands += self._burst(time.perf_counter())
                 while True:
                     try:
                         commands.append(self._commands.get_nowait())
                     except queue.Empty:
                         break
+                # A burst gathered by the wait starts together: the solo path is for one alone.
+                alone = self.batch_wait <= 0 or sum(isinstance(c, _Submit) for c in commands) == 1
                 for command in commands:
                     if isinstance(command, _Stop):
                         self._release = command.release
@@ -387,7 +394,7 @@ class EngineWorker:
                             self._emit(entry.stream, Chunk("", 0, "cancelled"))
                         return
                     if isinstance(command, _Submit):
-                        if self._solo_fits(command, active):
+                        if alone and self._solo_fits(command, active):
                             self._start_solo(generator, command, active, by_stream)
                             continue
                         if self._solo is not None:
@@ -437,6 +444,18 @@ class EngineWorker:
             if not self._release:
                 self._park()
             self._stopped.set()
+
+    def _burst(self, first: float) -> list[_Submit | _Cancel | _Stop]:
+        """Idle, a request came: what else comes within `batch_wait` of the last arrival (and
+        of 4 waits since the first), to start as one batch."""
+        commands: list[_Submit | _Cancel | _Stop] = []
+        deadline = first + 4 * self.batch_wait
+        while (now := time.perf_counter()) < deadline:
+            try:
+                commands.append(self._commands.get(timeout=min(self.batch_wait, deadline - now)))
+            except queue.Empty:
+                break
+        return commands
 
     def _drafted(self, loaded: LoadedModel) -> DraftedModel:
         """The served model paired with its draft model (loaded here, on the MLX thread)."""

@@ -278,6 +278,7 @@ class ModelPool:
             max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
             prefill_batch_size=s.prefill_batch_size,
             stream_window=s.stream_window_ms / 1000,
+            batch_wait=s.batch_wait_ms / 1000,
             engine=s.engine,
             metrics=self.metrics.engine,
         )

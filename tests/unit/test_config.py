@@ -104,6 +104,13 @@ def test_stream_window_flag() -> None:
         _parse(["--stream-window-ms", "-1"], {})
 
 
+def test_batch_wait_flag() -> None:
+    assert _parse([], {}).batch_wait_ms == 0.0  # a lone request never waits by default
+    assert _parse(["--batch-wait-ms", "5"], {}).batch_wait_ms == 5.0
+    with pytest.raises(ConfigError, match="--batch-wait-ms"):
+        _parse(["--batch-wait-ms", "-1"], {})
+
+
 def test_prefill_batch_size_flag() -> None:
     assert _parse([], {}).prefill_batch_size is None  # the device's default (the engine's)
     assert _parse(["--prefill-batch-size", "64"], {}).prefill_batch_size == 64
