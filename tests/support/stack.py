@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import uuid
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -19,6 +21,18 @@ from mlx_responses.service.server import CoreServer, start_core_server
 from mlx_responses.service.stores.select import open_stores, redis_stores
 
 T = TypeVar("T")
+
+
+def _outward(frame: FrameType | None) -> Iterator[FrameType]:
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
+
+
+def _where(frames: list[FrameType]) -> None:
+    """Frames as file:line function, innermost last (lines of running frames may be unknown)."""
+    for f in frames:
+        print(f"  {f.f_code.co_filename}:{f.f_lineno} {f.f_code.co_name}", file=sys.stderr)
 
 
 class Stack:
@@ -67,9 +81,29 @@ class Stack:
         self.run(self._start())
 
     def stop(self) -> None:
-        self.run(self._stop())
+        try:
+            self.run(self._stop())
+        except TimeoutError:
+            self._dump()
+            raise
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+    def _dump(self) -> None:
+        """Where a stop hangs: every task on the stack's loop, then every thread."""
+        print(f"stack stop timed out ({self.settings.store_url}); its tasks:", file=sys.stderr)
+        try:
+            tasks = list(asyncio.all_tasks(self._loop))
+        except RuntimeError as exc:  # the loop changed its tasks while they were read
+            tasks = []
+            print(f"(tasks unreadable: {exc})", file=sys.stderr)
+        for task in tasks:
+            print(f"task {task.get_name()}:", file=sys.stderr)
+            _where(task.get_stack())
+        names = {t.ident: t.name for t in threading.enumerate()}
+        for ident, frame in sys._current_frames().items():
+            print(f"thread {names.get(ident, ident)}:", file=sys.stderr)
+            _where(list(_outward(frame))[::-1])
 
     @classmethod
     @contextmanager
