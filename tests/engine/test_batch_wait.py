@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mlx_responses.service.engine.model import load_model
-from mlx_responses.service.engine.requests import SamplingParams
+from mlx_responses.service.engine.requests import EngineStats, SamplingParams
 from mlx_responses.service.engine.worker import EngineWorker
 
 from tests.support.engine import collect, generate, greedy
@@ -18,7 +17,9 @@ TOKENS = 48
 TEXTS = ("Count forever", "hello there my friend", "one two three")
 
 
-async def _burst(random_model: Path, batch_wait: float) -> tuple[list[tuple[int, ...]], Any]:
+async def _burst(
+    random_model: Path, batch_wait: float
+) -> tuple[list[tuple[int, ...]], EngineStats]:
     """Three requests 5 ms apart on an idle engine; their tokens and the engine's counters."""
     engine = EngineWorker(
         lambda: load_model(random_model), stream_window=0.0, batch_wait=batch_wait

@@ -69,6 +69,8 @@ PATCH_GIVEN = (
     "Use apply_patch:\n{p}",
     "Please apply the following patch.\n\n{p}",
 )
+# The hidden paths of its work dir that Codex's sandbox lets be read, in its order.
+CODEX_HIDDEN_PATHS = (".git", ".agents", ".codex", ".aws")
 PATCH_RESULTS = (
     "Success. Updated the following files:\nA {f}\n",
     "Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nA {f}\n",
@@ -120,16 +122,43 @@ def environment_context(rng: random.Random) -> str:
     shell and date, and often (Codex 0.169, a sandboxed turn) its time zone and the sandbox's
     filesystem permissions as one long line of XML."""
     cwd = work_dir(rng)
-    lines = [
-        f"  <cwd>{cwd}</cwd>",
-        f"  <shell>{rng.choice(('bash', 'zsh'))}</shell>",
-        f"  <current_date>2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}</current_date>",
-    ]
+    shell = rng.choice(("bash", "zsh"))
+    date = f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    zone = hidden = None
     if rng.random() < 0.6:
         zone = rng.choice(("Etc/UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo"))
-        lines.append(f"  <timezone>{zone}</timezone>")
         if rng.random() < 0.7:
-            lines.append(f"  {filesystem_permissions(rng, cwd)}")
+            hidden = tuple(path for path in CODEX_HIDDEN_PATHS if rng.random() < 0.8)
+    return codex_context(cwd, shell, date, zone, hidden)
+
+
+def codex_context(
+    cwd: str, shell: str, date: str, zone: str | None, hidden: tuple[str, ...] | None
+) -> str:
+    """Codex 0.169's context message: with a time zone, and with the sandbox's filesystem line
+    (the workspace root, what may be read and written) when ``hidden`` (the work dir's hidden
+    paths it lets be read) is given."""
+    lines = [
+        f"  <cwd>{cwd}</cwd>",
+        f"  <shell>{shell}</shell>",
+        f"  <current_date>{date}</current_date>",
+    ]
+    if zone is not None:
+        lines.append(f"  <timezone>{zone}</timezone>")
+    if hidden is not None:
+        entries = [
+            '<entry access="read"><special>:root</special></entry>',
+            f'<entry access="write"><path>{cwd}</path></entry>',
+            '<entry access="write"><special>:slash_tmp</special></entry>',
+            '<entry access="write"><special>:tmpdir</special></entry>',
+            *(f'<entry access="read"><path>{cwd}/{path}</path></entry>' for path in hidden),
+        ]
+        lines.append(
+            f"  <filesystem><workspace_roots><root>{cwd}</root></workspace_roots>"
+            '<permission_profile type="managed"><file_system type="restricted">'
+            + "".join(entries)
+            + "</file_system></permission_profile></filesystem>"
+        )
     return "<environment_context>\n" + "\n".join(lines) + "\n</environment_context>"
 
 
@@ -144,27 +173,6 @@ def work_dir(rng: random.Random) -> str:
     test += rng.choice(("0", "1", "_t0", "_t1", ""))
     user = rng.choice(("root", "runner", "user"))
     return f"/tmp/pytest-of-{user}/pytest-{rng.randint(0, 999)}/{test}/{rng.choice(parts)}"
-
-
-def filesystem_permissions(rng: random.Random, cwd: str) -> str:
-    """Codex's sandbox line: the workspace root, then what may be read and written."""
-    entries = [
-        '<entry access="read"><special>:root</special></entry>',
-        f'<entry access="write"><path>{cwd}</path></entry>',
-        '<entry access="write"><special>:slash_tmp</special></entry>',
-        '<entry access="write"><special>:tmpdir</special></entry>',
-    ]
-    entries += [
-        f'<entry access="read"><path>{cwd}/{hidden}</path></entry>'
-        for hidden in (".git", ".agents", ".codex", ".aws")
-        if rng.random() < 0.8
-    ]
-    return (
-        f"<filesystem><workspace_roots><root>{cwd}</root></workspace_roots>"
-        '<permission_profile type="managed"><file_system type="restricted">'
-        + "".join(entries)
-        + "</file_system></permission_profile></filesystem>"
-    )
 
 
 def _param(rng: random.Random) -> dict[str, Any]:

@@ -28,36 +28,16 @@ from typing import Any
 
 import httpx
 
+from training.tiny_chat import agent
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests/fixtures/codex_0.169_request.json"
 APPLY_PATCH = ROOT / "tests/fixtures/codex_0.169_apply_patch_tool.json"
 WORDS = ("hello", "hi", "butter", "planet", "notes", "apple", "green", "todo", "world", "river")
 EXTENSIONS = ("txt", "md", "py", "json", "toml")
-REQUEST = "Use the apply_patch tool to apply this patch:\n{patch}"
-RESULT = (
-    "Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nA {name}\n"
-)
-
-
-def environment_context(cwd: str) -> str:
-    """Codex 0.169's context message for a workspace-write sandbox in ``cwd``."""
-    entries = (
-        '<entry access="read"><special>:root</special></entry>'
-        f'<entry access="write"><path>{cwd}</path></entry>'
-        '<entry access="write"><special>:slash_tmp</special></entry>'
-        '<entry access="write"><special>:tmpdir</special></entry>'
-        + "".join(
-            f'<entry access="read"><path>{cwd}/{hidden}</path></entry>'
-            for hidden in (".git", ".agents", ".codex", ".aws")
-        )
-    )
-    return (
-        f"<environment_context>\n  <cwd>{cwd}</cwd>\n  <shell>bash</shell>\n"
-        "  <current_date>2026-12-04</current_date>\n  <timezone>Etc/UTC</timezone>\n"
-        f"  <filesystem><workspace_roots><root>{cwd}</root></workspace_roots>"
-        '<permission_profile type="managed"><file_system type="restricted">'
-        f"{entries}</file_system></permission_profile></filesystem>\n</environment_context>"
-    )
+# The training's first quoted-patch request and Codex's result for a freeform apply_patch.
+REQUEST = agent.PATCH_GIVEN[0]
+RESULT = agent.PATCH_RESULTS[1]
 
 
 def turns(model: str, cwd: str, name: str, content: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -68,19 +48,21 @@ def turns(model: str, cwd: str, name: str, content: str) -> tuple[dict[str, Any]
     body["tools"].insert(3, json.loads(APPLY_PATCH.read_text())["tool"])
     context, request = body["input"][-2], body["input"][-1]
     assert context["content"][0]["text"].startswith("<environment_context>")
-    context["content"][0]["text"] = environment_context(cwd)
-    patch = f"*** Begin Patch\n*** Add File: {name}\n+{content}\n*** End Patch"
-    request["content"][0]["text"] = REQUEST.format(patch=patch)
+    # The workspace-write sandbox's context, as Codex sends it for `cwd`.
+    sandboxed = agent.codex_context(cwd, "bash", "2026-12-04", "Etc/UTC", agent.CODEX_HIDDEN_PATHS)
+    context["content"][0]["text"] = sandboxed
+    patch = agent.patch_input(name, content)
+    request["content"][0]["text"] = REQUEST.format(p=patch.rstrip("\n"))
     second = copy.deepcopy(body)
     call_id = "call_replay"
     second["input"] += [
         {
             "type": "custom_tool_call",
             "call_id": call_id,
-            "name": "apply_patch",
-            "input": patch + "\n",
+            "name": agent.APPLY_PATCH,
+            "input": patch,
         },
-        {"type": "custom_tool_call_output", "call_id": call_id, "output": RESULT.format(name=name)},
+        {"type": "custom_tool_call_output", "call_id": call_id, "output": RESULT.format(f=name)},
     ]
     return body, second
 
@@ -98,15 +80,20 @@ def server(model: Path) -> Iterator[str]:
     base = f"http://127.0.0.1:{ports[0]}"
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
+        while not _healthy(base):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server for {model} did not start (exit {proc.poll()})")
             time.sleep(0.5)
         yield base
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _healthy(base: str) -> bool:
+    with contextlib.suppress(httpx.HTTPError):
+        return httpx.get(f"{base}/health", timeout=2).status_code == 200
+    return False
 
 
 def main() -> None:
