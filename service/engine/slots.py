@@ -1,15 +1,23 @@
 """Experimental (`--engine slots`): our own scheduler on mlx-lm's model call, fixed KV slots.
 
-Each layer's keys and values live in one array of `max_batch_size` slots, `[slots, capacity,
-kv_heads, head_dim]`, grown for all slots together in steps of 256 positions. A sequence owns a
-slot from its prefill to its end: a decode step writes every row's new position with one
-scatter, a prefill chunk writes its own slot, and a sequence that joins or leaves copies nothing
-of the others (no merge, filter or extract of the batch). A decode step runs over the slots up
-to the highest one in use; free slots and prefilling ones ride along and are ignored.
+Each layer's keys and values live in one array of `max_batch_size` slots, `[slots, kv_heads,
+capacity, head_dim]` (mlx-lm's own cache layout, so the slice a step attends over is a view, not
+a copy), grown for all slots together in steps of 256 positions. A sequence owns a slot from its
+prefill to its end; a sequence that joins or leaves copies nothing of the others (no merge,
+filter or extract of the batch).
 
-Prefill is chunked under the step's token budget (`prefill_step_size`, set per step by the
-worker's fair prefill) and runs after each decode step, one forward per prompt chunk on its
-slot. The next forward is queued (`mx.async_eval`) before the host reads a step's tokens.
+A step (`next`) admits waiting prompts to free slots, prefills, then decodes:
+- prefill: one forward for the chunks of up to `prefill_batch_size` prompts, right-padded to
+  the longest; row r writes its keys into its own slot from its own start (> 0 after a
+  prompt-cache hit) and attends causally over its own slot. The chunks share the step's token
+  budget (`prefill_step_size`, set per step by the worker's fair prefill). Positions written by
+  the padding are never attended (a sequence's length advances by its real chunk only, and later
+  writes overwrite them). The last prompt token is not prefilled: as in mlx-lm, it is fed by
+  the decode step, whose logits give the first token, so a prefill forward computes no logits.
+- decode: one forward over the slots up to the highest one in use (free and prefilling slots
+  ride along and are ignored), each row's new position written with one scatter, attention
+  masked at each row's length. The next forward is queued (`mx.async_eval`) before the host
+  reads a step's tokens.
 
 It speaks the subset of mlx-lm's BatchGenerator the worker uses (insert, next, remove, close,
 the prefill queues and counters). NOTE: no speculative decoding and no quantized KV on it yet
@@ -43,7 +51,8 @@ class SlotResponse:
 @dataclass
 class _Sequence:
     uid: int
-    pending: list[int]  # prompt tokens not prefilled yet
+    pending: list[int]  # prompt tokens not prefilled yet, the last one excepted
+    last: int  # the last prompt token: the decode step feeds it
     tokens: list[int]  # tokens whose keys are in the slot
     max_tokens: int
     sampler: Any
@@ -51,7 +60,7 @@ class _Sequence:
     cache: list[Any] | None  # a prompt-cache entry to start from (copied into the slot)
     slot: int = -1
     generated: int = 0
-    ready: bool = False  # a sampled token waits to be fed back (and emitted)
+    ready: bool = False  # prefilled: a token waits to be fed (the last prompt one, or sampled)
 
 
 @dataclass
@@ -60,7 +69,7 @@ class _Counters:
 
 
 class _Store:
-    """One layer's slots."""
+    """One layer's slots: `[slots, kv_heads, capacity, head_dim]` keys and values."""
 
     def __init__(self, slots: int) -> None:
         self.slots = slots
@@ -69,17 +78,17 @@ class _Store:
 
     def ensure(self, like: mx.array, positions: int) -> None:
         """Room for `positions` in every slot; `like` is [.., kv_heads, .., head_dim] keys."""
-        have = 0 if self.keys is None else self.keys.shape[1]
+        have = 0 if self.keys is None else self.keys.shape[2]
         if positions <= have:
             return
         grow = (positions - have + STEP - 1) // STEP * STEP
-        shape = (self.slots, grow, like.shape[1], like.shape[-1])
+        shape = (self.slots, like.shape[1], grow, like.shape[-1])
         new_k, new_v = mx.zeros(shape, like.dtype), mx.zeros(shape, like.dtype)
         if self.keys is None or self.values is None:
             self.keys, self.values = new_k, new_v
         else:
-            self.keys = mx.concatenate([self.keys, new_k], axis=1)
-            self.values = mx.concatenate([self.values, new_v], axis=1)
+            self.keys = mx.concatenate([self.keys, new_k], axis=2)
+            self.values = mx.concatenate([self.values, new_v], axis=2)
 
 
 class _DecodeView:
@@ -96,12 +105,10 @@ class _DecodeView:
         longest = max(self.lengths) + 1
         store.ensure(keys, longest)
         assert store.keys is not None and store.values is not None
-        store.keys[self.rows, self.offset] = keys[:, :, 0, :]
-        store.values[self.rows, self.offset] = values[:, :, 0, :]
+        store.keys[self.rows, :, self.offset] = keys[:, :, 0, :]
+        store.values[self.rows, :, self.offset] = values[:, :, 0, :]
         hi = len(self.lengths)
-        k = store.keys[:hi, :longest].transpose(0, 2, 1, 3)
-        v = store.values[:hi, :longest].transpose(0, 2, 1, 3)
-        return k, v
+        return store.keys[:hi, :, :longest], store.values[:hi, :, :longest]
 
     def make_mask(self, n: int, **_: Any) -> mx.array:
         longest = max(self.lengths) + 1
@@ -109,27 +116,75 @@ class _DecodeView:
         return valid[:, None, None, :]
 
 
-class _PrefillView:
-    """A prefill chunk's cache for one layer: slot `slot`, from position `start`."""
+@dataclass
+class _PrefillPlan:
+    """One prefill forward: row r writes slot slots[r] from starts[r], `width` positions."""
 
-    def __init__(self, store: _Store, slot: int, start: int) -> None:
+    slots: list[int]
+    starts: list[int]
+    width: int
+    end: int = 0  # positions every row's attention spans: max(starts) + width
+    first: int = -1  # the rows' slots are first..first+len-1 (-1: they are not consecutive)
+    index: mx.array | None = None  # [rows, 1] slots, for gathers and scatters
+    positions: mx.array | None = None  # [rows, width] where each row's chunk goes
+    offset: mx.array | int = 0  # each row's start (RoPE)
+    mask: mx.array | str | None = None
+
+    def __post_init__(self) -> None:
+        rows = len(self.slots)
+        self.end = max(self.starts) + self.width
+        if self.slots == list(range(self.slots[0], self.slots[0] + rows)):
+            self.first = self.slots[0]
+        self.index = mx.array(self.slots)[:, None]
+        if rows == 1:
+            self.offset = self.starts[0]
+            self.mask = "causal" if self.width > 1 else None
+            return
+        starts = mx.array(self.starts, dtype=mx.int32)
+        self.offset = starts
+        self.positions = starts[:, None] + mx.arange(self.width, dtype=mx.int32)[None, :]
+        # Row r's query i sees its own slot's keys up to its own position starts[r] + i.
+        keys = mx.arange(self.end, dtype=mx.int32)
+        self.mask = (keys[None, None, :] <= self.positions[:, :, None])[:, None]
+
+    @property
+    def uniform(self) -> bool:
+        """Consecutive slots from one start: the chunk is one slice of the store."""
+        return self.first >= 0 and len(set(self.starts)) == 1
+
+
+class _PrefillView:
+    """A prefill forward's cache for one layer (see `_PrefillPlan`)."""
+
+    def __init__(self, store: _Store, plan: _PrefillPlan) -> None:
         self.store = store
-        self.slot = slot
-        self.offset = start
+        self.plan = plan
+        self.offset = plan.offset
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
-        store, s, start = self.store, self.slot, self.offset
-        end = start + keys.shape[2]
-        store.ensure(keys, end)
+        store, plan = self.store, self.plan
+        store.ensure(keys, plan.end)
         assert store.keys is not None and store.values is not None
-        store.keys[s, start:end] = keys[0].transpose(1, 0, 2)
-        store.values[s, start:end] = values[0].transpose(1, 0, 2)
-        k = store.keys[s : s + 1, :end].transpose(0, 2, 1, 3)
-        v = store.values[s : s + 1, :end].transpose(0, 2, 1, 3)
-        return k, v
+        rows = len(plan.slots)
+        if plan.uniform:
+            lo, start = plan.first, plan.starts[0]
+            store.keys[lo : lo + rows, :, start : start + plan.width] = keys
+            store.values[lo : lo + rows, :, start : start + plan.width] = values
+        else:
+            # [rows, width] (slot, position) pairs; the values as [rows, width, heads, dim].
+            store.keys[plan.index, :, plan.positions] = keys.transpose(0, 2, 1, 3)
+            store.values[plan.index, :, plan.positions] = values.transpose(0, 2, 1, 3)
+        if plan.first >= 0:
+            lo = plan.first
+            return (
+                store.keys[lo : lo + rows, :, : plan.end],
+                store.values[lo : lo + rows, :, : plan.end],
+            )
+        slots = plan.index[:, 0]
+        return store.keys[slots, :, : plan.end], store.values[slots, :, : plan.end]
 
-    def make_mask(self, n: int, **_: Any) -> str | None:
-        return "causal" if n > 1 else None
+    def make_mask(self, n: int, **_: Any) -> mx.array | str | None:
+        return self.plan.mask
 
 
 class _Decoding:
@@ -175,10 +230,11 @@ class SlotGenerator:
         self._prompt_batch = _Prefilling(self)
         self._counters = _Counters()
         self._uids = 0
-        # Sampled and not yet fed back: the last decode step's rows (by slot), and the rows
-        # whose prefill ended since (their first token).
+        # To feed to the next decode step: the last step's rows (by slot and uid) with their
+        # sampled tokens and logprobs, and the rows whose prefill ended since (their last
+        # prompt token: fed, not emitted).
         self._pending: tuple[list[tuple[int, int]], mx.array, mx.array] | None = None
-        self._joined: list[tuple[tuple[int, int], mx.array, mx.array]] = []
+        self._joined: list[tuple[int, int]] = []
 
     # --- the BatchGenerator subset ---------------------------------------------------------
     def insert(
@@ -199,7 +255,8 @@ class SlotGenerator:
             before = list(all_tokens[i]) if all_tokens and cache is not None else []
             seq = _Sequence(
                 uid=self._uids,
-                pending=list(prompt),
+                pending=list(prompt[:-1]),
+                last=prompt[-1],
                 tokens=before,
                 max_tokens=max_tokens[i],
                 sampler=(samplers[i] if samplers else None) or self.sampler,
@@ -231,10 +288,9 @@ class SlotGenerator:
         return sum(int(a.nbytes) for s in self._stores for a in (s.keys, s.values) if a is not None)
 
     def next(self) -> tuple[list[Any], list[SlotResponse]]:
-        responses = self._decode()
         self._admit()
         self._prefill()
-        return [], responses
+        return [], self._decode()
 
     # --- steps -----------------------------------------------------------------------------
     def _admit(self) -> None:
@@ -244,6 +300,13 @@ class SlotGenerator:
             self.slots[seq.slot] = seq
             if seq.cache is not None:
                 self._restore(seq)
+            if not seq.pending:
+                self._join(seq)
+
+    def _join(self, seq: _Sequence) -> None:
+        """Prefilled: the next decode step feeds its last prompt token."""
+        seq.ready = True
+        self._joined.append((seq.slot, seq.uid))
 
     def _restore(self, seq: _Sequence) -> None:
         """Copies a prompt-cache entry into the sequence's slot."""
@@ -253,30 +316,30 @@ class SlotGenerator:
             keys, values = layer.keys, layer.values  # [1, kv_heads, >= n positions, head_dim]
             store.ensure(keys, n)
             assert store.keys is not None and store.values is not None
-            store.keys[seq.slot, :n] = keys[0, :, :n].transpose(1, 0, 2)
-            store.values[seq.slot, :n] = values[0, :, :n].transpose(1, 0, 2)
+            store.keys[seq.slot : seq.slot + 1, :, :n] = keys[:, :, :n]
+            store.values[seq.slot : seq.slot + 1, :, :n] = values[:, :, :n]
         seq.cache = None
 
     def _prefill(self) -> None:
+        """One forward for the next chunk of each waiting prompt (up to `prefill_batch_size`)."""
         waiting = [s for s in self.slots if s is not None and s.pending]
+        waiting = waiting[: self.prefill_batch_size]
         if not waiting:
             return
-        share = max(1, self.prefill_step_size // min(len(waiting), self.prefill_batch_size))
-        for seq in waiting[: self.prefill_batch_size]:
-            # The last prompt token is fed with the final chunk: its logits give the first token.
-            chunk, seq.pending = seq.pending[:share], seq.pending[share:]
-            start = len(seq.tokens)
-            views = [_PrefillView(store, seq.slot, start) for store in self._stores]
-            logits = self.model(mx.array([chunk], dtype=mx.uint32), cache=views)
+        share = max(1, self.prefill_step_size // len(waiting))
+        chunks = [seq.pending[:share] for seq in waiting]
+        width = max(len(chunk) for chunk in chunks)
+        plan = _PrefillPlan([s.slot for s in waiting], [len(s.tokens) for s in waiting], width)
+        # Right-padded: what the padding writes past a row's chunk is never attended.
+        inputs = mx.array([chunk + [0] * (width - len(chunk)) for chunk in chunks], mx.uint32)
+        self.model(inputs, cache=[_PrefillView(store, plan) for store in self._stores])
+        mx.async_eval([(s.keys, s.values) for s in self._stores])  # not the logits
+        for seq, chunk in zip(waiting, chunks, strict=True):
+            seq.pending = seq.pending[len(chunk) :]
             seq.tokens += chunk
             self._counters.prompt_tokens += len(chunk)
-            if seq.pending:
-                mx.async_eval([(s.keys, s.values) for s in self._stores])
-                continue
-            token, logprobs = self._sample([seq], logits[:, -1, :])
-            seq.ready = True
-            self._joined.append(((seq.slot, seq.uid), token, logprobs))
-            mx.async_eval(token, logprobs)
+            if not seq.pending:
+                self._join(seq)
 
     def _sample(self, rows: list[_Sequence], logits: mx.array) -> tuple[mx.array, mx.array]:
         if any(s.processors for s in rows):
@@ -299,30 +362,31 @@ class SlotGenerator:
             )
         return tokens, logprobs
 
-    def _waiting(self) -> tuple[list[tuple[int, int]], mx.array, mx.array] | None:
-        """(slot, uid) of the rows with a token to feed, the tokens, their logprobs rows."""
-        slots: list[tuple[int, int]] = []
+    def _waiting(self) -> tuple[list[tuple[int, int]], mx.array, mx.array | None, int] | None:
+        """(slot, uid) of the rows with a token to feed, the tokens, the logprobs of the first
+        `sampled` rows (the sampled ones; the rest feed their last prompt token), `sampled`."""
+        named: list[tuple[int, int]] = []
         tokens: list[mx.array] = []
-        logprobs: list[mx.array] = []
+        logprobs = None
         if self._pending is not None:
             rows, t, lp = self._pending
             keep = [i for i, row in enumerate(rows) if self._live(row)]
             if len(keep) == len(rows):
-                slots, tokens, logprobs = list(rows), [t], [lp]
+                named, tokens, logprobs = list(rows), [t], lp
             elif keep:
                 picked = mx.array(keep)
-                slots, tokens, logprobs = [rows[i] for i in keep], [t[picked]], [lp[picked]]
-        for row, t, lp in self._joined:
-            if self._live(row):
-                slots.append(row)
-                tokens.append(t)
-                logprobs.append(lp)
+                named, tokens, logprobs = [rows[i] for i in keep], [t[picked]], lp[picked]
+        sampled = len(named)
+        joined = [row for row in self._joined if self._live(row)]
+        if joined:
+            named += joined
+            last = [self.slots[slot].last for slot, _ in joined]  # type: ignore[union-attr]
+            tokens.append(mx.array(last, dtype=mx.uint32))
         self._pending, self._joined = None, []
-        if not slots:
+        if not named:
             return None
-        if len(tokens) == 1:
-            return slots, tokens[0], logprobs[0]
-        return slots, mx.concatenate(tokens), mx.concatenate(logprobs)
+        current = tokens[0] if len(tokens) == 1 else mx.concatenate(tokens)
+        return named, current, logprobs, sampled
 
     def _live(self, row: tuple[int, int]) -> bool:
         """Whether the sequence `row` names still holds its slot (not finished nor removed)."""
@@ -333,9 +397,11 @@ class SlotGenerator:
         waiting = self._waiting()
         if waiting is None:
             return []
-        named, current, current_lp = waiting
+        named, current, current_lp, sampled = waiting
         slots = [slot for slot, _ in named]
-        rows = [self.slots[i] for i in slots]
+        live = [self.slots[i] for i in slots]
+        assert all(seq is not None for seq in live)
+        rows: list[_Sequence] = live  # type: ignore[assignment]
         hi = max(slots) + 1
         if slots == list(range(hi)):
             inputs, index = current, None
@@ -349,21 +415,23 @@ class SlotGenerator:
         logits = self.model(inputs.astype(mx.uint32)[:, None], cache=views)[:, -1, :]
         if index is not None:
             logits = logits[index]
-        live = [seq for seq in rows if seq is not None]
         fed: list[int] = []
-        if any(seq.processors for seq in live):
+        if any(seq.processors for seq in rows):
             # Processors read each row's context, the token fed now included.
             fed = current.tolist()  # type: ignore[assignment]
-            for seq, token in zip(live, fed, strict=True):
+            for seq, token in zip(rows, fed, strict=True):
                 seq.tokens.append(token)
-        tokens, logprobs = self._sample(live, logits)
+        tokens, logprobs = self._sample(rows, logits)
         mx.async_eval(tokens, logprobs, [(s.keys, s.values) for s in self._stores])
         values: list[int] = fed or current.tolist()  # type: ignore[assignment]
         responses = []
         still = []
-        for i, (seq, token) in enumerate(zip(live, values, strict=True)):
+        for i, (seq, token) in enumerate(zip(rows, values, strict=True)):
             if not fed:
                 seq.tokens.append(token)
+            if i >= sampled:  # its last prompt token: nothing to emit
+                still.append(i)
+                continue
             seq.generated += 1
             finish = None
             if token in self.stop:
@@ -376,9 +444,10 @@ class SlotGenerator:
                 self.slots[seq.slot] = None
             else:
                 still.append(i)
+            assert current_lp is not None
             responses.append(SlotResponse(seq.uid, token, current_lp[i], finish, cache, all_tokens))
         if still:
-            if len(still) == len(live):
+            if len(still) == len(rows):
                 self._pending = (named, tokens, logprobs)
             else:
                 keep = mx.array(still)
@@ -392,8 +461,8 @@ class SlotGenerator:
         for store in self._stores:
             assert store.keys is not None and store.values is not None
             cache = KVCache()
-            keys = mx.contiguous(store.keys[seq.slot : seq.slot + 1, :n].transpose(0, 2, 1, 3))
-            values = mx.contiguous(store.values[seq.slot : seq.slot + 1, :n].transpose(0, 2, 1, 3))
+            keys = mx.contiguous(store.keys[seq.slot : seq.slot + 1, :, :n])
+            values = mx.contiguous(store.values[seq.slot : seq.slot + 1, :, :n])
             cache.keys, cache.values, cache.offset = keys, values, n
             entry.append(cache)
         return entry
