@@ -7,10 +7,11 @@ prefill to its end; a sequence that joins or leaves copies nothing of the others
 filter or extract of the batch).
 
 A step (`next`) admits waiting prompts to free slots, prefills, then decodes:
-- prefill: one forward for the chunks of up to `prefill_batch_size` prompts, right-padded to
-  the longest; row r writes its keys into its own slot from its own start (> 0 after a
-  prompt-cache hit) and attends causally over its own slot. The chunks share the step's token
-  budget (`prefill_step_size`, set per step by the worker's fair prefill). Positions written by
+- prefill: one forward for the chunks of up to `prefill_batch_size` prompts (first come, first
+  served), right-padded to the longest; row r writes its keys into its own slot from its own
+  start (> 0 after a prompt-cache hit) and attends causally over its own slot. A chunk is at
+  most `prefill_step_size` tokens, which the worker's fair prefill sets per step to its token
+  budget over the prompts waiting (as with mlx-lm's BatchGenerator). Positions written by
   the padding are never attended (a sequence's length advances by its real chunk only, and later
   writes overwrite them). The last prompt token is not prefilled: as in mlx-lm, it is fed by
   the decode step, whose logits give the first token, so a prefill forward computes no logits.
@@ -116,41 +117,29 @@ class _DecodeView:
         return valid[:, None, None, :]
 
 
-@dataclass
 class _PrefillPlan:
     """One prefill forward: row r writes slot slots[r] from starts[r], `width` positions."""
 
-    slots: list[int]
-    starts: list[int]
-    width: int
-    end: int = 0  # positions every row's attention spans: max(starts) + width
-    first: int = -1  # the rows' slots are first..first+len-1 (-1: they are not consecutive)
-    index: mx.array | None = None  # [rows, 1] slots, for gathers and scatters
-    positions: mx.array | None = None  # [rows, width] where each row's chunk goes
-    offset: mx.array | int = 0  # each row's start (RoPE)
-    mask: mx.array | str | None = None
-
-    def __post_init__(self) -> None:
-        rows = len(self.slots)
-        self.end = max(self.starts) + self.width
-        if self.slots == list(range(self.slots[0], self.slots[0] + rows)):
-            self.first = self.slots[0]
-        self.index = mx.array(self.slots)[:, None]
+    def __init__(self, slots: list[int], starts: list[int], width: int) -> None:
+        self.slots, self.starts, self.width = slots, starts, width
+        rows = len(slots)
+        self.end = max(starts) + width  # the positions every row's attention spans
+        # The rows' slots are first..first+rows-1 (-1: they are not consecutive).
+        self.first = slots[0] if slots == list(range(slots[0], slots[0] + rows)) else -1
+        # Consecutive slots from one start: the chunk is one slice of the store.
+        self.uniform = self.first >= 0 and len(set(starts)) == 1
+        self.index = mx.array(slots)
+        self.offset: mx.array | int = starts[0]  # each row's start (RoPE)
+        self.mask: mx.array | str | None = "causal" if width > 1 else None
+        self.positions: mx.array | None = None  # [rows, width]: where each row's chunk goes
         if rows == 1:
-            self.offset = self.starts[0]
-            self.mask = "causal" if self.width > 1 else None
             return
-        starts = mx.array(self.starts, dtype=mx.int32)
-        self.offset = starts
-        self.positions = starts[:, None] + mx.arange(self.width, dtype=mx.int32)[None, :]
+        offset = mx.array(starts, dtype=mx.int32)
+        self.offset = offset
+        self.positions = offset[:, None] + mx.arange(width, dtype=mx.int32)[None, :]
         # Row r's query i sees its own slot's keys up to its own position starts[r] + i.
         keys = mx.arange(self.end, dtype=mx.int32)
         self.mask = (keys[None, None, :] <= self.positions[:, :, None])[:, None]
-
-    @property
-    def uniform(self) -> bool:
-        """Consecutive slots from one start: the chunk is one slice of the store."""
-        return self.first >= 0 and len(set(self.starts)) == 1
 
 
 class _PrefillView:
@@ -172,16 +161,16 @@ class _PrefillView:
             store.values[lo : lo + rows, :, start : start + plan.width] = values
         else:
             # [rows, width] (slot, position) pairs; the values as [rows, width, heads, dim].
-            store.keys[plan.index, :, plan.positions] = keys.transpose(0, 2, 1, 3)
-            store.values[plan.index, :, plan.positions] = values.transpose(0, 2, 1, 3)
+            slots = plan.index[:, None]
+            store.keys[slots, :, plan.positions] = keys.transpose(0, 2, 1, 3)
+            store.values[slots, :, plan.positions] = values.transpose(0, 2, 1, 3)
         if plan.first >= 0:
             lo = plan.first
             return (
                 store.keys[lo : lo + rows, :, : plan.end],
                 store.values[lo : lo + rows, :, : plan.end],
             )
-        slots = plan.index[:, 0]
-        return store.keys[slots, :, : plan.end], store.values[slots, :, : plan.end]
+        return store.keys[plan.index, :, : plan.end], store.values[plan.index, :, : plan.end]
 
     def make_mask(self, n: int, **_: Any) -> mx.array | str | None:
         return self.plan.mask
@@ -203,6 +192,10 @@ class _Prefilling:
 
     def __len__(self) -> int:
         return sum(1 for s in self._owner.slots if s is not None and s.pending)
+
+
+def _arrival(seq: _Sequence) -> int:
+    return seq.uid
 
 
 class SlotGenerator:
@@ -322,12 +315,13 @@ class SlotGenerator:
 
     def _prefill(self) -> None:
         """One forward for the next chunk of each waiting prompt (up to `prefill_batch_size`)."""
-        waiting = [s for s in self.slots if s is not None and s.pending]
+        waiting = sorted((s for s in self.slots if s is not None and s.pending), key=_arrival)
         waiting = waiting[: self.prefill_batch_size]
         if not waiting:
             return
-        share = max(1, self.prefill_step_size // len(waiting))
-        chunks = [seq.pending[:share] for seq in waiting]
+        # `prefill_step_size` is each prompt's chunk, as in mlx-lm: the worker sets it to its
+        # step budget over the prompts waiting (at most `prefill_batch_size`).
+        chunks = [seq.pending[: max(1, self.prefill_step_size)] for seq in waiting]
         width = max(len(chunk) for chunk in chunks)
         plan = _PrefillPlan([s.slot for s in waiting], [len(s.tokens) for s in waiting], width)
         # Right-padded: what the padding writes past a row's chunk is never attended.

@@ -17,9 +17,11 @@ from tests.support.engine import collect
 BUDGET = 128
 
 
-async def test_long_prompt_does_not_stall_running_streams(random_model: Path) -> None:
+@pytest.mark.parametrize("kind", ["batch", "slots"])
+async def test_long_prompt_does_not_stall_running_streams(random_model: Path, kind: str) -> None:
     engine = EngineWorker(
         lambda: load_model(random_model),
+        engine=kind,
         max_prefill_tokens_per_step=BUDGET,
         prompt_cache_max_entries=0,
     )
@@ -47,7 +49,10 @@ async def test_long_prompt_does_not_stall_running_streams(random_model: Path) ->
     assert stats.decode_steps - steps_before >= (len(long_prompt) - 1) // BUDGET
 
 
-async def test_prompts_arriving_together_prefill_as_one_batch(random_model: Path) -> None:
+@pytest.mark.parametrize("kind", ["batch", "slots"])
+async def test_prompts_arriving_together_prefill_as_one_batch(
+    random_model: Path, kind: str
+) -> None:
     """--prefill-batch-size 16: twelve prompts at once give each its greedy output alone."""
     greedy = SamplingParams(max_tokens=12, temperature=0.0)
     prompts = [[(5 * i + j) % 900 + 3 for j in range(20 + i)] for i in range(12)]
@@ -59,6 +64,7 @@ async def test_prompts_arriving_together_prefill_as_one_batch(random_model: Path
         alone.stop()
     together = EngineWorker(
         lambda: load_model(random_model),
+        engine=kind,
         max_batch_size=16,
         prefill_batch_size=16,
         prompt_cache_max_entries=0,

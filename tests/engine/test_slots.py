@@ -8,8 +8,10 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
+from mlx_lm.generate import BatchGenerator
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import SamplingParams
+from mlx_responses.service.engine.slots import SlotGenerator
 from mlx_responses.service.engine.worker import EngineWorker
 
 from tests.support.engine import collect, generate, greedy
@@ -94,3 +96,150 @@ async def test_a_cancelled_sequence_frees_its_slot_for_the_next(random_model: Pa
     logprobs = [lp for c in chunks for lp in c.logprobs]
     assert sum(c.tokens for c in chunks) == 8 and len(logprobs) == 8
     assert all(len(lp.top) == 2 and lp.logprob <= 0 for lp in logprobs)
+
+
+# --- prefill: one forward per step for every waiting prompt --------------------------------
+
+
+class _Counted:
+    """The model, recording each forward's prefill plan (None for a decode step)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.layers = model.layers
+        self.plans: list[Any] = []
+
+    def __call__(self, inputs: mx.array, cache: list[Any]) -> mx.array:
+        self.plans.append(getattr(cache[0], "plan", None))
+        return self.model(inputs, cache=cache)
+
+    @property
+    def prefills(self) -> list[Any]:
+        return [p for p in self.plans if p is not None]
+
+
+def _argmax(logprobs: mx.array) -> mx.array:
+    return mx.argmax(logprobs, axis=-1)
+
+
+def _run(generator: Any, uids: list[int]) -> dict[int, list[int]]:
+    """Steps until every uid finished; each one's tokens (and, for SlotGenerator, its cache)."""
+    out: dict[int, list[int]] = {uid: [] for uid in uids}
+    done: set[int] = set()
+    while done != set(uids):
+        _, responses = generator.next()
+        for r in responses:
+            out[r.uid].append(r.token)
+            if r.finish_reason is not None:
+                done.add(r.uid)
+    return out
+
+
+def _batch_generator(model: Any, prompts: list[list[int]], tokens: int) -> list[list[int]]:
+    """mlx-lm's BatchGenerator's greedy tokens for `prompts`, all inserted at once."""
+    generator = BatchGenerator(model, stop_tokens=[], sampler=_argmax, prefill_step_size=2048)
+    uids = generator.insert(prompts, max_tokens=[tokens] * len(prompts))
+    out = _run(generator, uids)
+    generator.close()
+    return [out[uid] for uid in uids]
+
+
+def _slots(model: Any, *, step: int = 2048, batch: int = 8) -> SlotGenerator:
+    return SlotGenerator(
+        model,
+        stop_tokens=[],
+        completion_batch_size=4,
+        prefill_batch_size=batch,
+        prefill_step_size=step,
+        sampler=_argmax,
+    )
+
+
+def _prompt(length: int, seed: int) -> list[int]:
+    return [(seed * 37 + 11 * j) % 900 + 3 for j in range(length)]
+
+
+def test_prompts_of_different_lengths_prefill_in_one_forward(random_model: Path) -> None:
+    model = load_model(random_model).model
+    prompts = [_prompt(n, i) for i, n in enumerate((5, 23, 61))]
+    want = _batch_generator(model, prompts, 16)
+    counted = _Counted(model)
+    generator = _slots(counted)
+    uids = generator.insert(prompts, max_tokens=[16] * 3)
+    out = _run(generator, uids)
+    assert [out[uid] for uid in uids] == want
+    (prefill,) = counted.prefills  # all three in one forward, right-padded to the longest
+    assert prefill.slots == [0, 1, 2] and prefill.starts == [0, 0, 0]
+    assert prefill.width == 60  # the last prompt token is fed by the first decode step
+    # Each decode step is one forward over all rows: 16 tokens, and one step of lag.
+    assert len(counted.plans) == 1 + 16 + 1
+
+
+def test_a_cached_prompt_prefills_beside_a_fresh_one(random_model: Path) -> None:
+    """A prompt-cache hit (its row starts at > 0) in the same forward as a new prompt."""
+    model = load_model(random_model).model
+    first, fresh = _prompt(30, 1), _prompt(9, 2)
+    warm = _slots(model)
+    warm.insert([first], max_tokens=[4])
+    entry: list[Any] = []
+    while not entry:
+        _, responses = warm.next()
+        entry = [r for r in responses if r.finish_reason is not None]
+    cache, cached = entry[0].prompt_cache, entry[0].all_tokens
+    assert cache is not None and cached is not None and len(cached) == 34
+    follow_up = [*cached, *_prompt(17, 3)]
+    want = [_batch_generator(model, [p], 12)[0] for p in (follow_up, fresh)]
+
+    counted = _Counted(model)
+    generator = _slots(counted)
+    uids = generator.insert(
+        [follow_up[len(cached) :], fresh],
+        max_tokens=[12, 12],
+        caches=[cache, None],
+        all_tokens=[cached, []],
+    )
+    out = _run(generator, uids)
+    assert [out[uid] for uid in uids] == want
+    (prefill,) = counted.prefills
+    assert prefill.starts == [34, 0] and prefill.width == 16
+
+
+def test_a_chunked_long_prompt_beside_a_short_one(random_model: Path) -> None:
+    """A budget smaller than the prompt: the long one takes several forwards, the short one
+    joins the decode after the first, and both decode what BatchGenerator decodes."""
+    model = load_model(random_model).model
+    prompts = [_prompt(100, 4), _prompt(7, 5)]
+    want = [_batch_generator(model, [p], 20)[0] for p in prompts]
+    counted = _Counted(model)
+    generator = _slots(counted, step=16)
+    uids = generator.insert(prompts, max_tokens=[20, 20])
+    out = _run(generator, uids)
+    assert [out[uid] for uid in uids] == want
+    prefills = counted.prefills
+    assert len(prefills) == 7  # 99 tokens in chunks of 16; the short one rode in the first
+    assert prefills[0].slots == [0, 1] and prefills[0].width == 16
+    assert all(p.slots == [0] and p.width <= 16 for p in prefills[1:])
+    assert [p.starts[0] for p in prefills] == list(range(0, 99, 16))
+
+
+def test_late_prompts_prefill_into_free_slots_between_running_ones(random_model: Path) -> None:
+    """Slots 1 and 3 (not adjacent) are prefilled in one forward while 0 and 2 decode."""
+    model = load_model(random_model).model
+    first = [_prompt(12, 6), _prompt(8, 7), _prompt(15, 8)]
+    late = [_prompt(19, 9), _prompt(4, 10)]
+    lengths = [24, 2, 24, 10, 10]
+    want = [_batch_generator(model, [p], n)[0] for p, n in zip(first + late, lengths, strict=True)]
+    counted = _Counted(model)
+    generator = _slots(counted)
+    uids = generator.insert(first, max_tokens=lengths[:3])
+    out: dict[int, list[int]] = {uid: [] for uid in uids}
+    while len(out[uids[1]]) < 2:  # the second one leaves slot 1
+        for r in generator.next()[1]:
+            out[r.uid].append(r.token)
+    uids += generator.insert(late, max_tokens=lengths[3:])
+    out.update({uid: [] for uid in uids[3:]})
+    while any(len(out[uid]) < n for uid, n in zip(uids, lengths, strict=True)):
+        for r in generator.next()[1]:
+            out[r.uid].append(r.token)
+    assert [out[uid] for uid in uids] == want
+    assert counted.prefills[-1].slots == [1, 3]
