@@ -459,4 +459,6 @@ class SlotGenerator:
             values = mx.contiguous(store.values[seq.slot : seq.slot + 1, :, :n])
             cache.keys, cache.values, cache.offset = keys, values, n
             entry.append(cache)
+        # Copied before the next step writes the store (which then stays a buffer of its own).
+        mx.async_eval([(c.keys, c.values) for c in entry])
         return entry
