@@ -92,29 +92,46 @@ class _Store:
             self.values = mx.concatenate([self.values, new_v], axis=2)
 
 
-class _DecodeView:
-    """A decode step's cache for one layer: rows 0..hi-1, row i at position lengths[i]."""
+class _DecodePlan:
+    """One decode forward: rows 0..hi-1, row i writes its new position lengths[i]."""
 
-    def __init__(self, store: _Store, lengths: list[int], offset: mx.array) -> None:
+    def __init__(self, lengths: list[int]) -> None:
+        self.rows = len(lengths)
+        self.end = max(lengths) + 1  # the positions every row's attention spans
+        # All rows at one length (a lone sequence, or a batch that started together): one
+        # slice written, no mask.
+        self.uniform = min(lengths) == self.end - 1
+        self.offset: mx.array | int = self.end - 1  # each row's position (RoPE)
+        self.mask: mx.array | None = None
+        self.index = mx.arange(self.rows)
+        if not self.uniform:
+            offset = mx.array(lengths, dtype=mx.int32)
+            self.offset = offset
+            self.mask = (mx.arange(self.end)[None, :] <= offset[:, None])[:, None, None, :]
+
+
+class _DecodeView:
+    """A decode forward's cache for one layer (see `_DecodePlan`)."""
+
+    def __init__(self, store: _Store, plan: _DecodePlan) -> None:
         self.store = store
-        self.lengths = lengths
-        self.offset = offset
-        self.rows = mx.arange(len(lengths))
+        self.plan = plan
+        self.offset = plan.offset
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
-        store = self.store
-        longest = max(self.lengths) + 1
-        store.ensure(keys, longest)
+        store, plan = self.store, self.plan
+        store.ensure(keys, plan.end)
         assert store.keys is not None and store.values is not None
-        store.keys[self.rows, :, self.offset] = keys[:, :, 0, :]
-        store.values[self.rows, :, self.offset] = values[:, :, 0, :]
-        hi = len(self.lengths)
-        return store.keys[:hi, :, :longest], store.values[:hi, :, :longest]
+        if plan.uniform:
+            store.keys[: plan.rows, :, plan.end - 1 : plan.end] = keys
+            store.values[: plan.rows, :, plan.end - 1 : plan.end] = values
+        else:
+            store.keys[plan.index, :, plan.offset] = keys[:, :, 0, :]
+            store.values[plan.index, :, plan.offset] = values[:, :, 0, :]
+        return store.keys[: plan.rows, :, : plan.end], store.values[: plan.rows, :, : plan.end]
 
-    def make_mask(self, n: int, **_: Any) -> mx.array:
-        longest = max(self.lengths) + 1
-        valid = mx.arange(longest)[None, :] <= self.offset[:, None]
-        return valid[:, None, None, :]
+    def make_mask(self, n: int, **_: Any) -> mx.array | None:
+        return self.plan.mask
 
 
 class _PrefillPlan:
@@ -404,8 +421,8 @@ class SlotGenerator:
             inputs = mx.zeros((hi,), dtype=current.dtype)
             inputs[index] = current
         lengths = [len(seq.tokens) if seq is not None else 0 for seq in self.slots[:hi]]
-        offset = mx.array(lengths, dtype=mx.int32)
-        views = [_DecodeView(store, lengths, offset) for store in self._stores]
+        plan = _DecodePlan(lengths)
+        views = [_DecodeView(store, plan) for store in self._stores]
         logits = self.model(inputs.astype(mx.uint32)[:, None], cache=views)[:, -1, :]
         if index is not None:
             logits = logits[index]

@@ -11,7 +11,7 @@ import pytest
 from mlx_lm.generate import BatchGenerator
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import SamplingParams
-from mlx_responses.service.engine.slots import SlotGenerator
+from mlx_responses.service.engine.slots import SlotGenerator, _PrefillPlan
 from mlx_responses.service.engine.worker import EngineWorker
 
 from tests.support.engine import collect, generate, greedy
@@ -110,7 +110,8 @@ class _Counted:
         self.plans: list[Any] = []
 
     def __call__(self, inputs: mx.array, cache: list[Any]) -> mx.array:
-        self.plans.append(getattr(cache[0], "plan", None))
+        plan = getattr(cache[0], "plan", None)
+        self.plans.append(plan if isinstance(plan, _PrefillPlan) else None)
         return self.model(inputs, cache=cache)
 
     @property
