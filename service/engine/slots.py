@@ -1,8 +1,8 @@
 """Experimental (`--engine slots`): our own scheduler on mlx-lm's model call, fixed KV slots.
 
 Each layer's keys and values live in one array of `max_batch_size` slots, `[slots, kv_heads,
-capacity, head_dim]` (mlx-lm's own cache layout, so the slice a step attends over is a view, not
-a copy), grown for all slots together in steps of 256 positions. A sequence owns a slot from its
+capacity, head_dim]` (mlx-lm's own cache layout: what a step attends over is a slice of it, no
+transpose), grown for all slots together in steps of 256 positions. A sequence owns a slot from its
 prefill to its end; a sequence that joins or leaves copies nothing of the others (no merge,
 filter or extract of the batch).
 
@@ -17,8 +17,9 @@ A step (`next`) admits waiting prompts to free slots, prefills, then decodes:
   the decode step, whose logits give the first token, so a prefill forward computes no logits.
 - decode: one forward over the slots up to the highest one in use (free and prefilling slots
   ride along and are ignored), each row's new position written with one scatter, attention
-  masked at each row's length. The next forward is queued (`mx.async_eval`) before the host
-  reads a step's tokens.
+  masked at each row's length (one slice and no mask when all rows are at one length, as a
+  lone sequence is). The next forward is queued (`mx.async_eval`) before the host reads a
+  step's tokens.
 
 It speaks the subset of mlx-lm's BatchGenerator the worker uses (insert, next, remove, close,
 the prefill queues and counters). NOTE: no speculative decoding and no quantized KV on it yet
