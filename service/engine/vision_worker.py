@@ -12,7 +12,6 @@ import asyncio
 import concurrent.futures
 import logging
 import queue
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -23,12 +22,11 @@ import mlx.core as mx
 import numpy as np
 from mlx_responses.service.engine.mlx_lm_compat import make_sampler
 from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.model_thread import ModelThread, Stop
 from mlx_responses.service.engine.requests import (
     Chunk,
     EngineStats,
-    EngineStoppedError,
     LogitsProcessor,
-    QueueFullError,
     SamplingParams,
     TokenLogprob,
 )
@@ -81,12 +79,7 @@ class _Submit:
 
 
 @dataclass
-class _Stop:
-    release: bool = False
-
-
-@dataclass
-class VisionWorker:
+class VisionWorker(ModelThread[tuple[LoadedModel, Any]]):
     """Owns a vision-language model (loaded by `load` on its own thread) and runs its requests."""
 
     load: Callable[[], tuple[LoadedModel, Any]]  # the model and its mlx-vlm processor
@@ -97,62 +90,23 @@ class VisionWorker:
     cache_stats: VisionCacheStats = field(default_factory=VisionCacheStats)
 
     def __post_init__(self) -> None:
-        self._commands: queue.SimpleQueue[_Submit | _Stop] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._in_flight = 0
+        self._init_thread()
         self._cancelled: set[int] = set()
-        self._loaded: LoadedModel | None = None
         self.processor: Any = None
-        self.alive = False
-        self._stopped = threading.Event()
         # Owned by the thread: image content hash -> the vision tower's output for that image.
         self._encodings: OrderedDict[str, mx.array] = OrderedDict()
 
-    @property
-    def loaded(self) -> LoadedModel:
-        if self._loaded is None:
-            raise EngineStoppedError("the model is not loaded")
-        return self._loaded
-
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
     # --- called from asyncio -------------------------------------------------------------
-    async def start(self) -> LoadedModel:
-        if self._thread is not None:
-            return self.loaded
-        ready: concurrent.futures.Future[tuple[LoadedModel, Any]] = concurrent.futures.Future()
-        self._thread = threading.Thread(
-            target=self._run, args=(ready,), name=self.name, daemon=True
-        )
-        self._thread.start()
-        loaded, self.processor = await asyncio.wrap_future(ready)
-        self._loaded = loaded
-        self.alive = True
+    @property
+    def _capacity(self) -> int:
+        return 1 + self.max_queued_requests  # one running, the rest queued
+
+    def _took(self, result: tuple[LoadedModel, Any]) -> LoadedModel:
+        loaded, self.processor = result
         return loaded
 
-    def stop(self, timeout: float = 10.0) -> None:
-        if self._thread is not None:
-            self._commands.put(_Stop())
-            self._stopped.wait(timeout)
-            self._thread = None
-
-    async def unload(self) -> None:
-        thread = self._thread
-        if thread is None:
-            return
-        self._commands.put(_Stop(release=True))
-        await asyncio.to_thread(thread.join)
-        self._thread = None
-        self._loaded = None
+    def _released(self) -> None:
         self.processor = None
-
-    def has_room(self) -> bool:
-        """Whether a submit now would be accepted (one running, the queue not full)."""
-        with self._lock:
-            return self._in_flight < 1 + self.max_queued_requests
 
     def submit(
         self,
@@ -161,12 +115,7 @@ class VisionWorker:
         logits_processors: Sequence[LogitsProcessor] = (),
         inputs: VisionInputs | None = None,
     ) -> GenerationStream:
-        if not self.alive:
-            raise EngineStoppedError("the generation worker is not running")
-        with self._lock:
-            if self._in_flight >= 1 + self.max_queued_requests:
-                raise QueueFullError("the generation queue is full")
-            self._in_flight += 1
+        self._admit()
         # GenerationStream only calls back `cancel(stream)`, which this worker has.
         stream = GenerationStream(cast(Any, self), asyncio.get_running_loop())
         self._commands.put(_Submit(stream, list(prompt), inputs, sampling, list(logits_processors)))
@@ -192,7 +141,7 @@ class VisionWorker:
             return
         while True:
             command = self._commands.get()
-            if isinstance(command, _Stop):
+            if isinstance(command, Stop):
                 self.alive = False
                 self._drain()
                 self._encodings.clear()

@@ -29,6 +29,7 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     trim_prompt_cache,
 )
 from mlx_responses.service.engine.model import LoadedModel, plain_caches
+from mlx_responses.service.engine.model_thread import ModelThread, Stop
 from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
 from mlx_responses.service.engine.outbox import Outbox
 from mlx_responses.service.engine.prompt_trie import new_prompt_cache
@@ -36,9 +37,7 @@ from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequ
 from mlx_responses.service.engine.requests import (
     Chunk,
     EngineStats,
-    EngineStoppedError,
     LogitsProcessor,
-    QueueFullError,
     SamplingParams,
     TokenLogprob,
 )
@@ -74,12 +73,6 @@ class _Active:
     logprobs: int = -1
     submitted_at: float = 0.0
     last_token_at: float = 0.0
-
-
-@dataclass
-class _Stop:
-    # Unload: the thread ends and lets the model go, instead of parking (process shutdown).
-    release: bool = False
 
 
 class GenerationStream:
@@ -132,7 +125,7 @@ def _waiting(generator: BatchGenerator) -> int:
 
 
 @dataclass
-class EngineWorker:
+class EngineWorker(ModelThread[LoadedModel]):
     """Owns the model and a BatchGenerator on a dedicated thread.
 
     The model is loaded on that thread too: MLX state never touches another thread.
@@ -173,16 +166,10 @@ class EngineWorker:
     _prefill: Prefill = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._commands: queue.SimpleQueue[_Submit | _Cancel | _Stop] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._in_flight = 0
-        self._lock = threading.Lock()
-        self.alive = False
-        self._stopped = threading.Event()  # the thread parked or ended
+        self._init_thread()
         self._release = False
         self._samplers: dict[tuple[float, float, int], Any] = {}
         self._outbox: Outbox[GenerationStream] = Outbox(self.stream_window)
-        self._loaded: LoadedModel | None = None
         self._batch_model: Any = None  # what the batch generator runs: the model, or a pair
         self._kv_group: int | None = None
         self._metrics: ModelObserver | None = None
@@ -195,51 +182,15 @@ class EngineWorker:
             else None
         )
 
-    @property
-    def loaded(self) -> LoadedModel:
-        """The model, once start() returned."""
-        if self._loaded is None:
-            raise EngineStoppedError("the model is not loaded")
-        return self._loaded
-
-    @property
-    def in_flight(self) -> int:
-        """Requests submitted and not finished (running, prefilling or queued)."""
-        return self._in_flight
-
     # --- called from asyncio -------------------------------------------------------------
-    async def start(self) -> LoadedModel:
-        """Starts the thread, which loads the model; returns it once loaded."""
-        if self._thread is not None:
-            return self.loaded
-        ready: concurrent.futures.Future[LoadedModel] = concurrent.futures.Future()
-        self._thread = threading.Thread(
-            target=self._run, args=(ready,), name=self.name, daemon=True
-        )
-        self._thread.start()
-        self._loaded = await asyncio.wrap_future(ready)
-        self.alive = True
-        return self._loaded
+    @property
+    def _capacity(self) -> int:
+        return self.max_batch_size + self.max_queued_requests
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Cancels everything and waits until the thread has parked (process shutdown)."""
-        if self._thread is not None:
-            self._commands.put(_Stop())
-            self._stopped.wait(timeout)
-            self._thread = None
+    def _took(self, result: LoadedModel) -> LoadedModel:
+        return result
 
-    async def unload(self) -> None:
-        """Cancels everything and lets the thread end, dropping the model and its KV caches.
-
-        The memory goes once the caller drops its own references to `loaded` as well.
-        """
-        thread = self._thread
-        if thread is None:
-            return
-        self._commands.put(_Stop(release=True))
-        await asyncio.to_thread(thread.join)
-        self._thread = None
-        self._loaded = None
+    def _released(self) -> None:
         self._prompt_cache = None
         self._samplers.clear()
 
@@ -250,20 +201,10 @@ class EngineWorker:
         logits_processors: Sequence[LogitsProcessor] = (),
     ) -> GenerationStream:
         """Queues a generation; raises QueueFullError when the queue is full."""
-        if not self.alive:
-            raise EngineStoppedError("the generation worker is not running")
-        with self._lock:
-            if self._in_flight >= self.max_batch_size + self.max_queued_requests:
-                raise QueueFullError("the generation queue is full")
-            self._in_flight += 1
+        self._admit()
         stream = GenerationStream(self, asyncio.get_running_loop())
         self._commands.put(_Submit(stream, list(prompt), sampling, list(logits_processors)))
         return stream
-
-    def has_room(self) -> bool:
-        """Whether a submit now would be accepted (the batch and the queue are not full)."""
-        with self._lock:
-            return self._in_flight < self.max_batch_size + self.max_queued_requests
 
     def cancel(self, stream: GenerationStream) -> None:
         """Asks the thread to drop `stream`'s sequence before its next step."""
@@ -387,7 +328,7 @@ class EngineWorker:
                 # A burst gathered by the wait starts together: the solo path is for one alone.
                 alone = self.batch_wait <= 0 or sum(isinstance(c, _Submit) for c in commands) == 1
                 for command in commands:
-                    if isinstance(command, _Stop):
+                    if isinstance(command, Stop):
                         self._release = command.release
                         for entry in active.values():
                             self._finished(entry, "cancelled")
@@ -445,10 +386,10 @@ class EngineWorker:
                 self._park()
             self._stopped.set()
 
-    def _burst(self, first: float) -> list[_Submit | _Cancel | _Stop]:
+    def _burst(self, first: float) -> list[_Submit | _Cancel | Stop]:
         """Idle, a request came: what else comes within `batch_wait` of the last arrival (and
         of 4 waits since the first), to start as one batch."""
-        commands: list[_Submit | _Cancel | _Stop] = []
+        commands: list[_Submit | _Cancel | Stop] = []
         deadline = first + 4 * self.batch_wait
         while (now := time.perf_counter()) < deadline:
             try:

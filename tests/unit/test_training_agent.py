@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -15,8 +16,15 @@ from mlx import nn
 
 from tests.support.random_model import tiny_qwen3
 from training.tiny_chat import agent
-from training.tiny_chat.data import eval_prompts
-from training.tiny_chat.train import Packed, PositionedRoPE, skip_positions, to_packed
+from training.tiny_chat.data import FULL_MIX, eval_prompts, train_conversations
+from training.tiny_chat.template import compile_template
+from training.tiny_chat.train import (
+    Packed,
+    PositionedRoPE,
+    conversation_example,
+    skip_positions,
+    to_packed,
+)
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "codex_0.169_apply_patch_tool.json"
 
@@ -87,6 +95,26 @@ def test_a_given_patch_is_the_patch_the_call_carries() -> None:
         patch = call["arguments"]["input"]
         assert request == agent.PATCH_GIVEN[0].format(p=patch.rstrip("\n"))
     assert all(p.expected == agent.PATCH_DONE for p in prompts[1::2])
+
+
+def test_the_copied_lines_of_a_patch_call_weigh_more(model_path: Path) -> None:
+    """With a copy weight, the call's file name and added line are targets that many times;
+    every other target, the rest of the call included, once."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(model_path / "tokenizer.json"))
+    template = compile_template()
+    mix = replace(FULL_MIX, kinds=(("patch_call", 1.0, 0.0),))
+    for conv in train_conversations(4, seed=5, mix=mix):
+        ids, plain = conversation_example(conv, template, tok)
+        same, weighted = conversation_example(conv, template, tok, copy_weight=3)
+        assert same == ids and len(set(plain)) == len(plain)
+        counts = {j: weighted.count(j) for j in set(weighted)}
+        assert set(counts) == set(plain) and set(counts.values()) == {1, 3}
+        copied = tok.decode([ids[j] for j in sorted(j for j, n in counts.items() if n == 3)])
+        call = json.loads(conv.turns[-1].expected.split("\n")[1])["arguments"]["input"]
+        name, line = call.split("\n")[1].removeprefix("*** Add File: "), call.split("\n")[2]
+        assert copied.replace(" ", "") == (name + line[1:]).replace(" ", "")
 
 
 def test_the_environment_context_has_codexs_shape() -> None:

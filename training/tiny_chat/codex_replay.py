@@ -18,16 +18,13 @@ import contextlib
 import copy
 import json
 import random
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests.support.processes import free_port, process, wait_status
 from training.tiny_chat import agent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,31 +66,12 @@ def turns(model: str, cwd: str, name: str, content: str) -> tuple[dict[str, Any]
 
 @contextlib.contextmanager
 def server(model: Path) -> Iterator[str]:
-    ports = []
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-    argv = [str(Path(sys.executable).with_name("mlx-responses")), "serve", "--model", str(model)]
-    argv += ["--port", str(ports[0]), "--grpc-port", str(ports[1]), "--hosted-tools", "drop"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{ports[0]}"
-    try:
-        deadline = time.monotonic() + 120
-        while not _healthy(base):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server for {model} did not start (exit {proc.poll()})")
-            time.sleep(0.5)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def _healthy(base: str) -> bool:
-    with contextlib.suppress(httpx.HTTPError):
-        return httpx.get(f"{base}/health", timeout=2).status_code == 200
-    return False
+    """`mlx-responses serve` on `model` as for Codex (hosted tools dropped); its base URL."""
+    port = free_port()
+    args = ["serve", "--model", str(model), "--port", str(port), "--grpc-port", str(free_port())]
+    with process(*args, "--hosted-tools", "drop") as proc:
+        wait_status(port, 200, proc, timeout=120)
+        yield f"http://127.0.0.1:{port}"
 
 
 def main() -> None:

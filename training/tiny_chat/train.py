@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import random
+import re
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -116,6 +117,9 @@ class TrainConfig:
     decoys: float = 0.0
     patch_share: float = 0.0
     patch_given: float = 0.0  # of the patch requests, the share quoting the patch itself
+    # the loss weight of what an apply_patch call copies from the request (its file name and
+    # its added line) against 1 for every other target token
+    copy_line_weight: int = 1
     min_token_count: int = 8  # corpus pre-tokens seen this often get a token of their own
     tokenizer_conversations: int = 3000
 
@@ -135,12 +139,25 @@ class Packed:
 # ---------------------------------------------------------------------------------------------
 # data → token rows
 # ---------------------------------------------------------------------------------------------
+# In an apply_patch call's JSON arguments: the file name and the added line.
+PATCH_LINES = re.compile(r"Add File: ([^\\\"]+)\\n\+([^\\\"]*)\\n")
+
+
+def copied_spans(answer: str) -> list[tuple[int, int]]:
+    """Where a patch call copies its request: the file name and the added line."""
+    return [m.span(g) for m in PATCH_LINES.finditer(answer) for g in (1, 2)]
+
+
 def conversation_example(
-    conv: Conversation, template: Any, tok: Tokenizer
+    conv: Conversation, template: Any, tok: Tokenizer, copy_weight: int = 1
 ) -> tuple[list[int], list[int]]:
-    """Token ids of a rendered conversation, and the indices of its target tokens."""
+    """Token ids of a rendered conversation, and the indices of its target tokens.
+
+    A target inside what a patch call copies is listed `copy_weight` times (its loss weight).
+    """
     full = render(template, conv.messages, conv.tools)
     spans: list[tuple[int, int]] = []
+    copied: list[tuple[int, int]] = []
     for turn in conv.turns:
         if not turn.train:
             continue
@@ -155,12 +172,15 @@ def conversation_example(
         if not full.startswith(prefix) or full[len(prefix) : len(prefix) + len(answer)] != answer:
             raise RuntimeError(f"template/data mismatch in a {conv.kind} conversation")
         spans.append((len(prefix), len(prefix) + len(answer)))
+        if copy_weight > 1:
+            copied += [(len(prefix) + a, len(prefix) + b) for a, b in copied_spans(answer)]
     enc = tok.encode(full)
     targets: list[int] = []
     for start, end in spans:
         for j, (s, e) in enumerate(enc.offsets):
             if start <= s and e <= end and e > s:
-                targets.append(j)
+                inside = any(a < e and s < b for a, b in copied)
+                targets += [j] * (copy_weight if inside else 1)
             elif s < start < e or s < end < e:
                 raise RuntimeError("a token straddles a target boundary")
     return list(enc.ids), targets
@@ -263,6 +283,7 @@ def build_phase(
     seed: int,
     prompt_weight: float = 0.0,
     pose: tuple[float, int] = (0.0, 0),
+    copy_weight: int = 1,
 ) -> tuple[list[Batch], dict[str, float]]:
     """``n_steps`` batches of ``mix`` conversations, packed into length buckets.
 
@@ -277,7 +298,7 @@ def build_phase(
     n_convs = 0
     while True:
         convs = train_conversations(chunk, seed=seed + n_convs, mix=mix)
-        examples += [conversation_example(c, template, tok) for c in convs]
+        examples += [conversation_example(c, template, tok, copy_weight) for c in convs]
         n_convs += chunk
         total = sum(len(ids) for ids, _ in examples)
         if total < 0.95 * n_steps * min(length * batch_rows[length] for length in lengths):
@@ -662,6 +683,7 @@ def main() -> None:
                 seed=cfg.seed * 1000 + 2 + k,
                 prompt_weight=cfg.prompt_loss_weight,
                 pose=(cfg.pose_share, cfg.pose_max_skip) if name in ("tool", "full") else (0, 0),
+                copy_weight=cfg.copy_line_weight,
             )
             batches += part
             print(f"data ({name}): {stats}  ({time.perf_counter() - wall:.1f}s)", flush=True)

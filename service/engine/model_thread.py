@@ -1,0 +1,124 @@
+"""What every engine thread shares: the thread that loads and owns a model, and its admission.
+
+MLX state never touches another thread, so an engine loads its model on its own thread and takes
+work there through a command queue. This base holds that lifecycle (start, stop, unload), the
+count of requests in flight and the admission limit; the engines (worker.py: batched text,
+vision_worker.py: one vision request at a time) hold what their thread does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import queue
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.requests import EngineStoppedError, QueueFullError
+
+
+@dataclass
+class Stop:
+    """Cancels everything on the thread; `release` also ends it and lets the model go (unload)."""
+
+    release: bool = False
+
+
+R = TypeVar("R")  # what the thread's load returns
+
+
+class ModelThread(ABC, Generic[R]):
+    """One dedicated thread per model; subclasses run their commands in `_run`."""
+
+    name: str  # of the thread
+
+    def _init_thread(self) -> None:
+        """Called by the subclass's __post_init__."""
+        self._commands: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._loaded: LoadedModel | None = None
+        self.alive = False
+        self._stopped = threading.Event()  # the thread parked or ended
+
+    @property
+    def loaded(self) -> LoadedModel:
+        """The model, once start() returned."""
+        if self._loaded is None:
+            raise EngineStoppedError("the model is not loaded")
+        return self._loaded
+
+    @property
+    def in_flight(self) -> int:
+        """Requests submitted and not finished (running, prefilling or queued)."""
+        return self._in_flight
+
+    # --- called from asyncio -------------------------------------------------------------
+    async def start(self) -> LoadedModel:
+        """Starts the thread, which loads the model; returns it once loaded."""
+        if self._thread is not None:
+            return self.loaded
+        ready: concurrent.futures.Future[R] = concurrent.futures.Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name=self.name, daemon=True
+        )
+        self._thread.start()
+        self._loaded = self._took(await asyncio.wrap_future(ready))
+        self.alive = True
+        return self._loaded
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Cancels everything and waits until the thread has parked (process shutdown)."""
+        if self._thread is not None:
+            self._commands.put(Stop())
+            self._stopped.wait(timeout)
+            self._thread = None
+
+    async def unload(self) -> None:
+        """Cancels everything and lets the thread end, dropping the model and what it holds.
+
+        The memory goes once the caller drops its own references to `loaded` as well.
+        """
+        thread = self._thread
+        if thread is None:
+            return
+        self._commands.put(Stop(release=True))
+        await asyncio.to_thread(thread.join)
+        self._thread = None
+        self._loaded = None
+        self._released()
+
+    def has_room(self) -> bool:
+        """Whether a submit now would be accepted (the queue not full)."""
+        with self._lock:
+            return self._in_flight < self._capacity
+
+    def _admit(self) -> None:
+        """Counts a submitted request in; refuses it when stopped or full."""
+        if not self.alive:
+            raise EngineStoppedError("the generation worker is not running")
+        with self._lock:
+            if self._in_flight >= self._capacity:
+                raise QueueFullError("the generation queue is full")
+            self._in_flight += 1
+
+    # --- the subclass's part ---------------------------------------------------------------
+    @property
+    @abstractmethod
+    def _capacity(self) -> int:
+        """Requests in flight at most: running and queued."""
+
+    @abstractmethod
+    def _took(self, result: R) -> LoadedModel:
+        """The model out of what the thread's load returned (on the loop, once loaded)."""
+
+    def _released(self) -> None:
+        """Drops what the engine holds beside the model (after an unload)."""
+
+    @abstractmethod
+    def _run(self, ready: concurrent.futures.Future[R]) -> None:
+        """The thread: loads the model (its result or failure set on `ready`), then works."""
