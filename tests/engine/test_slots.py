@@ -8,7 +8,7 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from mlx_lm.generate import BatchGenerator
+from mlx_responses.service.engine.mlx_lm_compat import BatchGenerator
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.slots import SlotGenerator, _PrefillPlan
