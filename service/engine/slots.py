@@ -21,6 +21,19 @@ A step (`next`) admits waiting prompts to free slots, prefills, then decodes:
   lone sequence is). The next forward is queued (`mx.async_eval`) before the host reads a
   step's tokens.
 
+Sliding window: a model whose every layer slides over one window (mlx-lm's
+`RotatingKVCache(max_size=window, keep=0)` in each layer, as `sliding_window.apply_window` sets
+up; read from `model.make_cache()` at start) attends as mlx-lm's rotating caches do: a query at
+position p sees positions max(0, p - window + 1)..p, in decode and in each prefill query. The
+slots store every position as without a window; a forward attends over the span from the
+earliest window start of its rows (a slice of the store, no mask for a lone or uniform decode),
+and the masks cut each row at its own window's start. Its prompt-cache entries are
+RotatingKVCaches of the window's last positions (what mlx-lm's batch extracts), and restoring
+one (ours, mlx-lm's, wrapped or not) writes those positions back where they were. NOTE: memory
+per slot grows with the context as without a window (the store is not a ring; a ring buffer of
+window + chunk positions per slot is a later step). Mixed windows, windows that keep their first
+tokens, and recurrent layers are refused (`uniform_window`).
+
 It speaks the subset of mlx-lm's BatchGenerator the worker uses (insert, next, remove, close,
 the prefill queues and counters). NOTE: no speculative decoding and no quantized KV on it yet
 (the worker refuses those flags with it); logits processors (grammars, penalties) run row by row.
@@ -33,9 +46,37 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
-from mlx_responses.service.engine.mlx_lm_compat import KVCache
+from mlx_responses.service.engine.mlx_lm_compat import (
+    KVCache,
+    RotatingKVCache,
+    make_prompt_cache,
+)
 
 STEP = 256
+
+
+def uniform_window(model: Any) -> int | None:
+    """The sliding window every layer of `model` attends over (None: none, plain caches).
+
+    Raises ValueError for what slots cannot serve: layers of different windows, sliding and
+    full layers mixed, a window that keeps its first tokens, recurrent or other caches."""
+    caches = make_prompt_cache(model)
+    if all(type(c) is KVCache for c in caches):
+        return None
+    if all(type(c) is RotatingKVCache and c.keep == 0 for c in caches):
+        windows = {c.max_size for c in caches}
+        if len(windows) == 1:
+            return int(windows.pop())
+    raise ValueError("its layers need caches other than one growing or one sliding window")
+
+
+def slots_serve(model: Any) -> bool:
+    """Whether `SlotGenerator` serves `model` (see `uniform_window`)."""
+    try:
+        uniform_window(model)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass
@@ -93,14 +134,32 @@ class _Store:
             self.values = mx.concatenate([self.values, new_v], axis=2)
 
 
-class _DecodePlan:
-    """One decode forward: rows 0..hi-1, row i writes its new position lengths[i]."""
+def _window_start(position: int, window: int | None) -> int:
+    """The first position a query at `position` attends to."""
+    return 0 if window is None else max(0, position - window + 1)
 
-    def __init__(self, lengths: list[int]) -> None:
+
+def _attends(keys: mx.array, queries: mx.array, window: int | None) -> mx.array:
+    """[..., queries, keys]: whether each query position sees each key position (causal, and
+    within the window)."""
+    k, q = keys[None, :], queries[..., None]
+    seen = k <= q
+    return seen if window is None else seen & (k > q - window)
+
+
+class _DecodePlan:
+    """One decode forward: rows 0..hi-1, row i writes its new position lengths[i]; the rows
+    in `live` decode (the others ride along: free or prefilling slots, their output unread).
+
+    Attention spans positions lo..end-1 of each slot: lo is the earliest window start of a
+    live row (0 without a window)."""
+
+    def __init__(self, lengths: list[int], live: list[int], window: int | None) -> None:
         self.rows = len(lengths)
         self.end = max(lengths) + 1  # the positions every row's attention spans
+        self.lo = 0 if window is None else min(_window_start(lengths[i], window) for i in live)
         # All rows at one length (a lone sequence, or a batch that started together): one
-        # slice written, no mask.
+        # slice written, no mask (its window is the span lo..end-1).
         self.uniform = min(lengths) == self.end - 1
         self.offset: mx.array | int = self.end - 1  # each row's position (RoPE)
         self.mask: mx.array | None = None
@@ -108,7 +167,11 @@ class _DecodePlan:
         if not self.uniform:
             offset = mx.array(lengths, dtype=mx.int32)
             self.offset = offset
-            self.mask = (mx.arange(self.end)[None, :] <= offset[:, None])[:, None, None, :]
+            mask = _attends(mx.arange(self.lo, self.end, dtype=mx.int32), offset, window)
+            if self.lo > 0:
+                # A riding row before the span sees it all (no empty row: no NaN).
+                mask = mask | (offset < self.lo)[:, None]
+            self.mask = mask[:, None, None, :]
 
 
 class _DecodeView:
@@ -129,19 +192,26 @@ class _DecodeView:
         else:
             store.keys[plan.index, :, plan.offset] = keys[:, :, 0, :]
             store.values[plan.index, :, plan.offset] = values[:, :, 0, :]
-        return store.keys[: plan.rows, :, : plan.end], store.values[: plan.rows, :, : plan.end]
+        lo, end = plan.lo, plan.end
+        return store.keys[: plan.rows, :, lo:end], store.values[: plan.rows, :, lo:end]
 
     def make_mask(self, n: int, **_: Any) -> mx.array | None:
         return self.plan.mask
 
 
 class _PrefillPlan:
-    """One prefill forward: row r writes slot slots[r] from starts[r], `width` positions."""
+    """One prefill forward: row r writes slot slots[r] from starts[r], `width` positions.
 
-    def __init__(self, slots: list[int], starts: list[int], width: int) -> None:
+    Attention spans positions lo..end-1 of each slot: lo is the earliest window start of a
+    row's first query (0 without a window)."""
+
+    def __init__(
+        self, slots: list[int], starts: list[int], width: int, window: int | None = None
+    ) -> None:
         self.slots, self.starts, self.width = slots, starts, width
         rows = len(slots)
         self.end = max(starts) + width  # the positions every row's attention spans
+        self.lo = 0 if window is None else _window_start(min(starts), window)
         # The rows' slots are first..first+rows-1 (-1: they are not consecutive).
         self.first = slots[0] if slots == list(range(slots[0], slots[0] + rows)) else -1
         # Consecutive slots from one start: the chunk is one slice of the store.
@@ -151,13 +221,20 @@ class _PrefillPlan:
         self.mask: mx.array | str | None = "causal" if width > 1 else None
         self.positions: mx.array | None = None  # [rows, width]: where each row's chunk goes
         if rows == 1:
+            # "causal" (or None) spans lo..end-1: right while the last query's window
+            # starts at lo at the latest.
+            if _window_start(self.end - 1, window) > self.lo:
+                queries = mx.arange(starts[0], self.end, dtype=mx.int32)
+                keys = mx.arange(self.lo, self.end, dtype=mx.int32)
+                self.mask = _attends(keys, queries, window)
             return
         offset = mx.array(starts, dtype=mx.int32)
         self.offset = offset
         self.positions = offset[:, None] + mx.arange(width, dtype=mx.int32)[None, :]
-        # Row r's query i sees its own slot's keys up to its own position starts[r] + i.
-        keys = mx.arange(self.end, dtype=mx.int32)
-        self.mask = (keys[None, None, :] <= self.positions[:, :, None])[:, None]
+        # Row r's query i sees its own slot's keys up to its own position starts[r] + i
+        # (and from its window's start).
+        keys = mx.arange(self.lo, self.end, dtype=mx.int32)
+        self.mask = _attends(keys, self.positions, window)[:, None]
 
 
 class _PrefillView:
@@ -182,13 +259,14 @@ class _PrefillView:
             slots = plan.index[:, None]
             store.keys[slots, :, plan.positions] = keys.transpose(0, 2, 1, 3)
             store.values[slots, :, plan.positions] = values.transpose(0, 2, 1, 3)
+        lo, end = plan.lo, plan.end
         if plan.first >= 0:
-            lo = plan.first
+            first = plan.first
             return (
-                store.keys[lo : lo + rows, :, : plan.end],
-                store.values[lo : lo + rows, :, : plan.end],
+                store.keys[first : first + rows, :, lo:end],
+                store.values[first : first + rows, :, lo:end],
             )
-        return store.keys[plan.index, :, : plan.end], store.values[plan.index, :, : plan.end]
+        return store.keys[plan.index, :, lo:end], store.values[plan.index, :, lo:end]
 
     def make_mask(self, n: int, **_: Any) -> mx.array | str | None:
         return self.plan.mask
@@ -235,6 +313,7 @@ class SlotGenerator:
         self.prefill_batch_size = prefill_batch_size
         self.prefill_step_size = prefill_step_size
         self.sampler = sampler or (lambda lp: mx.argmax(lp, axis=-1))
+        self.window = uniform_window(model)
         self._stores = [_Store(completion_batch_size) for _ in model.layers]
         self._unprocessed_sequences: deque[_Sequence] = deque()
         self._generation_batch = _Decoding(self)
@@ -320,15 +399,23 @@ class SlotGenerator:
         self._joined.append((seq.slot, seq.uid))
 
     def _restore(self, seq: _Sequence) -> None:
-        """Copies a prompt-cache entry into the sequence's slot."""
+        """Copies a prompt-cache entry into the sequence's slot, each key at its position
+        (a rotating cache's: the last positions only, the window and more; the slot's
+        positions before them are never attended)."""
         assert seq.cache is not None
         n = len(seq.tokens)
+        # Each query attends to `window` positions, its own included.
+        need = n if self.window is None else min(n, self.window - 1)
         for store, layer in zip(self._stores, seq.cache, strict=True):
-            keys, values = layer.keys, layer.values  # [1, kv_heads, >= n positions, head_dim]
+            if n == 0:
+                break
+            keys, values = _in_order(layer)  # [1, kv_heads, positions n-held..n-1, head_dim]
+            held = keys.shape[2]
+            assert layer.offset == n and held >= need, (layer.offset, n, held)
             store.ensure(keys, n)
             assert store.keys is not None and store.values is not None
-            store.keys[seq.slot : seq.slot + 1, :, :n] = keys[:, :, :n]
-            store.values[seq.slot : seq.slot + 1, :, :n] = values[:, :, :n]
+            store.keys[seq.slot : seq.slot + 1, :, n - held : n] = keys
+            store.values[seq.slot : seq.slot + 1, :, n - held : n] = values
         seq.cache = None
 
     def _prefill(self) -> None:
@@ -341,7 +428,8 @@ class SlotGenerator:
         # step budget over the prompts waiting (at most `prefill_batch_size`).
         chunks = [seq.pending[: max(1, self.prefill_step_size)] for seq in waiting]
         width = max(len(chunk) for chunk in chunks)
-        plan = _PrefillPlan([s.slot for s in waiting], [len(s.tokens) for s in waiting], width)
+        slots, starts = [s.slot for s in waiting], [len(s.tokens) for s in waiting]
+        plan = _PrefillPlan(slots, starts, width, self.window)
         # Right-padded: what the padding writes past a row's chunk is never attended.
         inputs = mx.array([chunk + [0] * (width - len(chunk)) for chunk in chunks], mx.uint32)
         self.model(inputs, cache=[_PrefillView(store, plan) for store in self._stores])
@@ -422,7 +510,7 @@ class SlotGenerator:
             inputs = mx.zeros((hi,), dtype=current.dtype)
             inputs[index] = current
         lengths = [len(seq.tokens) if seq is not None else 0 for seq in self.slots[:hi]]
-        plan = _DecodePlan(lengths)
+        plan = _DecodePlan(lengths, slots, self.window)
         views = [_DecodeView(store, plan) for store in self._stores]
         logits = self.model(inputs.astype(mx.uint32)[:, None], cache=views)[:, -1, :]
         if index is not None:
@@ -467,16 +555,43 @@ class SlotGenerator:
         return responses
 
     def _extract(self, seq: _Sequence) -> list[Any]:
-        """The sequence's keys as a prompt-cache entry (contiguous copies of its slot)."""
+        """The sequence's keys as a prompt-cache entry (contiguous copies of its slot): a
+        KVCache, or with a window a RotatingKVCache of the window's last positions (what
+        mlx-lm's batch extracts)."""
         n = len(seq.tokens)
-        entry = []
+        lo = 0 if self.window is None else max(0, n - self.window)
+        entry: list[Any] = []
         for store in self._stores:
             assert store.keys is not None and store.values is not None
-            cache = KVCache()
-            keys = mx.contiguous(store.keys[seq.slot : seq.slot + 1, :, :n])
-            values = mx.contiguous(store.values[seq.slot : seq.slot + 1, :, :n])
-            cache.keys, cache.values, cache.offset = keys, values, n
+            keys = mx.contiguous(store.keys[seq.slot : seq.slot + 1, :, lo:n])
+            values = mx.contiguous(store.values[seq.slot : seq.slot + 1, :, lo:n])
+            if self.window is None:
+                cache: Any = KVCache()
+                cache.keys, cache.values, cache.offset = keys, values, n
+            else:
+                cache = RotatingKVCache(max_size=self.window, keep=0)
+                cache.state = (keys, values, n, 0, self.window, n - lo)
             entry.append(cache)
         # Copied before the next step writes the store (which then stays a buffer of its own).
         mx.async_eval([(c.keys, c.values) for c in entry])
         return entry
+
+
+def _in_order(layer: Any) -> tuple[mx.array, mx.array]:
+    """A prompt-cache layer's keys and values of its last positions, oldest first.
+
+    A RotatingKVCache (keep=0) holds its last positions in a ring once it has wrapped: the
+    oldest at its write index."""
+    if isinstance(layer, RotatingKVCache):
+        keys, values, offset, keep, _, idx = layer.state
+        assert keep == 0
+        if idx == keys.shape[2]:
+            return keys, values
+        if idx < offset:  # wrapped
+            return (
+                mx.concatenate([keys[:, :, idx:], keys[:, :, :idx]], axis=2),
+                mx.concatenate([values[:, :, idx:], values[:, :, :idx]], axis=2),
+            )
+        return keys[:, :, :idx], values[:, :, :idx]
+    n = layer.offset
+    return layer.keys[:, :, :n], layer.values[:, :, :n]

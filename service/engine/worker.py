@@ -42,7 +42,7 @@ from mlx_responses.service.engine.requests import (
     TokenLogprob,
 )
 from mlx_responses.service.engine.seeded_sampler import seeded_sampler, shared_sampler
-from mlx_responses.service.engine.slots import SlotGenerator
+from mlx_responses.service.engine.slots import SlotGenerator, slots_serve
 from mlx_responses.service.engine.solo import SoloSequence
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
 from mlx_responses.service.flags import Prefill, prefill_for_device
@@ -264,10 +264,11 @@ class EngineWorker(ModelThread[LoadedModel]):
             loaded = self._loaded = self.load()
             self._batch_model = loaded.model
             plain = plain_caches(loaded.model)
-            if self.engine == "slots" and not plain:
+            if self.engine == "slots" and not slots_serve(loaded.model):
                 raise ConfigError(
-                    f"--engine slots needs plain KV caches; {loaded.path} has sliding-window "
-                    "or recurrent layers (use --engine batch)"
+                    "--engine slots needs plain KV caches or one sliding window on every "
+                    f"layer; {loaded.path} mixes windows or has recurrent layers "
+                    "(use --engine batch)"
                 )
             if self.speculative == "ngram" and not plain:
                 # NOTE: a startup warning, as for --kv-bits: rejected drafts need a cache that

@@ -7,6 +7,7 @@ the attention Hugging Face's Qwen3 computes for such a config.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,13 @@ import mlx.core as mx
 import pytest
 from mlx_lm import load
 from mlx_lm.generate import generate_step
-from mlx_lm.models.cache import RotatingKVCache
+from mlx_lm.models.cache import KVCache, RotatingKVCache
 from mlx_responses.service.config import ConfigError
-from mlx_responses.service.engine.model import load_model
+from mlx_responses.service.engine.model import LoadedModel, load_model
+from mlx_responses.service.engine.slots import uniform_window
 from mlx_responses.service.engine.worker import EngineWorker
 
+from tests.engine.test_slots import _batch_generator, _prompt, _run, _slots
 from tests.support.engine import collect, generate, greedy
 from tests.support.random_model import build_random_model
 
@@ -28,6 +31,10 @@ TOKENS = 40
 TEXTS = (
     "The quick brown fox jumps over the lazy dog again and again and again",
     "hello there my friend, how are you today?",
+)
+LONG = (
+    "Once upon a time, in a village by the sea, there lived an old fisherman who told the "
+    "children stories of storms, of ships and of the lights that danced on the water at night."
 )
 
 
@@ -87,25 +94,141 @@ async def test_speculation_and_kv_bits_leave_the_window_as_it_is(
     assert warning in caplog.text
 
 
-async def test_a_next_turn_reuses_the_windowed_prompt_cache(windowed_model: Path) -> None:
+@pytest.mark.parametrize("engine", ["batch", "slots"])
+async def test_a_next_turn_reuses_the_windowed_prompt_cache(
+    windowed_model: Path, engine: str
+) -> None:
     """The next turn extends the last one (its prompt, its output, more words): its cache is
     reused, however far the window has rotated, and decodes as a fresh window would."""
-    engine = EngineWorker(
-        lambda: load_model(windowed_model), stream_window=0.0, max_prefill_tokens_per_step=8
+    engine_worker = EngineWorker(
+        lambda: load_model(windowed_model),
+        stream_window=0.0,
+        max_prefill_tokens_per_step=8,
+        engine=engine,
     )
-    loaded = await engine.start()
+    loaded = await engine_worker.start()
     try:
         first = loaded.tokenizer.encode(TEXTS[0])
-        answer = await collect(engine.submit(first, greedy(TEXTS, TOKENS)[0][1]))
+        answer = await collect(engine_worker.submit(first, greedy(TEXTS, TOKENS)[0][1]))
         second = [*first, *answer, *loaded.tokenizer.encode(" and then what?")]
-        continued = await collect(engine.submit(second, greedy(TEXTS, TOKENS)[0][1]))
+        continued = await collect(engine_worker.submit(second, greedy(TEXTS, TOKENS)[0][1]))
     finally:
-        engine.stop()
-    assert engine.stats.prompt_cache_hits == 1 and engine.stats.cached_tokens > WINDOW
+        engine_worker.stop()
+    stats = engine_worker.stats
+    assert stats.prompt_cache_hits == 1 and stats.cached_tokens > WINDOW
     assert continued == _reference(windowed_model, second, window=WINDOW)
 
 
-async def test_the_slots_engine_refuses_a_windowed_model(windowed_model: Path) -> None:
-    engine = EngineWorker(lambda: load_model(windowed_model), engine="slots")
-    with pytest.raises(ConfigError, match="--engine slots needs plain KV caches"):
+# --- the slots engine (`--engine slots`) ----------------------------------------------------
+
+
+async def test_slots_attend_over_the_window_as_the_batch_generator(windowed_model: Path) -> None:
+    """Prompts longer than the window, arriving while others decode, prefilled in chunks
+    smaller than a prompt, decode on slots what the default engine decodes with the window."""
+    texts = (*TEXTS, LONG)
+    expected = [_reference(windowed_model, text, window=WINDOW) for text in texts]
+    # Without the window the tokens differ: the slots' masks are what keeps it.
+    assert expected[0] != _reference(windowed_model, texts[0], window=None)
+    batch, _ = await generate(windowed_model, greedy(texts, TOKENS), solo=False)
+    assert batch == expected
+    engine = EngineWorker(
+        lambda: load_model(windowed_model),
+        engine="slots",
+        prefill_step_size=8,
+        max_prefill_tokens_per_step=8,
+        prompt_cache_max_entries=0,
+    )
+    loaded = await engine.start()
+    try:
+        streams = []
+        for text, sampling, _ in greedy(texts, TOKENS):
+            streams.append(engine.submit(loaded.tokenizer.encode(text), sampling))
+            await asyncio.sleep(0.02)  # each joins a batch already decoding
+        together = list(await asyncio.gather(*(collect(s) for s in streams)))
+    finally:
+        engine.stop()
+    assert together == expected
+    assert engine.stats.max_batch_seen >= 2 and engine.stats.prefill_tokens_while_decoding > 0
+
+
+def _without_window(path: Path) -> Any:
+    """The same weights, attending to every position (mlx-lm's qwen3 as it is)."""
+    model, _ = load(str(path))
+    return model
+
+
+def test_slots_chunked_staggered_and_restored_past_the_window(windowed_model: Path) -> None:
+    """SlotGenerator against mlx-lm's BatchGenerator on the windowed model: prompts of 1 to
+    4 windows, chunks of 7 tokens, late arrivals into a running batch, and prompt-cache
+    entries (the slots' own, and a wrapped mlx-lm RotatingKVCache) restored and continued
+    past the window."""
+    model = load_model(windowed_model).model
+    prompts = [_prompt(n, i) for i, n in enumerate((5, 23, 61, 40))]
+    want = _batch_generator(model, prompts, 30)
+    plain = _without_window(windowed_model)
+    assert _batch_generator(plain, prompts, 30) != want  # the window matters here
+
+    for step in (2048, 7):
+        generator = _slots(model, step=step)
+        uids = generator.insert(prompts[:2], max_tokens=[30, 30])
+        out: dict[int, list[int]] = {uid: [] for uid in uids}
+        while len(out[uids[0]]) < 3:  # the late ones join a running batch
+            for r in generator.next()[1]:
+                out[r.uid].append(r.token)
+        uids += generator.insert(prompts[2:], max_tokens=[30, 30])
+        out |= {uid: [] for uid in uids[2:]}
+        while any(len(out[uid]) < 30 for uid in uids):
+            for r in generator.next()[1]:
+                out[r.uid].append(r.token)
+        assert [out[uid] for uid in uids] == want, step
+
+    # A first turn on slots (60 positions: the window rotated), then a second turn from its
+    # entry, beside a fresh prompt, in chunks.
+    warm = _slots(model)
+    warm.insert([_prompt(40, 7)], max_tokens=[20])
+    entry: list[Any] = []
+    while not entry:
+        entry = [r for r in warm.next()[1] if r.finish_reason is not None]
+    cache, cached = entry[0].prompt_cache, entry[0].all_tokens
+    assert cache is not None and cached is not None and len(cached) == 60
+    assert all(isinstance(c, RotatingKVCache) and c.keys.shape[2] == WINDOW for c in cache)
+    # mlx-lm's own rotating cache, wrapped mid-ring: 70 positions, the last 20 one by one.
+    ring_tokens = _prompt(70, 8)
+    ring = [RotatingKVCache(WINDOW) for _ in model.layers]
+    model(mx.array([ring_tokens[:50]]), cache=ring)
+    for token in ring_tokens[50:]:
+        model(mx.array([[token]]), cache=ring)
+    mx.eval([c.state[:2] for c in ring])
+    assert 0 < ring[0].state[5] < WINDOW  # its write index: the ring has wrapped
+
+    follow_ups = [[*cached, *_prompt(25, 9)], [*ring_tokens, *_prompt(9, 10)], _prompt(33, 11)]
+    want = [_batch_generator(model, [p], 24)[0] for p in follow_ups]
+    assert [_batch_generator(plain, [p], 24)[0] for p in follow_ups] != want
+    generator = _slots(model, step=7)
+    uids = generator.insert(
+        [follow_ups[0][len(cached) :], follow_ups[1][len(ring_tokens) :], follow_ups[2]],
+        max_tokens=[24] * 3,
+        caches=[cache, ring, None],
+        all_tokens=[cached, ring_tokens, []],
+    )
+    out = _run(generator, uids)
+    assert [out[uid] for uid in uids] == want
+
+
+def _mixed(loaded: LoadedModel) -> LoadedModel:
+    """The model with one sliding layer and the rest plain (as gemma3's make_cache)."""
+
+    def make_cache() -> list[Any]:
+        return [RotatingKVCache(WINDOW), *(KVCache() for _ in loaded.model.layers[1:])]
+
+    loaded.model.make_cache = make_cache
+    return loaded
+
+
+async def test_the_slots_engine_refuses_mixed_windows(windowed_model: Path) -> None:
+    assert uniform_window(load_model(windowed_model).model) == WINDOW
+    with pytest.raises(ValueError):
+        uniform_window(_mixed(load_model(windowed_model)).model)
+    engine = EngineWorker(lambda: _mixed(load_model(windowed_model)), engine="slots")
+    with pytest.raises(ConfigError, match="--engine slots needs plain KV caches or one"):
         await engine.start()
