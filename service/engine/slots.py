@@ -51,6 +51,7 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     RotatingKVCache,
     make_prompt_cache,
 )
+from mlx_responses.service.engine.solo import Alone
 
 STEP = 256
 
@@ -324,6 +325,8 @@ class SlotGenerator:
         # sampled tokens and logprobs, and the rows whose prefill ended since (their last
         # prompt token: fed, not emitted).
         self._pending: tuple[list[tuple[int, int]], mx.array, mx.array] | None = None
+        # Where the steps run (a sequence the worker decodes alone runs there too).
+        self.stream = mx.default_stream(mx.default_device())
         self._joined: list[tuple[int, int]] = []
 
     # --- the BatchGenerator subset ---------------------------------------------------------
@@ -404,11 +407,12 @@ class SlotGenerator:
         positions before them are never attended)."""
         assert seq.cache is not None
         n = len(seq.tokens)
+        if n == 0:  # an empty cache (a lone sequence handed over before its first chunk)
+            seq.cache = None
+            return
         # Each query attends to `window` positions, its own included.
         need = n if self.window is None else min(n, self.window - 1)
         for store, layer in zip(self._stores, seq.cache, strict=True):
-            if n == 0:
-                break
             keys, values = _in_order(layer)  # [1, kv_heads, positions n-held..n-1, head_dim]
             held = keys.shape[2]
             assert layer.offset == n and held >= need, (layer.offset, n, held)
@@ -553,6 +557,28 @@ class SlotGenerator:
                 keep = mx.array(still)
                 self._pending = ([named[i] for i in still], tokens[keep], logprobs[keep])
         return responses
+
+    def take_alone(self) -> Alone | None:
+        """The only sequence held, out of its slot, when it decodes unconstrained and nothing
+        waits (the worker then decodes it alone); None otherwise."""
+        held = [s for s in self.slots if s is not None]
+        if len(held) != 1 or self._unprocessed_sequences or self._joined or not self._pending:
+            return None
+        seq = held[0]
+        rows, tokens, logprobs = self._pending
+        if seq.processors or seq.pending or rows != [(seq.slot, seq.uid)]:
+            return None
+        alone = Alone(
+            seq.uid,
+            self._extract(seq),
+            list(seq.tokens),
+            (tokens, logprobs[0]),
+            seq.sampler,
+            seq.max_tokens - seq.generated,
+        )
+        self.slots[seq.slot] = None
+        self._pending = None
+        return alone
 
     def _extract(self, seq: _Sequence) -> list[Any]:
         """The sequence's keys as a prompt-cache entry (contiguous copies of its slot): a

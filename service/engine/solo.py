@@ -57,6 +57,21 @@ class Handover:
     emitted: SoloResponse | None
 
 
+@dataclass
+class Alone:
+    """A batch's only sequence, taken out to decode alone (`SoloSequence.resumed`'s arguments).
+
+    `pending` is its token sampled and not yet fed (nor sent), with that step's logprobs.
+    """
+
+    uid: int
+    cache: list[Any]
+    tokens: list[int]
+    pending: tuple[mx.array, mx.array]
+    sampler: Sampler
+    max_tokens: int  # still to send
+
+
 class SoloSequence:
     """A single sequence's prefill and decode, one `step` at a time, on the MLX thread."""
 

@@ -43,7 +43,7 @@ from mlx_responses.service.engine.requests import (
 )
 from mlx_responses.service.engine.seeded_sampler import seeded_sampler, shared_sampler
 from mlx_responses.service.engine.slots import SlotGenerator, slots_serve
-from mlx_responses.service.engine.solo import SoloSequence
+from mlx_responses.service.engine.solo import Alone, SoloSequence
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
 from mlx_responses.service.flags import Prefill, prefill_for_device
 
@@ -122,6 +122,30 @@ def device_kind() -> str:
 def _waiting(generator: BatchGenerator) -> int:
     """Prompts the batch holds that are not decoding yet (being prefilled, or not started)."""
     return len(generator._prompt_batch) + len(generator._unprocessed_sequences)
+
+
+def _take_alone(generator: BatchGenerator, active: dict[int, Any]) -> Alone | None:
+    """mlx-lm's batch down to one unconstrained sequence with nobody waiting: that sequence,
+    removed from the batch (its cache extracted, its sampled token not yet fed)."""
+    batch = generator._generation_batch
+    if (
+        len(batch) != 1
+        or _waiting(generator)
+        or batch.logits_processors[0]
+        or batch.uids[0] not in active
+    ):
+        return None
+    uid = batch.uids[0]
+    alone = Alone(
+        uid,
+        batch.extract_cache(0),
+        list(batch.tokens[0]),
+        (batch._next_tokens, batch._next_logprobs[0]),
+        batch.samplers[0],
+        batch.max_tokens[0] - batch._num_tokens[0],
+    )
+    generator.remove([uid])
+    return alone
 
 
 @dataclass
@@ -424,7 +448,6 @@ class EngineWorker(ModelThread[LoadedModel]):
         """Whether this worker decodes lone sequences outside the batch at all."""
         return (
             self.solo
-            and self.engine == "batch"
             and self.speculative == "off"
             and self._kv_group is None
         )
@@ -495,30 +518,27 @@ class EngineWorker(ModelThread[LoadedModel]):
         self, generator: BatchGenerator, active: dict[int, _Active], by_stream: dict[int, int]
     ) -> None:
         """A batch down to one unconstrained sequence, with nobody waiting, decodes it alone."""
-        batch = generator._generation_batch
-        if (
-            not self._solo_allowed
-            or len(batch) != 1
-            or _waiting(generator)
-            or not self._commands.empty()
-            or batch.logits_processors[0]
-            or batch.uids[0] not in active
-        ):
+        if not self._solo_allowed or not self._commands.empty():
             return
-        uid = batch.uids[0]
+        if isinstance(generator, SlotGenerator):
+            alone = generator.take_alone()
+        else:
+            alone = _take_alone(generator, active)
+        if alone is None:
+            return
+        uid = alone.uid
         solo = SoloSequence.resumed(
             self._batch_model,
             generator.stream,
             uid=next(self._solo_uids),
-            cache=batch.extract_cache(0),
-            tokens=list(batch.tokens[0]),
-            pending=(batch._next_tokens, batch._next_logprobs[0]),
-            sampler=batch.samplers[0],
-            max_tokens=batch.max_tokens[0] - batch._num_tokens[0],
+            cache=alone.cache,
+            tokens=alone.tokens,
+            pending=alone.pending,
+            sampler=alone.sampler,
+            max_tokens=alone.max_tokens,
             stop_tokens=self.loaded.tokenizer.eos_token_ids,
             prefill_step_size=self.prefill_step_size,
         )
-        generator.remove([uid])
         entry = active.pop(uid)
         active[solo.uid] = entry
         by_stream[id(entry.stream)] = solo.uid

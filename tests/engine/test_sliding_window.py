@@ -48,31 +48,74 @@ def windowed_model(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -
     )
 
 
-def _reference(path: Path, text: str | list[int], *, window: int | None) -> tuple[int, ...]:
+def _reference(
+    path: Path, text: str | list[int], *, window: int | None, tokens: int = TOKENS
+) -> tuple[int, ...]:
     """mlx-lm's greedy tokens with a rotating cache of `window` (None: a plain cache)."""
     model, tokenizer = load(str(path))  # mlx-lm's qwen3: no window of its own
     prompt = tokenizer.encode(text) if isinstance(text, str) else text
     cache = None if window is None else [RotatingKVCache(window) for _ in model.layers]
-    steps = generate_step(mx.array(prompt), model, max_tokens=TOKENS, prompt_cache=cache)
+    steps = generate_step(mx.array(prompt), model, max_tokens=tokens, prompt_cache=cache)
     return tuple(t for t, _ in steps)
 
 
-async def test_a_lone_sequence_attends_over_the_window(windowed_model: Path) -> None:
+@pytest.mark.parametrize("engine", ["batch", "slots"])
+async def test_a_lone_sequence_attends_over_the_window(windowed_model: Path, engine: str) -> None:
     expected = _reference(windowed_model, TEXTS[0], window=WINDOW)
     assert len(load_model(windowed_model).tokenizer.encode(TEXTS[0])) > WINDOW
     assert expected != _reference(windowed_model, TEXTS[0], window=None)  # the window matters
-    (alone,), stats = await generate(windowed_model, greedy(TEXTS[:1], TOKENS))
+    (alone,), stats = await generate(windowed_model, greedy(TEXTS[:1], TOKENS), engine=engine)
     assert stats.solo_sequences == 1 and alone == expected
 
 
-async def test_batched_sequences_attend_over_the_window(windowed_model: Path) -> None:
-    """Two prompts of different lengths (left-padded) decode together, each as alone."""
+@pytest.mark.parametrize("engine", ["batch", "slots"])
+async def test_batched_sequences_attend_over_the_window(windowed_model: Path, engine: str) -> None:
+    """Two prompts of different lengths (left-padded, or in slots) decode together, each as
+    alone."""
     expected = [_reference(windowed_model, text, window=WINDOW) for text in TEXTS]
-    together, stats = await generate(windowed_model, greedy(TEXTS, TOKENS), solo=False)
+    together, stats = await generate(
+        windowed_model, greedy(TEXTS, TOKENS), solo=False, engine=engine
+    )
     assert stats.max_batch_seen == 2 and together == expected
-    # A lone sequence handed to the batch when the second arrives keeps its window too.
-    together, stats = await generate(windowed_model, greedy(TEXTS, TOKENS))
+    # A lone sequence handed to the batch when the second arrives keeps its window too (on
+    # slots: its rotating cache, wrapped past the window, copied into a slot; the last one
+    # left copied out of its slot to decode alone).
+    together, stats = await generate(windowed_model, greedy(TEXTS, TOKENS), engine=engine)
     assert together == expected
+
+
+@pytest.mark.parametrize("engine", ["batch", "slots"])
+async def test_a_lone_sequence_moves_in_and_out_past_the_window(
+    windowed_model: Path, engine: str
+) -> None:
+    """A lone sequence past its window (its rotating cache wrapped) is handed to the batch
+    when a second arrives, and decodes alone again once that one has finished."""
+    long_one = greedy((LONG,), 3 * TOKENS)[0][1]
+    expected = [
+        _reference(windowed_model, LONG, window=WINDOW, tokens=3 * TOKENS),
+        _reference(windowed_model, TEXTS[1], window=WINDOW, tokens=8),
+    ]
+    engine_worker = EngineWorker(
+        lambda: load_model(windowed_model), stream_window=0.0, engine=engine
+    )
+    loaded = await engine_worker.start()
+    try:
+        first = engine_worker.submit(loaded.tokenizer.encode(LONG), long_one)
+        seen = 0
+        tokens: tuple[int, ...] = ()
+        async for chunks in first.batches():
+            tokens += tuple(t for c in chunks for t in c.token_ids)
+            if seen == 0 and len(tokens) >= 2 * WINDOW:
+                seen = 1
+                second = engine_worker.submit(
+                    loaded.tokenizer.encode(TEXTS[1]), greedy(TEXTS, 8)[1][1]
+                )
+                task = asyncio.ensure_future(collect(second))
+        other = await task
+    finally:
+        engine_worker.stop()
+    assert [tokens, other] == expected
+    assert engine_worker.stats.handovers == 1 and engine_worker.stats.solo_sequences == 2
 
 
 @pytest.mark.parametrize(

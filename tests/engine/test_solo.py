@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import mlx.core as mx
 import pytest
@@ -13,6 +14,7 @@ from mlx_responses.service.engine.mlx_lm_compat import BatchGenerator, make_prom
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.penalties import penalty_processors
 from mlx_responses.service.engine.requests import SamplingParams, TokenLogprob
+from mlx_responses.service.engine.slots import SlotGenerator
 from mlx_responses.service.engine.solo import SoloSequence
 from mlx_responses.service.engine.worker import EngineWorker
 
@@ -21,13 +23,14 @@ from tests.support.engine import collect, generate, greedy
 TOKENS = 48
 
 
+@pytest.mark.parametrize("engine_kind", ["batch", "slots"])
 async def test_a_request_arriving_mid_stream_leaves_both_outputs_as_they_are_alone(
-    random_model: Path,
+    random_model: Path, engine_kind: str
 ) -> None:
     texts = ("Count forever", "hello there my friend")
     alone = [(await generate(random_model, greedy([text], TOKENS)))[0][0] for text in texts]
     sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0, logprobs=2)
-    engine = EngineWorker(lambda: load_model(random_model), stream_window=0.0)
+    engine = EngineWorker(lambda: load_model(random_model), stream_window=0.0, engine=engine_kind)
     loaded = await engine.start()
     try:
         first = engine.submit(loaded.tokenizer.encode(texts[0]), sampling)
@@ -57,15 +60,27 @@ async def test_a_request_arriving_mid_stream_leaves_both_outputs_as_they_are_alo
     assert len(logprobs) == TOKENS and all(len(lp.top) == 2 for lp in logprobs)
 
 
+@pytest.mark.parametrize("engine_kind", ["batch", "slots"])
 @pytest.mark.parametrize("steps_alone", [0, 1, 2, 7])
 def test_handover_at_any_step_gives_generate_steps_tokens(
-    random_model: Path, steps_alone: int
+    random_model: Path, steps_alone: int, engine_kind: str
 ) -> None:
-    """Solo steps (prefill chunks, then tokens), then the BatchGenerator from the handover."""
+    """Solo steps (prefill chunks, then tokens), then the batch (mlx-lm's or the fixed slots)
+    from the handover."""
     model, tokenizer = load(str(random_model))
     prompt = tokenizer.encode("The quick brown fox jumps over the lazy dog again and again")
     expected = [t for t, _ in generate_step(mx.array(prompt), model, max_tokens=TOKENS)]
-    generator = BatchGenerator(model, stop_tokens=[], completion_batch_size=4)
+    generator: Any = (
+        BatchGenerator(model, stop_tokens=[], completion_batch_size=4)
+        if engine_kind == "batch"
+        else SlotGenerator(
+            model,
+            stop_tokens=[],
+            completion_batch_size=4,
+            prefill_batch_size=4,
+            prefill_step_size=512,
+        )
+    )
     solo = SoloSequence(
         model,
         generator.stream,
@@ -139,10 +154,13 @@ async def test_processors_and_the_off_switch_keep_sequences_in_the_batch(
     assert stats.solo_sequences == 1
 
 
-async def test_a_batch_down_to_one_sequence_goes_on_alone_unchanged(random_model: Path) -> None:
+@pytest.mark.parametrize("engine_kind", ["batch", "slots"])
+async def test_a_batch_down_to_one_sequence_goes_on_alone_unchanged(
+    random_model: Path, engine_kind: str
+) -> None:
     short, long = greedy(["hello there my friend"], 6), greedy(["Count forever"], TOKENS)
     alone = [(await generate(random_model, r))[0][0] for r in (short, long)]
-    outputs, stats = await generate(random_model, [*short, *long])
+    outputs, stats = await generate(random_model, [*short, *long], engine=engine_kind)
     assert outputs == alone
     # Alone at first, into the batch when the other came, alone again once it finished.
     assert stats.handovers == 1 and stats.solo_sequences == 2

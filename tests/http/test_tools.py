@@ -39,7 +39,10 @@ def test_tool_call_then_tool_output(client: openai.OpenAI, stack: Stack) -> None
     assert second.output_text == "sunny"
 
 
-def test_tool_call_streams_as_function_call_events(stack: Stack) -> None:
+def test_tool_call_streams_as_function_call_events(make_stack: Any) -> None:
+    # One delta per decode step: with the default 10 ms window a fast CPU can decode the whole
+    # argument inside one window, and it would then arrive as one delta.
+    stack = make_stack(stream_window_ms=0)
     body: dict[str, Any] = {
         "model": stack.settings.models[0].name,
         "input": PROMPT,
