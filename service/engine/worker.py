@@ -446,11 +446,7 @@ class EngineWorker(ModelThread[LoadedModel]):
     @property
     def _solo_allowed(self) -> bool:
         """Whether this worker decodes lone sequences outside the batch at all."""
-        return (
-            self.solo
-            and self.speculative == "off"
-            and self._kv_group is None
-        )
+        return self.solo and self.speculative == "off" and self._kv_group is None
 
     def _solo_fits(self, command: _Submit, active: dict[int, _Active]) -> bool:
         """Whether `command` may decode alone: nothing else held, nothing the solo path lacks.

@@ -130,7 +130,12 @@ def test_tool_call_round_trip(client: openai.OpenAI, model: str) -> None:
     assert second.choices[0].finish_reason == "stop"
 
 
-def test_tool_call_streams_as_tool_call_deltas(client: openai.OpenAI, model: str) -> None:
+def test_tool_call_streams_as_tool_call_deltas(make_stack: Any) -> None:
+    # One delta per decode step: with the default 10 ms window a fast CPU can decode the whole
+    # argument inside one window, and it would then arrive as one delta (as in test_tools).
+    stack = make_stack(stream_window_ms=0)
+    client = openai.OpenAI(base_url=f"{stack.base_url}/v1", api_key="x", max_retries=0)
+    model = stack.settings.models[0].name
     chunks = list(
         client.chat.completions.create(
             model=model, messages=[user(TOOL_PROMPT)], tools=[CHAT_WEATHER], stream=True
