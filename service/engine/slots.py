@@ -53,7 +53,8 @@ from mlx_responses.service.engine.mlx_lm_compat import (
 )
 from mlx_responses.service.engine.solo import Alone
 
-STEP = 256
+STEP = 256  # positions a store grows by
+SLOT_STEP = 4  # rows (slots) a store grows by
 
 
 def uniform_window(model: Any) -> int | None:
@@ -113,26 +114,44 @@ class _Counters:
 
 
 class _Store:
-    """One layer's slots: `[slots, kv_heads, capacity, head_dim]` keys and values."""
+    """One layer's slots: `[slots, kv_heads, capacity, head_dim]` keys and values.
 
-    def __init__(self, slots: int) -> None:
-        self.slots = slots
+    Rows up to the highest slot written (in steps of `SLOT_STEP`, at most `limit`) and positions
+    up to the longest sequence held (in steps of `STEP`): a dimension that grows is copied
+    once (concatenate); `release` drops both (the generator idle)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit  # max_batch_size: the most rows a store holds
         self.keys: mx.array | None = None
         self.values: mx.array | None = None
 
-    def ensure(self, like: mx.array, positions: int) -> None:
-        """Room for `positions` in every slot; `like` is [.., kv_heads, .., head_dim] keys."""
-        have = 0 if self.keys is None else self.keys.shape[2]
-        if positions <= have:
-            return
-        grow = (positions - have + STEP - 1) // STEP * STEP
-        shape = (self.slots, like.shape[1], grow, like.shape[-1])
-        new_k, new_v = mx.zeros(shape, like.dtype), mx.zeros(shape, like.dtype)
+    def ensure(self, like: mx.array, rows: int, positions: int) -> None:
+        """Room for slots 0..rows-1 and `positions` in each; `like` is [.., kv_heads, ..,
+        head_dim] keys."""
+        heads, dim, dtype = like.shape[1], like.shape[-1], like.dtype
         if self.keys is None or self.values is None:
-            self.keys, self.values = new_k, new_v
-        else:
-            self.keys = mx.concatenate([self.keys, new_k], axis=2)
-            self.values = mx.concatenate([self.values, new_v], axis=2)
+            shape = (_grown(rows, SLOT_STEP, self.limit), heads, _grown(positions, STEP), dim)
+            self.keys, self.values = mx.zeros(shape, dtype), mx.zeros(shape, dtype)
+            return
+        if rows > self.keys.shape[0]:
+            have = self.keys.shape[0]
+            new = (_grown(rows, SLOT_STEP, self.limit) - have, heads, self.keys.shape[2], dim)
+            self.keys = mx.concatenate([self.keys, mx.zeros(new, dtype)], axis=0)
+            self.values = mx.concatenate([self.values, mx.zeros(new, dtype)], axis=0)
+        if positions > self.keys.shape[2]:
+            have = self.keys.shape[2]
+            new = (self.keys.shape[0], heads, _grown(positions - have, STEP), dim)
+            self.keys = mx.concatenate([self.keys, mx.zeros(new, dtype)], axis=2)
+            self.values = mx.concatenate([self.values, mx.zeros(new, dtype)], axis=2)
+
+    def release(self) -> None:
+        self.keys = self.values = None
+
+
+def _grown(n: int, step: int, limit: int | None = None) -> int:
+    """`n` rounded up to a multiple of `step` (at most `limit`, itself at least `n`)."""
+    grown = (n + step - 1) // step * step
+    return grown if limit is None else max(n, min(limit, grown))
 
 
 def _window_start(position: int, window: int | None) -> int:
@@ -185,7 +204,7 @@ class _DecodeView:
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         store, plan = self.store, self.plan
-        store.ensure(keys, plan.end)
+        store.ensure(keys, plan.rows, plan.end)
         assert store.keys is not None and store.values is not None
         if plan.uniform:
             store.keys[: plan.rows, :, plan.end - 1 : plan.end] = keys
@@ -248,7 +267,7 @@ class _PrefillView:
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         store, plan = self.store, self.plan
-        store.ensure(keys, plan.end)
+        store.ensure(keys, max(plan.slots) + 1, plan.end)
         assert store.keys is not None and store.values is not None
         rows = len(plan.slots)
         if plan.uniform:
@@ -370,11 +389,22 @@ class SlotGenerator:
         for i, seq in enumerate(self.slots):
             if seq is not None and seq.uid in gone:
                 self.slots[i] = None
+        self._release_if_idle()
 
     def close(self) -> None:
         self.slots = [None] * len(self.slots)
         self._unprocessed_sequences.clear()
         self._pending, self._joined = None, []
+        self._release_if_idle()
+
+    def _release_if_idle(self) -> None:
+        """No sequence held nor waiting: the stores go, and with them the memory of the longest
+        sequence held so far (a prompt-cache entry is a copy of its own)."""
+        if self._unprocessed_sequences or any(s is not None for s in self.slots):
+            return
+        self._pending, self._joined = None, []
+        for store in self._stores:
+            store.release()
 
     @property
     def prompt_cache_nbytes(self) -> int:
@@ -383,7 +413,9 @@ class SlotGenerator:
     def next(self) -> tuple[list[Any], list[SlotResponse]]:
         self._admit()
         self._prefill()
-        return [], self._decode()
+        responses = self._decode()
+        self._release_if_idle()
+        return [], responses
 
     # --- steps -----------------------------------------------------------------------------
     def _admit(self) -> None:
@@ -416,7 +448,7 @@ class SlotGenerator:
             keys, values = _in_order(layer)  # [1, kv_heads, positions n-held..n-1, head_dim]
             held = keys.shape[2]
             assert layer.offset == n and held >= need, (layer.offset, n, held)
-            store.ensure(keys, n)
+            store.ensure(keys, seq.slot + 1, n)
             assert store.keys is not None and store.values is not None
             store.keys[seq.slot : seq.slot + 1, :, n - held : n] = keys
             store.values[seq.slot : seq.slot + 1, :, n - held : n] = values
@@ -578,6 +610,7 @@ class SlotGenerator:
         )
         self.slots[seq.slot] = None
         self._pending = None
+        self._release_if_idle()
         return alone
 
     def _extract(self, seq: _Sequence) -> list[Any]:

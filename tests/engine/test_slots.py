@@ -246,3 +246,96 @@ def test_late_prompts_prefill_into_free_slots_between_running_ones(random_model:
             out[r.uid].append(r.token)
     assert [out[uid] for uid in uids] == want
     assert counted.prefills[-1].slots == [1, 3]
+
+
+# --- memory: rows up to the highest slot in use, released when idle ------------------------
+
+
+def _rows(generator: SlotGenerator) -> set[int]:
+    """The stores' slot dimension (0: released)."""
+    return {0 if s.keys is None else s.keys.shape[0] for s in generator._stores}
+
+
+def _wide(model: Any) -> SlotGenerator:
+    """16 slots, as `--max-batch-size 16`."""
+    return SlotGenerator(
+        model,
+        stop_tokens=[],
+        completion_batch_size=16,
+        prefill_batch_size=8,
+        prefill_step_size=2048,
+        sampler=_argmax,
+    )
+
+
+def test_a_long_sequence_alone_holds_its_own_rows_and_idle_releases_them(
+    random_model: Path,
+) -> None:
+    """One long sequence in slot 0 of 16: the stores hold a few rows, not 16 of its length;
+    once it ends they are released, its prompt-cache entry still serves the next turn, and a
+    new request decodes what BatchGenerator decodes."""
+    model = load_model(random_model).model
+    long, short = _prompt(700, 11), _prompt(9, 12)
+    generator = _wide(model)
+    generator.insert([long], max_tokens=[6])
+    held: list[int] = []
+    finished: list[Any] = []
+    while not finished:
+        _, responses = generator.next()
+        held.append(generator.prompt_cache_nbytes)
+        finished = [r for r in responses if r.finish_reason is not None]
+        if not finished:
+            assert _rows(generator) == {4}  # SLOT_STEP rows, not max_batch_size
+    store = generator._stores[0]
+    assert store.keys is None and store.values is None
+    assert _rows(generator) == {0} and generator.prompt_cache_nbytes == 0
+    # What 16 slots of the sequence's capacity (768 positions) would hold.
+    layers = len(model.layers)
+    entry, cached = finished[0].prompt_cache, finished[0].all_tokens
+    assert entry is not None and cached is not None and len(cached) == 706
+    per_position = entry[0].keys.nbytes // 706 * 2  # keys and values, one layer
+    full = 16 * 768 * per_position * layers
+    assert max(held) == 4 * 768 * per_position * layers <= full // 4
+
+    # The entry (a copy made before the stores went) starts the next turn; a fresh prompt
+    # beside it; both decode BatchGenerator's tokens.
+    follow_up = [*cached, *_prompt(13, 13)]
+    want = [_batch_generator(model, [p], 10)[0] for p in (follow_up, short)]
+    uids = generator.insert(
+        [follow_up[len(cached) :], short],
+        max_tokens=[10, 10],
+        caches=[entry, None],
+        all_tokens=[cached, []],
+    )
+    out = _run(generator, uids)
+    assert [out[u] for u in uids] == want
+    assert _rows(generator) == {0} and generator.prompt_cache_nbytes == 0
+
+
+def test_the_slot_dimension_grows_mid_decode_as_arrivals_take_higher_slots(
+    random_model: Path,
+) -> None:
+    """Staggered arrivals push the highest slot in use from 0 to 9: the stores grow their rows
+    (4, 8, 12) while the first sequences decode, and every sequence decodes BatchGenerator's
+    tokens."""
+    model = load_model(random_model).model
+    prompts = [_prompt(5 + 7 * i, 20 + i) for i in range(10)]
+    want = [_batch_generator(model, [p], 24)[0] for p in prompts]
+    generator = _wide(model)
+    uids: list[int] = []
+    out: dict[int, list[int]] = {}
+    seen: list[int] = []
+    for group in (prompts[:1], prompts[1:5], prompts[5:]):
+        new = generator.insert(group, max_tokens=[24] * len(group))
+        uids += new
+        out.update({u: [] for u in new})
+        for _ in range(3):  # a few steps before the next arrivals
+            for r in generator.next()[1]:
+                out[r.uid].append(r.token)
+            seen += [*_rows(generator)]
+    while any(len(out[u]) < 24 for u in uids):
+        for r in generator.next()[1]:
+            out[r.uid].append(r.token)
+    assert [out[u] for u in uids] == want
+    assert sorted(set(seen)) == [4, 8, 12]
+    assert _rows(generator) == {0}
