@@ -1,10 +1,14 @@
 """Experimental (`--engine slots`): our own scheduler on mlx-lm's model call, fixed KV slots.
 
-Each layer's keys and values live in one array of `max_batch_size` slots, `[slots, kv_heads,
-capacity, head_dim]` (mlx-lm's own cache layout: what a step attends over is a slice of it, no
-transpose), grown for all slots together in steps of 256 positions. A sequence owns a slot from its
-prefill to its end; a sequence that joins or leaves copies nothing of the others (no merge,
-filter or extract of the batch).
+Each layer's keys and values live in one array of slots, `[slots, kv_heads, capacity, head_dim]`
+(mlx-lm's own cache layout: what a step attends over is a slice of it, no transpose). A sequence
+owns a slot from its prefill to its end, the lowest one free, so the slots in use stay packed at
+the front; the array holds rows up to the highest slot in use (1, 2, 4, 8, then steps of 8, at
+most `max_batch_size`) and positions up to the longest sequence held (steps of 256), each grown
+with one copy when a sequence needs it (never shrunk while a sequence is held). When the
+generator holds nothing (nothing live, nothing waiting) it drops the arrays: the memory of a past
+long sequence goes back (its prompt-cache entry is a copy of its own). A sequence that joins or
+leaves copies nothing of the others (no merge, filter or extract of the batch), short of a growth.
 
 A step (`next`) admits waiting prompts to free slots, prefills, then decodes:
 - prefill: one forward for the chunks of up to `prefill_batch_size` prompts (first come, first
@@ -54,7 +58,7 @@ from mlx_responses.service.engine.mlx_lm_compat import (
 from mlx_responses.service.engine.solo import Alone
 
 STEP = 256  # positions a store grows by
-SLOT_STEP = 4  # rows (slots) a store grows by
+SLOT_STEP = 8  # rows (slots) a store grows by, past 8 (doubling up to it: 1, 2, 4, 8)
 
 
 def uniform_window(model: Any) -> int | None:
@@ -116,9 +120,9 @@ class _Counters:
 class _Store:
     """One layer's slots: `[slots, kv_heads, capacity, head_dim]` keys and values.
 
-    Rows up to the highest slot written (in steps of `SLOT_STEP`, at most `limit`) and positions
-    up to the longest sequence held (in steps of `STEP`): a dimension that grows is copied
-    once (concatenate); `release` drops both (the generator idle)."""
+    Rows up to the highest slot in use (1, 2, 4, 8, then steps of `SLOT_STEP`; at most `limit`)
+    and positions up to the longest sequence held (in steps of `STEP`): a dimension that grows
+    is copied once (concatenate); `release` drops both (the generator idle)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit  # max_batch_size: the most rows a store holds
@@ -130,12 +134,12 @@ class _Store:
         head_dim] keys."""
         heads, dim, dtype = like.shape[1], like.shape[-1], like.dtype
         if self.keys is None or self.values is None:
-            shape = (_grown(rows, SLOT_STEP, self.limit), heads, _grown(positions, STEP), dim)
+            shape = (self._rows(rows), heads, _grown(positions, STEP), dim)
             self.keys, self.values = mx.zeros(shape, dtype), mx.zeros(shape, dtype)
             return
         if rows > self.keys.shape[0]:
             have = self.keys.shape[0]
-            new = (_grown(rows, SLOT_STEP, self.limit) - have, heads, self.keys.shape[2], dim)
+            new = (self._rows(rows) - have, heads, self.keys.shape[2], dim)
             self.keys = mx.concatenate([self.keys, mx.zeros(new, dtype)], axis=0)
             self.values = mx.concatenate([self.values, mx.zeros(new, dtype)], axis=0)
         if positions > self.keys.shape[2]:
@@ -144,14 +148,18 @@ class _Store:
             self.keys = mx.concatenate([self.keys, mx.zeros(new, dtype)], axis=2)
             self.values = mx.concatenate([self.values, mx.zeros(new, dtype)], axis=2)
 
+    def _rows(self, rows: int) -> int:
+        """The rows a store grows to, to hold `rows` (few copies, few spare rows)."""
+        grown = 1 << (rows - 1).bit_length() if rows <= SLOT_STEP else _grown(rows, SLOT_STEP)
+        return max(rows, min(self.limit, grown))
+
     def release(self) -> None:
         self.keys = self.values = None
 
 
-def _grown(n: int, step: int, limit: int | None = None) -> int:
-    """`n` rounded up to a multiple of `step` (at most `limit`, itself at least `n`)."""
-    grown = (n + step - 1) // step * step
-    return grown if limit is None else max(n, min(limit, grown))
+def _grown(n: int, step: int) -> int:
+    """`n` rounded up to a multiple of `step`."""
+    return (n + step - 1) // step * step
 
 
 def _window_start(position: int, window: int | None) -> int:

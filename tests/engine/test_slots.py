@@ -271,7 +271,7 @@ def _wide(model: Any) -> SlotGenerator:
 def test_a_long_sequence_alone_holds_its_own_rows_and_idle_releases_them(
     random_model: Path,
 ) -> None:
-    """One long sequence in slot 0 of 16: the stores hold a few rows, not 16 of its length;
+    """One long sequence in slot 0 of 16: the stores hold its row, not 16 of its length;
     once it ends they are released, its prompt-cache entry still serves the next turn, and a
     new request decodes what BatchGenerator decodes."""
     model = load_model(random_model).model
@@ -285,7 +285,7 @@ def test_a_long_sequence_alone_holds_its_own_rows_and_idle_releases_them(
         held.append(generator.prompt_cache_nbytes)
         finished = [r for r in responses if r.finish_reason is not None]
         if not finished:
-            assert _rows(generator) == {4}  # SLOT_STEP rows, not max_batch_size
+            assert _rows(generator) == {1}  # its own row, not max_batch_size
     store = generator._stores[0]
     assert store.keys is None and store.values is None
     assert _rows(generator) == {0} and generator.prompt_cache_nbytes == 0
@@ -295,7 +295,7 @@ def test_a_long_sequence_alone_holds_its_own_rows_and_idle_releases_them(
     assert entry is not None and cached is not None and len(cached) == 706
     per_position = entry[0].keys.nbytes // 706 * 2  # keys and values, one layer
     full = 16 * 768 * per_position * layers
-    assert max(held) == 4 * 768 * per_position * layers <= full // 4
+    assert max(held) == 768 * per_position * layers == full // 16
 
     # The entry (a copy made before the stores went) starts the next turn; a fresh prompt
     # beside it; both decode BatchGenerator's tokens.
@@ -315,9 +315,9 @@ def test_a_long_sequence_alone_holds_its_own_rows_and_idle_releases_them(
 def test_the_slot_dimension_grows_mid_decode_as_arrivals_take_higher_slots(
     random_model: Path,
 ) -> None:
-    """Staggered arrivals push the highest slot in use from 0 to 9: the stores grow their rows
-    (4, 8, 12) while the first sequences decode, and every sequence decodes BatchGenerator's
-    tokens."""
+    """Staggered arrivals push the highest slot in use from 0 to 2, then 9: the stores grow their
+    rows (1, 4, then 16, the limit) while the first sequences decode, and every sequence
+    decodes BatchGenerator's tokens."""
     model = load_model(random_model).model
     prompts = [_prompt(5 + 7 * i, 20 + i) for i in range(10)]
     want = [_batch_generator(model, [p], 24)[0] for p in prompts]
@@ -325,7 +325,7 @@ def test_the_slot_dimension_grows_mid_decode_as_arrivals_take_higher_slots(
     uids: list[int] = []
     out: dict[int, list[int]] = {}
     seen: list[int] = []
-    for group in (prompts[:1], prompts[1:5], prompts[5:]):
+    for group in (prompts[:1], prompts[1:3], prompts[3:]):
         new = generator.insert(group, max_tokens=[24] * len(group))
         uids += new
         out.update({u: [] for u in new})
@@ -337,5 +337,5 @@ def test_the_slot_dimension_grows_mid_decode_as_arrivals_take_higher_slots(
         for r in generator.next()[1]:
             out[r.uid].append(r.token)
     assert [out[u] for u in uids] == want
-    assert sorted(set(seen)) == [4, 8, 12]
+    assert sorted(set(seen)) == [1, 4, 16]
     assert _rows(generator) == {0}
