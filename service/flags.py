@@ -405,12 +405,14 @@ ISOLATE_KEYS = Flag(
 ENGINE = Flag(
     "--engine",
     "engine",
-    "batch",
-    "decode scheduler: batch (mlx-lm's BatchGenerator) or slots (ours: fixed KV slots, a "
-    "joining or leaving sequence copies nothing of the others; experimental, without "
-    "--speculative and --kv-bits)",
+    "auto",
+    "decode scheduler: slots (ours: fixed KV slots, a joining or leaving sequence copies "
+    "nothing of the others; no --speculative or --kv-bits yet), batch (mlx-lm's "
+    "BatchGenerator), or auto: slots on a CPU, batch on a GPU (until slots are measured on "
+    "one) and whenever --speculative or --kv-bits is on or the model's caches are ones slots "
+    "do not hold (mixed windows, recurrent layers)",
     CORE_SIDE,
-    choices=("batch", "slots"),
+    choices=("auto", "batch", "slots"),
 )
 STREAM_WINDOW_MS = Flag(
     "--stream-window-ms",

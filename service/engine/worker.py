@@ -178,8 +178,8 @@ class EngineWorker(ModelThread[LoadedModel]):
     # Seconds an idle engine waits after a request for more (each arrival waits again, at most
     # 4x in all), so that a burst starts as one batch; 0: at once.
     batch_wait: float = 0.0
-    # "batch": mlx-lm's BatchGenerator; "slots": ours, fixed KV slots (experimental: no
-    # speculation, no quantized KV yet)
+    # "batch": mlx-lm's BatchGenerator; "slots": ours, fixed KV slots (no speculation, no
+    # quantized KV yet); "auto" (the server's default): slots where they fit, on a CPU
     engine: str = "batch"
     # A lone unconstrained sequence decodes as mlx-lm's generate_step does (plain KV cache), and
     # joins the batch when a second request arrives (service/engine/solo.py).
@@ -288,6 +288,8 @@ class EngineWorker(ModelThread[LoadedModel]):
             loaded = self._loaded = self.load()
             self._batch_model = loaded.model
             plain = plain_caches(loaded.model)
+            if self.engine == "auto":
+                self.engine = self._auto_engine(loaded)
             if self.engine == "slots" and not slots_serve(loaded.model):
                 raise ConfigError(
                     "--engine slots needs plain KV caches or one sliding window on every "
@@ -320,11 +322,13 @@ class EngineWorker(ModelThread[LoadedModel]):
                 self.max_prefill_tokens_per_step,
             )
             log.info(
-                "engine %s on %s: %d prompts prefilled together, %d prompt tokens per decode step",
+                "engine %s on %s: %d prompts prefilled together, %d prompt tokens per decode "
+                "step, scheduled by %s",
                 self.name,
                 device,
                 self._prefill.batch_size,
                 self._prefill.tokens_per_step,
+                "fixed KV slots" if self.engine == "slots" else "mlx-lm's BatchGenerator",
             )
             generator = self._new_generator()
             if self.metrics is not None:
@@ -422,6 +426,15 @@ class EngineWorker(ModelThread[LoadedModel]):
             except queue.Empty:
                 break
         return commands
+
+    def _auto_engine(self, loaded: LoadedModel) -> str:
+        """`--engine auto`: our fixed slots where they are measured faster and serve everything
+        asked (a CPU; no speculation or quantized KV; caches they hold), else mlx-lm's batch.
+
+        NOTE: a GPU keeps mlx-lm's BatchGenerator until the slots are measured on one.
+        """
+        fits = self.speculative == "off" and self.kv_bits is None and slots_serve(loaded.model)
+        return "slots" if fits and device_kind() == "cpu" else "batch"
 
     def _drafted(self, loaded: LoadedModel) -> DraftedModel:
         """The served model paired with its draft model (loaded here, on the MLX thread)."""

@@ -19,8 +19,9 @@ from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import KVCache, RotatingKVCache
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.model import LoadedModel, load_model
+from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.slots import uniform_window
-from mlx_responses.service.engine.worker import EngineWorker
+from mlx_responses.service.engine.worker import EngineWorker, device_kind
 
 from tests.engine.test_slots import _batch_generator, _prompt, _run, _slots
 from tests.support.engine import collect, generate, greedy
@@ -275,3 +276,34 @@ async def test_the_slots_engine_refuses_mixed_windows(windowed_model: Path) -> N
     engine = EngineWorker(lambda: _mixed(load_model(windowed_model)), engine="slots")
     with pytest.raises(ConfigError, match="--engine slots needs plain KV caches or one"):
         await engine.start()
+
+
+@pytest.mark.parametrize(
+    ("settings", "mixed", "want"),
+    [
+        ({}, False, "slots"),
+        ({"speculative": "ngram"}, False, "batch"),
+        ({"kv_bits": 8}, False, "batch"),
+        ({}, True, "batch"),
+    ],
+)
+async def test_auto_takes_the_slots_where_they_fit_on_a_cpu(
+    windowed_model: Path, settings: dict[str, Any], mixed: bool, want: str
+) -> None:
+    """`--engine auto` (the server's default): the fixed slots on a CPU for a model they hold,
+    mlx-lm's batch with speculation, quantized KV, or caches the slots refuse; it decodes."""
+
+    def load() -> LoadedModel:
+        loaded = load_model(windowed_model)
+        return _mixed(loaded) if mixed else loaded
+
+    engine = EngineWorker(load, engine="auto", **settings)
+    loaded = await engine.start()
+    try:
+        # NOTE: on a GPU auto keeps mlx-lm's batch until the slots are measured there.
+        assert engine.engine == (want if device_kind() == "cpu" else "batch")
+        sampling = SamplingParams(max_tokens=4, temperature=0.0)
+        out = await collect(engine.submit(loaded.tokenizer.encode("hello there"), sampling))
+        assert len(out) == 4
+    finally:
+        engine.stop()

@@ -119,7 +119,8 @@ def test_prefill_batch_size_flag() -> None:
 
 
 def test_engine_flag() -> None:
-    assert _parse([], {}).engine == "batch"
+    assert _parse([], {}).engine == "auto"
+    assert _parse(["--engine", "batch"], {}).engine == "batch"
     assert _parse(["--engine", "slots"], {}).engine == "slots"
     with pytest.raises(ConfigError, match="--engine slots"):
         _parse(["--engine", "slots", "--kv-bits", "8"], {})
