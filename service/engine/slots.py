@@ -1,4 +1,4 @@
-"""Experimental (`--engine slots`): our own scheduler on mlx-lm's model call, fixed KV slots.
+"""Our own scheduler on mlx-lm's model call, fixed KV slots (`--engine slots`; `auto` on a CPU).
 
 Each layer's keys and values live in one array of slots, `[slots, kv_heads, capacity, head_dim]`
 (mlx-lm's own cache layout: what a step attends over is a slice of it, no transpose). A sequence
@@ -40,7 +40,8 @@ tokens, and recurrent layers are refused (`uniform_window`).
 
 It speaks the subset of mlx-lm's BatchGenerator the worker uses (insert, next, remove, close,
 the prefill queues and counters). NOTE: no speculative decoding and no quantized KV on it yet
-(the worker refuses those flags with it); logits processors (grammars, penalties) run row by row.
+(`--engine slots` refuses those flags, `auto` takes mlx-lm's batch for them); logits
+processors (grammars, penalties) run row by row.
 """
 
 from __future__ import annotations
@@ -352,9 +353,9 @@ class SlotGenerator:
         # sampled tokens and logprobs, and the rows whose prefill ended since (their last
         # prompt token: fed, not emitted).
         self._pending: tuple[list[tuple[int, int]], mx.array, mx.array] | None = None
+        self._joined: list[tuple[int, int]] = []
         # Where the steps run (a sequence the worker decodes alone runs there too).
         self.stream = mx.default_stream(mx.default_device())
-        self._joined: list[tuple[int, int]] = []
 
     # --- the BatchGenerator subset ---------------------------------------------------------
     def insert(

@@ -288,9 +288,10 @@ class EngineWorker(ModelThread[LoadedModel]):
             loaded = self._loaded = self.load()
             self._batch_model = loaded.model
             plain = plain_caches(loaded.model)
+            slots_fit = slots_serve(loaded.model)
             if self.engine == "auto":
-                self.engine = self._auto_engine(loaded)
-            if self.engine == "slots" and not slots_serve(loaded.model):
+                self.engine = self._auto_engine(slots_fit)
+            if self.engine == "slots" and not slots_fit:
                 raise ConfigError(
                     "--engine slots needs plain KV caches or one sliding window on every "
                     f"layer; {loaded.path} mixes windows or has recurrent layers "
@@ -427,13 +428,14 @@ class EngineWorker(ModelThread[LoadedModel]):
                 break
         return commands
 
-    def _auto_engine(self, loaded: LoadedModel) -> str:
+    def _auto_engine(self, slots_fit: bool) -> str:
         """`--engine auto`: our fixed slots where they are measured faster and serve everything
-        asked (a CPU; no speculation or quantized KV; caches they hold), else mlx-lm's batch.
+        asked (a CPU; no speculation or quantized KV; the model's caches are ones they hold:
+        `slots_fit`), else mlx-lm's batch.
 
         NOTE: a GPU keeps mlx-lm's BatchGenerator until the slots are measured on one.
         """
-        fits = self.speculative == "off" and self.kv_bits is None and slots_serve(loaded.model)
+        fits = slots_fit and self.speculative == "off" and self.kv_bits is None
         return "slots" if fits and device_kind() == "cpu" else "batch"
 
     def _drafted(self, loaded: LoadedModel) -> DraftedModel:
