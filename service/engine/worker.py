@@ -42,6 +42,7 @@ from mlx_responses.service.engine.requests import (
     TokenLogprob,
 )
 from mlx_responses.service.engine.seeded_sampler import seeded_sampler, shared_sampler
+from mlx_responses.service.engine.slot_speculation import SlotSpeculation
 from mlx_responses.service.engine.slots import SlotGenerator, slots_serve
 from mlx_responses.service.engine.solo import Alone, SoloSequence
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
@@ -251,12 +252,17 @@ class EngineWorker(ModelThread[LoadedModel]):
     def _new_generator(self) -> Any:
         tokenizer = self.loaded.tokenizer
         if self.engine == "slots":
+            speculation = None
+            if self.speculative in ("ngram", "draft"):
+                drafted = self._batch_model if isinstance(self._batch_model, DraftedModel) else None
+                speculation = SlotSpeculation(self.num_draft_tokens, drafted)
             return SlotGenerator(
                 self._batch_model,
                 stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
                 completion_batch_size=self.max_batch_size,
                 prefill_batch_size=self._prefill.batch_size,
                 prefill_step_size=self.prefill_step_size,
+                speculation=speculation,
             )
         generator = BatchGenerator(
             self._batch_model,
@@ -279,7 +285,11 @@ class EngineWorker(ModelThread[LoadedModel]):
         return generator
 
     @staticmethod
-    def _speculation(generator: BatchGenerator) -> SpeculativeGenerationBatch | None:
+    def _speculation(
+        generator: BatchGenerator | SlotGenerator,
+    ) -> SpeculativeGenerationBatch | SlotSpeculation | None:
+        if isinstance(generator, SlotGenerator):
+            return generator.speculation
         batch = generator._generation_batch
         return batch if isinstance(batch, SpeculativeGenerationBatch) else None
 
@@ -297,9 +307,10 @@ class EngineWorker(ModelThread[LoadedModel]):
                     f"layer; {loaded.path} mixes windows or has recurrent layers "
                     "(use --engine batch)"
                 )
-            if self.speculative == "ngram" and not plain:
+            if self.speculative == "ngram" and not plain and self.engine == "batch":
                 # NOTE: a startup warning, as for --kv-bits: rejected drafts need a cache that
-                # rewinds, so these sequences decode without drafts (speculative.py).
+                # rewinds, so these sequences decode without drafts (speculative.py); the
+                # slots rewind any window (slot_speculation.py).
                 log.warning(
                     "--speculative ngram has no effect on %s: its KV caches rotate "
                     "(sliding window) or are recurrent",
@@ -430,12 +441,12 @@ class EngineWorker(ModelThread[LoadedModel]):
 
     def _auto_engine(self, slots_fit: bool) -> str:
         """`--engine auto`: our fixed slots where they are measured faster and serve everything
-        asked (a CPU; no speculation or quantized KV; the model's caches are ones they hold:
-        `slots_fit`), else mlx-lm's batch.
+        asked (a CPU; no quantized KV; the model's caches are ones they hold: `slots_fit`),
+        else mlx-lm's batch.
 
         NOTE: a GPU keeps mlx-lm's BatchGenerator until the slots are measured on one.
         """
-        fits = slots_fit and self.speculative == "off" and self.kv_bits is None
+        fits = slots_fit and self.kv_bits is None
         return "slots" if fits and device_kind() == "cpu" else "batch"
 
     def _drafted(self, loaded: LoadedModel) -> DraftedModel:
