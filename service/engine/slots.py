@@ -38,6 +38,12 @@ per slot grows with the context as without a window (the store is not a ring; a 
 window + chunk positions per slot is a later step). Mixed windows, windows that keep their first
 tokens, and recurrent layers are refused (`uniform_window`).
 
+Speculative decoding (`--speculative ngram|draft`, `slot_speculation.py`): a verify step
+replaces the decode step when drafts are worth it; each decoding row feeds its pending token
+and its drafts, written into its own slot (the decoding rows only, gathered when not the
+first slots), and a rejected draft is a length not advanced. A draft model's layers have
+slots of their own after the target's, advanced by every forward.
+
 Quantized KV (`--kv-bits`, `kv_bits` and the model's `kv_group`): the stores hold what mlx-lm's
 QuantizedKVCache holds, `mx.quantize`'s (packed, scales, biases) in the same slot layout, and
 the views quantize what a forward writes (each position alone, along head_dim groups: a chunk
@@ -50,9 +56,7 @@ a windowed model's KV stays plain). A lone sequence does not leave its slot for 
 under --kv-bits (the worker's `_solo_allowed`, as with the batch).
 
 It speaks the subset of mlx-lm's BatchGenerator the worker uses (insert, next, remove, close,
-the prefill queues and counters). NOTE: no speculative decoding on it yet (`--engine slots`
-refuses the flag, `auto` takes mlx-lm's batch for it); logits processors (grammars,
-penalties) run row by row.
+the prefill queues and counters). NOTE: logits processors (grammars, penalties) run row by row.
 """
 
 from __future__ import annotations
@@ -69,6 +73,11 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     make_prompt_cache,
 )
 from mlx_responses.service.engine.quantized_cache import Quantized, SequenceQuantizedKVCache
+from mlx_responses.service.engine.slot_speculation import (
+    Candidate,
+    SlotSpeculation,
+    draft_columns,
+)
 from mlx_responses.service.engine.solo import Alone
 
 STEP = 256  # positions a store grows by
@@ -391,6 +400,23 @@ class _PrefillView:
         return self.plan.mask
 
 
+@dataclass
+class _Step:
+    """A decode step's rows: the sequences with a token to feed, in slot order of arrival."""
+
+    named: list[tuple[int, int]]  # (slot, uid) of each row
+    rows: list[_Sequence]
+    current: mx.array  # each row's token to feed
+    current_lp: mx.array | None  # the logprobs of the first `sampled` rows' tokens
+    sampled: int  # rows that sampled their token (the rest feed their last prompt token)
+    inputs: mx.array  # `current` scattered over the slots up to the highest in use
+    lengths: list[int]  # the tokens each of those slots holds
+
+    @property
+    def slots(self) -> list[int]:
+        return [slot for slot, _ in self.named]
+
+
 class _Decoding:
     """`len()` = sequences decoding (what the worker's fair prefill reads)."""
 
@@ -425,12 +451,18 @@ class SlotGenerator:
         prefill_batch_size: int,
         prefill_step_size: int,
         sampler: Any = None,
+        speculation: SlotSpeculation | None = None,
         kv_bits: int | None = None,
         kv_group: int | None = None,
     ) -> None:
         """`kv_bits` (4 or 8) with `kv_group` (the model's group size, `kv_group_size`): the
         slots hold quantized keys and values (plain caches only)."""
         self.model = model
+        self.speculation = speculation
+        # With a draft model, the stores of the target's layers come first, then the draft's.
+        self._split = len(model.layers)
+        if speculation is not None and speculation.drafted is not None:
+            self._split = speculation.drafted.split
         self.stop = {t for seq in stop_tokens for t in seq}
         self.slots: list[_Sequence | None] = [None] * completion_batch_size
         self.prefill_batch_size = prefill_batch_size
@@ -579,7 +611,7 @@ class SlotGenerator:
         plan = _PrefillPlan(slots, starts, width, self.window)
         # Right-padded: what the padding writes past a row's chunk is never attended.
         inputs = mx.array([chunk + [0] * (width - len(chunk)) for chunk in chunks], mx.uint32)
-        self.model(inputs, cache=[_PrefillView(store, plan) for store in self._stores])
+        self._forward(inputs, [_PrefillView(store, plan) for store in self._stores])
         mx.async_eval([(s.keys, s.values) for s in self._stores])  # not the logits
         for seq, chunk in zip(waiting, chunks, strict=True):
             seq.pending = seq.pending[len(chunk) :]
@@ -657,9 +689,14 @@ class SlotGenerator:
             inputs = mx.zeros((hi,), dtype=current.dtype)
             inputs[index] = current
         lengths = [len(seq.tokens) if seq is not None else 0 for seq in self.slots[:hi]]
+        if self.speculation is not None:
+            step = _Step(named, rows, current, current_lp, sampled, inputs, lengths)
+            drafts = self._drafts(step)
+            if drafts is not None:
+                return self._verify(step, *drafts)
         plan = _DecodePlan(lengths, slots, self.window)
         views = [_DecodeView(store, plan) for store in self._stores]
-        logits = self.model(inputs.astype(mx.uint32)[:, None], cache=views)[:, -1, :]
+        logits = self._forward(inputs.astype(mx.uint32)[:, None], views)[:, -1, :]
         if index is not None:
             logits = logits[index]
         fed: list[int] = []
@@ -687,8 +724,7 @@ class SlotGenerator:
                 finish = "length"
             cache = all_tokens = None
             if finish is not None:
-                cache, all_tokens = self._extract(seq), list(seq.tokens)
-                self.slots[seq.slot] = None
+                cache, all_tokens = self._finish(seq)
             else:
                 still.append(i)
             assert current_lp is not None
@@ -700,6 +736,190 @@ class SlotGenerator:
                 keep = mx.array(still)
                 self._pending = ([named[i] for i in still], tokens[keep], logprobs[keep])
         return responses
+
+    def _forward(self, inputs: mx.array, views: list[Any]) -> mx.array:
+        """The model over `inputs` (the target's logits); a draft model reads them too (its
+        logits never computed: the stores are what a step evaluates)."""
+        spec = self.speculation
+        if spec is None or spec.drafted is None:
+            out: mx.array = self.model(inputs, cache=views)
+            return out
+        spec.drafted.draft(inputs, cache=views[self._split :])
+        out = spec.drafted.target(inputs, cache=views[: self._split])
+        return out
+
+    def _finish(self, seq: _Sequence) -> tuple[list[Any], list[int]]:
+        """A finished sequence leaves its slot: its prompt-cache entry and tokens."""
+        if self.speculation is not None:
+            self.speculation.forget(seq.uid)
+        self.slots[seq.slot] = None
+        return self._extract(seq), list(seq.tokens)
+
+    # --- speculation -----------------------------------------------------------------------
+    def _drafts(self, step: _Step) -> tuple[mx.array, list[int]] | None:
+        """This step's verify input, a row per decoding sequence (its pending token, then its
+        drafts, padded), and each one's count of real drafts; None: a plain decode step.
+
+        Only rows that sampled their pending token draft (not one feeding its last prompt
+        token), when eligible (greedy, unconstrained) and with tokens left to generate."""
+        spec = self.speculation
+        assert spec is not None
+        candidates, which = [], []
+        for i in range(step.sampled):
+            seq = step.rows[i]
+            room = min(spec.num_draft, seq.max_tokens - seq.generated - 1)
+            if seq.uid in spec.eligible and room > 0:
+                candidates.append(Candidate(seq.uid, room, seq.tokens))
+                which.append(i)
+        if not candidates:
+            return None
+        if spec.drafted is None:
+            return self._ngram_drafts(step, candidates, which)
+        return self._model_drafts(step, candidates, which)
+
+    def _ngram_drafts(
+        self, step: _Step, candidates: list[Candidate], which: list[int]
+    ) -> tuple[mx.array, list[int]] | None:
+        """`_drafts` from n-gram lookup (`which`: the candidates' rows)."""
+        spec = self.speculation
+        assert spec is not None
+        values: list[int] = []
+
+        def pending() -> list[int]:
+            values.extend(step.current.tolist())  # type: ignore[arg-type]
+            return [values[i] for i in which]
+
+        found = spec.ngram(candidates, pending, len(step.rows))
+        if found is None:
+            spec.rest(candidates)
+            return None
+        width = max(len(d) for d in found)
+        drafts: list[list[int]] = [[] for _ in step.rows]
+        for i, draft in zip(which, found, strict=True):
+            drafts[i] = draft
+        table = [
+            [token, *draft] + [0] * (width - len(draft))
+            for token, draft in zip(values, drafts, strict=True)
+        ]
+        return mx.array(table, dtype=mx.uint32), [len(d) for d in drafts]
+
+    def _model_drafts(
+        self, step: _Step, candidates: list[Candidate], which: list[int]
+    ) -> tuple[mx.array, list[int]] | None:
+        """`_drafts` from the draft model, greedy, one forward per draft position over the
+        slots up to the highest in use, as a decode step (free and prefilling slots ride
+        along); nothing waited for."""
+        spec = self.speculation
+        assert spec is not None and spec.drafted is not None
+        width = spec.draft_width(candidates, len(step.rows))
+        if not width:
+            spec.rest(candidates)
+            return None
+
+        def views(j: int) -> list[Any]:
+            plan = _DecodePlan([n + j for n in step.lengths], step.slots, self.window)
+            return [_DecodeView(store, plan) for store in self._stores[self._split :]]
+
+        table = draft_columns(spec.drafted, step.inputs.astype(mx.uint32), width, views)
+        if step.slots != list(range(len(step.lengths))):
+            table = table[mx.array(step.slots)]
+        rooms = dict(zip(which, (c.room for c in candidates), strict=True))
+        return table, [min(width, rooms.get(i, 0)) for i in range(len(step.rows))]
+
+    def _verify(self, step: _Step, inputs: mx.array, counts: list[int]) -> list[SlotResponse]:
+        """One forward over each row's pending token and drafts (`inputs`, as `_drafts` gives);
+        a drafting row keeps its drafts up to the first greedy decoding would not have made,
+        the others sample their pending token's successor as a decode step would."""
+        spec = self.speculation
+        assert spec is not None
+        rows, sampled, slots = step.rows, step.sampled, step.slots
+        width = inputs.shape[1]
+        # Only the decoding rows: a free or prefilling slot would widen the forward for nothing
+        # (their slots are gathered when not the first ones in a row).
+        starts = [len(seq.tokens) for seq in rows]
+        plan = _PrefillPlan(slots, starts, width, self.window)
+        views = [_PrefillView(store, plan) for store in self._stores[: self._split]]
+        target = self.model if spec.drafted is None else spec.drafted.target
+        logits = target(inputs, cache=views)
+        spec.verify_steps += 1
+        drafting = [i < sampled and seq.uid in spec.eligible for i, seq in enumerate(rows)]
+        table: list[list[int]] = inputs.tolist()  # type: ignore[assignment]
+        others = [i for i, d in enumerate(drafting) if not d]
+        for i in others:  # processors read the context with the token fed now
+            rows[i].tokens.append(table[i][0])
+        other_tokens = other_lp = None
+        if others:
+            picked = mx.array(others)
+            other_tokens, other_lp = self._sample([rows[i] for i in others], logits[picked, 0])
+        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        greedy = mx.argmax(logprobs, axis=-1)
+        mx.eval(greedy, [] if other_tokens is None else other_tokens)
+        best: list[list[int]] = greedy.tolist()  # type: ignore[assignment]
+        picks: list[int] = [] if other_tokens is None else other_tokens.tolist()  # type: ignore[assignment]
+
+        emitted: list[list[tuple[int, mx.array]]] = []
+        following: list[tuple[int, mx.array]] = []  # each row's next pending token
+        for i, seq in enumerate(rows):
+            out = [] if i >= sampled else [(table[i][0], step.current_lp[i])]  # type: ignore[index]
+            if drafting[i]:
+                n, accepted = counts[i], 0
+                while accepted < n and table[i][1 + accepted] == best[i][accepted]:
+                    out.append((table[i][1 + accepted], logprobs[i, accepted]))
+                    accepted += 1
+                spec.verified(seq.uid, n, accepted)
+                following.append((best[i][accepted], logprobs[i, accepted]))
+            else:
+                k = others.index(i)
+                assert other_lp is not None
+                following.append((picks[k], other_lp[k]))
+            emitted.append(out)
+        if spec.drafted is not None and max(len(out) for out in emitted) == width:
+            self._draft_reads_last(inputs, width, slots)
+
+        responses: list[SlotResponse] = []
+        still: list[int] = []
+        for i, (seq, out) in enumerate(zip(rows, emitted, strict=True)):
+            finish = None
+            for token, lp in out:
+                if drafting[i]:
+                    seq.tokens.append(token)
+                seq.generated += 1
+                if token in self.stop:
+                    finish = "stop"
+                elif seq.generated >= seq.max_tokens:
+                    finish = "length"
+                cache = all_tokens = None
+                if finish is not None:
+                    cache, all_tokens = self._finish(seq)
+                responses.append(SlotResponse(seq.uid, token, lp, finish, cache, all_tokens))
+                if finish is not None:
+                    break
+            if finish is None:
+                still.append(i)
+        if still:
+            self._pending = (
+                [step.named[i] for i in still],
+                mx.array([following[i][0] for i in still], dtype=mx.uint32),
+                mx.stack([following[i][1] for i in still]),
+            )
+            mx.async_eval(self._pending[2])
+        mx.async_eval([(s.keys, s.values) for s in self._stores])
+        return responses
+
+    def _draft_reads_last(self, inputs: mx.array, width: int, slots: list[int]) -> None:
+        """A row kept its whole draft: the draft model never read its last draft token, so it
+        reads the last column now (the other rows write past their length: never attended).
+
+        Called before the rows' tokens grow: each writes at its length + width - 1."""
+        spec = self.speculation
+        assert spec is not None and spec.drafted is not None
+        hi = max(slots) + 1
+        last = mx.zeros((hi, 1), dtype=mx.uint32)
+        last[mx.array(slots)] = inputs[:, width - 1 :]
+        starts = [len(seq.tokens) if seq is not None else 0 for seq in self.slots[:hi]]
+        plan = _DecodePlan([n + width - 1 for n in starts], slots, self.window)
+        views = [_DecodeView(store, plan) for store in self._stores[self._split :]]
+        spec.drafted.draft(last, cache=views)
 
     def take_alone(self) -> Alone | None:
         """The only sequence held, out of its slot, when it decodes unconstrained and nothing

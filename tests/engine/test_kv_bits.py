@@ -52,12 +52,11 @@ async def test_kv_bits_generation_and_prompt_cache_bytes(head32_model: Path, eng
     # The prompt cache is accounted by what it holds: fp32 ≈ 4 B/value, 8-bit ≈ 1.25, 4-bit ≈ 0.75.
     assert q8.prompt_cache_bytes < 0.4 * fp.prompt_cache_bytes
     assert q4.prompt_cache_bytes < 0.7 * q8.prompt_cache_bytes
-    # Alone or in a ragged batch the quantized decode is the same.
+    # Alone or in a ragged batch, and with speculation, the quantized decode is the same.
     (single,), _ = await generate(head32_model, requests[:1], kv_bits=8, **on)
     assert single == q8_out[0]
-    if engine == "batch":  # NOTE: the slots do not speculate yet
-        spec, stats = await generate(head32_model, requests, kv_bits=8, speculative="ngram")
-        assert spec == q8_out and stats.accepted_tokens > 0
+    spec, stats = await generate(head32_model, requests, kv_bits=8, speculative="ngram", **on)
+    assert spec == q8_out and stats.accepted_tokens > 0
 
 
 async def test_the_slots_decode_the_quantized_batch_tokens(head32_model: Path) -> None:
