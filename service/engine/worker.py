@@ -179,8 +179,8 @@ class EngineWorker(ModelThread[LoadedModel]):
     # Seconds an idle engine waits after a request for more (each arrival waits again, at most
     # 4x in all), so that a burst starts as one batch; 0: at once.
     batch_wait: float = 0.0
-    # "batch": mlx-lm's BatchGenerator; "slots": ours, fixed KV slots (no speculation, no
-    # quantized KV yet); "auto" (the server's default): slots where they fit, on a CPU
+    # "batch": mlx-lm's BatchGenerator; "slots": ours, fixed KV slots;
+    # "auto" (the server's default): slots where they fit, on a CPU
     engine: str = "batch"
     # A lone unconstrained sequence decodes as mlx-lm's generate_step does (plain KV cache), and
     # joins the batch when a second request arrives (service/engine/solo.py).
@@ -263,6 +263,8 @@ class EngineWorker(ModelThread[LoadedModel]):
                 prefill_batch_size=self._prefill.batch_size,
                 prefill_step_size=self.prefill_step_size,
                 speculation=speculation,
+                kv_bits=self.kv_bits if self._kv_group is not None else None,
+                kv_group=self._kv_group,
             )
         generator = BatchGenerator(
             self._batch_model,
@@ -441,13 +443,12 @@ class EngineWorker(ModelThread[LoadedModel]):
 
     def _auto_engine(self, slots_fit: bool) -> str:
         """`--engine auto`: our fixed slots where they are measured faster and serve everything
-        asked (a CPU; no quantized KV; the model's caches are ones they hold: `slots_fit`),
-        else mlx-lm's batch.
+        asked (a CPU; the model's caches are ones they hold: `slots_fit`; with speculation or
+        quantized KV too), else mlx-lm's batch.
 
         NOTE: a GPU keeps mlx-lm's BatchGenerator until the slots are measured on one.
         """
-        fits = slots_fit and self.kv_bits is None
-        return "slots" if fits and device_kind() == "cpu" else "batch"
+        return "slots" if slots_fit and device_kind() == "cpu" else "batch"
 
     def _drafted(self, loaded: LoadedModel) -> DraftedModel:
         """The served model paired with its draft model (loaded here, on the MLX thread)."""

@@ -116,8 +116,6 @@ async def test_greedy_output_is_identical_with_a_draft_model(
     # Alone, and on a quantized KV cache, it is the same decode as without speculation.
     (single,), _ = await generate(head32_target, requests[:1], **on)
     assert single == plain[0]
-    if engine == "slots":
-        return  # NOTE: no --kv-bits on the slots yet
     q8, _ = await generate(head32_target, requests, kv_bits=8, engine=engine)
     q8_fast, q8_stats = await generate(head32_target, requests, kv_bits=8, **on)
     assert q8_fast == q8 and q8_stats.verify_steps > 0

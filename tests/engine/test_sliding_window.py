@@ -298,15 +298,16 @@ async def test_the_slots_engine_refuses_mixed_windows(windowed_model: Path) -> N
     [
         ({}, False, "slots"),
         ({"speculative": "ngram"}, False, "slots"),
-        ({"kv_bits": 8}, False, "batch"),
+        ({"kv_bits": 8}, False, "slots"),
         ({}, True, "batch"),
     ],
 )
 async def test_auto_takes_the_slots_where_they_fit_on_a_cpu(
     windowed_model: Path, settings: dict[str, Any], mixed: bool, want: str
 ) -> None:
-    """`--engine auto` (the server's default): the fixed slots on a CPU for a model they hold,
-    mlx-lm's batch with quantized KV or caches the slots refuse; it decodes."""
+    """`--engine auto` (the server's default): the fixed slots on a CPU for a model they hold
+    (with speculation, and with --kv-bits: here ignored, the window's caches stay plain),
+    mlx-lm's batch for caches the slots refuse; it decodes."""
 
     def load() -> LoadedModel:
         loaded = load_model(windowed_model)
