@@ -716,19 +716,11 @@ class SlotGenerator:
             if i >= sampled:  # its last prompt token: nothing to emit
                 still.append(i)
                 continue
-            seq.generated += 1
-            finish = None
-            if token in self.stop:
-                finish = "stop"
-            elif seq.generated >= seq.max_tokens:
-                finish = "length"
-            cache = all_tokens = None
-            if finish is not None:
-                cache, all_tokens = self._finish(seq)
-            else:
-                still.append(i)
             assert current_lp is not None
-            responses.append(SlotResponse(seq.uid, token, current_lp[i], finish, cache, all_tokens))
+            response = self._emit(seq, token, current_lp[i])
+            responses.append(response)
+            if response.finish_reason is None:
+                still.append(i)
         if still:
             if len(still) == len(rows):
                 self._pending = (named, tokens, logprobs)
@@ -747,6 +739,20 @@ class SlotGenerator:
         spec.drafted.draft(inputs, cache=views[self._split :])
         out = spec.drafted.target(inputs, cache=views[: self._split])
         return out
+
+    def _emit(self, seq: _Sequence, token: int, logprobs: mx.array) -> SlotResponse:
+        """A generated token of `seq` (its keys in the slot): the sequence ends on a stop
+        token or its budget, leaving its slot."""
+        seq.generated += 1
+        finish = None
+        if token in self.stop:
+            finish = "stop"
+        elif seq.generated >= seq.max_tokens:
+            finish = "length"
+        cache = all_tokens = None
+        if finish is not None:
+            cache, all_tokens = self._finish(seq)
+        return SlotResponse(seq.uid, token, logprobs, finish, cache, all_tokens)
 
     def _finish(self, seq: _Sequence) -> tuple[list[Any], list[int]]:
         """A finished sequence leaves its slot: its prompt-cache entry and tokens."""
@@ -879,22 +885,16 @@ class SlotGenerator:
         responses: list[SlotResponse] = []
         still: list[int] = []
         for i, (seq, out) in enumerate(zip(rows, emitted, strict=True)):
-            finish = None
+            finished = False
             for token, lp in out:
                 if drafting[i]:
                     seq.tokens.append(token)
-                seq.generated += 1
-                if token in self.stop:
-                    finish = "stop"
-                elif seq.generated >= seq.max_tokens:
-                    finish = "length"
-                cache = all_tokens = None
-                if finish is not None:
-                    cache, all_tokens = self._finish(seq)
-                responses.append(SlotResponse(seq.uid, token, lp, finish, cache, all_tokens))
-                if finish is not None:
+                response = self._emit(seq, token, lp)
+                responses.append(response)
+                finished = response.finish_reason is not None
+                if finished:
                     break
-            if finish is None:
+            if not finished:
                 still.append(i)
         if still:
             self._pending = (

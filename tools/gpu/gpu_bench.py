@@ -492,6 +492,7 @@ def main() -> int:
     variants = {  # `serve` with extra flags, for an A/B in the same run
         "ours_slots": ["--engine", "slots"],  # our fixed-slot scheduler (auto takes batch on a GPU)
         "ours_batch": ["--engine", "batch"],
+        "ours_ngram": ["--speculative", "ngram"],
         "ours_x": os.environ.get("OURS_X_FLAGS", "").split(),
     }
     for kind, extra in variants.items():
@@ -518,38 +519,6 @@ def main() -> int:
                 "--max-queued-requests",
                 "512",
                 *extra,
-            ],
-            f"http://127.0.0.1:{hp}",
-            "/health",
-            args.out,
-            model_dir.name,
-            args.tokens,
-            streams,
-            text,
-        )
-    if "ours_ngram" in only:
-        hp, gp = free_port(), free_port()
-        serve(
-            "ours_ngram",
-            [
-                py,
-                "-m",
-                "mlx_responses.launcher.cli",
-                "--log-level",
-                "WARNING",
-                "serve",
-                "--model",
-                str(model_dir),
-                "--port",
-                str(hp),
-                "--grpc-port",
-                str(gp),
-                "--max-batch-size",
-                mb,
-                "--max-queued-requests",
-                "512",
-                "--speculative",
-                "ngram",
             ],
             f"http://127.0.0.1:{hp}",
             "/health",
