@@ -68,23 +68,27 @@ from typing import Any
 import mlx.core as mx
 from mlx_responses.service.engine.mlx_lm_compat import (
     KVCache,
-    QuantizedKVCache,
     RotatingKVCache,
     make_prompt_cache,
 )
-from mlx_responses.service.engine.quantized_cache import Quantized, SequenceQuantizedKVCache
+from mlx_responses.service.engine.quantized_cache import SequenceQuantizedKVCache
 from mlx_responses.service.engine.slot_speculation import (
     Candidate,
     SlotSpeculation,
     draft_columns,
 )
+from mlx_responses.service.engine.slot_store import (
+    ALL_HEADS,
+    DecodePlan,
+    DecodeView,
+    PrefillPlan,
+    PrefillView,
+    Store,
+    held_of,
+    in_order,
+    parts_of,
+)
 from mlx_responses.service.engine.solo import Alone
-
-STEP = 256  # positions a store grows by
-SLOT_STEP = 8  # rows (slots) a store grows by, past 8 (doubling up to it: 1, 2, 4, 8)
-# One side (keys or values) of a store or of what attention reads: plain, or with --kv-bits
-# mlx-lm's quantized (packed, scales, biases).
-Held = mx.array | Quantized
 
 
 def uniform_window(model: Any) -> int | None:
@@ -141,263 +145,6 @@ class _Sequence:
 @dataclass
 class _Counters:
     prompt_tokens: int = 0
-
-
-class _Store:
-    """One layer's slots: `[slots, kv_heads, capacity, head_dim]` keys and values.
-
-    Rows up to the highest slot in use (1, 2, 4, 8, then steps of `SLOT_STEP`; at most `limit`)
-    and positions up to the longest sequence held (in steps of `STEP`): a dimension that grows
-    is copied once (concatenate); `release` drops both (the generator idle).
-
-    With `quantized` (group size, bits) each side is held as mlx-lm's QuantizedKVCache holds it:
-    `mx.quantize`'s (packed, scales, biases), each `[slots, kv_heads, capacity, ..]`. A position's
-    keys are quantized alone (groups along head_dim), so writing a chunk at once or position by
-    position stores the same bytes."""
-
-    def __init__(self, limit: int, quantized: tuple[int, int] | None = None) -> None:
-        self.limit = limit  # max_batch_size: the most rows a store holds
-        self.quantized = quantized
-        self.keys: Held | None = None
-        self.values: Held | None = None
-
-    def encode(self, x: mx.array) -> Held:
-        """What the store holds for `x` ([..., head_dim]): `x`, or its quantized parts."""
-        if self.quantized is None:
-            return x
-        group, bits = self.quantized
-        packed, scales, biases = mx.quantize(x, group_size=group, bits=bits)
-        return packed, scales, biases
-
-    def ensure(self, like: Held, rows: int, positions: int) -> None:
-        """Room for slots 0..rows-1 and `positions` in each; `like` is [.., kv_heads, ..,
-        head_dim] keys (or their quantized parts)."""
-        if self.keys is None or self.values is None:
-            heads = _parts(like)[0].shape[1]
-            shape = (self._rows(rows), heads, _grown(positions, STEP))
-            self.keys, self.values = self._zeros(like, shape), self._zeros(like, shape)
-            return
-        have_rows, _, have_positions = _parts(self.keys)[0].shape[:3]
-        if rows > have_rows:
-            more = self._rows(rows) - have_rows
-            self.keys, self.values = _widened(self.keys, 0, more), _widened(self.values, 0, more)
-        if positions > have_positions:
-            more = _grown(positions - have_positions, STEP)
-            self.keys, self.values = _widened(self.keys, 2, more), _widened(self.values, 2, more)
-
-    def _zeros(self, like: Held, shape: tuple[int, int, int]) -> Held:
-        """An empty side of `shape` (rows, heads, positions) for keys like `like`."""
-        if isinstance(like, mx.array):
-            dim, dtype = like.shape[-1], like.dtype
-        else:  # quantized: the scales have the keys' dtype
-            assert self.quantized is not None
-            dim, dtype = like[0].shape[-1] * 32 // self.quantized[1], like[1].dtype
-        if self.quantized is None:
-            return mx.zeros((*shape, dim), dtype)
-        group, bits = self.quantized
-        return (
-            mx.zeros((*shape, dim * bits // 32), mx.uint32),
-            mx.zeros((*shape, dim // group), dtype),
-            mx.zeros((*shape, dim // group), dtype),
-        )
-
-    def put(self, index: tuple[Any, ...], keys: mx.array, values: mx.array) -> None:
-        """Writes keys and values (as `store.keys[index]` selects them, head_dim last)."""
-        self.write(index, self.encode(keys), self.encode(values))
-
-    def write(self, index: tuple[Any, ...], keys: Held, values: Held) -> None:
-        """`put` for keys and values already held as the store holds them."""
-        assert self.keys is not None and self.values is not None
-        for side, new in ((self.keys, keys), (self.values, values)):
-            for part, value in zip(_parts(side), _parts(new), strict=True):
-                part[index] = value
-
-    def span(self, index: tuple[Any, ...]) -> tuple[Held, Held]:
-        """The keys and values at `index` (what attention reads)."""
-        assert self.keys is not None and self.values is not None
-        return (
-            _held([p[index] for p in _parts(self.keys)]),
-            _held([p[index] for p in _parts(self.values)]),
-        )
-
-    @property
-    def nbytes(self) -> int:
-        sides = [s for s in (self.keys, self.values) if s is not None]
-        return sum(int(p.nbytes) for side in sides for p in _parts(side))
-
-    def _rows(self, rows: int) -> int:
-        """The rows a store grows to, to hold `rows` (few copies, few spare rows)."""
-        grown = 1 << (rows - 1).bit_length() if rows <= SLOT_STEP else _grown(rows, SLOT_STEP)
-        return max(rows, min(self.limit, grown))
-
-    def release(self) -> None:
-        self.keys = self.values = None
-
-
-def _parts(held: Held) -> tuple[mx.array, ...]:
-    """A side's arrays: itself, or its (packed, scales, biases)."""
-    return (held,) if isinstance(held, mx.array) else held
-
-
-def _held(parts: list[mx.array]) -> Held:
-    """`_parts` undone."""
-    return parts[0] if len(parts) == 1 else (parts[0], parts[1], parts[2])
-
-
-def _widened(held: Held, axis: int, more: int) -> Held:
-    """`held` with `more` zero rows (axis 0) or positions (axis 2): one copy."""
-    grown = []
-    for part in _parts(held):
-        shape = list(part.shape)
-        shape[axis] = more
-        grown.append(mx.concatenate([part, mx.zeros(shape, part.dtype)], axis=axis))
-    return _held(grown)
-
-
-def _grown(n: int, step: int) -> int:
-    """`n` rounded up to a multiple of `step`."""
-    return (n + step - 1) // step * step
-
-
-def _window_start(position: int, window: int | None) -> int:
-    """The first position a query at `position` attends to."""
-    return 0 if window is None else max(0, position - window + 1)
-
-
-def _attends(keys: mx.array, queries: mx.array, window: int | None) -> mx.array:
-    """[..., queries, keys]: whether each query position sees each key position (causal, and
-    within the window)."""
-    k, q = keys[None, :], queries[..., None]
-    seen = k <= q
-    return seen if window is None else seen & (k > q - window)
-
-
-class _DecodePlan:
-    """One decode forward: rows 0..hi-1, row i writes its new position lengths[i]; the rows
-    in `live` decode (the others ride along: free or prefilling slots, their output unread).
-
-    Attention spans positions lo..end-1 of each slot: lo is the earliest window start of a
-    live row (0 without a window)."""
-
-    def __init__(self, lengths: list[int], live: list[int], window: int | None) -> None:
-        self.rows = len(lengths)
-        self.end = max(lengths) + 1  # the positions every row's attention spans
-        self.lo = 0 if window is None else min(_window_start(lengths[i], window) for i in live)
-        # All rows at one length (a lone sequence, or a batch that started together): one
-        # slice written, no mask (its window is the span lo..end-1).
-        self.uniform = min(lengths) == self.end - 1
-        self.offset: mx.array | int = self.end - 1  # each row's position (RoPE)
-        self.mask: mx.array | None = None
-        self.index = mx.arange(self.rows)
-        if not self.uniform:
-            offset = mx.array(lengths, dtype=mx.int32)
-            self.offset = offset
-            mask = _attends(mx.arange(self.lo, self.end, dtype=mx.int32), offset, window)
-            if self.lo > 0:
-                # A riding row before the span sees it all (no empty row: no NaN).
-                mask = mask | (offset < self.lo)[:, None]
-            self.mask = mask[:, None, None, :]
-
-
-ALL = slice(None)  # every kv head
-
-
-def _quantized_attention(view: Any, store: _Store) -> None:
-    """A view over a quantized store has mlx-lm's QuantizedKVCache's `group_size` and `bits`:
-    the model's attention then reads the (packed, scales, biases) it returns (mlx-lm's
-    `scaled_dot_product_attention` checks for `bits`)."""
-    if store.quantized is not None:
-        view.group_size, view.bits = store.quantized
-
-
-class _DecodeView:
-    """A decode forward's cache for one layer (see `_DecodePlan`)."""
-
-    def __init__(self, store: _Store, plan: _DecodePlan) -> None:
-        self.store = store
-        self.plan = plan
-        self.offset = plan.offset
-        _quantized_attention(self, store)
-
-    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Held, Held]:
-        store, plan = self.store, self.plan
-        store.ensure(keys, plan.rows, plan.end)
-        if plan.uniform:
-            store.put((slice(0, plan.rows), ALL, slice(plan.end - 1, plan.end)), keys, values)
-        else:
-            store.put((plan.index, ALL, plan.offset), keys[:, :, 0, :], values[:, :, 0, :])
-        return store.span((slice(0, plan.rows), ALL, slice(plan.lo, plan.end)))
-
-    def make_mask(self, n: int, **_: Any) -> mx.array | None:
-        return self.plan.mask
-
-
-class _PrefillPlan:
-    """One prefill forward: row r writes slot slots[r] from starts[r], `width` positions.
-
-    Attention spans positions lo..end-1 of each slot: lo is the earliest window start of a
-    row's first query (0 without a window)."""
-
-    def __init__(
-        self, slots: list[int], starts: list[int], width: int, window: int | None = None
-    ) -> None:
-        self.slots, self.starts, self.width = slots, starts, width
-        rows = len(slots)
-        self.end = max(starts) + width  # the positions every row's attention spans
-        self.lo = 0 if window is None else _window_start(min(starts), window)
-        # The rows' slots are first..first+rows-1 (-1: they are not consecutive).
-        self.first = slots[0] if slots == list(range(slots[0], slots[0] + rows)) else -1
-        # Consecutive slots from one start: the chunk is one slice of the store.
-        self.uniform = self.first >= 0 and len(set(starts)) == 1
-        self.index = mx.array(slots)
-        self.offset: mx.array | int = starts[0]  # each row's start (RoPE)
-        self.mask: mx.array | str | None = "causal" if width > 1 else None
-        self.positions: mx.array | None = None  # [rows, width]: where each row's chunk goes
-        if rows == 1:
-            # "causal" (or None) spans lo..end-1: right while the last query's window
-            # starts at lo at the latest.
-            if _window_start(self.end - 1, window) > self.lo:
-                queries = mx.arange(starts[0], self.end, dtype=mx.int32)
-                keys = mx.arange(self.lo, self.end, dtype=mx.int32)
-                self.mask = _attends(keys, queries, window)
-            return
-        offset = mx.array(starts, dtype=mx.int32)
-        self.offset = offset
-        self.positions = offset[:, None] + mx.arange(width, dtype=mx.int32)[None, :]
-        # Row r's query i sees its own slot's keys up to its own position starts[r] + i
-        # (and from its window's start).
-        keys = mx.arange(self.lo, self.end, dtype=mx.int32)
-        self.mask = _attends(keys, self.positions, window)[:, None]
-
-
-class _PrefillView:
-    """A prefill forward's cache for one layer (see `_PrefillPlan`)."""
-
-    def __init__(self, store: _Store, plan: _PrefillPlan) -> None:
-        self.store = store
-        self.plan = plan
-        self.offset = plan.offset
-        _quantized_attention(self, store)
-
-    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Held, Held]:
-        store, plan = self.store, self.plan
-        store.ensure(keys, max(plan.slots) + 1, plan.end)
-        rows = len(plan.slots)
-        if plan.uniform:
-            first, start = plan.first, plan.starts[0]
-            chunk = (slice(first, first + rows), ALL, slice(start, start + plan.width))
-            store.put(chunk, keys, values)
-        else:
-            # [rows, width] (slot, position) pairs; the values as [rows, width, heads, dim].
-            pairs = (plan.index[:, None], ALL, plan.positions)
-            store.put(pairs, keys.transpose(0, 2, 1, 3), values.transpose(0, 2, 1, 3))
-        span = slice(plan.lo, plan.end)
-        if plan.first >= 0:
-            return store.span((slice(plan.first, plan.first + rows), ALL, span))
-        return store.span((plan.index, ALL, span))
-
-    def make_mask(self, n: int, **_: Any) -> mx.array | str | None:
-        return self.plan.mask
 
 
 @dataclass
@@ -474,7 +221,7 @@ class SlotGenerator:
             if kv_group is None or self.window is not None:
                 raise ValueError("quantized KV slots need a group size and plain caches")
             quantized = (kv_group, kv_bits)
-        self._stores = [_Store(completion_batch_size, quantized) for _ in model.layers]
+        self._stores = [Store(completion_batch_size, quantized) for _ in model.layers]
         self._unprocessed_sequences: deque[_Sequence] = deque()
         self._generation_batch = _Decoding(self)
         self._prompt_batch = _Prefilling(self)
@@ -586,15 +333,17 @@ class SlotGenerator:
         # Each query attends to `window` positions, its own included.
         need = n if self.window is None else min(n, self.window - 1)
         for store, layer in zip(self._stores, seq.cache, strict=True):
-            keys, values = _in_order(layer)  # [1, kv_heads, positions n-held..n-1, head_dim]
+            keys, values = in_order(layer)  # [1, kv_heads, positions n-held..n-1, head_dim]
             if isinstance(keys, mx.array) and isinstance(values, mx.array):
                 keys, values = store.encode(keys), store.encode(values)
             else:
                 assert store.quantized == (layer.group_size, layer.bits), "not this quantization"
-            held = _parts(keys)[0].shape[2]
+            held = parts_of(keys)[0].shape[2]
             assert layer.offset == n and held >= need, (layer.offset, n, held)
             store.ensure(keys, seq.slot + 1, n)
-            store.write((slice(seq.slot, seq.slot + 1), ALL, slice(n - held, n)), keys, values)
+            store.write(
+                (slice(seq.slot, seq.slot + 1), ALL_HEADS, slice(n - held, n)), keys, values
+            )
         seq.cache = None
 
     def _prefill(self) -> None:
@@ -608,10 +357,10 @@ class SlotGenerator:
         chunks = [seq.pending[: max(1, self.prefill_step_size)] for seq in waiting]
         width = max(len(chunk) for chunk in chunks)
         slots, starts = [s.slot for s in waiting], [len(s.tokens) for s in waiting]
-        plan = _PrefillPlan(slots, starts, width, self.window)
+        plan = PrefillPlan(slots, starts, width, self.window)
         # Right-padded: what the padding writes past a row's chunk is never attended.
         inputs = mx.array([chunk + [0] * (width - len(chunk)) for chunk in chunks], mx.uint32)
-        self._forward(inputs, [_PrefillView(store, plan) for store in self._stores])
+        self._forward(inputs, [PrefillView(store, plan) for store in self._stores])
         mx.async_eval([(s.keys, s.values) for s in self._stores])  # not the logits
         for seq, chunk in zip(waiting, chunks, strict=True):
             seq.pending = seq.pending[len(chunk) :]
@@ -694,8 +443,8 @@ class SlotGenerator:
             drafts = self._drafts(step)
             if drafts is not None:
                 return self._verify(step, *drafts)
-        plan = _DecodePlan(lengths, slots, self.window)
-        views = [_DecodeView(store, plan) for store in self._stores]
+        plan = DecodePlan(lengths, slots, self.window)
+        views = [DecodeView(store, plan) for store in self._stores]
         logits = self._forward(inputs.astype(mx.uint32)[:, None], views)[:, -1, :]
         if index is not None:
             logits = logits[index]
@@ -823,8 +572,8 @@ class SlotGenerator:
             return None
 
         def views(j: int) -> list[Any]:
-            plan = _DecodePlan([n + j for n in step.lengths], step.slots, self.window)
-            return [_DecodeView(store, plan) for store in self._stores[self._split :]]
+            plan = DecodePlan([n + j for n in step.lengths], step.slots, self.window)
+            return [DecodeView(store, plan) for store in self._stores[self._split :]]
 
         table = draft_columns(spec.drafted, step.inputs.astype(mx.uint32), width, views)
         if step.slots != list(range(len(step.lengths))):
@@ -843,8 +592,8 @@ class SlotGenerator:
         # Only the decoding rows: a free or prefilling slot would widen the forward for nothing
         # (their slots are gathered when not the first ones in a row).
         starts = [len(seq.tokens) for seq in rows]
-        plan = _PrefillPlan(slots, starts, width, self.window)
-        views = [_PrefillView(store, plan) for store in self._stores[: self._split]]
+        plan = PrefillPlan(slots, starts, width, self.window)
+        views = [PrefillView(store, plan) for store in self._stores[: self._split]]
         target = self.model if spec.drafted is None else spec.drafted.target
         logits = target(inputs, cache=views)
         spec.verify_steps += 1
@@ -917,8 +666,8 @@ class SlotGenerator:
         last = mx.zeros((hi, 1), dtype=mx.uint32)
         last[mx.array(slots)] = inputs[:, width - 1 :]
         starts = [len(seq.tokens) if seq is not None else 0 for seq in self.slots[:hi]]
-        plan = _DecodePlan([n + width - 1 for n in starts], slots, self.window)
-        views = [_DecodeView(store, plan) for store in self._stores[self._split :]]
+        plan = DecodePlan([n + width - 1 for n in starts], slots, self.window)
+        views = [DecodeView(store, plan) for store in self._stores[self._split :]]
         spec.drafted.draft(last, cache=views)
 
     def take_alone(self) -> Alone | None:
@@ -953,8 +702,8 @@ class SlotGenerator:
         lo = 0 if self.window is None else max(0, n - self.window)
         entry: list[Any] = []
         for store in self._stores:
-            held = store.span((slice(seq.slot, seq.slot + 1), ALL, slice(lo, n)))
-            keys, values = (_held([mx.contiguous(p) for p in _parts(side)]) for side in held)
+            held = store.span((slice(seq.slot, seq.slot + 1), ALL_HEADS, slice(lo, n)))
+            keys, values = (held_of([mx.contiguous(p) for p in parts_of(side)]) for side in held)
             if store.quantized is not None:
                 cache: Any = SequenceQuantizedKVCache(*store.quantized)
                 cache.keys, cache.values, cache.offset = keys, values, n
@@ -968,27 +717,3 @@ class SlotGenerator:
         # Copied before the next step writes the store (which then stays a buffer of its own).
         mx.async_eval([(c.keys, c.values) for c in entry])
         return entry
-
-
-def _in_order(layer: Any) -> tuple[Held, Held]:
-    """A prompt-cache layer's keys and values of its last positions, oldest first.
-
-    A RotatingKVCache (keep=0) holds its last positions in a ring once it has wrapped: the
-    oldest at its write index. A QuantizedKVCache holds (packed, scales, biases)."""
-    if isinstance(layer, RotatingKVCache):
-        keys, values, offset, keep, _, idx = layer.state
-        assert keep == 0
-        if idx == keys.shape[2]:
-            return keys, values
-        if idx < offset:  # wrapped
-            return (
-                mx.concatenate([keys[:, :, idx:], keys[:, :, :idx]], axis=2),
-                mx.concatenate([values[:, :, idx:], values[:, :, :idx]], axis=2),
-            )
-        return keys[:, :, :idx], values[:, :, :idx]
-    n = layer.offset
-    if isinstance(layer, QuantizedKVCache):
-        sides: tuple[Any, Any] = (layer.keys, layer.values)  # each (packed, scales, biases)
-        keys, values = (_held([p[:, :, :n] for p in side]) for side in sides)
-        return keys, values
-    return layer.keys[:, :, :n], layer.values[:, :, :n]
