@@ -52,8 +52,8 @@ having `bits` and `group_size`, they send the model's attention down mlx-lm's qu
 (`quantized_scaled_dot_product_attention`). Masks are as without. Prompt-cache entries are
 SequenceQuantizedKVCaches (the batch engine's quantized sequences, interchangeable), restored
 as they are; a plain entry is quantized as it is restored. Plain caches only (as the batch:
-a windowed model's KV stays plain). A lone sequence does not leave its slot for the solo path
-under --kv-bits (the worker's `_solo_allowed`, as with the batch).
+a windowed model's KV stays plain). A lone sequence leaves its slot for the solo path with
+its entry quantized, and comes back with it (`take_alone`, `_restore`).
 
 It speaks the subset of mlx-lm's BatchGenerator the worker uses (insert, next, remove, close,
 the prefill queues and counters). NOTE: logits processors (grammars, penalties) run row by row.
