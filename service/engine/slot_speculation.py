@@ -9,8 +9,11 @@ sliding-window model speculates too.
 The policy is the batch engine's (`speculative.best_width`, a `DraftRecord` per sequence): a
 step verifies only when the drafts' expected accepted tokens beat the wider forward's cost.
 Drafts come from n-gram lookup, or from a draft model whose layers have slots of their own
-after the target's (`DraftedModel`). NOTE: the draft model reads every step's tokens (its cache
-never lags, unlike the batch engine's), so a step that does not draft pays its forward too.
+after the target's (`DraftedModel`). The draft reads prefill chunks with the target, but not
+decode steps: each sequence's draft slot lags its target slot (`drafted_to`) and catches up in
+one forward over what it missed when the sequence drafts, when it finishes (a prompt-cache
+entry holds both at one offset), or when it is `MAX_LAG` behind; a step that does not draft
+costs the target alone.
 """
 
 from __future__ import annotations

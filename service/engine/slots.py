@@ -42,7 +42,8 @@ Speculative decoding (`--speculative ngram|draft`, `slot_speculation.py`): a ver
 replaces the decode step when drafts are worth it; each decoding row feeds its pending token
 and its drafts, written into its own slot (the decoding rows only, gathered when not the
 first slots), and a rejected draft is a length not advanced. A draft model's layers have
-slots of their own after the target's, advanced by every forward.
+slots of their own after the target's; they lag on decode steps and catch up when needed
+(`slot_speculation.py`).
 
 Quantized KV (`--kv-bits`, `kv_bits` and the model's `kv_group`): the stores hold what mlx-lm's
 QuantizedKVCache holds, `mx.quantize`'s (packed, scales, biases) in the same slot layout, and
@@ -66,6 +67,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from mlx_responses.service.engine import speculative
 from mlx_responses.service.engine.mlx_lm_compat import (
     KVCache,
     RotatingKVCache,
@@ -140,6 +142,7 @@ class _Sequence:
     slot: int = -1
     generated: int = 0
     ready: bool = False  # prefilled: a token waits to be fed (the last prompt one, or sampled)
+    drafted_to: int = 0  # with a draft model: the positions its slot holds (it lags the target)
 
 
 @dataclass
@@ -389,6 +392,7 @@ class SlotGenerator:
                 (slice(seq.slot, seq.slot + 1), ALL_HEADS, slice(n - held, n)), keys, values
             )
         seq.cache = None
+        seq.drafted_to = n
 
     def _prefill(self) -> None:
         """One forward for the next chunk of each waiting prompt (up to `prefill_batch_size`)."""
@@ -409,6 +413,7 @@ class SlotGenerator:
         for seq, chunk in zip(waiting, chunks, strict=True):
             seq.pending = seq.pending[len(chunk) :]
             seq.tokens += chunk
+            seq.drafted_to = len(seq.tokens)  # a prefill forward is the draft's too
             self._counters.prompt_tokens += len(chunk)
             if not seq.pending:
                 self._join(seq)
@@ -482,6 +487,11 @@ class SlotGenerator:
             inputs = mx.zeros((hi,), dtype=current.dtype)
             inputs[index] = current
         lengths = [len(seq.tokens) if seq is not None else 0 for seq in self.slots[:hi]]
+        if self.speculation is not None and self.speculation.drafted is not None:
+            # A draft model lags at most MAX_LAG positions (bounds a catch-up forward).
+            self._catch_up(
+                [seq for seq in rows if len(seq.tokens) - seq.drafted_to >= speculative.MAX_LAG]
+            )
         if self.speculation is not None:
             step = _Step(named, rows, current, current_lp, sampled, inputs, lengths)
             drafts = self._drafts(step)
@@ -489,7 +499,8 @@ class SlotGenerator:
                 return self._verify(step, *drafts)
         plan = DecodePlan(lengths, slots, self.window)
         views = [DecodeView(store, plan) for store in self._stores]
-        logits = self._forward(inputs.astype(mx.uint32)[:, None], views)[:, -1, :]
+        # The draft model does not read a decode step's tokens: it catches up when it drafts.
+        logits = self._forward(inputs.astype(mx.uint32)[:, None], views, draft=False)[:, -1, :]
         if index is not None:
             logits = logits[index]
         fed: list[int] = []
@@ -522,16 +533,34 @@ class SlotGenerator:
                 self._pending = ([named[i] for i in still], tokens[keep], logprobs[keep])
         return responses
 
-    def _forward(self, inputs: mx.array, views: list[Any]) -> mx.array:
-        """The model over `inputs` (the target's logits); a draft model reads them too (its
-        logits never computed: the stores are what a step evaluates)."""
+    def _forward(self, inputs: mx.array, views: list[Any], *, draft: bool = True) -> mx.array:
+        """The model over `inputs` (the target's logits); with `draft`, a draft model reads
+        them too (its logits never computed: the stores are what a step evaluates)."""
         spec = self.speculation
         if spec is None or spec.drafted is None:
             out: mx.array = self.model(inputs, cache=views)
             return out
-        spec.drafted.draft(inputs, cache=views[self._split :])
+        if draft:
+            spec.drafted.draft(inputs, cache=views[self._split :])
         out = spec.drafted.target(inputs, cache=views[: self._split])
         return out
+
+    def _catch_up(self, rows: list[_Sequence]) -> None:
+        """The draft model reads what it missed of these rows, in one forward (each row from
+        its own position, right-padded: what the padding writes is past the row's length)."""
+        spec = self.speculation
+        assert spec is not None and spec.drafted is not None
+        behind = [seq for seq in rows if seq.drafted_to < len(seq.tokens)]
+        if not behind:
+            return
+        missed = [seq.tokens[seq.drafted_to :] for seq in behind]
+        width = max(len(m) for m in missed)
+        plan = PrefillPlan([s.slot for s in behind], [s.drafted_to for s in behind], width)
+        inputs = mx.array([m + [0] * (width - len(m)) for m in missed], dtype=mx.uint32)
+        views = [PrefillView(store, plan) for store in self._stores[self._split :]]
+        spec.drafted.draft(inputs, cache=views)
+        for seq in behind:
+            seq.drafted_to = len(seq.tokens)
 
     def _emit(self, seq: _Sequence, token: int, logprobs: mx.array) -> SlotResponse:
         """A generated token of `seq` (its keys in the slot): the sequence ends on a stop
@@ -548,9 +577,12 @@ class SlotGenerator:
         return SlotResponse(seq.uid, token, logprobs, finish, cache, all_tokens)
 
     def _finish(self, seq: _Sequence) -> tuple[list[Any], list[int]]:
-        """A finished sequence leaves its slot: its prompt-cache entry and tokens."""
+        """A finished sequence leaves its slot: its prompt-cache entry (a draft model's
+        layers caught up: the entry holds both at one offset) and tokens."""
         if self.speculation is not None:
             self.speculation.forget(seq.uid)
+            if self.speculation.drafted is not None:
+                self._catch_up([seq])
         self.slots[seq.slot] = None
         return self._extract(seq), list(seq.tokens)
 
@@ -614,6 +646,7 @@ class SlotGenerator:
         if not width:
             spec.rest(candidates)
             return None
+        self._catch_up([step.rows[i] for i in which])
 
         def views(j: int) -> list[Any]:
             plan = DecodePlan([n + j for n in step.lengths], step.slots, self.window)
@@ -672,8 +705,12 @@ class SlotGenerator:
                 assert other_lp is not None
                 following.append((picks[k], other_lp[k]))
             emitted.append(out)
-        if spec.drafted is not None and max(len(out) for out in emitted) == width:
-            self._draft_reads_last(inputs, width, slots)
+        if spec.drafted is not None:
+            # The draft read the pending token and all but the last draft: a drafting row that
+            # kept them all is one behind (it catches up when it drafts next).
+            for i, (seq, out) in enumerate(zip(rows, emitted, strict=True)):
+                if drafting[i] and seq.drafted_to == starts[i]:
+                    seq.drafted_to += min(len(out), width - 1)
 
         responses: list[SlotResponse] = []
         still: list[int] = []
@@ -698,21 +735,6 @@ class SlotGenerator:
             mx.async_eval(self._pending[2])
         mx.async_eval([(s.keys, s.values) for s in self._stores])
         return responses
-
-    def _draft_reads_last(self, inputs: mx.array, width: int, slots: list[int]) -> None:
-        """A row kept its whole draft: the draft model never read its last draft token, so it
-        reads the last column now (the other rows write past their length: never attended).
-
-        Called before the rows' tokens grow: each writes at its length + width - 1."""
-        spec = self.speculation
-        assert spec is not None and spec.drafted is not None
-        hi = max(slots) + 1
-        last = mx.zeros((hi, 1), dtype=mx.uint32)
-        last[mx.array(slots)] = inputs[:, width - 1 :]
-        starts = [len(seq.tokens) if seq is not None else 0 for seq in self.slots[:hi]]
-        plan = DecodePlan([n + width - 1 for n in starts], slots, self.window)
-        views = [DecodeView(store, plan) for store in self._stores[self._split :]]
-        spec.drafted.draft(last, cache=views)
 
     def take_alone(self) -> Alone | None:
         """The only sequence held, out of its slot, when it decodes unconstrained and nothing

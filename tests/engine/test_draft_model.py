@@ -273,14 +273,25 @@ def test_the_draft_cache_stays_aligned_with_the_target_cache(
         assert merged and max(lags["extend"]) > 0 and max(lags["extract_cache"]) > 0
 
 
+@pytest.mark.parametrize("policy", ["always", "intermittent"])
 @pytest.mark.parametrize("which", ["same", "wrong"])
 def test_the_slots_draft_keys_stay_aligned_with_the_target_keys(
-    which: str, head32_target: Path, wrong_draft: Path, always_draft: None
+    *,
+    which: str,
+    policy: str,
+    head32_target: Path,
+    wrong_draft: Path,
+    always_draft: None,
+    request: pytest.FixtureRequest,
 ) -> None:
-    """On the fixed slots the draft's layers have slots of their own: after every step each
-    live sequence's draft slot holds every position its target slot holds (with the target as
-    its own draft, the same keys), however many drafts were kept; a sequence joining while
-    others draft, and finished ones' prompt-cache entries, hold both at the same offsets."""
+    """On the fixed slots the draft's layers have slots of their own, lagging the target's
+    on steps that do not draft (at most MAX_LAG positions): after every step each live
+    sequence's draft slot holds the positions it has read as its target slot holds them (with
+    the target as its own draft, the same keys), however many drafts were kept; a sequence
+    joining while others draft, and finished ones' prompt-cache entries (caught up), hold both
+    at the same offsets."""
+    if policy == "intermittent":
+        request.getfixturevalue("intermittent")
     from mlx_responses.service.engine.slot_speculation import SlotSpeculation
     from mlx_responses.service.engine.slots import SlotGenerator
 
@@ -307,7 +318,7 @@ def test_the_slots_draft_keys_stay_aligned_with_the_target_keys(
     # A row that never drafts (as a sampled or constrained one) makes the rejections ragged.
     spec.eligible.discard(uids[1])
     stores = generator._stores
-    checked, running, joined = 0, set(uids), False
+    checked, running, joined, lags = 0, set(uids), False, [0]
     while running:
         if not joined and spec.verify_steps >= 2:
             running.update(insert(PROMPTS[1:2], [16]))
@@ -324,18 +335,21 @@ def test_the_slots_draft_keys_stay_aligned_with_the_target_keys(
         for seq in generator.slots:
             if seq is None or not seq.ready:
                 continue
-            n = len(seq.tokens)
+            n, read = len(seq.tokens), seq.drafted_to
+            assert 0 <= n - read <= speculative.MAX_LAG
+            lags.append(n - read)
             for i, own in enumerate(stores[pair.split :]):
                 target = stores[i]
                 assert target.keys is not None and own.keys is not None
-                assert own.keys.shape[2] >= n
                 if which == "same":
                     row = slice(seq.slot, seq.slot + 1)
                     assert mx.allclose(
-                        target.keys[row, :, :n], own.keys[row, :, :n], atol=1e-3
+                        target.keys[row, :, :read], own.keys[row, :, :read], atol=1e-3
                     ).item()
             checked += 1
     assert checked > 5 and joined and spec.verify_steps > 0 and spec.accepted_tokens > 0
+    if policy == "intermittent":
+        assert max(lags) == speculative.MAX_LAG  # lagged to the bound, then caught up
     if which == "wrong":
         assert spec.accepted_tokens < spec.drafted_tokens
     else:
