@@ -118,8 +118,6 @@ class Settings:
             raise ConfigError("--kv-bits must be 4 or 8")
         if self.engine not in ENGINES:
             raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}")
-        if self.engine == "slots" and (self.speculative != "off" or self.kv_bits is not None):
-            raise ConfigError("--engine slots does not do --speculative or --kv-bits yet")
         if not 0 <= self.stream_window_ms <= 1000:
             raise ConfigError("--stream-window-ms must be between 0 and 1000")
         if not 0 <= self.batch_wait_ms <= 1000:

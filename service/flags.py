@@ -407,9 +407,8 @@ ENGINE = Flag(
     "engine",
     "auto",
     "decode scheduler: slots (ours: fixed KV slots, a joining or leaving sequence copies "
-    "nothing of the others; no --speculative or --kv-bits yet), batch (mlx-lm's "
-    "BatchGenerator), or auto: slots on a CPU, batch on a GPU (until slots are measured on "
-    "one) and whenever --speculative or --kv-bits is on or the model's caches are ones slots "
+    "nothing of the others), batch (mlx-lm's BatchGenerator), or auto: slots on a CPU, batch "
+    "on a GPU (until slots are measured on one) and whenever the model's caches are ones slots "
     "do not hold (mixed windows, recurrent layers)",
     CORE_SIDE,
     choices=("auto", "batch", "slots"),

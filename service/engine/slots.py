@@ -38,10 +38,25 @@ per slot grows with the context as without a window (the store is not a ring; a 
 window + chunk positions per slot is a later step). Mixed windows, windows that keep their first
 tokens, and recurrent layers are refused (`uniform_window`).
 
+Speculative decoding (`--speculative ngram|draft`, `slot_speculation.py`): a verify step
+replaces the decode step when drafts are worth it; each decoding row feeds its pending token
+and its drafts, written into its own slot (the decoding rows only, gathered when not the
+first slots), and a rejected draft is a length not advanced. A draft model's layers have
+slots of their own after the target's, advanced by every forward.
+
+Quantized KV (`--kv-bits`, `kv_bits` and the model's `kv_group`): the stores hold what mlx-lm's
+QuantizedKVCache holds, `mx.quantize`'s (packed, scales, biases) in the same slot layout, and
+the views quantize what a forward writes (each position alone, along head_dim groups: a chunk
+quantized at once is the same bytes as position by position) and return the span quantized;
+having `bits` and `group_size`, they send the model's attention down mlx-lm's quantized path
+(`quantized_scaled_dot_product_attention`). Masks are as without. Prompt-cache entries are
+SequenceQuantizedKVCaches (the batch engine's quantized sequences, interchangeable), restored
+as they are; a plain entry is quantized as it is restored. Plain caches only (as the batch:
+a windowed model's KV stays plain). A lone sequence does not leave its slot for the solo path
+under --kv-bits (the worker's `_solo_allowed`, as with the batch).
+
 It speaks the subset of mlx-lm's BatchGenerator the worker uses (insert, next, remove, close,
-the prefill queues and counters). NOTE: no speculative decoding and no quantized KV on it yet
-(`--engine slots` refuses those flags, `auto` takes mlx-lm's batch for them); logits
-processors (grammars, penalties) run row by row.
+the prefill queues and counters). NOTE: logits processors (grammars, penalties) run row by row.
 """
 
 from __future__ import annotations
@@ -56,10 +71,24 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     RotatingKVCache,
     make_prompt_cache,
 )
+from mlx_responses.service.engine.quantized_cache import SequenceQuantizedKVCache
+from mlx_responses.service.engine.slot_speculation import (
+    Candidate,
+    SlotSpeculation,
+    draft_columns,
+)
+from mlx_responses.service.engine.slot_store import (
+    ALL_HEADS,
+    DecodePlan,
+    DecodeView,
+    PrefillPlan,
+    PrefillView,
+    Store,
+    held_of,
+    in_order,
+    parts_of,
+)
 from mlx_responses.service.engine.solo import Alone
-
-STEP = 256  # positions a store grows by
-SLOT_STEP = 8  # rows (slots) a store grows by, past 8 (doubling up to it: 1, 2, 4, 8)
 
 
 def uniform_window(model: Any) -> int | None:
@@ -118,187 +147,21 @@ class _Counters:
     prompt_tokens: int = 0
 
 
-class _Store:
-    """One layer's slots: `[slots, kv_heads, capacity, head_dim]` keys and values.
+@dataclass
+class _Step:
+    """A decode step's rows: the sequences with a token to feed, in slot order of arrival."""
 
-    Rows up to the highest slot in use (1, 2, 4, 8, then steps of `SLOT_STEP`; at most `limit`)
-    and positions up to the longest sequence held (in steps of `STEP`): a dimension that grows
-    is copied once (concatenate); `release` drops both (the generator idle)."""
+    named: list[tuple[int, int]]  # (slot, uid) of each row
+    rows: list[_Sequence]
+    current: mx.array  # each row's token to feed
+    current_lp: mx.array | None  # the logprobs of the first `sampled` rows' tokens
+    sampled: int  # rows that sampled their token (the rest feed their last prompt token)
+    inputs: mx.array  # `current` scattered over the slots up to the highest in use
+    lengths: list[int]  # the tokens each of those slots holds
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit  # max_batch_size: the most rows a store holds
-        self.keys: mx.array | None = None
-        self.values: mx.array | None = None
-
-    def ensure(self, like: mx.array, rows: int, positions: int) -> None:
-        """Room for slots 0..rows-1 and `positions` in each; `like` is [.., kv_heads, ..,
-        head_dim] keys."""
-        heads, dim, dtype = like.shape[1], like.shape[-1], like.dtype
-        if self.keys is None or self.values is None:
-            shape = (self._rows(rows), heads, _grown(positions, STEP), dim)
-            self.keys, self.values = mx.zeros(shape, dtype), mx.zeros(shape, dtype)
-            return
-        if rows > self.keys.shape[0]:
-            have = self.keys.shape[0]
-            new = (self._rows(rows) - have, heads, self.keys.shape[2], dim)
-            self.keys = mx.concatenate([self.keys, mx.zeros(new, dtype)], axis=0)
-            self.values = mx.concatenate([self.values, mx.zeros(new, dtype)], axis=0)
-        if positions > self.keys.shape[2]:
-            have = self.keys.shape[2]
-            new = (self.keys.shape[0], heads, _grown(positions - have, STEP), dim)
-            self.keys = mx.concatenate([self.keys, mx.zeros(new, dtype)], axis=2)
-            self.values = mx.concatenate([self.values, mx.zeros(new, dtype)], axis=2)
-
-    def _rows(self, rows: int) -> int:
-        """The rows a store grows to, to hold `rows` (few copies, few spare rows)."""
-        grown = 1 << (rows - 1).bit_length() if rows <= SLOT_STEP else _grown(rows, SLOT_STEP)
-        return max(rows, min(self.limit, grown))
-
-    def release(self) -> None:
-        self.keys = self.values = None
-
-
-def _grown(n: int, step: int) -> int:
-    """`n` rounded up to a multiple of `step`."""
-    return (n + step - 1) // step * step
-
-
-def _window_start(position: int, window: int | None) -> int:
-    """The first position a query at `position` attends to."""
-    return 0 if window is None else max(0, position - window + 1)
-
-
-def _attends(keys: mx.array, queries: mx.array, window: int | None) -> mx.array:
-    """[..., queries, keys]: whether each query position sees each key position (causal, and
-    within the window)."""
-    k, q = keys[None, :], queries[..., None]
-    seen = k <= q
-    return seen if window is None else seen & (k > q - window)
-
-
-class _DecodePlan:
-    """One decode forward: rows 0..hi-1, row i writes its new position lengths[i]; the rows
-    in `live` decode (the others ride along: free or prefilling slots, their output unread).
-
-    Attention spans positions lo..end-1 of each slot: lo is the earliest window start of a
-    live row (0 without a window)."""
-
-    def __init__(self, lengths: list[int], live: list[int], window: int | None) -> None:
-        self.rows = len(lengths)
-        self.end = max(lengths) + 1  # the positions every row's attention spans
-        self.lo = 0 if window is None else min(_window_start(lengths[i], window) for i in live)
-        # All rows at one length (a lone sequence, or a batch that started together): one
-        # slice written, no mask (its window is the span lo..end-1).
-        self.uniform = min(lengths) == self.end - 1
-        self.offset: mx.array | int = self.end - 1  # each row's position (RoPE)
-        self.mask: mx.array | None = None
-        self.index = mx.arange(self.rows)
-        if not self.uniform:
-            offset = mx.array(lengths, dtype=mx.int32)
-            self.offset = offset
-            mask = _attends(mx.arange(self.lo, self.end, dtype=mx.int32), offset, window)
-            if self.lo > 0:
-                # A riding row before the span sees it all (no empty row: no NaN).
-                mask = mask | (offset < self.lo)[:, None]
-            self.mask = mask[:, None, None, :]
-
-
-class _DecodeView:
-    """A decode forward's cache for one layer (see `_DecodePlan`)."""
-
-    def __init__(self, store: _Store, plan: _DecodePlan) -> None:
-        self.store = store
-        self.plan = plan
-        self.offset = plan.offset
-
-    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
-        store, plan = self.store, self.plan
-        store.ensure(keys, plan.rows, plan.end)
-        assert store.keys is not None and store.values is not None
-        if plan.uniform:
-            store.keys[: plan.rows, :, plan.end - 1 : plan.end] = keys
-            store.values[: plan.rows, :, plan.end - 1 : plan.end] = values
-        else:
-            store.keys[plan.index, :, plan.offset] = keys[:, :, 0, :]
-            store.values[plan.index, :, plan.offset] = values[:, :, 0, :]
-        lo, end = plan.lo, plan.end
-        return store.keys[: plan.rows, :, lo:end], store.values[: plan.rows, :, lo:end]
-
-    def make_mask(self, n: int, **_: Any) -> mx.array | None:
-        return self.plan.mask
-
-
-class _PrefillPlan:
-    """One prefill forward: row r writes slot slots[r] from starts[r], `width` positions.
-
-    Attention spans positions lo..end-1 of each slot: lo is the earliest window start of a
-    row's first query (0 without a window)."""
-
-    def __init__(
-        self, slots: list[int], starts: list[int], width: int, window: int | None = None
-    ) -> None:
-        self.slots, self.starts, self.width = slots, starts, width
-        rows = len(slots)
-        self.end = max(starts) + width  # the positions every row's attention spans
-        self.lo = 0 if window is None else _window_start(min(starts), window)
-        # The rows' slots are first..first+rows-1 (-1: they are not consecutive).
-        self.first = slots[0] if slots == list(range(slots[0], slots[0] + rows)) else -1
-        # Consecutive slots from one start: the chunk is one slice of the store.
-        self.uniform = self.first >= 0 and len(set(starts)) == 1
-        self.index = mx.array(slots)
-        self.offset: mx.array | int = starts[0]  # each row's start (RoPE)
-        self.mask: mx.array | str | None = "causal" if width > 1 else None
-        self.positions: mx.array | None = None  # [rows, width]: where each row's chunk goes
-        if rows == 1:
-            # "causal" (or None) spans lo..end-1: right while the last query's window
-            # starts at lo at the latest.
-            if _window_start(self.end - 1, window) > self.lo:
-                queries = mx.arange(starts[0], self.end, dtype=mx.int32)
-                keys = mx.arange(self.lo, self.end, dtype=mx.int32)
-                self.mask = _attends(keys, queries, window)
-            return
-        offset = mx.array(starts, dtype=mx.int32)
-        self.offset = offset
-        self.positions = offset[:, None] + mx.arange(width, dtype=mx.int32)[None, :]
-        # Row r's query i sees its own slot's keys up to its own position starts[r] + i
-        # (and from its window's start).
-        keys = mx.arange(self.lo, self.end, dtype=mx.int32)
-        self.mask = _attends(keys, self.positions, window)[:, None]
-
-
-class _PrefillView:
-    """A prefill forward's cache for one layer (see `_PrefillPlan`)."""
-
-    def __init__(self, store: _Store, plan: _PrefillPlan) -> None:
-        self.store = store
-        self.plan = plan
-        self.offset = plan.offset
-
-    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
-        store, plan = self.store, self.plan
-        store.ensure(keys, max(plan.slots) + 1, plan.end)
-        assert store.keys is not None and store.values is not None
-        rows = len(plan.slots)
-        if plan.uniform:
-            lo, start = plan.first, plan.starts[0]
-            store.keys[lo : lo + rows, :, start : start + plan.width] = keys
-            store.values[lo : lo + rows, :, start : start + plan.width] = values
-        else:
-            # [rows, width] (slot, position) pairs; the values as [rows, width, heads, dim].
-            slots = plan.index[:, None]
-            store.keys[slots, :, plan.positions] = keys.transpose(0, 2, 1, 3)
-            store.values[slots, :, plan.positions] = values.transpose(0, 2, 1, 3)
-        lo, end = plan.lo, plan.end
-        if plan.first >= 0:
-            first = plan.first
-            return (
-                store.keys[first : first + rows, :, lo:end],
-                store.values[first : first + rows, :, lo:end],
-            )
-        return store.keys[plan.index, :, lo:end], store.values[plan.index, :, lo:end]
-
-    def make_mask(self, n: int, **_: Any) -> mx.array | str | None:
-        return self.plan.mask
+    @property
+    def slots(self) -> list[int]:
+        return [slot for slot, _ in self.named]
 
 
 class _Decoding:
@@ -335,15 +198,30 @@ class SlotGenerator:
         prefill_batch_size: int,
         prefill_step_size: int,
         sampler: Any = None,
+        speculation: SlotSpeculation | None = None,
+        kv_bits: int | None = None,
+        kv_group: int | None = None,
     ) -> None:
+        """`kv_bits` (4 or 8) with `kv_group` (the model's group size, `kv_group_size`): the
+        slots hold quantized keys and values (plain caches only)."""
         self.model = model
+        self.speculation = speculation
+        # With a draft model, the stores of the target's layers come first, then the draft's.
+        self._split = len(model.layers)
+        if speculation is not None and speculation.drafted is not None:
+            self._split = speculation.drafted.split
         self.stop = {t for seq in stop_tokens for t in seq}
         self.slots: list[_Sequence | None] = [None] * completion_batch_size
         self.prefill_batch_size = prefill_batch_size
         self.prefill_step_size = prefill_step_size
         self.sampler = sampler or (lambda lp: mx.argmax(lp, axis=-1))
         self.window = uniform_window(model)
-        self._stores = [_Store(completion_batch_size) for _ in model.layers]
+        quantized = None
+        if kv_bits is not None:
+            if kv_group is None or self.window is not None:
+                raise ValueError("quantized KV slots need a group size and plain caches")
+            quantized = (kv_group, kv_bits)
+        self._stores = [Store(completion_batch_size, quantized) for _ in model.layers]
         self._unprocessed_sequences: deque[_Sequence] = deque()
         self._generation_batch = _Decoding(self)
         self._prompt_batch = _Prefilling(self)
@@ -417,7 +295,7 @@ class SlotGenerator:
 
     @property
     def prompt_cache_nbytes(self) -> int:
-        return sum(int(a.nbytes) for s in self._stores for a in (s.keys, s.values) if a is not None)
+        return sum(store.nbytes for store in self._stores)
 
     def next(self) -> tuple[list[Any], list[SlotResponse]]:
         self._admit()
@@ -445,7 +323,8 @@ class SlotGenerator:
     def _restore(self, seq: _Sequence) -> None:
         """Copies a prompt-cache entry into the sequence's slot, each key at its position
         (a rotating cache's: the last positions only, the window and more; the slot's
-        positions before them are never attended)."""
+        positions before them are never attended). Quantized slots take quantized entries
+        as they are, and quantize plain ones."""
         assert seq.cache is not None
         n = len(seq.tokens)
         if n == 0:  # an empty cache (a lone sequence handed over before its first chunk)
@@ -454,13 +333,17 @@ class SlotGenerator:
         # Each query attends to `window` positions, its own included.
         need = n if self.window is None else min(n, self.window - 1)
         for store, layer in zip(self._stores, seq.cache, strict=True):
-            keys, values = _in_order(layer)  # [1, kv_heads, positions n-held..n-1, head_dim]
-            held = keys.shape[2]
+            keys, values = in_order(layer)  # [1, kv_heads, positions n-held..n-1, head_dim]
+            if isinstance(keys, mx.array) and isinstance(values, mx.array):
+                keys, values = store.encode(keys), store.encode(values)
+            else:
+                assert store.quantized == (layer.group_size, layer.bits), "not this quantization"
+            held = parts_of(keys)[0].shape[2]
             assert layer.offset == n and held >= need, (layer.offset, n, held)
             store.ensure(keys, seq.slot + 1, n)
-            assert store.keys is not None and store.values is not None
-            store.keys[seq.slot : seq.slot + 1, :, n - held : n] = keys
-            store.values[seq.slot : seq.slot + 1, :, n - held : n] = values
+            store.write(
+                (slice(seq.slot, seq.slot + 1), ALL_HEADS, slice(n - held, n)), keys, values
+            )
         seq.cache = None
 
     def _prefill(self) -> None:
@@ -474,10 +357,10 @@ class SlotGenerator:
         chunks = [seq.pending[: max(1, self.prefill_step_size)] for seq in waiting]
         width = max(len(chunk) for chunk in chunks)
         slots, starts = [s.slot for s in waiting], [len(s.tokens) for s in waiting]
-        plan = _PrefillPlan(slots, starts, width, self.window)
+        plan = PrefillPlan(slots, starts, width, self.window)
         # Right-padded: what the padding writes past a row's chunk is never attended.
         inputs = mx.array([chunk + [0] * (width - len(chunk)) for chunk in chunks], mx.uint32)
-        self.model(inputs, cache=[_PrefillView(store, plan) for store in self._stores])
+        self._forward(inputs, [PrefillView(store, plan) for store in self._stores])
         mx.async_eval([(s.keys, s.values) for s in self._stores])  # not the logits
         for seq, chunk in zip(waiting, chunks, strict=True):
             seq.pending = seq.pending[len(chunk) :]
@@ -555,9 +438,14 @@ class SlotGenerator:
             inputs = mx.zeros((hi,), dtype=current.dtype)
             inputs[index] = current
         lengths = [len(seq.tokens) if seq is not None else 0 for seq in self.slots[:hi]]
-        plan = _DecodePlan(lengths, slots, self.window)
-        views = [_DecodeView(store, plan) for store in self._stores]
-        logits = self.model(inputs.astype(mx.uint32)[:, None], cache=views)[:, -1, :]
+        if self.speculation is not None:
+            step = _Step(named, rows, current, current_lp, sampled, inputs, lengths)
+            drafts = self._drafts(step)
+            if drafts is not None:
+                return self._verify(step, *drafts)
+        plan = DecodePlan(lengths, slots, self.window)
+        views = [DecodeView(store, plan) for store in self._stores]
+        logits = self._forward(inputs.astype(mx.uint32)[:, None], views)[:, -1, :]
         if index is not None:
             logits = logits[index]
         fed: list[int] = []
@@ -577,20 +465,11 @@ class SlotGenerator:
             if i >= sampled:  # its last prompt token: nothing to emit
                 still.append(i)
                 continue
-            seq.generated += 1
-            finish = None
-            if token in self.stop:
-                finish = "stop"
-            elif seq.generated >= seq.max_tokens:
-                finish = "length"
-            cache = all_tokens = None
-            if finish is not None:
-                cache, all_tokens = self._extract(seq), list(seq.tokens)
-                self.slots[seq.slot] = None
-            else:
-                still.append(i)
             assert current_lp is not None
-            responses.append(SlotResponse(seq.uid, token, current_lp[i], finish, cache, all_tokens))
+            response = self._emit(seq, token, current_lp[i])
+            responses.append(response)
+            if response.finish_reason is None:
+                still.append(i)
         if still:
             if len(still) == len(rows):
                 self._pending = (named, tokens, logprobs)
@@ -598,6 +477,198 @@ class SlotGenerator:
                 keep = mx.array(still)
                 self._pending = ([named[i] for i in still], tokens[keep], logprobs[keep])
         return responses
+
+    def _forward(self, inputs: mx.array, views: list[Any]) -> mx.array:
+        """The model over `inputs` (the target's logits); a draft model reads them too (its
+        logits never computed: the stores are what a step evaluates)."""
+        spec = self.speculation
+        if spec is None or spec.drafted is None:
+            out: mx.array = self.model(inputs, cache=views)
+            return out
+        spec.drafted.draft(inputs, cache=views[self._split :])
+        out = spec.drafted.target(inputs, cache=views[: self._split])
+        return out
+
+    def _emit(self, seq: _Sequence, token: int, logprobs: mx.array) -> SlotResponse:
+        """A generated token of `seq` (its keys in the slot): the sequence ends on a stop
+        token or its budget, leaving its slot."""
+        seq.generated += 1
+        finish = None
+        if token in self.stop:
+            finish = "stop"
+        elif seq.generated >= seq.max_tokens:
+            finish = "length"
+        cache = all_tokens = None
+        if finish is not None:
+            cache, all_tokens = self._finish(seq)
+        return SlotResponse(seq.uid, token, logprobs, finish, cache, all_tokens)
+
+    def _finish(self, seq: _Sequence) -> tuple[list[Any], list[int]]:
+        """A finished sequence leaves its slot: its prompt-cache entry and tokens."""
+        if self.speculation is not None:
+            self.speculation.forget(seq.uid)
+        self.slots[seq.slot] = None
+        return self._extract(seq), list(seq.tokens)
+
+    # --- speculation -----------------------------------------------------------------------
+    def _drafts(self, step: _Step) -> tuple[mx.array, list[int]] | None:
+        """This step's verify input, a row per decoding sequence (its pending token, then its
+        drafts, padded), and each one's count of real drafts; None: a plain decode step.
+
+        Only rows that sampled their pending token draft (not one feeding its last prompt
+        token), when eligible (greedy, unconstrained) and with tokens left to generate."""
+        spec = self.speculation
+        assert spec is not None
+        candidates, which = [], []
+        for i in range(step.sampled):
+            seq = step.rows[i]
+            room = min(spec.num_draft, seq.max_tokens - seq.generated - 1)
+            if seq.uid in spec.eligible and room > 0:
+                candidates.append(Candidate(seq.uid, room, seq.tokens))
+                which.append(i)
+        if not candidates:
+            return None
+        if spec.drafted is None:
+            return self._ngram_drafts(step, candidates, which)
+        return self._model_drafts(step, candidates, which)
+
+    def _ngram_drafts(
+        self, step: _Step, candidates: list[Candidate], which: list[int]
+    ) -> tuple[mx.array, list[int]] | None:
+        """`_drafts` from n-gram lookup (`which`: the candidates' rows)."""
+        spec = self.speculation
+        assert spec is not None
+        values: list[int] = []
+
+        def pending() -> list[int]:
+            values.extend(step.current.tolist())  # type: ignore[arg-type]
+            return [values[i] for i in which]
+
+        found = spec.ngram(candidates, pending, len(step.rows))
+        if found is None:
+            spec.rest(candidates)
+            return None
+        width = max(len(d) for d in found)
+        drafts: list[list[int]] = [[] for _ in step.rows]
+        for i, draft in zip(which, found, strict=True):
+            drafts[i] = draft
+        table = [
+            [token, *draft] + [0] * (width - len(draft))
+            for token, draft in zip(values, drafts, strict=True)
+        ]
+        return mx.array(table, dtype=mx.uint32), [len(d) for d in drafts]
+
+    def _model_drafts(
+        self, step: _Step, candidates: list[Candidate], which: list[int]
+    ) -> tuple[mx.array, list[int]] | None:
+        """`_drafts` from the draft model, greedy, one forward per draft position over the
+        slots up to the highest in use, as a decode step (free and prefilling slots ride
+        along); nothing waited for."""
+        spec = self.speculation
+        assert spec is not None and spec.drafted is not None
+        width = spec.draft_width(candidates, len(step.rows))
+        if not width:
+            spec.rest(candidates)
+            return None
+
+        def views(j: int) -> list[Any]:
+            plan = DecodePlan([n + j for n in step.lengths], step.slots, self.window)
+            return [DecodeView(store, plan) for store in self._stores[self._split :]]
+
+        table = draft_columns(spec.drafted, step.inputs.astype(mx.uint32), width, views)
+        if step.slots != list(range(len(step.lengths))):
+            table = table[mx.array(step.slots)]
+        rooms = dict(zip(which, (c.room for c in candidates), strict=True))
+        return table, [min(width, rooms.get(i, 0)) for i in range(len(step.rows))]
+
+    def _verify(self, step: _Step, inputs: mx.array, counts: list[int]) -> list[SlotResponse]:
+        """One forward over each row's pending token and drafts (`inputs`, as `_drafts` gives);
+        a drafting row keeps its drafts up to the first greedy decoding would not have made,
+        the others sample their pending token's successor as a decode step would."""
+        spec = self.speculation
+        assert spec is not None
+        rows, sampled, slots = step.rows, step.sampled, step.slots
+        width = inputs.shape[1]
+        # Only the decoding rows: a free or prefilling slot would widen the forward for nothing
+        # (their slots are gathered when not the first ones in a row).
+        starts = [len(seq.tokens) for seq in rows]
+        plan = PrefillPlan(slots, starts, width, self.window)
+        views = [PrefillView(store, plan) for store in self._stores[: self._split]]
+        target = self.model if spec.drafted is None else spec.drafted.target
+        logits = target(inputs, cache=views)
+        spec.verify_steps += 1
+        drafting = [i < sampled and seq.uid in spec.eligible for i, seq in enumerate(rows)]
+        table: list[list[int]] = inputs.tolist()  # type: ignore[assignment]
+        others = [i for i, d in enumerate(drafting) if not d]
+        for i in others:  # processors read the context with the token fed now
+            rows[i].tokens.append(table[i][0])
+        other_tokens = other_lp = None
+        if others:
+            picked = mx.array(others)
+            other_tokens, other_lp = self._sample([rows[i] for i in others], logits[picked, 0])
+        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        greedy = mx.argmax(logprobs, axis=-1)
+        mx.eval(greedy, [] if other_tokens is None else other_tokens)
+        best: list[list[int]] = greedy.tolist()  # type: ignore[assignment]
+        picks: list[int] = [] if other_tokens is None else other_tokens.tolist()  # type: ignore[assignment]
+
+        emitted: list[list[tuple[int, mx.array]]] = []
+        following: list[tuple[int, mx.array]] = []  # each row's next pending token
+        for i, seq in enumerate(rows):
+            out = [] if i >= sampled else [(table[i][0], step.current_lp[i])]  # type: ignore[index]
+            if drafting[i]:
+                n, accepted = counts[i], 0
+                while accepted < n and table[i][1 + accepted] == best[i][accepted]:
+                    out.append((table[i][1 + accepted], logprobs[i, accepted]))
+                    accepted += 1
+                spec.verified(seq.uid, n, accepted)
+                following.append((best[i][accepted], logprobs[i, accepted]))
+            else:
+                k = others.index(i)
+                assert other_lp is not None
+                following.append((picks[k], other_lp[k]))
+            emitted.append(out)
+        if spec.drafted is not None and max(len(out) for out in emitted) == width:
+            self._draft_reads_last(inputs, width, slots)
+
+        responses: list[SlotResponse] = []
+        still: list[int] = []
+        for i, (seq, out) in enumerate(zip(rows, emitted, strict=True)):
+            finished = False
+            for token, lp in out:
+                if drafting[i]:
+                    seq.tokens.append(token)
+                response = self._emit(seq, token, lp)
+                responses.append(response)
+                finished = response.finish_reason is not None
+                if finished:
+                    break
+            if not finished:
+                still.append(i)
+        if still:
+            self._pending = (
+                [step.named[i] for i in still],
+                mx.array([following[i][0] for i in still], dtype=mx.uint32),
+                mx.stack([following[i][1] for i in still]),
+            )
+            mx.async_eval(self._pending[2])
+        mx.async_eval([(s.keys, s.values) for s in self._stores])
+        return responses
+
+    def _draft_reads_last(self, inputs: mx.array, width: int, slots: list[int]) -> None:
+        """A row kept its whole draft: the draft model never read its last draft token, so it
+        reads the last column now (the other rows write past their length: never attended).
+
+        Called before the rows' tokens grow: each writes at its length + width - 1."""
+        spec = self.speculation
+        assert spec is not None and spec.drafted is not None
+        hi = max(slots) + 1
+        last = mx.zeros((hi, 1), dtype=mx.uint32)
+        last[mx.array(slots)] = inputs[:, width - 1 :]
+        starts = [len(seq.tokens) if seq is not None else 0 for seq in self.slots[:hi]]
+        plan = DecodePlan([n + width - 1 for n in starts], slots, self.window)
+        views = [DecodeView(store, plan) for store in self._stores[self._split :]]
+        spec.drafted.draft(last, cache=views)
 
     def take_alone(self) -> Alone | None:
         """The only sequence held, out of its slot, when it decodes unconstrained and nothing
@@ -624,17 +695,20 @@ class SlotGenerator:
 
     def _extract(self, seq: _Sequence) -> list[Any]:
         """The sequence's keys as a prompt-cache entry (contiguous copies of its slot): a
-        KVCache, or with a window a RotatingKVCache of the window's last positions (what
-        mlx-lm's batch extracts)."""
+        KVCache, with a window a RotatingKVCache of the window's last positions (what
+        mlx-lm's batch extracts), quantized a SequenceQuantizedKVCache (what the batch's
+        quantized sequences are)."""
         n = len(seq.tokens)
         lo = 0 if self.window is None else max(0, n - self.window)
         entry: list[Any] = []
         for store in self._stores:
-            assert store.keys is not None and store.values is not None
-            keys = mx.contiguous(store.keys[seq.slot : seq.slot + 1, :, lo:n])
-            values = mx.contiguous(store.values[seq.slot : seq.slot + 1, :, lo:n])
-            if self.window is None:
-                cache: Any = KVCache()
+            held = store.span((slice(seq.slot, seq.slot + 1), ALL_HEADS, slice(lo, n)))
+            keys, values = (held_of([mx.contiguous(p) for p in parts_of(side)]) for side in held)
+            if store.quantized is not None:
+                cache: Any = SequenceQuantizedKVCache(*store.quantized)
+                cache.keys, cache.values, cache.offset = keys, values, n
+            elif self.window is None:
+                cache = KVCache()
                 cache.keys, cache.values, cache.offset = keys, values, n
             else:
                 cache = RotatingKVCache(max_size=self.window, keep=0)
@@ -643,23 +717,3 @@ class SlotGenerator:
         # Copied before the next step writes the store (which then stays a buffer of its own).
         mx.async_eval([(c.keys, c.values) for c in entry])
         return entry
-
-
-def _in_order(layer: Any) -> tuple[mx.array, mx.array]:
-    """A prompt-cache layer's keys and values of its last positions, oldest first.
-
-    A RotatingKVCache (keep=0) holds its last positions in a ring once it has wrapped: the
-    oldest at its write index."""
-    if isinstance(layer, RotatingKVCache):
-        keys, values, offset, keep, _, idx = layer.state
-        assert keep == 0
-        if idx == keys.shape[2]:
-            return keys, values
-        if idx < offset:  # wrapped
-            return (
-                mx.concatenate([keys[:, :, idx:], keys[:, :, :idx]], axis=2),
-                mx.concatenate([values[:, :, idx:], values[:, :, :idx]], axis=2),
-            )
-        return keys[:, :, :idx], values[:, :, :idx]
-    n = layer.offset
-    return layer.keys[:, :, :n], layer.values[:, :, :n]

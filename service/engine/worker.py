@@ -42,6 +42,7 @@ from mlx_responses.service.engine.requests import (
     TokenLogprob,
 )
 from mlx_responses.service.engine.seeded_sampler import seeded_sampler, shared_sampler
+from mlx_responses.service.engine.slot_speculation import SlotSpeculation
 from mlx_responses.service.engine.slots import SlotGenerator, slots_serve
 from mlx_responses.service.engine.solo import Alone, SoloSequence
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
@@ -178,8 +179,8 @@ class EngineWorker(ModelThread[LoadedModel]):
     # Seconds an idle engine waits after a request for more (each arrival waits again, at most
     # 4x in all), so that a burst starts as one batch; 0: at once.
     batch_wait: float = 0.0
-    # "batch": mlx-lm's BatchGenerator; "slots": ours, fixed KV slots (no speculation, no
-    # quantized KV yet); "auto" (the server's default): slots where they fit, on a CPU
+    # "batch": mlx-lm's BatchGenerator; "slots": ours, fixed KV slots;
+    # "auto" (the server's default): slots where they fit, on a CPU
     engine: str = "batch"
     # A lone unconstrained sequence decodes as mlx-lm's generate_step does (plain KV cache), and
     # joins the batch when a second request arrives (service/engine/solo.py).
@@ -251,12 +252,19 @@ class EngineWorker(ModelThread[LoadedModel]):
     def _new_generator(self) -> Any:
         tokenizer = self.loaded.tokenizer
         if self.engine == "slots":
+            speculation = None
+            if self.speculative in ("ngram", "draft"):
+                drafted = self._batch_model if isinstance(self._batch_model, DraftedModel) else None
+                speculation = SlotSpeculation(self.num_draft_tokens, drafted)
             return SlotGenerator(
                 self._batch_model,
                 stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
                 completion_batch_size=self.max_batch_size,
                 prefill_batch_size=self._prefill.batch_size,
                 prefill_step_size=self.prefill_step_size,
+                speculation=speculation,
+                kv_bits=self.kv_bits if self._kv_group is not None else None,
+                kv_group=self._kv_group,
             )
         generator = BatchGenerator(
             self._batch_model,
@@ -279,7 +287,11 @@ class EngineWorker(ModelThread[LoadedModel]):
         return generator
 
     @staticmethod
-    def _speculation(generator: BatchGenerator) -> SpeculativeGenerationBatch | None:
+    def _speculation(
+        generator: BatchGenerator | SlotGenerator,
+    ) -> SpeculativeGenerationBatch | SlotSpeculation | None:
+        if isinstance(generator, SlotGenerator):
+            return generator.speculation
         batch = generator._generation_batch
         return batch if isinstance(batch, SpeculativeGenerationBatch) else None
 
@@ -297,9 +309,10 @@ class EngineWorker(ModelThread[LoadedModel]):
                     f"layer; {loaded.path} mixes windows or has recurrent layers "
                     "(use --engine batch)"
                 )
-            if self.speculative == "ngram" and not plain:
+            if self.speculative == "ngram" and not plain and self.engine == "batch":
                 # NOTE: a startup warning, as for --kv-bits: rejected drafts need a cache that
-                # rewinds, so these sequences decode without drafts (speculative.py).
+                # rewinds, so these sequences decode without drafts (speculative.py); the
+                # slots rewind any window (slot_speculation.py).
                 log.warning(
                     "--speculative ngram has no effect on %s: its KV caches rotate "
                     "(sliding window) or are recurrent",
@@ -430,13 +443,12 @@ class EngineWorker(ModelThread[LoadedModel]):
 
     def _auto_engine(self, slots_fit: bool) -> str:
         """`--engine auto`: our fixed slots where they are measured faster and serve everything
-        asked (a CPU; no speculation or quantized KV; the model's caches are ones they hold:
-        `slots_fit`), else mlx-lm's batch.
+        asked (a CPU; the model's caches are ones they hold: `slots_fit`; with speculation or
+        quantized KV too), else mlx-lm's batch.
 
         NOTE: a GPU keeps mlx-lm's BatchGenerator until the slots are measured on one.
         """
-        fits = slots_fit and self.speculative == "off" and self.kv_bits is None
-        return "slots" if fits and device_kind() == "cpu" else "batch"
+        return "slots" if slots_fit and device_kind() == "cpu" else "batch"
 
     def _drafted(self, loaded: LoadedModel) -> DraftedModel:
         """The served model paired with its draft model (loaded here, on the MLX thread)."""

@@ -6,7 +6,10 @@ from collections.abc import Sequence
 
 
 class StopScanner:
-    """Text in, text out: nothing of a stop sequence (or after it) is ever released."""
+    """Text in, text out: nothing of a stop sequence (or after it) is ever released.
+
+    The text is cut at the stop sequence that completes first (of two completing together, the
+    longer), whatever the chunks."""
 
     def __init__(self, stops: Sequence[str]) -> None:
         self.stops = tuple(s for s in stops if s)
@@ -18,15 +21,17 @@ class StopScanner:
         if self.matched is not None or not self.stops:
             return "" if self.matched is not None else text
         buffer = self._held + text
-        found: tuple[int, str] | None = None
+        # The stop that completes first (ties: the one starting first), as generation token by
+        # token meets them: how the text is chunked never changes where it is cut.
+        found: tuple[int, int, str] | None = None
         for stop in self.stops:
             at = buffer.find(stop)
-            if at >= 0 and (found is None or at < found[0]):
-                found = (at, stop)
+            if at >= 0 and (found is None or (at + len(stop), at) < found[:2]):
+                found = (at + len(stop), at, stop)
         if found is not None:
-            self.matched = found[1]
+            self.matched = found[2]
             self._held = ""
-            return buffer[: found[0]]
+            return buffer[: found[1]]
         keep = max((self._partial(buffer, stop) for stop in self.stops), default=0)
         self._held = buffer[len(buffer) - keep :] if keep else ""
         return buffer[: len(buffer) - keep]

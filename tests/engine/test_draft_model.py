@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import mlx.core as mx
 import pytest
 from mlx_responses.service.engine import speculative
 from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError
@@ -74,20 +75,33 @@ def _requests(tokens: int) -> list[tuple[str, SamplingParams, list[object]]]:
     return requests
 
 
+@pytest.mark.parametrize("engine", ["batch", "slots"])
 @pytest.mark.parametrize("policy", ["always", "intermittent"])
 @pytest.mark.parametrize("which", ["wrong", "same"])
 async def test_greedy_output_is_identical_with_a_draft_model(
-    which: str, policy: str, head32_target: Path, wrong_draft: Path, request: pytest.FixtureRequest
+    *,
+    which: str,
+    policy: str,
+    engine: str,
+    head32_target: Path,
+    wrong_draft: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
-    """Drafting at every step, or now and then with the draft's cache lagging in between."""
+    """Drafting at every step, or now and then (on the batch engine with the draft's cache
+    lagging in between; the slots' draft reads every step)."""
     request.getfixturevalue("always_draft")
     if policy == "intermittent":
         request.getfixturevalue("intermittent")
     draft = wrong_draft if which == "wrong" else head32_target
     requests = _requests(40)
-    plain, _ = await generate(head32_target, requests, turns=2)
+    plain, _ = await generate(head32_target, requests, turns=2, engine=engine)
     # Two turns: the second starts from prompt-cache entries holding both models' caches.
-    on = {"speculative": "draft", "num_draft_tokens": 4, "load_draft": lambda: load_model(draft)}
+    on = {
+        "speculative": "draft",
+        "num_draft_tokens": 4,
+        "load_draft": lambda: load_model(draft),
+        "engine": engine,
+    }
     fast, stats = await generate(head32_target, requests, turns=2, **on)
     assert fast == plain
     assert stats.verify_steps > 0 and stats.prompt_cache_hits > 0
@@ -102,18 +116,20 @@ async def test_greedy_output_is_identical_with_a_draft_model(
     # Alone, and on a quantized KV cache, it is the same decode as without speculation.
     (single,), _ = await generate(head32_target, requests[:1], **on)
     assert single == plain[0]
-    q8, _ = await generate(head32_target, requests, kv_bits=8)
+    q8, _ = await generate(head32_target, requests, kv_bits=8, engine=engine)
     q8_fast, q8_stats = await generate(head32_target, requests, kv_bits=8, **on)
     assert q8_fast == q8 and q8_stats.verify_steps > 0
 
 
+@pytest.mark.parametrize("engine_kind", ["batch", "slots"])
 async def test_sampled_streams_decode_without_drafts(
-    head32_target: Path, always_draft: None
+    head32_target: Path, always_draft: None, engine_kind: str
 ) -> None:
     engine = EngineWorker(
         lambda: load_model(head32_target),
         speculative="draft",
         load_draft=lambda: load_model(head32_target),
+        engine=engine_kind,
     )
     loaded = await engine.start()
     try:
@@ -255,3 +271,72 @@ def test_the_draft_cache_stays_aligned_with_the_target_cache(
     if policy == "intermittent":
         # The cases under test happened: a merge and an extract with the draft behind.
         assert merged and max(lags["extend"]) > 0 and max(lags["extract_cache"]) > 0
+
+
+@pytest.mark.parametrize("which", ["same", "wrong"])
+def test_the_slots_draft_keys_stay_aligned_with_the_target_keys(
+    which: str, head32_target: Path, wrong_draft: Path, always_draft: None
+) -> None:
+    """On the fixed slots the draft's layers have slots of their own: after every step each
+    live sequence's draft slot holds every position its target slot holds (with the target as
+    its own draft, the same keys), however many drafts were kept; a sequence joining while
+    others draft, and finished ones' prompt-cache entries, hold both at the same offsets."""
+    from mlx_responses.service.engine.slot_speculation import SlotSpeculation
+    from mlx_responses.service.engine.slots import SlotGenerator
+
+    loaded = load_model(head32_target)
+    draft = loaded.model if which == "same" else load_model(wrong_draft).model
+    pair = DraftedModel(loaded.model, draft, loaded.vocab_size)
+    spec = SlotSpeculation(4, pair)
+    generator = SlotGenerator(
+        pair,
+        stop_tokens=[],
+        completion_batch_size=8,
+        prefill_batch_size=8,
+        prefill_step_size=64,
+        speculation=spec,
+    )
+
+    def insert(texts: tuple[str, ...], max_tokens: list[int]) -> list[int]:
+        prompts = [loaded.tokenizer.encode(p) for p in texts]
+        uids: list[int] = generator.insert(prompts, max_tokens=max_tokens)
+        spec.eligible.update(uids)
+        return uids
+
+    uids = insert(PROMPTS, [30, 19, 24])
+    # A row that never drafts (as a sampled or constrained one) makes the rejections ragged.
+    spec.eligible.discard(uids[1])
+    stores = generator._stores
+    checked, running, joined = 0, set(uids), False
+    while running:
+        if not joined and spec.verify_steps >= 2:
+            running.update(insert(PROMPTS[1:2], [16]))
+            joined = True
+        for r in generator.next()[1]:
+            if r.finish_reason is None:
+                continue
+            running.discard(r.uid)
+            entry = r.prompt_cache
+            for i, draft_entry in enumerate(entry[pair.split :]):
+                assert draft_entry.offset == entry[i].offset == len(r.all_tokens)
+                if which == "same":
+                    assert _same_keys(entry[i], draft_entry, 0, draft_entry.offset)
+        for seq in generator.slots:
+            if seq is None or not seq.ready:
+                continue
+            n = len(seq.tokens)
+            for i, own in enumerate(stores[pair.split :]):
+                target = stores[i]
+                assert target.keys is not None and own.keys is not None
+                assert own.keys.shape[2] >= n
+                if which == "same":
+                    row = slice(seq.slot, seq.slot + 1)
+                    assert mx.allclose(
+                        target.keys[row, :, :n], own.keys[row, :, :n], atol=1e-3
+                    ).item()
+            checked += 1
+    assert checked > 5 and joined and spec.verify_steps > 0 and spec.accepted_tokens > 0
+    if which == "wrong":
+        assert spec.accepted_tokens < spec.drafted_tokens
+    else:
+        assert spec.accepted_tokens == spec.drafted_tokens

@@ -129,13 +129,28 @@ async def test_a_lone_sequence_moves_in_and_out_past_the_window(
 async def test_speculation_and_kv_bits_leave_the_window_as_it_is(
     windowed_model: Path, worker: dict[str, Any], warning: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Neither applies to rotating caches: the sequences decode plainly, window intact, and
-    the startup log says so."""
+    """Neither applies to mlx-lm's rotating caches (the batch engine): the sequences decode
+    plainly, window intact, and the startup log says so."""
     expected = [_reference(windowed_model, text, window=WINDOW) for text in TEXTS]
     with caplog.at_level(logging.WARNING):
         together, stats = await generate(windowed_model, greedy(TEXTS, TOKENS), **worker)
     assert together == expected and stats.verify_steps == 0
     assert warning in caplog.text
+
+
+async def test_the_slots_speculate_within_a_window(
+    windowed_model: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On the slots a rejected draft is a length not advanced, whatever the window: n-gram
+    speculation runs on a windowed model (the batch engine cannot rewind its rotating caches)
+    and decodes as mlx-lm's rotating caches do, long past the window."""
+    expected = [_reference(windowed_model, text, window=WINDOW) for text in TEXTS]
+    worker = {"speculative": "ngram", "engine": "slots", "prompt_cache_max_entries": 0}
+    with caplog.at_level(logging.WARNING):
+        together, stats = await generate(windowed_model, greedy(TEXTS, TOKENS), **worker)
+    assert together == expected
+    assert stats.verify_steps > 0 and stats.accepted_tokens > 0
+    assert "no effect" not in caplog.text
 
 
 @pytest.mark.parametrize("engine", ["batch", "slots"])
@@ -282,16 +297,17 @@ async def test_the_slots_engine_refuses_mixed_windows(windowed_model: Path) -> N
     ("settings", "mixed", "want"),
     [
         ({}, False, "slots"),
-        ({"speculative": "ngram"}, False, "batch"),
-        ({"kv_bits": 8}, False, "batch"),
+        ({"speculative": "ngram"}, False, "slots"),
+        ({"kv_bits": 8}, False, "slots"),
         ({}, True, "batch"),
     ],
 )
 async def test_auto_takes_the_slots_where_they_fit_on_a_cpu(
     windowed_model: Path, settings: dict[str, Any], mixed: bool, want: str
 ) -> None:
-    """`--engine auto` (the server's default): the fixed slots on a CPU for a model they hold,
-    mlx-lm's batch with speculation, quantized KV, or caches the slots refuse; it decodes."""
+    """`--engine auto` (the server's default): the fixed slots on a CPU for a model they hold
+    (with speculation, and with --kv-bits: here ignored, the window's caches stay plain),
+    mlx-lm's batch for caches the slots refuse; it decodes."""
 
     def load() -> LoadedModel:
         loaded = load_model(windowed_model)

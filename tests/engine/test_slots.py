@@ -11,7 +11,8 @@ import pytest
 from mlx_responses.service.engine.mlx_lm_compat import BatchGenerator
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import SamplingParams
-from mlx_responses.service.engine.slots import SlotGenerator, _PrefillPlan
+from mlx_responses.service.engine.slot_store import PrefillPlan
+from mlx_responses.service.engine.slots import SlotGenerator
 from mlx_responses.service.engine.worker import EngineWorker
 
 from tests.support.engine import collect, generate, greedy
@@ -113,7 +114,7 @@ class _Counted:
 
     def __call__(self, inputs: mx.array, cache: list[Any]) -> mx.array:
         plan = getattr(cache[0], "plan", None)
-        self.plans.append(plan if isinstance(plan, _PrefillPlan) else None)
+        self.plans.append(plan if isinstance(plan, PrefillPlan) else None)
         return self.model(inputs, cache=cache)
 
     @property

@@ -29,15 +29,16 @@ def _ban(token: int) -> Any:
     return processor
 
 
+@pytest.mark.parametrize("engine", ["batch", "slots"])
 @pytest.mark.parametrize("which", ["bundled", "random"])
 async def test_greedy_output_is_identical_with_ngram_speculation(
-    which: str, short_context_model: Path, random_model: Path
+    which: str, engine: str, short_context_model: Path, random_model: Path
 ) -> None:
     path = short_context_model if which == "bundled" else random_model
     requests = greedy(PROMPTS, 48)
     # A constrained sequence in the same batch decodes normally inside verify steps.
     requests.append((PROMPTS[0], SamplingParams(max_tokens=48, temperature=0.0), [_ban(13)]))
-    off = {"prompt_cache_max_entries": 0}
+    off = {"prompt_cache_max_entries": 0, "engine": engine}
     on = {**off, "speculative": "ngram", "num_draft_tokens": 5}
     plain, _ = await generate(path, requests, **off)
     fast, stats = await generate(path, requests, **on)
@@ -48,8 +49,11 @@ async def test_greedy_output_is_identical_with_ngram_speculation(
     assert single == plain[0]
 
 
-async def test_accepted_drafts_reach_the_stream_as_one_chunk_per_step(random_model: Path) -> None:
-    engine = EngineWorker(lambda: load_model(random_model), speculative="ngram")
+@pytest.mark.parametrize("engine_kind", ["batch", "slots"])
+async def test_accepted_drafts_reach_the_stream_as_one_chunk_per_step(
+    random_model: Path, engine_kind: str
+) -> None:
+    engine = EngineWorker(lambda: load_model(random_model), speculative="ngram", engine=engine_kind)
     loaded = await engine.start()
     try:
         sizes: list[int] = []

@@ -33,6 +33,14 @@ def test_held_prefix_is_released_when_no_stop_completes() -> None:
     assert scanner.flush() == "STO"
 
 
+def test_the_stop_completing_first_cuts_however_the_text_is_chunked() -> None:
+    # "a" completes inside "baa" before "baa" does: one chunk or two, the cut is the same.
+    assert run(["baa"], ["a", "baa"]) == ("b", "a")
+    assert run(["ba", "a"], ["a", "baa"]) == ("b", "a")
+    assert run(["xbaa"], ["aa", "baa"]) == ("x", "baa")  # together: the one starting first
+    assert run(["xba", "a"], ["aa", "baa"]) == ("x", "baa")
+
+
 def test_no_stops_passes_text_through() -> None:
     assert run(["x", "y"], []) == ("xy", None)
     assert run(["x", "y"], [""]) == ("xy", None)
@@ -48,9 +56,10 @@ def test_any_chunking_gives_the_whole_text_answer(
 ) -> None:
     bounds = sorted({0, len(text), *(c for c in cuts if c <= len(text))})
     chunks = [text[a:b] for a, b in itertools.pairwise(bounds)]
-    found = [(text.find(s), s) for s in stops if s in text]
+    # Cut at the stop completing first (ties: the one starting first), as token by token.
+    found = [(text.find(s) + len(s), text.find(s), s) for s in stops if s in text]
     if found:
-        at = min(i for i, _ in found)
+        _, at, _ = min(found)
         assert run(chunks, stops)[0] == text[:at]
     else:
         assert run(chunks, stops) == (text, None)
