@@ -52,8 +52,8 @@ having `bits` and `group_size`, they send the model's attention down mlx-lm's qu
 (`quantized_scaled_dot_product_attention`). Masks are as without. Prompt-cache entries are
 SequenceQuantizedKVCaches (the batch engine's quantized sequences, interchangeable), restored
 as they are; a plain entry is quantized as it is restored. Plain caches only (as the batch:
-a windowed model's KV stays plain). A lone sequence does not leave its slot for the solo path
-under --kv-bits (the worker's `_solo_allowed`, as with the batch).
+a windowed model's KV stays plain). A lone sequence leaves its slot for the solo path with
+its entry quantized, and comes back with it (`take_alone`, `_restore`).
 
 It speaks the subset of mlx-lm's BatchGenerator the worker uses (insert, next, remove, close,
 the prefill queues and counters). NOTE: logits processors (grammars, penalties) run row by row.
@@ -226,6 +226,7 @@ class SlotGenerator:
         self._generation_batch = _Decoding(self)
         self._prompt_batch = _Prefilling(self)
         self._counters = _Counters()
+        self.moved_sequences = 0  # moved down to a lower slot (`_compact`)
         self._uids = 0
         # To feed to the next decode step: the last step's rows (by slot and uid) with their
         # sampled tokens and logprobs, and the rows whose prefill ended since (their last
@@ -299,6 +300,7 @@ class SlotGenerator:
 
     def next(self) -> tuple[list[Any], list[SlotResponse]]:
         self._admit()
+        self._compact()
         self._prefill()
         responses = self._decode()
         self._release_if_idle()
@@ -314,6 +316,48 @@ class SlotGenerator:
                 self._restore(seq)
             if not seq.pending:
                 self._join(seq)
+
+    def _compact(self) -> None:
+        """Moves the sequences held in the highest slots down into the free slots below, so
+        that the slots in use are 0..n-1 again: each move copies that sequence's keys once,
+        where every later step would compute the free row again (a decode step runs over the
+        slots up to the highest in use).
+
+        A new sequence takes the lowest free slot, so the slots stay packed as they fill; they
+        spread as sequences of different lengths finish. Measured (hidden-512 random model, 2
+        CPU cores, 16 streams of 8-96 tokens): 30% less time than leaving the holes, on par
+        with mlx-lm's batch, which filters finished rows out every step."""
+        held = [i for i, seq in enumerate(self.slots) if seq is not None]
+        if not held or held[-1] + 1 == len(held):
+            return
+        free = [i for i in range(len(held)) if self.slots[i] is None]
+        moved: dict[int, int] = {}
+        for old in reversed(held):
+            if old < len(held):
+                break
+            new = free.pop(0)
+            self._move(old, new)
+            moved[old] = new
+        if self._pending is not None:
+            rows, tokens, logprobs = self._pending
+            self._pending = ([(moved.get(i, i), uid) for i, uid in rows], tokens, logprobs)
+        self._joined = [(moved.get(i, i), uid) for i, uid in self._joined]
+
+    def _move(self, old: int, new: int) -> None:
+        """The sequence in slot `old` to the free slot `new`, its keys copied (with a window,
+        the positions still attended only)."""
+        seq = self.slots[old]
+        assert seq is not None and self.slots[new] is None
+        n = len(seq.tokens)
+        lo = 0 if self.window is None else max(0, n - self.window)
+        if n > lo:
+            span = (ALL_HEADS, slice(lo, n))
+            for store in self._stores:
+                keys, values = store.span((slice(old, old + 1), *span))
+                store.write((slice(new, new + 1), *span), keys, values)
+        self.slots[old], self.slots[new] = None, seq
+        seq.slot = new
+        self.moved_sequences += 1
 
     def _join(self, seq: _Sequence) -> None:
         """Prefilled: the next decode step feeds its last prompt token."""

@@ -10,7 +10,8 @@ batch would have produced.
 
 A batch that shrinks to one such sequence hands it back here (`resumed`: its cache extracted,
 its pending token not yet fed). Only sequences without logits processors (grammar, penalties)
-run here, and only without speculation or quantized KV (the worker decides).
+run here, and only without speculation (the worker decides); under `--kv-bits` the cache is
+quantized (mlx-lm's QuantizedKVCache, as the batch's entries are), on either side of a handover.
 """
 
 from __future__ import annotations

@@ -470,10 +470,17 @@ class EngineWorker(ModelThread[LoadedModel]):
         while True:
             threading.Event().wait()
 
+    def _new_cache(self) -> list[Any]:
+        """An empty cache for one sequence: quantized under --kv-bits (when the model's KV can
+        be), else the model's own."""
+        if self._kv_group is not None and self.kv_bits is not None:
+            return new_sequence_cache(self._batch_model, self._kv_group, self.kv_bits)
+        return make_prompt_cache(self._batch_model)
+
     @property
     def _solo_allowed(self) -> bool:
         """Whether this worker decodes lone sequences outside the batch at all."""
-        return self.solo and self.speculative == "off" and self._kv_group is None
+        return self.solo and self.speculative == "off"
 
     def _solo_fits(self, command: _Submit, active: dict[int, _Active]) -> bool:
         """Whether `command` may decode alone: nothing else held, nothing the solo path lacks.
@@ -503,7 +510,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             generator.stream,
             uid=uid,
             prompt=rest,
-            cache=cache if cache is not None else make_prompt_cache(self._batch_model),
+            cache=cache if cache is not None else self._new_cache(),
             cached=command.prompt[:cached],
             sampler=self._sampler(s),
             max_tokens=s.max_tokens,
@@ -607,8 +614,8 @@ class EngineWorker(ModelThread[LoadedModel]):
         s = command.sampling
         cache, rest = self._cached_prefix(command.prompt)
         cached = len(command.prompt) - len(rest)
-        if cache is None and self._kv_group is not None and self.kv_bits is not None:
-            cache = new_sequence_cache(self._batch_model, self._kv_group, self.kv_bits)
+        if cache is None and self._kv_group is not None:
+            cache = self._new_cache()
         try:
             (uid,) = generator.insert(
                 [rest],

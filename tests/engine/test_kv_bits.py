@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +206,51 @@ def test_the_slots_hold_quantized_keys_and_cache_entries(head32_model: Path, bit
         by_hand.append(q)
     caches = [*(e.prompt_cache for e in entries), by_hand]
     assert [out[uid] for uid in uids] == _batch(model, tails, caches, 10)
+
+
+@pytest.mark.parametrize("engine", ["batch", "slots"])
+async def test_a_lone_sequence_decodes_alone_on_quantized_kv(
+    head32_model: Path, engine: str
+) -> None:
+    """Under --kv-bits a lone request takes the solo path on a quantized cache; a second one
+    arriving mid-stream hands it over to the batch (the entry quantized on both sides), and
+    each gives the tokens of its quantized decode in the batch alone (solo path off)."""
+    texts = ("Count forever", "hello there my friend")
+    on = {"engine": engine, "kv_bits": 8, "stream_window": 0.0}
+    alone = [
+        (await generate(head32_model, greedy([text], 40), solo=False, **on))[0][0] for text in texts
+    ]
+    outputs, stats = await _handover(head32_model, texts, **on)
+    assert outputs == alone
+    assert stats.solo_sequences >= 1 and stats.handovers == 1
+    # The prompt-cache entries left behind are quantized: ~0.3x what plain fp32 KV leaves.
+    _, plain = await _handover(head32_model, texts, engine=engine, stream_window=0.0)
+    assert plain.handovers == 1
+    assert 0 < stats.prompt_cache_bytes < 0.4 * plain.prompt_cache_bytes
+
+
+async def _handover(
+    path: Path, texts: tuple[str, str], **worker: Any
+) -> tuple[list[tuple[int, ...]], EngineStats]:
+    """The first text decodes alone for 8 tokens, then the second arrives; both outputs."""
+    sampling = SamplingParams(max_tokens=40, temperature=0.0)
+    engine = EngineWorker(lambda: load_model(path), **worker)
+    loaded = await engine.start()
+    try:
+        batches = engine.submit(loaded.tokenizer.encode(texts[0]), sampling).batches()
+        ids: list[int] = []
+        async for chunks in batches:
+            ids.extend(t for chunk in chunks for t in chunk.token_ids)
+            if len(ids) >= 8:
+                break
+        assert engine.stats.solo_sequences == 1 and engine.stats.handovers == 0
+        second = engine.submit(loaded.tokenizer.encode(texts[1]), sampling)
+
+        async def rest() -> None:
+            async for chunks in batches:
+                ids.extend(t for chunk in chunks for t in chunk.token_ids)
+
+        _, other = await asyncio.gather(rest(), collect(second))
+    finally:
+        engine.stop()
+    return [tuple(ids), other], engine.stats

@@ -20,10 +20,10 @@ from mlx_lm.models.cache import KVCache, RotatingKVCache
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.model import LoadedModel, load_model
 from mlx_responses.service.engine.requests import SamplingParams
-from mlx_responses.service.engine.slots import uniform_window
+from mlx_responses.service.engine.slots import SlotGenerator, uniform_window
 from mlx_responses.service.engine.worker import EngineWorker, device_kind
 
-from tests.engine.test_slots import _batch_generator, _prompt, _run, _slots
+from tests.engine.test_slots import _argmax, _batch_generator, _prompt, _run, _slots
 from tests.support.engine import collect, generate, greedy
 from tests.support.random_model import build_random_model
 
@@ -323,3 +323,24 @@ async def test_auto_takes_the_slots_where_they_fit_on_a_cpu(
         assert len(out) == 4
     finally:
         engine.stop()
+
+
+def test_a_windowed_sequence_moves_down_with_its_window(windowed_model: Path) -> None:
+    """A sequence past its window moves from a high slot to a low one with the positions it
+    still attends (the window's), and decodes on as mlx-lm's rotating caches do."""
+    model = load_model(windowed_model).model
+    prompts = [_prompt(n, i) for i, n in enumerate((5, 9, 7, 12, 6, 8))]
+    lengths = [20, 40, 20, 20, 20, 40]
+    generator = SlotGenerator(
+        model,
+        stop_tokens=[],
+        completion_batch_size=8,
+        prefill_batch_size=8,
+        prefill_step_size=2048,
+        sampler=_argmax,
+    )
+    uids = generator.insert(prompts, max_tokens=lengths)
+    out = _run(generator, uids)
+    for uid, prompt, n in zip(uids, prompts, lengths, strict=True):
+        assert tuple(out[uid]) == _reference(windowed_model, prompt, window=WINDOW, tokens=n)
+    assert generator.moved_sequences == 1  # slot 5's, 28 positions in: past the window

@@ -340,3 +340,35 @@ def test_the_slot_dimension_grows_mid_decode_as_arrivals_take_higher_slots(
     assert [out[u] for u in uids] == want
     assert sorted(set(seen)) == [1, 4, 16]
     assert _rows(generator) == {0}
+
+
+def _held_slots(generator: SlotGenerator) -> list[int]:
+    return [i for i, seq in enumerate(generator.slots) if seq is not None]
+
+
+def test_sequences_left_in_high_slots_move_down(random_model: Path) -> None:
+    """Sequences of different lengths finish and leave holes; the two still decoding (slots 1
+    and 5) would make every step compute six rows, so slot 5's moves down (its keys copied)
+    and the steps run over two; every sequence decodes as mlx-lm's batch does."""
+    model = load_model(random_model).model
+    prompts = [_prompt(n, i) for i, n in enumerate((5, 9, 7, 12, 6, 8))]
+    lengths = [3, 30, 3, 3, 3, 30]
+    want = _batch_generator(model, prompts, 30)
+    generator = SlotGenerator(
+        model,
+        stop_tokens=[],
+        completion_batch_size=8,
+        prefill_batch_size=8,
+        prefill_step_size=2048,
+        sampler=_argmax,
+    )
+    uids = generator.insert(prompts, max_tokens=lengths)
+    out: dict[int, list[int]] = {uid: [] for uid in uids}
+    spans: list[list[int]] = []
+    while any(len(out[uid]) < n for uid, n in zip(uids, lengths, strict=True)):
+        for r in generator.next()[1]:
+            out[r.uid].append(r.token)
+        spans.append(_held_slots(generator))
+    assert [out[uid] for uid in uids] == [w[:n] for w, n in zip(want, lengths, strict=True)]
+    assert [0, 1, 2, 3, 4, 5] in spans
+    assert [0, 1] in spans and [1, 5] not in spans[spans.index([0, 1]) :]
