@@ -10,6 +10,7 @@ import math
 import random
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,6 +107,15 @@ class TrainConfig:
     # keep the embedding table (tied: also the output head) as it is: a fine-tune on prose would
     # move the letter-pair rows apart and undo what spelled embeddings made of them (copying)
     freeze_embeddings: bool = False
+    # with init_from: where fresh layers go in the grown model (comma-separated indices; layers =
+    # the init model's + their number). Each starts as the identity (its attention and MLP
+    # output projections zero: LLaMA Pro's block expansion), so the grown model first computes
+    # exactly what the init model did
+    grow_layers: str = ""
+    # train the grown layers only (every other weight frozen), or give them their own lr
+    # (0: lr) while the rest trains at lr
+    train_only_new: bool = False
+    new_layer_lr: float = 0.0
     # in the tool and full phases: the share of rows whose later part is shifted by up to
     # `pose_max_skip` positions (PoSE), so long distances are ones the model has attended across
     pose_share: float = 0.0
@@ -482,6 +492,71 @@ def target_loss(
     return ce.sum() / mx.maximum(w.sum(), 1.0)
 
 
+def grown_indices(spec: str, layers: int) -> list[int]:
+    """The new layers' indices in a grown model of ``layers`` layers (``--grow-layers``)."""
+    new = sorted({int(i) for i in spec.split(",") if i.strip()})
+    if not new or new[0] < 0 or new[-1] >= layers:
+        raise ValueError(f"--grow-layers {spec!r}: indices must lie in 0..{layers - 1}")
+    return new
+
+
+def grow_weights(weights: dict[str, mx.array], new: list[int], layers: int) -> dict[str, mx.array]:
+    """A trained model's weights renumbered into a grown model of ``layers`` layers, where the
+    layers at ``new`` are the fresh ones (the others keep their order)."""
+    old = [i for i in range(layers) if i not in new]
+    found = {int(m.group(1)) for k in weights if (m := re.match(r"model\.layers\.(\d+)\.", k))}
+    if found != set(range(len(old))):
+        raise ValueError(f"the init model has {len(found)} layers; growing needs {len(old)}")
+    out: dict[str, mx.array] = {}
+    for key, value in weights.items():
+        m = re.match(r"model\.layers\.(\d+)\.(.*)", key)
+        out[f"model.layers.{old[int(m.group(1))]}.{m.group(2)}" if m else key] = value
+    return out
+
+
+def grow_model(model: nn.Module, init: Path, new: list[int]) -> None:
+    """Load ``init``'s weights into ``model`` (built with more layers); the layers at ``new``
+    keep their fresh initialisation except their output projections, zeroed: each adds nothing
+    to the residual stream until trained, so the grown model starts as the init model."""
+    import mlx.core as mx
+
+    weights = grow_weights(
+        dict(mx.load(str(init / "model.safetensors"))), new, len(model.model.layers)
+    )
+    for i in new:
+        layer = model.model.layers[i]
+        for name, proj in (
+            ("self_attn.o_proj", layer.self_attn.o_proj),
+            ("mlp.down_proj", layer.mlp.down_proj),
+        ):
+            weights[f"model.layers.{i}.{name}.weight"] = mx.zeros_like(proj.weight)
+    from mlx.utils import tree_flatten
+
+    for key, value in tree_flatten(model.parameters()):
+        weights.setdefault(key, value)
+    model.load_weights(list(weights.items()), strict=True)
+
+
+def make_optimizer(cfg: TrainConfig, schedule: Callable[[mx.array], mx.array]) -> Any:
+    """AdamW on ``schedule``; with ``--new-layer-lr`` the grown layers get their own AdamW, on
+    the same warmup and decay scaled to that peak."""
+    import mlx.optimizers as optim
+
+    optimizer = optim.AdamW(
+        learning_rate=schedule, betas=(0.9, 0.98), weight_decay=cfg.weight_decay
+    )
+    if not (cfg.grow_layers and cfg.new_layer_lr > 0 and not cfg.train_only_new):
+        return optimizer
+    ratio = cfg.new_layer_lr / cfg.lr
+    prefixes = tuple(f"model.layers.{i}." for i in grown_indices(cfg.grow_layers, cfg.layers))
+    fresh = optim.AdamW(
+        learning_rate=lambda step: ratio * schedule(step),
+        betas=(0.9, 0.98),
+        weight_decay=cfg.weight_decay,
+    )
+    return optim.MultiOptimizer([fresh, optimizer], [lambda path, _: path.startswith(prefixes)])
+
+
 def train_model(cfg: TrainConfig, model: nn.Module, batches: list[Batch]) -> list[float]:
     """AdamW with linear warmup and cosine decay; compiled step. Returns the loss per step."""
     from functools import partial
@@ -497,9 +572,7 @@ def train_model(cfg: TrainConfig, model: nn.Module, batches: list[Batch]) -> lis
         ],
         [cfg.warmup],
     )
-    optimizer = optim.AdamW(
-        learning_rate=schedule, betas=(0.9, 0.98), weight_decay=cfg.weight_decay
-    )
+    optimizer = make_optimizer(cfg, schedule)
     # Without skips mlx-lm's own RoPE runs (the base recipe's weights stay byte-identical).
     rope = positioned(model) if cfg.pose_share > 0 else None
     loss_and_grad = nn.value_and_grad(model, partial(target_loss, rope=rope))
@@ -594,6 +667,10 @@ def parse_args() -> tuple[Path, TrainConfig, bool]:
     cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults)})
     if cfg.underscore_words and not cfg.spelled_embeddings:
         parser.error("--underscore-words needs --spelled-embeddings (the tie lives there)")
+    if cfg.grow_layers and not cfg.init_from:
+        parser.error("--grow-layers needs --init-from (the model it grows)")
+    if (cfg.train_only_new or cfg.new_layer_lr > 0) and not cfg.grow_layers:
+        parser.error("--train-only-new and --new-layer-lr need --grow-layers")
     return args.out, cfg, args.skip_eval
 
 
@@ -690,7 +767,9 @@ def main() -> None:
 
     config = model_config(cfg, padded_vocab, tok.token_to_id(IM_END), tok.token_to_id(ENDOFTEXT))
     model = make_model(config)
-    if cfg.init_from:
+    if cfg.init_from and cfg.grow_layers:
+        grow_model(model, Path(cfg.init_from), grown_indices(cfg.grow_layers, cfg.layers))
+    elif cfg.init_from:
         model.load_weights(str(Path(cfg.init_from) / "model.safetensors"))
     else:
         sharpen_attention(model, cfg.qk_norm_init)
@@ -706,6 +785,10 @@ def main() -> None:
 
     if cfg.freeze_embeddings:
         model.model.embed_tokens.freeze()
+    if cfg.train_only_new:
+        model.freeze()
+        for i in grown_indices(cfg.grow_layers, cfg.layers):
+            model.model.layers[i].unfreeze()
     train_start = time.perf_counter()
     train_model(cfg, model, batches)
     train_time = time.perf_counter() - train_start
