@@ -97,6 +97,53 @@ def test_a_given_patch_is_the_patch_the_call_carries() -> None:
     assert all(p.expected == agent.PATCH_DONE for p in prompts[1::2])
 
 
+def test_codex_preamble_rows_open_as_codexs_own_request() -> None:
+    """With a Codex preamble, a patch conversation is Codex's first request as the window holds
+    it at the call: the tail of its developer messages, its environment context, the request."""
+    mix = replace(
+        FULL_MIX, kinds=(("patch_call", 1.0, 0.0), ("patch", 1.0, 0.0)), p_codex_preamble=1.0
+    )
+    texts = agent.codex_developer_texts()
+    for conv in train_conversations(30, seed=5, mix=mix):
+        msgs = conv.messages
+        request = next(i for i, m in enumerate(msgs) if m["role"] == "assistant") - 1
+        developers = msgs[: request - 1]
+        assert developers and all(m["role"] == "developer" for m in developers)
+        # each is the end of one of Codex's messages (the first may lose some leading lines)
+        assert all(any(t.endswith(m["content"]) for t in texts) for m in developers)
+        assert developers[-1]["content"] == texts[-1][-len(developers[-1]["content"]) :]
+        assert msgs[request - 1]["content"].startswith("<environment_context>")
+        assert msgs[request]["role"] == "user"  # the request: no history in between
+    plain = replace(mix, p_codex_preamble=0.0)
+    for conv in train_conversations(30, seed=5, mix=plain):
+        assert not any(
+            m["role"] == "developer" and any(t.endswith(m["content"]) for t in texts)
+            for m in conv.messages
+        )
+
+
+def test_training_never_writes_a_patch_the_replay_asks_for() -> None:
+    """The replay's cases (a file WORD.EXT of one WORD) never come up in training's patches,
+    even when every file name and line is drawn from the replay's own words."""
+    mix = replace(FULL_MIX, kinds=(("patch_call", 1.0, 0.0),), p_patch_given=1.0)
+    seen = 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(agent, "EXTENSIONS", agent.REPLAY_EXTENSIONS)
+        patch.setattr("training.tiny_chat.data.Generator.copy_word", _replay_word)
+        for conv in train_conversations(200, seed=3, mix=mix):
+            call = json.loads(conv.turns[-1].expected.split("\n")[1])["arguments"]["input"]
+            name = call.split("\n")[1].removeprefix("*** Add File: ")
+            content = call.split("\n")[2].removeprefix("+")
+            seen += name.partition(".")[0] in agent.REPLAY_WORDS
+            assert not agent.replay_case(name, content), call
+    assert seen > 100  # the names were the replay's; only the lines kept them apart
+
+
+def _replay_word(self: object) -> str:
+    rng = self.rng  # type: ignore[attr-defined]
+    return str(rng.choice(agent.REPLAY_WORDS if rng.random() < 0.9 else ("kettle",)))
+
+
 def test_the_copied_lines_of_a_patch_call_weigh_more(model_path: Path) -> None:
     """With a copy weight, the call's file name and added line are targets that many times;
     every other target, the rest of the call included, once."""

@@ -15,14 +15,19 @@ And one behaviour of its own: asked to add a file, it calls Codex's ``apply_patc
 
 from __future__ import annotations
 
+import json
 import random
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 CORPUS = Path(__file__).with_name("agent_corpus.md")
+# Codex 0.169's own first request (its developer messages: base instructions, then skills).
+CODEX_REQUEST = Path(__file__).resolve().parents[2] / "tests/fixtures/codex_0.169_request.json"
 # ~2 characters per token for this tokenizer on English prose (spelled in letter pairs).
 CHARS_PER_TOKEN = 2.0
+# ~1.7 on Codex's own text (markdown, paths and code).
+CODEX_CHARS_PER_TOKEN = 1.7
 
 # Codex's apply_patch tool as the model sees it (service/responses/custom_tools.py lowers a
 # custom tool to this function; the description is Codex 0.169's own).
@@ -78,6 +83,12 @@ PATCH_RESULTS = (
 )
 PATCH_DONE = "Done."
 EXTENSIONS = ("txt", "txt", "md", "py", "json", "toml", "sh", "rs")
+# What codex_replay.py draws its cases from (a file WORD.EXT holding one WORD): training never
+# writes one of these name/line pairs, so the replay scores a copy, not a memorised patch.
+REPLAY_WORDS = (
+    "hello", "hi", "butter", "planet", "notes", "apple", "green", "todo", "world", "river",
+)  # fmt: skip
+REPLAY_EXTENSIONS = ("txt", "md", "py", "json", "toml")
 
 # Tool names as agents have them (Codex, Claude Code, the Agents SDK); decoys, never called.
 DECOY_NAMES = (
@@ -115,6 +126,47 @@ def prose(rng: random.Random, tokens: int) -> str:
         size += len(line)
         i += 1
     return "".join(out).strip() or "Follow the instructions."
+
+
+def replay_case(name: str, content: str) -> bool:
+    """Whether a patch adding ``name`` with the line ``content`` is one codex_replay can ask for."""
+    word, _, ext = name.partition(".")
+    return word in REPLAY_WORDS and ext in REPLAY_EXTENSIONS and content in REPLAY_WORDS
+
+
+@cache
+def codex_developer_texts() -> tuple[str, ...]:
+    """Codex 0.169's developer messages as the server renders them (each one's parts joined)."""
+    body = json.loads(CODEX_REQUEST.read_text())["body"]
+    return tuple(
+        "".join(c["text"] for c in item["content"] if c.get("type") == "input_text")
+        for item in body["input"]
+        if item.get("role") == "developer"
+    )
+
+
+def codex_preamble(rng: random.Random, tokens: int) -> list[str]:
+    """Codex's developer messages as a 2,048-token window holds them when the request comes: the
+    last ~``tokens`` tokens of them (its skills message, then the base instructions' tail), each
+    message kept as its own, cut at a line start. A random line-aligned trim of up to a quarter
+    varies where the text starts."""
+    budget = int(tokens * CODEX_CHARS_PER_TOKEN)
+    out: list[str] = []
+    for whole in reversed(codex_developer_texts()):
+        if budget <= 0:
+            break
+        text = whole
+        if len(text) > budget:
+            cut = text[len(text) - budget :]
+            text = cut[cut.find("\n") + 1 :] if "\n" in cut else cut
+        budget -= len(text)
+        if text.strip():
+            out.append(text)
+    out.reverse()
+    if out and rng.random() < 0.5:
+        lines = out[0].splitlines(keepends=True)
+        out[0] = "".join(lines[rng.randrange(max(1, len(lines) // 4)) :]) or out[0]
+    return out
 
 
 def environment_context(rng: random.Random) -> str:

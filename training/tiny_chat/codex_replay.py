@@ -30,8 +30,9 @@ from training.tiny_chat import agent
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests/fixtures/codex_0.169_request.json"
 APPLY_PATCH = ROOT / "tests/fixtures/codex_0.169_apply_patch_tool.json"
-WORDS = ("hello", "hi", "butter", "planet", "notes", "apple", "green", "todo", "world", "river")
-EXTENSIONS = ("txt", "md", "py", "json", "toml")
+# Training never writes a patch of these (agent.replay_case).
+WORDS = agent.REPLAY_WORDS
+EXTENSIONS = agent.REPLAY_EXTENSIONS
 # The training's first quoted-patch request and Codex's result for a freeform apply_patch.
 REQUEST = agent.PATCH_GIVEN[0]
 RESULT = agent.PATCH_RESULTS[1]

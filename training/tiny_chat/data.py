@@ -603,6 +603,8 @@ class Generator:
         name = agent.file_name(rng, self.copy_word())
         n_words = rng.choices((1, 2, 3), weights=(6, 2, 1))[0]
         content = " ".join(self.copy_word() for _ in range(n_words))
+        while self.split == "train" and agent.replay_case(name, content):
+            content = self.copy_word()  # never a patch codex_replay asks for
         patch = agent.patch_input(name, content)
         if self.p_patch_given > 0 and rng.random() < self.p_patch_given:
             pool = agent.PATCH_GIVEN if self.split == "train" else agent.PATCH_GIVEN[:1]
@@ -677,10 +679,21 @@ class Generator:
         if kind in ("patch", "patch_call") or (mix.p_decoys > 0 and rng.random() < mix.p_decoys):
             tools = self.agent_tools(tools or [], with_patch=kind in ("patch", "patch_call"))
         msgs: list[Message] = []
-        if rng.random() < mix.p_system:
+        codex = (
+            kind in ("patch", "patch_call")
+            and mix.p_codex_preamble > 0
+            and rng.random() < mix.p_codex_preamble
+        )
+        if codex:
+            # Codex's own first request as the window holds it at the call: the tail of its
+            # developer messages, its environment context, then the request (no history).
+            for text in agent.codex_preamble(rng, rng.randint(200, 1000)):
+                msgs.append({"role": "developer", "content": text})
+            msgs.append({"role": "user", "content": agent.environment_context(rng)})
+        elif rng.random() < mix.p_system:
             role = "system" if rng.random() < 0.75 else "developer"
             msgs.append({"role": role, "content": self.system_text()})
-        if mix.p_long_system > 0 and rng.random() < mix.p_long_system:
+        if not codex and mix.p_long_system > 0 and rng.random() < mix.p_long_system:
             # Long instructions first, as agents send them (developer messages, then a user
             # message of context): the answer must not depend on position or on the preamble.
             budget = rng.randint(100, 1300)
@@ -698,7 +711,7 @@ class Generator:
             if real and rng.random() < 0.5:
                 msgs.append({"role": "user", "content": agent.environment_context(rng)})
         turns: list[Turn] = []
-        n_history = rng.choices(range(len(mix.history)), weights=mix.history)[0]
+        n_history = 0 if codex else rng.choices(range(len(mix.history)), weights=mix.history)[0]
         for _ in range(n_history):
             echo_w, think_w, chat_w, tool_w = mix.history_kinds
             h_kind = rng.choices(
@@ -765,6 +778,9 @@ class Mix:
     p_decoys: float = 0.0
     # how often a patch request quotes the patch to apply (agent.PATCH_GIVEN; training only)
     p_patch_given: float = 0.0
+    # how often a patch conversation opens as Codex's own request does: the tail of its
+    # developer messages (agent.codex_preamble) and its environment context (training only)
+    p_codex_preamble: float = 0.0
 
 
 # The shape of the held-out prompts (phrasings come from the eval pools).

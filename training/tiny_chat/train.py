@@ -127,6 +127,9 @@ class TrainConfig:
     decoys: float = 0.0
     patch_share: float = 0.0
     patch_given: float = 0.0  # of the patch requests, the share quoting the patch itself
+    # of the patch conversations, the share behind Codex's own developer messages (their tail,
+    # as the window holds it at the call) and environment context instead of this project's prose
+    codex_preamble: float = 0.0
     # the loss weight of what an apply_patch call copies from the request (its file name and
     # its added line) against 1 for every other target token
     copy_line_weight: int = 1
@@ -717,6 +720,7 @@ def main() -> None:
         "p_agent_prose": cfg.agent_prose,
         "p_decoys": cfg.decoys,
         "p_patch_given": cfg.patch_given,
+        "p_codex_preamble": cfg.codex_preamble,
     }
     patch = (("patch_call", cfg.patch_share / 2, 0.0), ("patch", cfg.patch_share / 2, 0.0))
     patch = patch if cfg.patch_share > 0 else ()
