@@ -155,7 +155,8 @@ class _Counters:
 
 @dataclass
 class _Step:
-    """A decode step's rows: the sequences with a token to feed, in slot order of arrival."""
+    """A decode step's rows: the sequences with a token to feed (sampled ones first, then those
+    feeding their last prompt token)."""
 
     named: list[tuple[int, int]]  # (slot, uid) of each row
     rows: list[_Sequence]
