@@ -105,6 +105,24 @@ class Store:
         sides = [s for s in (self.keys, self.values) if s is not None]
         return sum(int(p.nbytes) for side in sides for p in parts_of(side))
 
+    def shrink(self, rows: int, positions: int) -> None:
+        """Gives back what the slots in use (0..rows-1) and their sequences (up to
+        `positions`) no longer need, when that is more than half of either dimension: one
+        copy of what is kept (the margin keeps a store from shrinking and growing back at each
+        step around a boundary)."""
+        if self.keys is None or self.values is None:
+            return
+        have_rows, _, have_positions = parts_of(self.keys)[0].shape[:3]
+        keep_rows, keep_positions = self._rows(rows), _grown(positions, STEP)
+        if 2 * keep_rows >= have_rows and 2 * keep_positions >= have_positions:
+            return
+        keep_rows, keep_positions = min(keep_rows, have_rows), min(keep_positions, have_positions)
+        cut = (slice(0, keep_rows), ALL_HEADS, slice(0, keep_positions))
+        self.keys, self.values = (
+            held_of([mx.contiguous(part[cut]) for part in parts_of(side)])
+            for side in (self.keys, self.values)
+        )
+
     def _rows(self, rows: int) -> int:
         """The rows a store grows to, to hold `rows` (few copies, few spare rows)."""
         grown = 1 << (rows - 1).bit_length() if rows <= SLOT_STEP else _grown(rows, SLOT_STEP)

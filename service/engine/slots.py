@@ -1,14 +1,17 @@
 """Our own scheduler on mlx-lm's model call, fixed KV slots (`--engine slots`; `auto` on a CPU).
 
 Each layer's keys and values live in one array of slots, `[slots, kv_heads, capacity, head_dim]`
-(mlx-lm's own cache layout: what a step attends over is a slice of it, no transpose). A sequence
-owns a slot from its prefill to its end, the lowest one free, so the slots in use stay packed at
-the front; the array holds rows up to the highest slot in use (1, 2, 4, 8, then steps of 8, at
-most `max_batch_size`) and positions up to the longest sequence held (steps of 256), each grown
-with one copy when a sequence needs it (never shrunk while a sequence is held). When the
-generator holds nothing (nothing live, nothing waiting) it drops the arrays: the memory of a past
-long sequence goes back (its prompt-cache entry is a copy of its own). A sequence that joins or
-leaves copies nothing of the others (no merge, filter or extract of the batch), short of a growth.
+(mlx-lm's own cache layout: what a step attends over is a slice of it, no transpose;
+`slot_store.py`). A sequence owns a slot from its prefill to its end, the lowest one free, so the
+slots in use stay packed at the front as they fill; when finished sequences leave holes, the
+ones above move down into them (`_compact`: one copy of each moved sequence's keys). The array
+holds rows up to the highest slot in use (1, 2, 4, 8, then steps of 8, at most
+`max_batch_size`) and positions up to the longest sequence held (steps of 256), each grown with
+one copy when a sequence needs it and cut back with one copy when the sequences held need less
+than half of either (`_shrink`); when the generator holds nothing (nothing live, nothing
+waiting) it drops the arrays (a prompt-cache entry is a copy of its own). A sequence that joins
+or leaves copies nothing of the others (no merge, filter or extract of the batch), short of a
+growth, a move or a cut.
 
 A step (`next`) admits waiting prompts to free slots, prefills, then decodes:
 - prefill: one forward for the chunks of up to `prefill_batch_size` prompts (first come, first
@@ -152,7 +155,8 @@ class _Counters:
 
 @dataclass
 class _Step:
-    """A decode step's rows: the sequences with a token to feed, in slot order of arrival."""
+    """A decode step's rows: the sequences with a token to feed (sampled ones first, then those
+    feeding their last prompt token)."""
 
     named: list[tuple[int, int]]  # (slot, uid) of each row
     rows: list[_Sequence]
@@ -304,6 +308,7 @@ class SlotGenerator:
     def next(self) -> tuple[list[Any], list[SlotResponse]]:
         self._admit()
         self._compact()
+        self._shrink()
         self._prefill()
         responses = self._decode()
         self._release_if_idle()
@@ -345,6 +350,19 @@ class SlotGenerator:
             rows, tokens, logprobs = self._pending
             self._pending = ([(moved.get(i, i), uid) for i, uid in rows], tokens, logprobs)
         self._joined = [(moved.get(i, i), uid) for i, uid in self._joined]
+
+    def _shrink(self) -> None:
+        """The stores give back the rows and positions no sequence held needs any more (at
+        least half of either): the memory of a past burst or a past long sequence goes back
+        while others decode (and `prompt_cache_nbytes`, which the prompt cache's budget reads,
+        with it)."""
+        held = [seq for seq in self.slots if seq is not None]
+        if not held:
+            return
+        # Every position a held sequence will write before it can grow again: its prompt.
+        positions = max(len(s.tokens) + len(s.pending) + 1 for s in held)
+        for store in self._stores:
+            store.shrink(held[-1].slot + 1, positions)
 
     def _move(self, old: int, new: int) -> None:
         """The sequence in slot `old` to the free slot `new`, its keys copied (with a window,

@@ -372,3 +372,36 @@ def test_sequences_left_in_high_slots_move_down(random_model: Path) -> None:
     assert [out[uid] for uid in uids] == [w[:n] for w, n in zip(want, lengths, strict=True)]
     assert [0, 1, 2, 3, 4, 5] in spans
     assert [0, 1] in spans and [1, 5] not in spans[spans.index([0, 1]) :]
+
+
+def test_the_stores_give_back_what_finished_sequences_held(random_model: Path) -> None:
+    """A burst of 8 with one long prompt: once the long one and six short ones finish, the one
+    left (moved to slot 0) holds the stores to one row of its own length, a fraction of the
+    burst's; it decodes on as mlx-lm's batch decodes it."""
+    model = load_model(random_model).model
+    prompts = [_prompt(700, 20), *(_prompt(9 + i, 21 + i) for i in range(7))]
+    lengths = [2, 4, 4, 4, 4, 4, 4, 40]
+    want = [_batch_generator(model, [p], n)[0] for p, n in zip(prompts, lengths, strict=True)]
+    generator = SlotGenerator(
+        model,
+        stop_tokens=[],
+        completion_batch_size=8,
+        prefill_batch_size=8,
+        prefill_step_size=2048,
+        sampler=_argmax,
+    )
+    uids = generator.insert(prompts, max_tokens=lengths)
+    out: dict[int, list[int]] = {uid: [] for uid in uids}
+    shapes: list[tuple[int, ...]] = []
+    held: list[int] = []
+    while any(len(out[uid]) < n for uid, n in zip(uids, lengths, strict=True)):
+        for r in generator.next()[1]:
+            out[r.uid].append(r.token)
+        keys = generator._stores[0].keys
+        assert keys is None or isinstance(keys, mx.array)
+        shapes.append(() if keys is None else tuple(keys.shape[:3]))
+        held.append(generator.prompt_cache_nbytes)
+    assert [out[uid] for uid in uids] == want
+    assert (8, shapes[0][1], 768) in shapes  # the burst: 8 rows, the long prompt's positions
+    assert (1, shapes[0][1], 256) in shapes  # the last one alone: its row, its length
+    assert min(b for b in held if b) * 20 < max(held)
