@@ -200,22 +200,30 @@ class DecodePlan:
 ALL_HEADS = slice(None)  # every kv head
 
 
-def _quantized_attention(view: Any, store: Store) -> None:
-    """A view over a quantized store has mlx-lm's QuantizedKVCache's `group_size` and `bits`:
-    the model's attention then reads the (packed, scales, biases) it returns (mlx-lm's
+class _View:
+    """The cache object mlx-lm's model calls for one layer in one forward: the store it
+    writes, the plan saying where, each row's offset (RoPE) and the plan's mask; over a
+    quantized store, mlx-lm's QuantizedKVCache's `group_size` and `bits` (the model's
+    attention then reads the (packed, scales, biases) `update_and_fetch` returns: mlx-lm's
     `scaled_dot_product_attention` checks for `bits`)."""
-    if store.quantized is not None:
-        view.group_size, view.bits = store.quantized
+
+    def __init__(self, store: Store, plan: DecodePlan | PrefillPlan) -> None:
+        self.store = store
+        self.offset = plan.offset
+        self._mask = plan.mask
+        if store.quantized is not None:
+            self.group_size, self.bits = store.quantized
+
+    def make_mask(self, n: int, **_: Any) -> mx.array | str | None:
+        return self._mask
 
 
-class DecodeView:
+class DecodeView(_View):
     """A decode forward's cache for one layer (see `DecodePlan`)."""
 
     def __init__(self, store: Store, plan: DecodePlan) -> None:
-        self.store = store
+        super().__init__(store, plan)
         self.plan = plan
-        self.offset = plan.offset
-        _quantized_attention(self, store)
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Held, Held]:
         store, plan = self.store, self.plan
@@ -225,9 +233,6 @@ class DecodeView:
         else:
             store.put((plan.index, ALL_HEADS, plan.offset), keys[:, :, 0, :], values[:, :, 0, :])
         return store.span((slice(0, plan.rows), ALL_HEADS, slice(plan.lo, plan.end)))
-
-    def make_mask(self, n: int, **_: Any) -> mx.array | None:
-        return self.plan.mask
 
 
 class PrefillPlan:
@@ -268,14 +273,12 @@ class PrefillPlan:
         self.mask = _attends(keys, self.positions, window)[:, None]
 
 
-class PrefillView:
+class PrefillView(_View):
     """A prefill forward's cache for one layer (see `PrefillPlan`)."""
 
     def __init__(self, store: Store, plan: PrefillPlan) -> None:
-        self.store = store
+        super().__init__(store, plan)
         self.plan = plan
-        self.offset = plan.offset
-        _quantized_attention(self, store)
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Held, Held]:
         store, plan = self.store, self.plan
@@ -293,9 +296,6 @@ class PrefillView:
         if plan.first >= 0:
             return store.span((slice(plan.first, plan.first + rows), ALL_HEADS, span))
         return store.span((plan.index, ALL_HEADS, span))
-
-    def make_mask(self, n: int, **_: Any) -> mx.array | str | None:
-        return self.plan.mask
 
 
 def in_order(layer: Any) -> tuple[Held, Held]:

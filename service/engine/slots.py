@@ -92,6 +92,7 @@ from mlx_responses.service.engine.slot_store import (
     held_of,
     in_order,
     parts_of,
+    window_start,
 )
 from mlx_responses.service.engine.solo import Alone
 
@@ -234,6 +235,9 @@ class SlotGenerator:
         self._prompt_batch = _Prefilling(self)
         self._counters = _Counters()
         self.moved_sequences = 0  # moved down to a lower slot (`_compact`)
+        # A sequence left its slot since the last step: only then can holes open below the
+        # highest slot in use, or the stores hold more than the sequences need.
+        self._vacated = False
         self._uids = 0
         # To feed to the next decode step: the last step's rows (by slot and uid) with their
         # sampled tokens and logprobs, and the rows whose prefill ended since (their last
@@ -284,6 +288,7 @@ class SlotGenerator:
         for i, seq in enumerate(self.slots):
             if seq is not None and seq.uid in gone:
                 self.slots[i] = None
+                self._vacated = True
         self._release_if_idle()
 
     def close(self) -> None:
@@ -307,8 +312,10 @@ class SlotGenerator:
 
     def next(self) -> tuple[list[Any], list[SlotResponse]]:
         self._admit()
-        self._compact()
-        self._shrink()
+        if self._vacated:
+            self._vacated = False
+            self._compact()
+            self._shrink()
         self._prefill()
         responses = self._decode()
         self._release_if_idle()
@@ -352,8 +359,8 @@ class SlotGenerator:
         self._joined = [(moved.get(i, i), uid) for i, uid in self._joined]
 
     def _shrink(self) -> None:
-        """The stores give back the rows and positions no sequence held needs any more (at
-        least half of either): the memory of a past burst or a past long sequence goes back
+        """The stores give back the rows and positions no sequence held needs any more (more
+        than half of either): the memory of a past burst or a past long sequence goes back
         while others decode (and `prompt_cache_nbytes`, which the prompt cache's budget reads,
         with it)."""
         held = [seq for seq in self.slots if seq is not None]
@@ -370,7 +377,7 @@ class SlotGenerator:
         seq = self.slots[old]
         assert seq is not None and self.slots[new] is None
         n = len(seq.tokens)
-        lo = 0 if self.window is None else max(0, n - self.window)
+        lo = window_start(n - 1, self.window)  # the window of its last token
         if n > lo:
             span = (ALL_HEADS, slice(lo, n))
             for store in self._stores:
@@ -602,6 +609,7 @@ class SlotGenerator:
             if self.speculation.drafted is not None:
                 self._catch_up([seq])
         self.slots[seq.slot] = None
+        self._vacated = True
         return self._extract(seq), list(seq.tokens)
 
     # --- speculation -----------------------------------------------------------------------
@@ -695,6 +703,7 @@ class SlotGenerator:
         drafting = [i < sampled and seq.uid in spec.eligible for i, seq in enumerate(rows)]
         table: list[list[int]] = inputs.tolist()  # type: ignore[assignment]
         others = [i for i, d in enumerate(drafting) if not d]
+        other_row = {i: k for k, i in enumerate(others)}  # row -> its place in `others`
         for i in others:  # processors read the context with the token fed now
             rows[i].tokens.append(table[i][0])
         other_tokens = other_lp = None
@@ -719,7 +728,7 @@ class SlotGenerator:
                 spec.verified(seq.uid, n, accepted)
                 following.append((best[i][accepted], logprobs[i, accepted]))
             else:
-                k = others.index(i)
+                k = other_row[i]
                 assert other_lp is not None
                 following.append((picks[k], other_lp[k]))
             emitted.append(out)
@@ -783,7 +792,7 @@ class SlotGenerator:
         mlx-lm's batch extracts), quantized a SequenceQuantizedKVCache (what the batch's
         quantized sequences are)."""
         n = len(seq.tokens)
-        lo = 0 if self.window is None else max(0, n - self.window)
+        lo = window_start(n - 1, self.window)  # the window of its last token
         entry: list[Any] = []
         for store in self._stores:
             held = store.span((slice(seq.slot, seq.slot + 1), ALL_HEADS, slice(lo, n)))

@@ -20,10 +20,10 @@ from mlx_lm.models.cache import KVCache, RotatingKVCache
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.model import LoadedModel, load_model
 from mlx_responses.service.engine.requests import SamplingParams
-from mlx_responses.service.engine.slots import SlotGenerator, uniform_window
+from mlx_responses.service.engine.slots import uniform_window
 from mlx_responses.service.engine.worker import EngineWorker, device_kind
 
-from tests.engine.test_slots import _argmax, _batch_generator, _prompt, _run, _slots
+from tests.engine.test_slots import _batch_generator, _prompt, _run, _slots
 from tests.support.engine import collect, generate, greedy
 from tests.support.random_model import build_random_model
 
@@ -331,14 +331,7 @@ def test_a_windowed_sequence_moves_down_with_its_window(windowed_model: Path) ->
     model = load_model(windowed_model).model
     prompts = [_prompt(n, i) for i, n in enumerate((5, 9, 7, 12, 6, 8))]
     lengths = [20, 40, 20, 20, 20, 40]
-    generator = SlotGenerator(
-        model,
-        stop_tokens=[],
-        completion_batch_size=8,
-        prefill_batch_size=8,
-        prefill_step_size=2048,
-        sampler=_argmax,
-    )
+    generator = _slots(model, slots=8)
     uids = generator.insert(prompts, max_tokens=lengths)
     out = _run(generator, uids)
     for uid, prompt, n in zip(uids, prompts, lengths, strict=True):

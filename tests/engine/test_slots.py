@@ -148,11 +148,11 @@ def _batch_generator(model: Any, prompts: list[list[int]], tokens: int) -> list[
     return [out[uid] for uid in uids]
 
 
-def _slots(model: Any, *, step: int = 2048, batch: int = 8) -> SlotGenerator:
+def _slots(model: Any, *, step: int = 2048, batch: int = 8, slots: int = 4) -> SlotGenerator:
     return SlotGenerator(
         model,
         stop_tokens=[],
-        completion_batch_size=4,
+        completion_batch_size=slots,
         prefill_batch_size=batch,
         prefill_step_size=step,
         sampler=_argmax,
@@ -354,14 +354,7 @@ def test_sequences_left_in_high_slots_move_down(random_model: Path) -> None:
     prompts = [_prompt(n, i) for i, n in enumerate((5, 9, 7, 12, 6, 8))]
     lengths = [3, 30, 3, 3, 3, 30]
     want = _batch_generator(model, prompts, 30)
-    generator = SlotGenerator(
-        model,
-        stop_tokens=[],
-        completion_batch_size=8,
-        prefill_batch_size=8,
-        prefill_step_size=2048,
-        sampler=_argmax,
-    )
+    generator = _slots(model, slots=8)
     uids = generator.insert(prompts, max_tokens=lengths)
     out: dict[int, list[int]] = {uid: [] for uid in uids}
     spans: list[list[int]] = []
@@ -382,14 +375,7 @@ def test_the_stores_give_back_what_finished_sequences_held(random_model: Path) -
     prompts = [_prompt(700, 20), *(_prompt(9 + i, 21 + i) for i in range(7))]
     lengths = [2, 4, 4, 4, 4, 4, 4, 40]
     want = [_batch_generator(model, [p], n)[0] for p, n in zip(prompts, lengths, strict=True)]
-    generator = SlotGenerator(
-        model,
-        stop_tokens=[],
-        completion_batch_size=8,
-        prefill_batch_size=8,
-        prefill_step_size=2048,
-        sampler=_argmax,
-    )
+    generator = _slots(model, slots=8)
     uids = generator.insert(prompts, max_tokens=lengths)
     out: dict[int, list[int]] = {uid: [] for uid in uids}
     shapes: list[tuple[int, ...]] = []
