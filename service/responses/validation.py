@@ -8,6 +8,7 @@ from typing import Any
 
 from mlx_responses.service.errors import invalid
 from mlx_responses.service.models.pool import check_model
+from mlx_responses.service.text.grammars import SchemaError, check_strict
 from mlx_responses.service.text.json_text import JsonBoundsError, loads_bounded
 from mlx_responses.service.text.request_json import JsonObject, RequestJson
 
@@ -216,6 +217,13 @@ def _validate_tools(params: pb.CreateResponseParams) -> dict[str, JsonObject]:
             if fn.parameters_json
             else {}
         )
+        if fn.HasField("strict") and fn.strict:
+            _check_strict(
+                parameters[fn.name],
+                f"Invalid schema for function '{fn.name}' (strict)",
+                f"tools[{i}].parameters",
+                "invalid_function_parameters",
+            )
     choice = params.tool_choice
     kind = choice.WhichOneof("choice")
     if kind == "function_name" and choice.function_name not in names:
@@ -250,4 +258,21 @@ def _validate_text(params: pb.CreateResponseParams) -> JsonObject | None:
     fmt = params.text.json_schema
     if not fmt.name:
         raise invalid("'text.format.name' is required for json_schema.", "text.format.name")
-    return parse_json_object(fmt.schema_json, "text.format.schema")
+    schema = parse_json_object(fmt.schema_json, "text.format.schema")
+    if fmt.HasField("strict") and fmt.strict:
+        _check_strict(
+            schema,
+            "Invalid JSON schema in 'text.format.schema' (strict)",
+            "text.format.schema",
+            "invalid_json_schema",
+        )
+    return schema
+
+
+def _check_strict(schema: JsonObject, what: str, param: str, code: str) -> None:
+    """A `strict` schema must be enforceable whole: elsewhere what the grammar compiler does not
+    implement is left unenforced (service/text/grammars.py)."""
+    try:
+        check_strict(schema)
+    except SchemaError as exc:
+        raise invalid(f"{what}: {exc}", param, code) from exc

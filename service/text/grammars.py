@@ -3,6 +3,13 @@
 JSON Schemas (`text.format`) and Lark grammars (forced tool calls) compile at create time, so an
 invalid one is a 400 and never a failed job. What a compiled grammar does to the logits is the
 engine's (service/engine/structured.py): nothing here touches MLX.
+
+Schemas compile leniently (`LENIENT`): what llguidance does not implement (`propertyNames`,
+`if`/`then`, `dependentSchemas`, formats such as `uri-reference`) is not enforced, the rest is.
+Real clients send such keywords by default (Claude Code's own tools), and a request is no worse
+served by a grammar that holds everything else. A schema marked `strict` is checked as a whole
+first (`check_strict`): what cannot be enforced there is the client's 400, as OpenAI refuses
+keywords its strict mode does not support.
 """
 
 from __future__ import annotations
@@ -29,6 +36,11 @@ class Grammar:
 
 class SchemaError(ValueError):
     """A schema the grammar compiler refuses."""
+
+
+# llguidance's JSON options for every schema compiled here: fixed separators and no free
+# whitespace (small models otherwise pad JSON), keywords it does not implement left unenforced.
+LENIENT: dict[str, Any] = {"whitespace_flexible": False, "lenient": True}
 
 
 def _is_panic(exc: BaseException) -> bool:
@@ -58,6 +70,17 @@ def guarded_compile(*passthrough: type[Exception]) -> Iterator[None]:
         raise
 
 
+def check_strict(schema: dict[str, Any]) -> None:
+    """Raises SchemaError naming what of `schema` cannot be enforced (a `strict` schema's)."""
+    with guarded_compile():
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(
+            json.dumps(schema), overrides={"whitespace_flexible": False}
+        )
+        error = llguidance.LLMatcher.validate_grammar(grammar)
+    if error:
+        raise SchemaError(error)
+
+
 class GrammarFactory:
     """Compiles JSON Schemas against one tokenizer (built lazily: it costs ~1 s on big vocabs)."""
 
@@ -78,9 +101,8 @@ class GrammarFactory:
         with guarded_compile():
             if bounds is not None:
                 schema = bound_schema(schema, bounds)
-            # Fixed separators and no free whitespace: small models otherwise pad JSON.
             grammar = llguidance.LLMatcher.grammar_from_json_schema(
-                json.dumps(schema), overrides={"whitespace_flexible": False}
+                json.dumps(schema), overrides=LENIENT
             )
             return self._compile(grammar)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mlx_responses.service.text.grammars import LENIENT
 from mlx_responses.service.text.json_bounds import JsonBounds, bound_schema
 from mlx_responses.service.text.json_quoted_grammar import UnquotableGrammarError, quote_lark
 from mlx_responses.service.text.tool_formats import (
@@ -23,8 +24,9 @@ from mlx_responses.service.text.tool_formats import (
     ToolFormat,
 )
 
-# Separators as `tojson` writes them, which is how templates render calls in the history.
-_COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+# Separators as `tojson` writes them, which is how templates render calls in the history;
+# keywords llguidance does not implement are left unenforced (grammars.LENIENT).
+_COMPACT = {**LENIENT, "item_separator": ", ", "key_separator": ": "}
 _PARAMETER_CLOSE = "\n</parameter>\n"
 _INTEGER = r"-?(0|[1-9][0-9]{0,14})"
 _NUMBER = _INTEGER + r"(\.[0-9]{1,6})?"
@@ -267,8 +269,7 @@ def tool_grammar(
         answer = calls
     elif answer_schema is not None:
         # The answer is written as text.format output is everywhere: compact, no blanks.
-        plain = {"whitespace_flexible": False}
-        answer = f"{_json(bound_schema(answer_schema, bounds), plain)} | {calls}"
+        answer = f"{_json(bound_schema(answer_schema, bounds), LENIENT)} | {calls}"
     elif fmt.leading is not None:
         # A free answer that does not start like a call.
         b.rule("TEXT", f"/(?s:.*)/ & ~/\\s*{_regex(fmt.leading)}(?s:.*)/")

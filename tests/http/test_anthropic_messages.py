@@ -109,6 +109,24 @@ def test_tool_use_round_trip(client: anthropic.Anthropic, model: str) -> None:
     assert second.content[0].text == "sunny"  # type: ignore[union-attr]
 
 
+def test_tools_with_keywords_the_grammar_cannot_enforce(
+    client: anthropic.Anthropic, model: str
+) -> None:
+    """Claude Code's default tools carry `propertyNames` (its SendMessage, for one), which
+    llguidance does not implement: the call is still made, its schema held in the rest."""
+    schema = WEATHER["input_schema"]
+    tags = {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}}
+    tool = {
+        **WEATHER,
+        "input_schema": {**schema, "properties": {**schema["properties"], "tags": tags}},
+    }
+    reply = client.messages.create(
+        model=model, max_tokens=64, messages=[user(TOOL_PROMPT)], tools=[tool]
+    )
+    (call,) = [b for b in reply.content if b.type == "tool_use"]
+    assert call.name == "get_weather" and call.input == {"city": "paris"}
+
+
 def test_tool_use_streams_input_json(make_stack: Any, model: str) -> None:
     # One delta per decode step: with the default 10 ms window a fast CPU can decode the whole
     # argument (six tokens) inside one window, and it would then arrive as one delta.

@@ -85,6 +85,26 @@ def test_invalid_schema_is_400(stack: Stack) -> None:
     assert error["code"] == "invalid_json_schema"
 
 
+def test_a_keyword_the_grammar_cannot_enforce_is_left_out_unless_strict(stack: Stack) -> None:
+    """`if`/`then` are not implemented by llguidance: without `strict` the rest of the schema
+    holds the answer; with it, the schema is refused by name (nothing is generated)."""
+    schema = {**SCHEMA, "if": {"properties": {"sure": {"const": True}}}, "then": {}}
+    fmt = _json_schema(schema)
+    fmt["format"]["strict"] = False
+    reply = _create(stack, input="Reply with: hello", text=fmt)
+    assert reply.status_code == 200, reply.text
+    answer = json.loads(reply.json()["output"][0]["content"][0]["text"])
+    assert (
+        set(answer) == {"answer", "sure"}
+        and answer["answer"] in SCHEMA["properties"]["answer"]["enum"]
+    )
+    reply = _create(stack, input="Reply with: hello", text=_json_schema(schema))
+    assert reply.status_code == 400
+    error = reply.json()["error"]
+    assert (error["param"], error["code"]) == ("text.format.schema", "invalid_json_schema")
+    assert '"if", "then"' in error["message"], error
+
+
 def test_invalid_schema_is_400_for_background_too(stack: Stack) -> None:
     reply = _create(stack, input="x", background=True, text=_json_schema({"type": 5}))
     assert reply.status_code == 400

@@ -194,3 +194,60 @@ def test_allowed_tools_must_name_listed_tools(client: openai.OpenAI, stack: Stac
     with pytest.raises(openai.BadRequestError) as caught:
         _create(client, stack, input=PLAIN, tool_choice=choice)
     assert caught.value.body["param"] == "tool_choice.tools[0].name"  # type: ignore[index]
+
+
+# Keywords llguidance does not implement, as real clients send them (Claude Code's own tools
+# carry `propertyNames`; MCP servers `format: uri-reference`).
+UNENFORCEABLE = {
+    "type": "object",
+    "properties": {
+        "zone": {"type": "string", "format": "uri-reference"},
+        "offset": {"type": "integer"},
+        "labels": {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}},
+    },
+    "required": ["zone", "offset"],
+    "additionalProperties": False,
+}
+
+
+def test_keywords_the_grammar_cannot_enforce_are_left_out(
+    client: openai.OpenAI, stack: Stack
+) -> None:
+    """A non-strict schema is enforced in what can be: a forced call still has its required,
+    typed arguments, and nothing outside `properties`."""
+    tool = {**TIME, "parameters": UNENFORCEABLE, "strict": False}
+    reply = client.responses.create(
+        model=stack.settings.models[0].name,
+        input=PLAIN,
+        tools=[tool],
+        tool_choice={"type": "function", "name": "get_time"},
+        max_output_tokens=200,
+    )
+    (call,) = _calls(reply)
+    arguments = json.loads(call.arguments)
+    assert {"zone", "offset"} <= set(arguments) <= {"zone", "offset", "labels"}, arguments
+    assert isinstance(arguments["zone"], str) and isinstance(arguments["offset"], int)
+    # Left unset, `strict` is not a promise to keep either (Anthropic's and chat's tools).
+    unset = {k: v for k, v in tool.items() if k != "strict"}
+    reply = client.responses.create(
+        model=stack.settings.models[0].name, input=PLAIN, tools=[unset], max_output_tokens=20
+    )
+    assert reply.status == "completed"
+
+
+def test_a_strict_schema_the_grammar_cannot_enforce_is_400(
+    client: openai.OpenAI, stack: Stack
+) -> None:
+    """`strict: true` promises the whole schema: what cannot be enforced is named (OpenAI
+    refuses keywords its strict mode does not support the same way)."""
+    tools = [TIME, {**TIME, "name": "get_zone", "parameters": UNENFORCEABLE, "strict": True}]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(
+            model=stack.settings.models[0].name,
+            input=PLAIN,
+            tools=tools,  # type: ignore[arg-type]
+        )
+    error = caught.value.body
+    assert error["param"] == "tools[1].parameters", error  # type: ignore[index]
+    assert error["code"] == "invalid_function_parameters", error  # type: ignore[index]
+    assert "get_zone" in error["message"] and "uri-reference" in error["message"], error  # type: ignore[index]
