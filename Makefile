@@ -42,10 +42,10 @@ proto: setup  ## regenerate mlx_responses/ from proto/
 	$(PY) tools/genproto.py
 
 # The bundled model's stages (training/tiny_chat/PILOTS.md): the base recipe, then the agent
-# stage (agent prose, decoy tools, apply_patch; a 32k context over a 2,048-token sliding window),
+# stage (agent prose, decoy tools, apply_patch; a 64k context over a 2,048-token sliding window),
 # each stage fine-tuning the last with the embeddings frozen. ~20 + 14 + 16 + 10 + 2 min on 2 cores.
 MODEL_STAGES := build/tiny-chat
-AGENT_MIX := --freeze-embeddings --max-positions 32768 --copy-steps 0 --short-steps 0 --p-random 0.3 --full-p-random 0.3 --p-long-system 0.25 --composed-requests 0.5 --decoys 0.25
+AGENT_MIX := --freeze-embeddings --max-positions 65536 --copy-steps 0 --short-steps 0 --p-random 0.3 --full-p-random 0.3 --p-long-system 0.25 --composed-requests 0.5 --decoys 0.25
 
 model: setup  ## retrain the bundled tiny chat model (service/assets/tiny-chat), stage by stage
 	$(PY) -m training.tiny_chat.train --out $(MODEL_STAGES)/base --copy-steps 1200 --tool-steps 500 --full-steps 700 --p-random 0.3 --full-p-random 0.3 --p-long-system 0.2 --copy-p-random 0.5 --spelled-embeddings --underscore-words --composed-requests 0.5

@@ -23,7 +23,7 @@ CODEX = ROOT / ".tools" / "node_modules" / ".bin" / "codex"
 # The first two tests trim Codex's turn (a short instructions file, no shell, view_image, agents or
 # skills) to test the transports: Codex's default request is ~20k tokens (base instructions,
 # skills, its tools and the multi_agent_v1 namespace) and the bundled model's window is 2,048.
-# The last two send the whole default request: the bundled model's 32k context, over a sliding
+# The last two send the whole default request: the bundled model's 64k context, over a sliding
 # window of 2,048 tokens, answers `hello` behind it and writes a patch Codex applies.
 CONFIG = """\
 model = "{model}"
@@ -134,7 +134,7 @@ def _run_codex(
         entry = dict(CATALOG["models"][0])
         if not trimmed:
             entry["base_instructions"] = _default_instructions()
-            entry["context_window"] = 32768
+            entry["context_window"] = 65536
         path = tmp_path / "catalog.json"
         path.write_text(json.dumps({"models": [entry]}).replace("{model}", model_path.name))
         config = f'model_catalog_json = "{path}"\n' + config

@@ -46,8 +46,9 @@ def test_folder_layout() -> None:
     assert tok_config["eos_token"] == "<|im_end|>"
     assert tok_config["pad_token"] == "<|endoftext|>"
     assert (MODEL_DIR / "model.safetensors").stat().st_size < 16 * 2**20
-    # A 32k context, every layer attending over the last 2,048 tokens (the rows it trained on).
-    assert config["max_position_embeddings"] == 32768
+    # A 64k context (Claude Code's default request is 44k tokens), every layer attending over
+    # the last 2,048 tokens (the rows it trained on), so no distance is one it never saw.
+    assert config["max_position_embeddings"] == 65536
     assert declared_window(config) == 2048
 
 
