@@ -19,11 +19,14 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llguidance
 import llguidance.hf
 from mlx_responses.service.text.json_bounds import JsonBounds, bound_schema
+
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class SchemaError(ValueError):
 
 # llguidance's JSON options for every schema compiled here: fixed separators and no free
 # whitespace (small models otherwise pad JSON), keywords it does not implement left unenforced.
-LENIENT: dict[str, Any] = {"whitespace_flexible": False, "lenient": True}
+LENIENT: JsonCompileOptions = {"whitespace_flexible": False, "lenient": True}
 
 
 def _is_panic(exc: BaseException) -> bool:

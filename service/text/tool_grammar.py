@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,7 +81,7 @@ def _regex(text: str) -> str:
     return "".join(out)
 
 
-def _json(schema: dict[str, Any], style: dict[str, Any] = _COMPACT) -> str:
+def _json(schema: dict[str, Any], style: Mapping[str, Any] = _COMPACT) -> str:
     return "%json " + json.dumps({"x-guidance": style, **schema}, ensure_ascii=False)
 
 
