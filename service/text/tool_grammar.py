@@ -81,6 +81,49 @@ def _regex(text: str) -> str:
     return "".join(out)
 
 
+# Keywords whose values are data, not schemas: a `$ref` there is not a reference.
+_DATA = frozenset({"const", "enum", "default", "examples"})
+
+
+def _embedded(schema: Any, at: str) -> Any:
+    """`schema` to be placed at JSON pointer `at` of a larger document: its local references
+    (`#`, `#/$defs/X`, ...) rewritten to point where their targets now are.
+
+    A tool's `parameters` is its own document; the grammar nests it in a call's envelope, where
+    `#/$defs/Color` (pydantic writes one for every enum and nested model) would otherwise name a
+    definition at the envelope's root that does not exist.
+    """
+    if isinstance(schema, list):
+        return [_embedded(item, at) for item in schema]
+    if not isinstance(schema, dict) or not at:
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "$ref" and isinstance(value, str) and value.startswith("#"):
+            out[key] = "#" + at + value[1:]
+        elif key in _DATA:
+            out[key] = value
+        else:
+            out[key] = _embedded(value, at)
+    return out
+
+
+def _dereferenced(schema: Any, root: dict[str, Any]) -> Any:
+    """`schema` with its own local `$ref` (to a definition in `root`) followed, a few deep."""
+    for _ in range(8):
+        ref = schema.get("$ref") if isinstance(schema, dict) else None
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            return schema
+        target: Any = root
+        for part in filter(None, ref[1:].split("/")):
+            key = part.replace("~1", "/").replace("~0", "~")
+            target = target.get(key) if isinstance(target, dict) else None
+        if not isinstance(target, dict):
+            return schema
+        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+    return schema
+
+
 def _json(schema: dict[str, Any], style: Mapping[str, Any] = _COMPACT) -> str:
     return "%json " + json.dumps({"x-guidance": style, **schema}, ensure_ascii=False)
 
@@ -131,12 +174,13 @@ class _Builder:
         schema = function.parameters or {"type": "object"}
         return bound_schema(schema, self.bounds)
 
-    def envelope(self, function: Function, arguments_key: str) -> dict[str, Any]:
+    def envelope(self, function: Function, arguments_key: str, at: str = "") -> dict[str, Any]:
+        """The call's JSON, placed at JSON pointer `at` of its grammar's schema."""
         return {
             "type": "object",
             "properties": {
                 "name": {"const": function.name},
-                arguments_key: self.params(function),
+                arguments_key: _embedded(self.params(function), f"{at}/properties/{arguments_key}"),
             },
             "required": ["name", arguments_key],
             "additionalProperties": False,
@@ -165,7 +209,9 @@ class _Builder:
             f"{self.literal('[ARGS]')} {arguments}",
         )
 
-    def xml_value(self, schema: Any, name: str) -> str:
+    def xml_value(self, schema: Any, name: str, root: dict[str, Any]) -> str:
+        """A parameter's value then its closing tag; `root`: the function's `parameters`."""
+        schema = _dereferenced(schema, root)
         kind = schema.get("type") if isinstance(schema, dict) else None
         if isinstance(kind, list):
             kind = next((k for k in kind if k != "null"), None)
@@ -189,6 +235,10 @@ class _Builder:
             # Lazy: the value ends at the first closing tag, within the string bound.
             return self.rule(name, f"/(?s:.{{0,{int(limit)}}}){close}/", "[lazy]")
         sub = bound_schema(schema, self.bounds)
+        if "$ref" in json.dumps(sub):
+            # Its references point into the parameters: they come along, under $defs.
+            params = _embedded(bound_schema(root, self.bounds), "/$defs/parameters")
+            sub = {**_embedded(sub, "/$defs/parameters"), "$defs": {"parameters": params}}
         return self.rule(name, f"{_json(sub)} {json.dumps(_PARAMETER_CLOSE)}")
 
     def qwen3_coder(self, fn: Function, i: int) -> str:
@@ -205,7 +255,7 @@ class _Builder:
         for j, (key, schema) in enumerate(
             properties.items() if isinstance(properties, dict) else []
         ):
-            value = self.xml_value(schema, f"v{i}_{j}")
+            value = self.xml_value(schema, f"v{i}_{j}", fn.parameters or {})
             part = f"{json.dumps(f'<parameter={key}>' + chr(10))} {value}"
             parts.append(f"({part})" + ("" if key in required else "?"))
         head = json.dumps(f"\n<function={fn.name}>\n")
@@ -245,7 +295,10 @@ def tool_grammar(
     elif isinstance(fmt, MistralFormat):
         # The JSON list form holds every call in one JSON value: a custom tool's input is a
         # plain string there (a regex still applies as its pattern).
-        envelopes = [b.envelope(_as_function(fn), "arguments") for fn in functions]
+        envelopes = [
+            b.envelope(_as_function(fn), "arguments", f"/items/anyOf/{k}")
+            for k, fn in enumerate(functions)
+        ]
         for envelope in envelopes:
             # The template renders a 9-character id into each call, so models write one.
             envelope["properties"]["id"] = {"type": "string", "pattern": "^[a-zA-Z0-9]{9}$"}
@@ -257,7 +310,8 @@ def tool_grammar(
         }
         calls = b.rule("calls", f'{literal("[TOOL_CALLS]")} " " {_json(listed)}')
     elif isinstance(fmt, Llama3Format):
-        envelopes = [b.envelope(fn, "parameters") for fn in functions if fn.custom is None]
+        plain = [fn for fn in functions if fn.custom is None]
+        envelopes = [b.envelope(fn, "parameters", f"/anyOf/{k}") for k, fn in enumerate(plain)]
         options = [_json({"anyOf": envelopes})] if envelopes else []
         options += [
             b.custom_call(fn, i, "parameters") for i, fn in enumerate(functions) if fn.custom

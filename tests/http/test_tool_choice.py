@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 import json
 from typing import Any
 
 import openai
+import pydantic
 import pytest
 
 from tests.support.stack import Stack
@@ -251,3 +253,36 @@ def test_a_strict_schema_the_grammar_cannot_enforce_is_400(
     assert error["param"] == "tools[1].parameters", error  # type: ignore[index]
     assert error["code"] == "invalid_function_parameters", error  # type: ignore[index]
     assert "get_zone" in error["message"] and "uri-reference" in error["message"], error  # type: ignore[index]
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Box(pydantic.BaseModel):
+    width: int
+    color: Color
+
+
+class Paint(pydantic.BaseModel):
+    """Paint a box."""
+
+    box: Box
+    coats: list[Color]
+
+
+def test_a_pydantic_tool_with_references_is_called(client: openai.OpenAI, stack: Stack) -> None:
+    """The OpenAI SDK's pydantic_function_tool writes `$defs` and `#/$defs/...` references
+    (strict): the call's arguments validate against the model."""
+    tool = openai.pydantic_function_tool(Paint)["function"]
+    assert "$defs" in json.dumps(tool["parameters"])
+    reply = client.responses.create(
+        model=stack.settings.models[0].name,
+        input=PLAIN,
+        tools=[{"type": "function", **tool}],  # type: ignore[list-item]
+        tool_choice={"type": "function", "name": "Paint"},
+        max_output_tokens=200,
+    )
+    (call,) = _calls(reply)
+    Paint.model_validate_json(call.arguments)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -113,3 +114,64 @@ def test_a_thought_before_a_forced_call_closes_into_the_call(
     call = recorded_output("qwen3_coder.jinja", CALLS[:1]).split("</think>")[1].lstrip()
     assert _accepts(factory, grammar, f"<think>\nThe user wants x.\n</think>\n\n{call}")
     assert not _accepts(factory, grammar, f"<think>\nx\n</think>{chr(10) * 12}{call}")
+
+
+# pydantic writes `$defs` and `#/$defs/...` references for every enum and nested model (the
+# OpenAI SDK's pydantic_function_tool, the Agents SDK's function tools); `#` is the root.
+PAINT: dict[str, Any] = {
+    "type": "object",
+    "properties": {"color": {"$ref": "#/$defs/Color"}, "box": {"$ref": "#/$defs/Box"}},
+    "required": ["color", "box"],
+    "$defs": {
+        "Color": {"enum": ["red", "blue"]},
+        "Box": {
+            "type": "object",
+            "properties": {
+                "w": {"type": "integer"},
+                "inner": {"anyOf": [{"$ref": "#/$defs/Box"}, {"type": "null"}]},
+            },
+            "required": ["w"],
+        },
+    },
+}
+# The same definition name meaning something else in another tool.
+MARK: dict[str, Any] = {
+    "type": "object",
+    "properties": {"color": {"$ref": "#/$defs/Color"}, "again": {"$ref": "#"}},
+    "required": ["color"],
+    "$defs": {"Color": {"enum": ["green"]}},
+}
+
+
+@pytest.mark.parametrize("template", [*FAMILIES, "hermes"])
+def test_references_in_parameters_resolve_inside_the_call(
+    factory: tuple[GrammarFactory, Any], template: str
+) -> None:
+    if template == "hermes":
+        fmt: Any = HermesFormat()
+
+        def render(name: str, arguments: dict[str, Any]) -> str:
+            call = json.dumps({"name": name, "arguments": arguments})
+            return f"<tool_call>\n{call}\n</tool_call>"
+    else:
+        fmt = format_for_template((TEMPLATES / template).read_text())
+
+        def render(name: str, arguments: dict[str, Any]) -> str:
+            return recorded_output(template, [(name, arguments)])
+
+    grammar = tool_grammar(
+        fmt,
+        [Function("paint", PAINT), Function("mark", MARK)],
+        required=True,
+        parallel=False,
+        reasoning=REASONING,
+        literal=factory[0].literal,
+        bounds=JsonBounds.for_budget(400),
+    )
+    box = {"w": 2, "inner": {"w": 1, "inner": None}}
+    assert _accepts(factory, grammar, render("paint", {"color": "red", "box": box}))
+    assert _accepts(
+        factory, grammar, render("mark", {"color": "green", "again": {"color": "green"}})
+    )
+    assert not _accepts(factory, grammar, render("paint", {"color": "green", "box": box}))
+    assert not _accepts(factory, grammar, render("mark", {"color": "red"}))
