@@ -95,8 +95,8 @@ def _embedded(schema: Any, at: str) -> Any:
     """
     if isinstance(schema, list):
         return [_embedded(item, at) for item in schema]
-    if not isinstance(schema, dict) or not at:
-        return schema
+    if not isinstance(schema, dict) or not at or isinstance(schema.get("$id"), str):
+        return schema  # a schema with its own `$id` is the base its references resolve against
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "$ref" and isinstance(value, str) and value.startswith("#"):
@@ -237,7 +237,9 @@ class _Builder:
         sub = bound_schema(schema, self.bounds)
         if "$ref" in json.dumps(sub):
             # Its references point into the parameters: they come along, under $defs.
-            params = _embedded(bound_schema(root, self.bounds), "/$defs/parameters")
+            # Re-rooted under $defs, it is no longer a resource of its own: no `$id`.
+            params = {k: v for k, v in bound_schema(root, self.bounds).items() if k != "$id"}
+            params = _embedded(params, "/$defs/parameters")
             sub = {**_embedded(sub, "/$defs/parameters"), "$defs": {"parameters": params}}
         return self.rule(name, f"{_json(sub)} {json.dumps(_PARAMETER_CLOSE)}")
 

@@ -175,3 +175,28 @@ def test_references_in_parameters_resolve_inside_the_call(
     )
     assert not _accepts(factory, grammar, render("paint", {"color": "green", "box": box}))
     assert not _accepts(factory, grammar, render("mark", {"color": "red"}))
+
+
+@pytest.mark.parametrize("template", FAMILIES)
+def test_a_schema_with_its_own_id_keeps_its_references(
+    factory: tuple[GrammarFactory, Any], template: str
+) -> None:
+    """Under an `$id`, `#` is that schema wherever it is nested: nothing to rewrite."""
+    fmt = format_for_template((TEMPLATES / template).read_text())
+    schema = {**PAINT, "$id": "https://example.com/paint.json"}
+    grammar = tool_grammar(
+        fmt,
+        [Function("paint", schema)],
+        required=True,
+        parallel=False,
+        reasoning=REASONING,
+        literal=factory[0].literal,
+        bounds=JsonBounds.for_budget(400),
+    )
+    box = {"w": 2, "inner": None}
+    assert _accepts(
+        factory, grammar, recorded_output(template, [("paint", {"color": "red", "box": box})])
+    )
+    assert not _accepts(
+        factory, grammar, recorded_output(template, [("paint", {"color": "pink", "box": box})])
+    )
