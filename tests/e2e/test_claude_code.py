@@ -1,4 +1,4 @@
-"""The real Claude Code CLI (`claude -p`, 2.1) against `serve`: a one-shot turn on /v1/messages."""
+"""The real Claude Code CLI (`claude -p`, 2.1) against `serve`: turns on /v1/messages, tools too."""
 
 from __future__ import annotations
 
@@ -45,8 +45,11 @@ def _claude() -> Path:
     return found
 
 
-def _run(claude: Path, port: int, home: Path, *options: str) -> tuple[int, dict[str, Any]]:
-    """`claude -p PROMPT --output-format json ...` pointed at the server; its result object."""
+def _run(
+    claude: Path, port: int, home: Path, *options: str, prompt: str = PROMPT
+) -> tuple[int, list[dict[str, Any]]]:
+    """`claude -p PROMPT --output-format json ...` pointed at the server; the JSON it printed,
+    the result object last (`--output-format stream-json --verbose`: every message before)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
     env.update(
         HOME=str(home),
@@ -57,7 +60,7 @@ def _run(claude: Path, port: int, home: Path, *options: str) -> tuple[int, dict[
         DISABLE_AUTOUPDATER="1",
     )
     # The prompt goes first: --tools takes a variadic list.
-    args = [str(claude), "-p", PROMPT, "--output-format", "json", *options]
+    args = [str(claude), "-p", prompt, "--output-format", "json", *options]
     done = subprocess.run(
         args,
         cwd=home,
@@ -68,9 +71,9 @@ def _run(claude: Path, port: int, home: Path, *options: str) -> tuple[int, dict[
         timeout=120,
         check=False,
     )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines, done.stdout + done.stderr
-    return done.returncode, json.loads(lines[-1])
+    return done.returncode, lines
 
 
 def _serve(model_path: Path) -> Any:
@@ -109,13 +112,50 @@ def small_server(model_path: Path, tmp_path: Path) -> Any:
 
 def test_claude_code_completes_a_turn(server: int, model_path: Path, tmp_path: Path) -> None:
     claude = _claude()
-    code, result = _run(claude, server, tmp_path, "--model", model_path.name, *MINIMAL)
+    code, [result] = _run(claude, server, tmp_path, "--model", model_path.name, *MINIMAL)
     assert code == 0, result
     assert result["is_error"] is False and result["result"] == "hello", result
     usage = result["usage"]
     prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]
     assert prompt > 200, "Claude Code's own framing reached the model"
     assert result["stop_reason"] == "end_turn"
+
+
+def test_a_tool_round_trip(server: int, model_path: Path, tmp_path: Path) -> None:
+    """Claude Code reads the model's streamed `tool_use` (its Read tool, the input under Read's
+    schema), runs the tool, sends the `tool_result` back, and the model's next turn follows.
+
+    Two turns at most: which file the bundled model names is its own (one that does not exist,
+    so the result is Read's error), and after it the model may call again rather than answer,
+    which ends the run at the turn limit."""
+    claude = _claude()
+    minimal = [*MINIMAL[:-1], "Read", "--max-turns", "2"]  # --tools Read
+    code, events = _run(
+        claude,
+        server,
+        tmp_path,
+        "--model",
+        model_path.name,
+        *minimal,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        prompt="Use the Read tool.",
+    )
+    *messages, result = events
+    assert result["subtype"] in ("success", "error_max_turns"), result
+    assert code == (0 if result["subtype"] == "success" else 1), result
+    turns = [e for e in messages if e["type"] in ("assistant", "user")]
+    blocks = [(e["type"], b) for e in turns for b in e["message"]["content"] if isinstance(b, dict)]
+    calls = [b for kind, b in blocks if kind == "assistant" and b["type"] == "tool_use"]
+    results = [b for kind, b in blocks if kind == "user" and b["type"] == "tool_result"]
+    assert calls and results, blocks
+    for call in calls:
+        assert call["name"] == "Read" and isinstance(call["input"]["file_path"], str), call
+    assert [r["tool_use_id"] for r in results] == [c["id"] for c in calls], blocks
+    # The model's second turn, after the first result: text, or another call.
+    after = blocks[blocks.index(("user", results[0])) + 1 :]
+    assert any(kind == "assistant" and b["type"] in ("text", "tool_use") for kind, b in after)
 
 
 def test_default_configuration_completes_a_turn(
@@ -125,7 +165,7 @@ def test_default_configuration_completes_a_turn(
     schemas hold keywords the grammar leaves out), streamed on /v1/messages. What the bundled
     model answers behind it is its own (a word or two, not the `hello` asked for)."""
     claude = _claude()
-    code, result = _run(claude, server, tmp_path, "--model", model_path.name)
+    code, [result] = _run(claude, server, tmp_path, "--model", model_path.name)
     assert code == 0, result
     assert result["is_error"] is False and result["stop_reason"] == "end_turn", result
     usage = result["usage"]
@@ -137,7 +177,7 @@ def test_default_prompt_is_refused_clearly(
     small_server: int, model_path: Path, tmp_path: Path
 ) -> None:
     claude = _claude()
-    code, result = _run(claude, small_server, tmp_path, "--model", model_path.name)
+    code, [result] = _run(claude, small_server, tmp_path, "--model", model_path.name)
     assert code != 0 and result["is_error"] is True and result["api_error_status"] == 400
     message = result["result"]
     assert "32768-token context window" in message, message
