@@ -90,6 +90,10 @@ class CoreClient:
     async def close(self) -> None:
         await self.rpc.close()
 
+    def connected(self) -> bool:
+        """Whether the channel is connected now (a call on it does not fail fast)."""
+        return self.channel.get_state() == grpc.ChannelConnectivity.READY
+
     async def serving(self) -> bool:
         """Whether the core's health service reports SERVING."""
         return await self.rpc.serving(timeout=5)

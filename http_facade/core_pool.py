@@ -2,8 +2,9 @@
 
 Each `--core` gets its own channel and a Health.Watch stream; requests go round robin over the
 cores whose health is SERVING, so a stopped, draining or still-loading core is routed around as
-soon as its health says so. When none is SERVING the request still goes to one (round robin),
-so the client gets that core's own 503. A `dns:///name:port` address (or a gRPC address list,
+soon as its health says so. When no watch has said SERVING yet (at startup), a core whose
+channel is connected is used; when none is, the request still goes to one (round robin), so the
+client gets that core's own 503. A `dns:///name:port` address (or a gRPC address list,
 `ipv4:10.0.0.1:50051,10.0.0.2:50051`) is one channel with gRPC's built-in `round_robin` policy
 and client-side health checking over every address the name resolves to. State lives in the
 shared store, so consecutive turns of a chain may land on any core.
@@ -101,8 +102,18 @@ class CorePool:
             await asyncio.sleep(WATCH_RETRY_S)
 
     def pick(self) -> CoreClient:
-        """The next SERVING core (round robin), or the next core at all when none is."""
-        healthy = [c for c in self.cores if c.serving] or self.cores
+        """The next SERVING core (round robin); when no watch has said so yet, the next core
+        whose channel is connected, else the next core at all.
+
+        At startup a channel that tried a core before it listened waits out its reconnect
+        backoff, and a call on it fails at once with UNAVAILABLE: while the watches catch up,
+        a core a request already reached is the one to use.
+        """
+        healthy = (
+            [c for c in self.cores if c.serving]
+            or [c for c in self.cores if c.client.connected()]
+            or self.cores
+        )
         return healthy[next(self._turn) % len(healthy)].client
 
     async def serving(self) -> bool:
