@@ -210,7 +210,8 @@ class _Builder:
         )
 
     def xml_value(self, schema: Any, name: str, root: dict[str, Any]) -> str:
-        """A parameter's value then its closing tag; `root`: the function's `parameters`."""
+        """A parameter's value then its closing tag; `root`: the function's `parameters`,
+        bounded."""
         schema = _dereferenced(schema, root)
         kind = schema.get("type") if isinstance(schema, dict) else None
         if isinstance(kind, list):
@@ -235,12 +236,12 @@ class _Builder:
             # Lazy: the value ends at the first closing tag, within the string bound.
             return self.rule(name, f"/(?s:.{{0,{int(limit)}}}){close}/", "[lazy]")
         sub = bound_schema(schema, self.bounds)
-        if "$ref" in json.dumps(sub):
+        embedded = _embedded(sub, "/$defs/parameters")
+        if embedded != sub:
             # Its references point into the parameters: they come along, under $defs.
             # Re-rooted under $defs, it is no longer a resource of its own: no `$id`.
-            params = {k: v for k, v in bound_schema(root, self.bounds).items() if k != "$id"}
-            params = _embedded(params, "/$defs/parameters")
-            sub = {**_embedded(sub, "/$defs/parameters"), "$defs": {"parameters": params}}
+            params = {k: v for k, v in root.items() if k != "$id"}
+            sub = {**embedded, "$defs": {"parameters": _embedded(params, "/$defs/parameters")}}
         return self.rule(name, f"{_json(sub)} {json.dumps(_PARAMETER_CLOSE)}")
 
     def qwen3_coder(self, fn: Function, i: int) -> str:
@@ -253,11 +254,12 @@ class _Builder:
             )
         properties = (fn.parameters or {}).get("properties", {})
         required = set((fn.parameters or {}).get("required", []))
+        root = self.params(fn)  # what the values' references resolve against
         parts = []
         for j, (key, schema) in enumerate(
             properties.items() if isinstance(properties, dict) else []
         ):
-            value = self.xml_value(schema, f"v{i}_{j}", fn.parameters or {})
+            value = self.xml_value(schema, f"v{i}_{j}", root)
             part = f"{json.dumps(f'<parameter={key}>' + chr(10))} {value}"
             parts.append(f"({part})" + ("" if key in required else "?"))
         head = json.dumps(f"\n<function={fn.name}>\n")
