@@ -46,10 +46,10 @@ def _claude() -> Path:
 
 
 def _run(
-    claude: Path, port: int, home: Path, *options: str, prompt: str = PROMPT
+    claude: Path, port: int, home: Path, *options: str, prompt: str = PROMPT, stream: bool = False
 ) -> tuple[int, list[dict[str, Any]]]:
     """`claude -p PROMPT --output-format json ...` pointed at the server; the JSON it printed,
-    the result object last (`--output-format stream-json --verbose`: every message before)."""
+    the result object last (``stream``: `stream-json --verbose`, every message before it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
     env.update(
         HOME=str(home),
@@ -60,7 +60,8 @@ def _run(
         DISABLE_AUTOUPDATER="1",
     )
     # The prompt goes first: --tools takes a variadic list.
-    args = [str(claude), "-p", prompt, "--output-format", "json", *options]
+    output = ["stream-json", "--verbose"] if stream else ["json"]
+    args = [str(claude), "-p", prompt, "--output-format", *output, *options]
     done = subprocess.run(
         args,
         cwd=home,
@@ -137,10 +138,8 @@ def test_a_tool_round_trip(server: int, model_path: Path, tmp_path: Path) -> Non
         "--model",
         model_path.name,
         *minimal,
-        "--output-format",
-        "stream-json",
-        "--verbose",
         prompt="Use the Read tool.",
+        stream=True,
     )
     *messages, result = events
     assert result["subtype"] in ("success", "error_max_turns"), result

@@ -169,14 +169,20 @@ def _run_codex(
     return done, server_log
 
 
-def _completed(
-    done: subprocess.CompletedProcess[str], message: str
-) -> tuple[dict[str, int], list[dict[str, Any]]]:
-    """The turn completed with ``message`` as Codex's last agent message; its usage and items."""
+def _events(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    """Codex's `--json` events of a turn that completed."""
     assert done.returncode == 0, done.stdout + done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     kinds = [e["type"] for e in events]
     assert "turn.completed" in kinds and "turn.failed" not in kinds, done.stdout
+    return events
+
+
+def _completed(
+    done: subprocess.CompletedProcess[str], message: str
+) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """The turn completed with ``message`` as Codex's last agent message; its usage and items."""
+    events = _events(done)
     items = [e["item"] for e in events if "item" in e]
     messages = [i["text"] for i in items if i["type"] == "agent_message"]
     assert messages[-1:] == [message], done.stdout
@@ -248,12 +254,8 @@ def test_codex_applies_the_patch_the_model_writes(model_path: Path, tmp_path: Pa
         exec_args=("--sandbox", "workspace-write"),
         timeout=300,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
     assert "incompatible payload" not in done.stdout + done.stderr
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    kinds = [e["type"] for e in events]
-    assert "turn.completed" in kinds and "turn.failed" not in kinds, done.stdout
-    items = [e["item"] for e in events if e["type"] == "item.completed"]
+    items = [e["item"] for e in _events(done) if e["type"] == "item.completed"]
     *changes, answer = items
     assert changes and answer["type"] == "agent_message" and answer["text"].strip(), done.stdout
     # Each call is a patch Codex applied: it adds a file in the work dir holding the model's lines.
