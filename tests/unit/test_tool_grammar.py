@@ -143,6 +143,19 @@ MARK: dict[str, Any] = {
 }
 
 
+def _one_call(factory: tuple[GrammarFactory, Any], fmt: Any, functions: list[Function]) -> str:
+    """A forced single call of one of `functions`, a thought allowed first."""
+    return tool_grammar(
+        fmt,
+        functions,
+        required=True,
+        parallel=False,
+        reasoning=REASONING,
+        literal=factory[0].literal,
+        bounds=JsonBounds.for_budget(400),
+    )
+
+
 @pytest.mark.parametrize("template", [*FAMILIES, "hermes"])
 def test_references_in_parameters_resolve_inside_the_call(
     factory: tuple[GrammarFactory, Any], template: str
@@ -159,15 +172,7 @@ def test_references_in_parameters_resolve_inside_the_call(
         def render(name: str, arguments: dict[str, Any]) -> str:
             return recorded_output(template, [(name, arguments)])
 
-    grammar = tool_grammar(
-        fmt,
-        [Function("paint", PAINT), Function("mark", MARK)],
-        required=True,
-        parallel=False,
-        reasoning=REASONING,
-        literal=factory[0].literal,
-        bounds=JsonBounds.for_budget(400),
-    )
+    grammar = _one_call(factory, fmt, [Function("paint", PAINT), Function("mark", MARK)])
     box = {"w": 2, "inner": {"w": 1, "inner": None}}
     assert _accepts(factory, grammar, render("paint", {"color": "red", "box": box}))
     assert _accepts(
@@ -184,15 +189,7 @@ def test_a_schema_with_its_own_id_keeps_its_references(
     """Under an `$id`, `#` is that schema wherever it is nested: nothing to rewrite."""
     fmt = format_for_template((TEMPLATES / template).read_text())
     schema = {**PAINT, "$id": "https://example.com/paint.json"}
-    grammar = tool_grammar(
-        fmt,
-        [Function("paint", schema)],
-        required=True,
-        parallel=False,
-        reasoning=REASONING,
-        literal=factory[0].literal,
-        bounds=JsonBounds.for_budget(400),
-    )
+    grammar = _one_call(factory, fmt, [Function("paint", schema)])
     box = {"w": 2, "inner": None}
     assert _accepts(
         factory, grammar, recorded_output(template, [("paint", {"color": "red", "box": box})])
