@@ -4,11 +4,14 @@ A malformed request (a 100 kB header, CR/LF/NUL in a header, Content-Length with
 Transfer-Encoding, an encoding aiohttp cannot decode) never reaches the app's middleware:
 aiohttp answers it from `RequestHandler.handle_error` with plain text and logs an ERROR with a
 traceback, so any client could fill the log. The façade's server builds request handlers whose
-`handle_error` answers in the envelope and logs such refusals at INFO, at most a few a minute.
+`handle_error` answers in the envelope and logs such refusals at INFO, at most a few a minute,
+then close the connection lingering, as servers do after refusing a request whose client may still
+be sending it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -25,6 +28,8 @@ log = logging.getLogger(__name__)
 
 REFUSALS_PER_WINDOW = 10
 WINDOW_S = 60.0
+# How long a connection whose request was refused reads and drops what its client still sends.
+LINGER_S = 5.0
 
 
 @dataclass
@@ -65,6 +70,7 @@ class EnvelopeRequestHandler(RequestHandler):
     """aiohttp's request handler, answering its own refusals in the envelope."""
 
     refusals = RateLimit()
+    _refused = False
 
     def handle_error(
         self,
@@ -76,6 +82,7 @@ class EnvelopeRequestHandler(RequestHandler):
         if status >= 500:
             self.log_exception("Error handling request from %s", request.remote, exc_info=exc)
         else:
+            self._refused = True
             allowed, dropped = self.refusals.allow()
             if allowed:
                 log.info(
@@ -91,6 +98,26 @@ class EnvelopeRequestHandler(RequestHandler):
         response = web.json_response(error.body(), status=error.status)
         response.force_close()
         return response
+
+    async def finish_response(
+        self, request: BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
+        answered = await super().finish_response(request, resp, start_time)
+        if self._refused and self.transport is not None:
+            self._linger(self.transport)
+        return answered
+
+    def _linger(self, transport: asyncio.Transport) -> None:
+        """Close after a refusal without losing the answer: closing a socket with unread input
+        makes the kernel reset the connection, and the reset can reach a client still sending
+        (a 100 kB header) before it reads the answer. So stop parsing, send FIN after the answer,
+        and drop what still comes until the client's FIN (`eof_received` lets the transport
+        close) or LINGER_S."""
+        self.close()  # data_received drops what still arrives
+        self.transport = None  # start() leaves the socket to the linger
+        if transport.can_write_eof():
+            transport.write_eof()
+        asyncio.get_running_loop().call_later(LINGER_S, transport.close)
 
 
 class EnvelopeServer(web.Server):

@@ -64,3 +64,21 @@ def test_rate_limit_counts_what_it_drops() -> None:
     assert [limit.allow()[0] for _ in range(5)] == [True, True, False, False, False]
     now[0] = 10.0
     assert limit.allow() == (True, 3)
+
+
+def test_a_refusal_is_read_by_a_client_still_sending(stack: Stack) -> None:
+    """A refused request's client may still be sending (a 100 kB header goes out in several
+    segments). The façade lingers: it answers, half-closes, and drops what still arrives until the
+    client's FIN, so the answer is read whole; closing with unread input makes the kernel reset
+    the connection, and the reset can beat the answer (`sendall` or `recv` fails)."""
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", stack.http_port), timeout=10) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ")
+            sock.sendall(b"a" * 4_000_000)
+            sock.shutdown(socket.SHUT_WR)
+            received = b""
+            while chunk := sock.recv(65536):
+                received += chunk
+        head, _, body = received.partition(b"\r\n\r\n")
+        assert head.split(b" ", 2)[1] == b"400", head[:200]
+        assert json.loads(body)["error"]["type"] == "invalid_request_error"
