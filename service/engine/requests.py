@@ -83,6 +83,9 @@ class EngineStats:
     prompt_cache_misses: int = 0
     cached_tokens: int = 0
     prompt_cache_bytes: int = 0
+    # Prompt-cache entries taken where a prompt's prefill ended but for its last token (for
+    # caches that cannot be trimmed: sliding windows, recurrent layers).
+    prompt_checkpoints: int = 0
     draft_tokens: int = 0  # speculative tokens proposed ...
     accepted_tokens: int = 0  # ... and kept
     verify_steps: int = 0  # decode steps that verified drafts

@@ -134,6 +134,16 @@ class SlotResponse:
 
 
 @dataclass
+class PromptEnd:
+    """A prompt prefilled but for its last token (the fields of mlx-lm's
+    `PromptProcessingBatch.Response` the worker reads): `extract_cache` has its entry."""
+
+    uid: int
+    end_of_segment: bool = True
+    end_of_prompt: bool = False
+
+
+@dataclass
 class _Sequence:
     uid: int
     pending: list[int]  # prompt tokens not prefilled yet, the last one excepted
@@ -244,6 +254,11 @@ class SlotGenerator:
         # prompt token: fed, not emitted).
         self._pending: tuple[list[tuple[int, int]], mx.array, mx.array] | None = None
         self._joined: list[tuple[int, int]] = []
+        # Whether a prompt's entry is taken where its prefill ends (`PromptEnd`, `extract_cache`),
+        # for a prompt cache whose entries cannot be trimmed (a sliding window); those of the
+        # last step, until the worker takes them.
+        self.prompt_ends = False
+        self._ends: dict[int, tuple[list[Any], list[int]]] = {}
         # Where the steps run (a sequence the worker decodes alone runs there too).
         self.stream = mx.default_stream(mx.default_device())
 
@@ -310,16 +325,24 @@ class SlotGenerator:
     def prompt_cache_nbytes(self) -> int:
         return sum(store.nbytes for store in self._stores)
 
-    def next(self) -> tuple[list[Any], list[SlotResponse]]:
+    def next(self) -> tuple[list[PromptEnd], list[SlotResponse]]:
+        self._ends.clear()
         self._admit()
         if self._vacated:
             self._vacated = False
             self._compact()
             self._shrink()
         self._prefill()
+        ends = [PromptEnd(uid) for uid in self._ends]
         responses = self._decode()
         self._release_if_idle()
-        return [], responses
+        return ends, responses
+
+    def extract_cache(self, uids: list[int]) -> dict[int, tuple[list[Any], list[int]]]:
+        """The entries (and their tokens) of the prompts that the last step prefilled but for
+        their last token (BatchGenerator's `extract_cache` for its prompt responses): taken
+        when the prefill ended, before the decode step fed that token."""
+        return {uid: self._ends.pop(uid) for uid in uids if uid in self._ends}
 
     # --- steps -----------------------------------------------------------------------------
     def _admit(self) -> None:
@@ -441,6 +464,8 @@ class SlotGenerator:
             seq.drafted_to = len(seq.tokens)  # a prefill forward is the draft's too
             self._counters.prompt_tokens += len(chunk)
             if not seq.pending:
+                if self.prompt_ends:
+                    self._ends[seq.uid] = (self._extract(seq), list(seq.tokens))
                 self._join(seq)
 
     def _sample(self, rows: list[_Sequence], logits: mx.array) -> tuple[mx.array, mx.array]:

@@ -102,6 +102,8 @@ class SoloSequence:
         self._rest = list(prompt)  # prompt tokens not fed yet
         self._pending: tuple[mx.array, mx.array] | None = None  # sampled, not fed, not sent
         self.generated = 0
+        # The last step prefilled all of the prompt but its last token (the next step feeds it).
+        self.at_prompt_end = False
 
     @classmethod
     def resumed(
@@ -159,7 +161,9 @@ class SoloSequence:
                 mx.eval([c.state for c in self.cache])
                 mx.clear_cache()  # as generate_step does after each prefill chunk
                 self.tokens += chunk
+                self.at_prompt_end = len(self._rest) == 1
                 return None
+            self.at_prompt_end = False
             if self._rest:
                 y, logprobs = self._forward(mx.array(self._rest))
                 mx.async_eval(y, logprobs)

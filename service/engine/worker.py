@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import itertools
 import logging
 import queue
@@ -200,6 +201,8 @@ class EngineWorker(ModelThread[LoadedModel]):
         self._metrics: ModelObserver | None = None
         self._solo: SoloSequence | None = None  # the lone sequence decoding outside the batch
         self._solo_uids = itertools.count(-1, -1)  # never a BatchGenerator uid
+        # Whether prompts leave a prompt-cache entry where their prefill ends (`_checkpoint`).
+        self._checkpointing = False
         # Owned by the MLX thread: KV caches of finished turns, found by longest token prefix.
         self._prompt_cache = (
             new_prompt_cache(self.prompt_cache_max_entries, self.prompt_cache_max_bytes)
@@ -256,7 +259,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             if self.speculative in ("ngram", "draft"):
                 drafted = self._batch_model if isinstance(self._batch_model, DraftedModel) else None
                 speculation = SlotSpeculation(self.num_draft_tokens, drafted)
-            return SlotGenerator(
+            slots = SlotGenerator(
                 self._batch_model,
                 stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
                 completion_batch_size=self.max_batch_size,
@@ -266,6 +269,8 @@ class EngineWorker(ModelThread[LoadedModel]):
                 kv_bits=self.kv_bits if self._kv_group is not None else None,
                 kv_group=self._kv_group,
             )
+            slots.prompt_ends = self._checkpointing
+            return slots
         generator = BatchGenerator(
             self._batch_model,
             stop_tokens=[[t] for t in sorted(tokenizer.eos_token_ids)],
@@ -344,6 +349,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                 self._prefill.tokens_per_step,
                 "fixed KV slots" if self.engine == "slots" else "mlx-lm's BatchGenerator",
             )
+            self._checkpointing = self._prompt_cache is not None and not plain
             generator = self._new_generator()
             if self.metrics is not None:
                 self._metrics = self.metrics.for_model(loaded.alias)
@@ -580,6 +586,9 @@ class EngineWorker(ModelThread[LoadedModel]):
     ) -> None:
         response = solo.step()
         if response is None:
+            if self._checkpointing and solo.at_prompt_end:
+                # The solo cache goes on decoding: the entry is a copy of it.
+                self._checkpoint(list(solo.tokens), copy.deepcopy(solo.cache))
             return
         if response.finish_reason is not None:
             self._solo = None
@@ -680,6 +689,23 @@ class EngineWorker(ModelThread[LoadedModel]):
             self.stats.cached_tokens += len(prompt) - len(rest)
         return cache, rest
 
+    def _checkpoint(self, tokens: list[int], cache: list[Any]) -> None:
+        """Caches a prompt's KV where its prefill ended, but for its last token (the decode step
+        feeds it), for models whose caches cannot be trimmed (a sliding window that has
+        rotated, a recurrent state).
+
+        A finished turn's entry serves only a prompt that extends it token for token. The next
+        turn rarely does: the template renders the reply in its own way (reasoning dropped, an
+        end-of-turn token where the model stopped), and an exact repeat (a retry, Codex's
+        warm-up then its turn) needs its last token fed again. A trimmable cache is cut back
+        to where they part; these cannot be, so without this entry such a prompt is prefilled
+        whole. mlx-lm's server keeps such entries too (at its prompts' segment ends).
+        """
+        assert self._prompt_cache is not None
+        self._prompt_cache.insert_cache(self.loaded.alias, tokens, cache)
+        self.stats.prompt_checkpoints += 1
+        self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
+
     def _step(
         self,
         generator: BatchGenerator,
@@ -695,7 +721,11 @@ class EngineWorker(ModelThread[LoadedModel]):
         else:
             generator.prefill_step_size = self.prefill_step_size
         before = generator._counters.prompt_tokens
-        _, responses = generator.next()
+        prompted, responses = generator.next()
+        ended = [r.uid for r in prompted if r.end_of_segment and not r.end_of_prompt]
+        if self._checkpointing and ended:
+            for cache, tokens in generator.extract_cache(ended).values():
+                self._checkpoint(list(tokens), cache)
         if decoding:
             prefilled = generator._counters.prompt_tokens - before
             self.stats.prefill_tokens_while_decoding += prefilled

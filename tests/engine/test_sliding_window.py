@@ -178,6 +178,79 @@ async def test_a_next_turn_reuses_the_windowed_prompt_cache(
     assert continued == _reference(windowed_model, second, window=WINDOW)
 
 
+async def _one_by_one(
+    path: Path, prompts: list[list[int]], **worker: Any
+) -> tuple[list[tuple[tuple[int, ...], int]], Any]:
+    """Each prompt submitted once the last one finished: its greedy ids and the prompt tokens
+    the prompt cache served; and the engine's stats."""
+    engine = EngineWorker(lambda: load_model(path), **worker)
+    await engine.start()
+    sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
+    results = []
+    try:
+        for prompt in prompts:
+            ids: tuple[int, ...] = ()
+            cached = -1
+            async for chunks in engine.submit(prompt, sampling).batches():
+                for chunk in chunks:
+                    assert chunk.finish_reason in (None, "stop", "length"), chunk.error
+                    cached = chunk.cached_tokens if cached < 0 else cached
+                    ids += chunk.token_ids
+            results.append((ids, cached))
+    finally:
+        engine.stop()
+    return results, engine.stats
+
+
+PATHS = [("batch", True), ("batch", False), ("slots", True), ("slots", False)]
+
+
+@pytest.mark.parametrize(("engine", "solo"), PATHS)
+async def test_a_repeated_prompt_is_served_from_where_its_prefill_ended(
+    windowed_model: Path, engine: str, solo: bool
+) -> None:
+    """A prompt past the window sent again (a retry; Codex's warm-up, then its turn): the
+    finished turn's entry cannot be trimmed back to the prompt once the window rotated, so the
+    prefill left one of its own, the prompt but its last token; the repeat is served from it
+    and decodes the same tokens, on each path (alone, batched, slots)."""
+    prompt = load_model(windowed_model).tokenizer.encode(LONG)
+    assert len(prompt) > 2 * WINDOW
+    ((first, cold), (again, warm)), stats = await _one_by_one(
+        windowed_model, [prompt, prompt], engine=engine, solo=solo, prefill_step_size=8
+    )
+    assert (cold, warm) == (0, len(prompt) - 1)
+    assert first == again == _reference(windowed_model, LONG, window=WINDOW)
+    assert stats.prompt_checkpoints == 1 and stats.prompt_cache_hits == 1
+
+
+@pytest.mark.parametrize(("engine", "solo"), PATHS)
+async def test_a_next_turn_rendering_the_reply_anew_is_served_from_the_prompt(
+    windowed_model: Path, engine: str, solo: bool
+) -> None:
+    """The next turn carries the reply as the template renders it, not as the model wrote it
+    (reasoning dropped, another end of turn): it parts from the finished turn's entry inside
+    the reply, and is served from the entry the last prompt's prefill left."""
+    tokenizer = load_model(windowed_model).tokenizer
+    prompt = tokenizer.encode(LONG)
+    second = [*prompt, *tokenizer.encode(" a reply the model did not write, and then what?")]
+    ((_, cold), (continued, warm)), _ = await _one_by_one(
+        windowed_model, [prompt, second], engine=engine, solo=solo, prefill_step_size=8
+    )
+    assert (cold, warm) == (0, len(prompt) - 1)
+    assert continued == _reference(windowed_model, second, window=WINDOW)
+
+
+async def test_trimmable_caches_leave_no_prompt_entries(windowed_model: Path) -> None:
+    """Without a window every entry can be cut back to where a prompt parts from it: the
+    finished turn's entry serves the repeat, and prefills leave none of their own."""
+    plain = build_random_model(
+        windowed_model.parent / "plain", seed=5, tokenizer_from=windowed_model
+    )
+    prompt = load_model(plain).tokenizer.encode(LONG)
+    ((_, cold), (_, warm)), stats = await _one_by_one(plain, [prompt, prompt], solo=False)
+    assert (cold, warm, stats.prompt_checkpoints) == (0, len(prompt) - 1, 0)
+
+
 # --- the slots engine (`--engine slots`) ----------------------------------------------------
 
 
