@@ -135,8 +135,8 @@ class SlotResponse:
 
 @dataclass
 class PromptEnd:
-    """A prompt prefilled but for its last token (the fields of mlx-lm's
-    `PromptProcessingBatch.Response` the worker reads): `extract_cache` has its entry."""
+    """A prompt prefilled to its first segment's end or but for its last token (the fields of
+    mlx-lm's `PromptProcessingBatch.Response` the worker reads): `extract_cache` has its entry."""
 
     uid: int
     end_of_segment: bool = True
@@ -153,6 +153,7 @@ class _Sequence:
     sampler: Any
     processors: list[Any]
     cache: list[Any] | None  # a prompt-cache entry to start from (copied into the slot)
+    stop: int = 0  # a token count where a prefill chunk ends (a segment's end: `PromptEnd`)
     slot: int = -1
     generated: int = 0
     ready: bool = False  # prefilled: a token waits to be fed (the last prompt one, or sampled)
@@ -198,6 +199,12 @@ class _Prefilling:
 
     def __len__(self) -> int:
         return sum(1 for s in self._owner.slots if s is not None and s.pending)
+
+
+def _chunk(seq: _Sequence, step: int) -> int:
+    """The sequence's next prefill chunk: `step` tokens, ending at its segment's end."""
+    held = len(seq.tokens)
+    return max(1, min(step, seq.stop - held) if held < seq.stop else step)
 
 
 def _arrival(seq: _Sequence) -> int:
@@ -273,12 +280,35 @@ class SlotGenerator:
         samplers: list[Any] | None = None,
         logits_processors: list[list[Any]] | None = None,
     ) -> list[int]:
+        return self.insert_segments(
+            [[prompt] for prompt in prompts],
+            max_tokens=max_tokens,
+            caches=caches,
+            all_tokens=all_tokens,
+            samplers=samplers,
+            logits_processors=logits_processors,
+        )
+
+    def insert_segments(
+        self,
+        segments: list[list[list[int]]],
+        *,
+        max_tokens: list[int],
+        caches: list[list[Any] | None] | None = None,
+        all_tokens: list[list[int]] | None = None,
+        samplers: list[Any] | None = None,
+        logits_processors: list[list[Any]] | None = None,
+    ) -> list[int]:
+        """Prompts in segments (at most two here): a prefill chunk ends where the first ends,
+        and, with `prompt_ends`, its entry is taken there, as at the prompt's last token."""
         uids = []
-        for i, prompt in enumerate(prompts):
+        for i, parts in enumerate(segments):
+            prompt = [t for part in parts for t in part]
             if not prompt:
                 raise ValueError("empty prompt")
             cache = caches[i] if caches else None
             before = list(all_tokens[i]) if all_tokens and cache is not None else []
+            first = len(parts[0]) if len(parts) > 1 and parts[0] else 0
             seq = _Sequence(
                 uid=self._uids,
                 pending=list(prompt[:-1]),
@@ -288,6 +318,7 @@ class SlotGenerator:
                 sampler=(samplers[i] if samplers else None) or self.sampler,
                 processors=list(logits_processors[i]) if logits_processors else [],
                 cache=cache,
+                stop=len(before) + first if first < len(prompt) - 1 else 0,
             )
             self._uids += 1
             self._unprocessed_sequences.append(seq)
@@ -339,9 +370,9 @@ class SlotGenerator:
         return ends, responses
 
     def extract_cache(self, uids: list[int]) -> dict[int, tuple[list[Any], list[int]]]:
-        """The entries (and their tokens) of the prompts that the last step prefilled but for
-        their last token (BatchGenerator's `extract_cache` for its prompt responses): taken
-        when the prefill ended, before the decode step fed that token."""
+        """The entries (and their tokens) of the prompts the last step prefilled to a segment's
+        end (BatchGenerator's `extract_cache` for its prompt responses): taken when the chunk
+        ended, before a decode step fed the last token."""
         return {uid: self._ends.pop(uid) for uid in uids if uid in self._ends}
 
     # --- steps -----------------------------------------------------------------------------
@@ -450,7 +481,7 @@ class SlotGenerator:
             return
         # `prefill_step_size` is each prompt's chunk, as in mlx-lm: the worker sets it to its
         # step budget over the prompts waiting (at most `prefill_batch_size`).
-        chunks = [seq.pending[: max(1, self.prefill_step_size)] for seq in waiting]
+        chunks = [seq.pending[: _chunk(seq, self.prefill_step_size)] for seq in waiting]
         width = max(len(chunk) for chunk in chunks)
         slots, starts = [s.slot for s in waiting], [len(s.tokens) for s in waiting]
         plan = PrefillPlan(slots, starts, width, self.window)
@@ -463,9 +494,9 @@ class SlotGenerator:
             seq.tokens += chunk
             seq.drafted_to = len(seq.tokens)  # a prefill forward is the draft's too
             self._counters.prompt_tokens += len(chunk)
+            if self.prompt_ends and (not seq.pending or len(seq.tokens) == seq.stop):
+                self._ends[seq.uid] = (self._extract(seq), list(seq.tokens))
             if not seq.pending:
-                if self.prompt_ends:
-                    self._ends[seq.uid] = (self._extract(seq), list(seq.tokens))
                 self._join(seq)
 
     def _sample(self, rows: list[_Sequence], logits: mx.array) -> tuple[mx.array, mx.array]:

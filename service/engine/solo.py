@@ -89,7 +89,10 @@ class SoloSequence:
         max_tokens: int,
         stop_tokens: Collection[int],
         prefill_step_size: int,
+        checkpoint: int = 0,
     ) -> None:
+        """`checkpoint`: a token count where a prefill chunk ends (`at_checkpoint` then), as
+        it does before the prompt's last token."""
         self.model = model
         self.stream = stream
         self.uid = uid
@@ -102,8 +105,10 @@ class SoloSequence:
         self._rest = list(prompt)  # prompt tokens not fed yet
         self._pending: tuple[mx.array, mx.array] | None = None  # sampled, not fed, not sent
         self.generated = 0
-        # The last step prefilled all of the prompt but its last token (the next step feeds it).
-        self.at_prompt_end = False
+        self.checkpoint = checkpoint
+        # The last step's chunk ended at the checkpoint, or at the prompt's last token (which
+        # the next step feeds): where the worker may keep a copy of the cache.
+        self.at_checkpoint = False
 
     @classmethod
     def resumed(
@@ -156,14 +161,16 @@ class SoloSequence:
         with mx.stream(self.stream):
             if len(self._rest) > 1:
                 n = min(self.prefill_step_size, len(self._rest) - 1)
+                if len(self.tokens) < self.checkpoint:
+                    n = min(n, self.checkpoint - len(self.tokens))
                 chunk, self._rest = self._rest[:n], self._rest[n:]
                 self.model(mx.array(chunk)[None], cache=self.cache)
                 mx.eval([c.state for c in self.cache])
                 mx.clear_cache()  # as generate_step does after each prefill chunk
                 self.tokens += chunk
-                self.at_prompt_end = len(self._rest) == 1
+                self.at_checkpoint = len(self._rest) == 1 or len(self.tokens) == self.checkpoint
                 return None
-            self.at_prompt_end = False
+            self.at_checkpoint = False
             if self._rest:
                 y, logprobs = self._forward(mx.array(self._rest))
                 mx.async_eval(y, logprobs)

@@ -98,6 +98,11 @@ class VisionWorker(ModelThread[tuple[LoadedModel, Any]]):
 
     # --- called from asyncio -------------------------------------------------------------
     @property
+    def takes_checkpoints(self) -> bool:
+        """Its prompts leave no prompt-cache entries before their end (as EngineWorker asks)."""
+        return False
+
+    @property
     def _capacity(self) -> int:
         return 1 + self.max_queued_requests  # one running, the rest queued
 

@@ -58,6 +58,7 @@ class _Submit:
     prompt: list[int]
     sampling: SamplingParams
     logits_processors: list[LogitsProcessor]
+    checkpoint: int = 0  # a prompt position whose cache is worth an entry (0: none)
     submitted_at: float = field(default_factory=time.perf_counter)
 
 
@@ -227,12 +228,25 @@ class EngineWorker(ModelThread[LoadedModel]):
         prompt: Sequence[int],
         sampling: SamplingParams,
         logits_processors: Sequence[LogitsProcessor] = (),
+        checkpoint: int = 0,
     ) -> GenerationStream:
-        """Queues a generation; raises QueueFullError when the queue is full."""
+        """Queues a generation; raises QueueFullError when the queue is full.
+
+        `checkpoint`: a prompt position other prompts are likely to share (where a system turn
+        ends); with `takes_checkpoints`, the prefill leaves a prompt-cache entry there too.
+        """
         self._admit()
         stream = GenerationStream(self, asyncio.get_running_loop())
-        self._commands.put(_Submit(stream, list(prompt), sampling, list(logits_processors)))
+        self._commands.put(
+            _Submit(stream, list(prompt), sampling, list(logits_processors), checkpoint)
+        )
         return stream
+
+    @property
+    def takes_checkpoints(self) -> bool:
+        """Whether prompts leave prompt-cache entries where their prefill ends (and at their
+        `checkpoint`): the model's caches cannot be trimmed back (`_checkpoint`)."""
+        return self._checkpointing
 
     def cancel(self, stream: GenerationStream) -> None:
         """Asks the thread to drop `stream`'s sequence before its next step."""
@@ -511,6 +525,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         cache, rest = self._cached_prefix(command.prompt)
         cached = len(command.prompt) - len(rest)
         uid = next(self._solo_uids)
+        stop = self._stop(command, cached)
         self._solo = SoloSequence(
             self._batch_model,
             generator.stream,
@@ -522,9 +537,17 @@ class EngineWorker(ModelThread[LoadedModel]):
             max_tokens=s.max_tokens,
             stop_tokens=self.loaded.tokenizer.eos_token_ids,
             prefill_step_size=self.prefill_step_size,
+            checkpoint=stop,
         )
         self.stats.solo_sequences += 1
         self._admitted(command, uid, cached, active, by_stream)
+
+    def _stop(self, command: _Submit, cached: int) -> int:
+        """Where the prompt's prefill leaves an entry before its end (0: nowhere): its
+        checkpoint, when this model takes them and the checkpoint lies past what was cached and
+        before the prompt's last token."""
+        point = command.checkpoint
+        return point if self._checkpointing and cached < point < len(command.prompt) - 1 else 0
 
     def _handover(
         self, generator: BatchGenerator, active: dict[int, _Active], by_stream: dict[int, int]
@@ -586,7 +609,7 @@ class EngineWorker(ModelThread[LoadedModel]):
     ) -> None:
         response = solo.step()
         if response is None:
-            if self._checkpointing and solo.at_prompt_end:
+            if self._checkpointing and solo.at_checkpoint:
                 # The solo cache goes on decoding: the entry is a copy of it.
                 self._checkpoint(list(solo.tokens), copy.deepcopy(solo.cache))
             return
@@ -625,9 +648,10 @@ class EngineWorker(ModelThread[LoadedModel]):
         cached = len(command.prompt) - len(rest)
         if cache is None and self._kv_group is not None:
             cache = self._new_cache()
+        stop = self._stop(command, cached) - cached
         try:
-            (uid,) = generator.insert(
-                [rest],
+            (uid,) = generator.insert_segments(
+                [[rest[:stop], rest[stop:]] if stop > 0 else [rest]],
                 max_tokens=[s.max_tokens],
                 caches=[cache],
                 all_tokens=[command.prompt[:cached]],

@@ -9,6 +9,7 @@ pipeline (service/responses/pipeline.py) holds a runtime for the length of a req
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from mlx_responses.service.engine.model import LoadedModel
@@ -32,6 +33,7 @@ from mlx_responses.service.text.prompt import (
     items_to_messages,
     raw_prompt,
     render_prompt,
+    system_turn_end,
     tools_to_template,
 )
 from mlx_responses.service.text.request_json import JsonObject, RequestJson
@@ -73,12 +75,19 @@ class ModelRuntime:
             raise invalid(str(exc), "input", "invalid_compaction") from exc
         rendered_tools = tools_to_template(tools, tool_parameters) if tools else None
         tokenizer = self.loaded.tokenizer
+        kwargs = dict(template_kwargs)
         try:
-            return render_prompt(
-                tokenizer, messages, rendered_tools, dict(template_kwargs), tokenizer.think_start
+            prompt = render_prompt(
+                tokenizer, messages, rendered_tools, kwargs, tokenizer.think_start
             )
         except ValueError as exc:
             raise invalid(str(exc), "input", "invalid_prompt") from exc
+        if not self.worker.takes_checkpoints:
+            return prompt
+        # The engine keeps an entry where the system turn ends (its caches cannot be cut back
+        # to where a new conversation parts from an old one).
+        end = system_turn_end(tokenizer, messages, rendered_tools, kwargs, prompt.tokens)
+        return replace(prompt, system_end=end)
 
     def render_request(
         self,
@@ -134,12 +143,14 @@ class ModelRuntime:
         reasoning_budget: int | None = None,
         opens_reasoning: bool = False,
         vision: object | None = None,
+        checkpoint: int = 0,
     ) -> GenerationStream:
         """Queues a generation; a full queue is a 503 (QUEUE_FULL) before anything runs.
 
         Penalties shift the logits first; a grammar's mask then has the last word. A reasoning
         budget applies only without a grammar (forcing think-end could contradict its mask).
-        `vision` (a VLM's processed images) is never set for a text model.
+        `vision` (a VLM's processed images) is never set for a text model. `checkpoint`: a
+        prompt position worth a prompt-cache entry (the system turn's end).
         """
         processors: list[LogitsProcessor] = [
             *penalty_processors(presence_penalty, frequency_penalty)
@@ -153,7 +164,7 @@ class ModelRuntime:
             if budget is not None:
                 processors.append(budget)
         try:
-            return self._enqueue(tokens, sampling, processors, vision)
+            return self._enqueue(tokens, sampling, processors, vision, checkpoint)
         except QueueFullError as exc:
             raise _queue_full() from exc
         except EngineStoppedError as exc:
@@ -165,6 +176,7 @@ class ModelRuntime:
         sampling: SamplingParams,
         processors: list[LogitsProcessor],
         vision: object | None,
+        checkpoint: int,
     ) -> GenerationStream:
         """Hands the generation to the engine (a VisionRuntime hands its images over too)."""
-        return self.worker.submit(tokens, sampling, processors)
+        return self.worker.submit(tokens, sampling, processors, checkpoint)

@@ -404,6 +404,7 @@ class ResponsePipeline:
                 else None,
                 opens_reasoning=turn.prompt.opens_reasoning,
                 vision=turn.prompt.vision,
+                checkpoint=turn.prompt.system_end,
             )
         except BaseException:
             self._abandon(turn.response.id)

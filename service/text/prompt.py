@@ -175,6 +175,9 @@ class RenderedPrompt:
     opens_reasoning: bool
     # A vision model's processed images (service/engine/vision_worker.py VisionInputs).
     vision: Any = None
+    # Where the leading system turn (instructions, developer messages, tools) ends in `tokens`:
+    # the prefix other conversations under that turn share (0: not looked for, or none).
+    system_end: int = 0
 
 
 def render_prompt(
@@ -188,13 +191,9 @@ def render_prompt(
 
     Blocking and bounded in time: callers on the event loop run it in a worker thread.
     """
-    # NOTE: mlx-lm's TokenizerWrapper forces `enable_thinking=True` on any vocabulary with
-    # <think> tokens; the template's own default is what its authors meant, so render through
-    # the Hugging Face tokenizer unless mlx-lm supplies a custom renderer.
-    renderer = tokenizer if getattr(tokenizer, "_chat_template", None) else tokenizer._tokenizer
     try:
         with template_time_limit():
-            text = renderer.apply_chat_template(
+            text = _renderer(tokenizer).apply_chat_template(
                 messages,
                 tools=tools,
                 add_generation_prompt=True,
@@ -207,6 +206,47 @@ def render_prompt(
     tokens = encode_prompt(tokenizer, text, data_texts(messages))
     opens = bool(think_start) and text.rstrip(" ").endswith(f"{think_start}\n")
     return RenderedPrompt(text=text, tokens=list(tokens), opens_reasoning=opens)
+
+
+def _renderer(tokenizer: Any) -> Any:
+    """What renders the chat template.
+
+    NOTE: mlx-lm's TokenizerWrapper forces `enable_thinking=True` on any vocabulary with <think>
+    tokens; the template's own default is what its authors meant, so render through the Hugging
+    Face tokenizer unless mlx-lm supplies a custom renderer.
+    """
+    return tokenizer if getattr(tokenizer, "_chat_template", None) else tokenizer._tokenizer
+
+
+def system_turn_end(
+    tokenizer: Any,
+    messages: list[Message],
+    tools: list[dict[str, Any]] | None,
+    template_kwargs: dict[str, Any],
+    tokens: list[int],
+) -> int:
+    """Where the prompt's leading system turn ends in `tokens` (its instructions, developer
+    messages and tools, and the next turn's opening): the prefix that conversations under the
+    same system turn share. Found as mlx-lm's server finds its system segment: the template
+    renders the system turn before an empty user message, and the two part there. 0 when there
+    is no such turn, or the template refuses the probe."""
+    head = messages[:1] if messages and messages[0]["role"] == "system" else []
+    if not head and not tools:
+        return 0
+    try:
+        with template_time_limit():
+            text = _renderer(tokenizer).apply_chat_template(
+                [*head, {"role": "user", "content": ""}],
+                tools=tools,
+                add_generation_prompt=False,
+                tokenize=False,
+                **template_kwargs,
+            )
+    except Exception:  # the probe is an optimisation: a template may refuse an empty message
+        return 0
+    system = encode_prompt(tokenizer, text, data_texts(head))
+    shared = min(len(system), len(tokens))
+    return next((i for i in range(shared) if system[i] != tokens[i]), shared)
 
 
 def raw_prompt(tokenizer: Any, text: str) -> RenderedPrompt:

@@ -1,12 +1,13 @@
-"""Time to first token of a repeated prompt and of a next turn, on a sliding-window model.
+"""Time to first token of a repeat, a next turn and a new conversation, on a sliding-window model.
 
 The bundled model attends over a 2,048-token window, so its prompt-cache entries cannot be
-trimmed once a prompt is longer. Three requests, each once the last finished: a long prompt
-(cold), the same prompt again (a retry; Codex's warm-up, then its turn), and a next turn that
-carries a reply other than the one the model wrote (as templates render history). Two
-engines in one run, alternating: this build, and this build with the entries prompts leave
-where their prefill ends switched off (what the server did before: only finished turns were
-cached). Prints medians and ratios. Not a test.
+trimmed once a prompt is longer. Four requests, each once the last finished: a long system turn
+and a question (cold), the same prompt again (a retry), a next turn that carries a reply other
+than the one the model wrote (as templates render history), and a new conversation under the
+same system turn (submitted with its end as the checkpoint, as the server does). Two engines in
+one run, alternating: this build, and this build with the entries prompts leave before their end
+switched off (what the server did before: only finished turns were cached). Prints medians and
+ratios. Not a test.
 
     .venv/bin/python tests/benchmarks/bench_prompt_checkpoints.py [--tokens 8000] [--repeats 3]
 """
@@ -46,13 +47,13 @@ class WithoutCheckpoints(EngineWorker):
         return None
 
 
-async def _ttft(engine: EngineWorker, prompt: list[int]) -> tuple[float, int]:
+async def _ttft(engine: EngineWorker, prompt: list[int], system: int) -> tuple[float, int]:
     """Seconds to the first token, and the prompt tokens the cache served."""
     started = time.perf_counter()
     first = None
     cached = 0
     sampling = SamplingParams(max_tokens=8, temperature=0.0)
-    async for chunks in engine.submit(prompt, sampling).batches():
+    async for chunks in engine.submit(prompt, sampling, (), system).batches():
         if first is None:
             first = time.perf_counter() - started
             cached = chunks[0].cached_tokens
@@ -60,40 +61,47 @@ async def _ttft(engine: EngineWorker, prompt: list[int]) -> tuple[float, int]:
     return first, cached
 
 
-async def _round(kind: type[EngineWorker], prompts: list[list[int]]) -> list[tuple[float, int]]:
+async def _round(
+    kind: type[EngineWorker], prompts: list[list[int]], system: int
+) -> list[tuple[float, int]]:
     engine = kind(lambda: load_model(MODEL), engine="auto")
     await engine.start()
     try:
-        return [await _ttft(engine, prompt) for prompt in prompts]
+        return [await _ttft(engine, prompt, system) for prompt in prompts]
     finally:
         engine.stop()
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", type=int, default=8000, help="the long prompt's length")
+    parser.add_argument("--tokens", type=int, default=8000, help="the system turn's length")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     tokenizer = load_model(MODEL).tokenizer
     unit = tokenizer.encode(TEXT)
-    prompt = (unit * (args.tokens // len(unit) + 1))[: args.tokens]
+    system = (unit * (args.tokens // len(unit) + 1))[: args.tokens]
+    prompt = [*system, *tokenizer.encode(" Where is the harbour?")]
     turn = [*prompt, *tokenizer.encode(" A reply the model did not write. And then what?")]
-    prompts = [prompt, prompt, turn]
-    names = ("cold", "repeat", "next turn")
+    other = [*system, *tokenizer.encode(" Who bakes the bread?")]
+    prompts = [prompt, prompt, turn, other]
+    names = ("cold", "repeat", "next turn", "new conversation")
     kinds: dict[str, type[EngineWorker]] = {"before": WithoutCheckpoints, "now": EngineWorker}
     times: dict[str, list[list[float]]] = {k: [[] for _ in prompts] for k in kinds}
     cached: dict[str, list[int]] = {}
     for _ in range(args.repeats):
         for name, kind in kinds.items():
-            results = await _round(kind, prompts)
+            results = await _round(kind, prompts, len(system))
             for i, (seconds, _) in enumerate(results):
                 times[name][i].append(seconds)
             cached[name] = [hit for _, hit in results]
-    print(f"bundled model (window 2048), prompt {len(prompt)} tokens, {args.repeats} rounds:")
+    print(
+        f"bundled model (window 2048), system turn {len(system)} tokens, prompt {len(prompt)}, "
+        f"{args.repeats} rounds:"
+    )
     for i, label in enumerate(names):
         before, now = (statistics.median(times[k][i]) * 1000 for k in kinds)
         print(
-            f"  {label:9} TTFT before {before:8.1f} ms (cached {cached['before'][i]:5})"
+            f"  {label:16} TTFT before {before:8.1f} ms (cached {cached['before'][i]:5})"
             f"  now {now:8.1f} ms (cached {cached['now'][i]:5})  before/now {before / now:6.2f}x"
         )
 

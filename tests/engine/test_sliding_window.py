@@ -179,10 +179,10 @@ async def test_a_next_turn_reuses_the_windowed_prompt_cache(
 
 
 async def _one_by_one(
-    path: Path, prompts: list[list[int]], **worker: Any
+    path: Path, prompts: list[list[int]], checkpoint: int = 0, **worker: Any
 ) -> tuple[list[tuple[tuple[int, ...], int]], Any]:
-    """Each prompt submitted once the last one finished: its greedy ids and the prompt tokens
-    the prompt cache served; and the engine's stats."""
+    """Each prompt submitted (with `checkpoint`) once the last one finished: its greedy ids and
+    the prompt tokens the prompt cache served; and the engine's stats."""
     engine = EngineWorker(lambda: load_model(path), **worker)
     await engine.start()
     sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
@@ -191,7 +191,7 @@ async def _one_by_one(
         for prompt in prompts:
             ids: tuple[int, ...] = ()
             cached = -1
-            async for chunks in engine.submit(prompt, sampling).batches():
+            async for chunks in engine.submit(prompt, sampling, (), checkpoint).batches():
                 for chunk in chunks:
                     assert chunk.finish_reason in (None, "stop", "length"), chunk.error
                     cached = chunk.cached_tokens if cached < 0 else cached
@@ -238,6 +238,32 @@ async def test_a_next_turn_rendering_the_reply_anew_is_served_from_the_prompt(
     )
     assert (cold, warm) == (0, len(prompt) - 1)
     assert continued == _reference(windowed_model, second, window=WINDOW)
+
+
+@pytest.mark.parametrize(("engine", "solo"), PATHS)
+async def test_a_new_conversation_is_served_from_the_system_turn_it_shares(
+    windowed_model: Path, engine: str, solo: bool
+) -> None:
+    """Two conversations under one system turn longer than the window (an agent's instructions
+    and tools): the first prompt's prefill leaves an entry where that turn ends (its
+    checkpoint), and the second, which parts from the first right after it, is served from
+    there; each prefill ends a chunk there, whatever the chunk size."""
+    tokenizer = load_model(windowed_model).tokenizer
+    system = tokenizer.encode(LONG)
+    first = [*system, *tokenizer.encode(" Where is the village?")]
+    second = [*system, *tokenizer.encode(" Tell me of the storms and the ships.")]
+    ((_, cold), (continued, warm)), stats = await _one_by_one(
+        windowed_model,
+        [first, second],
+        checkpoint=len(system),
+        engine=engine,
+        solo=solo,
+        prefill_step_size=7,
+    )
+    assert (cold, warm) == (0, len(system))
+    assert continued == _reference(windowed_model, second, window=WINDOW)
+    # The first prompt's system turn and end, the second's end (its system turn was cached).
+    assert stats.prompt_checkpoints == 3
 
 
 async def test_trimmable_caches_leave_no_prompt_entries(windowed_model: Path) -> None:

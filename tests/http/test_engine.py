@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,34 @@ def test_prompt_cache_can_be_disabled(make_stack: Any, random_model: Path) -> No
     stack = make_stack(model=random_model, prompt_cache_max_entries=0)
     _, second = _turns(stack)
     assert second["usage"]["input_tokens_details"]["cached_tokens"] == 0
+
+
+def test_conversations_under_one_long_system_turn_share_its_cache(stack: Stack) -> None:
+    """The bundled model attends over a 2,048-token window: a cached turn past it cannot be cut
+    back to where a new conversation parts from it. Under the same instructions and tools
+    (longer than the window), the second conversation is served from the entry the first left
+    where its system turn ended."""
+    story = (
+        "The harbour town woke early: fishermen mended nets, the baker lit his ovens, and the "
+        "children ran down to the pier to count the boats coming home with the morning tide. "
+    )
+    tool = {
+        "type": "function",
+        "name": "count_boats",
+        "parameters": {"type": "object", "properties": {"pier": {"type": "string"}}},
+    }
+    body = {
+        "model": stack.settings.models[0].name,
+        "instructions": f"Session {uuid.uuid4().hex}. " + story * 60,
+        "tools": [tool],
+        "max_output_tokens": 4,
+    }
+    usages = [
+        httpx.post(
+            f"{stack.base_url}/v1/responses", json={**body, "input": words}, timeout=120
+        ).json()["usage"]
+        for words in ("Where is the village?", "Tell me of the storms and the ships.")
+    ]
+    assert usages[0]["input_tokens"] > 2 * 2048
+    cached = usages[1]["input_tokens_details"]["cached_tokens"]
+    assert 2048 < cached < usages[1]["input_tokens"] - 5, usages
