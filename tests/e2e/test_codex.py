@@ -135,15 +135,29 @@ def _run_codex(
     model_path: Path,
     tmp_path: Path,
     *,
+    prompt: str = "Reply with: hello",
+    **options: Any,
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """`codex exec PROMPT` against `serve --hosted-tools drop`; Codex's run and the server's
+    log (options: `_run_codex_sessions`')."""
+    (done,), server_log = _run_codex_sessions(model_path, tmp_path, (prompt,), **options)
+    return done, server_log
+
+
+def _run_codex_sessions(
+    model_path: Path,
+    tmp_path: Path,
+    prompts: tuple[str, ...],
+    *,
     extra_config: str = "",
     catalog: bool = False,
     trimmed: bool = True,
-    prompt: str = "Reply with: hello",
     exec_args: tuple[str, ...] = (),
     timeout: float = 60,
-) -> tuple[subprocess.CompletedProcess[str], str]:
-    """`codex exec PROMPT` against `serve --hosted-tools drop`; Codex's run and the server's
-    log. ``trimmed`` is the short turn (CONFIG); otherwise Codex's default configuration."""
+) -> tuple[list[subprocess.CompletedProcess[str]], str]:
+    """`codex exec PROMPT` for each prompt in turn (a session each, one work dir) against one
+    `serve --hosted-tools drop`; Codex's runs and the server's log. ``trimmed`` is the short
+    turn (CONFIG); otherwise Codex's default configuration."""
     codex = _codex()
     http, grpc_port = _free_port(), _free_port()
     home, work = tmp_path / "codex-home", tmp_path / "work"
@@ -178,19 +192,22 @@ def _run_codex(
         "drop",
     ) as server:
         _wait_healthy(http, server)
-        done = subprocess.run(
-            [str(codex), "exec", "--json", "--skip-git-repo-check", *exec_args, prompt],
-            cwd=work,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        runs = [
+            subprocess.run(
+                [str(codex), "exec", "--json", "--skip-git-repo-check", *exec_args, prompt],
+                cwd=work,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+            for prompt in prompts
+        ]
         server.terminate()
         server_log = server.communicate(timeout=15)[0].decode()
-    return done, server_log
+    return runs, server_log
 
 
 def _events(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
@@ -210,8 +227,13 @@ def _completed(
     items = [e["item"] for e in events if "item" in e]
     messages = [i["text"] for i in items if i["type"] == "agent_message"]
     assert messages[-1:] == [message], done.stdout
-    usage: dict[str, int] = next(e["usage"] for e in events if e["type"] == "turn.completed")
-    return usage, items
+    return _usage(done), items
+
+
+def _usage(done: subprocess.CompletedProcess[str]) -> dict[str, int]:
+    """A completed turn's usage (its input, cached input and output tokens)."""
+    usage: dict[str, int] = next(e["usage"] for e in _events(done) if e["type"] == "turn.completed")
+    return usage
 
 
 def _completed_with_hello(done: subprocess.CompletedProcess[str]) -> dict[str, int]:
@@ -254,6 +276,27 @@ def test_codex_default_configuration_completes_a_turn(model_path: Path, tmp_path
     assert "dropping hosted tool type 'web_search'" in server_log, server_log
     # Past the 2,048 positions it was trained on, the model attends over its declared window.
     assert "attends over a sliding window of 2048 tokens" in server_log, server_log
+
+
+def test_a_second_codex_session_is_served_from_the_system_turn_it_shares(
+    model_path: Path, tmp_path: Path
+) -> None:
+    """Two `codex exec` sessions in one work dir, against one server: the second sends the
+    same ~19.5k tokens of instructions, developer messages and tools, then other words. The
+    bundled model's window has rotated far past them, so the first session's entries cannot be
+    cut back to where the second parts; its prefill left one where the system turn ends, and
+    the second session is served from it (measured: 8.5 s and 0 cached before, 0.7 s now)."""
+    runs, _ = _run_codex_sessions(
+        model_path,
+        tmp_path,
+        ("Reply with: hello", "Reply with: hi there"),
+        catalog=True,
+        trimmed=False,
+        timeout=300,
+    )
+    first, second = (_usage(done) for done in runs)
+    assert first["cached_input_tokens"] == 0
+    assert 15_000 < second["cached_input_tokens"] < second["input_tokens"], second
 
 
 def test_codex_applies_the_patch_the_model_writes(model_path: Path, pinned_tmp: Path) -> None:
