@@ -318,7 +318,7 @@ class SlotGenerator:
                 sampler=(samplers[i] if samplers else None) or self.sampler,
                 processors=list(logits_processors[i]) if logits_processors else [],
                 cache=cache,
-                stop=len(before) + first if first < len(prompt) - 1 else 0,
+                stop=len(before) + first if 0 < first < len(prompt) - 1 else 0,
             )
             self._uids += 1
             self._unprocessed_sequences.append(seq)

@@ -648,10 +648,10 @@ class EngineWorker(ModelThread[LoadedModel]):
         cached = len(command.prompt) - len(rest)
         if cache is None and self._kv_group is not None:
             cache = self._new_cache()
-        stop = self._stop(command, cached) - cached
+        split = self._stop(command, cached) - cached  # in `rest`; not positive: none
         try:
             (uid,) = generator.insert_segments(
-                [[rest[:stop], rest[stop:]] if stop > 0 else [rest]],
+                [[rest[:split], rest[split:]] if split > 0 else [rest]],
                 max_tokens=[s.max_tokens],
                 caches=[cache],
                 all_tokens=[command.prompt[:cached]],
