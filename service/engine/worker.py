@@ -52,6 +52,12 @@ from mlx_responses.service.flags import Prefill, prefill_for_device
 log = logging.getLogger(__name__)
 
 
+def _segments(prompt: list[int], split: int) -> list[list[int]]:
+    """A prompt as `insert_segments` takes it: cut at `split` where that lies inside it (a
+    checkpoint: the prefill leaves an entry there), else whole."""
+    return [prompt[:split], prompt[split:]] if 0 < split < len(prompt) - 1 else [prompt]
+
+
 @dataclass
 class _Submit:
     stream: GenerationStream
@@ -562,8 +568,10 @@ class EngineWorker(ModelThread[LoadedModel]):
         if entry is None:  # it finished on that token
             return
         self.stats.handovers += 1
-        (uid,) = generator.insert(
-            [handover.prompt],
+        # A prefill handed over before its checkpoint still leaves an entry there.
+        split = solo.checkpoint - len(handover.all_tokens)
+        (uid,) = generator.insert_segments(
+            [_segments(handover.prompt, split)],
             max_tokens=[handover.max_tokens],
             caches=[handover.cache],
             all_tokens=[handover.all_tokens],
@@ -648,10 +656,10 @@ class EngineWorker(ModelThread[LoadedModel]):
         cached = len(command.prompt) - len(rest)
         if cache is None and self._kv_group is not None:
             cache = self._new_cache()
-        split = self._stop(command, cached) - cached  # in `rest`; not positive: none
+        split = self._stop(command, cached) - cached
         try:
             (uid,) = generator.insert_segments(
-                [[rest[:split], rest[split:]] if split > 0 else [rest]],
+                [_segments(rest, split)],
                 max_tokens=[s.max_tokens],
                 caches=[cache],
                 all_tokens=[command.prompt[:cached]],

@@ -266,6 +266,31 @@ async def test_a_new_conversation_is_served_from_the_system_turn_it_shares(
     assert stats.prompt_checkpoints == 3
 
 
+@pytest.mark.parametrize("engine", ["batch", "slots"])
+async def test_a_prefill_handed_to_the_batch_still_leaves_its_system_turn_entry(
+    windowed_model: Path, engine: str
+) -> None:
+    """A lone prompt starts on the solo path; a second request arrives before its prefill
+    reaches the system turn's end (chunks of 4 tokens), so the batch goes on with it and takes
+    the entry there: a new conversation under that system turn is served from it."""
+    worker = EngineWorker(lambda: load_model(windowed_model), engine=engine, prefill_step_size=4)
+    tokenizer = (await worker.start()).tokenizer
+    system = tokenizer.encode(LONG)
+    sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
+    try:
+        first = worker.submit([*system, *tokenizer.encode(" Where?")], sampling, (), len(system))
+        other = worker.submit(tokenizer.encode("hello there"), sampling)
+        await asyncio.gather(collect(first), collect(other))
+        assert worker.stats.handovers == 1
+        again = [*system, *tokenizer.encode(" Tell me of the storms.")]
+        cached = -1
+        async for chunks in worker.submit(again, sampling, (), len(system)).batches():
+            cached = chunks[0].cached_tokens if cached < 0 else cached
+    finally:
+        worker.stop()
+    assert cached == len(system)
+
+
 async def test_trimmable_caches_leave_no_prompt_entries(windowed_model: Path) -> None:
     """Without a window every entry can be cut back to where a prompt parts from it: the
     finished turn's entry serves the repeat, and prefills leave none of their own."""
