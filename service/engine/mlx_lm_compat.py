@@ -10,7 +10,7 @@ mlx-lm and fails by name when one is gone, before a request does.
 from __future__ import annotations
 
 from mlx_lm import load
-from mlx_lm.generate import BatchGenerator, GenerationBatch
+from mlx_lm.generate import BatchGenerator, GenerationBatch, PromptProcessingBatch
 from mlx_lm.models.base import create_causal_mask
 from mlx_lm.models.cache import (
     BatchKVCache,
@@ -48,6 +48,7 @@ __all__ = [
     "GenerationBatch",
     "KVCache",
     "LRUPromptCache",
+    "PromptProcessingBatch",
     "PromptTrie",
     "PromptTrieResult",
     "QuantizedKVCache",
@@ -70,7 +71,7 @@ __all__ = [
 # Attributes of a BatchGenerator instance the worker reads or sets (service/engine/worker.py).
 BATCH_GENERATOR_INTERNALS = (
     "_generation_batch",  # swapped for our grammar / speculative batch
-    "_prompt_batch",  # prompts being prefilled (fair prefill sizing)
+    "_prompt_batch",  # prompts being prefilled (fair prefill sizing; swapped for ours)
     "_unprocessed_sequences",  # prompts not started yet (fair prefill sizing)
     "_counters",  # .prompt_tokens: prefill done between decode steps
     "prefill_batch_size",

@@ -33,6 +33,7 @@ from mlx_responses.service.engine.model import LoadedModel, plain_caches
 from mlx_responses.service.engine.model_thread import ModelThread, Stop
 from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
 from mlx_responses.service.engine.outbox import Outbox
+from mlx_responses.service.engine.prefill_batch import PiecewisePromptBatch
 from mlx_responses.service.engine.prompt_trie import new_prompt_cache
 from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.requests import (
@@ -297,6 +298,10 @@ class EngineWorker(ModelThread[LoadedModel]):
             completion_batch_size=self.max_batch_size,
             prefill_batch_size=self._prefill.batch_size,
             prefill_step_size=self.prefill_step_size,
+        )
+        # Its prefill pieces never end on one token (prefill_batch.py).
+        generator._prompt_batch = PiecewisePromptBatch.empty(
+            self._batch_model, generator.sampler, prefill_step_size=self.prefill_step_size
         )
         # NOTE: swaps in our decode batch before anything joins it; prefill stays mlx-lm's.
         if self.speculative in ("ngram", "draft"):

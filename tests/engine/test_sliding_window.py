@@ -291,6 +291,35 @@ async def test_a_prefill_handed_to_the_batch_still_leaves_its_system_turn_entry(
     assert cached == len(system)
 
 
+async def test_prompts_joining_a_decode_prefill_without_one_token_pieces(
+    windowed_model: Path,
+) -> None:
+    """While a sequence decodes, the worker's step budget hands each prompt a chunk wider than
+    the prefill step. mlx-lm's prompt batch cut a chunk into pieces of that step, and a last
+    piece of one token under right padding (chunks of 29, 40, 56 and 69 tokens in pieces of 4)
+    made `BatchRotatingKVCache` raise, failing every request (prefill_batch.py)."""
+    worker = EngineWorker(
+        lambda: load_model(windowed_model), engine="batch", solo=False, prefill_step_size=4
+    )
+    tokenizer = (await worker.start()).tokenizer
+    text = tokenizer.encode(LONG + " " + LONG)
+    prompts = [text[:n] for n in (30, 41, 57, 70)]
+    sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
+    try:
+        decoding = worker.submit(
+            tokenizer.encode("hello"), SamplingParams(max_tokens=200, temperature=0.0)
+        )
+        batches = decoding.batches()
+        await anext(batches)  # it decodes now
+        joined = await asyncio.gather(*(collect(worker.submit(p, sampling)) for p in prompts))
+        async for _ in batches:
+            pass
+    finally:
+        worker.stop()
+    assert worker.stats.prefill_tokens_while_decoding > 0
+    assert joined == [_reference(windowed_model, p, window=WINDOW) for p in prompts]
+
+
 async def test_trimmable_caches_leave_no_prompt_entries(windowed_model: Path) -> None:
     """Without a window every entry can be cut back to where a prompt parts from it: the
     finished turn's entry serves the repeat, and prefills leave none of their own."""
