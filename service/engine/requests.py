@@ -83,8 +83,8 @@ class EngineStats:
     prompt_cache_misses: int = 0
     cached_tokens: int = 0
     prompt_cache_bytes: int = 0
-    # Prompt-cache entries taken where a prompt's prefill ended but for its last token (for
-    # caches that cannot be trimmed: sliding windows, recurrent layers).
+    # Prompt-cache entries taken inside a prompt's prefill: at its system turn's end and but for
+    # its last token (for caches that cannot be trimmed: sliding windows, recurrent layers).
     prompt_checkpoints: int = 0
     draft_tokens: int = 0  # speculative tokens proposed ...
     accepted_tokens: int = 0  # ... and kept

@@ -94,7 +94,7 @@ from mlx_responses.service.engine.slot_store import (
     parts_of,
     window_start,
 )
-from mlx_responses.service.engine.solo import Alone
+from mlx_responses.service.engine.solo import Alone, chunk_to
 
 
 def uniform_window(model: Any) -> int | None:
@@ -199,12 +199,6 @@ class _Prefilling:
 
     def __len__(self) -> int:
         return sum(1 for s in self._owner.slots if s is not None and s.pending)
-
-
-def _chunk(seq: _Sequence, step: int) -> int:
-    """The sequence's next prefill chunk: `step` tokens, ending at its segment's end."""
-    held = len(seq.tokens)
-    return max(1, min(step, seq.stop - held) if held < seq.stop else step)
 
 
 def _arrival(seq: _Sequence) -> int:
@@ -481,7 +475,8 @@ class SlotGenerator:
             return
         # `prefill_step_size` is each prompt's chunk, as in mlx-lm: the worker sets it to its
         # step budget over the prompts waiting (at most `prefill_batch_size`).
-        chunks = [seq.pending[: _chunk(seq, self.prefill_step_size)] for seq in waiting]
+        step = max(1, self.prefill_step_size)
+        chunks = [seq.pending[: chunk_to(seq.stop, len(seq.tokens), step)] for seq in waiting]
         width = max(len(chunk) for chunk in chunks)
         slots, starts = [s.slot for s in waiting], [len(s.tokens) for s in waiting]
         plan = PrefillPlan(slots, starts, width, self.window)

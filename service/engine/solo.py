@@ -25,6 +25,12 @@ import mlx.core as mx
 Sampler = Callable[[mx.array], mx.array]
 
 
+def chunk_to(stop: int, held: int, step: int) -> int:
+    """A prefill chunk of at most `step` tokens for a sequence holding `held`, ending at `stop`
+    (a segment's end, where an entry is taken) when that lies ahead."""
+    return min(step, stop - held) if held < stop else step
+
+
 def _token(y: mx.array) -> int:
     """The host's wait for a sampled token (shape `(1,)`)."""
     return int(y.item())  # type: ignore[arg-type]
@@ -160,9 +166,8 @@ class SoloSequence:
         """Prefills one chunk (None), or sends one token while the next one is computed."""
         with mx.stream(self.stream):
             if len(self._rest) > 1:
-                n = min(self.prefill_step_size, len(self._rest) - 1)
-                if len(self.tokens) < self.checkpoint:
-                    n = min(n, self.checkpoint - len(self.tokens))
+                step = min(self.prefill_step_size, len(self._rest) - 1)
+                n = chunk_to(self.checkpoint, len(self.tokens), step)
                 chunk, self._rest = self._rest[:n], self._rest[n:]
                 self.model(mx.array(chunk)[None], cache=self.cache)
                 mx.eval([c.state for c in self.cache])

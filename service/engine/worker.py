@@ -727,9 +727,10 @@ class EngineWorker(ModelThread[LoadedModel]):
         return cache, rest
 
     def _checkpoint(self, tokens: list[int], cache: list[Any]) -> None:
-        """Caches a prompt's KV where its prefill ended, but for its last token (the decode step
-        feeds it), for models whose caches cannot be trimmed (a sliding window that has
-        rotated, a recurrent state).
+        """Caches a prompt's KV where a segment of its prefill ended: its system turn's end
+        (`checkpoint`), or the prompt but for its last token (the decode step feeds it); for
+        models whose caches cannot be trimmed (a sliding window that has rotated, a recurrent
+        state).
 
         A finished turn's entry serves only a prompt that extends it token for token. The next
         turn rarely does: the template renders the reply in its own way (reasoning dropped, an
@@ -742,6 +743,14 @@ class EngineWorker(ModelThread[LoadedModel]):
         self._prompt_cache.insert_cache(self.loaded.alias, tokens, cache)
         self.stats.prompt_checkpoints += 1
         self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
+
+    def _checkpoint_segments(self, generator: Any, prompted: list[Any]) -> None:
+        """The entries of the prompts whose segment ended in the last step (not those that
+        began decoding: their prompt is in)."""
+        ended = [r.uid for r in prompted if r.end_of_segment and not r.end_of_prompt]
+        if ended:
+            for cache, tokens in generator.extract_cache(ended).values():
+                self._checkpoint(list(tokens), cache)
 
     def _step(
         self,
@@ -759,10 +768,8 @@ class EngineWorker(ModelThread[LoadedModel]):
             generator.prefill_step_size = self.prefill_step_size
         before = generator._counters.prompt_tokens
         prompted, responses = generator.next()
-        ended = [r.uid for r in prompted if r.end_of_segment and not r.end_of_prompt]
-        if self._checkpointing and ended:
-            for cache, tokens in generator.extract_cache(ended).values():
-                self._checkpoint(list(tokens), cache)
+        if self._checkpointing:
+            self._checkpoint_segments(generator, prompted)
         if decoding:
             prefilled = generator._counters.prompt_tokens - before
             self.stats.prefill_tokens_while_decoding += prefilled

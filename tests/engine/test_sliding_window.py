@@ -178,25 +178,30 @@ async def test_a_next_turn_reuses_the_windowed_prompt_cache(
     assert continued == _reference(windowed_model, second, window=WINDOW)
 
 
+async def _served(
+    engine: EngineWorker, prompt: list[int], checkpoint: int = 0
+) -> tuple[tuple[int, ...], int]:
+    """One greedy generation (with `checkpoint`): its ids, and the prompt tokens the prompt
+    cache served."""
+    sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
+    ids: tuple[int, ...] = ()
+    cached = -1
+    async for chunks in engine.submit(prompt, sampling, (), checkpoint).batches():
+        for chunk in chunks:
+            assert chunk.finish_reason in (None, "stop", "length"), chunk.error
+            cached = chunk.cached_tokens if cached < 0 else cached
+            ids += chunk.token_ids
+    return ids, cached
+
+
 async def _one_by_one(
     path: Path, prompts: list[list[int]], checkpoint: int = 0, **worker: Any
 ) -> tuple[list[tuple[tuple[int, ...], int]], Any]:
-    """Each prompt submitted (with `checkpoint`) once the last one finished: its greedy ids and
-    the prompt tokens the prompt cache served; and the engine's stats."""
+    """Each prompt served (`_served`) once the last one finished; and the engine's stats."""
     engine = EngineWorker(lambda: load_model(path), **worker)
     await engine.start()
-    sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
-    results = []
     try:
-        for prompt in prompts:
-            ids: tuple[int, ...] = ()
-            cached = -1
-            async for chunks in engine.submit(prompt, sampling, (), checkpoint).batches():
-                for chunk in chunks:
-                    assert chunk.finish_reason in (None, "stop", "length"), chunk.error
-                    cached = chunk.cached_tokens if cached < 0 else cached
-                    ids += chunk.token_ids
-            results.append((ids, cached))
+        results = [await _served(engine, prompt, checkpoint) for prompt in prompts]
     finally:
         engine.stop()
     return results, engine.stats
@@ -283,9 +288,7 @@ async def test_a_prefill_handed_to_the_batch_still_leaves_its_system_turn_entry(
         await asyncio.gather(collect(first), collect(other))
         assert worker.stats.handovers == 1
         again = [*system, *tokenizer.encode(" Tell me of the storms.")]
-        cached = -1
-        async for chunks in worker.submit(again, sampling, (), len(system)).batches():
-            cached = chunks[0].cached_tokens if cached < 0 else cached
+        _, cached = await _served(worker, again, len(system))
     finally:
         worker.stop()
     assert cached == len(system)
