@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from mlx_responses.service.errors import invalid
+from mlx_responses.service.text.media import public_reason
 from mlx_responses.service.text.prompt import _renderer
 from mlx_responses.service.text.prompt_tokens import specials_of
 from mlx_responses.service.text.template_guard import template_time_limit
@@ -125,7 +126,7 @@ def _processed(processor: Any, text: str, pictures: Sequence[Any]) -> dict[str, 
         )
     except Exception as exc:  # the processor refuses what it cannot read
         raise invalid(
-            f"The model's processor refused the images: {type(exc).__name__}.",
+            f"The model's processor refused the images: {public_reason(exc)}",
             "input",
             "invalid_image",
         ) from exc
