@@ -95,6 +95,7 @@ def expand_images(
             f"its chat template rendered {len(starts)} image placeholders for "
             f"{len(pictures)} images"
         )
+    _check_outside(tokens, starts, placeholder, processor)
     arrays = _processed(processor, placeholder.text * len(pictures), pictures)
     expanded = [int(t) for t in arrays["input_ids"][0]]
     pieces = _per_image(expanded, placeholder, processor, pictures, arrays)
@@ -117,6 +118,23 @@ def expand_images(
             spread[0, landing] = value[0]
             out[key] = spread
     return ids, out
+
+
+def _check_outside(
+    tokens: Sequence[int], starts: Sequence[int], placeholder: Placeholder, processor: Any
+) -> None:
+    """A 400 when an image's token ids stand outside the image parts: text whose special tokens
+    stay special (instructions, replayed assistant turns) spelled one, and the model would
+    look for an image there."""
+    reserved = {*placeholder.tokens, getattr(processor, "image_token_id", None)}
+    inside = {i for start in starts for i in range(start, start + len(placeholder.tokens))}
+    if any(t in reserved and i not in inside for i, t in enumerate(tokens)):
+        raise invalid(
+            "The input spells the model's image tokens outside an image part (in instructions "
+            "or an assistant turn); images are sent as input_image parts.",
+            "input",
+            "invalid_prompt",
+        )
 
 
 def _processed(processor: Any, text: str, pictures: Sequence[Any]) -> dict[str, np.ndarray]:

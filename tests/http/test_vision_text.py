@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("mlx_vlm")
+from mlx_responses.service.errors import ServiceError
 from mlx_responses.service.models.vision_runtime import VisionRuntime
 from mlx_responses.service.responses.validation import validate_params
 from mlx_responses.service.text.prompt import RenderedPrompt
@@ -248,3 +249,18 @@ def test_images_cut_by_processor_calls_as_by_the_grid(vlm_stack: Stack) -> None:
     by_calls = vision_tokens._per_image(expanded, placeholder, processor, pictures, {})
     assert by_grid == by_calls
     assert [len(piece) - 2 for piece in by_calls] == [2, 12, 4]
+
+
+@pytest.mark.parametrize("spelling", ["<|image_pad|>", "<|vision_start|>"])
+def test_image_tokens_in_special_text_are_a_400(vlm_stack: Stack, spelling: str) -> None:
+    """Instructions keep their special tokens: one spelling an image token, with an image, is
+    refused before the model would look for an image there."""
+    runtime = _runtime(vlm_stack)
+    items = _user_typed("look", _png(28, 28))
+    params = pb.CreateResponseParams(
+        model=vlm_stack.settings.models[0].name, input=items, instructions=f"Say {spelling}."
+    )
+    parsed = validate_params(params, runtime.loaded.accepts_name)
+    with pytest.raises(ServiceError) as caught:
+        runtime.render_request(params, parsed, items)
+    assert caught.value.code == "invalid_prompt" and caught.value.param == "input"
