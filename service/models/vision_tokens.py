@@ -90,7 +90,9 @@ def expand_images(
     """`tokens` with each image part's placeholder replaced by its image's tokens, and the
     processor's arrays for the images (per-token arrays spread over the whole prompt)."""
     starts = placeholder_starts(tokens, placeholder)
-    if len(starts) != len(pictures):
+    if len(starts) > len(pictures):
+        raise _spelled()
+    if len(starts) < len(pictures):
         raise _unplaceable(
             f"its chat template rendered {len(starts)} image placeholders for "
             f"{len(pictures)} images"
@@ -129,12 +131,16 @@ def _check_outside(
     reserved = {*placeholder.tokens, getattr(processor, "image_token_id", None)}
     inside = {i for start in starts for i in range(start, start + len(placeholder.tokens))}
     if any(t in reserved and i not in inside for i, t in enumerate(tokens)):
-        raise invalid(
-            "The input spells the model's image tokens outside an image part (in instructions "
-            "or an assistant turn); images are sent as input_image parts.",
-            "input",
-            "invalid_prompt",
-        )
+        raise _spelled()
+
+
+def _spelled() -> Exception:
+    return invalid(
+        "The input spells the model's image tokens outside an image part (in instructions "
+        "or an assistant turn); images are sent as input_image parts.",
+        "input",
+        "invalid_prompt",
+    )
 
 
 def _processed(processor: Any, text: str, pictures: Sequence[Any]) -> dict[str, np.ndarray]:

@@ -251,7 +251,9 @@ def test_images_cut_by_processor_calls_as_by_the_grid(vlm_stack: Stack) -> None:
     assert [len(piece) - 2 for piece in by_calls] == [2, 12, 4]
 
 
-@pytest.mark.parametrize("spelling", ["<|image_pad|>", "<|vision_start|>"])
+@pytest.mark.parametrize(
+    "spelling", ["<|image_pad|>", "<|vision_start|>", "<|vision_start|><|image_pad|><|vision_end|>"]
+)
 def test_image_tokens_in_special_text_are_a_400(vlm_stack: Stack, spelling: str) -> None:
     """Instructions keep their special tokens: one spelling an image token, with an image, is
     refused before the model would look for an image there."""
@@ -264,3 +266,4 @@ def test_image_tokens_in_special_text_are_a_400(vlm_stack: Stack, spelling: str)
     with pytest.raises(ServiceError) as caught:
         runtime.render_request(params, parsed, items)
     assert caught.value.code == "invalid_prompt" and caught.value.param == "input"
+    assert "outside an image part" in caught.value.message
