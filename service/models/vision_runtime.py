@@ -32,11 +32,13 @@ from mlx_responses.service.models.vision_tokens import (
     expand_images,
     image_placeholder,
 )
+from mlx_responses.service.text.compaction_items import CompactionDecodeError
 from mlx_responses.service.text.media import (
     MEDIA_KINDS,
     DecodedImage,
     MediaLimits,
     decode_part,
+    has_media,
 )
 from mlx_responses.service.text.prompt import RenderedPrompt, render_prompt, tools_to_template
 from mlx_responses.service.text.request_json import RequestJson
@@ -100,7 +102,10 @@ class VisionRuntime(ModelRuntime):
 
         `decode_media=False` (a background job's admission) renders each image as the bare
         placeholder, undecoded: the job decodes in its queued phase (pipeline.decode_media).
+        A prompt without images (and a legacy completions `prompt`) renders as a text model's.
         """
+        if params.HasField("prompt") or not has_media(items):
+            return super().render_request(params, parsed, items, decode_media=decode_media)
         offset = len(items) - len(params.input)
         # Where an image stood in the text, until the messages are built around it: drawn
         # per request, so no client text can spell it.
@@ -126,9 +131,12 @@ class VisionRuntime(ModelRuntime):
         tools = params.tools if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE else []
         from mlx_responses.service.text.prompt import items_to_messages
 
-        messages = items_to_messages(
-            params.instructions if params.HasField("instructions") else None, marked
-        )
+        try:
+            messages = items_to_messages(
+                params.instructions if params.HasField("instructions") else None, marked
+            )
+        except CompactionDecodeError as exc:
+            raise invalid(str(exc), "input", "invalid_compaction") from exc
         for message in messages:
             content = message.get("content")
             if isinstance(content, str) and mark in content:

@@ -267,3 +267,28 @@ def test_image_tokens_in_special_text_are_a_400(vlm_stack: Stack, spelling: str)
         runtime.render_request(params, parsed, items)
     assert caught.value.code == "invalid_prompt" and caught.value.param == "input"
     assert "outside an image part" in caught.value.message
+
+
+def test_text_paths_of_a_vision_model(vlm_stack: Stack) -> None:
+    """Without images a VLM renders as a text model: a legacy completions prompt is read as
+    is (it was a 400 'empty conversation'), and a bad compaction item is a 400 naming it."""
+    model = vlm_stack.settings.models[0].name
+    prompt = "hello there friend"
+    reply = httpx.post(
+        f"{vlm_stack.base_url}/v1/completions",
+        json={"model": model, "prompt": prompt, "max_tokens": 2},
+        timeout=60,
+    )
+    assert reply.status_code == 200, reply.text
+    tokenizer = _runtime(vlm_stack).loaded.tokenizer
+    assert reply.json()["usage"]["prompt_tokens"] == len(tokenizer.encode(prompt))
+    compaction = {"type": "compaction", "encrypted_content": "not-base64-json"}
+    for image in ([], [{"type": "input_image", "image_url": _png(28, 28)}]):
+        user = {"role": "user", "content": [{"type": "input_text", "text": "hi"}, *image]}
+        reply = httpx.post(
+            f"{vlm_stack.base_url}/v1/responses/input_tokens",
+            json={"model": model, "input": [compaction, user]},
+            timeout=60,
+        )
+        assert reply.status_code == 400, reply.text
+        assert reply.json()["error"]["code"] == "invalid_compaction"
