@@ -36,7 +36,7 @@ ROLES: dict[str, pb.Role] = {
     "developer": pb.ROLE_DEVELOPER,
     "user": pb.ROLE_USER,
 }
-# Chat content part types that carry media; this text-only server refuses them.
+# Chat content part types that carry media; refused here (images go to /v1/responses).
 CHAT_MEDIA_PARTS = {"image_url", "input_audio", "file", *MEDIA_PARTS}
 
 
@@ -64,7 +64,8 @@ def _text(content: Any, param: str) -> str:
             texts.append(_expect(part.get("text"), str, f"{where}.text", "a string"))
         elif isinstance(kind, str) and kind in CHAT_MEDIA_PARTS:
             raise invalid(
-                f"Content part type '{kind}' is not supported by this text model.",
+                f"Content part type '{kind}' is not supported by /v1/chat/completions on this "
+                "server; send images and files to /v1/responses (input_image, input_file).",
                 f"{where}.type",
                 "unsupported_content",
             )

@@ -1,20 +1,22 @@
 """A loaded vision-language model: its processor renders images into the prompt.
 
 A `--model` folder whose config.json has a `vision_config` is served through mlx-vlm: the
-chat template renders each image part as the model's image placeholder, the processor expands
-it into the image's tokens and pixels, and the model's VisionWorker (service/engine/
-vision_worker.py) generates, one request at a time. Text-only models keep ModelRuntime.
+chat template renders each image part as the model's image placeholder, the prompt is encoded
+as a text prompt is (client text stays text), each placeholder becomes its image's tokens
+(service/models/vision_tokens.py) and the processor gives the pixels; the model's VisionWorker
+(service/engine/vision_worker.py) generates, one request at a time. Text-only models keep
+ModelRuntime.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-import numpy as np
 from mlx_responses.service.engine.model import LoadedModel, context_length_of, sampling_defaults
 from mlx_responses.service.engine.requests import (
     LogitsProcessor,
@@ -24,19 +26,25 @@ from mlx_responses.service.engine.vision_worker import VisionInputs, VisionWorke
 from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
 from mlx_responses.service.errors import invalid
 from mlx_responses.service.models.runtime import ModelRuntime
+from mlx_responses.service.models.vision_tokens import (
+    NOT_PER_TOKEN,
+    Placeholder,
+    expand_images,
+    image_placeholder,
+)
+from mlx_responses.service.text.compaction_items import CompactionDecodeError
 from mlx_responses.service.text.media import (
     MEDIA_KINDS,
     DecodedImage,
     MediaLimits,
     decode_part,
+    has_media,
 )
 from mlx_responses.service.text.prompt import RenderedPrompt, render_prompt, tools_to_template
 from mlx_responses.service.text.request_json import RequestJson
 
 from mlx_responses.v1 import responses_pb2 as pb
 
-# Where an image stood in the text, until the messages are built around it.
-_MARK = "\ue000image\ue000"
 # OpenAI's `detail: low`: the image fits in 512x512 before the processor sees it.
 LOW_DETAIL_SIDE = 512
 
@@ -80,6 +88,7 @@ class VisionRuntime(ModelRuntime):
         super().__init__(loaded, cast(EngineWorker, worker))
         self.vision = worker
         self.limits = limits
+        self._placeholder: Placeholder | None = None
 
     def render_request(
         self,
@@ -93,8 +102,14 @@ class VisionRuntime(ModelRuntime):
 
         `decode_media=False` (a background job's admission) renders each image as the bare
         placeholder, undecoded: the job decodes in its queued phase (pipeline.decode_media).
+        A prompt without images (and a legacy completions `prompt`) renders as a text model's.
         """
+        if params.HasField("prompt") or not has_media(items):
+            return super().render_request(params, parsed, items, decode_media=decode_media)
         offset = len(items) - len(params.input)
+        # Where an image stood in the text, until the messages are built around it: drawn
+        # per request, so no client text can spell it.
+        mark = f"\ue000image-{secrets.token_hex(8)}\ue000"
         marked: list[pb.Item] = []
         images: list[DecodedImage] = []
         for k, item in enumerate(items):
@@ -111,18 +126,21 @@ class VisionRuntime(ModelRuntime):
                 where = f"input[{k - offset}].content[{j}]" if k >= offset else "input"
                 if decode_media:
                     images.append(decode_part(part, where, self.limits))
-                part.input_text.text = _MARK
+                part.input_text.text = mark
             marked.append(copy)
         tools = params.tools if params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE else []
         from mlx_responses.service.text.prompt import items_to_messages
 
-        messages = items_to_messages(
-            params.instructions if params.HasField("instructions") else None, marked
-        )
+        try:
+            messages = items_to_messages(
+                params.instructions if params.HasField("instructions") else None, marked
+            )
+        except CompactionDecodeError as exc:
+            raise invalid(str(exc), "input", "invalid_compaction") from exc
         for message in messages:
             content = message.get("content")
-            if isinstance(content, str) and _MARK in content:
-                message["content"] = _split(content)
+            if isinstance(content, str) and mark in content:
+                message["content"] = _split(content, mark)
         tokenizer = self.loaded.tokenizer
         rendered_tools = tools_to_template(tools, parsed.tool_parameters) if tools else None
         try:
@@ -140,29 +158,18 @@ class VisionRuntime(ModelRuntime):
         return self._process(text, images)
 
     def _process(self, text: RenderedPrompt, images: list[DecodedImage]) -> RenderedPrompt:
-        """The processor's tokens and pixels for the rendered text and its images."""
+        """The prompt's ids with each image's tokens in its part's place, and its pixels."""
+        if self._placeholder is None:
+            self._placeholder = image_placeholder(self.loaded.tokenizer)
         pictures = [_sized(image) for image in images]
-        try:
-            out = self.vision.processor(
-                text=[text.text], images=pictures, return_tensors="np", add_special_tokens=False
-            )
-        except Exception as exc:  # the processor refuses what it cannot read
-            raise invalid(
-                f"The model's processor refused the images: {exc}", "input", "invalid_image"
-            ) from exc
-        # Host arrays (mlx-vlm's processors may answer MLX arrays): MLX stays on its thread.
-        arrays = {key: np.array(value) for key, value in out.items()}
-        tokens = [int(t) for t in arrays["input_ids"][0]]
-        extra = {
-            key: value
-            for key, value in arrays.items()
-            if key not in ("input_ids", "attention_mask", "pixel_values", "image_grid_thw")
-        }
+        tokens, arrays = expand_images(
+            text.tokens, self._placeholder, self.vision.processor, pictures
+        )
         inputs = VisionInputs(
             pixel_values=arrays.get("pixel_values"),
             image_grid_thw=arrays.get("image_grid_thw"),
             image_keys=tuple(f"{i.sha256}:{i.detail or 'auto'}" for i in images),
-            extra=extra,
+            extra={k: v for k, v in arrays.items() if k not in NOT_PER_TOKEN},
         )
         return RenderedPrompt(
             text=text.text, tokens=tokens, opens_reasoning=text.opens_reasoning, vision=inputs
@@ -180,10 +187,10 @@ class VisionRuntime(ModelRuntime):
         return self.vision.submit(tokens, sampling, processors, inputs)
 
 
-def _split(content: str) -> list[dict[str, str]]:
+def _split(content: str, mark: str) -> list[dict[str, str]]:
     """Text with image marks as chat-template content parts: text and image, in order."""
     parts: list[dict[str, str]] = []
-    for k, piece in enumerate(content.split(_MARK)):
+    for k, piece in enumerate(content.split(mark)):
         if k:
             parts.append({"type": "image"})
         if piece:

@@ -40,7 +40,7 @@ from mlx_responses.service.responses.tool_stream import ToolCallStreamer
 from mlx_responses.service.responses.validation import check_client_template, validate_params
 from mlx_responses.service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from mlx_responses.service.text.grammars import Grammar
-from mlx_responses.service.text.media import RemoteBytes, fetched_media, has_media
+from mlx_responses.service.text.media import RemoteBytes, fetched_media, has_media, naming_part
 from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser, Segment
 from mlx_responses.service.text.prompt import RenderedPrompt
 from mlx_responses.service.text.request_json import RequestJson
@@ -213,11 +213,14 @@ class ResponsePipeline:
         if not turn.media_pending:
             return
         runtime = turn.runtime
-        fetched = await self._fetch_media(runtime, turn.params)
-        with fetched_media(fetched):
-            turn.prompt = await asyncio.to_thread(
-                runtime.render_request, turn.params, turn.parsed, turn.context
-            )
+        try:
+            fetched = await self._fetch_media(runtime, turn.params)
+            with fetched_media(fetched):
+                turn.prompt = await asyncio.to_thread(
+                    runtime.render_request, turn.params, turn.parsed, turn.context
+                )
+        except ServiceError as error:
+            raise naming_part(error) from error
         turn.media_pending = False
         window = runtime.loaded.context_length
         if window - len(turn.prompt.tokens) < 1:

@@ -13,6 +13,7 @@ import base64
 import binascii
 import hashlib
 import io
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -20,13 +21,17 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from mlx_responses.service.errors import invalid
+from mlx_responses.service.errors import ServiceError, invalid
 
 from mlx_responses.v1 import responses_pb2 as pb
 
 IMAGE_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/webp": "WEBP", "image/gif": "GIF"}
 IMAGE_FORMATS = set(IMAGE_TYPES.values())
 MEDIA_KINDS = ("input_image", "input_file")
+# What browsers and SDKs put in base64 (line wraps, spaces) and the decoder must skip.
+_WHITESPACE = re.compile(r"[\t\n\f\r ]+")
+# A Python object's repr in an exception's text (`<_io.BytesIO object at 0x...>`).
+_OBJECT_REPR = re.compile(r"<[^<>]* at 0x[0-9a-fA-F]+>")
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,15 @@ def refuse_media(items: Sequence[pb.Item], reason: str) -> None:
                 )
 
 
+def naming_part(error: ServiceError) -> ServiceError:
+    """The refusal with its message naming the part: a background job's failure carries the
+    message and no `param`."""
+    if error.param is None or error.param in error.message:
+        return error
+    message = f"{error.param}: {error.message}"
+    return ServiceError(error.reason, message, param=error.param, code=error.code)
+
+
 def decode_part(part: pb.ContentPart, where: str, limits: MediaLimits) -> DecodedImage:
     """The image of an `input_image` or `input_file` part, or a 400 naming `where`."""
     if part.WhichOneof("part") == "input_image":
@@ -115,7 +129,7 @@ def decode_part(part: pb.ContentPart, where: str, limits: MediaLimits) -> Decode
         )
     if not file.HasField("file_data"):
         mime, data = _data_url(file.file_url, f"{where}.file_url", limits)
-    elif file.file_data.startswith("data:"):
+    elif _is_data_url(file.file_data):
         mime, data = _data_url(file.file_data, f"{where}.file_data", limits)
     else:
         mime, data = "", _base64(file.file_data, f"{where}.file_data", limits)
@@ -143,15 +157,28 @@ def _data_url(url: str, param: str, limits: MediaLimits) -> tuple[str, bytes]:
             raise _too_large(param, limits)
         return fetched.mime, fetched.data
     head, comma, payload = url.partition(",")
-    if not url.startswith("data:") or not comma or not head.endswith(";base64"):
+    # The scheme and the `;base64` token are case-insensitive (RFC 2397, as browsers read them).
+    head = head.strip().lower()
+    if not _is_data_url(url) or not comma or not head.endswith(";base64"):
         raise invalid(
             "Expected a base64 data: URL (data:image/png;base64,...).", param, "invalid_image_url"
         )
-    mime = head[len("data:") : -len(";base64")].split(";")[0].strip().lower()
+    mime = head[len("data:") : -len(";base64")].split(";")[0].strip()
     return mime, _base64(payload, param, limits)
 
 
+def _is_data_url(text: str) -> bool:
+    return text[:5].lower() == "data:"
+
+
+def public_reason(exc: BaseException) -> str:
+    """An exception's text for a client: object reprs (memory addresses) left out."""
+    return _OBJECT_REPR.sub("the data", str(exc)) or type(exc).__name__
+
+
 def _base64(payload: str, param: str, limits: MediaLimits) -> bytes:
+    # Line wraps and spaces are skipped, as browsers and SDKs do (MIME wraps at 76 columns).
+    payload = _WHITESPACE.sub("", payload)
     # Base64 holds 3 bytes per 4 characters: refuse before decoding what would not fit.
     if len(payload) * 3 // 4 > limits.max_media_bytes + 3:
         raise _too_large(param, limits)
@@ -202,6 +229,14 @@ def _decode_image(
                 )
             opened.seek(0)  # a GIF reads as its first frame
             image = opened.convert("RGB")
+    except Image.UnidentifiedImageError as exc:
+        raise invalid(
+            "The image could not be decoded: its bytes are not a PNG, JPEG, WEBP or GIF image.",
+            where,
+            "invalid_image",
+        ) from exc
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise invalid(f"The image could not be decoded: {exc}", where, "invalid_image") from exc
+        raise invalid(
+            f"The image could not be decoded: {public_reason(exc)}", where, "invalid_image"
+        ) from exc
     return DecodedImage(image=image, sha256=hashlib.sha256(data).hexdigest(), detail=detail)

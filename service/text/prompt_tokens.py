@@ -88,12 +88,18 @@ def specials_of(tokenizer: Any) -> SpecialTexts:
 
 
 def data_texts(messages: Sequence[dict[str, Any]]) -> list[str]:
-    """The user and tool message contents, in order (the text a client controls)."""
-    return [
-        m["content"]
-        for m in messages
-        if m.get("role") in DATA_ROLES and isinstance(m.get("content"), str)
-    ]
+    """The user and tool message contents, in order (the text a client controls): a content
+    of parts (a vision prompt's text and images) gives each text part."""
+    texts: list[str] = []
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") not in DATA_ROLES:
+            continue
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [p["text"] for p in content if isinstance(p.get("text"), str)]
+    return texts
 
 
 def _locate(text: str, data: str, cursor: int) -> tuple[int, int] | None:
