@@ -37,6 +37,7 @@ from mlx_responses.v1 import storage_service_pb2 as st
 from mlx_responses.v1 import storage_service_pb2_grpc as st_grpc
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack
+from tests.support.topology import Topology
 
 OWNER = "sk-owner-4f1a9c0d7e"
 OTHER = "sk-other-b83e51aa20"
@@ -157,10 +158,10 @@ def isolated(request: pytest.FixtureRequest, make_stack: Any, random_model: Path
     return stack
 
 
-def _call(stack: Stack, method: str, path: str, body: Any, key: str) -> tuple[int, str]:
+def _call(base_url: str, method: str, path: str, body: Any, key: str) -> tuple[int, str]:
     """Status and body; of a stream, its first event (a leak may stream for ever)."""
     with httpx.stream(
-        method, f"{stack.base_url}{path}", json=body, headers=_headers(key), timeout=60
+        method, f"{base_url}{path}", json=body, headers=_headers(key), timeout=60
     ) as reply:
         if not reply.headers.get("content-type", "").startswith("text/event-stream"):
             return reply.status_code, reply.read().decode()
@@ -267,7 +268,7 @@ def _http(stack: Stack, probe: tuple[str, str, str, dict[str, Any] | None], ids:
     method, _, path, body = probe
     if body is not None and path.partition("?")[0] in BODIED:
         body = {"model": _model(stack), "input": "x", "max_output_tokens": 1, **body}
-    status, text = _call(stack, method, _fill(path, ids), _fill(body, ids), OTHER)
+    status, text = _call(stack.base_url, method, _fill(path, ids), _fill(body, ids), OTHER)
     return f"{status} {_blank(text, ids)}"
 
 
@@ -357,16 +358,11 @@ def test_the_walk_covers_every_route_and_rpc_taking_an_id(stack: Stack) -> None:
 
 
 @contextlib.contextmanager
-def _live(stack: Stack) -> Iterator[tuple[str, Iterator[dict[str, Any]]]]:
+def _live(base_url: str, model: str) -> Iterator[tuple[str, Iterator[dict[str, Any]]]]:
     """A foreground response of the owner's, streaming while the test runs."""
-    body = {
-        "model": _model(stack),
-        "input": "go",
-        "stream": True,
-        "max_output_tokens": 100_000,
-    }
+    body = {"model": model, "input": "go", "stream": True, "max_output_tokens": 100_000}
     with httpx.stream(
-        "POST", f"{stack.base_url}/v1/responses", json=body, headers=_headers(OWNER), timeout=60
+        "POST", f"{base_url}/v1/responses", json=body, headers=_headers(OWNER), timeout=60
     ) as reply:
         events = _events(reply.iter_lines())
         first = next(events)
@@ -385,7 +381,8 @@ def _probes(stack: Stack) -> list[tuple[str, Callable[[Ids], str]]]:
 
 def test_a_foreign_id_answers_as_an_unknown_one(isolated: Stack) -> None:
     stack = isolated
-    with _live(stack) as (live, events):
+    cancelled = stack.engine_stats.cancelled
+    with _live(stack.base_url, _model(stack)) as (live, events):
         owned = _owned(stack, live)
         unknown = _unknown(owned)
         leaks = []
@@ -396,6 +393,9 @@ def test_a_foreign_id_answers_as_an_unknown_one(isolated: Stack) -> None:
         if leaks:  # every one of them, untruncated
             pytest.fail(f"{len(leaks)} answers differ:\n" + "\n".join(leaks), pytrace=False)
         # Nothing the other key did reached the owner's objects.
+        assert stack.core is not None
+        assert live in stack.core.pipeline.in_flight and owned["running"] in stack.core.jobs.active
+        assert stack.engine_stats.cancelled == cancelled
         for _ in range(3):
             assert next(events)["type"] not in TERMINAL
         assert _ok(stack, "GET", f"/v1/responses/{owned['running']}")["status"] == "in_progress"
@@ -406,3 +406,45 @@ def test_a_foreign_id_answers_as_an_unknown_one(isolated: Stack) -> None:
         assert "secret is 9" in json.dumps(_ok(stack, "GET", conv_item))
         for rid in (live, owned["running"]):
             assert _ok(stack, "POST", f"/v1/responses/{rid}/cancel")["status"] == "cancelled"
+
+
+def test_across_replicas_a_foreign_id_reaches_nothing(
+    random_model: Path, redis_server: RedisServer
+) -> None:
+    """Core b asked about jobs and streams core a runs: the board's cancel channel and claims."""
+    url = redis_server.url(8)
+    redis.Redis.from_url(url).flushdb()
+    topo = Topology(random_model, url, api_keys=(OWNER, OTHER), isolate_keys=True)
+    topo.start()
+    try:
+        model = topo.settings.models[0].name
+        a, b = topo.url("a"), topo.url("b")
+        body = {"model": model, "input": "go", "background": True, "max_output_tokens": 100_000}
+        job = httpx.post(f"{a}/v1/responses", json=body, headers=_headers(OWNER), timeout=60)
+        assert job.status_code == 200, job.text
+        job_id = job.json()["id"]
+        deadline = time.monotonic() + 60
+        while "in_progress" not in _call(b, "GET", f"/v1/responses/{job_id}", None, OWNER)[1]:
+            assert time.monotonic() < deadline, job_id
+            time.sleep(0.05)
+        cancelled = topo.cores["a"].models.default.runtime.worker.stats.cancelled
+        with _live(a, model) as (live, _):
+            for rid in (job_id, live):
+                unknown = _unknown_response()
+                for method, tail in (("POST", "/cancel"), ("GET", ""), ("GET", "?stream=true")):
+                    path = "/v1/responses/{}" + tail
+                    expected = _call(b, method, path.format(unknown), None, OTHER)
+                    foreign = _call(b, method, path.format(rid), None, OTHER)
+                    assert (foreign[0], foreign[1].replace(rid, "<id>")) == (
+                        expected[0],
+                        expected[1].replace(unknown, "<id>"),
+                    ), (method, path, rid)
+            core_a = topo.cores["a"]
+            assert live in core_a.pipeline.in_flight and job_id in core_a.jobs.active
+            assert core_a.models.default.runtime.worker.stats.cancelled == cancelled
+            # The owner's own cancel still crosses to core a.
+            for rid in (live, job_id):
+                status, text = _call(b, "POST", f"/v1/responses/{rid}/cancel", None, OWNER)
+                assert status == 200 and json.loads(text)["status"] == "cancelled", text
+    finally:
+        topo.stop()
