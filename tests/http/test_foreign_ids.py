@@ -313,10 +313,13 @@ def _grpc(stack: Stack, probe: tuple[str, str, Message], ids: Ids) -> str:
     return f"OK {_blank(str(answer), ids)}"
 
 
+SERVICES = (st, jobs, gen, cp)
+
+
 def _id_rpcs() -> set[str]:
-    """Storage and jobs RPCs whose request names a response, conversation or item."""
+    """Every RPC whose request names a response, conversation or item."""
     found = set()
-    for module in (st, jobs):
+    for module in SERVICES:
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
                 names = {f.name for f in method.input_type.fields}
@@ -328,7 +331,7 @@ def _id_rpcs() -> set[str]:
 def _params_rpcs() -> set[str]:
     """Every RPC whose request carries CreateResponseParams."""
     found = set()
-    for module in (st, jobs, gen, cp):
+    for module in SERVICES:
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
                 types = {f.message_type.name for f in method.input_type.fields if f.message_type}
