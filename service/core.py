@@ -20,7 +20,7 @@ from mlx_responses.service.responses.remote_media import RemoteMedia
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy
 from mlx_responses.service.stores.base import ConversationStore, EventLog, JobBoard, ResponseStore
 from mlx_responses.service.stores.memory import InMemoryEventLog
-from mlx_responses.service.stores.owned import OwnedConversations
+from mlx_responses.service.stores.owned import owned_stores
 from mlx_responses.service.stores.select import Stores, open_stores
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,10 @@ class Core:
 
     def __post_init__(self) -> None:
         s = self.settings
+        # --isolate-keys: the core reaches its stores only through the owner check.
+        held = owned_stores(Stores(self.responses, self.conversations, self.board, self.events))
+        self.responses, self.conversations = held.responses, held.conversations
+        self.board, self.events = held.board, held.events
         self.metrics = CoreMetrics(self.metrics_snapshot)
         self.models = ModelPool(s, self.metrics)
         history = HistoryResolver(self.responses, self.conversations, self._job_status)
@@ -69,9 +73,7 @@ class Core:
         return cls(
             settings=settings,
             responses=stores.responses,
-            conversations=OwnedConversations(stores.conversations)
-            if settings.isolate_keys
-            else stores.conversations,
+            conversations=stores.conversations,
             board=stores.board,
             close_stores=stores.close,
             events=stores.events,

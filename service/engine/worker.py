@@ -49,6 +49,7 @@ from mlx_responses.service.engine.slots import SlotGenerator, slots_serve
 from mlx_responses.service.engine.solo import Alone, SoloSequence
 from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
 from mlx_responses.service.flags import Prefill, prefill_for_device
+from mlx_responses.service.ids import OWNER
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class _Submit:
     logits_processors: list[LogitsProcessor]
     checkpoint: int = 0  # a prompt position whose cache is worth an entry (0: none)
     submitted_at: float = field(default_factory=time.perf_counter)
+    scope: str = ""  # whose prompt-cache entries it may use and leaves (--isolate-keys)
 
 
 @dataclass
@@ -83,6 +85,7 @@ class _Active:
     logprobs: int = -1
     submitted_at: float = 0.0
     last_token_at: float = 0.0
+    scope: str = ""  # _Submit.scope
 
 
 class GenerationStream:
@@ -244,8 +247,14 @@ class EngineWorker(ModelThread[LoadedModel]):
         """
         self._admit()
         stream = GenerationStream(self, asyncio.get_running_loop())
+        # --isolate-keys: the caller's owner (bound on this loop) keeps a prompt cache of its
+        # own, so no key learns from a hit (cached_tokens, the first token's time) what
+        # another key has sent.
+        scope = OWNER.get() or ""
         self._commands.put(
-            _Submit(stream, list(prompt), sampling, list(logits_processors), checkpoint)
+            _Submit(
+                stream, list(prompt), sampling, list(logits_processors), checkpoint, scope=scope
+            )
         )
         return stream
 
@@ -533,7 +542,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         by_stream: dict[int, int],
     ) -> None:
         s = command.sampling
-        cache, rest = self._cached_prefix(command.prompt)
+        cache, rest = self._cached_prefix(command.prompt, command.scope)
         cached = len(command.prompt) - len(rest)
         uid = next(self._solo_uids)
         stop = self._stop(command, cached)
@@ -622,9 +631,9 @@ class EngineWorker(ModelThread[LoadedModel]):
     ) -> None:
         response = solo.step()
         if response is None:
-            if self._checkpointing and solo.at_checkpoint:
+            if self._checkpointing and solo.at_checkpoint and (entry := active.get(solo.uid)):
                 # The solo cache goes on decoding: the entry is a copy of it.
-                self._checkpoint(list(solo.tokens), copy.deepcopy(solo.cache))
+                self._checkpoint(list(solo.tokens), copy.deepcopy(solo.cache), entry.scope)
             return
         if response.finish_reason is not None:
             self._solo = None
@@ -644,6 +653,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             cached_tokens=cached,
             logprobs=command.sampling.logprobs,
             submitted_at=command.submitted_at,
+            scope=command.scope,
         )
         if self._metrics is not None:
             self._metrics.prompt(len(command.prompt), cached)
@@ -657,7 +667,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         by_stream: dict[int, int],
     ) -> None:
         s = command.sampling
-        cache, rest = self._cached_prefix(command.prompt)
+        cache, rest = self._cached_prefix(command.prompt, command.scope)
         cached = len(command.prompt) - len(rest)
         if cache is None and self._kv_group is not None:
             cache = self._new_cache()
@@ -708,11 +718,15 @@ class EngineWorker(ModelThread[LoadedModel]):
             self._samplers[key] = shared_sampler(s.temperature, s.top_p, s.top_k)
         return self._samplers[key]
 
-    def _cached_prefix(self, prompt: list[int]) -> tuple[Any, list[int]]:
+    def _cache_key(self, scope: str) -> str:
+        """The prompt cache's model key for `scope`: one trie per model and owner."""
+        return f"{self.loaded.alias}\x1f{scope}" if scope else self.loaded.alias
+
+    def _cached_prefix(self, prompt: list[int], scope: str) -> tuple[Any, list[int]]:
         """The KV cache of the longest cached prefix and the tokens still to prefill."""
         if self._prompt_cache is None:
             return None, prompt
-        cache, rest = self._prompt_cache.fetch_nearest_cache(self.loaded.alias, prompt)
+        cache, rest = self._prompt_cache.fetch_nearest_cache(self._cache_key(scope), prompt)
         if cache is not None and not rest:
             # An exact hit still needs one token to produce the next logits.
             if not can_trim_prompt_cache(cache):
@@ -726,7 +740,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             self.stats.cached_tokens += len(prompt) - len(rest)
         return cache, rest
 
-    def _checkpoint(self, tokens: list[int], cache: list[Any]) -> None:
+    def _checkpoint(self, tokens: list[int], cache: list[Any], scope: str) -> None:
         """Caches a prompt's KV where a segment of its prefill ended: its system turn's end
         (`checkpoint`), or the prompt but for its last token (the decode step feeds it); for
         models whose caches cannot be trimmed (a sliding window that has rotated, a recurrent
@@ -740,17 +754,20 @@ class EngineWorker(ModelThread[LoadedModel]):
         whole. mlx-lm's server keeps such entries too (at its prompts' segment ends).
         """
         assert self._prompt_cache is not None
-        self._prompt_cache.insert_cache(self.loaded.alias, tokens, cache)
+        self._prompt_cache.insert_cache(self._cache_key(scope), tokens, cache)
         self.stats.prompt_checkpoints += 1
         self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
 
-    def _checkpoint_segments(self, generator: Any, prompted: list[Any]) -> None:
+    def _checkpoint_segments(
+        self, generator: Any, prompted: list[Any], active: dict[int, _Active]
+    ) -> None:
         """The entries of the prompts whose segment ended in the last step (not those that
         began decoding: their prompt is in)."""
         ended = [r.uid for r in prompted if r.end_of_segment and not r.end_of_prompt]
         if ended:
-            for cache, tokens in generator.extract_cache(ended).values():
-                self._checkpoint(list(tokens), cache)
+            for uid, (cache, tokens) in generator.extract_cache(ended).items():
+                if (entry := active.get(uid)) is not None:  # whose entry it is
+                    self._checkpoint(list(tokens), cache, entry.scope)
 
     def _step(
         self,
@@ -769,7 +786,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         before = generator._counters.prompt_tokens
         prompted, responses = generator.next()
         if self._checkpointing:
-            self._checkpoint_segments(generator, prompted)
+            self._checkpoint_segments(generator, prompted, active)
         if decoding:
             prefilled = generator._counters.prompt_tokens - before
             self.stats.prefill_tokens_while_decoding += prefilled
@@ -817,7 +834,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                 self._finished(entry, finish, now)
                 if self._prompt_cache is not None and r.prompt_cache is not None:
                     self._prompt_cache.insert_cache(
-                        self.loaded.alias, list(r.all_tokens), r.prompt_cache
+                        self._cache_key(entry.scope), list(r.all_tokens), r.prompt_cache
                     )
                     self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
             cached = entry.cached_tokens if entry.generated == 1 else 0

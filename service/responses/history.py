@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from mlx_responses.service.errors import Reason, ServiceError, invalid
-from mlx_responses.service.ids import owns
 from mlx_responses.service.stores.base import ConversationStore, ResponseStore
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -48,12 +47,6 @@ class HistoryResolver:
     async def _chain(self, response_id: str) -> list[pb.Item]:
         if not self.responses.enabled:
             raise store_disabled("Response storage", "previous_response_id")
-        if not owns(response_id):  # --isolate-keys: another key's response does not exist
-            raise invalid(
-                f"Previous response with id '{response_id}' not found.",
-                "previous_response_id",
-                "previous_response_not_found",
-            )
         pending = await self.job_status(response_id)
         if pending is not None:
             raise invalid(

@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mlx_responses.service.stores.owned import OwnedMap
+
 from mlx_responses.v1 import responses_pb2 as pb
 
 
@@ -21,8 +23,11 @@ class InFlight:
     cancel_requested: bool = False
 
 
-class InFlightTurns(dict[str, InFlight]):
-    """One registry shared by the models' generators: a cancel needs no model."""
+class InFlightTurns(OwnedMap[InFlight]):
+    """One registry shared by the models' generators: a cancel needs no model.
+
+    Another key's running turns are not in it (--isolate-keys: service/stores/owned.py).
+    """
 
     async def cancel(self, response_id: str, timeout: float = 30.0) -> pb.Response | None:
         """Stops an in-flight turn and returns its final (cancelled) response.

@@ -25,6 +25,7 @@ from mlx_responses.service.responses.history import status_name
 from mlx_responses.service.responses.pipeline import ResponsePipeline, Turn
 from mlx_responses.service.stores.base import Admission, EventLog, JobBoard, StoredResponse
 from mlx_responses.service.stores.memory import InMemoryEventLog
+from mlx_responses.service.stores.owned import OwnedMap
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -98,7 +99,8 @@ class JobManager:
     board: JobBoard
     max_jobs: int
     store_max_bytes: int
-    active: dict[str, Job] = field(default_factory=dict)
+    # Another key's jobs are not in it (--isolate-keys: service/stores/owned.py).
+    active: OwnedMap[Job] = field(default_factory=OwnedMap)
     # Every event a job streams, for GET /v1/responses/{id}?stream=true (service/job_replay.py).
     events: EventLog = field(default_factory=lambda: InMemoryEventLog(1024, 64 << 20, 3600))
 

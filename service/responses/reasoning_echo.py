@@ -6,7 +6,8 @@ so the prompt cache still matches.
 
 A reply is known by its text AND the item it answered (the last non-reasoning item before it,
 ids aside): a short reply such as "hello" in another conversation, or another client's, is a
-different reply and gets no reasoning that was never its own.
+different reply and gets no reasoning that was never its own. With `--isolate-keys` a reply is
+known within its API key only.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import hashlib
 import itertools
 from collections.abc import Sequence
 
+from mlx_responses.service.ids import owned_name
 from mlx_responses.service.stores.lru import BoundedLru
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -60,7 +62,10 @@ def _reply_key(anchor: pb.Item | None, reply: pb.Item) -> str | None:
     text = _reply_text(reply)
     if text is None:
         return None
-    return hashlib.sha256(f"{_anchor(anchor)}{UNIT_SEPARATOR}{text}".encode()).hexdigest()
+    # --isolate-keys: one key's reasoning is never put into another key's prompt.
+    return owned_name(
+        hashlib.sha256(f"{_anchor(anchor)}{UNIT_SEPARATOR}{text}".encode()).hexdigest()
+    )
 
 
 def _anchors(items: Sequence[pb.Item]) -> list[pb.Item | None]:

@@ -8,7 +8,6 @@ from typing import Any, TypeAlias
 import grpc
 from mlx_responses.service.core import Core
 from mlx_responses.service.errors import invalid
-from mlx_responses.service.ids import owns
 from mlx_responses.service.responses.events import TERMINAL_EVENT
 from mlx_responses.service.responses.history import status_name, store_disabled
 from mlx_responses.service.responses.job_replay import JobReplay
@@ -37,8 +36,6 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
         self, request: jobs.WatchJobRequest, context: Context
     ) -> AsyncIterator[jobs.WatchJobResponse]:
         manager = self._core.jobs
-        if not owns(request.id):
-            raise not_found("Response", request.id)
         if not manager.is_local(request.id):
             # Run by another replica (or finished): its final object is what there is to see.
             await manager.wait_ended(request.id, timeout=float("inf"))
@@ -71,8 +68,6 @@ class JobsServicer(jobs_grpc.JobsServiceServicer):
     ) -> jobs.CancelResponseResponse:
         if not self._core.responses.enabled:
             raise store_disabled("Response storage")
-        if not owns(request.id):
-            raise not_found("Response", request.id)
         final = await self._core.jobs.cancel(request.id)
         if final is None:
             final = await self._core.pipeline.in_flight.cancel(request.id)

@@ -7,7 +7,6 @@ from typing import Any, TypeAlias
 import grpc
 from mlx_responses.service.core import Core
 from mlx_responses.service.errors import Reason, ServiceError
-from mlx_responses.service.ids import owns
 from mlx_responses.service.responses.conversations import Conversations
 from mlx_responses.service.responses.history import store_disabled
 from mlx_responses.service.responses.item_pages import page
@@ -49,8 +48,6 @@ class StorageServicer(st_grpc.StorageServiceServicer):
         self, request: st.GetResponseRequest, context: Context
     ) -> st.GetResponseResponse:
         self._responses_enabled()
-        if not owns(request.id):
-            raise not_found("Response", request.id)
         jobs = self._core.jobs_if_ready
         if jobs is not None:
             found = await jobs.find(request.id)
@@ -65,8 +62,6 @@ class StorageServicer(st_grpc.StorageServiceServicer):
         self, request: st.DeleteResponseRequest, context: Context
     ) -> st.DeleteResponseResponse:
         self._responses_enabled()
-        if not owns(request.id):
-            raise not_found("Response", request.id)
         jobs = self._core.jobs_if_ready
         if jobs is not None:
             await jobs.refuse_delete(request.id)

@@ -43,7 +43,7 @@ TEXT = (
 class WithoutCheckpoints(EngineWorker):
     """This build with prompts leaving no entry where their prefill ends."""
 
-    def _checkpoint(self, tokens: list[int], cache: list[Any]) -> None:
+    def _checkpoint(self, tokens: list[int], cache: list[Any], scope: str) -> None:
         return None
 
 

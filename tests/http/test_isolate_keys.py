@@ -143,3 +143,27 @@ def test_without_the_flag_any_key_reads(make_stack: Any) -> None:
 def test_isolation_needs_keys(model_path: Path) -> None:
     with pytest.raises(ConfigError):
         Settings(models=(model_path,), isolate_keys=True)
+
+
+def _cached(stack: Stack, key: str, prompt: str) -> int:
+    reply = _create(stack, key, input=prompt, max_output_tokens=1)
+    assert reply.status_code == 200, reply.text
+    return int(reply.json()["usage"]["input_tokens_details"]["cached_tokens"])
+
+
+def test_the_prompt_cache_is_each_keys_own(make_stack: Any) -> None:
+    """Another key's prompt is never a cache hit: `cached_tokens` (and the time to the first
+    token) would tell a key, prefix by prefix, what another key has sent."""
+    stack: Stack = make_stack(api_keys=(OWNER, OTHER), isolate_keys=True)
+    prompt = "The launch code is 4512-7788-9034; keep it to yourself. " * 8
+    assert _cached(stack, OWNER, prompt) == 0
+    assert _cached(stack, OTHER, prompt) == 0
+    assert _cached(stack, OWNER, prompt) > 0  # the owner's own entry still serves it
+    assert _cached(stack, OTHER, prompt) > 0  # and the other key's its own
+
+
+def test_without_the_flag_keys_share_the_prompt_cache(make_stack: Any) -> None:
+    stack: Stack = make_stack(api_keys=(OWNER, OTHER))
+    prompt = "A prompt any key may share the cache of. " * 8
+    assert _cached(stack, OWNER, prompt) == 0
+    assert _cached(stack, OTHER, prompt) > 0

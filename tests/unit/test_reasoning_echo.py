@@ -3,6 +3,11 @@ reply to the same turn, never a reply of the same text elsewhere."""
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Callable
+from typing import TypeVar
+
+from mlx_responses.service.ids import OWNER, owner_of
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -28,6 +33,16 @@ def reply(text: str, item_id: str = "") -> pb.Item:
 
 def reasoning(text: str) -> pb.Item:
     return pb.Item(reasoning=pb.ReasoningItem(content=[pb.ReasoningText(text=text)]))
+
+
+T = TypeVar("T")
+
+
+def as_key(key: str, call: Callable[[], T]) -> T:
+    """`call` as an RPC of `key` runs it under --isolate-keys."""
+    context = contextvars.copy_context()
+    context.run(OWNER.set, owner_of(key))
+    return context.run(call)
 
 
 def kinds(items: list[pb.Item]) -> list[str]:
@@ -64,3 +79,15 @@ def test_disabled_echo_restores_nothing() -> None:
     echo = ReasoningEcho(0)
     echo.remember([user("q")], [reasoning("r"), reply("a")])
     assert kinds(echo.restore([user("q"), reply("a")])) == ["message", "message"]
+
+
+def test_with_isolated_keys_a_reply_gets_only_its_own_keys_reasoning() -> None:
+    """Another key replaying the same turn and reply word for word gets none of it."""
+    echo = ReasoningEcho(1 << 20)
+    turn = [user("Reply with: sunny")]
+    as_key("sk-a", lambda: echo.remember(turn, [reasoning("a's thoughts"), reply("sunny")]))
+    replay = [*turn, reply("sunny"), user("next")]
+    assert kinds(as_key("sk-b", lambda: echo.restore(replay))) == ["message"] * 3
+    assert kinds(echo.restore(replay)) == ["message"] * 3  # nor a core without isolation
+    restored = as_key("sk-a", lambda: echo.restore(replay))
+    assert restored[1].reasoning.content[0].text == "a's thoughts"
