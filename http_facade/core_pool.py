@@ -77,17 +77,24 @@ class PooledCore:
 class CorePool:
     """Picks a healthy core per request."""
 
-    def __init__(self, cores: list[PooledCore]) -> None:
+    def __init__(self, cores: list[PooledCore], *, by_cache: bool = True) -> None:
         if not cores:
             raise ValueError("at least one core address is needed")
         self.cores = cores
+        self.by_cache = by_cache  # False: --core-routing round_robin
         self._turn = itertools.count()
         self._watches: list[asyncio.Task[None]] = []
 
     @classmethod
-    def connect(cls, addresses: Sequence[str], root_certificates: bytes | None = None) -> CorePool:
+    def connect(
+        cls,
+        addresses: Sequence[str],
+        root_certificates: bytes | None = None,
+        *,
+        by_cache: bool = True,
+    ) -> CorePool:
         """A pool with a fresh channel per address (TLS with `root_certificates`); call start()
-        to watch health."""
+        to watch health. `by_cache`: route by affinity key, else round robin."""
         cores = []
         for address in addresses:
             load = LoadCounter()
@@ -95,7 +102,7 @@ class CorePool:
                 address, root_certificates, channel_options(address), load.interceptors()
             )
             cores.append(PooledCore(address, client, load=load))
-        return cls(cores)
+        return cls(cores, by_cache=by_cache)
 
     async def start(self) -> None:
         """Starts one Health.Watch per core."""
@@ -134,7 +141,7 @@ class CorePool:
             or [c for c in self.cores if c.client.connected()]
             or self.cores
         )
-        if affinity is None or len(healthy) == 1:
+        if affinity is None or not self.by_cache or len(healthy) == 1:
             return healthy[next(self._turn) % len(healthy)].client
         owner = max(healthy, key=lambda c: _score(affinity, c.address))
         least = min(c.load.in_flight for c in healthy)

@@ -23,12 +23,12 @@ class _Client:
         return True
 
 
-def _pool(n: int) -> CorePool:
+def _pool(n: int, *, by_cache: bool = True) -> CorePool:
     cores = [
         PooledCore(f"10.0.0.{i}:50051", cast(CoreClient, _Client(f"core{i}")), serving=True)
         for i in range(n)
     ]
-    return CorePool(cores)
+    return CorePool(cores, by_cache=by_cache)
 
 
 def _name(client: Any) -> str:
@@ -81,6 +81,8 @@ def test_a_busy_owner_spills_to_the_least_loaded_core() -> None:
 def test_requests_without_a_key_go_round_robin() -> None:
     pool = _pool(2)
     assert [_name(pool.pick()) for _ in range(4)] == ["core0", "core1", "core0", "core1"]
+    plain = _pool(2, by_cache=False)  # --core-routing round_robin
+    assert [_name(plain.pick("prefix:a")) for _ in range(4)] == ["core0", "core1"] * 2
 
 
 def test_the_turns_of_a_chat_style_session_share_a_key() -> None:
