@@ -28,8 +28,11 @@ from dataclasses import dataclass, field
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from mlx_responses.http_facade.affinity import Affinity
 from mlx_responses.http_facade.client import CHANNEL_OPTIONS, CoreClient
 from mlx_responses.http_facade.core_load import LoadCounter
+
+from mlx_responses.v1 import responses_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +85,7 @@ class CorePool:
             raise ValueError("at least one core address is needed")
         self.cores = cores
         self.by_cache = by_cache  # False: --core-routing round_robin
+        self.affinity = Affinity()
         self._turn = itertools.count()
         self._watches: list[asyncio.Task[None]] = []
 
@@ -149,6 +153,15 @@ class CorePool:
             return owner.client
         idle = [c for c in healthy if c.load.in_flight == least]
         return max(idle, key=lambda c: _score(affinity, c.address)).client
+
+    def route(self, params: pb.CreateResponseParams) -> tuple[CoreClient, str]:
+        """The core for a create (or count) request, and the affinity key it was routed by."""
+        key = self.affinity.key(params)
+        return self.pick(key), key
+
+    def created(self, key: str, response_id: str) -> None:
+        """A response made under `key`: a turn chained on it goes where it went."""
+        self.affinity.remember(response_id, key)
 
     async def serving(self) -> bool:
         """Whether any core's health service reports SERVING now."""
