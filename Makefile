@@ -5,7 +5,7 @@ BUF_VERSION := 1.75.0
 BUF := npx --yes @bufbuild/buf@$(BUF_VERSION)
 # The contract of the last release, as a buf image committed in contract/ (works on any clone,
 # shallow or without tags). Compare against a tag instead: make lint BREAKING_AGAINST='.git#tag=v0.2.0'
-BREAKING_AGAINST ?= contract/v0.1.0.binpb
+BREAKING_AGAINST ?= contract/v0.1.1.binpb
 
 .PHONY: setup serve test test-redis lint docs proto model bench bench-overhead bench-stores bench-structured contract-baseline
 

@@ -114,7 +114,9 @@ def create_app(
 
     async def core_channel(app: web.Application) -> AsyncIterator[None]:
         ca = settings.core_tls_ca.read_bytes() if settings.core_tls_ca is not None else None
-        app[CORES] = CorePool.connect(_addresses(core_addresses), ca)
+        app[CORES] = CorePool.connect(
+            _addresses(core_addresses), ca, by_cache=settings.core_routing == "cache"
+        )
         await app[CORES].start()
         yield
         await app[CORES].close()

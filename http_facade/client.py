@@ -78,13 +78,14 @@ class CoreClient:
         address: str,
         root_certificates: bytes | None = None,
         options: Sequence[tuple[str, Any]] = CHANNEL_OPTIONS,
+        interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
     ) -> CoreClient:
         """A client on a fresh channel to `address` (host:port, or unix:PATH).
 
         TLS when `root_certificates` (PEM) are given; each call carries the caller's API key
-        and the HTTP request's id.
+        and the HTTP request's id, and passes `interceptors` too.
         """
-        interceptors = [*forwarding_interceptors(), *request_id_interceptors()]
+        interceptors = [*forwarding_interceptors(), *request_id_interceptors(), *interceptors]
         return cls(AsyncClient.connect(address, interceptors, options, root_certificates))
 
     async def close(self) -> None:

@@ -33,6 +33,7 @@ class FacadeSettings:
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     core_tls_ca: Path | None = F.CORE_TLS_CA.default
     shutdown_grace_secs: float = F.SHUTDOWN_GRACE_SECS.default
+    core_routing: str = F.CORE_ROUTING.default
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -56,4 +57,5 @@ def facade_settings_from_args(args: argparse.Namespace, env: Mapping[str, str]) 
         api_keys=F.api_keys_from(args.api_keys, env),
         core_tls_ca=getattr(args, "core_tls_ca", None),
         shutdown_grace_secs=args.shutdown_grace_secs,
+        core_routing=getattr(args, "core_routing", F.CORE_ROUTING.default),
     )

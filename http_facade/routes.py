@@ -33,11 +33,27 @@ from mlx_responses.v1.generation_service_pb2 import Model
 log = logging.getLogger(__name__)
 
 CORES = web.AppKey("core_pool", CorePool)
+AFFINITY = web.RequestKey("affinity", str)  # the affinity key a request was routed by
 
 
 def core(request: web.Request) -> CoreClient:
-    """The core that serves this request (a SERVING one, round robin)."""
+    """The core for a request that names no prompt (a SERVING one, round robin)."""
     return request.app[CORES].pick()
+
+
+def routed(request: web.Request, params: pb.CreateResponseParams) -> CoreClient:
+    """The core for a request with a prompt: the one most likely to hold its prefix in cache
+    (--core-routing); a response it creates is remembered there for the turns chained on it."""
+    client, key = request.app[CORES].route(params)
+    request[AFFINITY] = key
+    return client
+
+
+def remember(request: web.Request, response_id: str) -> None:
+    """Tells the pool which key made `response_id` (a routed request's)."""
+    key = request.get(AFFINITY)
+    if key is not None and response_id:
+        request.app[CORES].created(key, response_id)
 
 
 async def read_json(request: web.Request) -> Any:
@@ -47,15 +63,19 @@ async def read_json(request: web.Request) -> Any:
 
 async def create_response(request: web.Request) -> web.StreamResponse:
     """POST /v1/responses: foreground, streamed or background."""
-    client = core(request)
     params = params_from_json(await read_json(request))
+    client = routed(request, params)
     check_compaction_trigger(request, params)
     if params.background:
         # The core refuses background + stream (one place for the rule, gRPC clients too).
-        return web.json_response(response_to_json(await client.create_job(params)))
+        job = await client.create_job(params)
+        remember(request, job.id)
+        return web.json_response(response_to_json(job))
     if params.stream:
         return await _stream(request, client, client.stream(params))
-    return web.json_response(response_to_json(await client.create(params)))
+    response = await client.create(params)
+    remember(request, response.id)
+    return web.json_response(response_to_json(response))
 
 
 def _snapshot(batch: list[ev.ResponseEvent]) -> pb.Response | None:
@@ -78,6 +98,9 @@ async def _stream(
     except BaseException:
         stream.cancel()
         raise
+    opened = _snapshot(first)
+    if opened is not None:
+        remember(request, opened.id)
     try:
         # A client that hangs up mid-write is the error middleware's (a 499, not a 500).
         response = web.StreamResponse(headers=SSE_HEADERS)
@@ -140,7 +163,7 @@ async def _write_stream(
 
 async def open_socket(request: web.Request) -> web.StreamResponse:
     """GET /v1/responses with an Upgrade: the Responses WebSocket mode."""
-    return await responses_socket(request, core(request))
+    return await responses_socket(request, request.app[CORES])
 
 
 def _flag(request: web.Request, name: str) -> bool:
@@ -187,7 +210,7 @@ async def cancel_response(request: web.Request) -> web.Response:
 async def input_tokens(request: web.Request) -> web.Response:
     """POST /v1/responses/input_tokens."""
     params = params_from_json(await read_json(request))
-    count = await core(request).count_input_tokens(params)
+    count = await routed(request, params).count_input_tokens(params)
     return web.json_response({"object": "response.input_tokens", "input_tokens": count})
 
 
@@ -200,7 +223,7 @@ async def compact(request: web.Request) -> web.Response:
         raise invalid("Invalid type for 'keep_tokens': expected an integer.", "keep_tokens")
     if keep is not None and not 0 <= keep < 2**63:
         raise invalid("Invalid 'keep_tokens': out of range.", "keep_tokens", "invalid_value")
-    reply = await core(request).compact(params, keep)
+    reply = await routed(request, params).compact(params, keep)
     return web.json_response(
         {
             "id": reply.id,

@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 from mlx_responses.http_facade.beta_features import check_compaction_trigger
-from mlx_responses.http_facade.client import CoreClient
+from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.errors import REASON_TABLE, OpenAIError, invalid
 from mlx_responses.http_facade.from_proto import event_to_json
 from mlx_responses.http_facade.to_proto import params_from_json
@@ -71,10 +71,10 @@ class _Lane:
 class ResponsesSocket:
     """One client socket: reads messages, runs each lane's requests, writes their events."""
 
-    def __init__(self, request: web.Request, ws: web.WebSocketResponse, client: CoreClient) -> None:
+    def __init__(self, request: web.Request, ws: web.WebSocketResponse, cores: CorePool) -> None:
         self._request = request
         self._ws = ws
-        self._client = client
+        self._cores = cores  # each response.create is routed on its own (--core-routing)
         self._lanes: dict[str | None, _Lane] = {}
         self._chains: dict[str | None, _Chain] = {}  # the last store: false response per lane
         self._send_lock = asyncio.Lock()
@@ -196,9 +196,14 @@ class ResponsesSocket:
                 raise invalid("Invalid type for 'generate': expected a boolean.", "generate")
             params.generate = generate
         check_compaction_trigger(self._request, params)
-        stream = self._client.stream(params)
+        client, key = self._cores.route(params)
+        stream = client.stream(params)
         try:
-            final = await self._forward(await stream.first(), stream_id, chained)
+            first = await stream.first()
+            opened = next((e.snapshot.response.id for e in first if e.HasField("snapshot")), "")
+            if opened:
+                self._cores.created(key, opened)
+            final = await self._forward(first, stream_id, chained)
             async for batch in stream.rest():
                 final = await self._forward(batch, stream_id, chained) or final
         finally:
@@ -230,7 +235,7 @@ class ResponsesSocket:
         return final
 
 
-async def responses_socket(request: web.Request, client: CoreClient) -> web.StreamResponse:
+async def responses_socket(request: web.Request, cores: CorePool) -> web.StreamResponse:
     """`GET /v1/responses` with an Upgrade: the socket; without one, 405 as before."""
     ws = web.WebSocketResponse(heartbeat=HEARTBEAT_S, max_msg_size=request.app[MAX_MESSAGE])
     if not ws.can_prepare(request).ok:
@@ -239,7 +244,7 @@ async def responses_socket(request: web.Request, client: CoreClient) -> web.Stre
     sockets = request.app[SOCKETS].sockets
     sockets.add(ws)
     try:
-        await ResponsesSocket(request, ws, client).run()
+        await ResponsesSocket(request, ws, cores).run()
     finally:
         sockets.discard(ws)
         await ws.close()

@@ -564,7 +564,7 @@ CORE_ADDRESS = Flag(
     "core",
     None,
     "address of a gRPC core; repeat for several (or dns:///name:port for all the addresses a "
-    "name resolves to); requests go round robin over the SERVING ones",
+    "name resolves to); requests go to the SERVING ones (see --core-routing)",
     (FACADE,),
     action="append",
     metavar="HOST:PORT",
@@ -579,6 +579,17 @@ CORE_TLS_CA = Flag(
     type=Path,
     shown_default="off",
 )
+CORE_ROUTING = Flag(
+    "--core-routing",
+    "core_routing",
+    "cache",
+    "how requests are spread over several --core: cache (the core that most likely holds the "
+    "prompt's prefix in its prompt cache: the same prompt_cache_key, conversation, chain or "
+    "prompt start goes to the same core, by rendezvous hashing, unless it is busy) or "
+    "round_robin",
+    (FACADE,),
+    choices=("cache", "round_robin"),
+)
 
 FLAGS: tuple[Flag[Any], ...] = (
     LOG_LEVEL,
@@ -588,6 +599,7 @@ FLAGS: tuple[Flag[Any], ...] = (
     MAX_REQUEST_BYTES,
     CORE_ADDRESS,
     CORE_TLS_CA,
+    CORE_ROUTING,
     API_KEY,
     SHUTDOWN_GRACE_SECS,
     MODEL,

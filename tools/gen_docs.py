@@ -1,15 +1,21 @@
-"""Writes the generated docs pages: the flags and environment variables (docs/reference/flags.md).
+"""Writes the generated docs: the flags and environment variables (docs/reference/flags.md),
+and the gRPC status-code table of docs/api/grpc.md (a region between two markers).
 
-Run `python -m tools.gen_docs` after changing a flag in `service/flags.py`; a test and
-`mkdocs build --strict` (the hook tools/mkdocs_hooks.py) fail while the committed page is stale.
+Run `python -m tools.gen_docs` after changing a flag in `service/flags.py` or a row of an error
+table (`service/errors.py`, `http_facade/errors.py`); a test and `mkdocs build --strict` (the hook
+tools/mkdocs_hooks.py) fail while the committed text is stale.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from mlx_responses.http_facade.errors import REASON_TABLE
+from mlx_responses.service.errors import GRPC_TABLE
 from mlx_responses.service.flags import COMMANDS, FLAGS, TOP, Flag
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,15 +103,57 @@ def render_flags_page() -> str:
     return "\n".join(lines)
 
 
+def render_grpc_status_table() -> str:
+    """Every refusal reason: its gRPC status, the façade's HTTP answer and the OpenAI codes."""
+    lines = [
+        "| `ErrorInfo.reason` | gRPC status (code) | HTTP status, `error.type` | `error.code` "
+        "(metadata `code`) | `error.code` of a background response that fails so |",
+        "|---|---|---|---|---|",
+    ]
+    for reason, row in GRPC_TABLE.items():
+        http = REASON_TABLE[reason.value]
+        code = f"`{row.openai_code}`" if row.openai_code else "null, or the raiser's"
+        lines.append(
+            f"| `{reason.value}` | `{row.code.name}` ({row.rpc_code}) | {http.status}, "
+            f"`{http.type}` | {code} | `{row.failure_code}` |"
+        )
+    return "\n".join(lines)
+
+
 GENERATED = {FLAGS_PAGE: render_flags_page}
+# Regions of hand-written pages: the text between `<!-- generated:NAME -->` and
+# `<!-- /generated:NAME -->`.
+REGIONS: dict[Path, dict[str, Callable[[], str]]] = {
+    Path("api/grpc.md"): {"grpc-status": render_grpc_status_table},
+}
+
+
+def _with_regions(text: str, regions: dict[str, Callable[[], str]]) -> str:
+    for name, render in regions.items():
+        pattern = re.compile(
+            rf"(<!-- generated:{name} -->\n)(?:.*?\n)?(<!-- /generated:{name} -->)", re.DOTALL
+        )
+        if pattern.search(text) is None:
+            raise ValueError(f"no generated:{name} markers")
+        body = render()
+        text = pattern.sub(lambda m, body=body: m.group(1) + body + "\n" + m.group(2), text)
+    return text
+
+
+def _rendered(docs: Path) -> dict[Path, str]:
+    """Each generated page or page with generated regions, as it should read."""
+    out = {path: render() for path, render in GENERATED.items()}
+    for path, regions in REGIONS.items():
+        out[path] = _with_regions((docs / path).read_text(), regions)
+    return out
 
 
 def stale_pages(docs: Path = DOCS) -> list[Path]:
     """The generated pages (relative to `docs`) whose text differs from a fresh rendering."""
     return [
         path
-        for path, render in GENERATED.items()
-        if not (docs / path).exists() or (docs / path).read_text() != render()
+        for path, text in _rendered(docs).items()
+        if not (docs / path).exists() or (docs / path).read_text() != text
     ]
 
 
@@ -118,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         for path in stale:
             print(f"{path} is stale: run `python -m tools.gen_docs`", file=sys.stderr)
         return 1 if stale else 0
-    for path, render in GENERATED.items():
+    for path, text in _rendered(DOCS).items():
         (DOCS / path).parent.mkdir(parents=True, exist_ok=True)
-        (DOCS / path).write_text(render())
+        (DOCS / path).write_text(text)
     return 0
 
 

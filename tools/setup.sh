@@ -31,6 +31,18 @@ if ! command -v protoc-gen-go-grpc >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && co
     >/dev/null 2>&1 || echo "setup: could not install $go_plugins; the Go stub check is skipped"
 fi
 
+# Go, protoc and gRPC for Go, for the Go client example (tests/e2e/test_go_client.py; best
+# effort, the test skips without them). golang/protobuf 1.5 (the APIv2 bridge; 1.3 crashes
+# marshalling the stubs) replaces the 1.3 that the plugins above may have pulled in.
+if { ! command -v go >/dev/null 2>&1 || ! command -v protoc >/dev/null 2>&1 \
+     || [ ! -f /usr/share/gocode/src/github.com/golang/protobuf/proto/registry.go ]; } \
+   && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  go_client="golang-go protobuf-compiler golang-google-grpc-dev golang-github-golang-protobuf-1-5-dev"
+  (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $go_client \
+    || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $go_client)) \
+    >/dev/null 2>&1 || echo "setup: could not install $go_client; the Go client test is skipped"
+fi
+
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv

@@ -76,7 +76,7 @@ def _request(required: tuple[str, ...]) -> Schema:
     )
     thinking = obj(
         ("type",),
-        type={"enum": ["enabled", "adaptive", "disabled"]},
+        type={"enum": ["enabled", "adaptive", "between_tools", "disabled"]},
         budget_tokens=INTEGER,
     )
     return {

@@ -11,7 +11,7 @@ from mlx_responses.http_facade.anthropic.stream import MessageEvents
 from mlx_responses.http_facade.anthropic.to_proto import messages_from_json
 from mlx_responses.http_facade.errors import OpenAIError, anthropic_error_body
 from mlx_responses.http_facade.relay import ChoiceStreams
-from mlx_responses.http_facade.routes import core, read_json
+from mlx_responses.http_facade.routes import read_json, routed
 from mlx_responses.http_facade.sse import SSE_HEADERS, frame
 
 log = logging.getLogger(__name__)
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 async def create_message(request: web.Request) -> web.StreamResponse:
     """POST /v1/messages: an Anthropic Messages turn, streamed or whole."""
     params = messages_from_json(await read_json(request))
-    client = core(request)
+    client = routed(request, params)
     if not params.stream:
         return web.json_response(message_json(await client.create(params)))
     streams = ChoiceStreams(client, [params])
@@ -46,7 +46,7 @@ async def create_message(request: web.Request) -> web.StreamResponse:
 async def count_tokens(request: web.Request) -> web.Response:
     """POST /v1/messages/count_tokens: the rendered prompt's tokens, tools included."""
     params = messages_from_json(await read_json(request), count_only=True)
-    count = await core(request).count_input_tokens(params)
+    count = await routed(request, params).count_input_tokens(params)
     return web.json_response({"input_tokens": count})
 
 

@@ -234,12 +234,12 @@ def _thinking(value: Any, params: pb.CreateResponseParams) -> bool | None:
             )
         params.reasoning_budget = budget
         return True
-    if kind == "adaptive":
+    if kind in ("adaptive", "between_tools"):  # between_tools: thinking, at the model's pace
         return True
     if kind == "disabled":
         return False
     raise invalid(
-        f"Invalid 'thinking.type' {kind!r}: expected enabled, adaptive or disabled.",
+        f"Invalid 'thinking.type' {kind!r}: expected enabled, adaptive, between_tools or disabled.",
         "thinking.type",
         "invalid_value",
     )

@@ -11,7 +11,7 @@ from mlx_responses.http_facade.chat.stream import ChoiceChunker
 from mlx_responses.http_facade.chat.to_proto import ChatRequest, chat_from_json
 from mlx_responses.http_facade.errors import FALLBACK, OpenAIError
 from mlx_responses.http_facade.relay import ChoiceStreams, choice_params, create_all
-from mlx_responses.http_facade.routes import core, read_json
+from mlx_responses.http_facade.routes import read_json, routed
 from mlx_responses.http_facade.sse import SSE_HEADERS, data_frame
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 async def create_chat_completion(request: web.Request) -> web.StreamResponse:
     """POST /v1/chat/completions: a chat turn with `n` choices, streamed or whole."""
     chat = chat_from_json(await read_json(request))
-    client = core(request)
+    client = routed(request, chat.params)
     params = choice_params(chat.params, chat.n)
     if chat.params.stream:
         return await stream_chat(request, ChoiceStreams(client, params), chat)

@@ -17,7 +17,7 @@ from mlx_responses.http_facade.completions.from_proto import (
 from mlx_responses.http_facade.completions.to_proto import CompletionRequest, completion_from_json
 from mlx_responses.http_facade.errors import OpenAIError
 from mlx_responses.http_facade.relay import ChoiceStreams, choice_params, create_all
-from mlx_responses.http_facade.routes import core, read_json
+from mlx_responses.http_facade.routes import read_json, routed
 from mlx_responses.http_facade.sse import SSE_HEADERS, data_frame
 
 from mlx_responses.v1 import events_pb2 as ev
@@ -34,8 +34,8 @@ TERMINAL = (
 async def create_completion(request: web.Request) -> web.StreamResponse:
     """POST /v1/completions: each prompt continued as raw text, `n` times."""
     req = completion_from_json(await read_json(request))
-    client = core(request)
     params = [c for p in req.prompts for c in choice_params(p, req.n)]
+    client = routed(request, params[0])
     texts = [p.prompt for p in req.prompts]
     if req.stream:
         return await _stream(request, ChoiceStreams(client, params), req, texts)

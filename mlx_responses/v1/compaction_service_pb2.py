@@ -25,13 +25,14 @@ _sym_db = _symbol_database.Default()
 from mlx_responses.v1 import responses_pb2 as mlx__responses_dot_v1_dot_responses__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)mlx_responses/v1/compaction_service.proto\x12\x10mlx_responses.v1\x1a mlx_responses/v1/responses.proto\"z\n\x16\x43ompactResponseRequest\x12\x36\n\x06params\x18\x01 \x01(\x0b\x32&.mlx_responses.v1.CreateResponseParams\x12\x18\n\x0bkeep_tokens\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\x0e\n\x0c_keep_tokens\"\x98\x01\n\x17\x43ompactResponseResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ncreated_at\x18\x02 \x01(\x03\x12\r\n\x05model\x18\x03 \x01(\t\x12&\n\x06output\x18\x04 \x03(\x0b\x32\x16.mlx_responses.v1.Item\x12&\n\x05usage\x18\x05 \x01(\x0b\x32\x17.mlx_responses.v1.Usage2{\n\x11\x43ompactionService\x12\x66\n\x0f\x43ompactResponse\x12(.mlx_responses.v1.CompactResponseRequest\x1a).mlx_responses.v1.CompactResponseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)mlx_responses/v1/compaction_service.proto\x12\x10mlx_responses.v1\x1a mlx_responses/v1/responses.proto\"z\n\x16\x43ompactResponseRequest\x12\x36\n\x06params\x18\x01 \x01(\x0b\x32&.mlx_responses.v1.CreateResponseParams\x12\x18\n\x0bkeep_tokens\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\x0e\n\x0c_keep_tokens\"\x98\x01\n\x17\x43ompactResponseResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ncreated_at\x18\x02 \x01(\x03\x12\r\n\x05model\x18\x03 \x01(\t\x12&\n\x06output\x18\x04 \x03(\x0b\x32\x16.mlx_responses.v1.Item\x12&\n\x05usage\x18\x05 \x01(\x0b\x32\x17.mlx_responses.v1.Usage2{\n\x11\x43ompactionService\x12\x66\n\x0f\x43ompactResponse\x12(.mlx_responses.v1.CompactResponseRequest\x1a).mlx_responses.v1.CompactResponseResponseBPZNgithub.com/mlx-responses/mlx-responses/gen/go/mlx_responses/v1;mlx_responsesv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mlx_responses.v1.compaction_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'ZNgithub.com/mlx-responses/mlx-responses/gen/go/mlx_responses/v1;mlx_responsesv1'
   _globals['_COMPACTRESPONSEREQUEST']._serialized_start=97
   _globals['_COMPACTRESPONSEREQUEST']._serialized_end=219
   _globals['_COMPACTRESPONSERESPONSE']._serialized_start=222

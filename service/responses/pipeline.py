@@ -328,6 +328,7 @@ class ResponsePipeline:
             tool_start=fmt.start if use_tools else None,
             tool_end=fmt.end if use_tools else None,
             tool_leading=fmt.leading if use_tools else None,
+            tool_bare=fmt.bare if use_tools else None,
         )
         streamer = None
         grammar = None
@@ -477,7 +478,8 @@ class ResponsePipeline:
                     for segment in parser.feed(stops.feed(chunk.text)):
                         events += self._segment(assembler, segment, pending, streamer)
                     if streamer is not None and parser.channel is Channel.TOOL_CALL:
-                        events += streamer.update(assembler, parser.partial_tool_body)
+                        body = parser.partial_tool_body
+                        events += streamer.update(assembler, body, bare=parser.bare_span)
                     if stops.matched is not None:
                         break
                 last = chunks[-1]
@@ -532,13 +534,10 @@ class ResponsePipeline:
         if segment.channel is Channel.TEXT or streamer is None:
             return assembler.text_delta(segment.text, logprobs)
         # The end-of-span parse is authoritative over what streamed.
-        events = streamer.finish(assembler, segment.text, cut=cut)
+        events = streamer.finish(assembler, segment.text, cut=cut, bare=segment.bare)
         if events is None:
-            # A malformed call stays visible as text rather than vanishing.
-            fmt = streamer.format
-            leading = fmt.leading is not None and segment.text.startswith(fmt.leading)
-            start = "" if leading else fmt.start
-            return assembler.text_delta(f"{start}{segment.text}{fmt.end or ''}")
+            # A malformed call stays visible as text, exactly as generated, rather than vanishing.
+            return assembler.text_delta(f"{segment.opener}{segment.text}{segment.closer}")
         return events
 
     async def _finish(

@@ -50,14 +50,25 @@ class ToolCallStreamer:
         """Whether a call of the current span has an open item."""
         return self.opened > self.closed
 
-    def update(self, assembler: EventAssembler, body: str) -> list[ev.ResponseEvent]:
-        """Events for what the growing span `body` now makes certain."""
+    def _known(self, name: str) -> bool:
+        return name in self.schemas or name in self.custom
+
+    def update(
+        self, assembler: EventAssembler, body: str, *, bare: bool = False
+    ) -> list[ev.ResponseEvent]:
+        """Events for what the growing span `body` now makes certain.
+
+        ``bare``: the model left out the span's opener; a call opens only once it is whole and
+        names a tool of the request, so a guess that is not a call can still become text.
+        """
         events: list[ev.ResponseEvent] = []
         calls = self.format.partial(body, self.schemas)
         for index, call in enumerate(calls):
             if index < self.closed:
                 continue
             if index >= self.opened:
+                if bare and not (call.complete and self._known(call.name)):
+                    break
                 events += assembler.function_call_start(call.name)
                 self.opened, self.sent = index + 1, ""
             done = call.complete and _is_json(call.arguments)
@@ -73,15 +84,19 @@ class ToolCallStreamer:
         return events
 
     def finish(
-        self, assembler: EventAssembler, body: str, *, cut: bool = False
+        self, assembler: EventAssembler, body: str, *, cut: bool = False, bare: bool = False
     ) -> list[ev.ResponseEvent] | None:
         """The span's final events; None when nothing was streamed and it does not parse.
 
         ``cut``: the output budget ended the span mid-call, so its last call is incomplete.
+        ``bare``: the model left out the opener; unless every call names a tool of the request,
+        the span is text.
         """
         try:
             parsed: list[ParsedToolCall] = self.format.parse(body, self.schemas)
         except ValueError:
+            parsed = []
+        if bare and not all(self._known(call.name) for call in parsed):
             parsed = []
         if not parsed and self.opened == 0:
             self._reset()

@@ -24,6 +24,9 @@ class Markers:
     tool_end: str | None = "</tool_call>"  # None: a call runs to the end of generation
     # Opens a call only as the very start of the answer, and belongs to the call (Llama 3 `{`).
     tool_leading: str | None = None
+    # Opens a call anywhere in the answer when the model left out `tool_start`, and belongs to
+    # the call (Qwen3-Coder's `<function=`): the span is marked `bare`, a guess to be confirmed.
+    tool_bare: str | None = None
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,11 @@ class Segment:
 
     channel: Channel
     text: str
+    # A TOOL_CALL span: the markers generated around `text` (not part of it), and whether it was
+    # opened by `tool_bare` (the model left out its opener).
+    opener: str = ""
+    closer: str = ""
+    bare: bool = False
 
 
 class OutputParser:
@@ -45,11 +53,18 @@ class OutputParser:
         # Just after a reasoning block or a call, templates put blank lines.
         self._strip_leading = False
         self._answered = False  # answer text was emitted (a leading call is no longer possible)
+        self._opener = ""  # the marker that opened the open call span, when not part of its body
+        self._bare = False  # the open call span was opened by `tool_bare`
 
     @property
     def partial_tool_body(self) -> str:
         """The body of the open tool call so far (text that may start the end marker excluded)."""
         return self._tool_body if self._channel is Channel.TOOL_CALL else ""
+
+    @property
+    def bare_span(self) -> bool:
+        """Whether the open tool call was opened by `tool_bare` (its opener left out)."""
+        return self._bare and self._channel is Channel.TOOL_CALL
 
     @property
     def channel(self) -> Channel:
@@ -67,6 +82,8 @@ class OutputParser:
             out.append((m.think_start, Channel.REASONING))
         if m.tool_start:
             out.append((m.tool_start, Channel.TOOL_CALL))
+        if m.tool_bare:
+            out.append((m.tool_bare, Channel.TOOL_CALL))
         return out
 
     def _emit(self, text: str, out: list[Segment]) -> None:
@@ -96,7 +113,7 @@ class OutputParser:
                     break  # blanks or a part of the leading marker: wait for more
                 if head.startswith(leading):
                     self._buffer = head
-                    self._switch(Channel.TOOL_CALL, out)
+                    self._switch(Channel.TOOL_CALL, out, "")
                     continue
             transitions = self._transitions()
             hit = min(
@@ -107,8 +124,10 @@ class OutputParser:
             if hit is not None:
                 index, marker, target = hit
                 self._emit(self._buffer[:index], out)
-                self._buffer = self._buffer[index + len(marker) :]
-                self._switch(target, out)
+                bare = self._channel is Channel.TEXT and marker == self._markers.tool_bare
+                # A bare opener belongs to the call's body: it stays in the buffer.
+                self._buffer = self._buffer[index if bare else index + len(marker) :]
+                self._switch(target, out, marker, bare=bare)
                 continue
             # Keep back the longest tail that could begin a marker.
             keep = 0
@@ -130,11 +149,15 @@ class OutputParser:
             and not self._answered
         )
 
-    def _switch(self, target: Channel, out: list[Segment]) -> None:
+    def _switch(
+        self, target: Channel, out: list[Segment], marker: str = "", *, bare: bool = False
+    ) -> None:
+        """Moves to `target` on `marker` (written, not part of either channel's text)."""
         previous = self._channel
         if previous is Channel.TOOL_CALL:
-            out.append(Segment(Channel.TOOL_CALL, self._tool_body))
-            self._tool_body = ""
+            out.append(self._call(closer=marker))
+        if target is Channel.TOOL_CALL:
+            self._opener, self._bare = ("" if bare else marker), bare
         self._channel = target
         if previous is not Channel.TEXT and target is Channel.TEXT:
             # Templates put blank lines after a reasoning block and between tool calls.
@@ -148,7 +171,12 @@ class OutputParser:
         self._emit(self._buffer, out)
         self._buffer = ""
         if self._channel is Channel.TOOL_CALL:
-            out.append(Segment(Channel.TOOL_CALL, self._tool_body))
-            self._tool_body = ""
+            out.append(self._call(closer=""))
             self._channel = Channel.TEXT
         return out
+
+    def _call(self, *, closer: str) -> Segment:
+        """The open call span as one segment; the parser is ready for the next span."""
+        segment = Segment(Channel.TOOL_CALL, self._tool_body, self._opener, closer, self._bare)
+        self._tool_body, self._opener, self._bare = "", "", False
+        return segment

@@ -115,10 +115,15 @@ class ToolFormat:
 
     kind = "generic"
 
-    def __init__(self, start: str, end: str | None, leading: str | None = None) -> None:
+    def __init__(
+        self, start: str, end: str | None, leading: str | None = None, bare: str | None = None
+    ) -> None:
         self.start = start  # opens a call span
         self.end = end  # closes it; None: the span runs to the end of generation
         self.leading = leading  # opens a span only at the very start of the answer
+        # How a call begins when the model leaves out `start` (a half-written call): such a span
+        # is a call only if it parses and names a tool of the request, else it stays text.
+        self.bare = bare
 
     def partial(self, body: str, schemas: Schemas) -> list[PartialCall]:
         """The calls of a growing span (empty: this format does not stream arguments)."""
@@ -136,7 +141,8 @@ class HermesFormat(ToolFormat):
     _HEAD = _head("arguments")
 
     def __init__(self) -> None:
-        super().__init__("<tool_call>", "</tool_call>")
+        # Qwen2.5/3 sometimes write the call's object without its `<tool_call>`.
+        super().__init__("<tool_call>", "</tool_call>", bare='{"name": "')
 
     def partial(self, body: str, schemas: Schemas) -> list[PartialCall]:
         return _json_objects(body, 0, self._HEAD, "")[0][:1]
@@ -231,6 +237,7 @@ _TEXT_TYPES = {"string", None}
 _FUNCTION = re.compile(r"\s*<function=([^>\n]+)>")
 _PARAMETER = re.compile(r"\s*<parameter=([^>\n]+)>")
 _PARAMETER_END = "</parameter>"
+_FUNCTION_END = "</function>"
 
 
 def _param_type(schema: Any) -> str | None:
@@ -275,10 +282,14 @@ class Qwen3CoderFormat(ToolFormat):
     kind = "qwen3_coder"
 
     def __init__(self) -> None:
-        super().__init__("<tool_call>", "</tool_call>")
+        # Qwen3-Coder models under `tool_choice: auto` sometimes open `<function=` directly.
+        super().__init__("<tool_call>", "</tool_call>", bare="<function=")
 
-    def _read(self, body: str, schemas: Schemas) -> tuple[str, str, dict[str, Any], bool] | None:
-        match = _FUNCTION.match(body)
+    def _read(
+        self, body: str, schemas: Schemas, pos: int = 0
+    ) -> tuple[str, str, dict[str, Any], int] | None:
+        """The call at `pos`: its name, JSON text so far, values, and its end (-1: still open)."""
+        match = _FUNCTION.match(body, pos)
         if match is None:
             return None
         name = match.group(1).strip()
@@ -291,14 +302,15 @@ class Qwen3CoderFormat(ToolFormat):
             param = _PARAMETER.match(body, pos)
             if param is None:
                 rest = body[pos:].lstrip()
-                complete = rest.startswith("</function>")
-                return name, text + "}" if complete else text, values, complete
+                if not rest.startswith(_FUNCTION_END):
+                    return name, text, values, -1
+                return name, text + "}", values, len(body) - len(rest) + len(_FUNCTION_END)
             key = param.group(1).strip()
             schema = properties.get(key)
             text += (", " if values else "") + json.dumps(key, ensure_ascii=False) + ": "
             start = param.end()
             if start >= len(body):
-                return name, text, values, False
+                return name, text, values, -1
             if body[start] == "\n":
                 start += 1
             close = body.find(_PARAMETER_END, start)
@@ -308,22 +320,38 @@ class Qwen3CoderFormat(ToolFormat):
                     raw = body[start:]
                     raw = raw[: len(raw) - _held_back(raw, "\n" + _PARAMETER_END)]
                     text += '"' + json.dumps(raw, ensure_ascii=False)[1:-1]
-                return name, text, values, False
+                return name, text, values, -1
             raw = body[start:close]
             raw = raw[:-1] if raw.endswith("\n") else raw
             values[key] = _xml_value(raw, schema)
             text += json.dumps(values[key], ensure_ascii=False)
             pos = close + len(_PARAMETER_END)
 
+    def _calls(self, body: str, schemas: Schemas) -> list[tuple[str, str, dict[str, Any], int]]:
+        """Each `<function=...>` of the span in turn (one after another when the model left
+        out the `<tool_call>` between them); the last may still be open."""
+        out: list[tuple[str, str, dict[str, Any], int]] = []
+        pos = 0
+        while (read := self._read(body, schemas, pos)) is not None:
+            out.append(read)
+            if read[3] < 0:
+                break
+            pos = read[3]
+        return out
+
     def partial(self, body: str, schemas: Schemas) -> list[PartialCall]:
-        read = self._read(body, schemas)
-        return [] if read is None else [PartialCall(read[0], read[1], read[3])]
+        return [
+            PartialCall(name, text, end >= 0) for name, text, _, end in self._calls(body, schemas)
+        ]
 
     def parse(self, body: str, schemas: Schemas) -> list[ParsedToolCall]:
-        read = self._read(body, schemas)
-        if read is None or not read[3]:
+        calls = self._calls(body, schemas)
+        if not calls or any(end < 0 for *_, end in calls):
             raise ValueError("expected <function=...>...</function>")
-        return [ParsedToolCall(read[0], json.dumps(read[2], ensure_ascii=False))]
+        return [
+            ParsedToolCall(name, json.dumps(values, ensure_ascii=False))
+            for name, _, values, _ in calls
+        ]
 
 
 class ParserFormat(ToolFormat):

@@ -205,16 +205,23 @@ def test_cancel_of_a_foreground_stream_crosses_replicas(topo: Topology, store: b
     assert unknown.status_code == 404
 
 
-def test_pool_round_robin_routes_around_an_unhealthy_core(topo: Topology) -> None:
+def test_pool_routes_by_cache_around_an_unhealthy_core(topo: Topology) -> None:
+    """--core-routing cache (the default): one prompt start, one core; a chain follows its
+    first turn; a core that stops serving hands its prompts to the other and gets them back."""
     pool = topo.pool()
     deadline = time.monotonic() + 10
     while not all(core.serving for core in pool.cores) and time.monotonic() < deadline:
         time.sleep(0.05)
-    served = [_served_by(topo, "pool")[1] for _ in range(4)]
-    assert sorted(served) == ["a", "a", "b", "b"]
-    # A chain through the pool alternates cores and still resolves.
-    first = _turn(topo, "pool")
-    _turn(topo, "pool", previous_response_id=first["id"])
+    starts = [f"go {i}" for i in range(16)]
+    owners = {start: _served_by(topo, "pool", input=start)[1] for start in starts}
+    assert set(owners.values()) == {"a", "b"}  # 16 prompt starts spread over both cores
+    assert [_served_by(topo, "pool", input=starts[0])[1] for _ in range(3)] == [
+        owners[starts[0]]
+    ] * 3
+    # A chain through the pool goes where its first turn went, and still resolves.
+    first, where = _served_by(topo, "pool", input="chain start")
+    chained = _served_by(topo, "pool", input="next", previous_response_id=first["id"])
+    assert chained[1] == where
 
     not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
     topo.run(topo.servers["a"].health.set("", not_serving))
@@ -222,14 +229,17 @@ def test_pool_round_robin_routes_around_an_unhealthy_core(topo: Topology) -> Non
         deadline = time.monotonic() + 10
         while pool.cores[0].serving and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert [_served_by(topo, "pool")[1] for _ in range(3)] == ["b", "b", "b"]
+        moved = [s for s in starts if owners[s] == "a"][:3]
+        assert [_served_by(topo, "pool", input=s)[1] for s in moved] == ["b"] * len(moved)
         assert httpx.get(f"{topo.url('pool')}/health", timeout=10).status_code == 200
     finally:
         topo.run(topo.servers["a"].set_serving())
     deadline = time.monotonic() + 10
     while not pool.cores[0].serving and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert {_served_by(topo, "pool")[1] for _ in range(2)} == {"a", "b"}
+    assert {s: _served_by(topo, "pool", input=s)[1] for s in starts[:6]} == {
+        s: owners[s] for s in starts[:6]
+    }
 
 
 def _unavailable(reply: httpx.Response) -> None:

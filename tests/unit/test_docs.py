@@ -58,6 +58,20 @@ def test_a_stale_flags_page_fails_the_build(
     assert "stale" in caplog.text and str(FLAGS_PAGE) in caplog.text
 
 
+def test_a_stale_grpc_status_table_fails_the_build(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The table in docs/api/grpc.md is generated from service/errors.py and the façade's."""
+    docs = _copy_docs(tmp_path)
+    page = docs / "api" / "grpc.md"
+    row = "| `NOT_FOUND` | `NOT_FOUND` (5) | 404,"
+    assert row in page.read_text()
+    page.write_text(page.read_text().replace(row, "| `NOT_FOUND` | `NOT_FOUND` (5) | 400,"))
+    with pytest.raises(Abort, match="BuildError"):
+        _build(docs, tmp_path / "site")
+    assert "stale" in caplog.text and "api/grpc.md" in caplog.text
+
+
 def test_the_readme_links_resolve() -> None:
     readme = (ROOT / "README.md").read_text()
     targets = [t for t in LINK.findall(readme) if not t.startswith(("http://", "https://"))]

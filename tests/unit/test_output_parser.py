@@ -47,7 +47,7 @@ def test_tool_call_body_is_one_segment() -> None:
     body = '\n{"name": "f", "arguments": {"a": "b"}}\n'
     text = f"<tool_call>{body}</tool_call>"
     segments = _run([text[i : i + 4] for i in range(0, len(text), 4)])
-    assert segments == [Segment(Channel.TOOL_CALL, body)]
+    assert segments == [Segment(Channel.TOOL_CALL, body, "<tool_call>", "</tool_call>")]
     (call,) = HermesFormat().parse(body, {})
     assert call.name == "f" and call.arguments == '{"a": "b"}'
 

@@ -40,6 +40,7 @@ def _stream(fmt: ToolFormat, text: str, seed: int) -> list[ev.ResponseEvent]:
         tool_start=fmt.start,
         tool_end=fmt.end,
         tool_leading=fmt.leading,
+        tool_bare=fmt.bare,
     )
     parser = OutputParser(markers)
     streamer = ToolCallStreamer(fmt, SCHEMAS)
@@ -51,9 +52,12 @@ def _stream(fmt: ToolFormat, text: str, seed: int) -> list[ev.ResponseEvent]:
     def handle(segments: list[Any]) -> None:
         for segment in segments:
             if segment.channel is Channel.TOOL_CALL:
-                finished = streamer.finish(assembler, segment.text)
-                assert finished is not None, segment.text
-                events.extend(finished)
+                finished = streamer.finish(assembler, segment.text, bare=segment.bare)
+                if finished is None:  # not a call: the text as generated, as the pipeline does
+                    text = f"{segment.opener}{segment.text}{segment.closer}"
+                    events.extend(assembler.text_delta(text))
+                else:
+                    events.extend(finished)
             elif segment.channel is Channel.TEXT:
                 events.extend(assembler.text_delta(segment.text))
 
@@ -62,14 +66,19 @@ def _stream(fmt: ToolFormat, text: str, seed: int) -> list[ev.ResponseEvent]:
         handle(parser.feed(text[pos : pos + size]))
         pos += size
         if parser.channel is Channel.TOOL_CALL:
-            events.extend(streamer.update(assembler, parser.partial_tool_body))
+            body = parser.partial_tool_body
+            events.extend(streamer.update(assembler, body, bare=parser.bare_span))
     handle(parser.finish())
     return events
 
 
 def _check_calls(
-    events: list[ev.ResponseEvent], expected: list[tuple[str, dict[str, Any]]]
+    events: list[ev.ResponseEvent],
+    expected: list[tuple[str, dict[str, Any]]],
+    *,
+    streamed: bool = True,
 ) -> None:
+    """``streamed``: arguments stream while generated (a half-written call is sent whole)."""
     kinds = [e.type for e in events]
     assert ev.EVENT_TYPE_OUTPUT_TEXT_DELTA not in kinds, "no call text leaks into a message"
     added = [e for e in events if e.type == ev.EVENT_TYPE_OUTPUT_ITEM_ADDED]
@@ -90,9 +99,13 @@ def _check_calls(
         done = next(e for e in mine if e.type == ev.EVENT_TYPE_FUNCTION_CALL_ARGUMENTS_DONE)
         assert "".join(deltas) == done.text_done.text
         assert json.loads(done.text_done.text) == arguments
-        assert len(deltas) > 1, "arguments stream while they are generated"
+        assert len(deltas) > 1 or not streamed, "arguments stream while they are generated"
         item = mine[-1].output_item.item.function_call
         assert item.arguments == done.text_done.text and item.status == pb.ITEM_STATUS_COMPLETED
+
+
+def _text(events: list[ev.ResponseEvent]) -> str:
+    return "".join(e.text_delta.delta for e in events if e.type == ev.EVENT_TYPE_OUTPUT_TEXT_DELTA)
 
 
 def _index(event: ev.ResponseEvent) -> int:
@@ -210,3 +223,68 @@ def test_detect_format_keeps_mlx_lm_parsers_beyond_the_seed() -> None:
     assert isinstance(detect_format(_Tokenizer("{{ messages }}")), HermesFormat)
     (call,) = found.parse("get_weather<arg_key>city</arg_key><arg_value>paris</arg_value>", {})
     assert call.name == "get_weather" and json.loads(call.arguments) == {"city": "paris"}
+
+
+def _hermes(calls: list[tuple[str, dict[str, Any]]]) -> str:
+    return "".join(
+        f'{{"name": "{n}", "arguments": {json.dumps(a)}}}\n</tool_call>\n' for n, a in calls
+    )
+
+
+def _qwen3_coder_without_openers() -> str:
+    return recorded_output("qwen3_coder.jinja", CALLS).replace("<tool_call>\n", "")
+
+
+# Calls the model half-wrote under `tool_choice: auto`: their opener left out, sometimes the
+# closer too (Qwen3-Coder writes `<function=...>` straight away; Qwen2.5 the call's object).
+HALF_WRITTEN = [
+    pytest.param(Qwen3CoderFormat(), _qwen3_coder_without_openers(), id="qwen3_coder-no-opener"),
+    pytest.param(
+        Qwen3CoderFormat(),
+        _qwen3_coder_without_openers().replace("</tool_call>", ""),
+        id="qwen3_coder-no-opener-no-closer",
+    ),
+    pytest.param(HermesFormat(), _hermes(CALLS), id="hermes-no-opener"),
+    pytest.param(
+        HermesFormat(), _hermes(CALLS[:1]).replace("</tool_call>", ""), id="hermes-bare-object"
+    ),
+]
+
+
+@pytest.mark.parametrize(("fmt", "text"), HALF_WRITTEN)
+@pytest.mark.parametrize("seed", range(3))
+def test_a_half_written_call_is_recovered(fmt: ToolFormat, text: str, seed: int) -> None:
+    calls = CALLS[:1] if text.count('"name"') == 1 else CALLS
+    assert fmt.start not in text
+    _check_calls(_stream(fmt, text, seed), calls, streamed=False)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_text_before_a_half_written_call_stays_text(seed: int) -> None:
+    text = "Let me check.\n" + _qwen3_coder_without_openers()
+    events = _stream(Qwen3CoderFormat(), text, seed)
+    assert _text(events) == "Let me check.\n"
+    added = [e for e in events if e.type == ev.EVENT_TYPE_OUTPUT_ITEM_ADDED]
+    assert [e.output_item.item.function_call.name for e in added[1:]] == [n for n, _ in CALLS]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text"),
+    [
+        # A tool the request does not offer: prose about markup, not a call.
+        (Qwen3CoderFormat(), "Write <function=main> then </function> to close it."),
+        (Qwen3CoderFormat(), "Unclosed <function=get_weather> in the docs"),
+        (HermesFormat(), 'The record is {"name": "Alice", "age": 3}.'),
+        (HermesFormat(), 'A call looks like {"name": "get_weather", "arguments": oops'),
+    ],
+)
+@pytest.mark.parametrize("seed", range(3))
+def test_text_that_only_looks_like_a_bare_call_stays_text_as_generated(
+    fmt: ToolFormat, text: str, seed: int
+) -> None:
+    events = _stream(fmt, text, seed)
+    assert _text(events) == text
+    assert not any(
+        e.type == ev.EVENT_TYPE_OUTPUT_ITEM_ADDED and e.output_item.item.HasField("function_call")
+        for e in events
+    )
