@@ -25,6 +25,7 @@ from mlx_responses.http_facade.errors import (
     anthropic_error_body,
     speaks_anthropic,
 )
+from mlx_responses.http_facade.hangups import hangup_middleware
 from mlx_responses.http_facade.metrics import MetricsSource, install_metrics
 from mlx_responses.http_facade.openapi import install_openapi
 from mlx_responses.http_facade.protocol_errors import FacadeRunner
@@ -102,7 +103,7 @@ def create_app(
     """
     settings = settings or FacadeSettings()
     app = web.Application(
-        middlewares=[error_middleware, auth_middleware(settings.api_keys)],
+        middlewares=[error_middleware, hangup_middleware, auth_middleware(settings.api_keys)],
         client_max_size=settings.max_request_bytes,
     )
     app[SETTINGS] = settings
@@ -136,7 +137,8 @@ async def start_facade(
 ) -> tuple[web.AppRunner, int]:
     """Starts the façade on settings.host:port (0 picks one); returns the runner and the port."""
     host, port = settings.host, settings.port
-    # handler_cancellation: a client that disconnects cancels its handler, hence its RPC.
+    # handler_cancellation: a client that disconnects cancels its handler, hence its RPC
+    # (unless the handler outlives it: a background create, http_facade/hangups.py).
     # shutdown_timeout: on cleanup, in-flight handlers get the grace (plus the core's own
     # cancel round trip) before aiohttp cancels them.
     runner = FacadeRunner(

@@ -139,3 +139,41 @@ def test_grpc_aio_hang_up_records_are_info() -> None:
     assert record.levelno == logging.INFO and "/x/Y" in record.getMessage()
     other = logger.makeRecord(GRPC_AIO_LOGGER, logging.ERROR, __file__, 1, "boom", (), None)
     assert all(f.filter(other) for f in logger.filters) and other.levelno == logging.ERROR
+
+
+@pytest.mark.parametrize("when", ["at_once", "mid_generation"])
+def test_a_foreground_create_follows_its_client(random_stack: Stack, when: str) -> None:
+    """Only a background create outlives its client (http_facade/hangups.py): a plain
+    (non-streamed) create whose socket closes, right after its body or while it generates,
+    frees the engine."""
+    stats = random_stack.engine_stats
+    deadline = time.monotonic() + 10
+    while stats.active and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stats.active == 0
+    body = json.dumps(
+        {
+            "model": random_stack.settings.models[0].name,
+            "input": "go on forever",
+            "max_output_tokens": 100000,
+            "temperature": 0,
+        }
+    ).encode()
+    request = (
+        b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    with socket.create_connection(("127.0.0.1", random_stack.http_port), timeout=30) as sock:
+        sock.sendall(request)
+        if when == "mid_generation":
+            tokens = stats.generated_tokens
+            deadline = time.monotonic() + 10
+            while stats.generated_tokens == tokens and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert stats.active == 1
+    time.sleep(1.0)  # time enough to start, had it outlived its client
+    deadline = time.monotonic() + 10
+    while stats.active and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stats.active == 0, "the engine still generates for a client that left"
