@@ -20,6 +20,7 @@ from mlx_responses.http_facade.errors import (
     GRPC_TABLE,
     METHOD_NOT_ALLOWED,
     REQUEST_TOO_LARGE,
+    RETRY_AFTER_SECS,
     UNKNOWN_ROUTE,
     OpenAIError,
     anthropic_error_body,
@@ -44,9 +45,13 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _error_response(error: OpenAIError, request: web.Request) -> web.Response:
-    """The error in the envelope of the API the request spoke (OpenAI's, or Anthropic's)."""
+    """The error in the envelope of the API the request spoke (OpenAI's, or Anthropic's); a 503
+    carries Retry-After."""
     body = anthropic_error_body(error) if speaks_anthropic(request.path) else error.body()
-    return web.json_response(body, status=error.status)
+    response = web.json_response(body, status=error.status)
+    if error.status == 503:
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECS)
+    return response
 
 
 @web.middleware

@@ -61,6 +61,7 @@ class Core:
             if s.allow_remote_media
             else None,
             media_policy=MediaPolicy(s.media),
+            max_prompt_tokens=s.max_prompt_tokens,
         )
 
     @classmethod
