@@ -33,12 +33,9 @@ class ClientFate:
         self.request = request
         self.outlives: bool | None = None  # None: not decided yet
         self.gone = False  # the connection was lost and the handler spared
-        self.finished = False  # the handler returned (its answer may still be written)
 
     def spares(self) -> bool:
         """Whether a connection lost now leaves the handler running."""
-        if self.finished:
-            return False
         if self.outlives is None:
             return self.request.content.is_eof()  # the whole body arrived: the handler decides
         return self.outlives
@@ -47,7 +44,7 @@ class ClientFate:
 class SparingRequestHandler(RequestHandler):
     """aiohttp's connection handler, sparing the handler its `ClientFate` spares."""
 
-    fate: ClientFate | None = None
+    fate: ClientFate | None = None  # the running handler's (None once it returned)
     # Spared handlers run on past their connection: held here until they end.
     _spared: ClassVar[set[asyncio.Task[None]]] = set()
 
@@ -111,5 +108,8 @@ async def hangup_middleware(request: web.Request, handler: Handler) -> web.Strea
             decide(request, outlives=False)
         return await handler(request)
     finally:
-        if fate is not None:
-            fate.finished = True
+        # Returned: a connection lost while its answer is written ends it as aiohttp would
+        # (and an idle keep-alive connection holds no finished request).
+        protocol = request.protocol
+        if fate is not None and isinstance(protocol, SparingRequestHandler):
+            protocol.fate = None

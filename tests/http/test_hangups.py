@@ -142,7 +142,8 @@ def test_grpc_aio_hang_up_records_are_info() -> None:
 
 
 @pytest.mark.parametrize("when", ["at_once", "mid_generation"])
-def test_a_foreground_create_follows_its_client(random_stack: Stack, when: str) -> None:
+@pytest.mark.parametrize("route", ["/v1/responses", "/v1/chat/completions"])
+def test_a_foreground_create_follows_its_client(random_stack: Stack, route: str, when: str) -> None:
     """Only a background create outlives its client (http_facade/hangups.py): a plain
     (non-streamed) create whose socket closes, right after its body or while it generates,
     frees the engine."""
@@ -151,16 +152,17 @@ def test_a_foreground_create_follows_its_client(random_stack: Stack, when: str) 
     while stats.active and time.monotonic() < deadline:
         time.sleep(0.05)
     assert stats.active == 0
-    body = json.dumps(
-        {
-            "model": random_stack.settings.models[0].name,
-            "input": "go on forever",
-            "max_output_tokens": 100000,
-            "temperature": 0,
-        }
-    ).encode()
+    fields: dict[str, object] = {
+        "/v1/responses": {"input": "go on forever", "max_output_tokens": 100000},
+        "/v1/chat/completions": {
+            "messages": [{"role": "user", "content": "go on forever"}],
+            "max_tokens": 100000,
+        },
+    }[route]
+    model = random_stack.settings.models[0].name
+    body = json.dumps({"model": model, "temperature": 0, **fields}).encode()
     request = (
-        b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"POST {route} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n".encode()
         + f"Content-Length: {len(body)}\r\n\r\n".encode()
         + body
     )
@@ -173,7 +175,9 @@ def test_a_foreground_create_follows_its_client(random_stack: Stack, when: str) 
                 time.sleep(0.01)
             assert stats.active == 1
     time.sleep(1.0)  # time enough to start, had it outlived its client
-    deadline = time.monotonic() + 10
+    # A cancelled sequence leaves before the next decode step; one that outlived its client
+    # would decode the rest of the 4,096-token context (~8 s here).
+    deadline = time.monotonic() + 2
     while stats.active and time.monotonic() < deadline:
         time.sleep(0.05)
     assert stats.active == 0, "the engine still generates for a client that left"
