@@ -166,14 +166,18 @@ def test_a_foreground_create_follows_its_client(random_stack: Stack, route: str,
         + f"Content-Length: {len(body)}\r\n\r\n".encode()
         + body
     )
+    tokens = stats.generated_tokens
     with socket.create_connection(("127.0.0.1", random_stack.http_port), timeout=30) as sock:
         sock.sendall(request)
         if when == "mid_generation":
-            tokens = stats.generated_tokens
+
+            def generating() -> bool:
+                return stats.active == 1 and stats.generated_tokens > tokens
+
             deadline = time.monotonic() + 10
-            while stats.generated_tokens == tokens and time.monotonic() < deadline:
+            while not generating() and time.monotonic() < deadline:
                 time.sleep(0.01)
-            assert stats.active == 1
+            assert generating()
     time.sleep(1.0)  # time enough to start, had it outlived its client
     # A cancelled sequence leaves before the next decode step; one that outlived its client
     # would decode the rest of the 4,096-token context (~8 s here).
