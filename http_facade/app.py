@@ -20,11 +20,13 @@ from mlx_responses.http_facade.errors import (
     GRPC_TABLE,
     METHOD_NOT_ALLOWED,
     REQUEST_TOO_LARGE,
+    RETRY_AFTER_SECS,
     UNKNOWN_ROUTE,
     OpenAIError,
     anthropic_error_body,
     speaks_anthropic,
 )
+from mlx_responses.http_facade.hangups import hangup_middleware
 from mlx_responses.http_facade.metrics import MetricsSource, install_metrics
 from mlx_responses.http_facade.openapi import install_openapi
 from mlx_responses.http_facade.protocol_errors import FacadeRunner
@@ -43,9 +45,13 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _error_response(error: OpenAIError, request: web.Request) -> web.Response:
-    """The error in the envelope of the API the request spoke (OpenAI's, or Anthropic's)."""
+    """The error in the envelope of the API the request spoke (OpenAI's, or Anthropic's); a 503
+    carries Retry-After."""
     body = anthropic_error_body(error) if speaks_anthropic(request.path) else error.body()
-    return web.json_response(body, status=error.status)
+    response = web.json_response(body, status=error.status)
+    if error.status == 503:
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECS)
+    return response
 
 
 @web.middleware
@@ -102,7 +108,7 @@ def create_app(
     """
     settings = settings or FacadeSettings()
     app = web.Application(
-        middlewares=[error_middleware, auth_middleware(settings.api_keys)],
+        middlewares=[error_middleware, hangup_middleware, auth_middleware(settings.api_keys)],
         client_max_size=settings.max_request_bytes,
     )
     app[SETTINGS] = settings
@@ -138,7 +144,8 @@ async def start_facade(
 ) -> tuple[web.AppRunner, int]:
     """Starts the façade on settings.host:port (0 picks one); returns the runner and the port."""
     host, port = settings.host, settings.port
-    # handler_cancellation: a client that disconnects cancels its handler, hence its RPC.
+    # handler_cancellation: a client that disconnects cancels its handler, hence its RPC
+    # (unless the handler outlives it: a background create, http_facade/hangups.py).
     # shutdown_timeout: on cleanup, in-flight handlers get the grace (plus the core's own
     # cancel round trip) before aiohttp cancels them.
     runner = FacadeRunner(

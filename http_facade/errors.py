@@ -59,6 +59,9 @@ GRPC_TABLE: dict[grpc.StatusCode, HttpError] = {
     ),
 }
 FALLBACK = HttpError(500, "server_error", "server_error")
+# Every 503 is transient (a full generation queue, a model or core not ready, a store away) and
+# says when to come back: the OpenAI and Anthropic SDKs wait a Retry-After of up to 60 s.
+RETRY_AFTER_SECS = 1
 
 # Failures the façade itself detects.
 INVALID_JSON = HttpError(400, "invalid_request_error", "invalid_json")

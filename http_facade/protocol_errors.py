@@ -23,6 +23,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from mlx_responses.http_facade.body import unsupported_encoding
 from mlx_responses.http_facade.errors import BAD_HTTP_REQUEST, FALLBACK, OpenAIError
+from mlx_responses.http_facade.hangups import SparingRequestHandler, giving_fates
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,9 @@ def refusal_of(status: int, exc: BaseException | None, message: str | None) -> O
     return OpenAIError(BAD_HTTP_REQUEST, f"Malformed HTTP request: {text}")
 
 
-class EnvelopeRequestHandler(RequestHandler):
-    """aiohttp's request handler, answering its own refusals in the envelope."""
+class EnvelopeRequestHandler(SparingRequestHandler):
+    """aiohttp's request handler, answering its own refusals in the envelope (and sparing the
+    handlers that outlive their client: http_facade/hangups.py)."""
 
     refusals = RateLimit()
     _refused = False
@@ -134,7 +136,7 @@ class FacadeRunner(web.AppRunner):
         server = await super()._make_server()
         return EnvelopeServer(
             server.request_handler,
-            request_factory=server.request_factory,
+            request_factory=giving_fates(server.request_factory),
             handler_cancellation=server.handler_cancellation,
             loop=server._loop,
             **server._kwargs,

@@ -20,6 +20,7 @@ from mlx_responses.http_facade.errors import (
     invalid,
 )
 from mlx_responses.http_facade.from_proto import item_to_json, response_to_json, usage_to_json
+from mlx_responses.http_facade.hangups import decide, decides_on_hangup
 from mlx_responses.http_facade.item_lists import page_query, page_to_json, query_int
 from mlx_responses.http_facade.json_body import parse_body
 from mlx_responses.http_facade.sse import SSE_HEADERS, frame, frames
@@ -61,11 +62,15 @@ async def read_json(request: web.Request) -> Any:
     return parse_body(await read_body(request))
 
 
+@decides_on_hangup
 async def create_response(request: web.Request) -> web.StreamResponse:
     """POST /v1/responses: foreground, streamed or background."""
     params = params_from_json(await read_json(request))
     client = routed(request, params)
     check_compaction_trigger(request, params)
+    # Seed: dropping the create connection cancels nothing (a background create, once read);
+    # a foreground create follows its client, freeing the engine for the next one.
+    decide(request, outlives=params.background)
     if params.background:
         # The core refuses background + stream (one place for the rule, gRPC clients too).
         job = await client.create_job(params)

@@ -54,6 +54,7 @@ class Settings:
     prompt_cache_max_entries: int = F.PROMPT_CACHE_MAX_ENTRIES.default
     prompt_cache_max_bytes: int = F.PROMPT_CACHE_MAX_BYTES.default
     default_max_output_tokens: int = F.DEFAULT_MAX_OUTPUT_TOKENS.default
+    max_prompt_tokens: int = F.MAX_PROMPT_TOKENS.default  # 0: the context window only
     blas: str = F.BLAS.default
     speculative: str = F.SPECULATIVE.default
     num_draft_tokens: int = F.NUM_DRAFT_TOKENS.default
@@ -104,6 +105,8 @@ class Settings:
             raise ConfigError("--max-batch-size must be at least 1")
         if self.max_queued_requests < 0:
             raise ConfigError("--max-queued-requests must be >= 0")
+        if self.max_prompt_tokens < 0:
+            raise ConfigError("--max-prompt-tokens must be >= 0")
         if self.speculative not in SPECULATIVE_MODES:
             raise ConfigError(f"--speculative must be one of {', '.join(SPECULATIVE_MODES)}")
         if (self.speculative == "draft") != (self.draft_model is not None):

@@ -65,6 +65,7 @@ class Core:
             if s.allow_remote_media
             else None,
             media_policy=MediaPolicy(s.media),
+            max_prompt_tokens=s.max_prompt_tokens,
         )
 
     @classmethod

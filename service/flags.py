@@ -304,6 +304,15 @@ PROMPT_CACHE_MAX_BYTES = Flag(
     type=int,
     shown_default="1073741824 (1 GiB)",
 )
+MAX_PROMPT_TOKENS = Flag(
+    "--max-prompt-tokens",
+    "max_prompt_tokens",
+    0,
+    "the most tokens a request's rendered input (history included) may have; a longer one is a "
+    "400 context_length_exceeded before any prefill; 0: the model's context window only",
+    CORE_SIDE,
+    type=int,
+)
 DEFAULT_MAX_OUTPUT_TOKENS = Flag(
     "--default-max-output-tokens",
     "default_max_output_tokens",
@@ -617,6 +626,7 @@ FLAGS: tuple[Flag[Any], ...] = (
     MAX_QUEUED_REQUESTS,
     PROMPT_CACHE_MAX_ENTRIES,
     PROMPT_CACHE_MAX_BYTES,
+    MAX_PROMPT_TOKENS,
     DEFAULT_MAX_OUTPUT_TOKENS,
     SPECULATIVE,
     DRAFT_MODEL,

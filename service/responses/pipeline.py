@@ -23,7 +23,7 @@ from mlx_responses.service.compaction.compactor import (
 )
 from mlx_responses.service.engine.requests import SamplingParams, TokenLogprob
 from mlx_responses.service.engine.worker import GenerationStream
-from mlx_responses.service.errors import SERVER_ERROR, Reason, ServiceError
+from mlx_responses.service.errors import SERVER_ERROR
 from mlx_responses.service.ids import IdFactory, new_id
 from mlx_responses.service.models.runtime import ModelRuntime
 from mlx_responses.service.responses.custom_tools import lower
@@ -33,6 +33,7 @@ from mlx_responses.service.responses.in_flight import InFlight, InFlightTurns
 from mlx_responses.service.responses.item_ids import assign_ids, scoped_ids
 from mlx_responses.service.responses.item_refs import resolve_references
 from mlx_responses.service.responses.media_policy import MediaPolicy
+from mlx_responses.service.responses.prompt_bounds import check_prompt_bound, no_room_for_output
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.remote_media import RemoteMedia
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy, ResolvedTools
@@ -117,6 +118,7 @@ class ResponsePipeline:
     in_flight: InFlightTurns = field(default_factory=InFlightTurns)
     allow_client_chat_template: bool = False  # --allow-client-chat-template
     remote_media: RemoteMedia | None = None  # --allow-remote-media
+    max_prompt_tokens: int = 0  # --max-prompt-tokens (0: the context window only)
 
     # --- preparation -----------------------------------------------------------------------
     def initial_response(
@@ -222,9 +224,10 @@ class ResponsePipeline:
         except ServiceError as error:
             raise naming_part(error) from error
         turn.media_pending = False
+        check_prompt_bound(len(turn.prompt.tokens), self.max_prompt_tokens)
         window = runtime.loaded.context_length
         if window - len(turn.prompt.tokens) < 1:
-            raise _no_room_for_output(len(turn.prompt.tokens), window)
+            raise no_room_for_output(len(turn.prompt.tokens), window)
         self._fit_output(turn)
 
     async def count_input_tokens(
@@ -246,6 +249,7 @@ class ResponsePipeline:
         validate_compact_request(params, keep_tokens)
         params = self._resolve(runtime, params)[1].params
         parsed, context, prompt = await self._render(runtime, params)
+        check_prompt_bound(len(prompt.tokens), self.max_prompt_tokens)
         return await self._compactor(runtime).compact_request(
             params, parsed, context, prompt, keep_tokens
         )
@@ -295,12 +299,13 @@ class ResponsePipeline:
         )
         # Every item the response holds has an id (input ones too, as OpenAI assigns them).
         assign_ids(context, response_id)
+        check_prompt_bound(len(prompt.tokens), self.max_prompt_tokens)
         await self._check_store(params)
         window = runtime.loaded.context_length
         due = compaction_due(params, len(prompt.tokens), window)
         room = window - len(prompt.tokens)
         if room < 1 and not due:
-            raise _no_room_for_output(len(prompt.tokens), window)
+            raise no_room_for_output(len(prompt.tokens), window)
         response = self.initial_response(runtime, params, response_id)
         if resolved.custom:  # the echo shows custom tools as offered, not as the model sees them
             del response.tools[:]
@@ -615,13 +620,3 @@ class ResponsePipeline:
             if events and events[-1].WhichOneof("payload") == "snapshot":
                 final = events[-1].snapshot.response
         return final
-
-
-def _no_room_for_output(tokens: int, window: int) -> ServiceError:
-    """The seed's 400 `context_length_exceeded` for a prompt that fills the context window."""
-    return ServiceError(
-        Reason.CONTEXT_LENGTH_EXCEEDED,
-        f"The input is {tokens} tokens, which leaves no room for output in the model's "
-        f"{window}-token context window.",
-        param="input",
-    )

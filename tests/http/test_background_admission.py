@@ -3,6 +3,8 @@ generation queue is a 503 at create, and `in_progress` means the engine took the
 
 from __future__ import annotations
 
+import json
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -94,3 +96,38 @@ def test_a_full_queue_is_503_at_create(make_stack: Any, random_model: Path) -> N
     _wait(lambda: stack.engine_stats.active == 0)
     accepted = _post(stack, background=True, max_output_tokens=4)
     assert accepted.status_code == 200, accepted.text
+
+
+def _post_and_close(stack: Stack, body: dict[str, Any]) -> None:
+    """Sends a whole POST /v1/responses on a raw socket and closes it at once (FIN), unread."""
+    raw = json.dumps(body).encode()
+    request = (
+        b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(raw)}\r\n\r\n".encode()
+        + raw
+    )
+    with socket.create_connection(("127.0.0.1", stack.http_port), timeout=30) as sock:
+        sock.sendall(request)
+
+
+def test_a_create_whose_socket_closes_after_the_body_still_runs(stack: Stack) -> None:
+    """Issue #41: the façade cancelled the create (no job) when the client closed its socket
+    right after the last byte of the body; the job now runs and appends its turn."""
+    model = stack.settings.models[0].name
+    conversation = httpx.post(f"{stack.base_url}/v1/conversations", json={}, timeout=30).json()
+    body = {
+        "model": model,
+        "input": "Reply with: hello",
+        "max_output_tokens": 8,
+        "background": True,
+        "conversation": conversation["id"],
+    }
+    _post_and_close(stack, body)
+    items_url = f"{stack.base_url}/v1/conversations/{conversation['id']}/items"
+
+    def turn() -> list[dict[str, Any]]:
+        data: list[dict[str, Any]] = httpx.get(items_url, timeout=30).json()["data"]
+        return [i for i in data if i.get("role") == "assistant"]
+
+    _wait(lambda: bool(turn()), timeout=30)
+    assert turn()[0]["content"][0]["text"] == "hello"

@@ -139,3 +139,49 @@ def test_grpc_aio_hang_up_records_are_info() -> None:
     assert record.levelno == logging.INFO and "/x/Y" in record.getMessage()
     other = logger.makeRecord(GRPC_AIO_LOGGER, logging.ERROR, __file__, 1, "boom", (), None)
     assert all(f.filter(other) for f in logger.filters) and other.levelno == logging.ERROR
+
+
+@pytest.mark.parametrize("when", ["at_once", "mid_generation"])
+@pytest.mark.parametrize("route", ["/v1/responses", "/v1/chat/completions"])
+def test_a_foreground_create_follows_its_client(random_stack: Stack, route: str, when: str) -> None:
+    """Only a background create outlives its client (http_facade/hangups.py): a plain
+    (non-streamed) create whose socket closes, right after its body or while it generates,
+    frees the engine."""
+    stats = random_stack.engine_stats
+    deadline = time.monotonic() + 10
+    while stats.active and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stats.active == 0
+    fields: dict[str, object] = {
+        "/v1/responses": {"input": "go on forever", "max_output_tokens": 100000},
+        "/v1/chat/completions": {
+            "messages": [{"role": "user", "content": "go on forever"}],
+            "max_tokens": 100000,
+        },
+    }[route]
+    model = random_stack.settings.models[0].name
+    body = json.dumps({"model": model, "temperature": 0, **fields}).encode()
+    request = (
+        f"POST {route} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n".encode()
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    tokens = stats.generated_tokens
+    with socket.create_connection(("127.0.0.1", random_stack.http_port), timeout=30) as sock:
+        sock.sendall(request)
+        if when == "mid_generation":
+
+            def generating() -> bool:
+                return stats.active == 1 and stats.generated_tokens > tokens
+
+            deadline = time.monotonic() + 10
+            while not generating() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert generating()
+    time.sleep(1.0)  # time enough to start, had it outlived its client
+    # A cancelled sequence leaves before the next decode step; one that outlived its client
+    # would decode the rest of the 4,096-token context (~8 s here).
+    deadline = time.monotonic() + 2
+    while stats.active and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stats.active == 0, "the engine still generates for a client that left"

@@ -76,6 +76,13 @@ def test_negative_limits_fail() -> None:
         _parse(["--responses-store-max-bytes", "-1"], {})
 
 
+def test_max_prompt_tokens_flag() -> None:
+    assert _parse([], {}).max_prompt_tokens == 0  # no bound beyond the model's context
+    assert _parse(["--max-prompt-tokens", "16384"], {}).max_prompt_tokens == 16384
+    with pytest.raises(ConfigError, match="--max-prompt-tokens"):
+        _parse(["--max-prompt-tokens", "-1"], {})
+
+
 def test_speculative_flags() -> None:
     settings = _parse(["--speculative", "ngram", "--num-draft-tokens", "6"], {})
     assert (settings.speculative, settings.num_draft_tokens) == ("ngram", 6)
