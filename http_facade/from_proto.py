@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mlx_responses.http_facade import builtin_items
 from mlx_responses.http_facade.media_parts import media_to_json
 
 from mlx_responses.v1 import events_pb2 as ev
@@ -174,6 +175,9 @@ def item_to_json(item: pb.Item) -> dict[str, Any]:
             "call_id": co.call_id,
             "output": co.output,
         }
+    builtin = builtin_items.item_to_json(item)
+    if builtin is not None:
+        return builtin
     if kind == "compaction_trigger":
         return {"type": "compaction_trigger"}
     if kind == "item_reference":
@@ -187,6 +191,9 @@ def tool_to_json(tool: pb.Tool) -> dict[str, Any]:
     kind = tool.WhichOneof("tool")
     if kind == "hosted":
         return {"type": tool.hosted.type}
+    builtin = builtin_items.tool_to_json(tool)
+    if builtin is not None:
+        return builtin
     if kind == "custom":
         custom = tool.custom
         fmt: dict[str, Any] = {"type": "text"}
@@ -238,14 +245,19 @@ def tool_choice_to_json(choice: pb.ToolChoice, tools: Any = ()) -> Any:
         return {"type": "function", "name": choice.function_name}
     if kind == "custom_name":
         return {"type": "custom", "name": choice.custom_name}
+    if kind == "builtin_type":
+        return {"type": choice.builtin_type}
     if kind == "allowed_tools":
         allowed = choice.allowed_tools
         custom = _custom_names(tools)
+        builtin = {tool.WhichOneof("tool") for tool in tools} & set(builtin_items.TOOL_TYPES)
         return {
             "type": "allowed_tools",
             "mode": TOOL_CHOICE.get(allowed.mode, "auto"),
             "tools": [
-                {"type": "custom" if name in custom else "function", "name": name}
+                {"type": name}
+                if name in builtin
+                else {"type": "custom" if name in custom else "function", "name": name}
                 for name in allowed.names
             ],
         }

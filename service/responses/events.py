@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from mlx_responses.service.ids import IdFactory, new_id
+from mlx_responses.service.text.builtin_tools import CALL_PREFIX, typed_call
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -32,6 +33,7 @@ class EventAssembler:
         namespaced: Mapping[str, tuple[str, str]] | None = None,
         custom: Collection[str] = (),
         *,
+        builtin: Mapping[str, str] | None = None,
         summary: bool = False,
     ) -> None:
         self.response = response
@@ -43,6 +45,10 @@ class EventAssembler:
         self._namespaced = namespaced or {}
         # Calls to these names leave as custom_tool_call items carrying their input.
         self._custom = custom
+        # Calls to these names (built-in tool -> kind) leave as typed items, whole: the call is
+        # held back while it streams and added once it reads as its item.
+        self._builtin = builtin or {}
+        self._held = False
         self._sequence = 0
         self._open: str | None = None  # "message" | "reasoning" while an item is open
         self._text = ""
@@ -240,7 +246,9 @@ class EventAssembler:
         if name in self._namespaced:
             call.namespace, call.name = self._namespaced[name]
         self.response.output.append(item)
-        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        self._held = name in self._builtin
+        if not self._held:
+            events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
         return events
 
     def _open_call(self) -> tuple[pb.FunctionCallItem | pb.CustomToolCallItem, str]:
@@ -256,6 +264,8 @@ class EventAssembler:
             return []
         call, field_name = self._open_call()
         setattr(call, field_name, getattr(call, field_name) + delta)
+        if self._held:
+            return []
         kind = (
             ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DELTA
             if field_name == "input"
@@ -283,6 +293,8 @@ class EventAssembler:
             events += self.function_call_delta(arguments[len(sent) :])
         setattr(call, field_name, arguments)
         call.status = status
+        if self._held:
+            return events + self._builtin_call_done(call.name, call.call_id, arguments, status)
         kind = (
             ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DONE
             if field_name == "input"
@@ -296,6 +308,32 @@ class EventAssembler:
                 ),
             )
         )
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
+        return events
+
+    def _builtin_call_done(
+        self, name: str, call_id: str, payload: str, status: pb.ItemStatus
+    ) -> list[ev.ResponseEvent]:
+        """A held built-in call, now whole: its typed item added (in progress) and done.
+
+        A call that does not read as its item (cut short) stays the function or custom call
+        the model wrote."""
+        self._held = False
+        try:
+            item = typed_call(self._builtin[name], call_id, payload, status)
+        except ValueError:
+            return [
+                self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED),
+                self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE),
+            ]
+        kind = item.WhichOneof("item")
+        call = getattr(item, kind)
+        call.id = self._ids(CALL_PREFIX[kind])
+        final = call.status
+        call.status = pb.ITEM_STATUS_IN_PROGRESS
+        self.response.output[self._index].CopyFrom(item)
+        events = [self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED)]
+        getattr(self._item(), kind).status = final
         events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
         return events
 
