@@ -321,14 +321,13 @@ class EventAssembler:
         self._held = False
         try:
             item = typed_call(self._builtin[name], call_id, payload, status)
+            kind = item.WhichOneof("item")
+            getattr(item, kind).id = self._ids(CALL_PREFIX[kind])
         except ValueError:
-            return [
-                self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED),
-                self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE),
-            ]
-        kind = item.WhichOneof("item")
+            item = pb.Item()
+            item.CopyFrom(self._item())
+            kind = item.WhichOneof("item")
         call = getattr(item, kind)
-        call.id = self._ids(CALL_PREFIX[kind])
         final = call.status
         call.status = pb.ITEM_STATUS_IN_PROGRESS
         self.response.output[self._index].CopyFrom(item)

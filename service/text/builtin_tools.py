@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mlx_responses.service.text.json_scan import skip_blank, value_end
+
 from mlx_responses.v1 import responses_pb2 as pb
 
 SHELL = "shell"
@@ -45,6 +47,7 @@ SHELL_PARAMETERS: dict[str, Any] = {
         "commands": {
             "type": "array",
             "items": {"type": "string"},
+            "minItems": 1,
             "description": "The shell commands to run, in order.",
         },
         "timeout_ms": {"type": "integer", "description": "How long they may run."},
@@ -58,6 +61,7 @@ LOCAL_SHELL_PARAMETERS: dict[str, Any] = {
         "command": {
             "type": "array",
             "items": {"type": "string"},
+            "minItems": 1,
             "description": "The command and its arguments.",
         },
         "working_directory": {"type": "string", "description": "Where to run it."},
@@ -143,11 +147,42 @@ def _strings(value: Any) -> list[str]:
     return list(value)
 
 
+def complete_strings(payload: str, key: str) -> list[str]:
+    """The strings of the array `key` that were written whole in JSON cut short."""
+    start = payload.find(json.dumps(key))
+    pos = payload.find("[", start) if start >= 0 else -1
+    strings: list[str] = []
+    while pos >= 0:
+        pos = skip_blank(payload, pos + 1)  # past `[` or `,`
+        end = value_end(payload, pos)
+        if end is None or payload[pos] != '"':
+            break
+        strings.append(json.loads(payload[pos:end]))
+        pos = skip_blank(payload, end)
+        if pos >= len(payload) or payload[pos] != ",":
+            break
+    return strings
+
+
+def _arguments(payload: str, key: str, status: pb.ItemStatus) -> dict[str, Any]:
+    """A shell call's arguments; a call cut short keeps the commands it wrote whole."""
+    try:
+        arguments = json.loads(payload)
+    except ValueError:
+        if status != pb.ITEM_STATUS_INCOMPLETE:
+            raise
+        return {key: complete_strings(payload, key)}
+    if not isinstance(arguments, dict):
+        raise ValueError("arguments are not an object")
+    return arguments
+
+
 def typed_call(kind: str, call_id: str, payload: str, status: pb.ItemStatus) -> pb.Item:
     """The typed call item of a generated call to built-in `kind` (id left to the caller).
 
-    `payload` is the JSON arguments (shell tools) or the patch (apply_patch). ValueError when
-    it does not read as one (a call cut short).
+    `payload` is the JSON arguments (shell tools) or the patch (apply_patch). A shell call cut
+    short (`incomplete`) holds the commands it wrote whole; ValueError for any other call that
+    does not read as its item (a patch cut short: an apply_patch_call cannot be incomplete).
     """
     item = pb.Item()
     if kind == APPLY_PATCH:
@@ -157,9 +192,7 @@ def typed_call(kind: str, call_id: str, payload: str, status: pb.ItemStatus) -> 
             pb.ApplyPatchCallItem(call_id=call_id, operation=operation, status=patch_status)
         )
         return item
-    arguments = json.loads(payload)
-    if not isinstance(arguments, dict):
-        raise ValueError("arguments are not an object")
+    arguments = _arguments(payload, "commands" if kind == SHELL else "command", status)
     timeout = _positive_int(arguments, "timeout_ms")
     if kind == SHELL:
         action = pb.ShellCallAction(commands=_strings(arguments.get("commands")))
