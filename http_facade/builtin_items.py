@@ -8,7 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.openapi_kit import INTEGER, OPT_STRING, STRING, Schema, obj
 
+from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 
 TOOL_TYPES = ("shell", "local_shell", "apply_patch")
@@ -37,6 +39,11 @@ PATCH_OUTPUT = {
     "failed": pb.APPLY_PATCH_OUTPUT_STATUS_FAILED,
 }
 PATCH_OUTPUT_NAME = {v: k for k, v in PATCH_OUTPUT.items()}
+SHELL_COMMAND_EVENTS = (
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_ADDED,
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA,
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_DONE,
+)
 
 
 # --- JSON -> proto -------------------------------------------------------------------------
@@ -291,3 +298,67 @@ def tool_to_json(tool: pb.Tool) -> dict[str, Any] | None:
     if kind in TOOL_TYPES:
         return {"type": kind}
     return None
+
+
+def shell_command_event(event: ev.ResponseEvent) -> dict[str, Any]:
+    """The fields of a `response.shell_call_command.*` event (its command's index in
+    `content_index`)."""
+    if event.type == ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA:
+        d = event.text_delta
+        return {"output_index": d.output_index, "command_index": d.content_index, "delta": d.delta}
+    t = event.text_done
+    return {"output_index": t.output_index, "command_index": t.content_index, "command": t.text}
+
+
+def item_schemas() -> list[Schema]:
+    """The OpenAPI schemas of ITEM_TYPES (input and output items alike)."""
+    status = {"enum": [*STATUS, None]}
+    array = {"type": "array", "items": STRING}
+
+    def item(kind: str, required: tuple[str, ...], **fields: Schema) -> Schema:
+        common = {"type": {"const": kind}, "id": OPT_STRING, "call_id": STRING, "status": status}
+        return obj(("type", "call_id", *required), **{**common, **fields})
+
+    optional_int = {"type": ["integer", "null"]}
+    outcome = {
+        "anyOf": [
+            obj(("type", "exit_code"), type={"const": "exit"}, exit_code=INTEGER),
+            obj(("type",), type={"const": "timeout"}),
+        ]
+    }
+    entry = obj(("stdout", "stderr", "outcome"), stdout=STRING, stderr=STRING, outcome=outcome)
+    operation = obj(("type", "path"), type={"enum": list(OPERATIONS)}, path=STRING, diff=STRING)
+    return [
+        item(
+            "shell_call",
+            ("action",),
+            action=obj(
+                ("commands",),
+                commands=array,
+                timeout_ms=optional_int,
+                max_output_length=optional_int,
+            ),
+        ),
+        item(
+            "shell_call_output",
+            ("output",),
+            output={"type": "array", "items": entry},
+            max_output_length=optional_int,
+        ),
+        item(
+            "local_shell_call",
+            ("action",),
+            action=obj(("command",), type={"const": "exec"}, command=array),
+        ),
+        {
+            **obj(("type", "output"), type={"const": "local_shell_call_output"}),
+            "description": "`id` names the call when `call_id` is absent.",
+        },
+        item("apply_patch_call", ("operation",), operation=operation),
+        item(
+            "apply_patch_call_output",
+            (),
+            status={"enum": list(PATCH_OUTPUT)},
+            output=OPT_STRING,
+        ),
+    ]

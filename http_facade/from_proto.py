@@ -54,6 +54,9 @@ EVENT_NAMES = {
     ev.EVENT_TYPE_COMPACTION_STARTED: "mlx.compaction.started",
     ev.EVENT_TYPE_COMPACTION_COMPLETED: "mlx.compaction.completed",
     ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DELTA: "response.custom_tool_call_input.delta",
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_ADDED: "response.shell_call_command.added",
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA: "response.shell_call_command.delta",
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_DONE: "response.shell_call_command.done",
     ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DONE: "response.custom_tool_call_input.done",
     ev.EVENT_TYPE_REASONING_SUMMARY_PART_ADDED: "response.reasoning_summary_part.added",
     ev.EVENT_TYPE_REASONING_SUMMARY_PART_DONE: "response.reasoning_summary_part.done",
@@ -366,6 +369,8 @@ def event_to_json(event: ev.ResponseEvent) -> dict[str, Any]:
             content_index=p.content_index,
             part=part_to_json(p.part),
         )
+    elif event.type in builtin_items.SHELL_COMMAND_EVENTS:
+        out.update(builtin_items.shell_command_event(event))
     elif kind == "text_delta":
         d = event.text_delta
         out.update(item_id=d.item_id, output_index=d.output_index)

@@ -6,7 +6,7 @@ and the stored object share their ids.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from mlx_responses.service.ids import IdFactory, new_id
 from mlx_responses.service.text.builtin_tools import CALL_PREFIX, typed_call
@@ -332,8 +332,26 @@ class EventAssembler:
         call.status = pb.ITEM_STATUS_IN_PROGRESS
         self.response.output[self._index].CopyFrom(item)
         events = [self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED)]
+        if kind == "shell_call":
+            events += self._shell_commands(item.shell_call.action.commands)
         getattr(self._item(), kind).status = final
         events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
+        return events
+
+    def _shell_commands(self, commands: Sequence[str]) -> list[ev.ResponseEvent]:
+        """`response.shell_call_command.added`, `.delta` and `.done` of each command (its
+        index in `content_index`)."""
+        events = []
+        at = self._index
+        for index, command in enumerate(commands):
+            added = ev.TextDoneEvent(output_index=at, content_index=index)
+            delta = ev.TextDeltaEvent(output_index=at, content_index=index, delta=command)
+            done = ev.TextDoneEvent(output_index=at, content_index=index, text=command)
+            events += [
+                self._event(ev.EVENT_TYPE_SHELL_CALL_COMMAND_ADDED, text_done=added),
+                self._event(ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA, text_delta=delta),
+                self._event(ev.EVENT_TYPE_SHELL_CALL_COMMAND_DONE, text_done=done),
+            ]
         return events
 
     def _close(self, status: pb.ItemStatus) -> list[ev.ResponseEvent]:

@@ -12,6 +12,7 @@ import openai
 import pytest
 from agents.apply_diff import apply_diff
 
+from tests.http.test_openapi import conforms
 from tests.support.stack import Stack
 
 SHELL = {"type": "shell", "environment": {"type": "local"}}
@@ -229,3 +230,58 @@ def test_a_hosted_shell_stays_refused(stack: Stack) -> None:
     )
     assert response.status_code == 400, response.text
     assert response.json()["error"]["code"] == "unsupported_tool"
+
+
+def test_builtin_calls_conform_to_the_openapi_document(stack: Stack) -> None:
+    """Requests, responses and stream events of the three tools, against /openapi.json; a
+    streamed shell call carries its commands in `response.shell_call_command.*` events."""
+    document = httpx.get(f"{stack.base_url}/openapi.json", timeout=10).json()
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "Show hello.txt."},
+        {"type": "shell_call", "call_id": "c1", "action": {"commands": ["cat hello.txt"]}},
+        {
+            "type": "shell_call_output",
+            "call_id": "c1",
+            "output": [
+                {"stdout": "hi\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}
+            ],
+        },
+        {
+            "type": "apply_patch_call",
+            "call_id": "c2",
+            "status": "completed",
+            "operation": {"type": "update_file", "path": "hello.txt", "diff": "@@\n-hi\n+ho\n"},
+        },
+        {"type": "apply_patch_call_output", "call_id": "c2", "status": "failed", "output": "no"},
+        {
+            "type": "local_shell_call",
+            "call_id": "c3",
+            "action": {"type": "exec", "command": ["ls"]},
+        },
+        {"type": "local_shell_call_output", "call_id": "c3", "output": "hello.txt"},
+    ]
+    for kind in ("shell", "apply_patch", "local_shell"):
+        body = {
+            "model": stack.settings.models[0].name,
+            "input": history,
+            "tools": [SHELL, APPLY_PATCH, LOCAL_SHELL],
+            "tool_choice": {"type": kind},
+            "max_output_tokens": 200,
+        }
+        assert conforms(document, "CreateResponseRequest", body) == []
+        reply = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60).json()
+        assert [item["type"] for item in reply["output"]][-1] == f"{kind}_call", reply
+        assert conforms(document, "Response", reply) == []
+        with httpx.stream(
+            "POST", f"{stack.base_url}/v1/responses", json={**body, "stream": True}, timeout=60
+        ) as streamed:
+            lines = streamed.iter_lines()
+            events = [json.loads(line[6:]) for line in lines if line[:6] == "data: "]
+        for event in events:
+            assert conforms(document, "ResponseStreamEvent", event) == [], event["type"]
+        final = events[-1]["response"]["output"][-1]
+        commands = [e for e in events if e["type"] == "response.shell_call_command.done"]
+        if kind == "shell":
+            assert [e["command"] for e in commands] == final["action"]["commands"]
+        else:
+            assert commands == []

@@ -20,7 +20,11 @@ from mlx_responses.service.responses.events import EventAssembler
 from mlx_responses.service.responses.tool_policy import ResolvedTools
 from mlx_responses.service.text import builtin_tools as bt
 from mlx_responses.service.text.prompt import items_to_messages
-from openai.types.responses import ResponseInputItemParam, ResponseOutputItem
+from openai.types.responses import (
+    ResponseInputItemParam,
+    ResponseOutputItem,
+    ResponseStreamEvent,
+)
 from pydantic import TypeAdapter
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -113,9 +117,17 @@ def test_a_builtin_call_is_held_until_whole_then_added_and_done() -> None:
     events = a.function_call_delta('s"]}') + a.function_call_done('{"commands": ["ls"]}')
     assert [EVENT_NAMES[e.type] for e in events] == [
         "response.output_item.added",
+        "response.shell_call_command.added",
+        "response.shell_call_command.delta",
+        "response.shell_call_command.done",
         "response.output_item.done",
     ]
-    added, done = (event_to_json(e)["item"] for e in events)
+    command_events = [event_to_json(e) for e in events[1:4]]
+    assert [e.get("delta", e.get("command")) for e in command_events] == ["", "ls", "ls"]
+    for event in command_events:
+        assert (event["output_index"], event["command_index"]) == (0, 0)
+        TypeAdapter(ResponseStreamEvent).validate_python(event)
+    added, done = (event_to_json(e)["item"] for e in (events[0], events[-1]))
     assert added["type"] == "shell_call" and added["status"] == "in_progress"
     assert done["status"] == "completed" and done["action"]["commands"] == ["ls"]
     assert added["id"] == done["id"] and added["id"].startswith("sh_")
