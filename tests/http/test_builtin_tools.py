@@ -285,3 +285,19 @@ def test_builtin_calls_conform_to_the_openapi_document(stack: Stack) -> None:
             assert [e["command"] for e in commands] == final["action"]["commands"]
         else:
             assert commands == []
+
+
+def test_allowed_tools_name_builtins_by_type(client: openai.OpenAI, stack: Stack) -> None:
+    reply = _create(
+        client,
+        stack,
+        input="Create hello.txt that says hi.",
+        tools=[SHELL, APPLY_PATCH, WEATHER],
+        tool_choice={
+            "type": "allowed_tools",
+            "mode": "required",
+            "tools": [{"type": "apply_patch"}],
+        },
+    )
+    assert [item.type for item in reply.output][-1] == "apply_patch_call"
+    assert reply.tool_choice.tools == [{"type": "apply_patch"}]  # type: ignore[union-attr]
