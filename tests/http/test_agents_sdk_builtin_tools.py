@@ -112,8 +112,17 @@ def _agent(stack: Stack, tools: list[Any], choice: str, max_tokens: int) -> Any:
     )
 
 
-def _run_agent(agent: Any, prompt: str) -> Any:
-    return asyncio.run(agents.Runner.run(agent, prompt, max_turns=8))
+def _run_agent(agent: Any, prompt: str, streamed: bool) -> Any:
+    if not streamed:
+        return asyncio.run(agents.Runner.run(agent, prompt, max_turns=8))
+
+    async def run() -> Any:
+        result = agents.Runner.run_streamed(agent, prompt, max_turns=8)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    return asyncio.run(run())
 
 
 def _raw(result: Any, kind: str) -> list[Any]:
@@ -127,11 +136,14 @@ def _answered(result: Any) -> None:
     assert result.new_items[-1].type == "message_output_item"
 
 
-def test_agent_applies_a_patch_in_a_temp_dir(stack: Stack, tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+def test_agent_applies_a_patch_in_a_temp_dir(stack: Stack, tmp_path: Path, streamed: bool) -> None:
     agents.set_tracing_disabled(True)
     workspace = Workspace(tmp_path)
     tool = agents.ApplyPatchTool(editor=workspace)
-    result = _run_agent(_agent(stack, [tool], "apply_patch", 200), "Create hello.txt that says hi.")
+    result = _run_agent(
+        _agent(stack, [tool], "apply_patch", 200), "Create hello.txt that says hi.", streamed
+    )
     calls = _raw(result, "tool_call_item")
     outputs = _raw(result, "tool_call_output_item")
     assert calls[0]["type"] == "apply_patch_call"
@@ -148,11 +160,16 @@ def test_agent_applies_a_patch_in_a_temp_dir(stack: Stack, tmp_path: Path) -> No
     _answered(result)
 
 
-def test_agent_runs_shell_commands_in_a_temp_dir(stack: Stack, tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+def test_agent_runs_shell_commands_in_a_temp_dir(
+    stack: Stack, tmp_path: Path, streamed: bool
+) -> None:
     agents.set_tracing_disabled(True)
     workspace = Workspace(tmp_path)
     tool = agents.ShellTool(executor=workspace.shell)
-    result = _run_agent(_agent(stack, [tool], "shell", 150), "Use the shell tool to run ls.")
+    result = _run_agent(
+        _agent(stack, [tool], "shell", 150), "Use the shell tool to run ls.", streamed
+    )
     calls = _raw(result, "tool_call_item")
     outputs = _raw(result, "tool_call_output_item")
     assert calls[0]["type"] == "shell_call"
@@ -162,11 +179,12 @@ def test_agent_runs_shell_commands_in_a_temp_dir(stack: Stack, tmp_path: Path) -
     _answered(result)
 
 
-def test_agent_runs_a_local_shell_command(stack: Stack, tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+def test_agent_runs_a_local_shell_command(stack: Stack, tmp_path: Path, streamed: bool) -> None:
     agents.set_tracing_disabled(True)
     workspace = Workspace(tmp_path)
     tool = agents.LocalShellTool(executor=workspace.local_shell)
-    result = _run_agent(_agent(stack, [tool], "required", 250), "Run ls.")
+    result = _run_agent(_agent(stack, [tool], "required", 250), "Run ls.", streamed)
     calls = _raw(result, "tool_call_item")
     assert calls[0]["type"] == "local_shell_call"
     assert workspace.commands[0] == calls[0]["action"]["command"]

@@ -5,6 +5,8 @@ client's outputs come back as input items, and `tool_choice` naming one is enfor
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -301,3 +303,62 @@ def test_allowed_tools_name_builtins_by_type(client: openai.OpenAI, stack: Stack
     )
     assert [item.type for item in reply.output][-1] == "apply_patch_call"
     assert reply.tool_choice.tools == [{"type": "apply_patch"}]  # type: ignore[union-attr]
+
+
+def _execute(call: Any, root: Path) -> dict[str, Any]:
+    """What a client does with a call: the patch applied, the commands run (only `ls`/`echo`,
+    in `root`; the bundled model's commands are noise), and the output item to send back."""
+    if call.type == "apply_patch_call":
+        op = call.operation
+        target = root / op.path
+        if op.type != "create_file" or not target.resolve().is_relative_to(root.resolve()):
+            return {"type": "apply_patch_call_output", "call_id": call.call_id, "status": "failed"}
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(apply_diff("", op.diff, mode="create"))
+        return {"type": "apply_patch_call_output", "call_id": call.call_id, "status": "completed"}
+    entries = []
+    for command in call.action.commands:
+        argv = command.split()
+        if argv and argv[0] in ("ls", "echo"):
+            done = subprocess.run(argv, cwd=root, capture_output=True, text=True, check=False)
+            entry = {"stdout": done.stdout, "stderr": done.stderr, "code": done.returncode}
+        else:
+            entry = {"stdout": "", "stderr": f"sh: {command}: not found\n", "code": 127}
+        code = entry.pop("code")
+        entries.append({**entry, "outcome": {"type": "exit", "exit_code": code}})
+    return {"type": "shell_call_output", "call_id": call.call_id, "output": entries}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["create", "stream"])
+def test_a_client_loop_by_hand_ends_with_an_answer(
+    client: openai.OpenAI, stack: Stack, tmp_path: Path, streamed: bool
+) -> None:
+    """The OpenAI SDK by hand: a forced patch, applied in a temp dir, its output sent back on
+    the stored chain, then whatever the model calls run the same way until it answers."""
+    model = stack.settings.models[0].name
+
+    def turn(**fields: Any) -> Any:
+        fields = {"model": model, "tools": [SHELL, APPLY_PATCH], "max_output_tokens": 200, **fields}
+        if not streamed:
+            return client.responses.create(**fields)
+        with client.responses.stream(**fields) as stream:
+            for _ in stream:
+                pass
+            return stream.get_final_response()
+
+    reply = turn(input="Create hello.txt that says hi.", tool_choice={"type": "apply_patch"})
+    (call,) = _of(reply, "apply_patch_call")
+    first = _execute(call, tmp_path)
+    if call.operation.type == "create_file":
+        assert (tmp_path / call.operation.path).read_text() == apply_diff(
+            "", call.operation.diff, mode="create"
+        )
+    outputs = [first]
+    for _ in range(6):
+        reply = turn(previous_response_id=reply.id, input=outputs)
+        calls = [i for i in reply.output if i.type in ("shell_call", "apply_patch_call")]
+        if not calls:
+            break
+        outputs = [_execute(c, tmp_path) for c in calls]
+    assert reply.status == "completed"
+    assert reply.output[-1].type == "message" and reply.output_text
