@@ -63,9 +63,22 @@ def _str(obj: dict[str, Any], key: str, param: str, *, required: bool = False) -
     return text
 
 
-def _int(obj: dict[str, Any], key: str, param: str) -> int | None:
+INT32 = (-(2**31), 2**31 - 1)
+COUNT = (0, 2**63 - 1)  # milliseconds and lengths: int64, not negative
+
+
+def _int(obj: dict[str, Any], key: str, param: str, bounds: tuple[int, int] = COUNT) -> int | None:
     value = obj.get(key)
-    return None if value is None else int(_typed(value, int, f"{param}.{key}", "an integer"))
+    if value is None:
+        return None
+    number = int(_typed(value, int, f"{param}.{key}", "an integer"))
+    if not bounds[0] <= number <= bounds[1]:
+        raise invalid(
+            f"Invalid '{param}.{key}': expected an integer from {bounds[0]} to {bounds[1]}.",
+            f"{param}.{key}",
+            "invalid_value",
+        )
+    return number
 
 
 def _object(obj: dict[str, Any], key: str, param: str) -> dict[str, Any]:
@@ -113,7 +126,7 @@ def _outcome(value: Any, param: str) -> pb.ShellCallOutcome:
         return pb.ShellCallOutcome(timeout=True)
     if value.get("type") != "exit":
         raise invalid(f"Invalid '{param}.type': expected exit or timeout.", f"{param}.type")
-    return pb.ShellCallOutcome(exit_code=_int(value, "exit_code", param) or 0)
+    return pb.ShellCallOutcome(exit_code=_int(value, "exit_code", param, INT32) or 0)
 
 
 def _shell_output(item: dict[str, Any], param: str) -> pb.ShellCallOutputItem:
@@ -159,7 +172,7 @@ def _local_shell_call(item: dict[str, Any], param: str) -> pb.LocalShellCallItem
     action = _object(item, "action", param)
     where = f"{param}.action"
     exec_action = pb.LocalShellExecAction(command=_strings(action, "command", where))
-    env = action.get("env") or {}
+    env = {} if action.get("env") is None else action["env"]
     _typed(env, dict, f"{where}.env", "an object")
     for key, value in env.items():
         exec_action.env[key] = _typed(value, str, f"{where}.env.{key}", "a string")

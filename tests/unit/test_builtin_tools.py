@@ -302,3 +302,60 @@ def test_lowering_shows_the_model_its_tools_and_forces_the_named_one() -> None:
     )
     with pytest.raises(ServiceError, match="offered twice"):
         lowering.lower(ResolvedTools(twice))
+
+
+@pytest.mark.parametrize(
+    ("item", "param"),
+    [
+        (
+            {
+                "type": "shell_call",
+                "call_id": "c",
+                "action": {"commands": ["ls"], "timeout_ms": 2**70},
+            },
+            "input[0].action.timeout_ms",
+        ),
+        (
+            {
+                "type": "shell_call",
+                "call_id": "c",
+                "action": {"commands": ["ls"], "timeout_ms": -5},
+            },
+            "input[0].action.timeout_ms",
+        ),
+        (
+            {
+                "type": "shell_call_output",
+                "call_id": "c",
+                "output": [{"outcome": {"type": "exit", "exit_code": 2**40}}],
+            },
+            "input[0].output[0].outcome.exit_code",
+        ),
+        (
+            {"type": "shell_call_output", "call_id": "c", "output": [], "max_output_length": 2**64},
+            "input[0].max_output_length",
+        ),
+        (
+            {"type": "local_shell_call", "call_id": "c", "action": {"command": ["ls"], "env": []}},
+            "input[0].action.env",
+        ),
+        (
+            {"type": "shell_call", "call_id": "c", "action": {"commands": "ls"}},
+            "input[0].action.commands",
+        ),
+        ({"type": "local_shell_call_output", "output": "x"}, "input[0].id"),
+        (
+            {
+                "type": "apply_patch_call",
+                "call_id": "c",
+                "operation": {"type": "create_file", "path": "a"},
+            },
+            "input[0].operation.diff",
+        ),
+        ({"type": "apply_patch_call_output", "call_id": "c", "status": "weird"}, "input[0].status"),
+    ],
+)
+def test_malformed_items_are_400s_naming_the_field(item: dict[str, Any], param: str) -> None:
+    with pytest.raises(OpenAIError) as caught:
+        item_from_json(item, "input[0]")
+    assert caught.value.status == 400 and caught.value.param == param
