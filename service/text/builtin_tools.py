@@ -5,12 +5,14 @@ schemas) and `apply_patch` as a freeform tool whose input is a one-file V4A patc
 grammar Codex's apply_patch uses (one hunk, no move: an `apply_patch_call` holds one
 operation). This module converts both ways, purely: a generated call into its typed item
 (`typed_call`), and a typed call or output in the history into the function or custom item the
-prompt renders (`model_item`).
+prompt renders (`model_item`); and it reads a shell call's commands while they are written
+(`partial_strings`, `CommandStream`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from mlx_responses.service.text.json_scan import skip_blank, value_end
@@ -147,21 +149,74 @@ def _strings(value: Any) -> list[str]:
     return list(value)
 
 
-def complete_strings(payload: str, key: str) -> list[str]:
-    """The strings of the array `key` that were written whole in JSON cut short."""
+def _fixed_prefix(body: str) -> str:
+    """The text an unterminated JSON string body already fixes (no half escapes)."""
+    end, i = len(body), 0
+    while i < len(body):
+        if body[i] == "\\":
+            width = 6 if body[i + 1 : i + 2] == "u" else 2
+            if i + width > len(body):
+                end = i
+                break
+            i += width
+            continue
+        i += 1
+    try:
+        return str(json.loads('"' + body[:end] + '"'))
+    except ValueError:
+        return ""
+
+
+def partial_strings(payload: str, key: str) -> tuple[list[str], str | None]:
+    """The strings of the array `key` in JSON that may be cut short: those written whole, and
+    what the one still being written fixes so far (None when none is open)."""
     start = payload.find(json.dumps(key))
     pos = payload.find("[", start) if start >= 0 else -1
     strings: list[str] = []
     while pos >= 0:
         pos = skip_blank(payload, pos + 1)  # past `[` or `,`
-        end = value_end(payload, pos)
-        if end is None or payload[pos] != '"':
+        if pos >= len(payload) or payload[pos] != '"':
             break
+        end = value_end(payload, pos)
+        if end is None:
+            return strings, _fixed_prefix(payload[pos + 1 :])
         strings.append(json.loads(payload[pos:end]))
         pos = skip_blank(payload, end)
         if pos >= len(payload) or payload[pos] != ",":
             break
-    return strings
+    return strings, None
+
+
+def complete_strings(payload: str, key: str) -> list[str]:
+    """The strings of the array `key` that were written whole in JSON cut short."""
+    return partial_strings(payload, key)[0]
+
+
+class CommandStream:
+    """What of a shell call's commands has streamed: each as `added`, `delta`s, `done`."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []  # the text sent of each command so far
+        self.done = 0  # commands whose `done` was sent
+
+    def update(self, whole: Sequence[str], current: str | None) -> list[tuple[str, int, str]]:
+        """(`added` | `delta` | `done`, command index, text) for what is new: `whole` are the
+        commands written whole, `current` the one still being written."""
+        out: list[tuple[str, int, str]] = []
+        texts = [*whole, *([] if current is None else [current])]
+        for index in range(self.done, len(texts)):
+            text = texts[index]
+            if index == len(self.sent):
+                out.append(("added", index, ""))
+                self.sent.append("")
+            sent = self.sent[index]
+            if len(text) > len(sent) and text.startswith(sent):
+                out.append(("delta", index, text[len(sent) :]))
+                self.sent[index] = text
+            if index < len(whole):
+                out.append(("done", index, text))
+                self.done = index + 1
+        return out
 
 
 def _arguments(payload: str, key: str, status: pb.ItemStatus) -> dict[str, Any]:

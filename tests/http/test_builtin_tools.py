@@ -285,6 +285,15 @@ def test_builtin_calls_conform_to_the_openapi_document(stack: Stack) -> None:
         commands = [e for e in events if e["type"] == "response.shell_call_command.done"]
         if kind == "shell":
             assert [e["command"] for e in commands] == final["action"]["commands"]
+            # The commands stream as they are written, inside the item added first.
+            deltas = [e for e in events if e["type"] == "response.shell_call_command.delta"]
+            for index, command in enumerate(final["action"]["commands"]):
+                pieces = [e["delta"] for e in deltas if e["command_index"] == index]
+                assert "".join(pieces) == command
+            assert len(deltas) > len(commands)  # token by token, not each command whole
+            kinds = [e["type"] for e in events]
+            first = kinds.index("response.shell_call_command.added")
+            assert kinds[first - 1] == "response.output_item.added"
         else:
             assert commands == []
 

@@ -12,7 +12,7 @@ import llguidance
 import pytest
 from mlx_responses.http_facade import builtin_items
 from mlx_responses.http_facade.errors import OpenAIError
-from mlx_responses.http_facade.from_proto import EVENT_NAMES, event_to_json
+from mlx_responses.http_facade.from_proto import event_to_json
 from mlx_responses.http_facade.to_proto import item_from_json, params_from_json
 from mlx_responses.service.errors import ServiceError
 from mlx_responses.service.responses import builtin_tools as lowering
@@ -110,33 +110,71 @@ def _assembler() -> EventAssembler:
     )
 
 
-def test_a_builtin_call_is_held_until_whole_then_added_and_done() -> None:
+def _json(events: list[Any]) -> list[dict[str, Any]]:
+    out = [event_to_json(e) for e in events]
+    for event in out:  # every event in the OpenAI SDK's own shape
+        TypeAdapter(ResponseStreamEvent).validate_python(event)
+    return out
+
+
+def _steps(events: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """(event type without `response.`, its command index / delta / command or item type)."""
+    steps = []
+    for e in events:
+        name = e["type"].removeprefix("response.")
+        if "item" in e:
+            steps.append((name, (e["item"]["type"], e["item"]["status"])))
+        else:
+            steps.append((name, (e["command_index"], e.get("delta", e.get("command")))))
+    return steps
+
+
+def test_a_shell_call_is_added_at_once_and_its_commands_stream() -> None:
     a = _assembler()
     events = a.function_call_start("shell") + a.function_call_delta('{"commands": ["l')
-    assert events == []  # nothing of the function call it is shown as
-    events = a.function_call_delta('s"]}') + a.function_call_done('{"commands": ["ls"]}')
-    assert [EVENT_NAMES[e.type] for e in events] == [
-        "response.output_item.added",
-        "response.shell_call_command.added",
-        "response.shell_call_command.delta",
-        "response.shell_call_command.done",
-        "response.output_item.done",
+    events += a.function_call_delta('s", "p')
+    events += a.function_call_delta("w") + a.function_call_done('{"commands": ["ls", "pwd"]}')
+    out = _json(events)
+    assert _steps(out) == [
+        ("output_item.added", ("shell_call", "in_progress")),
+        ("shell_call_command.added", (0, "")),
+        ("shell_call_command.delta", (0, "l")),
+        ("shell_call_command.delta", (0, "s")),
+        ("shell_call_command.done", (0, "ls")),
+        ("shell_call_command.added", (1, "")),
+        ("shell_call_command.delta", (1, "p")),
+        ("shell_call_command.delta", (1, "w")),
+        ("shell_call_command.delta", (1, "d")),
+        ("shell_call_command.done", (1, "pwd")),
+        ("output_item.done", ("shell_call", "completed")),
     ]
-    command_events = [event_to_json(e) for e in events[1:4]]
-    assert [e.get("delta", e.get("command")) for e in command_events] == ["", "ls", "ls"]
-    for event in command_events:
-        assert (event["output_index"], event["command_index"]) == (0, 0)
-        TypeAdapter(ResponseStreamEvent).validate_python(event)
-    added, done = (event_to_json(e)["item"] for e in (events[0], events[-1]))
-    assert added["type"] == "shell_call" and added["status"] == "in_progress"
-    assert done["status"] == "completed" and done["action"]["commands"] == ["ls"]
+    added, done = out[0]["item"], out[-1]["item"]
     assert added["id"] == done["id"] and added["id"].startswith("sh_")
-    assert a.response.output[0].shell_call.call_id == done["call_id"]
-    patch = a.function_call(
-        "apply_patch", CREATE
-    )  # a custom tool's input, as the streamer passes it
-    assert [event_to_json(e)["item"]["type"] for e in patch] == ["apply_patch_call"] * 2
-    assert a.response.output[1].apply_patch_call.operation.path == "src/hello.txt"
+    assert added["call_id"] == done["call_id"] and done["action"]["commands"] == ["ls", "pwd"]
+    assert a.response.output[0].shell_call.id == done["id"]
+    assert {e["output_index"] for e in out} == {0}
+
+
+def test_a_shell_call_that_does_not_parse_ends_incomplete_with_its_whole_commands() -> None:
+    a = _assembler()
+    events = a.function_call_start("shell") + a.function_call_delta('{"commands": ["ls", "p')
+    events += a.function_call_done('{"commands": ["ls", "p')  # a call the span cut off
+    out = _json(events)
+    assert out[-1]["item"]["status"] == "incomplete"
+    assert out[-1]["item"]["action"]["commands"] == ["ls"]
+
+
+def test_a_patch_is_held_until_whole_then_added_and_done() -> None:
+    a = _assembler()
+    events = a.function_call_start("apply_patch") + a.function_call_delta(CREATE[:20])
+    assert events == []  # nothing of the custom call it is shown as
+    out = _json(a.function_call_delta(CREATE[20:]) + a.function_call_done(CREATE))
+    assert _steps(out) == [
+        ("output_item.added", ("apply_patch_call", "in_progress")),
+        ("output_item.done", ("apply_patch_call", "completed")),
+    ]
+    assert out[0]["item"]["id"] == out[1]["item"]["id"] and out[0]["item"]["id"].startswith("apc_")
+    assert a.response.output[0].apply_patch_call.operation.path == "src/hello.txt"
 
 
 def test_a_cut_patch_stays_the_custom_call_the_model_wrote() -> None:
