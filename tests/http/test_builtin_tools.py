@@ -371,3 +371,33 @@ def test_a_client_loop_by_hand_ends_with_an_answer(
         outputs = [_execute(c, tmp_path) for c in calls]
     assert reply.status == "completed"
     assert reply.output[-1].type == "message" and reply.output_text
+
+
+def test_a_conversation_holds_builtin_items(client: openai.OpenAI, stack: Stack) -> None:
+    """Conversation items of the three tools list back as added, and a turn on the
+    conversation reads them (its forced call joins them)."""
+    items: list[Any] = [
+        {"type": "message", "role": "user", "content": "Make a.txt."},
+        {
+            "type": "apply_patch_call",
+            "call_id": "c1",
+            "status": "completed",
+            "operation": {"type": "create_file", "path": "a.txt", "diff": "+a\n"},
+        },
+        {"type": "apply_patch_call_output", "call_id": "c1", "status": "completed"},
+    ]
+    conversation = client.conversations.create(items=items)
+    listed = client.conversations.items.list(conversation.id, order="asc").data
+    assert [i.type for i in listed] == ["message", "apply_patch_call", "apply_patch_call_output"]
+    assert listed[1].id.startswith("apc_") and listed[2].id.startswith("apco_")  # type: ignore[union-attr]
+    reply = _create(
+        client,
+        stack,
+        conversation=conversation.id,
+        input="Show it.",
+        tools=[SHELL],
+        tool_choice={"type": "shell"},
+    )
+    (call,) = _of(reply, "shell_call")
+    later = client.conversations.items.list(conversation.id, order="asc").data
+    assert [i.type for i in later][-1] == "shell_call" and later[-1].id == call.id
