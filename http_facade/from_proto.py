@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mlx_responses.http_facade import builtin_items
 from mlx_responses.http_facade.media_parts import media_to_json
 
 from mlx_responses.v1 import events_pb2 as ev
@@ -53,6 +54,9 @@ EVENT_NAMES = {
     ev.EVENT_TYPE_COMPACTION_STARTED: "mlx.compaction.started",
     ev.EVENT_TYPE_COMPACTION_COMPLETED: "mlx.compaction.completed",
     ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DELTA: "response.custom_tool_call_input.delta",
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_ADDED: "response.shell_call_command.added",
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA: "response.shell_call_command.delta",
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_DONE: "response.shell_call_command.done",
     ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DONE: "response.custom_tool_call_input.done",
     ev.EVENT_TYPE_REASONING_SUMMARY_PART_ADDED: "response.reasoning_summary_part.added",
     ev.EVENT_TYPE_REASONING_SUMMARY_PART_DONE: "response.reasoning_summary_part.done",
@@ -174,6 +178,9 @@ def item_to_json(item: pb.Item) -> dict[str, Any]:
             "call_id": co.call_id,
             "output": co.output,
         }
+    builtin = builtin_items.item_to_json(item)
+    if builtin is not None:
+        return builtin
     if kind == "compaction_trigger":
         return {"type": "compaction_trigger"}
     if kind == "item_reference":
@@ -187,6 +194,9 @@ def tool_to_json(tool: pb.Tool) -> dict[str, Any]:
     kind = tool.WhichOneof("tool")
     if kind == "hosted":
         return {"type": tool.hosted.type}
+    builtin = builtin_items.tool_to_json(tool)
+    if builtin is not None:
+        return builtin
     if kind == "custom":
         custom = tool.custom
         fmt: dict[str, Any] = {"type": "text"}
@@ -238,14 +248,19 @@ def tool_choice_to_json(choice: pb.ToolChoice, tools: Any = ()) -> Any:
         return {"type": "function", "name": choice.function_name}
     if kind == "custom_name":
         return {"type": "custom", "name": choice.custom_name}
+    if kind == "builtin_type":
+        return {"type": choice.builtin_type}
     if kind == "allowed_tools":
         allowed = choice.allowed_tools
         custom = _custom_names(tools)
+        builtin = {tool.WhichOneof("tool") for tool in tools} & set(builtin_items.TOOL_TYPES)
         return {
             "type": "allowed_tools",
             "mode": TOOL_CHOICE.get(allowed.mode, "auto"),
             "tools": [
-                {"type": "custom" if name in custom else "function", "name": name}
+                {"type": name}
+                if name in builtin
+                else {"type": "custom" if name in custom else "function", "name": name}
                 for name in allowed.names
             ],
         }
@@ -354,6 +369,8 @@ def event_to_json(event: ev.ResponseEvent) -> dict[str, Any]:
             content_index=p.content_index,
             part=part_to_json(p.part),
         )
+    elif event.type in builtin_items.SHELL_COMMAND_EVENTS:
+        out.update(builtin_items.shell_command_event(event))
     elif kind == "text_delta":
         d = event.text_delta
         out.update(item_id=d.item_id, output_index=d.output_index)

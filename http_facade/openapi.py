@@ -15,7 +15,14 @@ from importlib import metadata
 from typing import Any
 
 from aiohttp import web
-from mlx_responses.http_facade import conversations, errors, from_proto, routes, to_proto
+from mlx_responses.http_facade import (
+    builtin_items,
+    conversations,
+    errors,
+    from_proto,
+    routes,
+    to_proto,
+)
 from mlx_responses.http_facade.anthropic import openapi as anthropic_openapi
 from mlx_responses.http_facade.chat import openapi as chat_openapi
 from mlx_responses.http_facade.completions import openapi as completions_openapi
@@ -149,6 +156,7 @@ def _request_schemas() -> dict[str, Schema]:
             }
         ),
     )
+    builtin_tool = _obj(("type",), type={"enum": list(builtin_items.TOOL_TYPES)})
     json_schema_format = _obj(
         ("type", "schema"),
         type={"const": "json_schema"},
@@ -171,12 +179,15 @@ def _request_schemas() -> dict[str, Schema]:
                 {"type": "array", "items": ref("InputItem")},
             ]
         },
-        tools=_nullable({"type": "array", "items": {"anyOf": [function_tool, custom_tool]}}),
+        tools=_nullable(
+            {"type": "array", "items": {"anyOf": [function_tool, custom_tool, builtin_tool]}}
+        ),
         tool_choice=_nullable(
             {
                 "anyOf": [
                     {"enum": sorted(to_proto.TOOL_CHOICE_MODES)},
                     _obj(("type",), type={"enum": ["function", "custom"]}, name=STRING),
+                    builtin_tool,
                 ]
             }
         ),
@@ -230,6 +241,7 @@ def _request_schemas() -> dict[str, Schema]:
                 compaction,
                 compaction_trigger,
                 item_reference,
+                *builtin_items.item_schemas(),
             ]
         },
         "CreateResponseRequest": create,
@@ -241,6 +253,7 @@ def _request_schemas() -> dict[str, Schema]:
 
 
 def _response_schemas() -> dict[str, Schema]:
+    builtin_tool = _obj(("type",), type={"enum": list(builtin_items.TOOL_TYPES)})
     item_status = {"enum": sorted(set(from_proto.ITEM_STATUS.values()))}
     logprob = _obj(
         ("token", "logprob", "bytes"),
@@ -314,6 +327,7 @@ def _response_schemas() -> dict[str, Schema]:
                 type={"const": "compaction"},
                 encrypted_content=STRING,
             ),
+            *builtin_items.item_schemas(),
         ]
     }
     usage = _obj(
@@ -356,9 +370,13 @@ def _response_schemas() -> dict[str, Schema]:
             "anyOf": [
                 {"enum": sorted(set(from_proto.TOOL_CHOICE.values()))},
                 _obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING),
+                builtin_tool,
             ]
         },
-        tools={"type": "array", "items": _obj(("type", "name"), type=STRING, name=STRING)},
+        tools={
+            "type": "array",
+            "items": {"anyOf": [_obj(("type", "name"), type=STRING, name=STRING), builtin_tool]},
+        },
         top_logprobs=INTEGER,
         top_p=NUMBER,
         truncation=STRING,
@@ -384,6 +402,8 @@ def _response_schemas() -> dict[str, Schema]:
         delta=STRING,
         text=STRING,
         input=STRING,
+        command_index=INTEGER,
+        command=STRING,
     )
     return {
         "OutputItem": item,

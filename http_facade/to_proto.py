@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mlx_responses.http_facade import builtin_items
 from mlx_responses.http_facade.errors import invalid
 from mlx_responses.http_facade.media_parts import file_part, image_part
 
@@ -40,10 +41,7 @@ HOSTED_TOOLS = {
     "code_interpreter",
     "image_generation",
     "mcp",
-    "apply_patch",
     "function_shell",
-    "shell",
-    "local_shell",
     "tool_search",
 }
 MEDIA_PARTS = {"input_audio"}  # input_image and input_file reach the core (media_parts.py)
@@ -255,6 +253,8 @@ def item_from_json(item: Any, param: str) -> pb.Item:
                 status=status,
             )
         )
+    if _in(set(builtin_items.ITEM_TYPES), kind):
+        return builtin_items.item_from_json(item, param)
     if kind == "compaction_trigger":
         return pb.Item(compaction_trigger=pb.CompactionTriggerItem())
     if kind == "compaction":
@@ -301,6 +301,8 @@ def _tool(tool: Any, param: str) -> pb.Tool:
     kind = tool.get("type")
     if _in(HOSTED_TOOLS, kind):
         return pb.Tool(hosted=pb.HostedTool(type=kind))
+    if _in(set(builtin_items.TOOL_TYPES), kind):
+        return builtin_items.tool_from_json(tool, param)
     if kind == "namespace":
         return _namespace(tool, param)
     if kind == "custom":
@@ -372,6 +374,8 @@ def _tool_choice(value: Any) -> pb.ToolChoice:
         return pb.ToolChoice(custom_name=_expect(name, str, "tool_choice.name", "a string"))
     if value.get("type") == "allowed_tools":
         return pb.ToolChoice(allowed_tools=_allowed_tools(value))
+    if _in(set(builtin_items.TOOL_TYPES), value.get("type")):
+        return pb.ToolChoice(builtin_type=value["type"])
     raise invalid(
         f"Unsupported tool_choice type {value.get('type')!r}: "
         "only function and custom tools exist here.",
@@ -393,6 +397,9 @@ def _allowed_tools(value: dict[str, Any]) -> pb.AllowedTools:
     for i, tool in enumerate(tools):
         param = f"tool_choice.tools[{i}]"
         _expect(tool, dict, param, "an object")
+        if _in(set(builtin_items.TOOL_TYPES), tool.get("type")):
+            names.append(tool["type"])  # a built-in tool is called by its type
+            continue
         if tool.get("type") not in ("function", "custom"):
             raise invalid(
                 f"Unsupported allowed tool type {tool.get('type')!r}: "

@@ -32,6 +32,19 @@ class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLE_SYSTEM: _ClassVar[Role]
     ROLE_DEVELOPER: _ClassVar[Role]
 
+class ApplyPatchOperationType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPLY_PATCH_OPERATION_TYPE_UNSPECIFIED: _ClassVar[ApplyPatchOperationType]
+    APPLY_PATCH_OPERATION_TYPE_CREATE_FILE: _ClassVar[ApplyPatchOperationType]
+    APPLY_PATCH_OPERATION_TYPE_UPDATE_FILE: _ClassVar[ApplyPatchOperationType]
+    APPLY_PATCH_OPERATION_TYPE_DELETE_FILE: _ClassVar[ApplyPatchOperationType]
+
+class ApplyPatchOutputStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPLY_PATCH_OUTPUT_STATUS_UNSPECIFIED: _ClassVar[ApplyPatchOutputStatus]
+    APPLY_PATCH_OUTPUT_STATUS_COMPLETED: _ClassVar[ApplyPatchOutputStatus]
+    APPLY_PATCH_OUTPUT_STATUS_FAILED: _ClassVar[ApplyPatchOutputStatus]
+
 class ToolChoiceMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TOOL_CHOICE_MODE_UNSPECIFIED: _ClassVar[ToolChoiceMode]
@@ -54,6 +67,13 @@ ROLE_USER: Role
 ROLE_ASSISTANT: Role
 ROLE_SYSTEM: Role
 ROLE_DEVELOPER: Role
+APPLY_PATCH_OPERATION_TYPE_UNSPECIFIED: ApplyPatchOperationType
+APPLY_PATCH_OPERATION_TYPE_CREATE_FILE: ApplyPatchOperationType
+APPLY_PATCH_OPERATION_TYPE_UPDATE_FILE: ApplyPatchOperationType
+APPLY_PATCH_OPERATION_TYPE_DELETE_FILE: ApplyPatchOperationType
+APPLY_PATCH_OUTPUT_STATUS_UNSPECIFIED: ApplyPatchOutputStatus
+APPLY_PATCH_OUTPUT_STATUS_COMPLETED: ApplyPatchOutputStatus
+APPLY_PATCH_OUTPUT_STATUS_FAILED: ApplyPatchOutputStatus
 TOOL_CHOICE_MODE_UNSPECIFIED: ToolChoiceMode
 TOOL_CHOICE_MODE_NONE: ToolChoiceMode
 TOOL_CHOICE_MODE_AUTO: ToolChoiceMode
@@ -259,8 +279,141 @@ class CompactionTriggerItem(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class ShellCallAction(_message.Message):
+    __slots__ = ("commands", "timeout_ms", "max_output_length")
+    COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_OUTPUT_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    commands: _containers.RepeatedScalarFieldContainer[str]
+    timeout_ms: int
+    max_output_length: int
+    def __init__(self, commands: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., max_output_length: _Optional[int] = ...) -> None: ...
+
+class ShellCallItem(_message.Message):
+    __slots__ = ("id", "call_id", "action", "status")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    call_id: str
+    action: ShellCallAction
+    status: ItemStatus
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., action: _Optional[_Union[ShellCallAction, _Mapping]] = ..., status: _Optional[_Union[ItemStatus, str]] = ...) -> None: ...
+
+class ShellCallOutcome(_message.Message):
+    __slots__ = ("exit_code", "timeout")
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    exit_code: int
+    timeout: bool
+    def __init__(self, exit_code: _Optional[int] = ..., timeout: _Optional[bool] = ...) -> None: ...
+
+class ShellCallOutputContent(_message.Message):
+    __slots__ = ("stdout", "stderr", "outcome")
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    stdout: str
+    stderr: str
+    outcome: ShellCallOutcome
+    def __init__(self, stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., outcome: _Optional[_Union[ShellCallOutcome, _Mapping]] = ...) -> None: ...
+
+class ShellCallOutputItem(_message.Message):
+    __slots__ = ("id", "call_id", "output", "max_output_length", "status")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    MAX_OUTPUT_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    call_id: str
+    output: _containers.RepeatedCompositeFieldContainer[ShellCallOutputContent]
+    max_output_length: int
+    status: ItemStatus
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., output: _Optional[_Iterable[_Union[ShellCallOutputContent, _Mapping]]] = ..., max_output_length: _Optional[int] = ..., status: _Optional[_Union[ItemStatus, str]] = ...) -> None: ...
+
+class LocalShellExecAction(_message.Message):
+    __slots__ = ("command", "env", "timeout_ms", "user", "working_directory")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    WORKING_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    command: _containers.RepeatedScalarFieldContainer[str]
+    env: _containers.ScalarMap[str, str]
+    timeout_ms: int
+    user: str
+    working_directory: str
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., timeout_ms: _Optional[int] = ..., user: _Optional[str] = ..., working_directory: _Optional[str] = ...) -> None: ...
+
+class LocalShellCallItem(_message.Message):
+    __slots__ = ("id", "call_id", "action", "status")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    call_id: str
+    action: LocalShellExecAction
+    status: ItemStatus
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., action: _Optional[_Union[LocalShellExecAction, _Mapping]] = ..., status: _Optional[_Union[ItemStatus, str]] = ...) -> None: ...
+
+class LocalShellCallOutputItem(_message.Message):
+    __slots__ = ("id", "call_id", "output", "status")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    call_id: str
+    output: str
+    status: ItemStatus
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., output: _Optional[str] = ..., status: _Optional[_Union[ItemStatus, str]] = ...) -> None: ...
+
+class ApplyPatchOperation(_message.Message):
+    __slots__ = ("type", "path", "diff")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    DIFF_FIELD_NUMBER: _ClassVar[int]
+    type: ApplyPatchOperationType
+    path: str
+    diff: str
+    def __init__(self, type: _Optional[_Union[ApplyPatchOperationType, str]] = ..., path: _Optional[str] = ..., diff: _Optional[str] = ...) -> None: ...
+
+class ApplyPatchCallItem(_message.Message):
+    __slots__ = ("id", "call_id", "operation", "status")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    call_id: str
+    operation: ApplyPatchOperation
+    status: ItemStatus
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., operation: _Optional[_Union[ApplyPatchOperation, _Mapping]] = ..., status: _Optional[_Union[ItemStatus, str]] = ...) -> None: ...
+
+class ApplyPatchCallOutputItem(_message.Message):
+    __slots__ = ("id", "call_id", "status", "output")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    call_id: str
+    status: ApplyPatchOutputStatus
+    output: str
+    def __init__(self, id: _Optional[str] = ..., call_id: _Optional[str] = ..., status: _Optional[_Union[ApplyPatchOutputStatus, str]] = ..., output: _Optional[str] = ...) -> None: ...
+
 class Item(_message.Message):
-    __slots__ = ("message", "function_call", "function_call_output", "reasoning", "compaction", "item_reference", "custom_tool_call", "custom_tool_call_output", "compaction_trigger")
+    __slots__ = ("message", "function_call", "function_call_output", "reasoning", "compaction", "item_reference", "custom_tool_call", "custom_tool_call_output", "compaction_trigger", "shell_call", "shell_call_output", "local_shell_call", "local_shell_call_output", "apply_patch_call", "apply_patch_call_output")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_CALL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
@@ -270,6 +423,12 @@ class Item(_message.Message):
     CUSTOM_TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     CUSTOM_TOOL_CALL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    SHELL_CALL_FIELD_NUMBER: _ClassVar[int]
+    SHELL_CALL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_SHELL_CALL_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_SHELL_CALL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    APPLY_PATCH_CALL_FIELD_NUMBER: _ClassVar[int]
+    APPLY_PATCH_CALL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     message: MessageItem
     function_call: FunctionCallItem
     function_call_output: FunctionCallOutputItem
@@ -279,7 +438,13 @@ class Item(_message.Message):
     custom_tool_call: CustomToolCallItem
     custom_tool_call_output: CustomToolCallOutputItem
     compaction_trigger: CompactionTriggerItem
-    def __init__(self, message: _Optional[_Union[MessageItem, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCallItem, _Mapping]] = ..., function_call_output: _Optional[_Union[FunctionCallOutputItem, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningItem, _Mapping]] = ..., compaction: _Optional[_Union[CompactionItem, _Mapping]] = ..., item_reference: _Optional[_Union[ItemReference, _Mapping]] = ..., custom_tool_call: _Optional[_Union[CustomToolCallItem, _Mapping]] = ..., custom_tool_call_output: _Optional[_Union[CustomToolCallOutputItem, _Mapping]] = ..., compaction_trigger: _Optional[_Union[CompactionTriggerItem, _Mapping]] = ...) -> None: ...
+    shell_call: ShellCallItem
+    shell_call_output: ShellCallOutputItem
+    local_shell_call: LocalShellCallItem
+    local_shell_call_output: LocalShellCallOutputItem
+    apply_patch_call: ApplyPatchCallItem
+    apply_patch_call_output: ApplyPatchCallOutputItem
+    def __init__(self, message: _Optional[_Union[MessageItem, _Mapping]] = ..., function_call: _Optional[_Union[FunctionCallItem, _Mapping]] = ..., function_call_output: _Optional[_Union[FunctionCallOutputItem, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningItem, _Mapping]] = ..., compaction: _Optional[_Union[CompactionItem, _Mapping]] = ..., item_reference: _Optional[_Union[ItemReference, _Mapping]] = ..., custom_tool_call: _Optional[_Union[CustomToolCallItem, _Mapping]] = ..., custom_tool_call_output: _Optional[_Union[CustomToolCallOutputItem, _Mapping]] = ..., compaction_trigger: _Optional[_Union[CompactionTriggerItem, _Mapping]] = ..., shell_call: _Optional[_Union[ShellCallItem, _Mapping]] = ..., shell_call_output: _Optional[_Union[ShellCallOutputItem, _Mapping]] = ..., local_shell_call: _Optional[_Union[LocalShellCallItem, _Mapping]] = ..., local_shell_call_output: _Optional[_Union[LocalShellCallOutputItem, _Mapping]] = ..., apply_patch_call: _Optional[_Union[ApplyPatchCallItem, _Mapping]] = ..., apply_patch_call_output: _Optional[_Union[ApplyPatchCallOutputItem, _Mapping]] = ...) -> None: ...
 
 class FunctionTool(_message.Message):
     __slots__ = ("name", "description", "parameters_json", "strict")
@@ -333,29 +498,49 @@ class CustomTool(_message.Message):
     grammar: CustomToolGrammar
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., text: _Optional[_Union[CustomToolText, _Mapping]] = ..., grammar: _Optional[_Union[CustomToolGrammar, _Mapping]] = ...) -> None: ...
 
+class ShellTool(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LocalShellTool(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ApplyPatchTool(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class Tool(_message.Message):
-    __slots__ = ("function", "hosted", "namespace", "custom")
+    __slots__ = ("function", "hosted", "namespace", "custom", "shell", "local_shell", "apply_patch")
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
     HOSTED_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     CUSTOM_FIELD_NUMBER: _ClassVar[int]
+    SHELL_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_SHELL_FIELD_NUMBER: _ClassVar[int]
+    APPLY_PATCH_FIELD_NUMBER: _ClassVar[int]
     function: FunctionTool
     hosted: HostedTool
     namespace: NamespaceTool
     custom: CustomTool
-    def __init__(self, function: _Optional[_Union[FunctionTool, _Mapping]] = ..., hosted: _Optional[_Union[HostedTool, _Mapping]] = ..., namespace: _Optional[_Union[NamespaceTool, _Mapping]] = ..., custom: _Optional[_Union[CustomTool, _Mapping]] = ...) -> None: ...
+    shell: ShellTool
+    local_shell: LocalShellTool
+    apply_patch: ApplyPatchTool
+    def __init__(self, function: _Optional[_Union[FunctionTool, _Mapping]] = ..., hosted: _Optional[_Union[HostedTool, _Mapping]] = ..., namespace: _Optional[_Union[NamespaceTool, _Mapping]] = ..., custom: _Optional[_Union[CustomTool, _Mapping]] = ..., shell: _Optional[_Union[ShellTool, _Mapping]] = ..., local_shell: _Optional[_Union[LocalShellTool, _Mapping]] = ..., apply_patch: _Optional[_Union[ApplyPatchTool, _Mapping]] = ...) -> None: ...
 
 class ToolChoice(_message.Message):
-    __slots__ = ("mode", "function_name", "allowed_tools", "custom_name")
+    __slots__ = ("mode", "function_name", "allowed_tools", "custom_name", "builtin_type")
     MODE_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_NAME_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     CUSTOM_NAME_FIELD_NUMBER: _ClassVar[int]
+    BUILTIN_TYPE_FIELD_NUMBER: _ClassVar[int]
     mode: ToolChoiceMode
     function_name: str
     allowed_tools: AllowedTools
     custom_name: str
-    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., function_name: _Optional[str] = ..., allowed_tools: _Optional[_Union[AllowedTools, _Mapping]] = ..., custom_name: _Optional[str] = ...) -> None: ...
+    builtin_type: str
+    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., function_name: _Optional[str] = ..., allowed_tools: _Optional[_Union[AllowedTools, _Mapping]] = ..., custom_name: _Optional[str] = ..., builtin_type: _Optional[str] = ...) -> None: ...
 
 class AllowedTools(_message.Message):
     __slots__ = ("mode", "names")

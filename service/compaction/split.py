@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mlx_responses.service.text.builtin_tools import CALL_KINDS, OUTPUT_KINDS
 from mlx_responses.service.text.compaction_items import is_instruction
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -38,14 +39,14 @@ def split_points(body: Sequence[pb.Item]) -> list[int]:
     for s in range(1, len(body) + 1):
         previous = body[s - 1]
         kind = previous.WhichOneof("item")
-        if kind in ("function_call", "custom_tool_call"):
+        if kind in ("function_call", "custom_tool_call", *CALL_KINDS):
             pending.add(getattr(previous, kind).call_id)
-        elif kind in ("function_call_output", "custom_tool_call_output"):
+        elif kind in ("function_call_output", "custom_tool_call_output", *OUTPUT_KINDS):
             pending.discard(getattr(previous, kind).call_id)
         if pending:
             continue
         at_end = s == len(body)
-        closes_group = kind in ("function_call_output", "custom_tool_call_output")
+        closes_group = kind in ("function_call_output", "custom_tool_call_output", *OUTPUT_KINDS)
         if at_end or is_user(body[s]) or closes_group:
             points.append(s)
     return points

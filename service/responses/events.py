@@ -6,9 +6,16 @@ and the stored object share their ids.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from mlx_responses.service.ids import IdFactory, new_id
+from mlx_responses.service.text.builtin_tools import (
+    CALL_PREFIX,
+    SHELL,
+    CommandStream,
+    partial_strings,
+    typed_call,
+)
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -32,6 +39,7 @@ class EventAssembler:
         namespaced: Mapping[str, tuple[str, str]] | None = None,
         custom: Collection[str] = (),
         *,
+        builtin: Mapping[str, str] | None = None,
         summary: bool = False,
     ) -> None:
         self.response = response
@@ -43,6 +51,13 @@ class EventAssembler:
         self._namespaced = namespaced or {}
         # Calls to these names leave as custom_tool_call items carrying their input.
         self._custom = custom
+        # Calls to these names (built-in tool -> kind) leave as typed items: the call is held
+        # back while it streams and added once it reads as its item, except a shell call, added
+        # at once, whose commands stream (`_commands`) as they are written.
+        self._builtin = builtin or {}
+        self._held = False
+        self._commands: CommandStream | None = None
+        self._typed_id = ""
         self._sequence = 0
         self._open: str | None = None  # "message" | "reasoning" while an item is open
         self._text = ""
@@ -240,7 +255,20 @@ class EventAssembler:
         if name in self._namespaced:
             call.namespace, call.name = self._namespaced[name]
         self.response.output.append(item)
-        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        self._held = name in self._builtin
+        if not self._held:
+            events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        elif self._builtin[name] == SHELL:
+            self._commands = CommandStream()
+            self._typed_id = self._ids(CALL_PREFIX["shell_call"])
+            shell = pb.ShellCallItem(
+                id=self._typed_id,
+                call_id=call.call_id,
+                action=pb.ShellCallAction(),
+                status=pb.ITEM_STATUS_IN_PROGRESS,
+            )
+            added = ev.OutputItemEvent(output_index=self._index, item=pb.Item(shell_call=shell))
+            events.append(self._event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED, output_item=added))
         return events
 
     def _open_call(self) -> tuple[pb.FunctionCallItem | pb.CustomToolCallItem, str]:
@@ -256,6 +284,11 @@ class EventAssembler:
             return []
         call, field_name = self._open_call()
         setattr(call, field_name, getattr(call, field_name) + delta)
+        if self._held:
+            if self._commands is None:
+                return []
+            update = self._commands.update(*partial_strings(call.arguments, "commands"))
+            return self._command_events(update)
         kind = (
             ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DELTA
             if field_name == "input"
@@ -283,6 +316,8 @@ class EventAssembler:
             events += self.function_call_delta(arguments[len(sent) :])
         setattr(call, field_name, arguments)
         call.status = status
+        if self._held:
+            return events + self._builtin_call_done(call.name, call.call_id, arguments, status)
         kind = (
             ev.EVENT_TYPE_CUSTOM_TOOL_CALL_INPUT_DONE
             if field_name == "input"
@@ -297,6 +332,64 @@ class EventAssembler:
             )
         )
         events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
+        return events
+
+    def _builtin_call_done(
+        self, name: str, call_id: str, payload: str, status: pb.ItemStatus
+    ) -> list[ev.ResponseEvent]:
+        """A held built-in call, now whole: its typed item added (in progress, unless a shell
+        call's was at its start) and done.
+
+        A call that does not read as its item (cut short) stays the function or custom call
+        the model wrote; a shell call, announced already, is an incomplete one."""
+        self._held = False
+        commands, self._commands = self._commands, None
+        try:
+            item = typed_call(self._builtin[name], call_id, payload, status)
+            kind = item.WhichOneof("item")
+            getattr(item, kind).id = self._typed_id or self._ids(CALL_PREFIX[kind])
+        except ValueError:
+            item = pb.Item()
+            if commands is not None:
+                whole = commands.sent[: commands.done]
+                item.shell_call.CopyFrom(
+                    pb.ShellCallItem(
+                        id=self._typed_id,
+                        call_id=call_id,
+                        action=pb.ShellCallAction(commands=whole),
+                        status=pb.ITEM_STATUS_INCOMPLETE,
+                    )
+                )
+            else:
+                item.CopyFrom(self._item())
+            kind = item.WhichOneof("item")
+        self._typed_id = ""
+        call = getattr(item, kind)
+        final = call.status
+        call.status = pb.ITEM_STATUS_IN_PROGRESS
+        self.response.output[self._index].CopyFrom(item)
+        events = []
+        if commands is None:
+            events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_ADDED))
+        else:
+            events += self._command_events(commands.update(item.shell_call.action.commands, None))
+        getattr(self._item(), kind).status = final
+        events.append(self._item_event(ev.EVENT_TYPE_OUTPUT_ITEM_DONE))
+        return events
+
+    def _command_events(self, update: Sequence[tuple[str, int, str]]) -> list[ev.ResponseEvent]:
+        """`response.shell_call_command.added`, `.delta`, `.done` (the command's index in
+        `content_index`)."""
+        events = []
+        for step, index, text in update:
+            place = ev.TextDoneEvent(output_index=self._index, content_index=index, text=text)
+            if step == "added":
+                events.append(self._event(ev.EVENT_TYPE_SHELL_CALL_COMMAND_ADDED, text_done=place))
+            elif step == "done":
+                events.append(self._event(ev.EVENT_TYPE_SHELL_CALL_COMMAND_DONE, text_done=place))
+            else:
+                delta = ev.TextDeltaEvent(output_index=self._index, content_index=index, delta=text)
+                events.append(self._event(ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA, text_delta=delta))
         return events
 
     def _close(self, status: pb.ItemStatus) -> list[ev.ResponseEvent]:

@@ -27,6 +27,12 @@ ITEM_PREFIX = {
     "compaction": "cmp",
     "custom_tool_call": "ctc",
     "custom_tool_call_output": "ctco",
+    "shell_call": "sh",
+    "shell_call_output": "sho",
+    "local_shell_call": "lsh",
+    "local_shell_call_output": "lsho",
+    "apply_patch_call": "apc",
+    "apply_patch_call_output": "apco",
 }
 _HEX = set(string.hexdigits.lower())
 

@@ -26,6 +26,7 @@ from mlx_responses.service.engine.worker import GenerationStream
 from mlx_responses.service.errors import SERVER_ERROR
 from mlx_responses.service.ids import IdFactory, new_id
 from mlx_responses.service.models.runtime import ModelRuntime
+from mlx_responses.service.responses import builtin_tools
 from mlx_responses.service.responses.custom_tools import lower
 from mlx_responses.service.responses.events import EventAssembler
 from mlx_responses.service.responses.history import HistoryResolver
@@ -96,6 +97,8 @@ class Turn:
     namespaced: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # custom tools by the name the model calls them: their calls leave as custom_tool_call
     custom: Mapping[str, pb.CustomTool] = field(default_factory=dict)
+    # built-in client tools by the name the model calls them: their calls leave typed
+    builtin: Mapping[str, str] = field(default_factory=dict)
 
 
 def _requested(params: pb.CreateResponseParams, default: int) -> int:
@@ -179,7 +182,7 @@ class ResponsePipeline:
         """
         media = self.media_policy.apply(params, log_id, reads_images=runtime.reads_media)
         offered = self.tool_policy.resolve(media)
-        return offered, lower(offered)
+        return offered, lower(builtin_tools.lower(offered))
 
     async def _render(
         self, runtime: ModelRuntime, params: pb.CreateResponseParams, *, decode_media: bool = True
@@ -307,7 +310,8 @@ class ResponsePipeline:
         if room < 1 and not due:
             raise no_room_for_output(len(prompt.tokens), window)
         response = self.initial_response(runtime, params, response_id)
-        if resolved.custom:  # the echo shows custom tools as offered, not as the model sees them
+        # The echo shows custom and built-in tools as offered, not as the model sees them.
+        if resolved.custom or resolved.builtin:
             del response.tools[:]
             response.tools.extend(offered.params.tools)
             response.tool_choice.CopyFrom(offered.params.tool_choice)
@@ -350,6 +354,7 @@ class ResponsePipeline:
         )
         turn.namespaced = resolved.namespaced
         turn.custom = resolved.custom
+        turn.builtin = resolved.builtin
         turn.compaction_pending = due
         turn.media_pending = media_pending
         if due and not defer_compaction:
@@ -439,6 +444,7 @@ class ResponsePipeline:
             scoped_ids(turn.response.id),
             turn.namespaced,
             frozenset(turn.custom),
+            builtin=turn.builtin,
             summary=turn.params.reasoning.HasField("summary"),
         )
         try:

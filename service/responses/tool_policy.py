@@ -13,6 +13,8 @@ from mlx_responses.v1 import responses_pb2 as pb
 log = logging.getLogger(__name__)
 
 NAMESPACE_SEPARATOR = "__"
+# Tools the client runs, which reach the model (built-in ones lowered: responses/builtin_tools).
+CLIENT_TOOLS = ("function", "custom", "shell", "local_shell", "apply_patch")
 
 
 def qualified_name(namespace: str, name: str) -> str:
@@ -31,6 +33,8 @@ class ResolvedTools:
     namespaced: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # custom tools (shown to the model as functions) by the name the model sees
     custom: Mapping[str, pb.CustomTool] = field(default_factory=dict)
+    # built-in client tools (shell, local_shell, apply_patch) by the name the model sees
+    builtin: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -43,7 +47,7 @@ class HostedToolPolicy:
     def resolve(self, params: pb.CreateResponseParams) -> ResolvedTools:
         """The request with function tools only; a 400 for hosted tools in `reject` mode."""
         kinds = [tool.WhichOneof("tool") for tool in params.tools]
-        if all(kind in ("function", "custom") for kind in kinds):
+        if all(kind in CLIENT_TOOLS for kind in kinds):
             return ResolvedTools(params)
         tools: list[pb.Tool] = []
         namespaced: dict[str, tuple[str, str]] = {}
@@ -51,7 +55,7 @@ class HostedToolPolicy:
         taken = {_tool_name(t) for t in params.tools if t.WhichOneof("tool") != "namespace"}
         for i, tool in enumerate(params.tools):
             kind = tool.WhichOneof("tool")
-            if kind in ("function", "custom"):
+            if kind in CLIENT_TOOLS:
                 tools.append(tool)
             elif kind == "hosted":
                 self._drop(tool.hosted.type, f"tools[{i}].type")

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlx_responses.service.text.builtin_tools import model_item
 from mlx_responses.service.text.compaction_items import decode_compaction, effective_items
 from mlx_responses.service.text.json_text import loads_bounded
 from mlx_responses.service.text.prompt_tokens import data_texts, encode_prompt
@@ -75,6 +76,7 @@ class _Builder:
             self.pending_reasoning = []
 
     def add(self, item: pb.Item) -> None:
+        item = model_item(item)  # a built-in tool's call or output, as the model knows it
         kind = item.WhichOneof("item")
         if kind == "message":
             role = ROLE_NAMES.get(item.message.role, "user")

@@ -166,3 +166,14 @@ def test_the_codec_refuses_nested_or_empty_items() -> None:
         decode_compaction(encode_compaction("x", [pb.Item()]))
     with pytest.raises(CompactionDecodeError):
         effective_items([pb.Item(compaction=pb.CompactionItem(encrypted_content="%%%"))])
+
+
+def test_a_builtin_call_is_never_split_from_its_output() -> None:
+    shell = pb.Item(shell_call=pb.ShellCallItem(call_id="s", action=pb.ShellCallAction()))
+    shell_out = pb.Item(shell_call_output=pb.ShellCallOutputItem(call_id="s"))
+    patch = pb.Item(apply_patch_call=pb.ApplyPatchCallItem(call_id="p"))
+    patch_out = pb.Item(apply_patch_call_output=pb.ApplyPatchCallOutputItem(call_id="p"))
+    body = [user("a"), shell, user("b"), shell_out, patch, patch_out, user("c")]
+    # Not between a call and its output (not even before a user message), and after each
+    # closed group.
+    assert split_points(body) == [0, 4, 6, 7]

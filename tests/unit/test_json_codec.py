@@ -136,7 +136,6 @@ HOSTED = [
     "code_interpreter",
     "image_generation",
     "mcp",
-    "apply_patch",
     "function_shell",
 ]
 
