@@ -99,7 +99,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--system-tokens", type=int, default=8000)
     args = parser.parse_args()
-    system = TEXT * max(1, args.system_tokens // 40)  # ~40 tokens a sentence pair
+    from transformers import AutoTokenizer
+
+    per_text = len(AutoTokenizer.from_pretrained(str(MODEL)).encode(TEXT))
+    system = TEXT * max(1, args.system_tokens // per_text)
+    print(f"system prompt: {len(system) // len(TEXT) * per_text:,} tokens", flush=True)
     rows = {}
     for name, cores, routing in [
         ("one core", 1, "cache"),
