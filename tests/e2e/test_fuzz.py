@@ -102,6 +102,9 @@ def fuzzed(model_path: Path, request: pytest.FixtureRequest) -> Iterator[Fuzzed]
         "--port", str(http), "--grpc-port", str(grpc_port),
         "--default-max-output-tokens", "8",
         "--max-request-bytes", str(MAX_REQUEST_BYTES),
+        # The sentinel conversation must outlive the thousands the fuzz creates (LRU of 256).
+        "--conversation-store-max-entries", "1000000",
+        "--conversation-store-max-bytes", str(1 << 30),
     ) as proc:  # fmt: skip
         wait_status(http, 200, proc)
         target = Fuzzed(proc, http, model_path.name)
