@@ -57,11 +57,16 @@ def _metadata(value: Any) -> dict[str, str]:
     return dict(value)
 
 
+def create_from_json(body: dict[str, Any]) -> tuple[list[pb.Item], dict[str, str]]:
+    """A create body's items and metadata (both optional)."""
+    items = _items(body["items"]) if body.get("items") is not None else []
+    return items, _metadata(body.get("metadata"))
+
+
 async def create_conversation(request: web.Request) -> web.Response:
     """POST /v1/conversations."""
-    body = await _body(request)
-    items = _items(body["items"]) if body.get("items") is not None else []
-    info = await core(request).create_conversation(items, _metadata(body.get("metadata")))
+    items, metadata = create_from_json(await _body(request))
+    info = await core(request).create_conversation(items, metadata)
     return web.json_response(conversation_to_json(info))
 
 

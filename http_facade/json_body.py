@@ -51,9 +51,15 @@ def parse_body(raw: bytes) -> Any:
     """The parsed body, or a 400 for malformed, non-UTF-8 or too deeply nested JSON."""
     try:
         text = raw.decode("utf-8")
-        value = json.loads(text, parse_constant=_no_constant)
     except UnicodeDecodeError as exc:
         raise OpenAIError(INVALID_JSON, f"The request body is not UTF-8: {exc}") from exc
+    return parse_text(text)
+
+
+def parse_text(text: str) -> Any:
+    """`parse_body` of text already decoded (a WebSocket message)."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:  # JSONDecodeError, and the constants refused above
         raise OpenAIError(INVALID_JSON, f"The request body is not valid JSON: {exc}") from exc
     except RecursionError as exc:

@@ -36,18 +36,44 @@ from mlx_responses.http_facade.openapi_kit import (
     STRING,
     Operation,
     Schema,
+    integer,
     ref,
 )
 from mlx_responses.http_facade.openapi_kit import nullable as _nullable
 from mlx_responses.http_facade.openapi_kit import obj as _obj
+from mlx_responses.service.responses.conversations import (
+    MAX_ITEMS_PER_CALL,
+    MAX_METADATA_KEY,
+    MAX_METADATA_PAIRS,
+    MAX_METADATA_VALUE,
+)
+from mlx_responses.service.responses.validation import MAX_TOP_LOGPROBS
 
 from mlx_responses.v1 import responses_pb2 as pb
 
 OPENAPI_VERSION = "3.1.0"
+# The headers of a WebSocket handshake (RFC 6455); without them the GET is a 405.
+WEBSOCKET_HANDSHAKE: dict[str, Schema] = {
+    "Upgrade": {"const": "websocket"},
+    "Connection": {"const": "Upgrade"},
+    "Sec-WebSocket-Version": {"const": "13"},
+    "Sec-WebSocket-Key": {"type": "string", "pattern": "^[A-Za-z0-9+/]{21}[AQgw]==$"},
+}
 
 
 def _json_type(kind: type | tuple[type, ...]) -> str:
     return {str: "string", bool: "boolean", int: "integer", to_proto.NUMBER: "number"}[kind]
+
+
+# The ranges the core enforces (service/responses/validation.py), narrower than the proto's.
+CORE_RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (0, 2),
+    "top_p": (0, 1),
+    "presence_penalty": (-2, 2),
+    "frequency_penalty": (-2, 2),
+    "top_logprobs": (0, MAX_TOP_LOGPROBS),
+    "max_output_tokens": (1, to_proto.INT64_MAX),
+}
 
 
 def _scalar_schema(param: str, kind: type | tuple[type, ...]) -> Schema:
@@ -55,6 +81,8 @@ def _scalar_schema(param: str, kind: type | tuple[type, ...]) -> Schema:
     if kind is int:  # the range the decoder enforces (the proto field's)
         limit = to_proto.INT_LIMITS.get(param, to_proto.INT64_MAX)
         schema.update(minimum=-limit - 1, maximum=limit)
+    if param in CORE_RANGES:
+        schema["minimum"], schema["maximum"] = CORE_RANGES[param]
     return schema
 
 
@@ -67,12 +95,23 @@ def _request_schemas() -> dict[str, Schema]:
     refusal_part = _obj(("type", "refusal"), type={"const": "refusal"}, refusal=STRING)
     # Refused for a text-only model, or a placeholder with --media drop (the core decides).
     media_part = _obj(("type",), type={"enum": sorted(to_proto.MEDIA_PARTS)})
+    status = _nullable({"enum": statuses})
+    # Structured output: its objects' text parts are joined (other entries are skipped).
+    output = {
+        "anyOf": [
+            STRING,
+            {
+                "type": "array",
+                "items": {"anyOf": [{"not": {"type": "object"}}, _obj(text=STRING)]},
+            },
+        ]
+    }
     message = _obj(
         ("role", "content"),
-        type={"const": "message"},
+        type=_nullable({"const": "message"}),
         id=OPT_STRING,
         role={"enum": roles},
-        status=_nullable({"enum": statuses}),
+        status=status,
         content={
             "anyOf": [
                 STRING,
@@ -84,21 +123,25 @@ def _request_schemas() -> dict[str, Schema]:
         ("type", "call_id", "name"),
         type={"const": "function_call"},
         id=OPT_STRING,
+        status=status,
         call_id=STRING,
         name=STRING,
         arguments={"anyOf": [STRING, {"type": "object"}]},
+        namespace=OPT_STRING,
     )
     function_call_output = _obj(
         ("type", "call_id", "output"),
         type={"const": "function_call_output"},
         id=OPT_STRING,
+        status=status,
         call_id=STRING,
-        output={"anyOf": [STRING, {"type": "array"}]},
+        output=output,
     )
     custom_tool_call = _obj(
         ("type", "call_id", "name"),
         type={"const": "custom_tool_call"},
         id=OPT_STRING,
+        status=status,
         call_id=STRING,
         name=STRING,
         input=STRING,
@@ -108,17 +151,15 @@ def _request_schemas() -> dict[str, Schema]:
         ("type", "call_id", "output"),
         type={"const": "custom_tool_call_output"},
         id=OPT_STRING,
+        status=status,
         call_id=STRING,
-        output={"anyOf": [STRING, {"type": "array"}]},
+        output=output,
     )
-    compaction_trigger = {
-        **_obj(("type",), type={"const": "compaction_trigger"}),
-        "description": "Last item only, with x-codex-beta-features: remote_compaction_v2.",
-    }
     reasoning = _obj(
         ("type",),
         type={"const": "reasoning"},
         id=OPT_STRING,
+        status=status,
         encrypted_content=OPT_STRING,
         summary=_nullable({"type": "array", "items": {"type": "object"}}),
         content=_nullable({"type": "array", "items": {"type": "object"}}),
@@ -128,14 +169,6 @@ def _request_schemas() -> dict[str, Schema]:
         type={"const": "compaction"},
         id=OPT_STRING,
         encrypted_content=STRING,
-    )
-    function_tool = _obj(
-        ("type", "name"),
-        type={"const": "function"},
-        name=STRING,
-        description=OPT_STRING,
-        parameters=_nullable({"type": "object"}),
-        strict=_nullable(BOOLEAN),
     )
     custom_tool = _obj(
         ("type", "name"),
@@ -156,7 +189,23 @@ def _request_schemas() -> dict[str, Schema]:
             }
         ),
     )
+    # A hosted tool: the core refuses it, or drops it under `--hosted-tools drop`.
+    hosted_tool = _obj(("type",), type={"enum": sorted(to_proto.HOSTED_TOOLS)})
+    # A client-run built-in tool (shell, local_shell, apply_patch): served as the model's call.
     builtin_tool = _obj(("type",), type={"enum": list(builtin_items.TOOL_TYPES)})
+    tools = [
+        chat_openapi.function_tool_schema(type_required=True),
+        custom_tool,
+        hosted_tool,
+        builtin_tool,
+    ]
+    namespace = _obj(
+        ("type", "name", "tools"),
+        type={"const": "namespace"},
+        name=STRING,
+        description=OPT_STRING,
+        tools={"type": "array", "items": {"anyOf": tools}},
+    )
     json_schema_format = _obj(
         ("type", "schema"),
         type={"const": "json_schema"},
@@ -179,15 +228,30 @@ def _request_schemas() -> dict[str, Schema]:
                 {"type": "array", "items": ref("InputItem")},
             ]
         },
-        tools=_nullable(
-            {"type": "array", "items": {"anyOf": [function_tool, custom_tool, builtin_tool]}}
-        ),
+        tools=_nullable({"type": "array", "items": {"anyOf": [*tools, namespace]}}),
         tool_choice=_nullable(
             {
                 "anyOf": [
-                    {"enum": sorted(to_proto.TOOL_CHOICE_MODES)},
-                    _obj(("type",), type={"enum": ["function", "custom"]}, name=STRING),
+                    *chat_openapi.tool_choice_schema()["anyOf"],
                     builtin_tool,
+                    _obj(
+                        ("type", "tools"),
+                        type={"const": "allowed_tools"},
+                        mode={"enum": ["auto", "required"]},
+                        tools={
+                            "type": "array",
+                            "items": {
+                                "anyOf": [
+                                    _obj(
+                                        ("type", "name"),
+                                        type={"enum": ["function", "custom"]},
+                                        name=STRING,
+                                    ),
+                                    builtin_tool,
+                                ]
+                            },
+                        },
+                    ),
                 ]
             }
         ),
@@ -224,30 +288,46 @@ def _request_schemas() -> dict[str, Schema]:
     }
     compact = {
         "allOf": [ref("CreateResponseRequest")],
-        "properties": {"keep_tokens": _nullable(INTEGER)},
+        "properties": {"keep_tokens": _nullable(integer(0))},
     }
-    item_reference = _obj(("id",), type={"const": "item_reference"}, id=STRING)
-    items = {"type": "array", "items": ref("InputItem"), "maxItems": 20}
-    metadata = {"type": "object", "additionalProperties": STRING, "maxProperties": 16}
+    # Without a type, an object with an `id` (and no `role`) is a reference.
+    item_reference = {
+        "anyOf": [
+            _obj(("type", "id"), type={"const": "item_reference"}, id=STRING),
+            {**_obj(("id",), type={"type": "null"}, id=STRING), "not": {"required": ["role"]}},
+        ]
+    }
+    whole_items = [
+        message,
+        function_call,
+        function_call_output,
+        custom_tool_call,
+        custom_tool_call_output,
+        reasoning,
+        compaction,
+        *builtin_items.item_schemas(),
+    ]
+    # A conversation holds whole items: no references, no compaction triggers.
+    items = {
+        "type": "array",
+        "items": {"anyOf": whole_items},
+        "maxItems": MAX_ITEMS_PER_CALL,
+    }
+    metadata = {
+        "type": "object",
+        "additionalProperties": {"type": "string", "maxLength": MAX_METADATA_VALUE},
+        "propertyNames": {"maxLength": MAX_METADATA_KEY},
+        "maxProperties": MAX_METADATA_PAIRS,
+    }
     return {
-        "InputItem": {
-            "anyOf": [
-                message,
-                function_call,
-                function_call_output,
-                custom_tool_call,
-                custom_tool_call_output,
-                reasoning,
-                compaction,
-                compaction_trigger,
-                item_reference,
-                *builtin_items.item_schemas(),
-            ]
-        },
+        # A compaction_trigger item is a beta extension behind a header
+        # (x-codex-beta-features: remote_compaction_v2), outside this document.
+        "InputItem": {"anyOf": [*whole_items, item_reference]},
         "CreateResponseRequest": create,
         "CompactRequest": compact,
         "CreateConversationRequest": _obj(items=_nullable(items), metadata=_nullable(metadata)),
-        "UpdateConversationRequest": _obj(("metadata",), metadata=metadata),
+        # A null metadata clears it.
+        "UpdateConversationRequest": _obj(("metadata",), metadata=_nullable(metadata)),
         "AddConversationItemsRequest": _obj(("items",), items=items),
     }
 
@@ -320,6 +400,14 @@ def _response_schemas() -> dict[str, Schema]:
                 summary=texts,
                 content=texts,
                 encrypted_content=OPT_STRING,
+            ),
+            _obj(
+                ("id", "type", "status", "call_id", "output"),
+                id=STRING,
+                type={"const": "custom_tool_call_output"},
+                status=item_status,
+                call_id=STRING,
+                output=STRING,
             ),
             _obj(
                 ("id", "type", "encrypted_content"),
@@ -480,8 +568,11 @@ def _operations() -> dict[Callable[..., Any], Operation]:
         routes.create_response: Operation("CreateResponseRequest", "Response", streams=True),
         # ?stream=true: a background response's events (replayed, then live).
         routes.get_response: Operation(ok="Response", streams=True),
+        routes.open_socket: Operation(upgrade=True),
         routes.list_input_items: Operation(ok="ItemList"),
-        conversations.create_conversation: Operation("CreateConversationRequest", "Conversation"),
+        conversations.create_conversation: Operation(
+            "CreateConversationRequest", "Conversation", body_required=False
+        ),
         conversations.retrieve_conversation: Operation(ok="Conversation"),
         conversations.update_conversation: Operation("UpdateConversationRequest", "Conversation"),
         conversations.delete_conversation: Operation(ok="DeletedConversation"),
@@ -531,8 +622,20 @@ def _operation(route: web.AbstractRoute, known: dict[Callable[..., Any], Operati
         operation["parameters"] = [
             {"name": p, "in": "path", "required": True, "schema": STRING} for p in params
         ]
+    if spec.upgrade:
+        operation["parameters"] = [
+            {"name": name, "in": "header", "required": True, "schema": schema}
+            for name, schema in WEBSOCKET_HANDSHAKE.items()
+        ]
+        operation["responses"] = {
+            "101": {"description": "Switching Protocols: the Responses WebSocket mode"},
+            "default": operation["responses"]["default"],
+        }
     if spec.request is not None:
-        operation["requestBody"] = {"required": True, "content": _content(spec.request)}
+        operation["requestBody"] = {
+            "required": spec.body_required,
+            "content": _content(spec.request),
+        }
     return operation
 
 

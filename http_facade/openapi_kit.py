@@ -16,6 +16,29 @@ BOOLEAN: Schema = {"type": "boolean"}
 NULL: Schema = {"type": "null"}
 OPT_STRING: Schema = {"type": ["string", "null"]}
 OBJECT: Schema = {"type": "object"}
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+NON_EMPTY_STRING: Schema = {"type": "string", "minLength": 1}
+
+
+def integer(minimum: int = INT64_MIN, maximum: int = INT64_MAX) -> Schema:
+    """An integer the decoder takes: within its proto field's range (int64 unless narrower)."""
+    return {"type": "integer", "minimum": minimum, "maximum": maximum}
+
+
+def number(minimum: float | None = None, maximum: float | None = None) -> Schema:
+    """A number, with the range the core enforces."""
+    schema: Schema = {"type": "number"}
+    if minimum is not None:
+        schema["minimum"] = minimum
+    if maximum is not None:
+        schema["maximum"] = maximum
+    return schema
+
+
+def stop_sequences(limit: int) -> Schema:
+    """`stop`: one string or up to `limit` strings, none of them empty (the core's check)."""
+    one = NON_EMPTY_STRING
+    return {"anyOf": [one, {"type": "array", "items": one, "maxItems": limit}]}
 
 
 def ref(name: str) -> Schema:
@@ -46,3 +69,5 @@ class Operation:
     extra: dict[str, str] = field(default_factory=dict)  # other statuses -> schema
     stream_event: str = "ResponseStreamEvent"  # the SSE payload schema, when it streams
     error: str = "Error"  # the error envelope schema
+    body_required: bool = True  # False: an empty body is taken as `{}`
+    upgrade: bool = False  # a WebSocket handshake (101), not a JSON answer

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,13 @@ from aiohttp.http_exceptions import ContentEncodingError
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from mlx_responses.http_facade.body import unsupported_encoding
-from mlx_responses.http_facade.errors import BAD_HTTP_REQUEST, FALLBACK, OpenAIError
+from mlx_responses.http_facade.errors import (
+    BAD_HTTP_REQUEST,
+    FALLBACK,
+    OpenAIError,
+    anthropic_error_body,
+    speaks_anthropic,
+)
 from mlx_responses.http_facade.hangups import SparingRequestHandler, giving_fates
 
 log = logging.getLogger(__name__)
@@ -31,6 +38,7 @@ REFUSALS_PER_WINDOW = 10
 WINDOW_S = 60.0
 # How long a connection whose request was refused reads and drops what its client still sends.
 LINGER_S = 5.0
+REQUEST_LINE = re.compile(rb"[A-Z]{3,7} (/[^ \r\n]{0,2048}) HTTP/1\.[01]\r?\n")
 
 
 @dataclass
@@ -73,6 +81,15 @@ class EnvelopeRequestHandler(SparingRequestHandler):
 
     refusals = RateLimit()
     _refused = False
+    _last_path = "/"
+
+    def data_received(self, data: bytes) -> None:
+        # The path of the request line a chunk starts with: a request aiohttp's parser refuses
+        # reaches handle_error without one, and its error envelope depends on the API.
+        line = REQUEST_LINE.match(data)
+        if line is not None:
+            self._last_path = line.group(1).decode("latin-1")
+        super().data_received(data)
 
     def handle_error(
         self,
@@ -97,7 +114,10 @@ class EnvelopeRequestHandler(SparingRequestHandler):
             # Some of a response already left: the connection is broken (as aiohttp does).
             raise ConnectionError("Response is sent already, cannot send another response")
         error = refusal_of(status, exc, message)
-        response = web.json_response(error.body(), status=error.status)
+        # A request the parser refused has no path (aiohttp says "/"): the last request line's.
+        path = request.path if request.path != "/" else self._last_path.split("?", 1)[0]
+        body = anthropic_error_body(error) if speaks_anthropic(path) else error.body()
+        response = web.json_response(body, status=error.status)
         response.force_close()
         return response
 

@@ -24,7 +24,7 @@ from mlx_responses.http_facade.hangups import decide, decides_on_hangup
 from mlx_responses.http_facade.item_lists import page_query, page_to_json, query_int
 from mlx_responses.http_facade.json_body import parse_body
 from mlx_responses.http_facade.sse import SSE_HEADERS, frame, frames
-from mlx_responses.http_facade.to_proto import params_from_json
+from mlx_responses.http_facade.to_proto import _integer, params_from_json
 from mlx_responses.http_facade.websocket import responses_socket
 
 from mlx_responses.v1 import events_pb2 as ev
@@ -224,10 +224,10 @@ async def compact(request: web.Request) -> web.Response:
     body = await read_json(request)
     params = params_from_json(body)
     keep = body.get("keep_tokens") if isinstance(body, dict) else None
-    if keep is not None and (not isinstance(keep, int) or isinstance(keep, bool)):
-        raise invalid("Invalid type for 'keep_tokens': expected an integer.", "keep_tokens")
-    if keep is not None and not 0 <= keep < 2**63:
-        raise invalid("Invalid 'keep_tokens': out of range.", "keep_tokens", "invalid_value")
+    if keep is not None:
+        keep = _integer(keep, "keep_tokens")
+        if keep < 0:
+            raise invalid("Invalid 'keep_tokens': out of range.", "keep_tokens", "invalid_value")
     reply = await routed(request, params).compact(params, keep)
     return web.json_response(
         {
@@ -276,15 +276,18 @@ async def health(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     """Mounts every endpoint under /v1 and bare (seed aliases)."""
+    # An id is never one of the fixed names beside it: GET /v1/responses/compact is a 405
+    # (Allow: POST), not a lookup of a response named "compact".
+    one = "{response_id:(?!compact$|input_tokens$)[^{}/]+}"
     for prefix in ("/v1", ""):
         app.router.add_post(f"{prefix}/responses", create_response)
         app.router.add_get(f"{prefix}/responses", open_socket)
         app.router.add_post(f"{prefix}/responses/compact", compact)
         app.router.add_post(f"{prefix}/responses/input_tokens", input_tokens)
-        app.router.add_get(f"{prefix}/responses/{{response_id}}", get_response)
-        app.router.add_delete(f"{prefix}/responses/{{response_id}}", delete_response)
-        app.router.add_post(f"{prefix}/responses/{{response_id}}/cancel", cancel_response)
-        app.router.add_get(f"{prefix}/responses/{{response_id}}/input_items", list_input_items)
+        app.router.add_get(f"{prefix}/responses/{one}", get_response)
+        app.router.add_delete(f"{prefix}/responses/{one}", delete_response)
+        app.router.add_post(f"{prefix}/responses/{one}/cancel", cancel_response)
+        app.router.add_get(f"{prefix}/responses/{one}/input_items", list_input_items)
         app.router.add_get(f"{prefix}/models", list_models)
         # Repo ids (org/name) are model ids too: the id may hold a slash.
         app.router.add_get(f"{prefix}/models/{{model:.+}}", get_model)

@@ -152,9 +152,31 @@ def _message(item: dict[str, Any], param: str) -> pb.Item:
         role=role,
         content=_text_parts(item["content"], f"{param}.content", role),
     )
-    if "status" in item and item["status"] is not None:
-        message.status = _lookup(ITEM_STATUS, item["status"]) or pb.ITEM_STATUS_UNSPECIFIED
+    message.status = _status(item, param)
     return pb.Item(message=message)
+
+
+def _status(item: dict[str, Any], param: str) -> pb.ItemStatus:
+    """An item's optional `status`: one of ITEM_STATUS, or null."""
+    value = item.get("status")
+    if value is None:
+        return pb.ITEM_STATUS_UNSPECIFIED
+    status = _lookup(ITEM_STATUS, value)
+    if status is None:
+        raise invalid(
+            f"Invalid 'status' {value!r}: expected one of {', '.join(ITEM_STATUS)}.",
+            f"{param}.status",
+            "invalid_value",
+        )
+    return status  # type: ignore[no-any-return]
+
+
+def _optional_list(obj: dict[str, Any], key: str, param: str) -> list[Any]:
+    """An optional array: null or absent is empty."""
+    value = obj.get(key)
+    if value is None:
+        return []
+    return list(_expect(value, list, f"{param}.{key}", "an array"))
 
 
 def _optional_str(obj: dict[str, Any], key: str, param: str) -> str | None:
@@ -191,7 +213,7 @@ def item_from_json(item: Any, param: str) -> pb.Item:
     if kind == "item_reference" or (kind is None and "id" in item):
         # Resolved by the core against the history and the stored responses.
         return pb.Item(item_reference=pb.ItemReference(id=_required_str(item, "id", param)))
-    status = _lookup(ITEM_STATUS, item.get("status")) or pb.ITEM_STATUS_UNSPECIFIED
+    status = _status(item, param)
     if kind == "function_call":
         arguments = item.get("arguments", "")
         if isinstance(arguments, dict):
@@ -220,8 +242,8 @@ def item_from_json(item: Any, param: str) -> pb.Item:
         )
     if kind == "reasoning":
         reasoning = pb.ReasoningItem(id=_optional_str(item, "id", param) or "", status=status)
-        content = _expect(item.get("content") or [], list, f"{param}.content", "an array")
-        summary = _expect(item.get("summary") or [], list, f"{param}.summary", "an array")
+        content = _optional_list(item, "content", param)
+        summary = _optional_list(item, "summary", param)
         for i, part in enumerate(content):
             _expect(part, dict, f"{param}.content[{i}]", "an object")
             reasoning.content.append(pb.ReasoningText(text=str(part.get("text", ""))))
@@ -309,7 +331,9 @@ def _tool(tool: Any, param: str) -> pb.Tool:
         return _custom_tool(tool, param)
     if kind != "function":
         raise invalid(f"Unknown tool type {kind!r}.", f"{param}.type", "invalid_value")
-    spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+    spec = tool
+    if tool.get("function") is not None:
+        spec = _expect(tool["function"], dict, f"{param}.function", "an object")
     fn = pb.FunctionTool(name=_required_str(spec, "name", param))
     description = _optional_str(spec, "description", param)
     if description is not None:
@@ -455,7 +479,13 @@ def _reasoning(value: Any) -> pb.ReasoningConfig:
 
 
 def _integer(value: Any, param: str, limit: int = INT64_MAX) -> int:
-    """An integer that fits its proto field (the core judges the meaningful range)."""
+    """An integer that fits its proto field (the core judges the meaningful range).
+
+    JSON has one number type: `2.0` is the integer 2 (as JSON Schema's "integer" says), `2.5`
+    and `1e400` are not integers.
+    """
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     number: int = _expect(value, int, param, "an integer")
     if not -limit - 1 <= number <= limit:
         raise invalid(f"Invalid '{param}': {number} is out of range.", param, "invalid_value")
@@ -468,6 +498,14 @@ def _float(value: Any, param: str) -> float:
         return float(number)
     except OverflowError as exc:  # an integer beyond any double
         raise invalid(f"Invalid '{param}': out of range.", param, "invalid_value") from exc
+
+
+def _flag(obj: dict[str, Any], key: str, param: str | None = None) -> bool:
+    """An optional boolean: null or absent is false."""
+    value = obj.get(key)
+    if value is None:
+        return False
+    return bool(_expect(value, bool, param or key, "a boolean"))
 
 
 def _scalar(value: Any, param: str, kind: type | tuple[type, ...]) -> Any:

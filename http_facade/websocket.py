@@ -22,6 +22,7 @@ from mlx_responses.http_facade.beta_features import check_compaction_trigger
 from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.errors import REASON_TABLE, OpenAIError, invalid
 from mlx_responses.http_facade.from_proto import event_to_json
+from mlx_responses.http_facade.json_body import parse_text
 from mlx_responses.http_facade.to_proto import params_from_json
 
 from mlx_responses.v1 import events_pb2 as ev
@@ -110,9 +111,9 @@ class ResponsesSocket:
 
     async def _receive(self, data: str) -> None:
         try:
-            message = json.loads(data)
-        except ValueError:
-            await self._error(invalid("The message is not valid JSON.", None, "invalid_json"), None)
+            message = parse_text(data)  # the bounds a body has: depth, NaN, lone surrogates
+        except OpenAIError as error:
+            await self._error(error, None)
             return
         if not isinstance(message, dict):
             await self._error(invalid("A message must be a JSON object.", None), None)

@@ -6,21 +6,27 @@ from collections.abc import Callable
 from typing import Any
 
 from mlx_responses.http_facade.anthropic import routes
+from mlx_responses.http_facade.anthropic.to_proto import TOOL_CHOICE_MODES
 from mlx_responses.http_facade.errors import ANTHROPIC_ERROR_TYPES
 from mlx_responses.http_facade.openapi_kit import (
     BOOLEAN,
     INTEGER,
-    NUMBER,
+    NON_EMPTY_STRING,
     OBJECT,
     OPT_STRING,
     STRING,
     Operation,
     Schema,
     array,
+    integer,
     nullable,
+    number,
     obj,
     ref,
+    stop_sequences,
 )
+from mlx_responses.http_facade.to_proto import INT32_MAX
+from mlx_responses.service.responses.validation import MAX_STOP_SEQUENCES
 
 STOP_REASONS = ["end_turn", "max_tokens", "stop_sequence", "tool_use"]
 
@@ -41,62 +47,96 @@ def operations() -> dict[Callable[..., Any], Operation]:
 
 
 def _request(required: tuple[str, ...]) -> Schema:
+    """What `messages_from_json` takes, field by field (the fuzz test holds them together)."""
     text = obj(("type", "text"), type={"const": "text"}, text=STRING)
-    block = {
+    texts = {"anyOf": [STRING, array(text)]}
+    thinking = obj(("type", "thinking"), type={"const": "thinking"}, thinking=STRING)
+    redacted = obj(("type",), type={"const": "redacted_thinking"})
+    tool_use = obj(
+        ("type", "id", "name"),
+        type={"const": "tool_use"},
+        id=STRING,
+        name=STRING,
+        input=OBJECT,
+    )
+    tool_result = obj(
+        ("type", "tool_use_id"),
+        type={"const": "tool_result"},
+        tool_use_id=STRING,
+        content=nullable(texts),
+        is_error=nullable(BOOLEAN),
+    )
+    # Blocks by role: a user turn carries text and tool results, an assistant turn text,
+    # thinking and tool calls, a system turn (Claude Code sends them in `messages`) text.
+    blocks = {
+        "user": [text, tool_result],
+        "assistant": [text, thinking, redacted, tool_use],
+        "system": [text],
+    }
+    message = {
         "anyOf": [
-            text,
-            obj(("type", "thinking"), type={"const": "thinking"}, thinking=STRING),
             obj(
-                ("type", "id", "name", "input"),
-                type={"const": "tool_use"},
-                id=STRING,
-                name=STRING,
-                input=OBJECT,
+                ("role", "content"),
+                role={"const": role},
+                content={"anyOf": [STRING, array({"anyOf": kinds})]},
+            )
+            for role, kinds in blocks.items()
+        ]
+    }
+    custom_tool = obj(
+        ("name",),
+        type=nullable({"const": "custom"}),
+        name=STRING,
+        description=OPT_STRING,
+        input_schema=OBJECT,
+    )
+    # Any other type is an Anthropic server tool: the core refuses it, or drops it under
+    # `--hosted-tools drop`.
+    server_tool = obj(("type",), type={"type": "string", "not": {"const": "custom"}})
+    tool_choice = {
+        "anyOf": [
+            obj(
+                ("type",),
+                type={"enum": sorted(TOOL_CHOICE_MODES)},
+                disable_parallel_tool_use=nullable(BOOLEAN),
             ),
             obj(
-                ("type", "tool_use_id"),
-                type={"const": "tool_result"},
-                tool_use_id=STRING,
-                content=nullable({"anyOf": [STRING, array(text)]}),
-                is_error=nullable(BOOLEAN),
+                ("type", "name"),
+                type={"const": "tool"},
+                name=STRING,
+                disable_parallel_tool_use=nullable(BOOLEAN),
             ),
         ]
     }
-    message = obj(
-        ("role", "content"),
-        role={"enum": ["user", "assistant"]},
-        content={"anyOf": [STRING, array(block)]},
-    )
-    tool = obj(("name",), name=STRING, description=OPT_STRING, input_schema=OBJECT)
-    tool_choice = obj(
-        ("type",),
-        type={"enum": ["auto", "any", "tool", "none"]},
-        name=STRING,
-        disable_parallel_tool_use=nullable(BOOLEAN),
-    )
-    thinking = obj(
-        ("type",),
-        type={"enum": ["enabled", "adaptive", "between_tools", "disabled"]},
-        budget_tokens=INTEGER,
-    )
+    thinking_config = {
+        "anyOf": [
+            obj(
+                ("type", "budget_tokens"),
+                type={"const": "enabled"},
+                budget_tokens=integer(1),
+            ),
+            obj(("type",), type={"enum": ["adaptive", "between_tools", "disabled"]}),
+        ]
+    }
     return {
         "type": "object",
         "required": list(required),
         "description": "Unknown fields are accepted and ignored. Nothing is stored.",
         "properties": {
-            "model": STRING,
+            "model": NON_EMPTY_STRING,
             "messages": {**array(message), "minItems": 1},
-            "system": nullable({"anyOf": [STRING, array(text)]}),
-            "max_tokens": {"type": "integer", "minimum": 1},
-            "stop_sequences": nullable(array(STRING)),
-            "temperature": nullable(NUMBER),
-            "top_p": nullable(NUMBER),
-            "top_k": nullable({"type": "integer", "minimum": 0}),
-            "tools": nullable(array(tool)),
+            "system": nullable(texts),
+            "max_tokens": integer(1) if "max_tokens" in required else nullable(integer(1)),
+            "stop_sequences": nullable(stop_sequences(MAX_STOP_SEQUENCES)),
+            "temperature": nullable(number(0, 2)),
+            "top_p": nullable(number(0, 1)),
+            "top_k": nullable(integer(0, INT32_MAX)),
+            "tools": nullable(array({"anyOf": [custom_tool, server_tool]})),
             "tool_choice": nullable(tool_choice),
-            "thinking": nullable(thinking),
+            "thinking": nullable(thinking_config),
             "stream": nullable(BOOLEAN),
             "metadata": nullable(obj(user_id=OPT_STRING)),
+            "chat_template_kwargs": nullable(OBJECT),
         },
     }
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from mlx_responses.http_facade.chat.to_proto import stop_sequences, template_kwargs
 from mlx_responses.http_facade.errors import invalid
-from mlx_responses.http_facade.to_proto import _expect, _float, _integer
+from mlx_responses.http_facade.to_proto import _expect, _flag, _float, _integer, _lookup
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -112,7 +112,7 @@ def _blocks(role: pb.Role, content: Any, where: str) -> list[pb.Item]:
             items.add(pb.Item(function_call=call))
         elif kind == "tool_result" and role == pb.ROLE_USER:
             output = _tool_result_text(block.get("content"), f"{at}.content")
-            if block.get("is_error") is True:
+            if _flag(block, "is_error", f"{at}.is_error"):
                 output = f"Error: {output}"
             result = pb.FunctionCallOutputItem(
                 call_id=_expect(block.get("tool_use_id"), str, f"{at}.tool_use_id", "a string"),
@@ -158,7 +158,7 @@ def messages_to_items(body: dict[str, Any]) -> list[pb.Item]:
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         _expect(message, dict, where, "an object")
-        role = MESSAGE_ROLES.get(message.get("role"))  # type: ignore[arg-type]
+        role = _lookup(MESSAGE_ROLES, message.get("role"))
         if role is None:
             raise invalid(
                 f"Invalid 'role' {message.get('role')!r}: expected user, assistant or system.",
@@ -181,7 +181,8 @@ def _tools(value: Any) -> list[pb.Tool]:
         if kind not in CUSTOM_TOOL_TYPES:
             # A server tool (web search, code execution, ...): the core's hosted-tool policy
             # refuses or drops it, as it does for Responses.
-            tools.append(pb.Tool(hosted=pb.HostedTool(type=str(kind))))
+            kind = _expect(kind, str, f"{where}.type", "a string")
+            tools.append(pb.Tool(hosted=pb.HostedTool(type=kind)))
             continue
         fn = pb.FunctionTool(name=_expect(tool.get("name"), str, f"{where}.name", "a string"))
         if tool.get("description") is not None:
@@ -282,5 +283,5 @@ def messages_from_json(body: Any, *, count_only: bool = False) -> pb.CreateRespo
         _expect(metadata, dict, "metadata", "an object")
         if metadata.get("user_id") is not None:
             params.user = _expect(metadata["user_id"], str, "metadata.user_id", "a string")
-    params.stream = bool(_expect(body.get("stream", False), bool, "stream", "a boolean"))
+    params.stream = _flag(body, "stream")
     return params

@@ -6,10 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 from mlx_responses.http_facade.chat import routes
-from mlx_responses.http_facade.chat.to_proto import MAX_N, MESSAGE_ROLES
+from mlx_responses.http_facade.chat.to_proto import MAX_N, SCALAR_PARAMS
 from mlx_responses.http_facade.openapi_kit import (
     BOOLEAN,
     INTEGER,
+    NON_EMPTY_STRING,
     NUMBER,
     OBJECT,
     OPT_STRING,
@@ -17,10 +18,25 @@ from mlx_responses.http_facade.openapi_kit import (
     Operation,
     Schema,
     array,
+    integer,
     nullable,
+    number,
     obj,
     ref,
+    stop_sequences,
 )
+from mlx_responses.http_facade.to_proto import TOOL_CHOICE_MODES
+from mlx_responses.service.responses.validation import MAX_STOP_SEQUENCES, MAX_TOP_LOGPROBS
+
+# `sampling()`'s fields, shared with legacy completions, with the core's ranges.
+SAMPLING: dict[str, Schema] = {
+    "temperature": nullable(number(0, 2)),
+    "top_p": nullable(number(0, 1)),
+    "presence_penalty": nullable(number(-2, 2)),
+    "frequency_penalty": nullable(number(-2, 2)),
+    "stop": nullable(stop_sequences(MAX_STOP_SEQUENCES)),
+    "seed": nullable(integer()),
+}
 
 FINISH_REASONS = ["stop", "length", "tool_calls"]
 
@@ -36,39 +52,74 @@ def operations() -> dict[Callable[..., Any], Operation]:
     }
 
 
-def _request() -> Schema:
-    text_part = obj(("type", "text"), type={"const": "text"}, text=STRING)
-    content = nullable({"anyOf": [STRING, array(text_part)]})
-    tool_call = obj(
-        ("id", "function"),
-        id=STRING,
-        type={"const": "function"},
-        function=obj(("name",), name=STRING, arguments={"anyOf": [STRING, OBJECT]}),
-    )
-    message = obj(
-        ("role",),
-        role={"enum": list(MESSAGE_ROLES)},
-        content=content,
-        name=OPT_STRING,
-        tool_calls=nullable(array(tool_call)),
-        tool_call_id=OPT_STRING,
-        reasoning_content=OPT_STRING,
-    )
-    function = obj(
-        ("name",),
-        name=STRING,
-        description=OPT_STRING,
-        parameters=nullable(OBJECT),
-        strict=nullable(BOOLEAN),
-    )
-    tool = obj(("function",), type={"const": "function"}, function=function)
-    tool_choice = {
+def function_tool_schema(type_required: bool = False) -> Schema:
+    """A function tool as `_tool` takes it: nested under `function`, or flat (Responses' shape).
+
+    Chat's `type` defaults to function; Responses requires it.
+    """
+    fields = {
+        "name": STRING,
+        "description": OPT_STRING,
+        "parameters": nullable(OBJECT),
+        "strict": nullable(BOOLEAN),
+    }
+    kind = ("type",) if type_required else ()
+    nested = obj((*kind, "function"), type={"const": "function"}, function=obj(("name",), **fields))
+    flat = obj((*kind, "name"), type={"const": "function"}, function={"type": "null"}, **fields)
+    return {"anyOf": [nested, flat]}
+
+
+def tool_choice_schema() -> Schema:
+    """What `to_proto._tool_choice` takes."""
+    named = obj(("name",), name=STRING)
+    return {
         "anyOf": [
-            {"enum": ["none", "auto", "required"]},
+            {"enum": sorted(TOOL_CHOICE_MODES)},
+            obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING),
             obj(
                 ("type", "function"),
                 type={"const": "function"},
-                function=obj(("name",), name=STRING),
+                name={"type": "null"},
+                function=named,
+            ),
+            obj(
+                ("type", "tools"),
+                type={"const": "allowed_tools"},
+                mode={"enum": ["auto", "required"]},
+                tools=array(
+                    obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING)
+                ),
+            ),
+        ]
+    }
+
+
+def _request() -> Schema:
+    text_part = obj(("type", "text"), type={"const": "text"}, text=STRING)
+    content = {"anyOf": [STRING, array(text_part)]}
+    tool_call = obj(
+        ("id", "function"),
+        id=STRING,
+        function=obj(("name",), name=STRING, arguments={"anyOf": [STRING, OBJECT]}),
+    )
+    message = {
+        "anyOf": [
+            obj(
+                ("role", "content"), role={"enum": ["system", "developer", "user"]}, content=content
+            ),
+            obj(
+                ("role",),
+                role={"const": "assistant"},
+                content=nullable(content),
+                tool_calls=nullable(array(tool_call)),
+                reasoning_content=OPT_STRING,
+                reasoning=OPT_STRING,
+            ),
+            obj(
+                ("role", "tool_call_id"),
+                role={"const": "tool"},
+                tool_call_id=STRING,
+                content=content,
             ),
         ]
     }
@@ -88,35 +139,35 @@ def _request() -> Schema:
             ),
         ]
     }
-    stop = nullable({"anyOf": [STRING, array(STRING)]})
+    scalars = {
+        key: nullable({"type": "boolean" if kind is bool else "string"})
+        for key, kind in SCALAR_PARAMS.items()
+    }
     return {
         "type": "object",
         "required": ["model", "messages"],
         "description": "Unknown fields are accepted and ignored. Nothing is stored.",
         "properties": {
-            "model": STRING,
+            **scalars,
+            "model": NON_EMPTY_STRING,
             "messages": {**array(message), "minItems": 1},
-            "tools": nullable(array(tool)),
-            "tool_choice": nullable(tool_choice),
-            "parallel_tool_calls": nullable(BOOLEAN),
+            "tools": nullable(array(function_tool_schema())),
+            "tool_choice": nullable(tool_choice_schema()),
             "response_format": nullable(response_format),
             "stream": nullable(BOOLEAN),
             "stream_options": nullable(obj(include_usage=nullable(BOOLEAN))),
-            "max_tokens": nullable({"type": "integer", "minimum": 1}),
-            "max_completion_tokens": nullable({"type": "integer", "minimum": 1}),
-            "temperature": nullable(NUMBER),
-            "top_p": nullable(NUMBER),
-            "presence_penalty": nullable(NUMBER),
-            "frequency_penalty": nullable(NUMBER),
-            "stop": stop,
-            "seed": nullable(INTEGER),
-            "n": nullable({"type": "integer", "minimum": 1, "maximum": MAX_N}),
+            "max_tokens": nullable(integer(1)),
+            "max_completion_tokens": nullable(integer(1)),
+            **SAMPLING,
+            "n": nullable(integer(1, MAX_N)),
             "logprobs": nullable(BOOLEAN),
-            "top_logprobs": nullable({"type": "integer", "minimum": 0, "maximum": 20}),
+            "top_logprobs": nullable(integer(0, MAX_TOP_LOGPROBS)),
             "reasoning_effort": OPT_STRING,
-            "user": OPT_STRING,
             "chat_template_kwargs": nullable(OBJECT),
         },
+        # `top_logprobs` needs `logprobs: true`.
+        "if": {"required": ["top_logprobs"], "properties": {"top_logprobs": INTEGER}},
+        "then": {"required": ["logprobs"], "properties": {"logprobs": {"const": True}}},
     }
 
 

@@ -10,6 +10,7 @@ from mlx_responses.http_facade.errors import invalid
 from mlx_responses.http_facade.to_proto import (
     MEDIA_PARTS,
     _expect,
+    _flag,
     _float,
     _integer,
     _scalar,
@@ -85,9 +86,13 @@ def _message(role: pb.Role, text: str) -> pb.Item:
 
 def _assistant(message: dict[str, Any], param: str) -> list[pb.Item]:
     items = []
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if reasoning is not None:
-        text = _expect(reasoning, str, f"{param}.reasoning_content", "a string")
+    for key in ("reasoning_content", "reasoning"):
+        if message.get(key) is not None:
+            text = _expect(message[key], str, f"{param}.{key}", "a string")
+            break
+    else:
+        text = ""
+    if text:
         items.append(pb.Item(reasoning=pb.ReasoningItem(content=[pb.ReasoningText(text=text)])))
     content = message.get("content")
     if content is not None:
@@ -222,7 +227,8 @@ def template_kwargs(body: dict[str, Any], **extra: Any) -> str | None:
 
 
 def max_tokens(body: dict[str, Any], *names: str) -> int | None:
-    """The first of `names` present, as an output cap of at least 1."""
+    """The first of `names` present, as an output cap of at least 1 (each present is checked)."""
+    caps = []
     for name in names:
         if body.get(name) is not None:
             value = _integer(body[name], name)
@@ -230,8 +236,8 @@ def max_tokens(body: dict[str, Any], *names: str) -> int | None:
                 raise invalid(
                     f"Invalid '{name}': {value}; must be at least 1.", name, "invalid_value"
                 )
-            return value
-    return None
+            caps.append(value)
+    return caps[0] if caps else None
 
 
 def sampling(body: dict[str, Any], params: pb.CreateResponseParams) -> None:
@@ -261,8 +267,7 @@ def include_usage(body: dict[str, Any]) -> bool:
     if options is None:
         return False
     _expect(options, dict, "stream_options", "an object")
-    value = options.get("include_usage", False)
-    return bool(_expect(value, bool, "stream_options.include_usage", "a boolean"))
+    return _flag(options, "include_usage", "stream_options.include_usage")
 
 
 def chat_from_json(body: Any) -> ChatRequest:
@@ -281,7 +286,7 @@ def chat_from_json(body: Any) -> ChatRequest:
         if body.get(key) is not None:
             setattr(params, key, _scalar(body[key], key, kind))
     params.input.extend(messages_to_items(body["messages"]))
-    params.stream = bool(_expect(body.get("stream", False), bool, "stream", "a boolean"))
+    params.stream = _flag(body, "stream")
     cap = max_tokens(body, "max_completion_tokens", "max_tokens")
     if cap is not None:
         params.max_output_tokens = cap
@@ -292,7 +297,7 @@ def chat_from_json(body: Any) -> ChatRequest:
         params.tool_choice.CopyFrom(_tool_choice(body["tool_choice"]))
     if body.get("response_format") is not None:
         params.text.CopyFrom(response_format(body["response_format"]))
-    logprobs = bool(_expect(body.get("logprobs", False), bool, "logprobs", "a boolean"))
+    logprobs = _flag(body, "logprobs")
     if body.get("top_logprobs") is not None:
         top = _integer(body["top_logprobs"], "top_logprobs", 2**31 - 1)
         if not logprobs:

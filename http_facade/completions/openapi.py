@@ -5,17 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mlx_responses.http_facade.chat.openapi import SAMPLING
+from mlx_responses.http_facade.chat.to_proto import MAX_N
 from mlx_responses.http_facade.completions import routes
 from mlx_responses.http_facade.completions.to_proto import MAX_LOGPROBS, MAX_PROMPTS
 from mlx_responses.http_facade.openapi_kit import (
     BOOLEAN,
     INTEGER,
+    NON_EMPTY_STRING,
     NUMBER,
     OPT_STRING,
     STRING,
     Operation,
     Schema,
     array,
+    integer,
     nullable,
     obj,
 )
@@ -26,6 +30,55 @@ def operations() -> dict[Callable[..., Any], Operation]:
         routes.create_completion: Operation(
             "CompletionRequest", "Completion", streams=True, stream_event="Completion"
         ),
+    }
+
+
+def _best_of() -> Schema:
+    """`best_of`, when given, equals `n` (1 when absent): no other value is supported."""
+    same = [
+        {"properties": {"n": {"const": n}, "best_of": {"const": n}}, "required": ["n"]}
+        for n in range(1, MAX_N + 1)
+    ]
+    default = {
+        "properties": {"n": {"type": "null"}, "best_of": {"const": 1}},
+    }
+    return {
+        "if": {"required": ["best_of"], "properties": {"best_of": {"not": {"type": "null"}}}},
+        "then": {"anyOf": [*same, default]},
+    }
+
+
+def _request() -> Schema:
+    """What `completion_from_json` takes (the fuzz test holds them together)."""
+    prompt = {"type": "string", "minLength": 1}
+    return {
+        "type": "object",
+        "required": ["model", "prompt"],
+        "description": "Unknown fields are accepted and ignored. The prompt is raw text.",
+        "properties": {
+            "model": NON_EMPTY_STRING,
+            "prompt": {
+                "anyOf": [prompt, {**array(prompt), "minItems": 1, "maxItems": MAX_PROMPTS}]
+            },
+            "suffix": {"type": "null", "description": "Insertion is not supported."},
+            "max_tokens": nullable(integer(1)),
+            **SAMPLING,
+            "n": nullable(integer(1, MAX_N)),
+            "best_of": nullable(integer(1, MAX_N)),
+            "logprobs": nullable(integer(0, MAX_LOGPROBS)),
+            "echo": nullable(BOOLEAN),
+            "stream": nullable(BOOLEAN),
+            "stream_options": nullable(obj(include_usage=nullable(BOOLEAN))),
+            "user": OPT_STRING,
+        },
+        "allOf": [
+            _best_of(),
+            {
+                # `echo` with `logprobs` is not supported (no prompt logprobs).
+                "if": {"required": ["logprobs"], "properties": {"logprobs": INTEGER}},
+                "then": {"properties": {"echo": {"enum": [False, None]}}},
+            },
+        ],
     }
 
 
@@ -47,30 +100,7 @@ def schemas() -> dict[str, Schema]:
         finish_reason=nullable({"enum": ["stop", "length"]}),
     )
     return {
-        "CompletionRequest": {
-            "type": "object",
-            "required": ["model", "prompt"],
-            "description": "Unknown fields are accepted and ignored. The prompt is raw text.",
-            "properties": {
-                "model": STRING,
-                "prompt": {
-                    "anyOf": [STRING, {**array(STRING), "minItems": 1, "maxItems": MAX_PROMPTS}]
-                },
-                "max_tokens": nullable({"type": "integer", "minimum": 1}),
-                "temperature": nullable(NUMBER),
-                "top_p": nullable(NUMBER),
-                "presence_penalty": nullable(NUMBER),
-                "frequency_penalty": nullable(NUMBER),
-                "n": nullable({"type": "integer", "minimum": 1}),
-                "stop": nullable({"anyOf": [STRING, array(STRING)]}),
-                "seed": nullable(INTEGER),
-                "logprobs": nullable({"type": "integer", "minimum": 0, "maximum": MAX_LOGPROBS}),
-                "echo": nullable(BOOLEAN),
-                "stream": nullable(BOOLEAN),
-                "stream_options": nullable(obj(include_usage=nullable(BOOLEAN))),
-                "user": OPT_STRING,
-            },
-        },
+        "CompletionRequest": _request(),
         "Completion": obj(
             ("id", "object", "created", "model", "choices"),
             id=STRING,

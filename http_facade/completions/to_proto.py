@@ -7,7 +7,7 @@ from typing import Any
 
 from mlx_responses.http_facade.chat.to_proto import choices, include_usage, sampling
 from mlx_responses.http_facade.errors import invalid
-from mlx_responses.http_facade.to_proto import _expect, _integer
+from mlx_responses.http_facade.to_proto import _expect, _flag, _integer
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -59,7 +59,7 @@ def completion_from_json(body: Any) -> CompletionRequest:
     n = choices(body)
     if body.get("best_of") is not None and _integer(body["best_of"], "best_of") != n:
         raise invalid("'best_of' other than 'n' is not supported.", "best_of", "unsupported_value")
-    echo = bool(_expect(body.get("echo", False), bool, "echo", "a boolean"))
+    echo = _flag(body, "echo")
     logprobs = None
     if body.get("logprobs") is not None:
         logprobs = _integer(body["logprobs"], "logprobs")
@@ -91,7 +91,7 @@ def completion_from_json(body: Any) -> CompletionRequest:
     if logprobs is not None:
         base.include.append(LOGPROBS_INCLUDE)
         base.top_logprobs = logprobs
-    stream = bool(_expect(body.get("stream", False), bool, "stream", "a boolean"))
+    stream = _flag(body, "stream")
     base.stream = stream
     prompts = []
     for text in _prompts(body["prompt"]):

@@ -63,7 +63,8 @@ def _check_items(items: Sequence[pb.Item]) -> None:
         )
     for i, item in enumerate(items):
         kind = item.WhichOneof("item")
-        if kind is None or kind == "item_reference":
+        # A reference or a compaction trigger is a request to the core, not a transcript item.
+        if kind in (None, "item_reference", "compaction_trigger"):
             raise invalid(
                 f"Invalid 'items[{i}].type': conversation items must be whole items.",
                 f"items[{i}].type",

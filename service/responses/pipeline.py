@@ -23,7 +23,7 @@ from mlx_responses.service.compaction.compactor import (
 )
 from mlx_responses.service.engine.requests import SamplingParams, TokenLogprob
 from mlx_responses.service.engine.worker import GenerationStream
-from mlx_responses.service.errors import SERVER_ERROR
+from mlx_responses.service.errors import SERVER_ERROR, ServiceError
 from mlx_responses.service.ids import IdFactory, new_id
 from mlx_responses.service.models.runtime import ModelRuntime
 from mlx_responses.service.responses import builtin_tools

@@ -174,3 +174,18 @@ def test_a_disabled_conversation_store_refuses_the_routes(make_stack: Any) -> No
     stack = make_stack(conversation_store_max_entries=0)
     reply = httpx.post(f"{stack.base_url}/v1/conversations", json={})
     assert reply.status_code == 400 and reply.json()["error"]["code"] == "store_disabled"
+
+
+@pytest.mark.parametrize(
+    "item", [{"type": "compaction_trigger"}, {"type": "item_reference", "id": "msg_1"}]
+)
+def test_only_whole_items_are_kept(stack: Stack, item: dict[str, Any]) -> None:
+    """A trigger or a reference asks something of the core; a transcript cannot list one."""
+    base = stack.base_url
+    for path, body in [
+        ("/v1/conversations", {"items": [_user("hi"), item]}),
+        (f"/v1/conversations/{_sdk(stack).conversations.create().id}/items", {"items": [item]}),
+    ]:
+        reply = httpx.post(f"{base}{path}", json=body, timeout=30)
+        assert reply.status_code == 400, reply.text
+        assert reply.json()["error"]["param"].endswith(".type")

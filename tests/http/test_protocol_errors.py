@@ -45,6 +45,17 @@ def test_parser_refusals_are_enveloped(stack: Stack, name: str) -> None:
     assert error["type"] == "invalid_request_error"
 
 
+@pytest.mark.parametrize(
+    "extra", [b"X: a\x00b\r\n", b"Content-Encoding: br\r\nContent-Length: 2\r\n\r\n{}"]
+)
+def test_parser_refusals_on_anthropic_routes_use_its_envelope(stack: Stack, extra: bytes) -> None:
+    head = b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+    status, _, body = _raw(stack, head + extra + (b"" if b"{}" in extra else b"\r\n"))
+    assert 400 <= status < 500, body[:200]
+    reply = json.loads(body)
+    assert reply["type"] == "error" and set(reply["error"]) == {"type", "message"}, reply
+
+
 def test_refusals_log_at_info_and_rate_limited(
     stack: Stack, caplog: pytest.LogCaptureFixture
 ) -> None:

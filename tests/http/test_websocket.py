@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import aiohttp
 import httpx
 import openai
 import pytest
@@ -128,6 +130,27 @@ def test_errors_arrive_as_error_events_and_the_socket_goes_on(
         assert error.error.param == "type"
         connection.response.create(model=_name(stack), input="Reply with: hello")
         assert _until_done(connection)[-1].type == "response.completed"
+
+
+@pytest.mark.parametrize(
+    "text", ["[" * 5000 + "]" * 5000, '{"type": "response.create", "temperature": NaN}', "{"]
+)
+def test_hostile_json_is_an_error_event_and_the_socket_goes_on(stack: Stack, text: str) -> None:
+    """A message is held to a body's bounds (depth, NaN): too deep once broke the socket."""
+
+    async def exchange() -> list[dict[str, Any]]:
+        url = f"{stack.base_url}/v1/responses"
+        async with aiohttp.ClientSession() as session, session.ws_connect(url) as ws:
+            await ws.send_str(text)
+            replies = [json.loads((await ws.receive(timeout=30)).data)]
+            await ws.send_str(json.dumps({"type": "nope"}))
+            replies.append(json.loads((await ws.receive(timeout=30)).data))
+            return replies
+
+    refused, goes_on = asyncio.run(exchange())
+    assert refused["type"] == "error" and refused["status"] == 400, refused
+    assert refused["error"]["code"] == "invalid_json"
+    assert goes_on["type"] == "error" and goes_on["error"]["param"] == "type"
 
 
 def test_lanes_run_side_by_side_and_echo_their_stream_id(

@@ -46,7 +46,8 @@ BASE: dict[str, Any] = {"model": "m", "input": "hi"}
         ({"top_logprobs": 2**40}, "top_logprobs"),
         ({"temperature": 10**400}, "temperature"),
         ({"input": [{"type": "message", "role": [], "content": "x"}]}, "input[0].role"),
-        ({"input": [{"role": "user", "content": "x", "status": {}}]}, None),
+        ({"input": [{"role": "user", "content": "x", "status": {}}]}, "input[0].status"),
+        ({"input": [{"role": "user", "content": "x", "status": "done"}]}, "input[0].status"),
         ({"input": [{"type": [1], "content": "x"}]}, "input[0].type"),
         ({"tools": [{"type": ["function"]}]}, "tools[0].type"),
         (
