@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlx_responses.http_facade.errors import invalid
-from mlx_responses.http_facade.openapi_kit import INTEGER, OPT_STRING, STRING, Schema, obj
+from mlx_responses.http_facade.openapi_kit import OPT_STRING, STRING, Schema, obj
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -71,6 +71,8 @@ def _int(obj: dict[str, Any], key: str, param: str, bounds: tuple[int, int] = CO
     value = obj.get(key)
     if value is None:
         return None
+    if isinstance(value, float) and value.is_integer():  # JSON's 2.0 is an integer
+        value = int(value)
     number = int(_typed(value, int, f"{param}.{key}", "an integer"))
     if not bounds[0] <= number <= bounds[1]:
         raise invalid(
@@ -171,6 +173,8 @@ def _shell_call(item: dict[str, Any], param: str) -> pb.ShellCallItem:
 def _local_shell_call(item: dict[str, Any], param: str) -> pb.LocalShellCallItem:
     action = _object(item, "action", param)
     where = f"{param}.action"
+    if action.get("type") not in (None, "exec"):
+        raise invalid(f"Invalid '{where}.type': expected exec.", f"{where}.type", "invalid_value")
     exec_action = pb.LocalShellExecAction(command=_strings(action, "command", where))
     env = {} if action.get("env") is None else action["env"]
     _typed(env, dict, f"{where}.env", "an object")
@@ -332,15 +336,36 @@ def item_schemas() -> list[Schema]:
         common = {"type": {"const": kind}, "id": OPT_STRING, "call_id": STRING, "status": status}
         return obj(("type", "call_id", *required), **{**common, **fields})
 
-    optional_int = {"type": ["integer", "null"]}
+    optional_int = {"type": ["integer", "null"], "minimum": COUNT[0], "maximum": COUNT[1]}
     outcome = {
         "anyOf": [
-            obj(("type", "exit_code"), type={"const": "exit"}, exit_code=INTEGER),
+            obj(  # an absent or null exit_code is 0
+                ("type",),
+                type={"const": "exit"},
+                exit_code={"type": ["integer", "null"], "minimum": INT32[0], "maximum": INT32[1]},
+            ),
             obj(("type",), type={"const": "timeout"}),
         ]
     }
-    entry = obj(("stdout", "stderr", "outcome"), stdout=STRING, stderr=STRING, outcome=outcome)
-    operation = obj(("type", "path"), type={"enum": list(OPERATIONS)}, path=STRING, diff=STRING)
+    # Absent or null: empty output, exit code 0.
+    entry = obj(
+        (),
+        stdout=OPT_STRING,
+        stderr=OPT_STRING,
+        outcome={"anyOf": [*outcome["anyOf"], {"type": "null"}]},
+    )
+    # A V4A diff for a file created or updated; a deletion needs none.
+    operation = {
+        "anyOf": [
+            obj(
+                ("type", "path", "diff"),
+                type={"enum": ["create_file", "update_file"]},
+                path=STRING,
+                diff=STRING,
+            ),
+            obj(("type", "path"), type={"const": "delete_file"}, path=STRING, diff=OPT_STRING),
+        ]
+    }
     return [
         item(
             "shell_call",
@@ -361,17 +386,36 @@ def item_schemas() -> list[Schema]:
         item(
             "local_shell_call",
             ("action",),
-            action=obj(("command",), type={"const": "exec"}, command=array),
+            action=obj(
+                ("command",),
+                type={"enum": ["exec", None]},
+                command=array,
+                env={"type": ["object", "null"], "additionalProperties": STRING},
+                timeout_ms=optional_int,
+                user=OPT_STRING,
+                working_directory=OPT_STRING,
+            ),
         ),
         {
-            **obj(("type", "output"), type={"const": "local_shell_call_output"}),
+            **obj(
+                ("type", "output"),
+                type={"const": "local_shell_call_output"},
+                id=OPT_STRING,
+                call_id=OPT_STRING,
+                output=STRING,
+                status=status,
+            ),
+            "anyOf": [
+                {"required": ["call_id"], "properties": {"call_id": STRING}},
+                {"required": ["id"], "properties": {"id": STRING}},
+            ],
             "description": "`id` names the call when `call_id` is absent.",
         },
         item("apply_patch_call", ("operation",), operation=operation),
         item(
             "apply_patch_call_output",
             (),
-            status={"enum": list(PATCH_OUTPUT)},
+            status={"enum": [*PATCH_OUTPUT, None]},
             output=OPT_STRING,
         ),
     ]

@@ -41,13 +41,13 @@ from mlx_responses.http_facade.openapi_kit import (
 )
 from mlx_responses.http_facade.openapi_kit import nullable as _nullable
 from mlx_responses.http_facade.openapi_kit import obj as _obj
-from mlx_responses.service.responses.conversations import (
+from mlx_responses.service.limits import (
     MAX_ITEMS_PER_CALL,
     MAX_METADATA_KEY,
     MAX_METADATA_PAIRS,
     MAX_METADATA_VALUE,
+    MAX_TOP_LOGPROBS,
 )
-from mlx_responses.service.responses.validation import MAX_TOP_LOGPROBS
 
 from mlx_responses.v1 import responses_pb2 as pb
 

@@ -213,6 +213,8 @@ def item_from_json(item: Any, param: str) -> pb.Item:
     if kind == "item_reference" or (kind is None and "id" in item):
         # Resolved by the core against the history and the stored responses.
         return pb.Item(item_reference=pb.ItemReference(id=_required_str(item, "id", param)))
+    if _in(set(builtin_items.ITEM_TYPES), kind):  # their statuses are their own
+        return builtin_items.item_from_json(item, param)
     status = _status(item, param)
     if kind == "function_call":
         arguments = item.get("arguments", "")
@@ -275,8 +277,6 @@ def item_from_json(item: Any, param: str) -> pb.Item:
                 status=status,
             )
         )
-    if _in(set(builtin_items.ITEM_TYPES), kind):
-        return builtin_items.item_from_json(item, param)
     if kind == "compaction_trigger":
         return pb.Item(compaction_trigger=pb.CompactionTriggerItem())
     if kind == "compaction":

@@ -26,7 +26,7 @@ from mlx_responses.http_facade.openapi_kit import (
     stop_sequences,
 )
 from mlx_responses.http_facade.to_proto import INT32_MAX
-from mlx_responses.service.responses.validation import MAX_STOP_SEQUENCES
+from mlx_responses.service.limits import MAX_STOP_SEQUENCES
 
 STOP_REASONS = ["end_turn", "max_tokens", "stop_sequence", "tool_use"]
 

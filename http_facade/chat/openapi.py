@@ -26,7 +26,7 @@ from mlx_responses.http_facade.openapi_kit import (
     stop_sequences,
 )
 from mlx_responses.http_facade.to_proto import TOOL_CHOICE_MODES
-from mlx_responses.service.responses.validation import MAX_STOP_SEQUENCES, MAX_TOP_LOGPROBS
+from mlx_responses.service.limits import MAX_STOP_SEQUENCES, MAX_TOP_LOGPROBS
 
 # `sampling()`'s fields, shared with legacy completions, with the core's ranges.
 SAMPLING: dict[str, Schema] = {

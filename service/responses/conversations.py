@@ -10,6 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.limits import (
+    MAX_ITEMS_PER_CALL,
+    MAX_METADATA_KEY,
+    MAX_METADATA_PAIRS,
+    MAX_METADATA_VALUE,
+)
 from mlx_responses.service.responses.events import new_id
 from mlx_responses.service.responses.history import store_disabled
 from mlx_responses.service.responses.item_ids import assign_ids
@@ -19,11 +25,6 @@ from mlx_responses.service.stores.transcript import item_id_of, new_info
 
 from mlx_responses.v1 import responses_pb2 as pb
 from mlx_responses.v1 import storage_service_pb2 as st
-
-MAX_ITEMS_PER_CALL = 20
-MAX_METADATA_PAIRS = 16
-MAX_METADATA_KEY = 64
-MAX_METADATA_VALUE = 512
 
 
 def not_found(conversation_id: str) -> ServiceError:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mlx_responses.service.errors import invalid
+from mlx_responses.service.limits import MAX_STOP_SEQUENCES, MAX_TOP_LOGPROBS
 from mlx_responses.service.models.pool import check_model
 from mlx_responses.service.text.grammars import SchemaError, check_strict
 from mlx_responses.service.text.json_text import JsonBoundsError, loads_bounded
@@ -15,8 +16,6 @@ from mlx_responses.service.text.request_json import JsonObject, RequestJson
 from mlx_responses.v1 import responses_pb2 as pb
 
 MAX_COMPACT_THRESHOLD = 100_000_000
-MAX_TOP_LOGPROBS = 20
-MAX_STOP_SEQUENCES = 16
 
 
 # `reasoning.summary`: each makes reasoning items carry their text as the summary.

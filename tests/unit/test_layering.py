@@ -20,7 +20,8 @@ Two modules of `service` the façade may import all the same, both standard-libr
 so the façade still pulls neither the core nor MLX (tested below, statically and in a fresh
 interpreter): `service/flags.py`, the one declaration of every flag of both commands, and
 `service/envelope.py`, the one builder of the OpenAI error envelope every HTTP surface (the
-façade and the core's metrics endpoint) answers with.
+façade and the core's metrics endpoint) answers with, and `service/limits.py`, the request limits
+the core enforces and the façade's OpenAPI document states.
 """
 
 from __future__ import annotations
@@ -60,13 +61,25 @@ TOP_FILES = {
     "ids": GROUND,
     "flags": GROUND,
     "envelope": GROUND,
+    "limits": GROUND,
     "__init__": GROUND,
 }
 
 
 # Modules of a forbidden package that a package may import all the same.
-ALLOWED = {"http_facade": (f"{NAMESPACE}.service.flags", f"{NAMESPACE}.service.envelope")}
-STDLIB_ONLY = ("service/__init__.py", "service/flags.py", "service/envelope.py")
+ALLOWED = {
+    "http_facade": (
+        f"{NAMESPACE}.service.flags",
+        f"{NAMESPACE}.service.envelope",
+        f"{NAMESPACE}.service.limits",
+    )
+}
+STDLIB_ONLY = (
+    "service/__init__.py",
+    "service/flags.py",
+    "service/envelope.py",
+    "service/limits.py",
+)
 
 
 def _allowed(package: str, name: str) -> bool:

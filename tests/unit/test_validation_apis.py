@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from mlx_responses.service.errors import ServiceError
-from mlx_responses.service.responses.validation import MAX_STOP_SEQUENCES, validate_params
+from mlx_responses.service.limits import MAX_STOP_SEQUENCES
+from mlx_responses.service.responses.validation import validate_params
 
 from mlx_responses.v1 import responses_pb2 as pb
 
