@@ -12,10 +12,12 @@ import copy
 import itertools
 import logging
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 import mlx.core as mx
@@ -34,6 +36,7 @@ from mlx_responses.service.engine.model_thread import ModelThread, Stop
 from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
 from mlx_responses.service.engine.outbox import Outbox
 from mlx_responses.service.engine.prefill_batch import PiecewisePromptBatch
+from mlx_responses.service.engine.prompt_disk import PromptDisk, model_identity
 from mlx_responses.service.engine.prompt_trie import new_prompt_cache
 from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.requests import (
@@ -179,6 +182,9 @@ class EngineWorker(ModelThread[LoadedModel]):
     prefill_batch_size: int | None = None
     prompt_cache_max_entries: int = 32
     prompt_cache_max_bytes: int = 1 << 30
+    # The prompt cache's disk tier (prompt_disk.py): its folder (None: none) and byte budget.
+    prompt_cache_dir: Path | None = None
+    prompt_cache_disk_bytes: int = 0
     # "off", "ngram" (prompt-lookup drafts) or "draft" (drafts of `load_draft`'s model), for
     # greedy sequences
     speculative: str = "off"
@@ -220,6 +226,8 @@ class EngineWorker(ModelThread[LoadedModel]):
             if self.prompt_cache_max_entries > 0
             else None
         )
+        self._disk: PromptDisk | None = None
+        self._draft_path: Path | None = None
 
     # --- called from asyncio -------------------------------------------------------------
     @property
@@ -231,6 +239,9 @@ class EngineWorker(ModelThread[LoadedModel]):
 
     def _released(self) -> None:
         self._prompt_cache = None
+        if self._disk is not None:
+            self._disk.close()
+            self._disk = None
         self._samplers.clear()
 
     def submit(
@@ -384,6 +395,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                 "fixed KV slots" if self.engine == "slots" else "mlx-lm's BatchGenerator",
             )
             self._checkpointing = self._prompt_cache is not None and not plain
+            self._disk = self._open_disk(loaded)
             generator = self._new_generator()
             if self.metrics is not None:
                 self._metrics = self.metrics.for_model(loaded.alias)
@@ -496,6 +508,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             raise DraftModelError("--speculative draft needs --draft-model")
         draft = self.load_draft()
         check_draft(loaded, draft)
+        self._draft_path = draft.path  # part of the disk tier's identity
         log.info("draft model %s drafts for %s", draft.path, loaded.alias)
         return DraftedModel(loaded.model, draft.model, loaded.vocab_size or len(loaded.tokenizer))
 
@@ -509,6 +522,21 @@ class EngineWorker(ModelThread[LoadedModel]):
         self._stopped.set()
         while True:
             threading.Event().wait()
+
+    def _open_disk(self, loaded: LoadedModel) -> PromptDisk | None:
+        """The prompt cache's disk tier, where it is on and its folder can be used."""
+        if self._prompt_cache is None or self.prompt_cache_dir is None:
+            return None
+        if self.prompt_cache_disk_bytes <= 0:
+            return None
+        layout = f"kv={self.kv_bits if self._kv_group is not None else None}/{self._kv_group}"
+        template = getattr(loaded.tokenizer, "chat_template", None)
+        try:
+            identity = model_identity(loaded.path, template, layout, self._draft_path)
+            return PromptDisk(self.prompt_cache_dir, self.prompt_cache_disk_bytes, identity)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("prompt cache disk tier off: %s: %s", self.prompt_cache_dir, exc)
+            return None
 
     def _new_cache(self) -> list[Any]:
         """An empty cache for one sequence: quantized under --kv-bits (when the model's KV can
@@ -727,6 +755,8 @@ class EngineWorker(ModelThread[LoadedModel]):
         if self._prompt_cache is None:
             return None, prompt
         cache, rest = self._prompt_cache.fetch_nearest_cache(self._cache_key(scope), prompt)
+        if self._disk is not None:
+            cache, rest = self._disk.fetch(self._cache_key(scope), prompt, cache, rest)
         if cache is not None and not rest:
             # An exact hit still needs one token to produce the next logits.
             if not can_trim_prompt_cache(cache):
@@ -755,6 +785,8 @@ class EngineWorker(ModelThread[LoadedModel]):
         """
         assert self._prompt_cache is not None
         self._prompt_cache.insert_cache(self._cache_key(scope), tokens, cache)
+        if self._disk is not None:
+            self._disk.put(self._cache_key(scope), tokens, cache)
         self.stats.prompt_checkpoints += 1
         self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
 
@@ -836,6 +868,10 @@ class EngineWorker(ModelThread[LoadedModel]):
                     self._prompt_cache.insert_cache(
                         self._cache_key(entry.scope), list(r.all_tokens), r.prompt_cache
                     )
+                    if self._disk is not None:
+                        self._disk.put(
+                            self._cache_key(entry.scope), list(r.all_tokens), r.prompt_cache
+                        )
                     self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
             cached = entry.cached_tokens if entry.generated == 1 else 0
             logprobs = self._logprobs(r.token, r.logprobs, entry.logprobs)
