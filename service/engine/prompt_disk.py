@@ -35,7 +35,7 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import SimpleQueue
@@ -51,6 +51,7 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     can_trim_prompt_cache,
     trim_prompt_cache,
 )
+from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.quantized_cache import SequenceQuantizedKVCache
 
 log = logging.getLogger(__name__)
@@ -75,12 +76,6 @@ _DTYPES: dict[Any, tuple[str, str]] = {
 _NAMES = {name: (np_name, dtype) for dtype, (np_name, name) in _DTYPES.items()}
 
 
-def default_dir(env: Mapping[str, str]) -> Path:
-    """`$XDG_CACHE_HOME/mlx-responses/prompt-cache`, else under `~/.cache` (as Hugging Face's)."""
-    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mlx-responses" / "prompt-cache"
-
-
 def model_identity(folder: Path, chat_template: str | None, layout: str, draft: Path | None) -> str:
     """What an entry must have been computed with: the weights (folder, and each file's size
     and mtime), the chat template, the KV layout and the draft model."""
@@ -94,6 +89,24 @@ def model_identity(folder: Path, chat_template: str | None, layout: str, draft: 
                 stat = path.stat()
                 parts.append([path.name, stat.st_size, stat.st_mtime_ns])
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def open_disk(
+    folder: Path, max_bytes: int, loaded: LoadedModel, layout: str, draft: Path | None
+) -> PromptDisk | None:
+    """The disk tier of `loaded`'s prompt cache (`layout`: its KV layout), where it is on
+    (`max_bytes` > 0) and `folder` can be used; None else (logged)."""
+    if max_bytes <= 0:
+        return None
+    template = getattr(loaded.tokenizer, "chat_template", None)
+    try:
+        identity = model_identity(loaded.path, template, layout, draft)
+        disk = PromptDisk(folder, max_bytes, identity)
+    except (OSError, sqlite3.Error) as exc:
+        log.warning("prompt cache disk tier off: %s: %s", folder, exc)
+        return None
+    log.info("prompt cache disk tier in %s (%d bytes at most)", folder, max_bytes)
+    return disk
 
 
 def _tokens_bytes(tokens: list[int]) -> bytes:

@@ -12,7 +12,6 @@ import copy
 import itertools
 import logging
 import queue
-import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -36,7 +35,7 @@ from mlx_responses.service.engine.model_thread import ModelThread, Stop
 from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
 from mlx_responses.service.engine.outbox import Outbox
 from mlx_responses.service.engine.prefill_batch import PiecewisePromptBatch
-from mlx_responses.service.engine.prompt_disk import PromptDisk, model_identity
+from mlx_responses.service.engine.prompt_disk import PromptDisk, open_disk
 from mlx_responses.service.engine.prompt_trie import new_prompt_cache
 from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.requests import (
@@ -395,7 +394,15 @@ class EngineWorker(ModelThread[LoadedModel]):
                 "fixed KV slots" if self.engine == "slots" else "mlx-lm's BatchGenerator",
             )
             self._checkpointing = self._prompt_cache is not None and not plain
-            self._disk = self._open_disk(loaded)
+            if self._prompt_cache is not None and self.prompt_cache_dir is not None:
+                kv = self.kv_bits if self._kv_group is not None else None
+                self._disk = open_disk(
+                    self.prompt_cache_dir,
+                    self.prompt_cache_disk_bytes,
+                    loaded,
+                    f"kv={kv}/{self._kv_group}",
+                    self._draft_path,
+                )
             generator = self._new_generator()
             if self.metrics is not None:
                 self._metrics = self.metrics.for_model(loaded.alias)
@@ -522,21 +529,6 @@ class EngineWorker(ModelThread[LoadedModel]):
         self._stopped.set()
         while True:
             threading.Event().wait()
-
-    def _open_disk(self, loaded: LoadedModel) -> PromptDisk | None:
-        """The prompt cache's disk tier, where it is on and its folder can be used."""
-        if self._prompt_cache is None or self.prompt_cache_dir is None:
-            return None
-        if self.prompt_cache_disk_bytes <= 0:
-            return None
-        layout = f"kv={self.kv_bits if self._kv_group is not None else None}/{self._kv_group}"
-        template = getattr(loaded.tokenizer, "chat_template", None)
-        try:
-            identity = model_identity(loaded.path, template, layout, self._draft_path)
-            return PromptDisk(self.prompt_cache_dir, self.prompt_cache_disk_bytes, identity)
-        except (OSError, sqlite3.Error) as exc:
-            log.warning("prompt cache disk tier off: %s: %s", self.prompt_cache_dir, exc)
-            return None
 
     def _new_cache(self) -> list[Any]:
         """An empty cache for one sequence: quantized under --kv-bits (when the model's KV can
