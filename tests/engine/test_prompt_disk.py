@@ -11,7 +11,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import mlx.core as mx
 import pytest
+from mlx.utils import tree_flatten
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.prompt_disk import BLOCK, PromptDisk
 from mlx_responses.service.engine.requests import SamplingParams
@@ -52,6 +54,14 @@ async def _run(
 ) -> tuple[list[tuple[tuple[int, ...], int]], PromptDisk | None]:
     """Each prompt served in turn on a fresh worker (its greedy ids and cached tokens); the
     worker's disk tier, its writes flushed."""
+    out, engine = await _serve(path, prompts, folder, **worker)
+    return out, engine._disk
+
+
+async def _serve(
+    path: Path, prompts: list[list[int]], folder: Path | None, **worker: Any
+) -> tuple[list[tuple[tuple[int, ...], int]], EngineWorker]:
+    """`_run`, with the stopped worker (its prompt caches)."""
     engine = EngineWorker(
         lambda: load_model(path),
         prompt_cache_dir=folder,
@@ -67,16 +77,15 @@ async def _run(
             cached = -1
             async for chunks in engine.submit(prompt, sampling).batches():
                 for chunk in chunks:
-                    assert chunk.finish_reason in (None, "length"), chunk.error
+                    assert chunk.finish_reason in (None, "stop", "length"), chunk.error
                     cached = chunk.cached_tokens if cached < 0 else cached
                     ids += chunk.token_ids
             out.append((ids, cached))
-        disk = engine._disk
-        if disk is not None:
-            disk.flush()
+        if engine._disk is not None:
+            engine._disk.flush()
     finally:
         engine.stop()
-    return out, disk
+    return out, engine
 
 
 def _prompt(path: Path, text: str = TEXT) -> list[int]:
@@ -86,9 +95,9 @@ def _prompt(path: Path, text: str = TEXT) -> list[int]:
 
 
 CASES = [
-    ("plain", {}),
-    ("plain", {"engine": "slots"}),
-    ("plain", {"solo": False}),
+    ("short_context_model", {}),
+    ("short_context_model", {"engine": "slots"}),
+    ("short_context_model", {"solo": False}),
     ("windowed", {}),
     ("windowed", {"engine": "slots"}),
     ("head32", {"kv_bits": 8}),
@@ -102,18 +111,41 @@ async def test_a_restart_reads_the_prefix_from_disk_and_decodes_the_same(
 ) -> None:
     """Greedy tokens equal with the prefix cold, from memory and from disk; on plain,
     sliding-window and quantized-KV caches."""
-    path = request.getfixturevalue({"plain": "random_model"}.get(model, model))
+    path = request.getfixturevalue(model)
     prompt = _prompt(path)
     longer = [*prompt, *load_model(path).tokenizer.encode(" And then? " + TEXT[:400])]
-    (cold, memory), written = await _run(path, [prompt, prompt], tmp_path, **worker)
+    (cold, memory), first = await _serve(path, [prompt, prompt], tmp_path, **worker)
+    written = first._disk
     assert written is not None and written.writes >= 1
     assert memory[0] == cold[0] and memory[1] >= len(prompt) - BLOCK  # served from memory
+    # What the disk gives back for the prompt is what memory holds for it, bit for bit.
+    assert first._prompt_cache is not None
+    in_memory, rest = first._prompt_cache.fetch_nearest_cache(first._cache_key(""), prompt)
+    hit = written.lookup(first._cache_key(""), prompt)
+    assert hit is not None
+    from_disk = written.load(hit, prompt)
+    assert from_disk is not None and from_disk[1] == rest
+    _assert_same(from_disk[0], in_memory)
     (restored, extended), disk = await _run(path, [prompt, longer], tmp_path, **worker)
     assert disk is not None and disk.hits >= 1 and disk.errors == 0
     assert restored[0] == cold[0]
     assert restored[1] >= 0.9 * len(prompt)  # read from disk
     (longer_cold,), _ = await _run(path, [longer], None, **worker)
     assert extended[0] == longer_cold[0] and extended[1] >= 0.5 * len(longer)
+
+
+def _assert_same(a: list[Any], b: list[Any]) -> None:
+    """The same cache classes, every state leaf equal (arrays in dtype, shape and values)."""
+    assert [type(c) for c in a] == [type(c) for c in b]
+    for x, y in zip(a, b, strict=True):
+        left, right = tree_flatten(x.state), tree_flatten(y.state)
+        assert [p for p, _ in left] == [p for p, _ in right]
+        for (_, u), (_, v) in zip(left, right, strict=True):
+            if isinstance(u, mx.array):
+                assert u.dtype == v.dtype and u.shape == v.shape
+                assert mx.array_equal(u, v).item()
+            else:
+                assert u == v
 
 
 def _damage(folder: Path, how: str, foreign: Path) -> None:
