@@ -236,6 +236,13 @@ class EngineWorker(ModelThread[LoadedModel]):
     def _took(self, result: LoadedModel) -> LoadedModel:
         return result
 
+    def stop(self, timeout: float = 10.0) -> None:
+        """`ModelThread.stop`, then the disk tier's queued writes (two entries at most) are
+        finished: a graceful shutdown keeps the last turns for the next start."""
+        super().stop(timeout)
+        if self._disk is not None:
+            self._disk.flush(30.0)
+
     def _released(self) -> None:
         self._prompt_cache = None
         if self._disk is not None:
