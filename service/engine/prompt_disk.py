@@ -171,6 +171,7 @@ class PromptDisk:
         self.writes = 0
         self.errors = 0  # files skipped (corrupt, truncated, foreign) and deleted
         self.read_seconds = 0.0
+        self.put_seconds = 0.0  # spent handing entries over, on the engine thread
         (directory / "entries").mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}  # ours (any scope), by file name
@@ -195,6 +196,13 @@ class PromptDisk:
     def put(self, scope: str, tokens: list[int], cache: list[Any]) -> bool:
         """Queues `cache` (the KV of `tokens`) for writing; False where it is not written (an
         unknown cache class, too large, or the writer behind)."""
+        started = time.perf_counter()
+        try:
+            return self._put(scope, tokens, cache)
+        finally:
+            self.put_seconds += time.perf_counter() - started
+
+    def _put(self, scope: str, tokens: list[int], cache: list[Any]) -> bool:
         self._done.clear()
         if len(tokens) < BLOCK or any(type(c).__name__ not in CLASSES for c in cache):
             return False
