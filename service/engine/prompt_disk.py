@@ -36,6 +36,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import SimpleQueue
@@ -178,7 +179,7 @@ class PromptDisk:
         self._pending = 0
         self._done: list[_Write] = []  # written: their borrowed arrays released here
         self._queue: SimpleQueue[Any] = SimpleQueue()
-        with self._connect() as db:
+        with closing(self._connect()) as db:
             for row in db.execute(
                 "SELECT name, key, length, digest, blocks, trimmable, bytes FROM entries "
                 "WHERE key LIKE ?",
@@ -350,7 +351,7 @@ class PromptDisk:
 
     def _sweep(self) -> None:
         """Deletes files the index does not list (a write cut short), once they are old."""
-        with self._connect() as db:
+        with closing(self._connect()) as db:
             listed = {row[0] for row in db.execute("SELECT name FROM entries")}
         cutoff = time.time() - 3600
         for path in (self.directory / "entries").iterdir():
