@@ -7,7 +7,9 @@ empty, so what it reads comes from disk.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +214,42 @@ async def test_the_disk_budget_holds(random_model: Path, tmp_path: Path) -> None
     del loaded
     ((_, cached),), disk = await _run(random_model, prompts[-1:], tmp_path / "budget")
     assert disk is not None and disk.hits == 1 and cached >= 0.9 * len(prompts[-1])
+
+
+async def test_a_stalled_disk_never_stalls_the_engine(
+    random_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes happen behind the requests: with the writer held, turns go on being served, and
+    entries past the two waiting are dropped rather than queued (memory stays bounded)."""
+    held = threading.Event()
+    original = PromptDisk._write
+
+    def stalled(self: PromptDisk, db: Any, job: Any) -> None:
+        held.wait(60)
+        original(self, db, job)
+
+    monkeypatch.setattr(PromptDisk, "_write", stalled)
+    tokenizer = load_model(random_model).tokenizer
+    prompts = [tokenizer.encode(f"Request number {i}. " + TEXT) for i in range(4)]
+    engine = EngineWorker(
+        lambda: load_model(random_model), prompt_cache_dir=tmp_path, prompt_cache_disk_bytes=1 << 30
+    )
+    await engine.start()
+    try:
+        for prompt in prompts:
+            sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
+            stream = engine.submit(prompt, sampling)
+            await asyncio.wait_for(_drain(stream), 60)
+        disk = engine._disk
+        assert disk is not None and disk.writes == 0  # nothing written yet, all served
+        held.set()
+        disk.flush()
+        assert disk.writes == 2
+    finally:
+        held.set()
+        engine.stop()
+
+
+async def _drain(stream: Any) -> None:
+    async for _ in stream.batches():
+        pass
