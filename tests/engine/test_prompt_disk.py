@@ -128,12 +128,26 @@ async def test_a_restart_reads_the_prefix_from_disk_and_decodes_the_same(
     from_disk = written.load(hit, prompt)
     assert from_disk is not None and from_disk[1] == rest
     _assert_same(from_disk[0], in_memory)
+    assert written.lookup(first._cache_key("another key's owner"), prompt) is None
     (restored, extended), disk = await _run(path, [prompt, longer], tmp_path, **worker)
     assert disk is not None and disk.hits >= 1 and disk.errors == 0
     assert restored[0] == cold[0]
     assert restored[1] >= 0.9 * len(prompt)  # read from disk
     (longer_cold,), _ = await _run(path, [longer], None, **worker)
     assert extended[0] == longer_cold[0] and extended[1] >= 0.5 * len(longer)
+
+
+async def test_an_entry_serves_only_its_own_kv_layout(head32: Path, tmp_path: Path) -> None:
+    """Entries written with 8-bit KV are not read by the same model with plain KV, nor with
+    4-bit (they are another identity's: not found, not an error)."""
+    prompt = _prompt(head32)
+    _, written = await _run(head32, [prompt], tmp_path, kv_bits=8)
+    assert written is not None and written.writes >= 1
+    for layout in ({}, {"kv_bits": 4}):
+        ((_, cached),), disk = await _run(head32, [prompt], tmp_path, **layout)
+        assert disk is not None and disk.hits == 0 and disk.errors == 0 and cached == 0
+    ((_, cached),), disk = await _run(head32, [prompt], tmp_path, kv_bits=8)
+    assert disk is not None and disk.hits == 1 and cached >= 0.9 * len(prompt)
 
 
 def _assert_same(a: list[Any], b: list[Any]) -> None:
