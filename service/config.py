@@ -53,6 +53,11 @@ class Settings:
     max_queued_requests: int = F.MAX_QUEUED_REQUESTS.default
     prompt_cache_max_entries: int = F.PROMPT_CACHE_MAX_ENTRIES.default
     prompt_cache_max_bytes: int = F.PROMPT_CACHE_MAX_BYTES.default
+    # The prompt cache's disk tier: None, none (the command line fills in the user's cache
+    # folder unless --no-prompt-cache-disk; settings built in code have none unless given).
+    prompt_cache_dir: Path | None = F.PROMPT_CACHE_DIR.default
+    prompt_cache_disk_bytes: int = F.PROMPT_CACHE_DISK_BYTES.default
+    no_prompt_cache_disk: bool = F.NO_PROMPT_CACHE_DISK.default
     default_max_output_tokens: int = F.DEFAULT_MAX_OUTPUT_TOKENS.default
     max_prompt_tokens: int = F.MAX_PROMPT_TOKENS.default  # 0: the context window only
     blas: str = F.BLAS.default
@@ -105,6 +110,8 @@ class Settings:
             raise ConfigError("--max-batch-size must be at least 1")
         if self.max_queued_requests < 0:
             raise ConfigError("--max-queued-requests must be >= 0")
+        if self.prompt_cache_disk_bytes < 0:
+            raise ConfigError("--prompt-cache-disk-bytes must be >= 0")
         if self.max_prompt_tokens < 0:
             raise ConfigError("--max-prompt-tokens must be >= 0")
         if self.speculative not in SPECULATIVE_MODES:
@@ -172,6 +179,8 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Sett
     except EnvValueError as exc:
         raise ConfigError(str(exc)) from exc
     values["api_keys"] = api_keys_from(args.api_keys, env)
+    if values.get("prompt_cache_dir") is None and not values.get("no_prompt_cache_disk"):
+        values["prompt_cache_dir"] = F.default_prompt_cache_dir(env)
     return Settings(**values)
 
 

@@ -304,6 +304,47 @@ PROMPT_CACHE_MAX_BYTES = Flag(
     type=int,
     shown_default="1073741824 (1 GiB)",
 )
+PROMPT_CACHE_DIR = Flag(
+    "--prompt-cache-dir",
+    "prompt_cache_dir",
+    None,
+    "folder of the prompt cache's disk tier: long prompts' KV caches kept across restarts, "
+    "keyed by model, chat template and --kv-bits (docs/guides/prompt-cache.md)",
+    CORE_SIDE,
+    env="MLX_RESPONSES_PROMPT_CACHE_DIR",
+    type=Path,
+    metavar="PATH",
+    shown_default="$XDG_CACHE_HOME/mlx-responses/prompt-cache, else ~/.cache/mlx-responses/...",
+)
+PROMPT_CACHE_DISK_BYTES = Flag(
+    "--prompt-cache-disk-bytes",
+    "prompt_cache_disk_bytes",
+    16 * 1024 * 1024 * 1024,
+    "byte budget of the prompt cache's disk tier (least recently used entries go); 0 disables it",
+    CORE_SIDE,
+    env="MLX_RESPONSES_PROMPT_CACHE_DISK_BYTES",
+    type=int,
+    shown_default="17179869184 (16 GiB)",
+)
+NO_PROMPT_CACHE_DISK = Flag(
+    "--no-prompt-cache-disk",
+    "no_prompt_cache_disk",
+    False,
+    "keep the prompt cache in memory only: no disk tier",
+    CORE_SIDE,
+    env="MLX_RESPONSES_NO_PROMPT_CACHE_DISK",
+    type=None,
+    action="store_true",
+    shown_default="off (the disk tier is on)",
+)
+
+
+def default_prompt_cache_dir(env: Mapping[str, str]) -> Path:
+    """`$XDG_CACHE_HOME/mlx-responses/prompt-cache`, else under `~/.cache` (as Hugging Face's)."""
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mlx-responses" / "prompt-cache"
+
+
 MAX_PROMPT_TOKENS = Flag(
     "--max-prompt-tokens",
     "max_prompt_tokens",
@@ -626,6 +667,9 @@ FLAGS: tuple[Flag[Any], ...] = (
     MAX_QUEUED_REQUESTS,
     PROMPT_CACHE_MAX_ENTRIES,
     PROMPT_CACHE_MAX_BYTES,
+    PROMPT_CACHE_DIR,
+    PROMPT_CACHE_DISK_BYTES,
+    NO_PROMPT_CACHE_DISK,
     MAX_PROMPT_TOKENS,
     DEFAULT_MAX_OUTPUT_TOKENS,
     SPECULATIVE,

@@ -23,6 +23,21 @@ TEST_MODEL = Path(os.environ.get("MLX_RESPONSES_TEST_MODEL", str(BUNDLED_MODEL))
 TEST_STORE = os.environ.get("MLX_RESPONSES_TEST_STORE", "memory")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def prompt_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The prompt cache's disk tier of every server the tests start (`serve` and `core`
+    processes fill in the user's cache folder by default): a folder of the session's, never
+    the real one. Stacks built in process have no disk tier unless a test gives one."""
+    folder = tmp_path_factory.mktemp("prompt-cache")
+    before = os.environ.get("MLX_RESPONSES_PROMPT_CACHE_DIR")
+    os.environ["MLX_RESPONSES_PROMPT_CACHE_DIR"] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop("MLX_RESPONSES_PROMPT_CACHE_DIR", None)
+    else:
+        os.environ["MLX_RESPONSES_PROMPT_CACHE_DIR"] = before
+
+
 @pytest.fixture(scope="session")
 def model_path() -> Path:
     return TEST_MODEL

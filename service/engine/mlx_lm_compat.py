@@ -131,8 +131,18 @@ BATCH_KV_CACHE_INTERNALS = (
 
 # What the slots engine reads and sets on prompt-cache entries (service/engine/slots.py); its own
 # caches speak the protocol mlx-lm's attention layers call: `offset`, `update_and_fetch`,
-# `make_mask` (checked end to end by tests/engine/test_slots.py).
-KV_CACHE_INTERNALS = ("keys", "values", "offset", "state", "make_mask", "update_and_fetch")
+# `make_mask` (checked end to end by tests/engine/test_slots.py). The prompt cache's disk tier
+# (prompt_disk.py) writes each entry's `state` and rebuilds it with `from_state` (round trips
+# checked by tests/engine/test_prompt_disk.py).
+KV_CACHE_INTERNALS = (
+    "keys",
+    "values",
+    "offset",
+    "state",
+    "from_state",
+    "make_mask",
+    "update_and_fetch",
+)
 
 # The prompt cache's trie, which service/engine/prompt_trie.py replaces with an indexed one: the
 # attribute that holds it, and what the subclass overrides or reads (mlx-lm's nested-dict nodes,

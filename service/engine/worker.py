@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 import mlx.core as mx
@@ -34,6 +35,7 @@ from mlx_responses.service.engine.model_thread import ModelThread, Stop
 from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
 from mlx_responses.service.engine.outbox import Outbox
 from mlx_responses.service.engine.prefill_batch import PiecewisePromptBatch
+from mlx_responses.service.engine.prompt_disk import PromptDisk, open_disk
 from mlx_responses.service.engine.prompt_trie import new_prompt_cache
 from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.requests import (
@@ -179,6 +181,9 @@ class EngineWorker(ModelThread[LoadedModel]):
     prefill_batch_size: int | None = None
     prompt_cache_max_entries: int = 32
     prompt_cache_max_bytes: int = 1 << 30
+    # The prompt cache's disk tier (prompt_disk.py): its folder (None: none) and byte budget.
+    prompt_cache_dir: Path | None = None
+    prompt_cache_disk_bytes: int = 0
     # "off", "ngram" (prompt-lookup drafts) or "draft" (drafts of `load_draft`'s model), for
     # greedy sequences
     speculative: str = "off"
@@ -220,6 +225,8 @@ class EngineWorker(ModelThread[LoadedModel]):
             if self.prompt_cache_max_entries > 0
             else None
         )
+        self._disk: PromptDisk | None = None
+        self._draft_path: Path | None = None
 
     # --- called from asyncio -------------------------------------------------------------
     @property
@@ -229,8 +236,18 @@ class EngineWorker(ModelThread[LoadedModel]):
     def _took(self, result: LoadedModel) -> LoadedModel:
         return result
 
+    def stop(self, timeout: float = 10.0) -> None:
+        """`ModelThread.stop`, then the disk tier's queued writes (two entries at most) are
+        finished: a graceful shutdown keeps the last turns for the next start."""
+        super().stop(timeout)
+        if self._disk is not None:
+            self._disk.flush(30.0)
+
     def _released(self) -> None:
         self._prompt_cache = None
+        if self._disk is not None:
+            self._disk.close()
+            self._disk = None
         self._samplers.clear()
 
     def submit(
@@ -384,6 +401,15 @@ class EngineWorker(ModelThread[LoadedModel]):
                 "fixed KV slots" if self.engine == "slots" else "mlx-lm's BatchGenerator",
             )
             self._checkpointing = self._prompt_cache is not None and not plain
+            if self._prompt_cache is not None and self.prompt_cache_dir is not None:
+                kv = self.kv_bits if self._kv_group is not None else None
+                self._disk = open_disk(
+                    self.prompt_cache_dir,
+                    self.prompt_cache_disk_bytes,
+                    loaded,
+                    f"kv={kv}/{self._kv_group}",
+                    self._draft_path,
+                )
             generator = self._new_generator()
             if self.metrics is not None:
                 self._metrics = self.metrics.for_model(loaded.alias)
@@ -496,6 +522,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             raise DraftModelError("--speculative draft needs --draft-model")
         draft = self.load_draft()
         check_draft(loaded, draft)
+        self._draft_path = draft.path  # part of the disk tier's identity
         log.info("draft model %s drafts for %s", draft.path, loaded.alias)
         return DraftedModel(loaded.model, draft.model, loaded.vocab_size or len(loaded.tokenizer))
 
@@ -727,6 +754,8 @@ class EngineWorker(ModelThread[LoadedModel]):
         if self._prompt_cache is None:
             return None, prompt
         cache, rest = self._prompt_cache.fetch_nearest_cache(self._cache_key(scope), prompt)
+        if self._disk is not None:
+            cache, rest = self._disk.fetch(self._cache_key(scope), prompt, cache, rest)
         if cache is not None and not rest:
             # An exact hit still needs one token to produce the next logits.
             if not can_trim_prompt_cache(cache):
@@ -755,6 +784,8 @@ class EngineWorker(ModelThread[LoadedModel]):
         """
         assert self._prompt_cache is not None
         self._prompt_cache.insert_cache(self._cache_key(scope), tokens, cache)
+        if self._disk is not None:
+            self._disk.put(self._cache_key(scope), tokens, cache)
         self.stats.prompt_checkpoints += 1
         self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
 
@@ -836,6 +867,10 @@ class EngineWorker(ModelThread[LoadedModel]):
                     self._prompt_cache.insert_cache(
                         self._cache_key(entry.scope), list(r.all_tokens), r.prompt_cache
                     )
+                    if self._disk is not None:
+                        self._disk.put(
+                            self._cache_key(entry.scope), list(r.all_tokens), r.prompt_cache
+                        )
                     self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
             cached = entry.cached_tokens if entry.generated == 1 else 0
             logprobs = self._logprobs(r.token, r.logprobs, entry.logprobs)

@@ -271,6 +271,8 @@ class ModelPool:
             max_queued_requests=s.max_queued_requests,
             prompt_cache_max_entries=s.prompt_cache_max_entries,
             prompt_cache_max_bytes=s.prompt_cache_max_bytes,
+            prompt_cache_dir=None if s.no_prompt_cache_disk else s.prompt_cache_dir,
+            prompt_cache_disk_bytes=s.prompt_cache_disk_bytes,
             speculative=speculative,
             num_draft_tokens=s.num_draft_tokens,
             load_draft=functools.partial(load_model, draft.folder) if draft else None,

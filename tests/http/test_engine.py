@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from mlx_responses.service.config import BUNDLED_MODEL
 
 from tests.support.stack import Stack
 
@@ -132,3 +133,22 @@ def test_conversations_under_one_long_system_turn_share_its_cache(stack: Stack) 
     assert usages[0]["input_tokens"] > 2 * 2048
     cached = usages[1]["input_tokens_details"]["cached_tokens"]
     assert 2048 < cached < usages[1]["input_tokens"] - 5, usages
+
+
+def test_a_restarted_server_reads_a_long_prompt_from_disk(tmp_path: Path) -> None:
+    """The prompt cache's disk tier through the server: a core stopped (its writes finished)
+    and started again over the same folder serves a long prompt from disk."""
+    request = {"input": "The harbour town woke early. " * 120, "max_output_tokens": 4}
+    usage = []
+    for _ in range(2):
+        with Stack.running(model_path=BUNDLED_MODEL, prompt_cache_dir=tmp_path) as stack:
+            body = httpx.post(
+                f"{stack.base_url}/v1/responses",
+                json={"model": BUNDLED_MODEL.name, **request},
+                timeout=60,
+            ).json()
+            usage.append(body["usage"])
+    assert usage[0]["input_tokens"] > 600
+    assert usage[0]["input_tokens_details"]["cached_tokens"] == 0
+    assert usage[1]["input_tokens_details"]["cached_tokens"] >= 0.9 * usage[1]["input_tokens"]
+    assert list((tmp_path / "entries").iterdir())

@@ -197,3 +197,21 @@ def test_served_ids_follow_aliases_and_refuse_twins(tmp_path: Path) -> None:
     assert served_ids([a, b], ["one"]) == ["one", "a"]
     with pytest.raises(ConfigError, match="several --model entries are named a"):
         served_ids([a, b], [])
+
+
+def test_the_prompt_cache_disk_tier_is_on_under_the_user_cache_by_default() -> None:
+    """Like Hugging Face's cache: $XDG_CACHE_HOME, else ~/.cache; a flag or variable moves it,
+    --no-prompt-cache-disk turns it off. Settings built in code have none unless given."""
+    assert _parse([], {"XDG_CACHE_HOME": "/x"}).prompt_cache_dir == Path(
+        "/x/mlx-responses/prompt-cache"
+    )
+    home = Path.home() / ".cache" / "mlx-responses" / "prompt-cache"
+    assert _parse([], {}).prompt_cache_dir == home
+    env = {"MLX_RESPONSES_PROMPT_CACHE_DIR": "/e"}
+    assert _parse([], env).prompt_cache_dir == Path("/e")
+    assert _parse(["--prompt-cache-dir", "/f"], env).prompt_cache_dir == Path("/f")
+    assert _parse(["--no-prompt-cache-disk"], {}).prompt_cache_dir is None
+    assert _parse(["--prompt-cache-disk-bytes", "5"], {}).prompt_cache_disk_bytes == 5
+    assert Settings().prompt_cache_dir is None
+    with pytest.raises(ConfigError, match="--prompt-cache-disk-bytes"):
+        _parse(["--prompt-cache-disk-bytes", "-1"], {})

@@ -1,0 +1,520 @@
+"""The prompt cache's disk tier: KV caches of long prompts kept across restarts.
+
+Coding agents resend the same long prefix (tens of thousands of tokens) on every request; the
+in-memory prompt cache (`prompt_trie.py`) serves it within one process, and this tier serves it
+after a restart. The worker hands each entry it inserts into the memory cache to `put` (on the
+engine thread: the arrays are evaluated there and their buffers borrowed, never copied), and a
+background thread writes it; at admission, `fetch` reads an entry back where the disk holds a
+longer prefix of the prompt than memory does.
+
+Files. One safetensors file per entry (`entries/<key>-<digest>.safetensors`, readable by
+`mx.load` and any safetensors reader), written to a temporary name and renamed. Its tensors are
+`tokens` (int32: the entry's whole token sequence, so a hit is verified token by token) and each
+cache layer's arrays, named `<layer>.<path in its state>`; its metadata holds the `format`, the
+`identity` it was written for, `layers` (JSON: per layer the cache class and every leaf of its
+`state`, arrays by name, numbers and None by value) and `crc32` (of the data section). A file
+whose format, identity, checksum, size or tokens do not match is deleted and logged, never served.
+
+Keys. An entry belongs to one identity: the model folder (path, and each weight, config and
+tokenizer file's size and mtime), the chat template, the KV layout (`--kv-bits`), the draft model
+and the prompt-cache scope (`--isolate-keys`' owner). Its digest covers its tokens.
+
+Index. `index.sqlite` (shared by the processes using the directory) lists every entry with its
+identity, token count, digest, the chained hashes of its 256-token blocks, whether its cache can
+be trimmed, its bytes and last use. The budget (`max_bytes`) holds over the whole directory:
+after each write the least recently used entries go.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from queue import SimpleQueue
+from typing import Any, cast
+
+import mlx.core as mx
+import numpy as np
+from mlx.utils import tree_flatten, tree_unflatten
+from mlx_responses.service.engine.mlx_lm_compat import (
+    KVCache,
+    QuantizedKVCache,
+    RotatingKVCache,
+    can_trim_prompt_cache,
+    trim_prompt_cache,
+)
+from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.quantized_cache import SequenceQuantizedKVCache
+
+log = logging.getLogger(__name__)
+
+FORMAT = "mlx-responses-prompt-cache/1"
+BLOCK = 256  # tokens per chained hash
+MAX_PENDING = 2  # entries waiting for the writer; more are dropped (never block the engine)
+# The cache classes an entry may hold: those whose state round-trips (restore equals cold).
+CLASSES: dict[str, type] = {
+    c.__name__: c for c in (KVCache, RotatingKVCache, QuantizedKVCache, SequenceQuantizedKVCache)
+}
+# numpy dtype of each MLX dtype as stored (bfloat16 travels as its uint16 bits), and its
+# safetensors name.
+_DTYPES: dict[Any, tuple[str, str]] = {
+    mx.bfloat16: ("uint16", "BF16"),
+    mx.float16: ("float16", "F16"),
+    mx.float32: ("float32", "F32"),
+    mx.uint32: ("uint32", "U32"),
+    mx.int32: ("int32", "I32"),
+    mx.uint8: ("uint8", "U8"),
+}
+_NAMES = {name: (np_name, dtype) for dtype, (np_name, name) in _DTYPES.items()}
+
+
+def model_identity(folder: Path, chat_template: str | None, layout: str, draft: Path | None) -> str:
+    """What an entry must have been computed with: the weights (folder, and each file's size
+    and mtime), the chat template, the KV layout and the draft model."""
+    parts: list[Any] = [FORMAT, layout, chat_template or ""]
+    for model in (folder, draft):
+        if model is None:
+            continue
+        parts.append(str(model))
+        for path in sorted(model.iterdir()):
+            if path.suffix in (".safetensors", ".json", ".model", ".jinja"):
+                stat = path.stat()
+                parts.append([path.name, stat.st_size, stat.st_mtime_ns])
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def open_disk(
+    folder: Path, max_bytes: int, loaded: LoadedModel, layout: str, draft: Path | None
+) -> PromptDisk | None:
+    """The disk tier of `loaded`'s prompt cache (`layout`: its KV layout), where it is on
+    (`max_bytes` > 0) and `folder` can be used; None else (logged)."""
+    if max_bytes <= 0:
+        return None
+    template = getattr(loaded.tokenizer, "chat_template", None)
+    try:
+        identity = model_identity(loaded.path, template, layout, draft)
+        disk = PromptDisk(folder, max_bytes, identity)
+    except (OSError, sqlite3.Error) as exc:
+        log.warning("prompt cache disk tier off: %s: %s", folder, exc)
+        return None
+    log.info("prompt cache disk tier in %s (%d bytes at most)", folder, max_bytes)
+    return disk
+
+
+def _tokens_bytes(tokens: list[int]) -> bytes:
+    return np.asarray(tokens, dtype="<i4").tobytes()
+
+
+def _chain(data: bytes) -> list[str]:
+    """The chained hashes of each whole block of token bytes."""
+    hashes: list[str] = []
+    last = b""
+    for start in range(0, len(data) - BLOCK * 4 + 1, BLOCK * 4):
+        last = hashlib.blake2b(last + data[start : start + BLOCK * 4], digest_size=16).digest()
+        hashes.append(last.hex())
+    return hashes
+
+
+def _digest(data: bytes, length: int, chain: list[str]) -> str:
+    """The digest of the first `length` tokens (`chain`: the blocks' hashes of at least them)."""
+    whole = length // BLOCK
+    head = bytes.fromhex(chain[whole - 1]) if whole else b""
+    tail = data[whole * BLOCK * 4 : length * 4]
+    return hashlib.blake2b(head + tail + b"end", digest_size=16).hexdigest()
+
+
+@dataclass
+class _Entry:
+    name: str  # file name
+    key: str  # identity and scope
+    length: int
+    digest: str
+    blocks: list[str]
+    trimmable: bool
+    nbytes: int
+
+
+@dataclass
+class _Write:
+    entry: _Entry
+    tokens: np.ndarray
+    layers: list[list[Any]]
+    arrays: list[tuple[str, np.ndarray, str]]  # name, borrowed buffer, safetensors dtype
+    owners: list[mx.array] = field(default_factory=list)  # released on the engine thread
+
+
+@dataclass
+class Hit:
+    """An entry the index says serves `usable` tokens of a prompt (at least)."""
+
+    entry: _Entry
+    usable: int
+
+
+class PromptDisk:
+    """The disk tier of one engine's prompt cache (created and called on its thread)."""
+
+    def __init__(self, directory: Path, max_bytes: int, identity: str) -> None:
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self.identity = identity
+        self.hits = 0  # prompts served from disk
+        self.hit_tokens = 0  # prompt tokens they read from it
+        self.writes = 0
+        self.errors = 0  # files skipped (corrupt, truncated, foreign) and deleted
+        self.read_seconds = 0.0
+        self.put_seconds = 0.0  # spent handing entries over, on the engine thread
+        (directory / "entries").mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}  # ours (any scope), by file name
+        self._pending = 0
+        self._done: list[_Write] = []  # written: their borrowed arrays released here
+        self._queue: SimpleQueue[Any] = SimpleQueue()
+        with closing(self._connect()) as db:
+            for row in db.execute(
+                "SELECT name, key, length, digest, blocks, trimmable, bytes FROM entries "
+                "WHERE key LIKE ?",
+                (identity[:32] + "%",),
+            ):
+                entry = _Entry(
+                    row[0], row[1], row[2], row[3], json.loads(row[4]), bool(row[5]), row[6]
+                )
+                self._entries[entry.name] = entry
+        self._sweep()
+        self._thread = threading.Thread(target=self._write_loop, name="prompt-disk", daemon=True)
+        self._thread.start()
+
+    # --- the engine thread -------------------------------------------------------------------
+    def put(self, scope: str, tokens: list[int], cache: list[Any]) -> bool:
+        """Queues `cache` (the KV of `tokens`) for writing; False where it is not written (an
+        unknown cache class, too large, or the writer behind)."""
+        started = time.perf_counter()
+        try:
+            return self._put(scope, tokens, cache)
+        finally:
+            self.put_seconds += time.perf_counter() - started
+
+    def _put(self, scope: str, tokens: list[int], cache: list[Any]) -> bool:
+        self._done.clear()
+        if len(tokens) < BLOCK or any(type(c).__name__ not in CLASSES for c in cache):
+            return False
+        with self._lock:
+            if self._pending >= MAX_PENDING:
+                log.debug("prompt disk: writer busy, an entry of %d tokens skipped", len(tokens))
+                return False
+        layers: list[list[Any]] = []
+        leaves: list[tuple[str, mx.array]] = []
+        for i, c in enumerate(cache):
+            items: list[list[Any]] = []
+            for path, leaf in _flatten(c.state):
+                if isinstance(leaf, mx.array):
+                    if leaf.dtype not in _DTYPES:
+                        return False
+                    items.append([path, {"array": f"{i}.{path}"}])
+                    leaves.append((f"{i}.{path}", leaf))
+                elif leaf is None or isinstance(leaf, (int, float, str)):
+                    items.append([path, leaf])
+                else:
+                    return False
+            layers.append([type(c).__name__, items])
+        nbytes = sum(a.nbytes for _, a in leaves) + 4 * len(tokens)
+        if nbytes > self.max_bytes:
+            return False
+        views = [a.view(mx.uint16) if a.dtype == mx.bfloat16 else a for _, a in leaves]
+        mx.eval(views)
+        arrays = [
+            (name, np.asarray(memoryview(cast(Any, v))), _DTYPES[a.dtype][1])
+            for (name, a), v in zip(leaves, views, strict=True)
+        ]
+        data = _tokens_bytes(tokens)
+        chain = _chain(data)
+        key = self._key(scope)
+        digest = _digest(data, len(tokens), chain)
+        entry = _Entry(
+            f"{key}-{digest}.safetensors",
+            key,
+            len(tokens),
+            digest,
+            chain,
+            can_trim_prompt_cache(cache),
+            nbytes,
+        )
+        with self._lock:
+            self._pending += 1
+        tokens_array = np.frombuffer(data, dtype="<i4")
+        self._queue.put(_Write(entry, tokens_array, layers, arrays, owners=views))
+        return True
+
+    def fetch(
+        self, scope: str, prompt: list[int], cache: Any, rest: list[int]
+    ) -> tuple[Any, list[int]]:
+        """The memory cache's answer (`cache`, `rest`), or the disk's where it holds more."""
+        have = len(prompt) - len(rest) if cache is not None else 0
+        if len(prompt) - have <= BLOCK:
+            return cache, rest  # little left to gain
+        hit = self.lookup(scope, prompt)
+        if hit is None or hit.usable <= have:
+            return cache, rest
+        loaded = self.load(hit, prompt)
+        if loaded is None or len(prompt) - len(loaded[1]) <= have:
+            return cache, rest
+        return loaded
+
+    def lookup(self, scope: str, prompt: list[int]) -> Hit | None:
+        """The entry of this scope serving the most tokens of `prompt`, by the index alone."""
+        key = self._key(scope)
+        with self._lock:
+            entries = [e for e in self._entries.values() if e.key == key]
+        if not entries:
+            return None
+        data = _tokens_bytes(prompt)
+        chain = _chain(data)
+        best: Hit | None = None
+        for e in entries:
+            usable = 0
+            if e.length <= len(prompt) and e.digest == _digest(data, e.length, chain):
+                usable = e.length if e.length < len(prompt) or e.trimmable else 0
+            elif e.trimmable:
+                blocks = 0
+                for mine, theirs in zip(chain, e.blocks, strict=False):
+                    if mine != theirs:
+                        break
+                    blocks += 1
+                usable = min(len(prompt) - 1, blocks * BLOCK)
+            if usable > 0 and (best is None or usable > best.usable):
+                best = Hit(e, usable)
+        return best
+
+    def load(self, hit: Hit, prompt: list[int]) -> tuple[list[Any], list[int]] | None:
+        """The entry's cache, cut to what `prompt` shares with it, and the tokens left; None
+        (the file deleted and logged) where it cannot be read or does not match."""
+        started = time.perf_counter()
+        path = self.directory / "entries" / hit.entry.name
+        try:
+            tokens, cache = self._read(path, hit.entry)
+        except Exception as exc:  # any failure: never served
+            self.errors += 1
+            log.warning("prompt disk: %s skipped and deleted: %s", path.name, exc)
+            self._forget(hit.entry)
+            return None
+        common = _common_prefix(tokens, prompt)
+        if common == len(tokens) and common < len(prompt):
+            rest = prompt[common:]
+        elif can_trim_prompt_cache(cache) and common > 0:
+            keep = min(len(prompt) - 1, common)
+            trim_prompt_cache(cache, len(tokens) - keep)
+            rest = prompt[keep:]
+        elif common == len(tokens):  # an exact hit the worker may still trim
+            rest = []
+        else:
+            return None
+        self.hits += 1
+        self.hit_tokens += len(prompt) - len(rest)
+        self.read_seconds += time.perf_counter() - started
+        self._queue.put(("touch", hit.entry.name))
+        return cache, rest
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Waits until every queued write is on disk (tests, benchmarks)."""
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
+    def close(self) -> None:
+        self._queue.put(None)
+
+    # --- helpers -----------------------------------------------------------------------------
+    def _key(self, scope: str) -> str:
+        return self.identity[:32] + hashlib.sha256(scope.encode()).hexdigest()[:16]
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.directory / "index.sqlite", timeout=10)
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS entries (name TEXT PRIMARY KEY, key TEXT, length INTEGER,"
+            " digest TEXT, blocks TEXT, trimmable INTEGER, bytes INTEGER, last_use REAL)"
+        )
+        return db
+
+    def _forget(self, entry: _Entry) -> None:
+        with self._lock:
+            self._entries.pop(entry.name, None)
+        self._queue.put(("delete", entry.name))
+
+    def _sweep(self) -> None:
+        """Deletes files the index does not list (a write cut short), once they are old."""
+        with closing(self._connect()) as db:
+            listed = {row[0] for row in db.execute("SELECT name FROM entries")}
+        cutoff = time.time() - 3600
+        for path in (self.directory / "entries").iterdir():
+            if path.name not in listed and path.stat().st_mtime < cutoff:
+                path.unlink(missing_ok=True)
+
+    def _read(self, path: Path, entry: _Entry) -> tuple[list[int], list[Any]]:
+        with path.open("rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            if not 0 < size < 1 << 26:
+                raise ValueError("not a safetensors file")
+            header = json.loads(f.read(size))
+            data = bytearray(os.fstat(f.fileno()).st_size - 8 - size)
+            if f.readinto(data) != len(data):
+                raise ValueError("truncated")
+        meta = header.pop("__metadata__", {})
+        if meta.get("format") != FORMAT or meta.get("identity") != entry.key:
+            raise ValueError("written for another model, template or KV layout")
+        if int(meta.get("crc32", "-1")) != zlib.crc32(data):
+            raise ValueError("checksum mismatch")
+        arrays: dict[str, Any] = {}
+        for name, spec in header.items():
+            np_name = _NAMES[spec["dtype"]][0]
+            start, end = spec["data_offsets"]
+            flat = np.frombuffer(
+                data, dtype=np_name, count=(end - start) // np.dtype(np_name).itemsize, offset=start
+            )
+            arrays[name] = flat.reshape(spec["shape"])
+        tokens: list[int] = arrays.pop("tokens").tolist()
+        if len(tokens) != entry.length:
+            raise ValueError("token count mismatch")
+        cache = []
+        for cls_name, items in json.loads(meta["layers"]):
+            leaves = [(leaf_path, _leaf(value, arrays, header)) for leaf_path, value in items]
+            cache.append(CLASSES[cls_name].from_state(tree_unflatten(leaves)))  # type: ignore[attr-defined]
+        mx.eval([c.state for c in cache])
+        return tokens, cache
+
+    # --- the writer thread -------------------------------------------------------------------
+    def _write_loop(self) -> None:
+        db = self._connect()
+        while True:
+            job = self._queue.get()
+            if job is None:
+                db.close()
+                return
+            try:
+                if isinstance(job, threading.Event):
+                    job.set()
+                elif isinstance(job, _Write):
+                    self._write(db, job)
+                elif job[0] == "touch":
+                    db.execute("UPDATE entries SET last_use=? WHERE name=?", (time.time(), job[1]))
+                    db.commit()
+                else:
+                    self._delete(db, job[1])
+            except Exception:
+                log.exception("prompt disk: a write failed")
+            finally:
+                if isinstance(job, _Write):
+                    with self._lock:
+                        self._pending -= 1
+                        self._done.append(job)
+
+    def _write(self, db: sqlite3.Connection, job: _Write) -> None:
+        entry = job.entry
+        tensors: list[tuple[str, np.ndarray, str]] = [("tokens", job.tokens, "I32")]
+        tensors += [(n, np.ascontiguousarray(a), d) for n, a, d in job.arrays]
+        header: dict[str, Any] = {}
+        offset = 0
+        crc = 0
+        for name, array, dtype in tensors:
+            header[name] = {
+                "dtype": dtype,
+                "shape": list(array.shape),
+                "data_offsets": [offset, offset + array.nbytes],
+            }
+            offset += array.nbytes
+            crc = zlib.crc32(array.data.cast("B"), crc)
+        header["__metadata__"] = {
+            "format": FORMAT,
+            "identity": entry.key,
+            "layers": json.dumps(job.layers),
+            "crc32": str(crc),
+        }
+        raw = json.dumps(header).encode()
+        raw += b" " * (-len(raw) % 8)
+        path = self.directory / "entries" / entry.name
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        with tmp.open("wb") as f:
+            f.write(len(raw).to_bytes(8, "little"))
+            f.write(raw)
+            for _, array, _ in tensors:
+                f.write(array.data.cast("B"))
+        os.replace(tmp, path)
+        entry.nbytes = path.stat().st_size
+        db.execute(
+            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                entry.name,
+                entry.key,
+                entry.length,
+                entry.digest,
+                json.dumps(entry.blocks),
+                int(entry.trimmable),
+                entry.nbytes,
+                time.time(),
+            ),
+        )
+        db.commit()
+        self.writes += 1
+        with self._lock:
+            self._entries[entry.name] = entry
+        if entry.trimmable:  # the entries it extends only take space (as in memory)
+            data = job.tokens.tobytes()
+            for other in self._prefixes(entry, data):
+                self._delete(db, other.name)
+        self._trim(db)
+
+    def _prefixes(self, entry: _Entry, data: bytes) -> Iterator[_Entry]:
+        with self._lock:
+            entries = list(self._entries.values())
+        for other in entries:
+            if (
+                other.key == entry.key
+                and other.length < entry.length
+                and other.digest == _digest(data, other.length, entry.blocks)
+            ):
+                yield other
+
+    def _trim(self, db: sqlite3.Connection) -> None:
+        """Deletes the least recently used entries until the directory fits the budget."""
+        total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM entries").fetchone()[0]
+        while total > self.max_bytes:
+            row = db.execute("SELECT name, bytes FROM entries ORDER BY last_use LIMIT 1").fetchone()
+            if row is None:
+                return
+            self._delete(db, row[0])
+            total -= row[1]
+
+    def _delete(self, db: sqlite3.Connection, name: str) -> None:
+        with self._lock:
+            self._entries.pop(name, None)
+        (self.directory / "entries" / name).unlink(missing_ok=True)
+        db.execute("DELETE FROM entries WHERE name=?", (name,))
+        db.commit()
+
+
+def _flatten(state: Any) -> list[tuple[str, Any]]:
+    """A cache state's leaves by path ("0", "0.1", ...), as `tree_unflatten` takes them back."""
+    return cast(list[tuple[str, Any]], tree_flatten(state))
+
+
+def _leaf(value: Any, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> Any:
+    """A state leaf as read back: an array (by its tensor's name) or the value itself."""
+    if not isinstance(value, dict):
+        return value
+    leaf = mx.array(arrays[value["array"]])
+    return leaf.view(mx.bfloat16) if header[value["array"]]["dtype"] == "BF16" else leaf
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    x, y = np.asarray(a[:n]), np.asarray(b[:n])
+    differ = np.flatnonzero(x != y)
+    return int(differ[0]) if differ.size else n
