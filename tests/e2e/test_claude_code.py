@@ -77,7 +77,7 @@ def _run(
     return done.returncode, lines
 
 
-def _serve(model_path: Path) -> Any:
+def _serve(model_path: Path, *extra: str) -> Any:
     http, grpc_port = _free_port(), _free_port()
     with _process(
         "serve",
@@ -89,6 +89,7 @@ def _serve(model_path: Path) -> Any:
         str(grpc_port),
         "--api-key",
         KEY,
+        *extra,
     ) as proc:
         _wait_healthy(http, proc)
         yield http
@@ -189,3 +190,29 @@ def test_default_prompt_is_refused_clearly(
     assert "32768-token context window" in message, message
     tokens = int(message.split("The input is ")[1].split(" tokens")[0])
     assert tokens > 40_000, f"Claude Code's default prompt measured {tokens} tokens"
+
+
+def test_a_restarted_server_serves_the_default_prompt_from_disk(
+    model_path: Path, tmp_path: Path
+) -> None:
+    """Claude Code's default request (~44k tokens) against `serve`, the server restarted
+    between two sessions on the same --prompt-cache-dir: the second session reads at least 90%
+    of its prompt from the prompt cache's disk tier (tests/benchmarks/bench_claude_code_restart.py
+    prints the wall times: cold, warm from memory, warm from disk)."""
+    claude = _claude()
+    cache = ["--prompt-cache-dir", str(tmp_path / "prompt-cache")]
+    sessions = []
+    for words in (PROMPT, "Reply with: hi there"):
+        serving = _serve(model_path, *cache)
+        port = next(serving)
+        try:
+            code, [result] = _run(claude, port, tmp_path, "--model", model_path.name, prompt=words)
+        finally:
+            serving.close()  # SIGTERM: the engine writes what it has queued before it exits
+        assert code == 0 and result["is_error"] is False, result
+        sessions.append(result["usage"])
+    first, second = sessions
+    assert first["cache_read_input_tokens"] == 0, first  # a new folder: nothing on disk yet
+    prompt = second["input_tokens"] + second["cache_read_input_tokens"]
+    assert prompt > 40_000, second
+    assert second["cache_read_input_tokens"] >= 0.9 * prompt, second

@@ -1,0 +1,55 @@
+"""The real Claude Code CLI (its default ~44k-token request) against `serve`, with a restart.
+
+Three sessions in one directory, each a new `claude -p` with its own words: the first cold on a
+new --prompt-cache-dir, the second warm from memory on the same server, the third after the
+server was restarted, warm from the disk tier. Prints each session's wall time and the prompt
+tokens read from the cache, and the ratio of the disk-warm wall time to the memory-warm one
+(goal ≤ 1.25). Needs Claude Code (`make setup` installs it in .tools/). Not a test.
+
+    .venv/bin/python tests/benchmarks/bench_claude_code_restart.py
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.e2e.test_claude_code import _claude, _run, _serve
+
+MODEL = Path(__file__).resolve().parents[2] / "service/assets/tiny-chat"
+
+
+def main() -> None:
+    claude = _claude()
+    work = Path(tempfile.mkdtemp(prefix="bench-claude-restart-"))
+    cache = ["--prompt-cache-dir", str(work / "prompt-cache")]
+    rows = []
+    plan = [("cold", "Reply with: hello", True), ("warm, memory", "Reply with: hi", False),
+            ("warm, disk (restarted)", "Reply with: hey", True)]  # fmt: skip
+    serving = None
+    port = 0
+    for name, words, restart in plan:
+        if restart:
+            if serving is not None:
+                serving.close()
+            serving = _serve(MODEL, *cache)
+            port = next(serving)
+        started = time.perf_counter()
+        code, [result] = _run(claude, port, work, "--model", MODEL.name, prompt=words)
+        wall = time.perf_counter() - started
+        usage = result["usage"]
+        prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]
+        rows.append((name, wall, usage["cache_read_input_tokens"], prompt, code))
+        print(f"{name:24s} wall {wall:6.2f} s  cached {usage['cache_read_input_tokens']:>6,} "
+              f"of {prompt:,}  exit {code}", flush=True)  # fmt: skip
+    if serving is not None:
+        serving.close()
+    print(f"disk-warm / memory-warm wall: {rows[2][1] / rows[1][1]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
