@@ -40,7 +40,11 @@ from mlx_responses.service.responses.conversations import (
     MAX_METADATA_PAIRS,
     MAX_METADATA_VALUE,
 )
-from mlx_responses.service.responses.validation import MAX_TOP_LOGPROBS
+from mlx_responses.service.responses.validation import (
+    MAX_COMPACT_THRESHOLD,
+    MAX_TOP_LOGPROBS,
+    REASONING_SUMMARIES,
+)
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -211,7 +215,7 @@ def _request_schemas() -> dict[str, Schema]:
         input={
             "anyOf": [
                 {"type": "string", "minLength": 1},
-                {"type": "array", "items": ref("InputItem")},
+                {"type": "array", "items": ref("InputItem"), "minItems": 1},
             ]
         },
         tools=_nullable({"type": "array", "items": {"anyOf": [*tools, namespace]}}),
@@ -229,23 +233,38 @@ def _request_schemas() -> dict[str, Schema]:
                 verbosity=OPT_STRING,
             )
         ),
-        reasoning=_nullable(_obj(effort=OPT_STRING, summary=OPT_STRING)),
+        reasoning=_nullable(
+            _obj(effort=OPT_STRING, summary=_nullable({"enum": list(REASONING_SUMMARIES)}))
+        ),
         conversation=_nullable({"anyOf": [STRING, _obj(("id",), id=STRING)]}),
         context_management=_nullable(
             {
                 "type": "array",
-                "items": _obj(("type",), type=STRING, compact_threshold=_nullable(INTEGER)),
+                "items": _obj(
+                    ("type", "compact_threshold"),
+                    type={"const": "compaction"},
+                    compact_threshold=integer(1, MAX_COMPACT_THRESHOLD),
+                ),
             }
         ),
         metadata=_nullable({"type": "object", "additionalProperties": STRING}),
         include=_nullable({"type": "array", "items": STRING}),
         chat_template_kwargs=_nullable({"type": "object"}),
     )
+    properties["truncation"] = _nullable({"const": "disabled"})
     create = {
         "type": "object",
         "properties": properties,
         "required": list(to_proto.REQUIRED_PARAMS),
         "description": "Unknown fields are accepted and ignored.",
+        # One history at a time: a chain or a conversation.
+        "not": {
+            "required": ["previous_response_id", "conversation"],
+            "properties": {
+                "previous_response_id": {"type": "string"},
+                "conversation": {"not": {"type": "null"}},
+            },
+        },
     }
     compact = {
         "allOf": [ref("CreateResponseRequest")],
