@@ -31,6 +31,7 @@ from mlx_responses.http_facade.openapi_kit import (
     Schema,
     integer,
     ref,
+    sse_event,
 )
 from mlx_responses.http_facade.openapi_kit import nullable as _nullable
 from mlx_responses.http_facade.openapi_kit import obj as _obj
@@ -576,7 +577,7 @@ def _operation(route: web.AbstractRoute, known: dict[Callable[..., Any], Operati
     if spec.ok is not None:
         ok["content"] = _content(spec.ok)
         if spec.streams:
-            ok["content"].update(_content(spec.stream_event, SSE))
+            ok["content"][SSE] = {"schema": sse_event(spec.stream_event, spec.stream_done)}
     canonical = route.resource.canonical if route.resource is not None else ""
     operation: Schema = {
         # Unique per path: the bare aliases share handlers with their /v1 routes.

@@ -48,6 +48,7 @@ def operations() -> dict[Callable[..., Any], Operation]:
             "ChatCompletion",
             streams=True,
             stream_event="ChatCompletionStreamEvent",
+            stream_done=True,
         ),
     }
 

@@ -29,7 +29,11 @@ from mlx_responses.http_facade.openapi_kit import (
 def operations() -> dict[Callable[..., Any], Operation]:
     return {
         routes.create_completion: Operation(
-            "CompletionRequest", "Completion", streams=True, stream_event="CompletionStreamEvent"
+            "CompletionRequest",
+            "Completion",
+            streams=True,
+            stream_event="CompletionStreamEvent",
+            stream_done=True,
         ),
     }
 

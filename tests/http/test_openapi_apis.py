@@ -71,7 +71,10 @@ def test_answers_conform(
     body = {"model": stack.settings.models[0].name, **body}
     assert conforms(document, request_schema, body) == []
     op = document["paths"][path]["post"]
-    assert op["responses"]["200"]["content"]["text/event-stream"]["schema"]["$ref"].endswith(event)
+    # Each event an object whose `data` is JSON of the payload schema (OpenAPI 3.2's reading).
+    data = op["responses"]["200"]["content"]["text/event-stream"]["schema"]["properties"]["data"]
+    payload = data["anyOf"][0] if "anyOf" in data else data  # chat and completions: or [DONE]
+    assert payload["contentSchema"]["$ref"].endswith(event), data
     assert op["responses"]["default"]["content"]["application/json"]["schema"]["$ref"].endswith(
         error
     )
