@@ -38,15 +38,18 @@ from mlx_responses.http_facade.openapi_kit import (
     Schema,
     integer,
     ref,
+    sse_event,
 )
 from mlx_responses.http_facade.openapi_kit import nullable as _nullable
 from mlx_responses.http_facade.openapi_kit import obj as _obj
 from mlx_responses.service.limits import (
+    MAX_COMPACT_THRESHOLD,
     MAX_ITEMS_PER_CALL,
     MAX_METADATA_KEY,
     MAX_METADATA_PAIRS,
     MAX_METADATA_VALUE,
     MAX_TOP_LOGPROBS,
+    REASONING_SUMMARIES,
 )
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -225,7 +228,7 @@ def _request_schemas() -> dict[str, Schema]:
         input={
             "anyOf": [
                 {"type": "string", "minLength": 1},
-                {"type": "array", "items": ref("InputItem")},
+                {"type": "array", "items": ref("InputItem"), "minItems": 1},
             ]
         },
         tools=_nullable({"type": "array", "items": {"anyOf": [*tools, namespace]}}),
@@ -268,23 +271,38 @@ def _request_schemas() -> dict[str, Schema]:
                 verbosity=OPT_STRING,
             )
         ),
-        reasoning=_nullable(_obj(effort=OPT_STRING, summary=OPT_STRING)),
+        reasoning=_nullable(
+            _obj(effort=OPT_STRING, summary=_nullable({"enum": list(REASONING_SUMMARIES)}))
+        ),
         conversation=_nullable({"anyOf": [STRING, _obj(("id",), id=STRING)]}),
         context_management=_nullable(
             {
                 "type": "array",
-                "items": _obj(("type",), type=STRING, compact_threshold=_nullable(INTEGER)),
+                "items": _obj(
+                    ("type", "compact_threshold"),
+                    type={"const": "compaction"},
+                    compact_threshold=integer(1, MAX_COMPACT_THRESHOLD),
+                ),
             }
         ),
         metadata=_nullable({"type": "object", "additionalProperties": STRING}),
         include=_nullable({"type": "array", "items": STRING}),
         chat_template_kwargs=_nullable({"type": "object"}),
     )
+    properties["truncation"] = _nullable({"const": "disabled"})
     create = {
         "type": "object",
         "properties": properties,
         "required": list(to_proto.REQUIRED_PARAMS),
         "description": "Unknown fields are accepted and ignored.",
+        # One history at a time: a chain or a conversation.
+        "not": {
+            "required": ["previous_response_id", "conversation"],
+            "properties": {
+                "previous_response_id": {"type": "string"},
+                "conversation": {"not": {"type": "null"}},
+            },
+        },
     }
     compact = {
         "allOf": [ref("CreateResponseRequest")],
@@ -605,7 +623,7 @@ def _operation(route: web.AbstractRoute, known: dict[Callable[..., Any], Operati
     if spec.ok is not None:
         ok["content"] = _content(spec.ok)
         if spec.streams:
-            ok["content"].update(_content(spec.stream_event, SSE))
+            ok["content"][SSE] = {"schema": sse_event(spec.stream_event, spec.stream_done)}
     canonical = route.resource.canonical if route.resource is not None else ""
     operation: Schema = {
         # Unique per path: the bare aliases share handlers with their /v1 routes.

@@ -50,6 +50,24 @@ def nullable(schema: Schema) -> Schema:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
+def sse_event(payload: str, done: bool = False) -> Schema:
+    """One server-sent event: its `data` is JSON of the component `payload` (as OpenAPI 3.2
+    reads an event stream: each event an object, the payload under contentSchema); `done`: a
+    `data: [DONE]` event ends the stream."""
+    data: Schema = {
+        "type": "string",
+        "contentMediaType": JSON,
+        "contentSchema": ref(payload),
+    }
+    if done:
+        data = {"anyOf": [data, {"const": "[DONE]"}]}
+    return {
+        "type": "object",
+        "required": ["data"],
+        "properties": {"data": data, "event": {"type": "string"}},
+    }
+
+
 def obj(required: tuple[str, ...] = (), **properties: Schema) -> Schema:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -71,3 +89,4 @@ class Operation:
     error: str = "Error"  # the error envelope schema
     body_required: bool = True  # False: an empty body is taken as `{}`
     upgrade: bool = False  # a WebSocket handshake (101), not a JSON answer
+    stream_done: bool = False  # the stream ends with `data: [DONE]`

@@ -4,6 +4,9 @@ the façade may import them without importing the core."""
 from __future__ import annotations
 
 MAX_TOP_LOGPROBS = 20
+MAX_COMPACT_THRESHOLD = 100_000_000
+# `reasoning.summary`: each makes reasoning items carry their text as the summary.
+REASONING_SUMMARIES = ("auto", "concise", "detailed")
 MAX_STOP_SEQUENCES = 16
 # Conversations: items per create/add call, metadata pairs and their key/value lengths.
 MAX_ITEMS_PER_CALL = 20

@@ -47,7 +47,8 @@ def operations() -> dict[Callable[..., Any], Operation]:
             "ChatCompletionRequest",
             "ChatCompletion",
             streams=True,
-            stream_event="ChatCompletionChunk",
+            stream_event="ChatCompletionStreamEvent",
+            stream_done=True,
         ),
     }
 
@@ -242,6 +243,8 @@ def schemas() -> dict[str, Schema]:
             service_tier=STRING,
             **common,
         ),
+        # A stream the core breaks off ends with an error frame (no [DONE]).
+        "ChatCompletionStreamEvent": {"anyOf": [ref("ChatCompletionChunk"), ref("Error")]},
         "ChatCompletionChunk": obj(
             ("id", "object", "created", "model", "choices"),
             object={"const": "chat.completion.chunk"},

@@ -22,13 +22,18 @@ from mlx_responses.http_facade.openapi_kit import (
     integer,
     nullable,
     obj,
+    ref,
 )
 
 
 def operations() -> dict[Callable[..., Any], Operation]:
     return {
         routes.create_completion: Operation(
-            "CompletionRequest", "Completion", streams=True, stream_event="Completion"
+            "CompletionRequest",
+            "Completion",
+            streams=True,
+            stream_event="CompletionStreamEvent",
+            stream_done=True,
         ),
     }
 
@@ -101,6 +106,8 @@ def schemas() -> dict[str, Schema]:
     )
     return {
         "CompletionRequest": _request(),
+        # A stream the core breaks off ends with an error frame (no [DONE]).
+        "CompletionStreamEvent": {"anyOf": [ref("Completion"), ref("Error")]},
         "Completion": obj(
             ("id", "object", "created", "model", "choices"),
             id=STRING,

@@ -7,19 +7,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mlx_responses.service.errors import invalid
-from mlx_responses.service.limits import MAX_STOP_SEQUENCES, MAX_TOP_LOGPROBS
+from mlx_responses.service.limits import (
+    MAX_COMPACT_THRESHOLD,
+    MAX_STOP_SEQUENCES,
+    MAX_TOP_LOGPROBS,
+    REASONING_SUMMARIES,
+)
 from mlx_responses.service.models.pool import check_model
 from mlx_responses.service.text.grammars import SchemaError, check_strict
 from mlx_responses.service.text.json_text import JsonBoundsError, loads_bounded
 from mlx_responses.service.text.request_json import JsonObject, RequestJson
 
 from mlx_responses.v1 import responses_pb2 as pb
-
-MAX_COMPACT_THRESHOLD = 100_000_000
-
-
-# `reasoning.summary`: each makes reasoning items carry their text as the summary.
-REASONING_SUMMARIES = ("auto", "concise", "detailed")
 
 
 def parse_json_object(text: str, param: str) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def _sse_data(stack: Stack, path: str, body: dict[str, Any]) -> list[Any]:
             "/v1/chat/completions",
             "ChatCompletionRequest",
             "ChatCompletion",
-            "ChatCompletionChunk",
+            "ChatCompletionStreamEvent",
             "Error",
             {
                 "messages": [{"role": "user", "content": "Reply with: hello"}],
@@ -50,7 +50,7 @@ def _sse_data(stack: Stack, path: str, body: dict[str, Any]) -> list[Any]:
             "/v1/completions",
             "CompletionRequest",
             "Completion",
-            "Completion",
+            "CompletionStreamEvent",
             "Error",
             {"prompt": "The sea", "max_tokens": 4, "logprobs": 2},
         ),
@@ -71,7 +71,10 @@ def test_answers_conform(
     body = {"model": stack.settings.models[0].name, **body}
     assert conforms(document, request_schema, body) == []
     op = document["paths"][path]["post"]
-    assert op["responses"]["200"]["content"]["text/event-stream"]["schema"]["$ref"].endswith(event)
+    # Each event an object whose `data` is JSON of the payload schema (OpenAPI 3.2's reading).
+    data = op["responses"]["200"]["content"]["text/event-stream"]["schema"]["properties"]["data"]
+    payload = data["anyOf"][0] if "anyOf" in data else data  # chat and completions: or [DONE]
+    assert payload["contentSchema"]["$ref"].endswith(event), data
     assert op["responses"]["default"]["content"]["application/json"]["schema"]["$ref"].endswith(
         error
     )
@@ -85,6 +88,8 @@ def test_answers_conform(
     refused = httpx.post(f"{stack.base_url}{path}", json={**body, "model": "nope"}, timeout=30)
     assert refused.status_code == 404
     assert conforms(document, error, refused.json()) == []
+    # A stream the core breaks off ends with an error frame: an event of the stream too.
+    assert conforms(document, event, refused.json()) == []
 
 
 def test_every_new_route_is_documented(document: dict[str, Any]) -> None:
