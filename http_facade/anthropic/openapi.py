@@ -29,6 +29,15 @@ from mlx_responses.http_facade.to_proto import INT32_MAX
 from mlx_responses.service.limits import MAX_STOP_SEQUENCES
 
 STOP_REASONS = ["end_turn", "max_tokens", "stop_sequence", "tool_use"]
+# Left out of the schema (as input_image is from CreateResponseRequest): a text model refuses
+# images, so no request holding one is valid for every model.
+IMAGE_NOTE = (
+    "A user message may also hold `image` blocks for a vision model: "
+    '`{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "..."}}` '
+    '(jpeg, png, gif, webp) or `{"type": "image", "source": {"type": "url", "url": "..."}}` '
+    "(with `--allow-remote-media`). A text-only model refuses them with a 400 naming "
+    "`messages[i].content[j]`; an image inside a `tool_result` is refused (tool outputs are text)."
+)
 
 
 def operations() -> dict[Callable[..., Any], Operation]:
@@ -81,7 +90,8 @@ def _request(required: tuple[str, ...]) -> Schema:
                 content={"anyOf": [STRING, array({"anyOf": kinds})]},
             )
             for role, kinds in blocks.items()
-        ]
+        ],
+        "description": IMAGE_NOTE,
     }
     custom_tool = obj(
         ("name",),

@@ -8,7 +8,7 @@ import logging
 from aiohttp import web
 from mlx_responses.http_facade.anthropic.from_proto import message_json
 from mlx_responses.http_facade.anthropic.stream import MessageEvents
-from mlx_responses.http_facade.anthropic.to_proto import messages_from_json
+from mlx_responses.http_facade.anthropic.to_proto import anthropic_media, messages_from_json
 from mlx_responses.http_facade.errors import OpenAIError, anthropic_error_body
 from mlx_responses.http_facade.relay import ChoiceStreams
 from mlx_responses.http_facade.routes import read_json, routed
@@ -19,13 +19,21 @@ log = logging.getLogger(__name__)
 
 async def create_message(request: web.Request) -> web.StreamResponse:
     """POST /v1/messages: an Anthropic Messages turn, streamed or whole."""
-    params = messages_from_json(await read_json(request))
+    media = anthropic_media()
+    params = messages_from_json(await read_json(request), media=media)
     client = routed(request, params)
     if not params.stream:
-        return web.json_response(message_json(await client.create(params)))
+        try:
+            done = await client.create(params)
+        except OpenAIError as error:
+            raise media.rename(error, params) from None
+        return web.json_response(message_json(done))
     streams = ChoiceStreams(client, [params])
     try:
-        await streams.open()
+        try:
+            await streams.open()
+        except OpenAIError as error:
+            raise media.rename(error, params) from None
         renderer = MessageEvents()
         response = web.StreamResponse(headers=SSE_HEADERS)
         await response.prepare(request)
@@ -45,8 +53,12 @@ async def create_message(request: web.Request) -> web.StreamResponse:
 
 async def count_tokens(request: web.Request) -> web.Response:
     """POST /v1/messages/count_tokens: the rendered prompt's tokens, tools included."""
-    params = messages_from_json(await read_json(request), count_only=True)
-    count = await routed(request, params).count_input_tokens(params)
+    media = anthropic_media()
+    params = messages_from_json(await read_json(request), count_only=True, media=media)
+    try:
+        count = await routed(request, params).count_input_tokens(params)
+    except OpenAIError as error:
+        raise media.rename(error, params) from None
     return web.json_response({"input_tokens": count})
 
 

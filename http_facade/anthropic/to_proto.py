@@ -6,13 +6,14 @@ import json
 from typing import Any
 
 from mlx_responses.http_facade.chat.to_proto import stop_sequences, template_kwargs
+from mlx_responses.http_facade.dialect_media import MediaPaths, anthropic_image
 from mlx_responses.http_facade.errors import invalid
 from mlx_responses.http_facade.to_proto import _expect, _flag, _float, _integer, _lookup
 
 from mlx_responses.v1 import responses_pb2 as pb
 
-# Block types that carry media; this text-only server refuses them as the Responses path does.
-MEDIA_BLOCKS = {"image", "document", "search_result", "container_upload"}
+# Block types that carry media other than images (`image` blocks reach the core as input_image).
+MEDIA_BLOCKS = {"document", "search_result", "container_upload"}
 TOOL_CHOICE_MODES = {
     "auto": pb.TOOL_CHOICE_MODE_AUTO,
     "any": pb.TOOL_CHOICE_MODE_REQUIRED,
@@ -24,9 +25,14 @@ MESSAGE_ROLES = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT, "system":
 CUSTOM_TOOL_TYPES = (None, "custom")
 
 
+def anthropic_media() -> MediaPaths:
+    """Where a Messages request's images stood (its errors name `messages[i].content[j]`)."""
+    return MediaPaths("anthropic", "Content block")
+
+
 def _unsupported(kind: str, where: str) -> Exception:
     return invalid(
-        f"Content block type '{kind}' is not supported by this text model.",
+        f"Content block type '{kind}' is not supported here.",
         f"{where}.type",
         "unsupported_content",
     )
@@ -47,6 +53,14 @@ def _tool_result_text(content: Any, where: str) -> str:
     for i, block in enumerate(content):
         _expect(block, dict, f"{where}[{i}]", "an object")
         kind = block.get("type")
+        if kind == "image":
+            # NOTE: a tool output is text in the core (FunctionCallOutputItem.output).
+            raise invalid(
+                "An 'image' block inside a tool_result is not supported: tool outputs are text "
+                "on this server; send the image in a user message's content instead.",
+                f"{where}[{i}].type",
+                "unsupported_content",
+            )
         if kind != "text":
             raise _unsupported(str(kind), f"{where}[{i}]")
         texts.append(_text_block(block, f"{where}[{i}]"))
@@ -54,35 +68,39 @@ def _tool_result_text(content: Any, where: str) -> str:
 
 
 class _Items:
-    """Items of one message, in block order; consecutive text blocks make one message item."""
+    """Items of one message, in block order; consecutive text and image blocks make one message
+    item (consecutive texts one part)."""
 
     def __init__(self, role: pb.Role) -> None:
         self.role = role
         self.items: list[pb.Item] = []
-        self._text: list[str] | None = None
+        self._open: pb.MessageItem | None = None
+
+    def _message(self) -> pb.MessageItem:
+        if self._open is None:
+            self.items.append(pb.Item(message=pb.MessageItem(role=self.role)))
+            self._open = self.items[-1].message
+        return self._open
 
     def text(self, text: str) -> None:
-        if self._text is None:
-            self._text = []
-            part = (
-                pb.ContentPart(output_text=pb.OutputText())
-                if self.role == pb.ROLE_ASSISTANT
-                else pb.ContentPart(input_text=pb.InputText())
-            )
-            self.items.append(pb.Item(message=pb.MessageItem(role=self.role, content=[part])))
-        self._text.append(text)
-        part = self.items[-1].message.content[0]
-        if self.role == pb.ROLE_ASSISTANT:
-            part.output_text.text = "".join(self._text)
+        content = self._message().content
+        kind = "output_text" if self.role == pb.ROLE_ASSISTANT else "input_text"
+        if content and content[-1].WhichOneof("part") == kind:
+            getattr(content[-1], kind).text += text
+        elif self.role == pb.ROLE_ASSISTANT:
+            content.append(pb.ContentPart(output_text=pb.OutputText(text=text)))
         else:
-            part.input_text.text = "".join(self._text)
+            content.append(pb.ContentPart(input_text=pb.InputText(text=text)))
+
+    def image(self, part: pb.ContentPart) -> None:
+        self._message().content.append(part)
 
     def add(self, item: pb.Item) -> None:
-        self._text = None
+        self._open = None
         self.items.append(item)
 
 
-def _blocks(role: pb.Role, content: Any, where: str) -> list[pb.Item]:
+def _blocks(role: pb.Role, content: Any, where: str, media: MediaPaths) -> list[pb.Item]:
     items = _Items(role)
     if isinstance(content, str):
         items.text(content)
@@ -94,6 +112,8 @@ def _blocks(role: pb.Role, content: Any, where: str) -> list[pb.Item]:
         kind = block.get("type")
         if kind == "text":
             items.text(_text_block(block, at))
+        elif kind == "image" and role == pb.ROLE_USER:
+            items.image(anthropic_image(block, at, media))
         elif kind == "thinking" and role == pb.ROLE_ASSISTANT:
             thinking = _expect(block.get("thinking"), str, f"{at}.thinking", "a string")
             reasoning = pb.ReasoningItem(content=[pb.ReasoningText(text=thinking)])
@@ -147,8 +167,8 @@ def _system(value: Any) -> pb.Item:
     return pb.Item(message=pb.MessageItem(role=pb.ROLE_SYSTEM, content=[part]))
 
 
-def messages_to_items(body: dict[str, Any]) -> list[pb.Item]:
-    """`system` + `messages` as Responses input items."""
+def messages_to_items(body: dict[str, Any], media: MediaPaths) -> list[pb.Item]:
+    """`system` + `messages` as Responses input items (`media` records where images stood)."""
     messages = _expect(body.get("messages"), list, "messages", "an array")
     if not messages:
         raise invalid("'messages' must not be empty.", "messages", "empty_array")
@@ -167,7 +187,7 @@ def messages_to_items(body: dict[str, Any]) -> list[pb.Item]:
             )
         if "content" not in message:
             raise invalid(f"Missing required parameter: '{where}.content'.", f"{where}.content")
-        items.extend(_blocks(role, message["content"], f"{where}.content"))
+        items.extend(_blocks(role, message["content"], f"{where}.content", media))
     return items
 
 
@@ -246,8 +266,11 @@ def _thinking(value: Any, params: pb.CreateResponseParams) -> bool | None:
     )
 
 
-def messages_from_json(body: Any, *, count_only: bool = False) -> pb.CreateResponseParams:
-    """A Messages (or count_tokens) body as CreateResponseParams; unknown fields are ignored."""
+def messages_from_json(
+    body: Any, *, count_only: bool = False, media: MediaPaths | None = None
+) -> pb.CreateResponseParams:
+    """A Messages (or count_tokens) body as CreateResponseParams; unknown fields are ignored.
+    `media`, if given, learns where the request's images stood."""
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.", None, "invalid_type")
     required = ("model", "messages") if count_only else ("model", "messages", "max_tokens")
@@ -257,7 +280,7 @@ def messages_from_json(body: Any, *, count_only: bool = False) -> pb.CreateRespo
     params = pb.CreateResponseParams(
         model=_expect(body["model"], str, "model", "a string"), store=False
     )
-    params.input.extend(messages_to_items(body))
+    params.input.extend(messages_to_items(body, media if media is not None else anthropic_media()))
     if body.get("max_tokens") is not None:
         cap = _integer(body["max_tokens"], "max_tokens")
         if cap < 1:

@@ -39,6 +39,15 @@ SAMPLING: dict[str, Schema] = {
 }
 
 FINISH_REASONS = ["stop", "length", "tool_calls"]
+# Left out of the schema (as input_image is from CreateResponseRequest): a text model refuses
+# images, so no request holding one is valid for every model.
+IMAGE_NOTE = (
+    "A user message's content may also hold image parts for a vision model: "
+    '`{"type": "image_url", "image_url": {"url": "data:image/png;base64,...", "detail": '
+    '"auto|low|high"}}` (`image_url` may be the URL string itself; http(s) URLs need '
+    "`--allow-remote-media`). A text-only model refuses them with a 400 `unsupported_content` "
+    "naming `messages[i].content[j].type`."
+)
 
 
 def operations() -> dict[Callable[..., Any], Operation]:
@@ -105,9 +114,14 @@ def _request() -> Schema:
     )
     message = {
         "anyOf": [
-            obj(
-                ("role", "content"), role={"enum": ["system", "developer", "user"]}, content=content
-            ),
+            {
+                **obj(
+                    ("role", "content"),
+                    role={"enum": ["system", "developer", "user"]},
+                    content=content,
+                ),
+                "description": IMAGE_NOTE,
+            },
             obj(
                 ("role",),
                 role={"const": "assistant"},

@@ -26,7 +26,11 @@ async def create_chat_completion(request: web.Request) -> web.StreamResponse:
     params = choice_params(chat.params, chat.n)
     if chat.params.stream:
         return await stream_chat(request, ChoiceStreams(client, params), chat)
-    return web.json_response(completion_json(await create_all(client, params), chat.logprobs))
+    try:
+        responses = await create_all(client, params)
+    except OpenAIError as error:
+        raise chat.media.rename(error, chat.params) from None
+    return web.json_response(completion_json(responses, chat.logprobs))
 
 
 def _opening(streams: ChoiceStreams) -> pb.Response:
@@ -42,7 +46,10 @@ async def stream_chat(
 ) -> web.StreamResponse:
     """`chat.completion.chunk` frames, then usage (if asked) and `[DONE]`."""
     try:
-        await streams.open()
+        try:
+            await streams.open()
+        except OpenAIError as error:
+            raise chat.media.rename(error, chat.params) from None
         opening = _opening(streams)
         chunkers = [
             ChoiceChunker(chat_id(opening.id), opening.created_at, opening.model, i, chat.logprobs)

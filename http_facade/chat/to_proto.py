@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from mlx_responses.http_facade.dialect_media import MediaPaths, chat_image
 from mlx_responses.http_facade.errors import invalid
 from mlx_responses.http_facade.to_proto import (
     MEDIA_PARTS,
@@ -37,8 +38,13 @@ ROLES: dict[str, pb.Role] = {
     "developer": pb.ROLE_DEVELOPER,
     "user": pb.ROLE_USER,
 }
-# Chat content part types that carry media; refused here (images go to /v1/responses).
-CHAT_MEDIA_PARTS = {"image_url", "input_audio", "file", *MEDIA_PARTS}
+# Chat content part types that carry media other than images; refused here.
+CHAT_MEDIA_PARTS = {"input_audio", "file", *MEDIA_PARTS}
+
+
+def chat_media() -> MediaPaths:
+    """Where a chat request's images stood (its errors name `messages[i].content[j]`)."""
+    return MediaPaths("chat", "Content part")
 
 
 @dataclass(frozen=True)
@@ -49,30 +55,49 @@ class ChatRequest:
     n: int = 1
     logprobs: bool = False
     include_usage: bool = False
+    media: MediaPaths = field(default_factory=chat_media)
 
 
-def _text(content: Any, param: str) -> str:
-    """A string, or the text of an array of `text` parts (media refused)."""
+def _parts(content: Any, param: str, media: MediaPaths | None) -> list[pb.ContentPart]:
+    """A string, or an array of `text` parts (and `image_url` parts where `media` is given):
+    consecutive texts join into one part, so a text-only message renders as it always has."""
     if isinstance(content, str):
-        return content
+        return [pb.ContentPart(input_text=pb.InputText(text=content))]
     _expect(content, list, param, "a string or an array of content parts")
-    texts = []
+    parts: list[pb.ContentPart] = []
     for i, part in enumerate(content):
         where = f"{param}[{i}]"
         _expect(part, dict, where, "an object")
         kind = part.get("type")
         if kind == "text":
-            texts.append(_expect(part.get("text"), str, f"{where}.text", "a string"))
+            text = _expect(part.get("text"), str, f"{where}.text", "a string")
+            if parts and parts[-1].WhichOneof("part") == "input_text":
+                parts[-1].input_text.text += text
+            else:
+                parts.append(pb.ContentPart(input_text=pb.InputText(text=text)))
+        elif kind == "image_url" and media is not None:
+            parts.append(chat_image(part, where, media))
+        elif kind == "image_url":
+            raise invalid(
+                "Content part type 'image_url' is only supported in user messages.",
+                f"{where}.type",
+                "unsupported_content",
+            )
         elif isinstance(kind, str) and kind in CHAT_MEDIA_PARTS:
             raise invalid(
                 f"Content part type '{kind}' is not supported by /v1/chat/completions on this "
-                "server; send images and files to /v1/responses (input_image, input_file).",
+                "server; send images as image_url parts, files to /v1/responses (input_file).",
                 f"{where}.type",
                 "unsupported_content",
             )
         else:
             raise invalid(f"Unknown content part type {kind!r}.", f"{where}.type", "invalid_value")
-    return "".join(texts)
+    return parts or [pb.ContentPart(input_text=pb.InputText(text=""))]
+
+
+def _text(content: Any, param: str) -> str:
+    """A string, or the text of an array of `text` parts (media refused)."""
+    return "".join(p.input_text.text for p in _parts(content, param, None))
 
 
 def _message(role: pb.Role, text: str) -> pb.Item:
@@ -124,8 +149,9 @@ def _assistant(message: dict[str, Any], param: str) -> list[pb.Item]:
     return items
 
 
-def messages_to_items(messages: Any) -> list[pb.Item]:
-    """Chat `messages` as Responses input items (the same history renders the same prompt)."""
+def messages_to_items(messages: Any, media: MediaPaths | None = None) -> list[pb.Item]:
+    """Chat `messages` as Responses input items (the same history renders the same prompt);
+    user messages may carry images where `media` is given (it records where they stood)."""
     _expect(messages, list, "messages", "an array")
     if not messages:
         raise invalid("'messages' must not be empty.", "messages", "empty_array")
@@ -137,8 +163,13 @@ def messages_to_items(messages: Any) -> list[pb.Item]:
         if role in ("system", "developer", "user"):
             if message.get("content") is None:
                 raise invalid(f"Missing required parameter: '{param}.content'.", f"{param}.content")
-            kind = ROLES[role]
-            items.append(_message(kind, _text(message["content"], f"{param}.content")))
+            where = f"{param}.content"
+            if role == "user" and media is not None:
+                parts = _parts(message["content"], where, media)
+                user = pb.MessageItem(role=pb.ROLE_USER, content=parts)
+                items.append(pb.Item(message=user))
+            else:
+                items.append(_message(ROLES[role], _text(message["content"], where)))
         elif role == "assistant":
             items.extend(_assistant(message, param))
         elif role == "tool":
@@ -285,7 +316,8 @@ def chat_from_json(body: Any) -> ChatRequest:
     for key, kind in SCALAR_PARAMS.items():
         if body.get(key) is not None:
             setattr(params, key, _scalar(body[key], key, kind))
-    params.input.extend(messages_to_items(body["messages"]))
+    media = chat_media()
+    params.input.extend(messages_to_items(body["messages"], media))
     params.stream = _flag(body, "stream")
     cap = max_tokens(body, "max_completion_tokens", "max_tokens")
     if cap is not None:
@@ -312,4 +344,4 @@ def chat_from_json(body: Any) -> ChatRequest:
     kwargs = template_kwargs(body, reasoning_effort=effort)
     if kwargs is not None:
         params.chat_template_kwargs_json = kwargs
-    return ChatRequest(params, choices(body), logprobs, include_usage(body))
+    return ChatRequest(params, choices(body), logprobs, include_usage(body), media)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from PIL import Image
 
 from tests.e2e.test_processes import _free_port, _process, _wait_healthy
 
@@ -216,3 +221,64 @@ def test_a_restarted_server_serves_the_default_prompt_from_disk(
     prompt = second["input_tokens"] + second["cache_read_input_tokens"]
     assert prompt > 40_000, second
     assert second["cache_read_input_tokens"] >= 0.9 * prompt, second
+
+
+@pytest.fixture(scope="module")
+def vlm_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    pytest.importorskip("mlx_vlm")
+    from tests.support.random_vlm import build_random_vlm, end_at_once
+
+    folder = build_random_vlm(tmp_path_factory.mktemp("vlm") / "tiny-vlm")
+    yield from _serve(end_at_once(folder))
+
+
+def test_an_image_in_the_prompt_completes_a_turn(vlm_server: int, tmp_path: Path) -> None:
+    """A pasted screenshot: the user message's base64 `image` block (stream-json input, as the
+    CLI sends a pasted image) reaches the tiny VLM's vision tower on /v1/messages, and the turn
+    completes. The model ends its turn at once (random_vlm.end_at_once): Claude Code takes a
+    turn cut at its token cap for an error, and a random model's replayed text may spell the
+    image tokens, which the core refuses in an assistant turn."""
+    claude = _claude()
+    buffer = io.BytesIO()
+    Image.new("RGB", (56, 56), (200, 30, 30)).save(buffer, format="PNG")
+    image = {
+        "type": "image",
+        "source": {
+            "type": "base64",
+            "media_type": "image/png",
+            "data": base64.b64encode(buffer.getvalue()).decode(),
+        },
+    }
+    content = [{"type": "text", "text": "What color is this image?"}, image]
+    line = json.dumps({"type": "user", "message": {"role": "user", "content": content}})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    env.update(
+        HOME=str(tmp_path),
+        ANTHROPIC_BASE_URL=f"http://127.0.0.1:{vlm_server}",
+        ANTHROPIC_API_KEY=KEY,
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_AUTOUPDATER="1",
+    )
+    args = [str(claude), "-p", "--input-format", "stream-json", "--output-format", "stream-json"]
+    done = subprocess.run(
+        [*args, "--verbose", "--model", "tiny-vlm", *MINIMAL],
+        cwd=tmp_path,
+        env=env,
+        input=line + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    events = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+    assert events, done.stdout + done.stderr
+    result = events[-1]
+    # NOTE: with stream-json input the CLI exits 0 on an API error too (is_error tells).
+    assert done.returncode == 0 and result["type"] == "result" and not result["is_error"], result
+    assert result["stop_reason"] == "end_turn", result
+    text = httpx.get(
+        f"http://127.0.0.1:{vlm_server}/metrics", headers={"x-api-key": KEY}, timeout=10
+    ).text
+    misses = re.search(r"^mlx_responses_image_encoding_cache_misses_total\{.*\} (\S+)$", text, re.M)
+    assert misses and float(misses.group(1)) >= 1, "the image ran through the vision tower"

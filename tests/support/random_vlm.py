@@ -162,3 +162,25 @@ def _never_end(model: Any, token_ids: list[int]) -> None:
     head = model.language_model.lm_head.weight
     head[mx.array(token_ids)] = 0.0
     model.language_model.lm_head.weight = head
+
+
+def end_at_once(folder: Path, tokenizer_from: Path = BUNDLED_MODEL) -> Path:
+    """The model at `folder` rewritten to end its turn at once, whatever it is shown (for a
+    client that treats a turn cut at its token cap as an error): every embedding the same,
+    the layers adding nothing, and only the end tokens' head rows set, so the end token's
+    logit is the hidden size and every other 0 (near certain, even at temperature 1)."""
+    import mlx.core as mx
+
+    weights = mx.load(str(folder / "model.safetensors"))
+    assert isinstance(weights, dict)
+    config = json.loads((folder / "config.json").read_text())
+    for name, value in weights.items():
+        if name.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")):
+            weights[name] = mx.zeros_like(value)
+    embed = "language_model.model.embed_tokens.weight"
+    weights[embed] = mx.ones_like(weights[embed])
+    head = mx.zeros_like(weights["language_model.lm_head.weight"])
+    head[mx.array(sorted(_end_ids(tokenizer_from, config["eos_token_id"])))] = 1.0
+    weights["language_model.lm_head.weight"] = head
+    mx.save_safetensors(str(folder / "model.safetensors"), weights)
+    return folder

@@ -1,0 +1,140 @@
+"""Images on Chat Completions and Anthropic Messages: their parts as `input_image`, and the core's
+errors about those parts named back in the dialect's own terms.
+
+Chat's `image_url` part and Anthropic's `image` block become the `input_image` part Responses
+sends, so the core decodes, bounds, counts and caches them on one path. The core names a part
+`input[i].content[j]` (its `input` items); `MediaPaths` remembers where each image stood in the
+request the client sent (`messages[1].content[2]`) and rewrites an error's param and message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlx_responses.http_facade.errors import OpenAIError, invalid
+from mlx_responses.http_facade.media_parts import IMAGE_DETAILS
+from mlx_responses.http_facade.to_proto import _expect
+
+from mlx_responses.v1 import responses_pb2 as pb
+
+# The core's name of a part: `input[3].content[1]` (then `.image_url`, `.type`, or nothing).
+CORE_PART = re.compile(r"input\[(\d+)\]\.content\[(\d+)\]((?:\.[a-z_]+)?)")
+# Anthropic's image source media types (its API refuses any other).
+ANTHROPIC_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where one image stood in the dialect's request, and its URL field's path there."""
+
+    path: str
+    url_field: str
+    kind: str
+
+
+@dataclass
+class MediaPaths:
+    """The dialect path of each image part, in the order the decoder added them to `input`."""
+
+    dialect: str
+    noun: str  # "Content part" (chat) or "Content block" (Anthropic)
+    _found: list[_Where] = field(default_factory=list)
+
+    def add(self, path: str, url_field: str, kind: str) -> None:
+        self._found.append(_Where(path, url_field, kind))
+
+    def _by_core_path(self, items: Any) -> dict[tuple[int, int], _Where]:
+        found = iter(self._found)
+        table = {}
+        for i, item in enumerate(items):
+            if item.WhichOneof("item") != "message":
+                continue
+            for j, part in enumerate(item.message.content):
+                if part.WhichOneof("part") == "input_image":
+                    where = next(found, None)
+                    if where is not None:
+                        table[(i, j)] = where
+        return table
+
+    def rename(self, error: OpenAIError, params: pb.CreateResponseParams) -> OpenAIError:
+        """`error` with the core's `input[i].content[j]` names in the dialect's terms."""
+        if not self._found:
+            return error
+        table = self._by_core_path(params.input)
+
+        def dialect(match: re.Match[str]) -> str:
+            where = table.get((int(match[1]), int(match[2])))
+            if where is None:
+                return match[0]
+            suffix = match[3]
+            if suffix == ".type":
+                return f"{where.path}.type"
+            return f"{where.path}{where.url_field}" if suffix else where.path
+
+        param = CORE_PART.sub(dialect, error.param) if error.param else error.param
+        message = CORE_PART.sub(dialect, error.message)
+        kinds = {w.kind for w in table.values()}
+        if len(kinds) == 1:
+            message = message.replace("Content part type 'input_image'", self._noun(kinds.pop()))
+        renamed = param != error.param
+        if renamed and param and param not in message and self.dialect == "anthropic":
+            # Anthropic's envelope has no `param`: the message names the part.
+            message = f"{param}: {message}"
+        if param == error.param and message == error.message:
+            return error
+        return OpenAIError(error.kind, message, param=param, code=error.code)
+
+    def _noun(self, kind: str) -> str:
+        return f"{self.noun} type '{kind}'"
+
+
+def _url_image(url: str, detail: str) -> pb.ContentPart:
+    return pb.ContentPart(input_image=pb.VisionInputImage(image_url=url, detail=detail))
+
+
+def chat_image(part: dict[str, Any], where: str, paths: MediaPaths) -> pb.ContentPart:
+    """`{"type": "image_url", "image_url": {"url", "detail"}}`, or `image_url` as a bare URL."""
+    value = part.get("image_url")
+    if isinstance(value, str):
+        paths.add(where, ".image_url", "image_url")
+        return _url_image(value, "")
+    image: dict[str, Any] = _expect(value, dict, f"{where}.image_url", "an object or a string")
+    url = _expect(image.get("url"), str, f"{where}.image_url.url", "a string")
+    detail = image.get("detail")
+    if detail is not None and (not isinstance(detail, str) or detail not in IMAGE_DETAILS):
+        raise invalid(
+            f"Invalid 'detail' {detail!r}: expected one of {', '.join(IMAGE_DETAILS)}.",
+            f"{where}.image_url.detail",
+            "invalid_value",
+        )
+    paths.add(where, ".image_url.url", "image_url")
+    return _url_image(url, detail or "")
+
+
+def anthropic_image(block: dict[str, Any], where: str, paths: MediaPaths) -> pb.ContentPart:
+    """An `image` block: a `base64` source as a data: URL, a `url` source as that URL."""
+    source = _expect(block.get("source"), dict, f"{where}.source", "an object")
+    kind = source.get("type")
+    if kind == "base64":
+        mime = _expect(source.get("media_type"), str, f"{where}.source.media_type", "a string")
+        if mime not in ANTHROPIC_MEDIA_TYPES:
+            raise invalid(
+                f"Invalid 'media_type' {mime!r}: expected one of "
+                f"{', '.join(ANTHROPIC_MEDIA_TYPES)}.",
+                f"{where}.source.media_type",
+                "invalid_value",
+            )
+        data = _expect(source.get("data"), str, f"{where}.source.data", "a string")
+        paths.add(where, ".source.data", "image")
+        return _url_image(f"data:{mime};base64,{data}", "")
+    if kind == "url":
+        url = _expect(source.get("url"), str, f"{where}.source.url", "a string")
+        paths.add(where, ".source.url", "image")
+        return _url_image(url, "")
+    raise invalid(
+        f"Invalid 'source.type' {kind!r}: expected base64 or url (this server has no Files API).",
+        f"{where}.source.type",
+        "invalid_value",
+    )
