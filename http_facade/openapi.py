@@ -421,7 +421,9 @@ def _response_schemas() -> dict[str, Schema]:
     usage = _obj(
         ("input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details"),
         input_tokens=INTEGER,
-        input_tokens_details=_obj(("cached_tokens",), cached_tokens=INTEGER),
+        input_tokens_details=_obj(
+            ("cached_tokens",), cached_tokens=INTEGER, cache_write_tokens=INTEGER
+        ),
         output_tokens=INTEGER,
         output_tokens_details=_obj(("reasoning_tokens",), reasoning_tokens=INTEGER),
         total_tokens=INTEGER,

@@ -183,7 +183,9 @@ def _usage() -> Schema:
         prompt_tokens=INTEGER,
         completion_tokens=INTEGER,
         total_tokens=INTEGER,
-        prompt_tokens_details=obj(("cached_tokens",), cached_tokens=INTEGER),
+        prompt_tokens_details=obj(
+            ("cached_tokens",), cached_tokens=INTEGER, cache_write_tokens=INTEGER
+        ),
         completion_tokens_details=obj(("reasoning_tokens",), reasoning_tokens=INTEGER),
     )
 

@@ -1,0 +1,60 @@
+"""OpenAI's prompt-cache hints on a Responses body, as the core's cache breakpoints.
+
+A content part with `prompt_cache_breakpoint: {"mode": "explicit", "ttl"?: "30m" | "12h"}`
+ends a prefix the client expects to reuse (the SDK's `ResponseInputText` and its image and
+file parts). The core renders the prompt up to it and, for a model whose caches cannot be cut
+back, takes a prompt-cache entry there (service/text/cache_breakpoints.py); the deepest four
+count, as OpenAI writes at most four per request.
+
+NOTE: the breakpoint's `ttl`, `prompt_cache_options` (`mode`, `ttl`) and
+`prompt_cache_retention` are checked where shaped and not acted on: entries live until the
+prompt cache's LRU bounds evict them, and the system turn's end stays a checkpoint under
+`mode: explicit` too. `prompt_cache_key` routes the request to a core (affinity.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlx_responses.http_facade.errors import invalid
+
+from mlx_responses.v1 import responses_pb2 as pb
+
+BREAKPOINT_TTLS = ("30m", "12h")
+# The text a part adds to its message (service/text/prompt.py `_part_text`).
+TEXT_FIELDS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
+
+
+def _checked(value: Any, where: str) -> None:
+    if not isinstance(value, dict) or value.get("mode") != "explicit":
+        raise invalid(
+            f'Invalid \'{where}\': expected {{"mode": "explicit"}}.', where, "invalid_value"
+        )
+    if value.get("ttl") is not None and value["ttl"] not in BREAKPOINT_TTLS:
+        raise invalid(
+            f"Invalid '{where}.ttl': expected 30m or 12h.", f"{where}.ttl", "invalid_value"
+        )
+
+
+def input_breakpoints(value: Any) -> list[pb.CacheBreakpoint]:
+    """The breakpoints of a (decoded, valid) `input`: each after its message's text up to and
+    including the marked part."""
+    if not isinstance(value, list):
+        return []
+    breakpoints = []
+    for i, item in enumerate(value):
+        content = item.get("content") if isinstance(item, dict) else None
+        if not isinstance(content, list):
+            continue
+        chars = 0
+        for j, part in enumerate(content):
+            if not isinstance(part, dict):
+                continue
+            text = part.get(TEXT_FIELDS.get(str(part.get("type")), ""))
+            chars += len(text) if isinstance(text, str) else 0
+            mark = part.get("prompt_cache_breakpoint")
+            if mark is not None:
+                _checked(mark, f"input[{i}].content[{j}].prompt_cache_breakpoint")
+                point = pb.InputPoint(item=i, chars=chars)
+                breakpoints.append(pb.CacheBreakpoint(input=point))
+    return breakpoints
