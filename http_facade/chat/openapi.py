@@ -95,7 +95,13 @@ def tool_choice_schema() -> Schema:
 
 
 def _request() -> Schema:
-    text_part = obj(("type", "text"), type={"const": "text"}, text=STRING)
+    breakpoint = obj(("mode",), mode={"const": "explicit"}, ttl=nullable({"enum": ["30m", "12h"]}))
+    text_part = obj(
+        ("type", "text"),
+        type={"const": "text"},
+        text=STRING,
+        prompt_cache_breakpoint=nullable(breakpoint),  # cache_hints.py
+    )
     content = {"anyOf": [STRING, array(text_part)]}
     tool_call = obj(
         ("id", "function"),

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from mlx_responses.http_facade.cache_hints import chat_breakpoints
 from mlx_responses.http_facade.errors import invalid
 from mlx_responses.http_facade.to_proto import (
     MEDIA_PARTS,
@@ -286,6 +287,7 @@ def chat_from_json(body: Any) -> ChatRequest:
         if body.get(key) is not None:
             setattr(params, key, _scalar(body[key], key, kind))
     params.input.extend(messages_to_items(body["messages"]))
+    params.cache_breakpoints.extend(chat_breakpoints(body["messages"], messages_to_items))
     params.stream = _flag(body, "stream")
     cap = max_tokens(body, "max_completion_tokens", "max_tokens")
     if cap is not None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlx_responses.service.ids import OWNER
 from mlx_responses.service.text.builtin_tools import model_item
 from mlx_responses.service.text.compaction_items import decode_compaction, effective_items
 from mlx_responses.service.text.json_text import loads_bounded
@@ -248,6 +251,17 @@ def system_turn_end(
     return 0 if system is None else common_prefix(system, tokens)
 
 
+# The latest probes' tokens, by their text: a client's breakpoints repeat from turn to turn (the
+# system prompt and tools; the last turn's marked message, the one before it now), and encoding
+# a long prefix costs as much as the prompt's own (a 45k-token prompt: about 70 ms).
+MAX_PROBES = 16
+# NOTE: keyed by the tokenizer's id: a model loaded where an unloaded one was could meet the
+# other's entry; a position found from it is still a prefix of the prompt (a checkpoint placed
+# too early, never a wrong token).
+_PROBES: OrderedDict[tuple[str, int, str, tuple[str, ...]], list[int]] = OrderedDict()
+_PROBES_LOCK = threading.Lock()
+
+
 def render_probe(
     tokenizer: Any,
     messages: list[Message],
@@ -268,7 +282,20 @@ def render_probe(
             )
     except Exception:
         return None
-    return list(encode_prompt(tokenizer, text, data_texts(messages)))
+    data = data_texts(messages)
+    # Per owner under --isolate-keys: a hit is faster, and no key may learn what another sent.
+    key = (OWNER.get() or "", id(tokenizer), text, tuple(data))
+    with _PROBES_LOCK:
+        tokens = _PROBES.get(key)
+        if tokens is not None:
+            _PROBES.move_to_end(key)
+            return tokens
+    tokens = list(encode_prompt(tokenizer, text, data))
+    with _PROBES_LOCK:
+        _PROBES[key] = tokens
+        while len(_PROBES) > MAX_PROBES:
+            _PROBES.popitem(last=False)
+    return tokens
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
