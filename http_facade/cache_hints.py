@@ -26,6 +26,12 @@ BREAKPOINT_TTLS = ("30m", "12h")
 TEXT_FIELDS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
 
 
+def check_breakpoint(value: Any, where: str) -> None:
+    """A `prompt_cache_breakpoint` (`where`) is null or `{"mode": "explicit", "ttl"?}`."""
+    if value is not None:
+        _checked(value, where)
+
+
 def _checked(value: Any, where: str) -> None:
     if not isinstance(value, dict) or value.get("mode") != "explicit":
         raise invalid(
@@ -87,8 +93,9 @@ def chat_breakpoints(
         if not marks:
             continue
         start = len(items_of(messages[:i])) if i else 0
+        end = len(items_of(messages[: i + 1]))
         if message.get("role") in ("system", "developer", "user"):
             breakpoints += [_point(start, chars) for chars in marks]
-        else:
-            breakpoints.append(_point(len(items_of(messages[: i + 1])) - 1, None))
+        elif end > start:  # an assistant turn with nothing to render makes no item
+            breakpoints.append(_point(end - 1, None))
     return breakpoints

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from mlx_responses.http_facade import builtin_items
-from mlx_responses.http_facade.cache_hints import input_breakpoints
+from mlx_responses.http_facade.cache_hints import check_breakpoint, input_breakpoints
 from mlx_responses.http_facade.errors import invalid
 from mlx_responses.http_facade.media_parts import file_part, image_part
 
@@ -115,6 +115,7 @@ def _text_parts(content: Any, param: str, role: int) -> list[pb.ContentPart]:
     for i, part in enumerate(content):
         where = f"{param}[{i}]"
         _expect(part, dict, where, "an object")
+        check_breakpoint(part.get("prompt_cache_breakpoint"), f"{where}.prompt_cache_breakpoint")
         kind = part.get("type")
         if kind in ("input_text", "output_text", "text"):
             text = _expect(part.get("text"), str, f"{where}.text", "a string")

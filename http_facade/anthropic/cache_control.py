@@ -26,8 +26,21 @@ TTLS = ("5m", "1h")
 
 def marked(block: dict[str, Any], where: str) -> bool:
     """Whether `block` (the body itself: `where` empty) carries a `cache_control` breakpoint
-    (checked; null: none)."""
-    value = block.get("cache_control")
+    (checked; null: none). A tool_result's own text blocks may carry one: the result is then
+    marked (its text renders as one)."""
+    own = _checked(block.get("cache_control"), where)
+    content = block.get("content")
+    if block.get("type") != "tool_result" or not isinstance(content, list):
+        return own
+    inner = [
+        _checked(b.get("cache_control"), f"{where}.content[{i}]")
+        for i, b in enumerate(content)
+        if isinstance(b, dict)
+    ]
+    return own or any(inner)
+
+
+def _checked(value: Any, where: str) -> bool:
     if value is None:
         return False
     at = f"{where}.cache_control" if where else "cache_control"

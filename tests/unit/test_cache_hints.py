@@ -14,7 +14,7 @@ import pytest
 from mlx_responses.http_facade.anthropic.to_proto import messages_from_json
 from mlx_responses.http_facade.chat.to_proto import chat_from_json
 from mlx_responses.http_facade.errors import OpenAIError
-from mlx_responses.http_facade.to_proto import params_from_json
+from mlx_responses.http_facade.to_proto import item_from_json, params_from_json
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.text.cache_breakpoints import (
     MAX_BREAKPOINTS,
@@ -192,3 +192,37 @@ def test_positions_end_where_the_marked_block_ends(model_path: Path) -> None:
     many = [pb.CacheBreakpoint(input=pb.InputPoint(item=1, chars=n)) for n in range(10, 70, 10)]
     kept = positions(resolve_marks(many, params.input, items))
     assert len(kept) == MAX_BREAKPOINTS and kept[-1] <= after_marked
+
+
+def test_hints_checked_wherever_a_schema_declares_them() -> None:
+    """Found by schemathesis: an assistant message with nothing to render and a marked part
+    (no item: no breakpoint, not a 500); a malformed breakpoint on a conversation item (the
+    same part decoder refuses it); a tool_result's own text block marked (the result is)."""
+    empty = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "", "prompt_cache_breakpoint": EXPLICIT}],
+        "tool_calls": [],
+    }
+    assert _points(chat_from_json({"model": "m", "messages": [empty]}).params) == []
+    bad = {
+        "role": "user",
+        "content": [{"type": "input_text", "text": "", "prompt_cache_breakpoint": {}}],
+    }
+    with pytest.raises(OpenAIError):
+        item_from_json(bad, "items[0]")
+    inner = {"type": "text", "text": "r", "cache_control": MARK}
+    result = {"type": "tool_result", "tool_use_id": "1", "content": [inner]}
+    call = {"type": "tool_use", "id": "1", "name": "a", "input": {}}
+    body = {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [result]},
+        ],
+    }
+    assert _points(messages_from_json(body)) == [(2, None)]
+    inner["cache_control"] = {"type": "persistent"}
+    with pytest.raises(OpenAIError, match=r"content\[0\]\.content\[0\]\.cache_control"):
+        messages_from_json(body)
