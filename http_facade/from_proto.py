@@ -291,7 +291,10 @@ def usage_to_json(usage: pb.Usage) -> dict[str, Any]:
     """Token usage with its details."""
     return {
         "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "input_tokens_details": {
+            "cached_tokens": usage.cached_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.total_tokens,

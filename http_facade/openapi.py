@@ -24,6 +24,7 @@ from mlx_responses.http_facade import (
     to_proto,
 )
 from mlx_responses.http_facade.anthropic import openapi as anthropic_openapi
+from mlx_responses.http_facade.cache_hints import BREAKPOINT_TTLS
 from mlx_responses.http_facade.chat import openapi as chat_openapi
 from mlx_responses.http_facade.completions import openapi as completions_openapi
 from mlx_responses.http_facade.openapi_kit import (
@@ -92,8 +93,15 @@ def _scalar_schema(param: str, kind: type | tuple[type, ...]) -> Schema:
 def _request_schemas() -> dict[str, Schema]:
     roles = sorted(to_proto.ROLES)
     statuses = sorted(to_proto.ITEM_STATUS)
+    # `prompt_cache_breakpoint`: where a reusable prefix ends (cache_hints.py).
+    breakpoint = _obj(
+        ("mode",), mode={"const": "explicit"}, ttl=_nullable({"enum": list(BREAKPOINT_TTLS)})
+    )
     text_part = _obj(
-        ("type", "text"), type={"enum": ["input_text", "output_text", "text"]}, text=STRING
+        ("type", "text"),
+        type={"enum": ["input_text", "output_text", "text"]},
+        text=STRING,
+        prompt_cache_breakpoint=_nullable(breakpoint),
     )
     refusal_part = _obj(("type", "refusal"), type={"const": "refusal"}, refusal=STRING)
     # Refused for a text-only model, or a placeholder with --media drop (the core decides).
@@ -439,7 +447,9 @@ def _response_schemas() -> dict[str, Schema]:
     usage = _obj(
         ("input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details"),
         input_tokens=INTEGER,
-        input_tokens_details=_obj(("cached_tokens",), cached_tokens=INTEGER),
+        input_tokens_details=_obj(
+            ("cached_tokens",), cached_tokens=INTEGER, cache_write_tokens=INTEGER
+        ),
         output_tokens=INTEGER,
         output_tokens_details=_obj(("reasoning_tokens",), reasoning_tokens=INTEGER),
         total_tokens=INTEGER,

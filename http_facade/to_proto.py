@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from mlx_responses.http_facade import builtin_items
+from mlx_responses.http_facade.cache_hints import check_breakpoint, input_breakpoints
 from mlx_responses.http_facade.errors import invalid
 from mlx_responses.http_facade.media_parts import file_part, image_part
 
@@ -114,6 +115,7 @@ def _text_parts(content: Any, param: str, role: int) -> list[pb.ContentPart]:
     for i, part in enumerate(content):
         where = f"{param}[{i}]"
         _expect(part, dict, where, "an object")
+        check_breakpoint(part.get("prompt_cache_breakpoint"), f"{where}.prompt_cache_breakpoint")
         kind = part.get("type")
         if kind in ("input_text", "output_text", "text"):
             text = _expect(part.get("text"), str, f"{where}.text", "a string")
@@ -534,6 +536,7 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
         if body.get(key) is not None:
             setattr(params, key, _scalar(body[key], key, kind))
     params.input.extend(_input(body["input"]))
+    params.cache_breakpoints.extend(input_breakpoints(body["input"]))
     if body.get("tools") is not None:
         tools = _expect(body["tools"], list, "tools", "an array")
         params.tools.extend(_tool(t, f"tools[{i}]") for i, t in enumerate(tools))

@@ -40,10 +40,11 @@ def stop_reason(response: pb.Response) -> str:
 
 
 def usage_json(usage: pb.Usage) -> dict[str, Any]:
-    """Anthropic counts cached prompt tokens apart from `input_tokens`."""
+    """Anthropic counts the prompt tokens read from the cache and those written to it apart
+    from `input_tokens` (the three add up to the prompt)."""
     return {
-        "input_tokens": usage.input_tokens - usage.cached_tokens,
-        "cache_creation_input_tokens": 0,
+        "input_tokens": usage.input_tokens - usage.cached_tokens - usage.cache_write_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
         "cache_read_input_tokens": usage.cached_tokens,
         "output_tokens": usage.output_tokens,
     }

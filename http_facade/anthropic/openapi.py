@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mlx_responses.http_facade.anthropic import routes
+from mlx_responses.http_facade.anthropic.cache_control import TTLS
 from mlx_responses.http_facade.anthropic.to_proto import TOOL_CHOICE_MODES
 from mlx_responses.http_facade.errors import ANTHROPIC_ERROR_TYPES
 from mlx_responses.http_facade.openapi_kit import (
@@ -57,7 +58,12 @@ def operations() -> dict[Callable[..., Any], Operation]:
 
 def _request(required: tuple[str, ...]) -> Schema:
     """What `messages_from_json` takes, field by field (the fuzz test holds them together)."""
-    text = obj(("type", "text"), type={"const": "text"}, text=STRING)
+    # A cache breakpoint (`cache_control.py`): on text, tool_use and tool_result blocks, tools
+    # and the body itself.
+    cache = nullable(
+        obj(("type",), type={"const": "ephemeral"}, ttl=nullable({"enum": list(TTLS)}))
+    )
+    text = obj(("type", "text"), type={"const": "text"}, text=STRING, cache_control=cache)
     texts = {"anyOf": [STRING, array(text)]}
     thinking = obj(("type", "thinking"), type={"const": "thinking"}, thinking=STRING)
     redacted = obj(("type",), type={"const": "redacted_thinking"})
@@ -67,6 +73,7 @@ def _request(required: tuple[str, ...]) -> Schema:
         id=STRING,
         name=STRING,
         input=OBJECT,
+        cache_control=cache,
     )
     tool_result = obj(
         ("type", "tool_use_id"),
@@ -74,6 +81,7 @@ def _request(required: tuple[str, ...]) -> Schema:
         tool_use_id=STRING,
         content=nullable(texts),
         is_error=nullable(BOOLEAN),
+        cache_control=cache,
     )
     # Blocks by role: a user turn carries text and tool results, an assistant turn text,
     # thinking and tool calls, a system turn (Claude Code sends them in `messages`) text.
@@ -99,6 +107,7 @@ def _request(required: tuple[str, ...]) -> Schema:
         name=STRING,
         description=OPT_STRING,
         input_schema=OBJECT,
+        cache_control=cache,
     )
     # Any other type is an Anthropic server tool: the core refuses it, or drops it under
     # `--hosted-tools drop`.
@@ -147,6 +156,7 @@ def _request(required: tuple[str, ...]) -> Schema:
             "stream": nullable(BOOLEAN),
             "metadata": nullable(obj(user_id=OPT_STRING)),
             "chat_template_kwargs": nullable(OBJECT),
+            "cache_control": cache,
         },
     }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mlx_responses.http_facade.anthropic.cache_control import input_point, marked
 from mlx_responses.http_facade.chat.to_proto import stop_sequences, template_kwargs
 from mlx_responses.http_facade.dialect_media import MediaPaths, anthropic_image
 from mlx_responses.http_facade.errors import invalid
@@ -75,6 +76,7 @@ class _Items:
         self.role = role
         self.items: list[pb.Item] = []
         self._open: pb.MessageItem | None = None
+        self.marks: list[tuple[int, int | None]] = []  # cache_control: (item, its text's chars)
 
     def _message(self) -> pb.MessageItem:
         if self._open is None:
@@ -99,8 +101,27 @@ class _Items:
         self._open = None
         self.items.append(item)
 
+    def mark(self) -> None:
+        """A breakpoint after the last block: within a message's text, or after an item."""
+        if self.items:
+            chars = None
+            if self._open is not None:  # the characters of its text so far (images count none)
+                chars = sum(
+                    len(getattr(part, kind).text)
+                    for part in self._open.content
+                    if (kind := part.WhichOneof("part")) in ("input_text", "output_text")
+                )
+            self.marks.append((len(self.items) - 1, chars))
 
-def _blocks(role: pb.Role, content: Any, where: str, media: MediaPaths) -> list[pb.Item]:
+
+def _blocks(
+    role: pb.Role,
+    content: Any,
+    where: str,
+    media: MediaPaths,
+    marks: list[tuple[int, int | None]] | None = None,
+) -> list[pb.Item]:
+    """A message's items; `marks` takes its cache_control breakpoints (`_Items.mark`)."""
     items = _Items(role)
     if isinstance(content, str):
         items.text(content)
@@ -109,6 +130,8 @@ def _blocks(role: pb.Role, content: Any, where: str, media: MediaPaths) -> list[
     for i, block in enumerate(content):
         at = f"{where}[{i}]"
         _expect(block, dict, at, "an object")
+        if marks is not None and i and marked(content[i - 1], f"{where}[{i - 1}]"):
+            items.mark()
         kind = block.get("type")
         if kind == "text":
             items.text(_text_block(block, at))
@@ -148,10 +171,15 @@ def _blocks(role: pb.Role, content: Any, where: str, media: MediaPaths) -> list[
                 f"{at}.type",
                 "invalid_value",
             )
+    if marks is not None:
+        if content and marked(content[-1], f"{where}[{len(content) - 1}]"):
+            items.mark()
+        marks.extend(items.marks)
     return items.items
 
 
-def _system(value: Any) -> pb.Item:
+def _system(value: Any, marks: list[tuple[int, int | None]]) -> pb.Item:
+    """The system item (input[0]); `marks` takes its blocks' cache_control breakpoints."""
     if isinstance(value, str):
         text = value
     else:
@@ -162,19 +190,28 @@ def _system(value: Any) -> pb.Item:
             if block.get("type") != "text":
                 raise _unsupported(str(block.get("type")), f"system[{i}]")
             texts.append(_text_block(block, f"system[{i}]"))
+            if marked(block, f"system[{i}]"):
+                marks.append((0, len("\n\n".join(texts))))
         text = "\n\n".join(texts)
     part = pb.ContentPart(input_text=pb.InputText(text=text))
     return pb.Item(message=pb.MessageItem(role=pb.ROLE_SYSTEM, content=[part]))
 
 
-def messages_to_items(body: dict[str, Any], media: MediaPaths) -> list[pb.Item]:
-    """`system` + `messages` as Responses input items (`media` records where images stood)."""
+def messages_to_items(
+    body: dict[str, Any],
+    media: MediaPaths,
+    breakpoints: list[pb.CacheBreakpoint] | None = None,
+) -> list[pb.Item]:
+    """`system` + `messages` as Responses input items (`media` records where images stood);
+    `breakpoints` takes their cache_control breakpoints (a top-level `cache_control` marks the
+    last item)."""
     messages = _expect(body.get("messages"), list, "messages", "an array")
     if not messages:
         raise invalid("'messages' must not be empty.", "messages", "empty_array")
     items = []
+    marks: list[tuple[int, int | None]] = []
     if body.get("system") not in (None, "", []):
-        items.append(_system(body["system"]))
+        items.append(_system(body["system"], marks))
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         _expect(message, dict, where, "an object")
@@ -187,16 +224,25 @@ def messages_to_items(body: dict[str, Any], media: MediaPaths) -> list[pb.Item]:
             )
         if "content" not in message:
             raise invalid(f"Missing required parameter: '{where}.content'.", f"{where}.content")
-        items.extend(_blocks(role, message["content"], f"{where}.content", media))
+        mine: list[tuple[int, int | None]] = []
+        start = len(items)
+        items.extend(_blocks(role, message["content"], f"{where}.content", media, mine))
+        marks += [(start + item, chars) for item, chars in mine]
+    if marked(body, "") and items:
+        marks.append((len(items) - 1, None))
+    if breakpoints is not None:
+        breakpoints.extend(input_point(item, chars) for item, chars in marks)
     return items
 
 
-def _tools(value: Any) -> list[pb.Tool]:
+def _tools(value: Any, breakpoints: list[pb.CacheBreakpoint]) -> list[pb.Tool]:
     _expect(value, list, "tools", "an array")
     tools = []
     for i, tool in enumerate(value):
         where = f"tools[{i}]"
         _expect(tool, dict, where, "an object")
+        if marked(tool, where) and isinstance(tool.get("name"), str):
+            breakpoints.append(pb.CacheBreakpoint(tool=tool["name"]))
         kind = tool.get("type")
         if kind not in CUSTOM_TOOL_TYPES:
             # A server tool (web search, code execution, ...): the core's hosted-tool policy
@@ -280,7 +326,9 @@ def messages_from_json(
     params = pb.CreateResponseParams(
         model=_expect(body["model"], str, "model", "a string"), store=False
     )
-    params.input.extend(messages_to_items(body, media if media is not None else anthropic_media()))
+    breakpoints: list[pb.CacheBreakpoint] = []
+    media = media if media is not None else anthropic_media()
+    params.input.extend(messages_to_items(body, media, breakpoints))
     if body.get("max_tokens") is not None:
         cap = _integer(body["max_tokens"], "max_tokens")
         if cap < 1:
@@ -294,7 +342,8 @@ def messages_from_json(
     if body.get("top_k") is not None:
         params.top_k = _integer(body["top_k"], "top_k", 2**31 - 1)
     if body.get("tools") is not None:
-        params.tools.extend(_tools(body["tools"]))
+        params.tools.extend(_tools(body["tools"], breakpoints))
+    params.cache_breakpoints.extend(breakpoints)
     if body.get("tool_choice") is not None:
         _tool_choice(body["tool_choice"], params)
     thinking = _thinking(body["thinking"], params) if body.get("thinking") is not None else None

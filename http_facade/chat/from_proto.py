@@ -90,7 +90,10 @@ def usage_json(responses: Sequence[pb.Response]) -> dict[str, Any]:
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": responses[0].usage.cached_tokens},
+        "prompt_tokens_details": {
+            "cached_tokens": responses[0].usage.cached_tokens,
+            "cache_write_tokens": responses[0].usage.cache_write_tokens,
+        },
         "completion_tokens_details": {
             "reasoning_tokens": sum(r.usage.reasoning_tokens for r in responses)
         },

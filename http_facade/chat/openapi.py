@@ -105,7 +105,13 @@ def tool_choice_schema() -> Schema:
 
 
 def _request() -> Schema:
-    text_part = obj(("type", "text"), type={"const": "text"}, text=STRING)
+    breakpoint = obj(("mode",), mode={"const": "explicit"}, ttl=nullable({"enum": ["30m", "12h"]}))
+    text_part = obj(
+        ("type", "text"),
+        type={"const": "text"},
+        text=STRING,
+        prompt_cache_breakpoint=nullable(breakpoint),  # cache_hints.py
+    )
     content = {"anyOf": [STRING, array(text_part)]}
     tool_call = obj(
         ("id", "function"),
@@ -198,7 +204,9 @@ def _usage() -> Schema:
         prompt_tokens=INTEGER,
         completion_tokens=INTEGER,
         total_tokens=INTEGER,
-        prompt_tokens_details=obj(("cached_tokens",), cached_tokens=INTEGER),
+        prompt_tokens_details=obj(
+            ("cached_tokens",), cached_tokens=INTEGER, cache_write_tokens=INTEGER
+        ),
         completion_tokens_details=obj(("reasoning_tokens",), reasoning_tokens=INTEGER),
     )
 

@@ -599,18 +599,20 @@ class ContextManagement(_message.Message):
     def __init__(self, type: _Optional[str] = ..., compact_threshold: _Optional[int] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens", "reasoning_tokens")
+    __slots__ = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens", "reasoning_tokens", "cache_write_tokens")
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_WRITE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     input_tokens: int
     output_tokens: int
     total_tokens: int
     cached_tokens: int
     reasoning_tokens: int
-    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ...) -> None: ...
+    cache_write_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ..., cache_write_tokens: _Optional[int] = ...) -> None: ...
 
 class IncompleteDetails(_message.Message):
     __slots__ = ("reason",)
@@ -627,7 +629,7 @@ class ResponseError(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CreateResponseParams(_message.Message):
-    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "previous_response_id", "conversation", "context_management", "store", "background", "max_output_tokens", "temperature", "top_p", "top_logprobs", "truncation", "metadata", "chat_template_kwargs_json", "user", "service_tier", "safety_identifier", "prompt_cache_key", "stream", "include", "presence_penalty", "frequency_penalty", "stop", "seed", "top_k", "prompt", "reasoning_budget", "generate")
+    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "previous_response_id", "conversation", "context_management", "store", "background", "max_output_tokens", "temperature", "top_p", "top_logprobs", "truncation", "metadata", "chat_template_kwargs_json", "user", "service_tier", "safety_identifier", "prompt_cache_key", "stream", "include", "presence_penalty", "frequency_penalty", "stop", "seed", "top_k", "prompt", "reasoning_budget", "generate", "cache_breakpoints")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -669,6 +671,7 @@ class CreateResponseParams(_message.Message):
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     REASONING_BUDGET_FIELD_NUMBER: _ClassVar[int]
     GENERATE_FIELD_NUMBER: _ClassVar[int]
+    CACHE_BREAKPOINTS_FIELD_NUMBER: _ClassVar[int]
     model: str
     input: _containers.RepeatedCompositeFieldContainer[Item]
     instructions: str
@@ -703,7 +706,24 @@ class CreateResponseParams(_message.Message):
     prompt: str
     reasoning_budget: int
     generate: bool
-    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., context_management: _Optional[_Iterable[_Union[ContextManagement, _Mapping]]] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., truncation: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chat_template_kwargs_json: _Optional[str] = ..., user: _Optional[str] = ..., service_tier: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., stream: _Optional[bool] = ..., include: _Optional[_Iterable[str]] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., top_k: _Optional[int] = ..., prompt: _Optional[str] = ..., reasoning_budget: _Optional[int] = ..., generate: _Optional[bool] = ...) -> None: ...
+    cache_breakpoints: _containers.RepeatedCompositeFieldContainer[CacheBreakpoint]
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., context_management: _Optional[_Iterable[_Union[ContextManagement, _Mapping]]] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., truncation: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chat_template_kwargs_json: _Optional[str] = ..., user: _Optional[str] = ..., service_tier: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., stream: _Optional[bool] = ..., include: _Optional[_Iterable[str]] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., top_k: _Optional[int] = ..., prompt: _Optional[str] = ..., reasoning_budget: _Optional[int] = ..., generate: _Optional[bool] = ..., cache_breakpoints: _Optional[_Iterable[_Union[CacheBreakpoint, _Mapping]]] = ...) -> None: ...
+
+class CacheBreakpoint(_message.Message):
+    __slots__ = ("tool", "input")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    input: InputPoint
+    def __init__(self, tool: _Optional[str] = ..., input: _Optional[_Union[InputPoint, _Mapping]] = ...) -> None: ...
+
+class InputPoint(_message.Message):
+    __slots__ = ("item", "chars")
+    ITEM_FIELD_NUMBER: _ClassVar[int]
+    CHARS_FIELD_NUMBER: _ClassVar[int]
+    item: int
+    chars: int
+    def __init__(self, item: _Optional[int] = ..., chars: _Optional[int] = ...) -> None: ...
 
 class Response(_message.Message):
     __slots__ = ("id", "created_at", "completed_at", "status", "incomplete_details", "error", "instructions", "model", "output", "usage", "tools", "tool_choice", "text", "reasoning", "temperature", "top_p", "top_logprobs", "parallel_tool_calls", "max_output_tokens", "previous_response_id", "conversation", "truncation", "store", "background", "service_tier", "metadata", "user", "safety_identifier", "prompt_cache_key", "presence_penalty", "frequency_penalty", "stop_sequence")

@@ -53,6 +53,8 @@ class Chunk:
     cached_tokens: int = 0  # prompt tokens served from the prompt cache (first chunk)
     logprobs: tuple[TokenLogprob, ...] = ()
     token_ids: tuple[int, ...] = ()
+    # Prompt tokens this request wrote to the prompt cache beyond those it read (last chunk).
+    cache_written: int = 0
 
     def merged(self, later: Chunk) -> Chunk:
         """This chunk followed by `later` of the same request, as one chunk."""
@@ -64,6 +66,7 @@ class Chunk:
             self.cached_tokens,
             self.logprobs + later.logprobs,
             self.token_ids + later.token_ids,
+            later.cache_written,
         )
 
 
@@ -83,8 +86,9 @@ class EngineStats:
     prompt_cache_misses: int = 0
     cached_tokens: int = 0
     prompt_cache_bytes: int = 0
-    # Prompt-cache entries taken inside a prompt's prefill: at its system turn's end and but for
-    # its last token (for caches that cannot be trimmed: sliding windows, recurrent layers).
+    # Prompt-cache entries taken inside a prompt's prefill: at its checkpoints (its system turn's
+    # end, a client's cache breakpoints) and but for its last token (for caches that cannot be
+    # trimmed: sliding windows, recurrent layers).
     prompt_checkpoints: int = 0
     draft_tokens: int = 0  # speculative tokens proposed ...
     accepted_tokens: int = 0  # ... and kept

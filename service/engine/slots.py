@@ -65,6 +65,7 @@ the prefill queues and counters). NOTE: logits processors (grammars, penalties) 
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -153,7 +154,8 @@ class _Sequence:
     sampler: Any
     processors: list[Any]
     cache: list[Any] | None  # a prompt-cache entry to start from (copied into the slot)
-    stop: int = 0  # a token count where a prefill chunk ends (a segment's end: `PromptEnd`)
+    # Token counts where a prefill chunk ends (segments' ends: `PromptEnd`).
+    stops: tuple[int, ...] = ()
     slot: int = -1
     generated: int = 0
     ready: bool = False  # prefilled: a token waits to be fed (the last prompt one, or sampled)
@@ -293,8 +295,8 @@ class SlotGenerator:
         samplers: list[Any] | None = None,
         logits_processors: list[list[Any]] | None = None,
     ) -> list[int]:
-        """Prompts in segments (at most two here): a prefill chunk ends where the first ends,
-        and, with `prompt_ends`, its entry is taken there, as at the prompt's last token."""
+        """Prompts in segments: a prefill chunk ends where each but the last ends, and, with
+        `prompt_ends`, an entry is taken there, as at the prompt's last token."""
         uids = []
         for i, parts in enumerate(segments):
             prompt = [t for part in parts for t in part]
@@ -302,7 +304,7 @@ class SlotGenerator:
                 raise ValueError("empty prompt")
             cache = caches[i] if caches else None
             before = list(all_tokens[i]) if all_tokens and cache is not None else []
-            first = len(parts[0]) if len(parts) > 1 and parts[0] else 0
+            ends = list(itertools.accumulate(len(part) for part in parts[:-1]))
             seq = _Sequence(
                 uid=self._uids,
                 pending=list(prompt[:-1]),
@@ -312,7 +314,7 @@ class SlotGenerator:
                 sampler=(samplers[i] if samplers else None) or self.sampler,
                 processors=list(logits_processors[i]) if logits_processors else [],
                 cache=cache,
-                stop=len(before) + first if 0 < first < len(prompt) - 1 else 0,
+                stops=tuple(len(before) + end for end in ends if 0 < end < len(prompt) - 1),
             )
             self._uids += 1
             self._unprocessed_sequences.append(seq)
@@ -476,7 +478,7 @@ class SlotGenerator:
         # `prefill_step_size` is each prompt's chunk, as in mlx-lm: the worker sets it to its
         # step budget over the prompts waiting (at most `prefill_batch_size`).
         step = max(1, self.prefill_step_size)
-        chunks = [seq.pending[: chunk_to(seq.stop, len(seq.tokens), step)] for seq in waiting]
+        chunks = [seq.pending[: chunk_to(seq.stops, len(seq.tokens), step)] for seq in waiting]
         width = max(len(chunk) for chunk in chunks)
         slots, starts = [s.slot for s in waiting], [len(s.tokens) for s in waiting]
         plan = PrefillPlan(slots, starts, width, self.window)
@@ -489,7 +491,7 @@ class SlotGenerator:
             seq.tokens += chunk
             seq.drafted_to = len(seq.tokens)  # a prefill forward is the draft's too
             self._counters.prompt_tokens += len(chunk)
-            if self.prompt_ends and (not seq.pending or len(seq.tokens) == seq.stop):
+            if self.prompt_ends and (not seq.pending or len(seq.tokens) in seq.stops):
                 self._ends[seq.uid] = (self._extract(seq), list(seq.tokens))
             if not seq.pending:
                 self._join(seq)

@@ -16,7 +16,7 @@ quantized (mlx-lm's QuantizedKVCache, as the batch's entries are), on either sid
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +25,11 @@ import mlx.core as mx
 Sampler = Callable[[mx.array], mx.array]
 
 
-def chunk_to(stop: int, held: int, step: int) -> int:
-    """A prefill chunk of at most `step` tokens for a sequence holding `held`, ending at `stop`
-    (a segment's end, where an entry is taken) when that lies ahead."""
-    return min(step, stop - held) if held < stop else step
+def chunk_to(stops: Sequence[int], held: int, step: int) -> int:
+    """A prefill chunk of at most `step` tokens for a sequence holding `held`, ending at the
+    next of `stops` (segments' ends, where entries are taken) when one lies ahead."""
+    ahead = [stop for stop in stops if stop > held]
+    return min(step, min(ahead) - held) if ahead else step
 
 
 def _token(y: mx.array) -> int:
@@ -95,9 +96,9 @@ class SoloSequence:
         max_tokens: int,
         stop_tokens: Collection[int],
         prefill_step_size: int,
-        checkpoint: int = 0,
+        checkpoints: Sequence[int] = (),
     ) -> None:
-        """`checkpoint`: a token count where a prefill chunk ends (`at_checkpoint` then), as
+        """`checkpoints`: token counts where a prefill chunk ends (`at_checkpoint` then), as
         it does before the prompt's last token."""
         self.model = model
         self.stream = stream
@@ -111,8 +112,8 @@ class SoloSequence:
         self._rest = list(prompt)  # prompt tokens not fed yet
         self._pending: tuple[mx.array, mx.array] | None = None  # sampled, not fed, not sent
         self.generated = 0
-        self.checkpoint = checkpoint
-        # The last step's chunk ended at the checkpoint, or at the prompt's last token (which
+        self.checkpoints = tuple(checkpoints)
+        # The last step's chunk ended at a checkpoint, or at the prompt's last token (which
         # the next step feeds): where the worker may keep a copy of the cache.
         self.at_checkpoint = False
 
@@ -167,13 +168,13 @@ class SoloSequence:
         with mx.stream(self.stream):
             if len(self._rest) > 1:
                 step = min(self.prefill_step_size, len(self._rest) - 1)
-                n = chunk_to(self.checkpoint, len(self.tokens), step)
+                n = chunk_to(self.checkpoints, len(self.tokens), step)
                 chunk, self._rest = self._rest[:n], self._rest[n:]
                 self.model(mx.array(chunk)[None], cache=self.cache)
                 mx.eval([c.state for c in self.cache])
                 mx.clear_cache()  # as generate_step does after each prefill chunk
                 self.tokens += chunk
-                self.at_checkpoint = len(self._rest) == 1 or len(self.tokens) == self.checkpoint
+                self.at_checkpoint = len(self._rest) == 1 or len(self.tokens) in self.checkpoints
                 return None
             self.at_checkpoint = False
             if self._rest:

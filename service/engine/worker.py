@@ -56,10 +56,17 @@ from mlx_responses.service.ids import OWNER
 log = logging.getLogger(__name__)
 
 
-def _segments(prompt: list[int], split: int) -> list[list[int]]:
-    """A prompt as `insert_segments` takes it: cut at `split` where that lies inside it (a
-    checkpoint: the prefill leaves an entry there), else whole."""
-    return [prompt[:split], prompt[split:]] if 0 < split < len(prompt) - 1 else [prompt]
+# The most checkpoints one prompt's prefill leaves entries at: the system turn's end and a
+# client's four cache breakpoints (Anthropic takes at most four `cache_control` blocks).
+MAX_CHECKPOINTS = 5
+
+
+def _segments(prompt: list[int], splits: Sequence[int]) -> list[list[int]]:
+    """A prompt as `insert_segments` takes it: cut at each of `splits` that lies inside it
+    (checkpoints: the prefill leaves an entry at each), else whole."""
+    cuts = sorted({s for s in splits if 0 < s < len(prompt) - 1})
+    bounds = [0, *cuts, len(prompt)]
+    return [prompt[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 @dataclass
@@ -68,7 +75,7 @@ class _Submit:
     prompt: list[int]
     sampling: SamplingParams
     logits_processors: list[LogitsProcessor]
-    checkpoint: int = 0  # a prompt position whose cache is worth an entry (0: none)
+    checkpoints: tuple[int, ...] = ()  # prompt positions whose cache is worth an entry
     submitted_at: float = field(default_factory=time.perf_counter)
     scope: str = ""  # whose prompt-cache entries it may use and leaves (--isolate-keys)
 
@@ -88,6 +95,10 @@ class _Active:
     submitted_at: float = 0.0
     last_token_at: float = 0.0
     scope: str = ""  # _Submit.scope
+    prompt_tokens: int = 0
+    # The longest prefix of the prompt that this request's entries hold (checkpoints, or the
+    # finished turn's): what it wrote to the prompt cache beyond `cached_tokens`.
+    written_to: int = 0
 
 
 class GenerationStream:
@@ -255,12 +266,13 @@ class EngineWorker(ModelThread[LoadedModel]):
         prompt: Sequence[int],
         sampling: SamplingParams,
         logits_processors: Sequence[LogitsProcessor] = (),
-        checkpoint: int = 0,
+        checkpoints: Sequence[int] = (),
     ) -> GenerationStream:
         """Queues a generation; raises QueueFullError when the queue is full.
 
-        `checkpoint`: a prompt position other prompts are likely to share (where a system turn
-        ends); with `takes_checkpoints`, the prefill leaves a prompt-cache entry there too.
+        `checkpoints`: prompt positions other prompts are likely to share (where a system turn
+        ends, a client's cache breakpoints); with `takes_checkpoints`, the prefill leaves a
+        prompt-cache entry at each (the deepest `MAX_CHECKPOINTS`).
         """
         self._admit()
         stream = GenerationStream(self, asyncio.get_running_loop())
@@ -270,7 +282,12 @@ class EngineWorker(ModelThread[LoadedModel]):
         scope = OWNER.get() or ""
         self._commands.put(
             _Submit(
-                stream, list(prompt), sampling, list(logits_processors), checkpoint, scope=scope
+                stream,
+                list(prompt),
+                sampling,
+                list(logits_processors),
+                tuple(sorted(set(checkpoints))[-MAX_CHECKPOINTS:]),
+                scope=scope,
             )
         )
         return stream
@@ -278,7 +295,7 @@ class EngineWorker(ModelThread[LoadedModel]):
     @property
     def takes_checkpoints(self) -> bool:
         """Whether prompts leave prompt-cache entries where their prefill ends (and at their
-        `checkpoint`): the model's caches cannot be trimmed back (`_checkpoint`)."""
+        `checkpoints`): the model's caches cannot be trimmed back (`_checkpoint`)."""
         return self._checkpointing
 
     def cancel(self, stream: GenerationStream) -> None:
@@ -572,7 +589,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         cache, rest = self._cached_prefix(command.prompt, command.scope)
         cached = len(command.prompt) - len(rest)
         uid = next(self._solo_uids)
-        stop = self._stop(command, cached)
+        stops = self._stops(command, cached)
         self._solo = SoloSequence(
             self._batch_model,
             generator.stream,
@@ -584,17 +601,17 @@ class EngineWorker(ModelThread[LoadedModel]):
             max_tokens=s.max_tokens,
             stop_tokens=self.loaded.tokenizer.eos_token_ids,
             prefill_step_size=self.prefill_step_size,
-            checkpoint=stop,
+            checkpoints=stops,
         )
         self.stats.solo_sequences += 1
         self._admitted(command, uid, cached, active, by_stream)
 
-    def _stop(self, command: _Submit, cached: int) -> int:
-        """Where the prompt's prefill leaves an entry before its end (0: nowhere): its
-        checkpoint, when this model takes them and the checkpoint lies past what was cached and
-        before the prompt's last token."""
-        point = command.checkpoint
-        return point if self._checkpointing and cached < point < len(command.prompt) - 1 else 0
+    def _stops(self, command: _Submit, cached: int) -> list[int]:
+        """Where the prompt's prefill leaves entries before its end: its checkpoints, when this
+        model takes them, that lie past what was cached and before the prompt's last token."""
+        if not self._checkpointing:
+            return []
+        return [p for p in command.checkpoints if cached < p < len(command.prompt) - 1]
 
     def _handover(
         self, generator: BatchGenerator, active: dict[int, _Active], by_stream: dict[int, int]
@@ -609,10 +626,10 @@ class EngineWorker(ModelThread[LoadedModel]):
         if entry is None:  # it finished on that token
             return
         self.stats.handovers += 1
-        # A prefill handed over before its checkpoint still leaves an entry there.
-        split = solo.checkpoint - len(handover.all_tokens)
+        # A prefill handed over before its checkpoints still leaves entries there.
+        splits = [point - len(handover.all_tokens) for point in solo.checkpoints]
         (uid,) = generator.insert_segments(
-            [_segments(handover.prompt, split)],
+            [_segments(handover.prompt, splits)],
             max_tokens=[handover.max_tokens],
             caches=[handover.cache],
             all_tokens=[handover.all_tokens],
@@ -660,7 +677,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         if response is None:
             if self._checkpointing and solo.at_checkpoint and (entry := active.get(solo.uid)):
                 # The solo cache goes on decoding: the entry is a copy of it.
-                self._checkpoint(list(solo.tokens), copy.deepcopy(solo.cache), entry.scope)
+                self._checkpoint(list(solo.tokens), copy.deepcopy(solo.cache), entry)
             return
         if response.finish_reason is not None:
             self._solo = None
@@ -681,6 +698,8 @@ class EngineWorker(ModelThread[LoadedModel]):
             logprobs=command.sampling.logprobs,
             submitted_at=command.submitted_at,
             scope=command.scope,
+            prompt_tokens=len(command.prompt),
+            written_to=cached,
         )
         if self._metrics is not None:
             self._metrics.prompt(len(command.prompt), cached)
@@ -698,10 +717,10 @@ class EngineWorker(ModelThread[LoadedModel]):
         cached = len(command.prompt) - len(rest)
         if cache is None and self._kv_group is not None:
             cache = self._new_cache()
-        split = self._stop(command, cached) - cached
+        splits = [point - cached for point in self._stops(command, cached)]
         try:
             (uid,) = generator.insert_segments(
-                [_segments(rest, split)],
+                [_segments(rest, splits)],
                 max_tokens=[s.max_tokens],
                 caches=[cache],
                 all_tokens=[command.prompt[:cached]],
@@ -769,11 +788,11 @@ class EngineWorker(ModelThread[LoadedModel]):
             self.stats.cached_tokens += len(prompt) - len(rest)
         return cache, rest
 
-    def _checkpoint(self, tokens: list[int], cache: list[Any], scope: str) -> None:
-        """Caches a prompt's KV where a segment of its prefill ended: its system turn's end
-        (`checkpoint`), or the prompt but for its last token (the decode step feeds it); for
-        models whose caches cannot be trimmed (a sliding window that has rotated, a recurrent
-        state).
+    def _checkpoint(self, tokens: list[int], cache: list[Any], entry: _Active) -> None:
+        """Caches a prompt's KV where a segment of its prefill ended: its system turn's end or
+        a client's cache breakpoint (`checkpoints`), or the prompt but for its last token (the
+        decode step feeds it); for models whose caches cannot be trimmed (a sliding window
+        that has rotated, a recurrent state).
 
         A finished turn's entry serves only a prompt that extends it token for token. The next
         turn rarely does: the template renders the reply in its own way (reasoning dropped, an
@@ -783,9 +802,11 @@ class EngineWorker(ModelThread[LoadedModel]):
         whole. mlx-lm's server keeps such entries too (at its prompts' segment ends).
         """
         assert self._prompt_cache is not None
-        self._prompt_cache.insert_cache(self._cache_key(scope), tokens, cache)
+        key = self._cache_key(entry.scope)
+        self._prompt_cache.insert_cache(key, tokens, cache)
         if self._disk is not None:
-            self._disk.put(self._cache_key(scope), tokens, cache)
+            self._disk.put(key, tokens, cache)
+        entry.written_to = max(entry.written_to, len(tokens))
         self.stats.prompt_checkpoints += 1
         self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
 
@@ -798,7 +819,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         if ended:
             for uid, (cache, tokens) in generator.extract_cache(ended).items():
                 if (entry := active.get(uid)) is not None:  # whose entry it is
-                    self._checkpoint(list(tokens), cache, entry.scope)
+                    self._checkpoint(list(tokens), cache, entry)
 
     def _step(
         self,
@@ -872,6 +893,8 @@ class EngineWorker(ModelThread[LoadedModel]):
                             self._cache_key(entry.scope), list(r.all_tokens), r.prompt_cache
                         )
                     self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
+                    # The finished turn's entry holds the whole prompt (and the reply).
+                    entry.written_to = max(entry.written_to, entry.prompt_tokens)
             cached = entry.cached_tokens if entry.generated == 1 else 0
             logprobs = self._logprobs(r.token, r.logprobs, entry.logprobs)
             chunk = Chunk(
@@ -881,6 +904,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                 cached_tokens=cached,
                 logprobs=logprobs,
                 token_ids=(r.token,),
+                cache_written=entry.written_to - entry.cached_tokens if finish else 0,
             )
             earlier = out.get(r.uid)
             out[r.uid] = (entry.stream, chunk if earlier is None else earlier[1].merged(chunk))

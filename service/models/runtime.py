@@ -24,6 +24,11 @@ from mlx_responses.service.engine.structured import GrammarProcessor
 from mlx_responses.service.engine.thinking_budget import thinking_budget
 from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
 from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.text.cache_breakpoints import (
+    Mark,
+    breakpoint_positions,
+    resolve_marks,
+)
 from mlx_responses.service.text.compaction_items import CompactionDecodeError
 from mlx_responses.service.text.grammars import Grammar, GrammarFactory, SchemaError
 from mlx_responses.service.text.json_bounds import JsonBounds
@@ -67,8 +72,13 @@ class ModelRuntime:
         tools: Sequence[pb.Tool],
         tool_parameters: Mapping[str, JsonObject],
         template_kwargs: Mapping[str, Any],
+        *,
+        marks: Sequence[Mark] = (),
     ) -> RenderedPrompt:
-        """The prompt of `items` through the model's chat template; a 400 if it refuses them."""
+        """The prompt of `items` through the model's chat template; a 400 if it refuses them.
+
+        `marks`: the client's cache breakpoints (`resolve_marks`), found in the prompt's tokens
+        for a model that takes checkpoints."""
         try:
             messages = items_to_messages(instructions, items)
         except CompactionDecodeError as exc:
@@ -87,7 +97,18 @@ class ModelRuntime:
         # The engine keeps an entry where the system turn ends (its caches cannot be cut back
         # to where a new conversation parts from an old one).
         end = system_turn_end(tokenizer, messages, rendered_tools, kwargs, prompt.tokens)
-        return replace(prompt, system_end=end)
+        # ... and where the client's breakpoints end (Anthropic cache_control and the like).
+        breakpoints = breakpoint_positions(
+            tokenizer,
+            prompt.tokens,
+            marks,
+            instructions=instructions,
+            items=items,
+            tools=tools,
+            tool_parameters=tool_parameters,
+            template_kwargs=kwargs,
+        )
+        return replace(prompt, system_end=end, breakpoints=breakpoints)
 
     def render_request(
         self,
@@ -111,6 +132,7 @@ class ModelRuntime:
             tools,
             parsed.tool_parameters,
             parsed.template_kwargs,
+            marks=resolve_marks(params.cache_breakpoints, params.input, items),
         )
 
     def answer_grammar(self, schema: JsonObject | None, max_tokens: int) -> Grammar | None:
@@ -143,14 +165,14 @@ class ModelRuntime:
         reasoning_budget: int | None = None,
         opens_reasoning: bool = False,
         vision: object | None = None,
-        checkpoint: int = 0,
+        checkpoints: Sequence[int] = (),
     ) -> GenerationStream:
         """Queues a generation; a full queue is a 503 (QUEUE_FULL) before anything runs.
 
         Penalties shift the logits first; a grammar's mask then has the last word. A reasoning
         budget applies only without a grammar (forcing think-end could contradict its mask).
-        `vision` (a VLM's processed images) is never set for a text model. `checkpoint`: a
-        prompt position worth a prompt-cache entry (the system turn's end).
+        `vision` (a VLM's processed images) is never set for a text model. `checkpoints`: prompt
+        positions worth a prompt-cache entry (the system turn's end, a client's breakpoints).
         """
         processors: list[LogitsProcessor] = [
             *penalty_processors(presence_penalty, frequency_penalty)
@@ -164,7 +186,7 @@ class ModelRuntime:
             if budget is not None:
                 processors.append(budget)
         try:
-            return self._enqueue(tokens, sampling, processors, vision, checkpoint)
+            return self._enqueue(tokens, sampling, processors, vision, checkpoints)
         except QueueFullError as exc:
             raise _queue_full() from exc
         except EngineStoppedError as exc:
@@ -176,7 +198,7 @@ class ModelRuntime:
         sampling: SamplingParams,
         processors: list[LogitsProcessor],
         vision: object | None,
-        checkpoint: int,
+        checkpoints: Sequence[int],
     ) -> GenerationStream:
         """Hands the generation to the engine (a VisionRuntime hands its images over too)."""
-        return self.worker.submit(tokens, sampling, processors, checkpoint)
+        return self.worker.submit(tokens, sampling, processors, checkpoints)

@@ -181,7 +181,7 @@ class VisionRuntime(ModelRuntime):
         sampling: SamplingParams,
         processors: list[LogitsProcessor],
         vision: object | None,
-        checkpoint: int,
+        checkpoints: Sequence[int],
     ) -> GenerationStream:
         inputs = vision if isinstance(vision, VisionInputs) else None
         return self.vision.submit(tokens, sampling, processors, inputs)

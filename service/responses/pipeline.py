@@ -418,7 +418,7 @@ class ResponsePipeline:
                 else None,
                 opens_reasoning=turn.prompt.opens_reasoning,
                 vision=turn.prompt.vision,
-                checkpoint=turn.prompt.system_end,
+                checkpoints=turn.prompt.checkpoints,
             )
         except BaseException:
             self._abandon(turn.response.id)
@@ -474,6 +474,7 @@ class ResponsePipeline:
             stops = StopScanner(turn.params.stop)
             output_tokens = 0
             cached_tokens = 0
+            cache_written = 0
             reasoning_tokens = 0
             # Token logprobs wait here until the parser releases their text as answer text.
             pending: list[pb.Logprob] = []
@@ -483,6 +484,7 @@ class ResponsePipeline:
                 for chunk in chunks:
                     output_tokens += chunk.tokens
                     cached_tokens = max(cached_tokens, chunk.cached_tokens)
+                    cache_written = max(cache_written, chunk.cache_written)
                     if parser.channel is Channel.REASONING:
                         reasoning_tokens += chunk.tokens
                     pending += [logprob_to_pb(lp) for lp in chunk.logprobs]
@@ -515,6 +517,7 @@ class ResponsePipeline:
                         output_tokens=output_tokens,
                         cached_tokens=cached_tokens,
                         reasoning_tokens=reasoning_tokens,
+                        cache_written=cache_written,
                     )
                 if events:
                     yield events
@@ -561,6 +564,7 @@ class ResponsePipeline:
         output_tokens: int,
         cached_tokens: int,
         reasoning_tokens: int,
+        cache_written: int = 0,
     ) -> list[ev.ResponseEvent]:
         status = FINISH_STATUS[finish]
         input_tokens = len(turn.prompt.tokens)
@@ -570,6 +574,7 @@ class ResponsePipeline:
             total_tokens=input_tokens + output_tokens,
             cached_tokens=cached_tokens,
             reasoning_tokens=reasoning_tokens,
+            cache_write_tokens=cache_written,
         )
         failure = None
         if status == pb.RESPONSE_STATUS_FAILED:

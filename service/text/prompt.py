@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlx_responses.service.ids import OWNER
 from mlx_responses.service.text.builtin_tools import model_item
 from mlx_responses.service.text.compaction_items import decode_compaction, effective_items
 from mlx_responses.service.text.json_text import loads_bounded
@@ -180,6 +183,13 @@ class RenderedPrompt:
     # Where the leading system turn (instructions, developer messages, tools) ends in `tokens`:
     # the prefix other conversations under that turn share (0: not looked for, or none).
     system_end: int = 0
+    # Where the client's cache breakpoints end in `tokens` (service/text/cache_breakpoints.py).
+    breakpoints: tuple[int, ...] = ()
+
+    @property
+    def checkpoints(self) -> tuple[int, ...]:
+        """Positions worth a prompt-cache entry: the system turn's end and the breakpoints."""
+        return tuple(sorted({p for p in (self.system_end, *self.breakpoints) if p > 0}))
 
 
 def render_prompt(
@@ -235,20 +245,63 @@ def system_turn_end(
     head = messages[:1] if messages and messages[0]["role"] == "system" else []
     if not head and not tools:
         return 0
+    system = render_probe(
+        tokenizer, [*head, {"role": "user", "content": ""}], tools, template_kwargs
+    )
+    return 0 if system is None else common_prefix(system, tokens)
+
+
+# The latest probes' tokens, by their text: a client's breakpoints repeat from turn to turn (the
+# system prompt and tools; the last turn's marked message, the one before it now), and encoding
+# a long prefix costs as much as the prompt's own (a 45k-token prompt: about 70 ms).
+MAX_PROBES = 16
+# NOTE: keyed by the tokenizer's id: a model loaded where an unloaded one was could meet the
+# other's entry; a position found from it is still a prefix of the prompt (a checkpoint placed
+# too early, never a wrong token).
+_PROBES: OrderedDict[tuple[str, int, str, tuple[str, ...]], list[int]] = OrderedDict()
+_PROBES_LOCK = threading.Lock()
+
+
+def render_probe(
+    tokenizer: Any,
+    messages: list[Message],
+    tools: list[dict[str, Any]] | None,
+    template_kwargs: dict[str, Any],
+) -> list[int] | None:
+    """The tokens of `messages` rendered without a generation prompt (a prefix of a prompt's
+    conversation); None when the template refuses them (a probe is an optimisation: a
+    template may refuse an empty message, or a conversation ending where this one does)."""
     try:
         with template_time_limit():
             text = _renderer(tokenizer).apply_chat_template(
-                [*head, {"role": "user", "content": ""}],
+                messages,
                 tools=tools,
                 add_generation_prompt=False,
                 tokenize=False,
                 **template_kwargs,
             )
-    except Exception:  # the probe is an optimisation: a template may refuse an empty message
-        return 0
-    system = encode_prompt(tokenizer, text, data_texts(head))
-    shared = min(len(system), len(tokens))
-    return next((i for i in range(shared) if system[i] != tokens[i]), shared)
+    except Exception:
+        return None
+    data = data_texts(messages)
+    # Per owner under --isolate-keys: a hit is faster, and no key may learn what another sent.
+    key = (OWNER.get() or "", id(tokenizer), text, tuple(data))
+    with _PROBES_LOCK:
+        tokens = _PROBES.get(key)
+        if tokens is not None:
+            _PROBES.move_to_end(key)
+            return tokens
+    tokens = list(encode_prompt(tokenizer, text, data))
+    with _PROBES_LOCK:
+        _PROBES[key] = tokens
+        while len(_PROBES) > MAX_PROBES:
+            _PROBES.popitem(last=False)
+    return tokens
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens `a` and `b` share."""
+    shared = min(len(a), len(b))
+    return next((i for i in range(shared) if a[i] != b[i]), shared)
 
 
 def raw_prompt(tokenizer: Any, text: str) -> RenderedPrompt:

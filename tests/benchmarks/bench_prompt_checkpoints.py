@@ -53,7 +53,7 @@ async def _ttft(engine: EngineWorker, prompt: list[int], system: int) -> tuple[f
     first = None
     cached = 0
     sampling = SamplingParams(max_tokens=8, temperature=0.0)
-    async for chunks in engine.submit(prompt, sampling, (), system).batches():
+    async for chunks in engine.submit(prompt, sampling, (), (system,)).batches():
         if first is None:
             first = time.perf_counter() - started
             cached = chunks[0].cached_tokens

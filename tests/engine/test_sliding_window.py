@@ -179,14 +179,14 @@ async def test_a_next_turn_reuses_the_windowed_prompt_cache(
 
 
 async def _served(
-    engine: EngineWorker, prompt: list[int], checkpoint: int = 0
+    engine: EngineWorker, prompt: list[int], checkpoints: tuple[int, ...] = ()
 ) -> tuple[tuple[int, ...], int]:
-    """One greedy generation (with `checkpoint`): its ids, and the prompt tokens the prompt
+    """One greedy generation (with `checkpoints`): its ids, and the prompt tokens the prompt
     cache served."""
     sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
     ids: tuple[int, ...] = ()
     cached = -1
-    async for chunks in engine.submit(prompt, sampling, (), checkpoint).batches():
+    async for chunks in engine.submit(prompt, sampling, (), checkpoints).batches():
         for chunk in chunks:
             assert chunk.finish_reason in (None, "stop", "length"), chunk.error
             cached = chunk.cached_tokens if cached < 0 else cached
@@ -195,13 +195,13 @@ async def _served(
 
 
 async def _one_by_one(
-    path: Path, prompts: list[list[int]], checkpoint: int = 0, **worker: Any
+    path: Path, prompts: list[list[int]], checkpoints: tuple[int, ...] = (), **worker: Any
 ) -> tuple[list[tuple[tuple[int, ...], int]], Any]:
     """Each prompt served (`_served`) once the last one finished; and the engine's stats."""
     engine = EngineWorker(lambda: load_model(path), **worker)
     await engine.start()
     try:
-        results = [await _served(engine, prompt, checkpoint) for prompt in prompts]
+        results = [await _served(engine, prompt, checkpoints) for prompt in prompts]
     finally:
         engine.stop()
     return results, engine.stats
@@ -260,7 +260,7 @@ async def test_a_new_conversation_is_served_from_the_system_turn_it_shares(
     ((_, cold), (continued, warm)), stats = await _one_by_one(
         windowed_model,
         [first, second],
-        checkpoint=len(system),
+        checkpoints=(len(system),),
         engine=engine,
         solo=solo,
         prefill_step_size=7,
@@ -283,12 +283,12 @@ async def test_a_prefill_handed_to_the_batch_still_leaves_its_system_turn_entry(
     system = tokenizer.encode(LONG)
     sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
     try:
-        first = worker.submit([*system, *tokenizer.encode(" Where?")], sampling, (), len(system))
+        first = worker.submit([*system, *tokenizer.encode(" Where?")], sampling, (), (len(system),))
         other = worker.submit(tokenizer.encode("hello there"), sampling)
         await asyncio.gather(collect(first), collect(other))
         assert worker.stats.handovers == 1
         again = [*system, *tokenizer.encode(" Tell me of the storms.")]
-        _, cached = await _served(worker, again, len(system))
+        _, cached = await _served(worker, again, (len(system),))
     finally:
         worker.stop()
     assert cached == len(system)

@@ -56,7 +56,8 @@ def test_create_answers_a_message(client: anthropic.Anthropic, model: str) -> No
     assert reply.usage.output_tokens > 0
     counted = client.messages.count_tokens(model=model, messages=[user("Reply with: tokyo")])
     cached = reply.usage.cache_read_input_tokens or 0
-    assert reply.usage.input_tokens + cached == counted.input_tokens
+    written = reply.usage.cache_creation_input_tokens or 0
+    assert reply.usage.input_tokens + cached + written == counted.input_tokens
 
 
 def test_stream_matches_create(client: anthropic.Anthropic, model: str) -> None:
@@ -73,8 +74,12 @@ def test_stream_matches_create(client: anthropic.Anthropic, model: str) -> None:
     ]
     assert final.stop_reason == "end_turn"
     assert final.usage.output_tokens == whole.usage.output_tokens
-    total = (final.usage.input_tokens or 0) + (final.usage.cache_read_input_tokens or 0)
-    assert total == whole.usage.input_tokens + (whole.usage.cache_read_input_tokens or 0)
+
+    def prompt(usage: Any) -> int:
+        cache = (usage.cache_read_input_tokens or 0) + (usage.cache_creation_input_tokens or 0)
+        return int(usage.input_tokens or 0) + cache
+
+    assert prompt(final.usage) == prompt(whole.usage)
 
 
 def test_raw_stream_frames_name_their_event(stack: Stack, model: str) -> None:

@@ -44,7 +44,7 @@ def test_wire_object_has_no_background_key(stack: Stack, model: str) -> None:
     assert body["temperature"] == 0.0  # the bundled model's generation_config default
     assert body["text"] == {"format": {"type": "text"}, "verbosity": "medium"}
     assert body["tool_choice"] == "auto" and body["tools"] == []
-    assert set(body["usage"]["input_tokens_details"]) == {"cached_tokens"}
+    assert set(body["usage"]["input_tokens_details"]) == {"cached_tokens", "cache_write_tokens"}
     assert set(body["usage"]["output_tokens_details"]) == {"reasoning_tokens"}
 
 

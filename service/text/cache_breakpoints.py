@@ -1,0 +1,131 @@
+"""Where a client's cache breakpoints end in a rendered prompt's tokens.
+
+Anthropic's `cache_control` and OpenAI's `prompt_cache_breakpoint` mark the block a reusable
+prefix ends with (a system block, a tool definition, a message's content block). The façade
+carries them as `CreateResponseParams.cache_breakpoints`; here each becomes a token position,
+found as `system_turn_end` finds the system turn's: the template renders the conversation up
+to and including the marked block, and the position is where that rendering parts from the
+prompt's tokens. A prefix rendered alone may tokenize differently at its end (a merge across
+the cut); the common prefix then stops before it, so a position is always a prefix of the
+prompt and of any other prompt rendering the same conversation up to that block.
+
+Only models whose caches cannot be cut back take them (the engine's checkpoints): a plain KV
+cache serves any prefix of an entry already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mlx_responses.service.text.prompt import (
+    Message,
+    common_prefix,
+    items_to_messages,
+    render_probe,
+    tools_to_template,
+)
+
+from mlx_responses.v1 import responses_pb2 as pb
+
+# The breakpoints one prompt takes (Anthropic refuses more than four `cache_control` blocks;
+# OpenAI writes at most four per request): the deepest ones.
+MAX_BREAKPOINTS = 4
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A breakpoint against a context: after the function tool `tool`, or after the item at
+    `item` in the context (after its first `chars` characters of text, for a message)."""
+
+    tool: str | None = None
+    item: int = -1
+    chars: int | None = None
+
+
+def resolve_marks(
+    breakpoints: Sequence[pb.CacheBreakpoint],
+    request_input: Sequence[pb.Item],
+    context: Sequence[pb.Item],
+) -> list[Mark]:
+    """The request's breakpoints against the context it renders (the history, then the
+    request's input items, the very objects; items a compaction dropped lose theirs)."""
+    where = {id(item): k for k, item in enumerate(context)}
+    marks = []
+    for point in breakpoints:
+        kind = point.WhichOneof("at")
+        if kind == "tool":
+            marks.append(Mark(tool=point.tool))
+        elif kind == "input" and point.input.item < len(request_input):
+            k = where.get(id(request_input[point.input.item]))
+            if k is not None:
+                chars = point.input.chars if point.input.HasField("chars") else None
+                marks.append(Mark(item=k, chars=chars))
+    return marks
+
+
+def _cut(item: pb.Item, chars: int) -> pb.Item:
+    """A message item holding only the first `chars` characters of its text."""
+    cut = pb.Item()
+    cut.CopyFrom(item)
+    left = chars
+    for part in cut.message.content:
+        kind = part.WhichOneof("part")
+        holder = getattr(part, kind) if kind else None
+        field = {"input_text": "text", "output_text": "text", "refusal": "refusal"}.get(kind or "")
+        if holder is None or field is None:
+            continue
+        text = getattr(holder, field)
+        setattr(holder, field, text[:left])
+        left -= len(getattr(holder, field))
+    return cut
+
+
+def _probe_messages(
+    instructions: str | None, items: Sequence[pb.Item], mark: Mark
+) -> list[Message]:
+    """The conversation up to and including the marked block."""
+    if mark.tool is not None:  # the tools render within the system turn
+        messages = items_to_messages(instructions, items)
+        head = messages[:1] if messages and messages[0]["role"] == "system" else []
+        return [*head, {"role": "user", "content": ""}]
+    last = items[mark.item]
+    if mark.chars is not None and last.WhichOneof("item") == "message":
+        last = _cut(last, mark.chars)
+    messages = items_to_messages(instructions, [*items[: mark.item], last])
+    if messages and messages[-1]["role"] == "system":
+        # As `system_turn_end`: the system turn ends where the next turn opens.
+        messages.append({"role": "user", "content": ""})
+    return messages
+
+
+def breakpoint_positions(
+    tokenizer: Any,
+    tokens: list[int],
+    marks: Sequence[Mark],
+    *,
+    instructions: str | None,
+    items: Sequence[pb.Item],
+    tools: Sequence[pb.Tool],
+    tool_parameters: Mapping[str, Any],
+    template_kwargs: dict[str, Any],
+) -> tuple[int, ...]:
+    """The token positions in `tokens` (the prompt) where the marked prefixes end: the deepest
+    `MAX_BREAKPOINTS`, each inside the prompt (a probe the template refuses gives none)."""
+    positions = set()
+    names = [t.function.name if t.WhichOneof("tool") == "function" else None for t in tools]
+    for mark in marks:
+        shown = list(tools)
+        if mark.tool is not None:
+            if mark.tool not in names:
+                continue
+            shown = shown[: names.index(mark.tool) + 1]
+        rendered = tools_to_template(shown, tool_parameters) if shown else None
+        probe = render_probe(
+            tokenizer, _probe_messages(instructions, items, mark), rendered, template_kwargs
+        )
+        if probe is not None:
+            positions.add(common_prefix(probe, tokens))
+    inside = sorted(p for p in positions if 0 < p < len(tokens))
+    return tuple(inside[-MAX_BREAKPOINTS:])
