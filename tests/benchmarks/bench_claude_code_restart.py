@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.e2e.test_claude_code import _claude, _run, _serve
+from tests.e2e.test_claude_code import _claude, _prompt_tokens, _run, _serve
 
 MODEL = Path(__file__).resolve().parents[2] / "service/assets/tiny-chat"
 
@@ -42,7 +42,7 @@ def main() -> None:
         code, [result] = _run(claude, port, work, "--model", MODEL.name, prompt=words)
         wall = time.perf_counter() - started
         usage = result["usage"]
-        prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]
+        prompt = _prompt_tokens(usage)
         rows.append((name, wall, usage["cache_read_input_tokens"], prompt, code))
         print(f"{name:24s} wall {wall:6.2f} s  cached {usage['cache_read_input_tokens']:>6,} "
               f"of {prompt:,}  exit {code}", flush=True)  # fmt: skip

@@ -82,6 +82,15 @@ def _run(
     return done.returncode, lines
 
 
+def _prompt_tokens(usage: dict[str, Any]) -> int:
+    """The whole prompt, as Anthropic's usage splits it: new, read from and written to cache."""
+    return int(
+        usage["input_tokens"]
+        + usage["cache_read_input_tokens"]
+        + usage.get("cache_creation_input_tokens", 0)
+    )
+
+
 def _serve(model_path: Path, *extra: str) -> Any:
     http, grpc_port = _free_port(), _free_port()
     with _process(
@@ -123,7 +132,7 @@ def test_claude_code_completes_a_turn(server: int, model_path: Path, tmp_path: P
     assert code == 0, result
     assert result["is_error"] is False and result["result"] == "hello", result
     usage = result["usage"]
-    prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]
+    prompt = _prompt_tokens(usage)
     assert prompt > 200, "Claude Code's own framing reached the model"
     assert result["stop_reason"] == "end_turn"
 
@@ -180,7 +189,7 @@ def test_default_configuration_completes_a_turn(
         assert code == 0, result
         assert result["is_error"] is False and result["stop_reason"] == "end_turn", result
         usage = result["usage"]
-        assert usage["input_tokens"] + usage["cache_read_input_tokens"] > 40_000, usage
+        assert _prompt_tokens(usage) > 40_000, usage
         assert usage["output_tokens"] > 0, usage
     assert usage["cache_read_input_tokens"] > 35_000, usage
 
@@ -218,7 +227,7 @@ def test_a_restarted_server_serves_the_default_prompt_from_disk(
         sessions.append(result["usage"])
     first, second = sessions
     assert first["cache_read_input_tokens"] == 0, first  # a new folder: nothing on disk yet
-    prompt = second["input_tokens"] + second["cache_read_input_tokens"]
+    prompt = _prompt_tokens(second)
     assert prompt > 40_000, second
     assert second["cache_read_input_tokens"] >= 0.9 * prompt, second
 
