@@ -212,27 +212,6 @@ def test_spelled_tokens_with_an_image_count_and_generate(vlm_stack: Stack, spell
     assert reply.json()["usage"]["input_tokens"] == counted
 
 
-def test_chat_completions_image_refusal_names_the_endpoint(vlm_stack: Stack) -> None:
-    reply = httpx.post(
-        f"{vlm_stack.base_url}/v1/chat/completions",
-        json={
-            "model": vlm_stack.settings.models[0].name,
-            "messages": [
-                {
-                    "role": "user",
-                    "content": [{"type": "image_url", "image_url": {"url": _png(28, 28)}}],
-                }
-            ],
-        },
-        timeout=60,
-    )
-    assert reply.status_code == 400
-    error = reply.json()["error"]
-    assert error["param"] == "messages[0].content[0].type"
-    assert error["code"] == "unsupported_content"
-    assert "text model" not in error["message"] and "/v1/responses" in error["message"]
-
-
 def test_images_cut_by_processor_calls_as_by_the_grid(vlm_stack: Stack) -> None:
     """A processor without Qwen's grid gets each image's tokens from a call of its own: the
     same pieces as the grid gives."""
