@@ -88,10 +88,20 @@ def test_the_drain_counts_streams_that_ended_cancelled(random_stack: Stack) -> N
     # The two long streams' ids (the short one's may come first).
     while (len(streams) < 3 or not {0, 1} <= ids.keys()) and time.monotonic() < deadline:
         time.sleep(0.01)
-    drained = asyncio.run_coroutine_threadsafe(streams.drain(20), random_stack._loop)
+
+    async def start_drain() -> asyncio.Task[DrainReport]:
+        task = asyncio.ensure_future(streams.drain(20))
+        await asyncio.sleep(0)  # it has seen the open streams (under load, the cancels below
+        return task  # could otherwise end them before the drain started)
+
+    async def report_of(task: asyncio.Task[DrainReport]) -> DrainReport:
+        return await task
+
+    loop = random_stack._loop
+    drain = asyncio.run_coroutine_threadsafe(start_drain(), loop).result(30)
     for i in (0, 1):  # cancelled while the drain waits, as a core's own drain would
         httpx.post(f"{random_stack.base_url}/v1/responses/{ids[i]}/cancel", timeout=30)
-    report = drained.result(60)
+    report = asyncio.run_coroutine_threadsafe(report_of(drain), loop).result(60)
     for thread in threads:
         thread.join(30)
     assert report == DrainReport(finished=1, cancelled=2)
