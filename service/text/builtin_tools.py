@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from mlx_responses.service.text.json_scan import skip_blank, value_end
+from mlx_responses.service.text.json_scan import fixed_string_prefix, skip_blank, value_end
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -149,24 +149,6 @@ def _strings(value: Any) -> list[str]:
     return list(value)
 
 
-def _fixed_prefix(body: str) -> str:
-    """The text an unterminated JSON string body already fixes (no half escapes)."""
-    end, i = len(body), 0
-    while i < len(body):
-        if body[i] == "\\":
-            width = 6 if body[i + 1 : i + 2] == "u" else 2
-            if i + width > len(body):
-                end = i
-                break
-            i += width
-            continue
-        i += 1
-    try:
-        return str(json.loads('"' + body[:end] + '"'))
-    except ValueError:
-        return ""
-
-
 def partial_strings(payload: str, key: str) -> tuple[list[str], str | None]:
     """The strings of the array `key` in JSON that may be cut short: those written whole, and
     what the one still being written fixes so far (None when none is open)."""
@@ -179,7 +161,7 @@ def partial_strings(payload: str, key: str) -> tuple[list[str], str | None]:
             break
         end = value_end(payload, pos)
         if end is None:
-            return strings, _fixed_prefix(payload[pos + 1 :])
+            return strings, fixed_string_prefix(payload[pos + 1 :])
         strings.append(json.loads(payload[pos:end]))
         pos = skip_blank(payload, end)
         if pos >= len(payload) or payload[pos] != ",":

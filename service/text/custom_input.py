@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from mlx_responses.service.text.json_scan import fixed_string_prefix
+
 INPUT = "input"
 
 
@@ -33,23 +35,4 @@ def partial_input(arguments: str) -> str:
     rest = rest[1:].lstrip()
     if not rest.startswith('"'):
         return ""
-    body = rest[1:]
-    end = len(body)
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if c == '"':
-            end = i
-            break
-        if c == "\\":
-            width = 6 if body[i + 1 : i + 2] == "u" else 2
-            if i + width > len(body):
-                end = i
-                break
-            i += width
-            continue
-        i += 1
-    try:
-        return str(json.loads('"' + body[:end] + '"'))
-    except ValueError:
-        return ""
+    return fixed_string_prefix(rest[1:])

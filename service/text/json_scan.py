@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 _OPEN = {"{": "}", "[": "]"}
 _BLANK = " \t\r\n"
 
@@ -60,3 +62,25 @@ def _string_end(text: str, pos: int) -> int | None:
             return i + 1
         i += 1
     return None
+
+
+def fixed_string_prefix(body: str) -> str:
+    """What a JSON string that may still be growing already fixes: `body` is its text after
+    the opening quote; it ends at the closing quote, if one came, and a half escape is left out."""
+    end, i = len(body), 0
+    while i < len(body):
+        if body[i] == '"':
+            end = i
+            break
+        if body[i] == "\\":
+            width = 6 if body[i + 1 : i + 2] == "u" else 2
+            if i + width > len(body):
+                end = i
+                break
+            i += width
+            continue
+        i += 1
+    try:
+        return str(json.loads('"' + body[:end] + '"'))
+    except ValueError:
+        return ""

@@ -16,20 +16,11 @@ from agents.apply_diff import apply_diff
 
 from tests.http.test_openapi import conforms
 from tests.support.stack import Stack
+from tests.support.tools import WEATHER
 
 SHELL = {"type": "shell", "environment": {"type": "local"}}
 LOCAL_SHELL = {"type": "local_shell"}
 APPLY_PATCH = {"type": "apply_patch"}
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather of a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
 
 
 @pytest.fixture(scope="module")
