@@ -21,7 +21,6 @@ pytest.importorskip("mlx_vlm")
 from mlx_responses.service.responses.remote_media import RemoteMedia
 
 from tests.http.test_vision import (
-    MAX_IMAGE_PIXELS,
     MAX_MEDIA_BYTES,
     _image_tokens,
     _metric,
@@ -29,23 +28,10 @@ from tests.http.test_vision import (
     _png_bytes,
 )
 from tests.support.media_server import serving
-from tests.support.random_vlm import build_random_vlm
 from tests.support.stack import Stack
 
 FIXTURES = json.loads((Path(__file__).parents[1] / "fixtures" / "vision_requests.json").read_text())
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
-
-
-@pytest.fixture(scope="module")
-def vlm(tmp_path_factory: pytest.TempPathFactory, store_url: str) -> Iterator[Stack]:
-    folder = build_random_vlm(tmp_path_factory.mktemp("tiny-vlm") / "tiny-vlm")
-    with Stack.running(
-        model_path=folder,
-        store_url=store_url,
-        max_media_bytes=MAX_MEDIA_BYTES,
-        max_image_pixels=MAX_IMAGE_PIXELS,
-    ) as s:
-        yield s
 
 
 def _fixture(stack: Stack, name: str, media_base: str = "") -> dict[str, Any]:
@@ -83,42 +69,43 @@ def _messages_as_responses(body: dict[str, Any], url: str) -> list[dict[str, Any
     return [{"type": "input_image", "image_url": url}, {"type": "input_text", "text": text}]
 
 
-def test_open_webui_chat_image_is_answered_and_counted(vlm: Stack) -> None:
-    body = {**_fixture(vlm, "open_webui_chat"), "max_tokens": 3, "temperature": 0}
-    first = _post(vlm, "/v1/chat/completions", body)
+def test_open_webui_chat_image_is_answered_and_counted(vlm_stack: Stack) -> None:
+    body = {**_fixture(vlm_stack, "open_webui_chat"), "max_tokens": 3, "temperature": 0}
+    first = _post(vlm_stack, "/v1/chat/completions", body)
     assert first.status_code == 200, first.text
     usage = first.json()["usage"]
     assert usage["completion_tokens"] >= 1
     assert usage["prompt_tokens"] > _image_tokens(56, 56)
-    assert usage["prompt_tokens"] == _responses_input_tokens(vlm, _chat_as_responses(body))
-    hits = _metric(vlm, "image_encoding_cache_hits")
-    again = _post(vlm, "/v1/chat/completions", body)
+    assert usage["prompt_tokens"] == _responses_input_tokens(vlm_stack, _chat_as_responses(body))
+    hits = _metric(vlm_stack, "image_encoding_cache_hits")
+    again = _post(vlm_stack, "/v1/chat/completions", body)
     assert again.status_code == 200, again.text
     assert again.json()["usage"]["prompt_tokens"] == usage["prompt_tokens"]
     assert again.json()["choices"][0]["message"] == first.json()["choices"][0]["message"]
-    assert _metric(vlm, "image_encoding_cache_hits") > hits  # the same encoding cache
+    assert _metric(vlm_stack, "image_encoding_cache_hits") > hits  # the same encoding cache
     # VLM requests reuse no KV prefix (docs/guides/vision.md), on /v1/responses alike.
     assert again.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
 
 
-def test_open_webui_streamed_chat_image(vlm: Stack) -> None:
-    body = {**_fixture(vlm, "open_webui_chat_stream"), "max_tokens": 3, "temperature": 0}
-    with httpx.stream("POST", f"{vlm.base_url}/v1/chat/completions", json=body, timeout=120) as r:
+def test_open_webui_streamed_chat_image(vlm_stack: Stack) -> None:
+    body = {**_fixture(vlm_stack, "open_webui_chat_stream"), "max_tokens": 3, "temperature": 0}
+    url = f"{vlm_stack.base_url}/v1/chat/completions"
+    with httpx.stream("POST", url, json=body, timeout=120) as r:
         assert r.status_code == 200
         frames = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
     assert frames[-1] == "[DONE]"
     chunks = [json.loads(f) for f in frames[:-1]]
     assert all("error" not in c for c in chunks), chunks
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
-    whole = _post(vlm, "/v1/chat/completions", {**body, "stream": False}).json()
+    whole = _post(vlm_stack, "/v1/chat/completions", {**body, "stream": False}).json()
     assert text == whole["choices"][0]["message"]["content"]
     assert chunks[-1]["usage"]["prompt_tokens"] == whole["usage"]["prompt_tokens"]
 
 
-def test_anthropic_sdk_base64_image(vlm: Stack) -> None:
+def test_anthropic_sdk_base64_image(vlm_stack: Stack) -> None:
     anthropic = pytest.importorskip("anthropic")
-    body = _fixture(vlm, "anthropic_sdk_base64")
-    client = anthropic.Anthropic(base_url=vlm.base_url, api_key="x", max_retries=0)
+    body = _fixture(vlm_stack, "anthropic_sdk_base64")
+    client = anthropic.Anthropic(base_url=vlm_stack.base_url, api_key="x", max_retries=0)
     message = client.messages.create(**body)
     counted = client.messages.count_tokens(model=body["model"], messages=body["messages"])
     billed = message.usage.input_tokens + (message.usage.cache_read_input_tokens or 0)
@@ -126,78 +113,78 @@ def test_anthropic_sdk_base64_image(vlm: Stack) -> None:
     assert counted.input_tokens == billed > _image_tokens(56, 56)
     source = body["messages"][0]["content"][0]["source"]
     url = f"data:{source['media_type']};base64,{source['data']}"
-    assert billed == _responses_input_tokens(vlm, _messages_as_responses(body, url))
-    hits = _metric(vlm, "image_encoding_cache_hits")
+    assert billed == _responses_input_tokens(vlm_stack, _messages_as_responses(body, url))
+    hits = _metric(vlm_stack, "image_encoding_cache_hits")
     again = client.messages.create(**body)
     assert again.usage.input_tokens == billed and not again.usage.cache_read_input_tokens
-    assert _metric(vlm, "image_encoding_cache_hits") > hits
+    assert _metric(vlm_stack, "image_encoding_cache_hits") > hits
 
 
 @pytest.fixture
-def remote_media(vlm: Stack) -> Iterator[None]:
+def remote_media(vlm_stack: Stack) -> Iterator[None]:
     """--allow-remote-media on the running stack, loopback allowed (the media server's)."""
-    assert vlm.core is not None
-    pipeline = vlm.core.pipeline
+    assert vlm_stack.core is not None
+    pipeline = vlm_stack.core.pipeline
     before = pipeline.remote_media
     pipeline.remote_media = RemoteMedia(MAX_MEDIA_BYTES, 1.0, public_only=False)
     yield
     pipeline.remote_media = before
 
 
-def test_anthropic_sdk_url_image(vlm: Stack, remote_media: None) -> None:
+def test_anthropic_sdk_url_image(vlm_stack: Stack, remote_media: None) -> None:
     with serving(_png_bytes(56, 56)) as base:
-        body = _fixture(vlm, "anthropic_sdk_url", base)
-        reply = _post(vlm, "/v1/messages", body)
+        body = _fixture(vlm_stack, "anthropic_sdk_url", base)
+        reply = _post(vlm_stack, "/v1/messages", body)
         assert reply.status_code == 200, reply.text
         usage = reply.json()["usage"]
         billed = usage["input_tokens"] + usage["cache_read_input_tokens"]
-        counted = _post(vlm, "/v1/messages/count_tokens", body)
+        counted = _post(vlm_stack, "/v1/messages/count_tokens", body)
         assert counted.json() == {"input_tokens": billed}
         url = f"{base}/image.png"
-        assert billed == _responses_input_tokens(vlm, _messages_as_responses(body, url))
+        assert billed == _responses_input_tokens(vlm_stack, _messages_as_responses(body, url))
         missing = copy.deepcopy(body)
         missing["messages"][0]["content"][0]["source"]["url"] = f"{base}/missing"
-        refused = _post(vlm, "/v1/messages", missing)
+        refused = _post(vlm_stack, "/v1/messages", missing)
     assert refused.status_code == 400
     assert refused.json()["error"]["message"].startswith("messages[0].content[0].source.url: ")
 
 
-def test_remote_url_needs_the_flag(vlm: Stack) -> None:
-    body = _fixture(vlm, "anthropic_sdk_url", "https://example.com")
-    reply = _post(vlm, "/v1/messages", body)
+def test_remote_url_needs_the_flag(vlm_stack: Stack) -> None:
+    body = _fixture(vlm_stack, "anthropic_sdk_url", "https://example.com")
+    reply = _post(vlm_stack, "/v1/messages", body)
     assert reply.status_code == 400 and reply.json()["type"] == "error"
     message = reply.json()["error"]["message"]
     assert (
         message.startswith("messages[0].content[0].source.url: ")
         and "--allow-remote-media" in message
     )
-    chat = _fixture(vlm, "open_webui_chat")
+    chat = _fixture(vlm_stack, "open_webui_chat")
     chat["messages"][0]["content"][1]["image_url"] = "https://example.com/a.png"  # a bare URL
-    error = _post(vlm, "/v1/chat/completions", chat).json()["error"]
+    error = _post(vlm_stack, "/v1/chat/completions", chat).json()["error"]
     assert error["param"] == "messages[0].content[1].image_url" and "input[" not in error["message"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_bad_images_are_400s_naming_the_part(vlm: Stack, stream: bool) -> None:
-    chat = _fixture(vlm, "open_webui_chat")
+def test_bad_images_are_400s_naming_the_part(vlm_stack: Stack, stream: bool) -> None:
+    chat = _fixture(vlm_stack, "open_webui_chat")
     chat["stream"] = stream
     chat["messages"].insert(0, {"role": "system", "content": "Be brief."})
     chat["messages"][1]["content"][1]["image_url"]["url"] = "data:image/png;base64,@@@"
-    reply = _post(vlm, "/v1/chat/completions", chat)
+    reply = _post(vlm_stack, "/v1/chat/completions", chat)
     assert reply.status_code == 400, reply.text
     error = reply.json()["error"]
     assert error["param"] == "messages[1].content[1].image_url.url", error
     assert error["code"] == "invalid_base64" and "input[" not in error["message"]
     wide = _png(2048, 256, (0, 0, 0))  # too many pixels
     chat["messages"][1]["content"][1]["image_url"]["url"] = wide
-    error = _post(vlm, "/v1/chat/completions", chat).json()["error"]
+    error = _post(vlm_stack, "/v1/chat/completions", chat).json()["error"]
     assert (error["param"], error["code"]) == ("messages[1].content[1]", "image_too_large")
-    body = _fixture(vlm, "anthropic_sdk_base64")
+    body = _fixture(vlm_stack, "anthropic_sdk_base64")
     body["stream"] = stream
     body["messages"][0]["content"].insert(0, {"type": "text", "text": "Look:"})
     body["messages"][0]["content"][1]["source"]["data"] = base64.b64encode(b"hello").decode()
     for path in ("/v1/messages", "/v1/messages/count_tokens"):
-        reply = _post(vlm, path, body)
+        reply = _post(vlm_stack, path, body)
         assert reply.status_code == 400, reply.text
         message = reply.json()["error"]["message"]
         assert message.startswith("messages[0].content[1]: ") and "input[" not in message

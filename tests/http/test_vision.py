@@ -23,25 +23,15 @@ from mlx_responses.service.responses.remote_media import RemoteMedia
 from PIL import Image
 
 from tests.support.media_server import serving
-from tests.support.random_vlm import MAX_PIXELS, PATCH, build_random_vlm
+from tests.support.random_vlm import (
+    MAX_MEDIA_BYTES,
+    MAX_PIXELS,
+    PATCH,
+)
 from tests.support.stack import Stack
 
-MAX_MEDIA_BYTES = 64 * 1024
-MAX_IMAGE_PIXELS = 512 * 512
 # A random model runs to max_output_tokens (incomplete) unless it draws its end token.
 DONE = ("completed", "incomplete")
-
-
-@pytest.fixture(scope="module")
-def vlm_stack(tmp_path_factory: pytest.TempPathFactory, store_url: str) -> Iterator[Stack]:
-    folder = build_random_vlm(tmp_path_factory.mktemp("tiny-vlm") / "tiny-vlm")
-    with Stack.running(
-        model_path=folder,
-        store_url=store_url,
-        max_media_bytes=MAX_MEDIA_BYTES,
-        max_image_pixels=MAX_IMAGE_PIXELS,
-    ) as s:
-        yield s
 
 
 def _png(width: int, height: int, color: tuple[int, int, int], fmt: str = "PNG") -> str:

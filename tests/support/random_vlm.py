@@ -23,6 +23,9 @@ PATCH = 14
 MERGE = 2
 MIN_PIXELS = (PATCH * MERGE) ** 2  # one image token
 MAX_PIXELS = (PATCH * MERGE * 4) ** 2  # 16 image tokens
+# The media limits of the tests' vision stack (tests/conftest.py `vlm_stack`).
+MAX_MEDIA_BYTES = 64 * 1024
+MAX_IMAGE_PIXELS = 512 * 512
 
 
 def build_random_vlm(
