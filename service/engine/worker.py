@@ -801,13 +801,18 @@ class EngineWorker(ModelThread[LoadedModel]):
         to where they part; these cannot be, so without this entry such a prompt is prefilled
         whole. mlx-lm's server keeps such entries too (at its prompts' segment ends).
         """
+        self._keep(entry, tokens, cache, len(tokens))
+        self.stats.prompt_checkpoints += 1
+
+    def _keep(self, entry: _Active, tokens: list[int], cache: list[Any], written: int) -> None:
+        """Puts a prompt-cache entry of `entry`'s in memory and, with a disk tier, on disk;
+        `written`: the prompt tokens it holds."""
         assert self._prompt_cache is not None
         key = self._cache_key(entry.scope)
         self._prompt_cache.insert_cache(key, tokens, cache)
         if self._disk is not None:
             self._disk.put(key, tokens, cache)
-        entry.written_to = max(entry.written_to, len(tokens))
-        self.stats.prompt_checkpoints += 1
+        entry.written_to = max(entry.written_to, written)
         self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
 
     def _checkpoint_segments(
@@ -885,16 +890,8 @@ class EngineWorker(ModelThread[LoadedModel]):
                 self.stats.completed += 1
                 self._finished(entry, finish, now)
                 if self._prompt_cache is not None and r.prompt_cache is not None:
-                    self._prompt_cache.insert_cache(
-                        self._cache_key(entry.scope), list(r.all_tokens), r.prompt_cache
-                    )
-                    if self._disk is not None:
-                        self._disk.put(
-                            self._cache_key(entry.scope), list(r.all_tokens), r.prompt_cache
-                        )
-                    self.stats.prompt_cache_bytes = self._prompt_cache.nbytes
                     # The finished turn's entry holds the whole prompt (and the reply).
-                    entry.written_to = max(entry.written_to, entry.prompt_tokens)
+                    self._keep(entry, list(r.all_tokens), r.prompt_cache, entry.prompt_tokens)
             cached = entry.cached_tokens if entry.generated == 1 else 0
             logprobs = self._logprobs(r.token, r.logprobs, entry.logprobs)
             chunk = Chunk(
