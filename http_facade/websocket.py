@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 from mlx_responses.http_facade.beta_features import check_compaction_trigger
 from mlx_responses.http_facade.core_pool import CorePool
-from mlx_responses.http_facade.errors import REASON_TABLE, OpenAIError, invalid
+from mlx_responses.http_facade.errors import REASON_TABLE, REQUEST_TOO_LARGE, OpenAIError, invalid
 from mlx_responses.http_facade.from_proto import event_to_json
 from mlx_responses.http_facade.json_body import parse_text
 from mlx_responses.http_facade.to_proto import params_from_json
@@ -39,6 +39,9 @@ class OpenSockets:
 
 SOCKETS = web.AppKey("websockets", OpenSockets)
 MAX_MESSAGE = web.AppKey("websocket_max_message", int)
+# A message over the limit gets a 413 error event (the socket goes on), as a body gets a 413;
+# aiohttp itself closes the socket (1009) only past this many times the limit.
+HARD_MESSAGE_FACTOR = 4
 HEARTBEAT_S = 30.0
 GOING_AWAY = 1001
 CREATE = "response.create"
@@ -110,6 +113,11 @@ class ResponsesSocket:
         await self._send(payload)
 
     async def _receive(self, data: str) -> None:
+        bound = self._request.app[MAX_MESSAGE]
+        if len(data) > bound // 4 and len(data.encode("utf-8", "surrogatepass")) > bound:
+            message = f"The message exceeds the limit of {bound} bytes."
+            await self._error(OpenAIError(REQUEST_TOO_LARGE, message), None)
+            return
         try:
             message = parse_text(data)  # the bounds a body has: depth, NaN, lone surrogates
         except OpenAIError as error:
@@ -238,7 +246,8 @@ class ResponsesSocket:
 
 async def responses_socket(request: web.Request, cores: CorePool) -> web.StreamResponse:
     """`GET /v1/responses` with an Upgrade: the socket; without one, 405 as before."""
-    ws = web.WebSocketResponse(heartbeat=HEARTBEAT_S, max_msg_size=request.app[MAX_MESSAGE])
+    hard = HARD_MESSAGE_FACTOR * request.app[MAX_MESSAGE]
+    ws = web.WebSocketResponse(heartbeat=HEARTBEAT_S, max_msg_size=hard)
     if not ws.can_prepare(request).ok:
         raise web.HTTPMethodNotAllowed("GET", ["POST"])
     await ws.prepare(request)

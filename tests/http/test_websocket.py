@@ -15,6 +15,7 @@ import openai
 import pytest
 from mlx_responses.http_facade.app import start_facade
 from mlx_responses.http_facade.config import FacadeSettings
+from mlx_responses.http_facade.websocket import MAX_MESSAGE
 
 from tests.support.stack import Stack
 
@@ -150,6 +151,27 @@ def test_hostile_json_is_an_error_event_and_the_socket_goes_on(stack: Stack, tex
     refused, goes_on = asyncio.run(exchange())
     assert refused["type"] == "error" and refused["status"] == 400, refused
     assert refused["error"]["code"] == "invalid_json"
+    assert goes_on["type"] == "error" and goes_on["error"]["param"] == "type"
+
+
+def test_a_message_over_the_limit_is_a_413_event_and_the_socket_goes_on(stack: Stack) -> None:
+    """As a body over --max-request-bytes is a 413: the socket was closed (1009) unanswered."""
+    assert stack.runner is not None
+    limit = stack.runner.app[MAX_MESSAGE]
+
+    async def exchange() -> list[dict[str, Any]]:
+        url = f"{stack.base_url}/v1/responses"
+        async with aiohttp.ClientSession() as session, session.ws_connect(url) as ws:
+            await ws.send_str(json.dumps({"type": "response.create", "model": "x" * limit}))
+            replies = [json.loads((await ws.receive(timeout=60)).data)]
+            await ws.send_str(json.dumps({"type": "nope"}))
+            replies.append(json.loads((await ws.receive(timeout=30)).data))
+            return replies
+
+    refused, goes_on = asyncio.run(exchange())
+    assert refused["type"] == "error" and refused["status"] == 413, refused
+    assert refused["error"]["code"] == "request_too_large"
+    assert set(refused["error"]) == {"message", "type", "param", "code"}
     assert goes_on["type"] == "error" and goes_on["error"]["param"] == "type"
 
 
