@@ -111,6 +111,15 @@ class CoreClient:
     async def list_models(self) -> list[generation_service_pb2.Model]:
         return await _call(self.rpc.list_models(timeout=SHORT_DEADLINE_S))
 
+    async def load_model(
+        self, model: str, keep_alive_seconds: float | None
+    ) -> generation_service_pb2.Model:
+        # No deadline: a load takes as long as the weights take to read.
+        return await _call(self.rpc.load_model(model, keep_alive_seconds=keep_alive_seconds))
+
+    async def unload_model(self, model: str) -> generation_service_pb2.Model:
+        return await _call(self.rpc.unload_model(model))
+
     async def get_response(self, response_id: str) -> responses_pb2.Response:
         return await _call(self.rpc.get_response(response_id, timeout=SHORT_DEADLINE_S))
 

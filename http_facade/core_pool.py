@@ -131,6 +131,14 @@ class CorePool:
             core.serving = False
             await asyncio.sleep(WATCH_RETRY_S)
 
+    def healthy(self) -> list[PooledCore]:
+        """The SERVING cores (when no watch has said so yet, the connected ones, else all)."""
+        return (
+            [c for c in self.cores if c.serving]
+            or [c for c in self.cores if c.client.connected()]
+            or self.cores
+        )
+
     def pick(self, affinity: str | None = None) -> CoreClient:
         """The core for a request: among the SERVING cores (when no watch has said so yet, the
         cores whose channel is connected, else all), the owner of `affinity` unless it is busy,
@@ -140,11 +148,7 @@ class CorePool:
         backoff, and a call on it fails at once with UNAVAILABLE: while the watches catch up,
         a core a request already reached is the one to use.
         """
-        healthy = (
-            [c for c in self.cores if c.serving]
-            or [c for c in self.cores if c.client.connected()]
-            or self.cores
-        )
+        healthy = self.healthy()
         if affinity is None or not self.by_cache or len(healthy) == 1:
             return healthy[next(self._turn) % len(healthy)].client
         owner = max(healthy, key=lambda c: _score(affinity, c.address))

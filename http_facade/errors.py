@@ -39,6 +39,7 @@ REASON_TABLE: dict[str, HttpError] = {
     "RATE_LIMITED": HttpError(429, "rate_limit_error"),
     "QUEUE_FULL": HttpError(503, "server_error"),
     "NOT_READY": HttpError(503, "server_error"),
+    "MODEL_BUSY": HttpError(409, "invalid_request_error"),
     "STORE_UNAVAILABLE": HttpError(503, "server_error"),
     "UNAUTHENTICATED": HttpError(401, "invalid_request_error"),
     "INTERNAL": HttpError(500, "server_error"),

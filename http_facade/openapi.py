@@ -27,6 +27,7 @@ from mlx_responses.http_facade.anthropic import openapi as anthropic_openapi
 from mlx_responses.http_facade.cache_hints import BREAKPOINT_TTLS
 from mlx_responses.http_facade.chat import openapi as chat_openapi
 from mlx_responses.http_facade.completions import openapi as completions_openapi
+from mlx_responses.http_facade.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.openapi_kit import (
     BOOLEAN,
     INTEGER,
@@ -296,6 +297,7 @@ def _request_schemas() -> dict[str, Schema]:
         metadata=_nullable({"type": "object", "additionalProperties": STRING}),
         include=_nullable({"type": "array", "items": STRING}),
         chat_template_kwargs=_nullable({"type": "object"}),
+        keep_alive=KEEP_ALIVE_SCHEMA,
     )
     properties["truncation"] = _nullable({"const": "disabled"})
     create = {
@@ -355,6 +357,8 @@ def _request_schemas() -> dict[str, Schema]:
         # A null metadata clears it.
         "UpdateConversationRequest": _obj(("metadata",), metadata=_nullable(metadata)),
         "AddConversationItemsRequest": _obj(("items",), items=items),
+        # POST /v1/models/{model}/load: an empty body keeps the server's --keep-alive.
+        "LoadModelRequest": _obj(keep_alive=KEEP_ALIVE_SCHEMA),
     }
 
 
@@ -571,6 +575,10 @@ def _response_schemas() -> dict[str, Schema]:
             created=INTEGER,
             owned_by=STRING,
             context_length=INTEGER,
+            loaded=BOOLEAN,
+            memory_bytes=INTEGER,
+            expires_at=_nullable(INTEGER),
+            pinned=BOOLEAN,
         ),
         "ModelList": _obj(
             ("object", "data"),
@@ -614,6 +622,8 @@ def _operations() -> dict[Callable[..., Any], Operation]:
         routes.compact: Operation("CompactRequest", "Compaction"),
         routes.list_models: Operation(ok="ModelList"),
         routes.get_model: Operation(ok="Model"),
+        routes.load_model: Operation("LoadModelRequest", "Model", body_required=False),
+        routes.unload_model: Operation(ok="Model", extra={"409": "Error"}),
         routes.health: Operation(ok="Health", extra={"503": "Health"}),
         **chat_openapi.operations(),
         **completions_openapi.operations(),

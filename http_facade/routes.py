@@ -23,6 +23,7 @@ from mlx_responses.http_facade.from_proto import item_to_json, response_to_json,
 from mlx_responses.http_facade.hangups import decide, decides_on_hangup
 from mlx_responses.http_facade.item_lists import page_query, page_to_json, query_int
 from mlx_responses.http_facade.json_body import parse_body
+from mlx_responses.http_facade.keep_alive import keep_alive_from
 from mlx_responses.http_facade.sse import SSE_HEADERS, frame, frames
 from mlx_responses.http_facade.to_proto import _integer, params_from_json
 from mlx_responses.http_facade.websocket import responses_socket
@@ -242,13 +243,18 @@ async def compact(request: web.Request) -> web.Response:
 
 
 def _model_json(m: Model) -> dict[str, Any]:
-    # context_length (the config's max_position_embeddings) sizes keep_tokens and thresholds.
+    # context_length (the config's max_position_embeddings) sizes keep_tokens and thresholds;
+    # the rest says whether it is in memory, what its weights take and when it leaves.
     return {
         "id": m.id,
         "object": "model",
         "created": m.created,
         "owned_by": m.owned_by,
         "context_length": m.context_length,
+        "loaded": m.loaded,
+        "memory_bytes": m.memory_bytes,
+        "expires_at": m.expires_at if m.HasField("expires_at") else None,
+        "pinned": m.pinned,
     }
 
 
@@ -265,6 +271,27 @@ async def get_model(request: web.Request) -> web.Response:
         if m.id == name:
             return web.json_response(_model_json(m))
     raise OpenAIError(MODEL_NOT_FOUND, f"The model '{name}' does not exist.", param="model")
+
+
+async def load_model(request: web.Request) -> web.Response:
+    """POST /v1/models/{model}/load: loads the model now (on every serving core)."""
+    body = await read_json(request) if request.can_read_body else {}
+    if not isinstance(body, dict):
+        raise invalid("The request body must be a JSON object.", None, "invalid_type")
+    keep_alive = keep_alive_from(body)
+    name = request.match_info["model"]
+    cores = request.app[CORES].healthy()
+    models = await asyncio.gather(*(c.client.load_model(name, keep_alive) for c in cores))
+    return web.json_response(_model_json(models[0]))
+
+
+async def unload_model(request: web.Request) -> web.Response:
+    """POST /v1/models/{model}/unload: unloads the model now (on every serving core); 409
+    model_busy while a request uses it."""
+    name = request.match_info["model"]
+    cores = request.app[CORES].healthy()
+    models = await asyncio.gather(*(c.client.unload_model(name) for c in cores))
+    return web.json_response(_model_json(models[0]))
 
 
 async def health(request: web.Request) -> web.Response:
@@ -291,4 +318,6 @@ def add_routes(app: web.Application) -> None:
         app.router.add_get(f"{prefix}/models", list_models)
         # Repo ids (org/name) are model ids too: the id may hold a slash.
         app.router.add_get(f"{prefix}/models/{{model:.+}}", get_model)
+        app.router.add_post(f"{prefix}/models/{{model:.+}}/load", load_model)
+        app.router.add_post(f"{prefix}/models/{{model:.+}}/unload", unload_model)
     app.router.add_get("/health", health)

@@ -8,6 +8,7 @@ from typing import Any
 from mlx_responses.http_facade import builtin_items
 from mlx_responses.http_facade.cache_hints import check_breakpoint, input_breakpoints
 from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.keep_alive import read_keep_alive
 from mlx_responses.http_facade.media_parts import file_part, image_part
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -577,4 +578,5 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
     if body.get("chat_template_kwargs") is not None:
         kwargs = _expect(body["chat_template_kwargs"], dict, "chat_template_kwargs", "an object")
         params.chat_template_kwargs_json = json.dumps(kwargs)
+    read_keep_alive(body, params)
     return params

@@ -21,6 +21,7 @@ from mlx_responses.launcher.logs import configure_logging
 from mlx_responses.service import flags
 from mlx_responses.service.config import ConfigError, read_environment, settings_from_args
 from mlx_responses.service.flags import EnvValueError
+from mlx_responses.service.models.model_dir import check_model_dirs
 from mlx_responses.service.models.pool import served_ids
 from mlx_responses.service.models.source import ModelNotFoundError, resolve_model
 
@@ -90,6 +91,7 @@ async def _run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args, env)
         if not settings.allow_download:  # fail fast: nothing to download
             served_ids([resolve_model(m) for m in settings.models], settings.model_aliases)
+            check_model_dirs(settings.model_dirs)
             if settings.draft_model is not None:
                 resolve_model(settings.draft_model)
     except (ConfigError, ModelNotFoundError) as exc:

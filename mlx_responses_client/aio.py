@@ -145,6 +145,29 @@ class AsyncClient:
         reply = await self._generation.ListModels(request, metadata=metadata, timeout=timeout)
         return list(reply.models)
 
+    async def load_model(
+        self,
+        model: str,
+        *,
+        keep_alive_seconds: float | None = None,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> generation_service_pb2.Model:
+        """Loads `model` now and restarts its keep-alive (negative seconds: for good)."""
+        request = generation_service_pb2.LoadModelRequest(model=model)
+        if keep_alive_seconds is not None:
+            request.keep_alive_seconds = keep_alive_seconds
+        reply = await self._generation.LoadModel(request, metadata=metadata, timeout=timeout)
+        return reply.model
+
+    async def unload_model(
+        self, model: str, *, metadata: Metadata | None = None, timeout: float | None = None
+    ) -> generation_service_pb2.Model:
+        """Unloads `model` now (FAILED_PRECONDITION, `model_busy`, while it is in use)."""
+        request = generation_service_pb2.UnloadModelRequest(model=model)
+        reply = await self._generation.UnloadModel(request, metadata=metadata, timeout=timeout)
+        return reply.model
+
     async def get_response(
         self, response_id: str, *, metadata: Metadata | None = None, timeout: float | None = None
     ) -> responses_pb2.Response:

@@ -6,6 +6,7 @@ The flags themselves (names, defaults, variables, help) are declared once in ser
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -38,6 +39,12 @@ class Settings:
     models: tuple[Path, ...] = (BUNDLED_MODEL,)
     model_aliases: tuple[str, ...] = ()  # the i-th names the i-th model
     max_loaded_models: int | None = F.MAX_LOADED_MODELS.default  # None: no limit
+    # Folders whose every model folder is served too (on first use, as --model's others).
+    model_dirs: tuple[Path, ...] = ()
+    # Seconds a model stays loaded once idle (a request's `keep_alive` overrides it);
+    # negative: for good.
+    keep_alive: float = F.KEEP_ALIVE.default
+    pins: tuple[str, ...] = ()  # models loaded at startup and never unloaded by the pool
     grpc_host: str = F.GRPC_HOST.default
     grpc_port: int = F.GRPC_PORT.default
     responses_store_max_entries: int = F.RESPONSES_STORE_MAX_ENTRIES.default
@@ -93,14 +100,18 @@ class Settings:
     media: str = F.MEDIA.default
 
     def __post_init__(self) -> None:
-        if not self.models:
-            raise ConfigError("at least one --model is needed")
+        if not self.models and not self.model_dirs:
+            raise ConfigError("at least one --model or --model-dir is needed")
         if len(self.model_aliases) > len(self.models):
             raise ConfigError("more --model-alias than --model flags (the i-th names the i-th)")
         if any(not alias for alias in self.model_aliases):
             raise ConfigError("a --model-alias must not be empty")
         if self.max_loaded_models is not None and self.max_loaded_models < 1:
             raise ConfigError("--max-loaded-models must be at least 1")
+        if self.max_loaded_models is not None and len(set(self.pins)) > self.max_loaded_models:
+            raise ConfigError("more --pin models than --max-loaded-models lets stay loaded")
+        if math.isnan(self.keep_alive):
+            raise ConfigError("--keep-alive must be a number of seconds or a duration")
         for spec in STORE_FLAGS:
             if getattr(self, spec.field) < 0:
                 raise ConfigError(f"{spec.flag} must be >= 0")
@@ -171,8 +182,11 @@ def add_core_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
 def settings_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
     """Builds the frozen settings from parsed flags and the environment."""
     values = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
-    values["models"] = tuple(args.models or (BUNDLED_MODEL,))
+    # The bundled model serves when neither --model nor --model-dir names one.
+    values["model_dirs"] = tuple(args.model_dirs or ())
+    values["models"] = tuple(args.models or (() if values["model_dirs"] else (BUNDLED_MODEL,)))
     values["model_aliases"] = tuple(args.model_aliases or ())
+    values["pins"] = tuple(args.pins or ())
     try:
         for spec in (F.REASONING_ECHO_MAX_BYTES, F.BLAS):  # variables without a flag
             values[spec.field] = F.env_value(spec, env)

@@ -118,7 +118,7 @@ class Core:
         s = self.settings
         # The hub may download (with --allow-download): off the event loop.
         await self.models.resolve()
-        await self.models.load_default()
+        await self.models.load_startup()
         self._jobs = JobManager(
             self.models,
             self.pipeline,

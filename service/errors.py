@@ -32,6 +32,7 @@ class Reason(enum.Enum):
     RATE_LIMITED = "RATE_LIMITED"
     QUEUE_FULL = "QUEUE_FULL"
     NOT_READY = "NOT_READY"
+    MODEL_BUSY = "MODEL_BUSY"
     STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
     UNAUTHENTICATED = "UNAUTHENTICATED"
     INTERNAL = "INTERNAL"
@@ -75,6 +76,8 @@ GRPC_TABLE: dict[Reason, GrpcMapping] = {
     Reason.RATE_LIMITED: _row(_S.RESOURCE_EXHAUSTED, "rate_limit_exceeded"),
     Reason.QUEUE_FULL: _row(_S.UNAVAILABLE, "server_overloaded", SERVER_OVERLOADED),
     Reason.NOT_READY: _row(_S.UNAVAILABLE, "model_not_ready"),
+    # An explicit unload of a model a request or background job is using.
+    Reason.MODEL_BUSY: _row(_S.FAILED_PRECONDITION, "model_busy"),
     Reason.STORE_UNAVAILABLE: _row(_S.UNAVAILABLE, "store_unavailable"),
     Reason.UNAUTHENTICATED: _row(_S.UNAUTHENTICATED, "invalid_api_key"),
     Reason.INTERNAL: _row(_S.INTERNAL, SERVER_ERROR),

@@ -12,6 +12,8 @@ the core or MLX (tests/unit/test_layering.py holds both to that).
 from __future__ import annotations
 
 import argparse
+import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +103,47 @@ LOG_FORMAT = Flag(
     choices=("text", "json"),
 )
 
+# Ollama's `keep_alive`: a number of seconds, or a Go duration ("1h30m", "300ms"); negative
+# (or beyond KEEP_FOREVER_SECS) keeps the model loaded for good.
+KEEP_FOREVER = -1.0
+KEEP_FOREVER_SECS = 1e9  # about 31 years: forever, and an expiry time that fits int64
+_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_UNIT = r"(?:ns|us|µs|μs|ms|s|m|h)"
+_SECONDS = re.compile(rf"[+-]?{_NUMBER}")
+_DURATION = re.compile(rf"([+-]?)((?:{_NUMBER}{_UNIT})+)")
+_PART = re.compile(rf"({_NUMBER})({_UNIT})")
+# What a `keep_alive` string may be (the OpenAPI document's pattern).
+KEEP_ALIVE_PATTERN = rf"^[+-]?(?:{_NUMBER}|(?:{_NUMBER}{_UNIT})+)$"
+_UNIT_SECS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1}
+_UNIT_SECS.update(m=60, h=3600)
+
+
+def keep_alive_seconds(value: object) -> float:
+    """Ollama's `keep_alive` as seconds (KEEP_FOREVER: stay loaded); ValueError if it is none.
+
+    A number is seconds; a string is a number of seconds ("-1", "3600") or a duration of
+    numbers with units ns, us, ms, s, m, h ("5m", "1h30m", "-1m").
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError("expected a number of seconds or a duration string such as '5m'")
+    if isinstance(value, str):
+        if _SECONDS.fullmatch(value):
+            seconds = float(value)
+        elif match := _DURATION.fullmatch(value):
+            total = sum(float(n) * _UNIT_SECS[u] for n, u in _PART.findall(match.group(2)))
+            seconds = -total if match.group(1) == "-" else total
+        else:
+            raise ValueError(f"{value!r} is not a number of seconds or a duration such as '5m'")
+    else:
+        try:
+            seconds = float(value)
+        except OverflowError as exc:
+            raise ValueError("out of range") from exc
+    if math.isnan(seconds):
+        raise ValueError("not a number")
+    return KEEP_FOREVER if seconds < 0 or seconds > KEEP_FOREVER_SECS else seconds
+
+
 # --- models ---------------------------------------------------------------------------------
 MODEL = Flag(
     "--model",
@@ -143,6 +186,41 @@ MAX_LOADED_MODELS = Flag(
     CORE_SIDE,
     type=int,
     shown_default="no limit",
+)
+MODEL_DIR = Flag(
+    "--model-dir",
+    "model_dirs",
+    None,
+    "folder whose every model folder (config.json and weights) is served, named by its folder "
+    "name; a folder added later is found on the first request or /v1/models listing naming it. "
+    "Repeatable; combines with --model",
+    CORE_SIDE,
+    type=Path,
+    action="append",
+    metavar="DIR",
+    shown_default="none",
+)
+KEEP_ALIVE = Flag(
+    "--keep-alive",
+    "keep_alive",
+    300.0,
+    "how long a model stays loaded once idle, unless a request's `keep_alive` says otherwise: "
+    "seconds or a duration (30s, 5m, 1h); -1 keeps it loaded, 0 unloads it after each request",
+    CORE_SIDE,
+    type=keep_alive_seconds,
+    metavar="DURATION",
+    shown_default="5m",
+)
+PIN = Flag(
+    "--pin",
+    "pins",
+    None,
+    "a model (its id, folder name or path) loaded at startup and never unloaded by keep-alive "
+    "or --max-loaded-models; repeatable",
+    CORE_SIDE,
+    action="append",
+    metavar="MODEL",
+    shown_default="none",
 )
 
 # --- the gRPC core ------------------------------------------------------------------------
@@ -656,6 +734,9 @@ FLAGS: tuple[Flag[Any], ...] = (
     ALLOW_DOWNLOAD,
     MODEL_ALIAS,
     MAX_LOADED_MODELS,
+    MODEL_DIR,
+    KEEP_ALIVE,
+    PIN,
     GRPC_HOST,
     GRPC_PORT,
     GRPC_TLS_CERT,

@@ -31,6 +31,7 @@ ITL_BUCKETS = (
     *(0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75),
     *(1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0),
 )
+LOAD_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
 JOB_STATES = {
     pb.RESPONSE_STATUS_QUEUED: "queued",
@@ -197,22 +198,34 @@ class CoreMetrics:
         self.registry = CollectorRegistry()
         self.engine = EngineMetrics(self.registry)
         self._loads = Counter(
-            f"{PREFIX}model_loads", "Times a model was loaded.", MODEL, registry=self.registry
+            f"{PREFIX}model_loads",
+            "Times a model was loaded, by reason (startup, request, explicit).",
+            (*MODEL, "reason"),
+            registry=self.registry,
+        )
+        self._load_seconds = Histogram(
+            f"{PREFIX}model_load_seconds",
+            "Time a model took to load (weights read, engine started).",
+            MODEL,
+            buckets=LOAD_BUCKETS,
+            registry=self.registry,
         )
         self._unloads = Counter(
             f"{PREFIX}model_unloads",
-            "Times a model was unloaded (least recently used, under --max-loaded-models).",
-            MODEL,
+            "Times a model was unloaded, by reason (keep_alive: idle past it; lru: for another "
+            "under --max-loaded-models; explicit: asked to).",
+            (*MODEL, "reason"),
             registry=self.registry,
         )
         self._state = _StateCollector()
         self.registry.register(self._state)
 
-    def model_loaded(self, model_name: str) -> None:
-        self._loads.labels(model_name).inc()
+    def model_loaded(self, model_name: str, reason: str, seconds: float) -> None:
+        self._loads.labels(model_name, reason).inc()
+        self._load_seconds.labels(model_name).observe(seconds)
 
-    def model_unloaded(self, model_name: str) -> None:
-        self._unloads.labels(model_name).inc()
+    def model_unloaded(self, model_name: str, reason: str) -> None:
+        self._unloads.labels(model_name, reason).inc()
 
     async def render(self) -> bytes:
         """The Prometheus text exposition, with state gauges read now."""

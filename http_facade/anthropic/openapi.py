@@ -9,6 +9,7 @@ from mlx_responses.http_facade.anthropic import routes
 from mlx_responses.http_facade.anthropic.cache_control import TTLS
 from mlx_responses.http_facade.anthropic.to_proto import TOOL_CHOICE_MODES
 from mlx_responses.http_facade.errors import ANTHROPIC_ERROR_TYPES
+from mlx_responses.http_facade.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.openapi_kit import (
     BOOLEAN,
     INTEGER,
@@ -157,6 +158,7 @@ def _request(required: tuple[str, ...]) -> Schema:
             "metadata": nullable(obj(user_id=OPT_STRING)),
             "chat_template_kwargs": nullable(OBJECT),
             "cache_control": cache,
+            "keep_alive": KEEP_ALIVE_SCHEMA,
         },
     }
 

@@ -9,6 +9,7 @@ from mlx_responses.http_facade.anthropic.cache_control import input_point, marke
 from mlx_responses.http_facade.chat.to_proto import stop_sequences, template_kwargs
 from mlx_responses.http_facade.dialect_media import MediaPaths, anthropic_image
 from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.keep_alive import read_keep_alive
 from mlx_responses.http_facade.to_proto import _expect, _flag, _float, _integer, _lookup
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -356,4 +357,5 @@ def messages_from_json(
         if metadata.get("user_id") is not None:
             params.user = _expect(metadata["user_id"], str, "metadata.user_id", "a string")
     params.stream = _flag(body, "stream")
+    read_keep_alive(body, params)
     return params

@@ -7,6 +7,7 @@ from typing import Any
 
 from mlx_responses.http_facade.chat import routes
 from mlx_responses.http_facade.chat.to_proto import MAX_N, SCALAR_PARAMS
+from mlx_responses.http_facade.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.openapi_kit import (
     BOOLEAN,
     INTEGER,
@@ -36,6 +37,7 @@ SAMPLING: dict[str, Schema] = {
     "frequency_penalty": nullable(number(-2, 2)),
     "stop": nullable(stop_sequences(MAX_STOP_SEQUENCES)),
     "seed": nullable(integer()),
+    "keep_alive": KEEP_ALIVE_SCHEMA,
 }
 
 FINISH_REASONS = ["stop", "length", "tool_calls"]

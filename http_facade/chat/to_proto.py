@@ -9,6 +9,7 @@ from typing import Any
 from mlx_responses.http_facade.cache_hints import chat_breakpoints
 from mlx_responses.http_facade.dialect_media import MediaPaths, chat_image
 from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.keep_alive import read_keep_alive
 from mlx_responses.http_facade.to_proto import (
     MEDIA_PARTS,
     _expect,
@@ -273,11 +274,13 @@ def max_tokens(body: dict[str, Any], *names: str) -> int | None:
 
 
 def sampling(body: dict[str, Any], params: pb.CreateResponseParams) -> None:
-    """`stop`, `seed` and `n`-independent sampling fields shared by chat and completions."""
+    """`stop`, `seed`, `n`-independent sampling fields and `keep_alive`, shared by chat and
+    completions."""
     if body.get("stop") is not None:
         params.stop.extend(stop_sequences(body["stop"], "stop"))
     if body.get("seed") is not None:
         params.seed = _integer(body["seed"], "seed")
+    read_keep_alive(body, params)
     for key in ("temperature", "top_p", "presence_penalty", "frequency_penalty"):
         if body.get(key) is not None:
             setattr(params, key, _float(body[key], key))

@@ -49,23 +49,55 @@ class ListModelsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Model(_message.Message):
-    __slots__ = ("id", "created", "owned_by", "path", "context_length", "loaded")
+    __slots__ = ("id", "created", "owned_by", "path", "context_length", "loaded", "memory_bytes", "expires_at", "pinned")
     ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
     OWNED_BY_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_LENGTH_FIELD_NUMBER: _ClassVar[int]
     LOADED_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
     id: str
     created: int
     owned_by: str
     path: str
     context_length: int
     loaded: bool
-    def __init__(self, id: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., path: _Optional[str] = ..., context_length: _Optional[int] = ..., loaded: _Optional[bool] = ...) -> None: ...
+    memory_bytes: int
+    expires_at: int
+    pinned: bool
+    def __init__(self, id: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., path: _Optional[str] = ..., context_length: _Optional[int] = ..., loaded: _Optional[bool] = ..., memory_bytes: _Optional[int] = ..., expires_at: _Optional[int] = ..., pinned: _Optional[bool] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
     __slots__ = ("models",)
     MODELS_FIELD_NUMBER: _ClassVar[int]
     models: _containers.RepeatedCompositeFieldContainer[Model]
     def __init__(self, models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ...) -> None: ...
+
+class LoadModelRequest(_message.Message):
+    __slots__ = ("model", "keep_alive_seconds")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ALIVE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    keep_alive_seconds: float
+    def __init__(self, model: _Optional[str] = ..., keep_alive_seconds: _Optional[float] = ...) -> None: ...
+
+class LoadModelResponse(_message.Message):
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: Model
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ...) -> None: ...
+
+class UnloadModelRequest(_message.Message):
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    def __init__(self, model: _Optional[str] = ...) -> None: ...
+
+class UnloadModelResponse(_message.Message):
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: Model
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ...) -> None: ...

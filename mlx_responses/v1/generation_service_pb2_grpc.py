@@ -55,6 +55,16 @@ class GenerationServiceStub:
                 request_serializer=mlx__responses_dot_v1_dot_generation__service__pb2.ListModelsRequest.SerializeToString,
                 response_deserializer=mlx__responses_dot_v1_dot_generation__service__pb2.ListModelsResponse.FromString,
                 _registered_method=True)
+        self.LoadModel = channel.unary_unary(
+                '/mlx_responses.v1.GenerationService/LoadModel',
+                request_serializer=mlx__responses_dot_v1_dot_generation__service__pb2.LoadModelRequest.SerializeToString,
+                response_deserializer=mlx__responses_dot_v1_dot_generation__service__pb2.LoadModelResponse.FromString,
+                _registered_method=True)
+        self.UnloadModel = channel.unary_unary(
+                '/mlx_responses.v1.GenerationService/UnloadModel',
+                request_serializer=mlx__responses_dot_v1_dot_generation__service__pb2.UnloadModelRequest.SerializeToString,
+                response_deserializer=mlx__responses_dot_v1_dot_generation__service__pb2.UnloadModelResponse.FromString,
+                _registered_method=True)
 
 
 class GenerationServiceServicer:
@@ -84,7 +94,23 @@ class GenerationServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListModels(self, request, context):
-        """Lists the served models (every `--model`, loaded or not).
+        """Lists the served models (every `--model` and `--model-dir` folder, loaded or not).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LoadModel(self, request, context):
+        """Loads a model now (a no-op if it is loaded) and restarts its keep-alive; NOT_FOUND
+        (`model_not_found`) for a name no model answers to.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnloadModel(self, request, context):
+        """Unloads an idle model now (a no-op if it is not loaded); FAILED_PRECONDITION
+        (`model_busy`) while a request or background job uses it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -112,6 +138,16 @@ def add_GenerationServiceServicer_to_server(servicer, server):
                     servicer.ListModels,
                     request_deserializer=mlx__responses_dot_v1_dot_generation__service__pb2.ListModelsRequest.FromString,
                     response_serializer=mlx__responses_dot_v1_dot_generation__service__pb2.ListModelsResponse.SerializeToString,
+            ),
+            'LoadModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.LoadModel,
+                    request_deserializer=mlx__responses_dot_v1_dot_generation__service__pb2.LoadModelRequest.FromString,
+                    response_serializer=mlx__responses_dot_v1_dot_generation__service__pb2.LoadModelResponse.SerializeToString,
+            ),
+            'UnloadModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnloadModel,
+                    request_deserializer=mlx__responses_dot_v1_dot_generation__service__pb2.UnloadModelRequest.FromString,
+                    response_serializer=mlx__responses_dot_v1_dot_generation__service__pb2.UnloadModelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -223,6 +259,60 @@ class GenerationService:
             '/mlx_responses.v1.GenerationService/ListModels',
             mlx__responses_dot_v1_dot_generation__service__pb2.ListModelsRequest.SerializeToString,
             mlx__responses_dot_v1_dot_generation__service__pb2.ListModelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LoadModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlx_responses.v1.GenerationService/LoadModel',
+            mlx__responses_dot_v1_dot_generation__service__pb2.LoadModelRequest.SerializeToString,
+            mlx__responses_dot_v1_dot_generation__service__pb2.LoadModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnloadModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlx_responses.v1.GenerationService/UnloadModel',
+            mlx__responses_dot_v1_dot_generation__service__pb2.UnloadModelRequest.SerializeToString,
+            mlx__responses_dot_v1_dot_generation__service__pb2.UnloadModelResponse.FromString,
             options,
             channel_credentials,
             insecure,

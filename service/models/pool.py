@@ -1,11 +1,16 @@
-"""The models a core serves: every `--model`, loaded on first use, least recently used unloaded.
+"""The models a core serves: every `--model` and `--model-dir` folder, loaded on first use,
+unloaded when idle past their keep-alive or least recently used.
 
-A request's `model` picks its model (404 `model_not_found` for a name none answers to). A model
-loads on its first request (concurrent first requests share one load); with
-`--max-loaded-models N`, loading one more unloads the least recently used idle model first. A
-model is busy while a request or background job holds a lease on it; a busy model is never
-unloaded: when every loaded model is busy, the load waits, and the least recently used one
-takes no new leases until it has gone idle and been unloaded (so it cannot starve the load).
+A request's `model` picks its model (404 `model_not_found` for a name none answers to; a
+`--model-dir` is rescanned first, so a folder added later serves). A model loads on its first
+request (concurrent first requests share one load); with `--max-loaded-models N`, loading one
+more unloads the least recently used idle model first. A model is busy while a request or
+background job holds a lease on it; a busy model is never unloaded: when every loaded model is
+busy, the load waits, and the least recently used one takes no new leases until it has gone
+idle and been unloaded (so it cannot starve the load). Once idle, a model stays loaded for the
+`keep_alive` of its latest request (the server's `--keep-alive` when it gave none), then
+unloads; `--pin` keeps one loaded for good. Load and unload are also explicit (`load`,
+`unload`: an unload of a busy model is refused, MODEL_BUSY).
 """
 
 from __future__ import annotations
@@ -20,12 +25,16 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.flags import KEEP_FOREVER, keep_alive_seconds
+from mlx_responses.service.models.model_dir import check_model_dirs, scan_model_dirs
 from mlx_responses.service.models.source import ModelSource, resolve_model
 from mlx_responses.service.models.vision_config import vision_folder
+
+from mlx_responses.v1 import responses_pb2 as pb
 
 if TYPE_CHECKING:  # a runtime imports MLX: `mlx-responses` imports this before it picks a BLAS
     from mlx_responses.service.config import Settings
@@ -33,6 +42,10 @@ if TYPE_CHECKING:  # a runtime imports MLX: `mlx-responses` imports this before 
     from mlx_responses.service.models.runtime import ModelRuntime
 
 log = logging.getLogger(__name__)
+
+# Why a model loaded or unloaded (the metrics' `reason` label).
+LOAD_REASONS = ("startup", "request", "explicit")
+UNLOAD_REASONS = ("keep_alive", "lru", "explicit")
 
 
 def check_model(model: str, accepts: Callable[[str], bool]) -> None:
@@ -45,6 +58,21 @@ def check_model(model: str, accepts: Callable[[str], bool]) -> None:
             f"The model '{model}' does not exist or is not served by this server.",
             param="model",
         )
+
+
+def keep_alive_of(params: pb.CreateResponseParams) -> float | None:
+    """A request's `keep_alive` in seconds; None when it gave none."""
+    return params.keep_alive_seconds if params.HasField("keep_alive_seconds") else None
+
+
+def request_keep_alive(value: float | None) -> float | None:
+    """A request's `keep_alive_seconds` as the pool keeps it; NaN is a 400 naming keep_alive."""
+    if value is None:
+        return None
+    try:
+        return keep_alive_seconds(value)
+    except ValueError as exc:
+        raise invalid(f"Invalid 'keep_alive': {exc}.", "keep_alive", "invalid_value") from exc
 
 
 @dataclass
@@ -60,6 +88,12 @@ class ServedModel:
     users: int = 0  # leases held: requests and background jobs
     draining: bool = False  # chosen for unloading: no new leases until it is unloaded
     last_used: int = 0
+    from_dir: bool = False  # found under a --model-dir (it goes if its folder does)
+    pinned: bool = False  # --pin: never unloaded by keep-alive or --max-loaded-models
+    keep_alive: float = KEEP_FOREVER  # seconds it stays once idle: its latest request's
+    expiry: asyncio.TimerHandle | None = None  # the keep-alive timer while idle
+    expires_at: float | None = None  # Unix seconds the timer fires
+    memory_bytes: int = 0  # its weights' bytes while loaded
 
     def idle(self) -> bool:
         return self.users == 0
@@ -110,6 +144,14 @@ def describe(source: ModelSource, model_id: str) -> ServedModel:
     )
 
 
+def weights_bytes(runtime: ModelRuntime) -> int:
+    """The bytes of a loaded model's weights (quantization scales included)."""
+    from mlx.utils import tree_flatten
+
+    leaves: Any = tree_flatten(runtime.loaded.model.parameters())
+    return sum(int(array.nbytes) for _, array in leaves)
+
+
 @dataclass
 class ModelPool:
     """Every configured model, their loads and unloads, and the leases that keep them loaded."""
@@ -123,22 +165,80 @@ class ModelPool:
         self._ticks = itertools.count(1)
         self._load_lock = asyncio.Lock()  # one load (and its unloads) at a time
         self._waiters: set[asyncio.Future[None]] = set()  # woken when a lease ends or a load
+        self._expiring: set[asyncio.Task[None]] = set()  # keep-alive unloads under way
+        self._resolved = False
         self.draft: ModelSource | None = None  # --draft-model, for the first --model only
 
     # --- configuration -----------------------------------------------------------------------
     async def resolve(self) -> None:
-        """Finds every `--model` (the hub may download, with --allow-download); loads none."""
+        """Finds every `--model` (the hub may download, with --allow-download) and every
+        `--model-dir` folder, and marks the `--pin` ones; loads none."""
         s = self.settings
         sources = [
             await asyncio.to_thread(resolve_model, path, s.allow_download) for path in s.models
         ]
         for source, model_id in zip(sources, served_ids(sources, s.model_aliases), strict=True):
-            self.models[model_id] = self._names[model_id] = describe(source, model_id)
-        for model in self.models.values():
-            for name in model.names:
-                self._names.setdefault(name, model)  # an id or an earlier model keeps its name
+            self._add(describe(source, model_id))
+        check_model_dirs(s.model_dirs)
+        self._scan(startup=True)
+        for name in s.pins:
+            pinned = self._names.get(name)
+            if pinned is None:
+                raise ConfigError(f"--pin {name}: no --model or --model-dir model is named so")
+            pinned.pinned = True
+        limit = s.max_loaded_models
+        held = sum(m.pinned for m in self.models.values())
+        if limit is not None and held >= limit and held < len(self.models):
+            raise ConfigError(
+                f"--pin keeps {held} models loaded: --max-loaded-models {limit} leaves no room "
+                "for the others"
+            )
         if s.draft_model is not None:
             self.draft = await asyncio.to_thread(resolve_model, s.draft_model, s.allow_download)
+        self._resolved = True
+
+    def _add(self, model: ServedModel) -> None:
+        self.models[model.id] = self._names[model.id] = model
+        for name in model.names:
+            self._names.setdefault(name, model)  # an id or an earlier model keeps its name
+
+    def _scan(self, *, startup: bool = False) -> None:
+        """Adds the `--model-dir` folders not served yet; forgets unloaded ones whose folder
+        went. At startup a folder named as another model is a ConfigError, later a warning."""
+        found = scan_model_dirs(self.settings.model_dirs)
+        folders = {m.source.folder for m in self.models.values()}
+        for source in found:
+            if source.folder in folders:
+                continue
+            clash = self.models.get(source.name)
+            if clash is not None:
+                message = (
+                    f"--model-dir folder {source.folder} is named {source.name!r}, as the "
+                    f"model at {clash.source.folder}"
+                )
+                if startup:
+                    raise ConfigError(message)
+                log.warning("%s: not served", message)
+                continue
+            try:
+                model = describe(source, source.name)
+            except (OSError, ValueError) as exc:  # a folder still being copied in
+                log.warning("--model-dir folder %s: unreadable config.json (%s)", source, exc)
+                continue
+            model.from_dir = True
+            self._add(model)
+            log.info("model %s found in --model-dir (%s)", model.id, source.folder)
+        present = {source.folder for source in found}
+        for model in [m for m in self.models.values() if m.from_dir]:
+            gone = model.source.folder not in present
+            if gone and model.runtime is None and model.loading is None and model.idle():
+                del self.models[model.id]
+                self._names = {n: m for n, m in self._names.items() if m is not model}
+
+    def rescan(self) -> None:
+        """Looks for `--model-dir` folders added or removed since (a listing, an unknown name)."""
+        if self.settings.model_dirs and self._resolved:
+            self._scan()
 
     @property
     def default(self) -> ServedModel:
@@ -147,21 +247,31 @@ class ModelPool:
 
     def find(self, name: str) -> ServedModel:
         """The model a request's `model` names: 400 if empty, 404 `model_not_found` if none."""
-        if not self.models:
+        if not self._resolved:
             raise ServiceError(Reason.NOT_READY, "The model is still loading; retry shortly.")
+        if name and name not in self._names:
+            self.rescan()
         check_model(name, lambda n: n in self._names)
         return self._names[name]
 
     # --- leases ------------------------------------------------------------------------------
-    async def acquire(self, name: str) -> Lease:
-        """Holds the named model busy, loading it first if it is not loaded."""
+    async def acquire(
+        self, name: str, keep_alive: float | None = None, *, reason: str = "request"
+    ) -> Lease:
+        """Holds the named model busy, loading it first if it is not loaded. `keep_alive`:
+        seconds it stays once idle (negative: for good; None: the server's --keep-alive)."""
+        stay = request_keep_alive(keep_alive)
         model = self.find(name)
         await self._wait_until(lambda: not model.draining)
         model.users += 1
+        self._cancel_expiry(model)
+        model.keep_alive = self.settings.keep_alive if stay is None else stay
         try:
             while model.runtime is None:
                 if model.loading is None:
-                    model.loading = asyncio.create_task(self._load(model), name=f"load-{model.id}")
+                    model.loading = asyncio.create_task(
+                        self._load(model, reason), name=f"load-{model.id}"
+                    )
                 # A waiter that gives up (client gone) leaves the load running for the others.
                 await asyncio.shield(model.loading)
         except BaseException:
@@ -171,18 +281,20 @@ class ModelPool:
         return Lease(model, model.runtime, self)
 
     @contextlib.asynccontextmanager
-    async def use(self, name: str) -> AsyncIterator[ModelRuntime]:
-        """The named model's runtime, held busy for the block."""
-        lease = await self.acquire(name)
+    async def use(self, params: pb.CreateResponseParams) -> AsyncIterator[ModelRuntime]:
+        """The runtime of the model a request names, held busy for the block (its
+        `keep_alive` restarts the model's)."""
+        lease = await self.acquire(params.model, keep_alive_of(params))
         try:
             yield lease.runtime
         finally:
             lease.release()
 
     def release(self, model: ServedModel) -> None:
-        """Ends one lease on `model` (Lease.release calls it)."""
+        """Ends one lease on `model` (Lease.release calls it); idle, its keep-alive starts."""
         model.users -= 1
         if model.users == 0:
+            self._start_expiry(model)
             self._notify()
 
     def _notify(self) -> None:
@@ -199,23 +311,76 @@ class ModelPool:
             finally:
                 self._waiters.discard(waiter)
 
+    # --- keep-alive ----------------------------------------------------------------------------
+    def _start_expiry(self, model: ServedModel) -> None:
+        """An idle, loaded model unloads `keep_alive` seconds from now (unless pinned or kept)."""
+        self._cancel_expiry(model)
+        if model.runtime is None or model.pinned or model.keep_alive < 0:
+            return
+        loop = asyncio.get_running_loop()
+        model.expiry = loop.call_later(model.keep_alive, self._expire, model)
+        model.expires_at = time.time() + model.keep_alive
+
+    def _cancel_expiry(self, model: ServedModel) -> None:
+        if model.expiry is not None:
+            model.expiry.cancel()
+        model.expiry = model.expires_at = None
+
+    def _expire(self, model: ServedModel) -> None:
+        timer = model.expiry
+        task = asyncio.create_task(self._unload_expired(model, timer), name=f"expire-{model.id}")
+        self._expiring.add(task)
+        task.add_done_callback(self._expiring.discard)
+
+    async def _unload_expired(self, model: ServedModel, timer: asyncio.TimerHandle | None) -> None:
+        async with self._load_lock:
+            # A request since (a new timer, or one running) keeps it.
+            if model.expiry is timer and model.idle() and not model.pinned:
+                await self._unload(model, "keep_alive")
+
     # --- loading and unloading -----------------------------------------------------------------
     @property
     def loaded(self) -> list[ServedModel]:
         return [m for m in self.models.values() if m.runtime is not None]
 
-    async def load_default(self) -> None:
-        """Loads the first model (startup: the core is ready once it can answer requests)."""
-        lease = await self.acquire(self.default.id)
-        lease.release()
+    async def load_startup(self) -> None:
+        """Loads the first `--model` and every `--pin` model (startup: the core is ready once
+        they answer requests); `--model-dir` folders load on their first request."""
+        pinned = [m for m in self.models.values() if m.pinned]
+        first = [self.default] if self.settings.models and not self.default.pinned else []
+        for model in [*pinned, *first]:
+            limit = self.settings.max_loaded_models
+            if model.pinned or limit is None or len(self.loaded) < limit:
+                lease = await self.acquire(model.id, reason="startup")
+                lease.release()
 
-    async def _load(self, model: ServedModel) -> None:
+    async def load(self, name: str, keep_alive: float | None = None) -> ServedModel:
+        """Loads the named model now (explicit; a no-op if loaded) and restarts its keep-alive."""
+        lease = await self.acquire(name, keep_alive, reason="explicit")
+        lease.release()
+        return lease.model
+
+    async def unload(self, name: str) -> ServedModel:
+        """Unloads the named model now (explicit; a no-op if not loaded); MODEL_BUSY while a
+        request or background job uses it. A pinned model unloads too (it loads again on its
+        next request, and stays pinned)."""
+        model = self.find(name)
+        _refuse_busy(model)
+        async with self._load_lock:
+            _refuse_busy(model)
+            await self._unload(model, "explicit")
+        return model
+
+    async def _load(self, model: ServedModel, reason: str) -> None:
         try:
             async with self._load_lock:
                 if model.runtime is None:
                     await self._make_room(model)
-                    model.runtime = await self._start(model)
-                    self.metrics.model_loaded(model.id)
+                    started = time.perf_counter()
+                    runtime = await self._start(model)
+                    model.memory_bytes = weights_bytes(runtime)
+                    model.runtime = runtime
+                    self.metrics.model_loaded(model.id, reason, time.perf_counter() - started)
         except ConfigError:
             raise  # e.g. a draft model of another tokenizer: startup exits 2
         except Exception as exc:
@@ -228,13 +393,19 @@ class ModelPool:
             self._notify()
 
     async def _make_room(self, model: ServedModel) -> None:
-        """Unloads least recently used idle models until one more fits the limit."""
+        """Unloads least recently used idle models until one more fits the limit (pinned
+        models stay)."""
         limit = self.settings.max_loaded_models
         while limit is not None and len(self.loaded) >= limit:
-            others = sorted((m for m in self.loaded if m is not model), key=lambda m: m.last_used)
+            others = sorted(
+                (m for m in self.loaded if m is not model and not m.pinned),
+                key=lambda m: m.last_used,
+            )
+            if not others:  # every loaded model is pinned (only the pinned load at startup)
+                return
             idle = [m for m in others if m.idle()]
             if idle:
-                await self._unload(idle[0])
+                await self._unload(idle[0], "lru")
                 continue
             # All busy: the least recently used takes no new leases, and goes once idle.
             victim = others[0]
@@ -246,7 +417,7 @@ class ModelPool:
                 limit,
             )
             await self._wait_until(victim.idle)
-            await self._unload(victim)
+            await self._unload(victim, "lru")
 
     async def _start(self, model: ServedModel) -> ModelRuntime:
         """Starts the model's engine worker (it loads the weights on its own thread)."""
@@ -262,7 +433,7 @@ class ModelPool:
 
             return await start_vision(model.id, model.source.folder, s, self.metrics)
         # --draft-model shares the first --model's tokenizer; the others serve without it.
-        draft = self.draft if model is self.default else None
+        draft = self.draft if s.models and model is self.default else None
         speculative = "off" if s.speculative == "draft" and draft is None else s.speculative
         worker = EngineWorker(
             lambda: load_model(model.source.folder, model.id),
@@ -293,30 +464,65 @@ class ModelPool:
         )
         return ModelRuntime(loaded, worker)
 
-    async def _unload(self, model: ServedModel) -> None:
-        """Stops an idle model's engine and lets its memory go (weights, KV and prompt caches)."""
+    async def _unload(self, model: ServedModel, reason: str) -> None:
+        """Stops an idle model's engine and lets its memory go (weights, KV and prompt caches),
+        the prompt cache's disk tier written out first."""
+        self._cancel_expiry(model)
         runtime, model.runtime = model.runtime, None
         if runtime is None:
             return
         started = time.perf_counter()
-        await runtime.worker.unload()
+        await _unload_runtime(runtime)
         del runtime
         gc.collect()  # the model's arrays sit in reference cycles (modules, closures)
         import mlx.core as mx
 
         mx.clear_cache()
         model.draining = False
-        self.metrics.model_unloaded(model.id)
+        model.memory_bytes = 0
+        self.metrics.model_unloaded(model.id, reason)
         log.info(
-            "model %s unloaded in %.2fs (least recently used; --max-loaded-models %s)",
+            "model %s unloaded in %.2fs (%s)",
             model.id,
             time.perf_counter() - started,
-            self.settings.max_loaded_models,
+            _WHY[reason].format(self.settings.max_loaded_models),
         )
         self._notify()
 
     def stop(self) -> None:
         """Process shutdown: stops every engine (the threads park; see EngineWorker.stop)."""
+        for model in self.models.values():
+            self._cancel_expiry(model)
+        for task in list(self._expiring):
+            task.cancel()
         for model in self.loaded:
             assert model.runtime is not None
             model.runtime.worker.stop()
+
+
+_WHY = {
+    "keep_alive": "idle past its keep_alive",
+    "lru": "least recently used; --max-loaded-models {}",
+    "explicit": "asked to",
+}
+
+
+def _refuse_busy(model: ServedModel) -> None:
+    """MODEL_BUSY (409) for an explicit unload of a model in use or loading."""
+    if not model.idle() or model.loading is not None:
+        raise ServiceError(
+            Reason.MODEL_BUSY,
+            f"The model '{model.id}' is in use ({model.users} request(s) or background "
+            "job(s)); retry once they finish.",
+            param="model",
+        )
+
+
+async def _unload_runtime(runtime: ModelRuntime) -> None:
+    """Ends the engine thread; the disk tier's queued writes finish before this returns, so
+    the next load of the model finds them."""
+    disk = getattr(runtime.worker, "_disk", None)  # TODO(seam): EngineWorker.unload's own job
+    await runtime.worker.unload()
+    writer = getattr(disk, "_thread", None)
+    if writer is not None:
+        await asyncio.to_thread(writer.join, 30.0)

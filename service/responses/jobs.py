@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlx_responses.service.errors import SERVER_ERROR, Reason, ServiceError, failure_code, invalid
-from mlx_responses.service.models.pool import Lease, ModelPool
+from mlx_responses.service.models.pool import Lease, ModelPool, keep_alive_of
 from mlx_responses.service.responses.event_writer import JobEvents
 from mlx_responses.service.responses.events import TERMINAL_EVENT as TERMINAL_EVENTS
 from mlx_responses.service.responses.foreground_claims import ForegroundClaims
@@ -180,7 +180,7 @@ class JobManager:
                 "or its byte budget is 0).",
                 "background",
             )
-        lease = await self.models.acquire(params.model)
+        lease = await self.models.acquire(params.model, keep_alive_of(params))
         try:
             return await self._admit(params, lease)
         except BaseException:

@@ -23,5 +23,5 @@ class CompactionServicer(cp_grpc.CompactionServiceServicer):
         self, request: cp.CompactResponseRequest, context: Context
     ) -> cp.CompactResponseResponse:
         keep = request.keep_tokens if request.HasField("keep_tokens") else None
-        async with self._core.models.use(request.params.model) as runtime:
+        async with self._core.models.use(request.params) as runtime:
             return await self._core.pipeline.compact(runtime, request.params, keep)

@@ -8,6 +8,7 @@ from typing import Any, TypeAlias
 import grpc
 from mlx_responses.service.core import Core
 from mlx_responses.service.ids import new_id
+from mlx_responses.service.models.pool import ServedModel
 from mlx_responses.service.responses.compaction_trigger import compaction_events, is_trigger
 
 from mlx_responses.v1 import generation_service_pb2 as gen
@@ -27,7 +28,7 @@ class GenerationServicer(gen_grpc.GenerationServiceServicer):
     ) -> gen.CreateResponseResponse:
         claims = self._core.jobs.foreground
         pipeline = self._core.pipeline
-        async with self._core.models.use(request.params.model) as runtime:
+        async with self._core.models.use(request.params) as runtime:
             response_id = new_id("resp")
             # Claimed while it runs, so a cancel asked of another replica reaches it.
             async with claims.running(response_id):
@@ -45,7 +46,7 @@ class GenerationServicer(gen_grpc.GenerationServiceServicer):
     ) -> AsyncIterator[gen.StreamResponseResponse]:
         claims = self._core.jobs.foreground
         pipeline = self._core.pipeline
-        async with self._core.models.use(request.params.model) as runtime:
+        async with self._core.models.use(request.params) as runtime:
             response_id = new_id("resp")
             async with claims.running(response_id):
                 if is_trigger(request.params):  # Codex's remote compaction v2
@@ -59,7 +60,7 @@ class GenerationServicer(gen_grpc.GenerationServiceServicer):
     async def CountInputTokens(
         self, request: gen.CountInputTokensRequest, context: Context
     ) -> gen.CountInputTokensResponse:
-        async with self._core.models.use(request.params.model) as runtime:
+        async with self._core.models.use(request.params) as runtime:
             count = await self._core.pipeline.count_input_tokens(runtime, request.params)
         return gen.CountInputTokensResponse(input_tokens=count)
 
@@ -67,15 +68,39 @@ class GenerationServicer(gen_grpc.GenerationServiceServicer):
         self, request: gen.ListModelsRequest, context: Context
     ) -> gen.ListModelsResponse:
         self._core.require_ready()
-        models = [
-            gen.Model(
-                id=m.id,
-                created=m.created,
-                owned_by="mlx-responses",
-                path=str(m.source.folder),
-                context_length=m.context_length,
-                loaded=m.runtime is not None,
-            )
-            for m in self._core.models.models.values()
-        ]
-        return gen.ListModelsResponse(models=models)
+        self._core.models.rescan()  # a --model-dir folder added since
+        return gen.ListModelsResponse(
+            models=[model_proto(m) for m in self._core.models.models.values()]
+        )
+
+    async def LoadModel(
+        self, request: gen.LoadModelRequest, context: Context
+    ) -> gen.LoadModelResponse:
+        self._core.require_ready()
+        keep_alive = request.keep_alive_seconds if request.HasField("keep_alive_seconds") else None
+        model = await self._core.models.load(request.model, keep_alive)
+        return gen.LoadModelResponse(model=model_proto(model))
+
+    async def UnloadModel(
+        self, request: gen.UnloadModelRequest, context: Context
+    ) -> gen.UnloadModelResponse:
+        self._core.require_ready()
+        model = await self._core.models.unload(request.model)
+        return gen.UnloadModelResponse(model=model_proto(model))
+
+
+def model_proto(m: ServedModel) -> gen.Model:
+    """A served model as ListModels (and LoadModel, UnloadModel) answer it."""
+    model = gen.Model(
+        id=m.id,
+        created=m.created,
+        owned_by="mlx-responses",
+        path=str(m.source.folder),
+        context_length=m.context_length,
+        loaded=m.runtime is not None,
+        memory_bytes=m.memory_bytes,
+        pinned=m.pinned,
+    )
+    if m.expires_at is not None:
+        model.expires_at = int(m.expires_at)
+    return model

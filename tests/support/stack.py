@@ -39,8 +39,14 @@ class Stack:
     """Core (gRPC, port 0) + façade (HTTP, port 0) talking over a real loopback channel."""
 
     def __init__(self, model_path: Path, **overrides: Any) -> None:
-        # `models=(a, b, ...)` serves several (model_path is then unused).
-        values: dict[str, Any] = {"models": (model_path,), "grpc_port": 0, **overrides}
+        # `models=(a, b, ...)` serves several (model_path is then unused). Models stay loaded
+        # (keep_alive -1) unless a test gives another: tests read `models.default.runtime`.
+        values: dict[str, Any] = {
+            "models": (model_path,),
+            "grpc_port": 0,
+            "keep_alive": -1.0,
+            **overrides,
+        }
         self.settings = Settings(**values)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)

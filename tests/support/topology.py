@@ -28,9 +28,8 @@ class Topology:
     """Cores `a` and `b`; façades `a` (core a only), `b` (core b only), `pool` (both)."""
 
     def __init__(self, model_path: Path, store_url: str, **overrides: Any) -> None:
-        self.settings = Settings(
-            models=(model_path,), grpc_port=0, store_url=store_url, **overrides
-        )
+        values: dict[str, Any] = {"keep_alive": -1.0, **overrides}  # tests read default.runtime
+        self.settings = Settings(models=(model_path,), grpc_port=0, store_url=store_url, **values)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self.cores: dict[str, Core] = {}
