@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from mlx_responses.service.config import (
     add_core_arguments,
     settings_from_args,
 )
+from mlx_responses.service.flags import KEEP_ALIVE_PATTERN, KEEP_FOREVER, keep_alive_seconds
 from mlx_responses.service.models.pool import served_ids
 from mlx_responses.service.models.source import ModelSource
 
@@ -215,3 +217,45 @@ def test_the_prompt_cache_disk_tier_is_on_under_the_user_cache_by_default() -> N
     assert Settings().prompt_cache_dir is None
     with pytest.raises(ConfigError, match="--prompt-cache-disk-bytes"):
         _parse(["--prompt-cache-disk-bytes", "-1"], {})
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (0, 0.0),
+        (2.5, 2.5),
+        ("300", 300.0),
+        ("-1", KEEP_FOREVER),
+        (-5, KEEP_FOREVER),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("1.5h", 5400.0),
+        ("250ms", 0.25),
+        ("-1m", KEEP_FOREVER),
+        ("0s", 0.0),
+        (1e300, KEEP_FOREVER),  # beyond 10^9 s: for good
+    ],
+)
+def test_keep_alive_reads_seconds_and_durations(value: object, seconds: float) -> None:
+    assert keep_alive_seconds(value) == seconds
+    if isinstance(value, str):  # the OpenAPI document's pattern takes it too
+        assert re.fullmatch(KEEP_ALIVE_PATTERN.strip("^$"), value)
+
+
+@pytest.mark.parametrize("value", ["soon", "5 m", "1d", "m", "", " 5m", "5m\n", True, None, []])
+def test_keep_alive_refuses_anything_else(value: object) -> None:
+    with pytest.raises(ValueError):
+        keep_alive_seconds(value)
+    if isinstance(value, str):  # and so does the OpenAPI document's pattern
+        assert not re.fullmatch(KEEP_ALIVE_PATTERN.strip("^$"), value)
+
+
+def test_lifecycle_flags() -> None:
+    s = _parse(["--keep-alive", "1h30m", "--pin", "a", "--pin", "b", "--model-dir", "/m"], {})
+    assert (s.keep_alive, s.pins, s.model_dirs) == (5400.0, ("a", "b"), (Path("/m"),))
+    assert s.models == ()  # --model-dir alone: no bundled model
+    default = _parse([], {})
+    assert (default.keep_alive, default.pins, default.model_dirs) == (300.0, (), ())
+    assert _parse(["--keep-alive", "-1"], {}).keep_alive == KEEP_FOREVER
+    with pytest.raises(SystemExit):
+        _parse(["--keep-alive", "soon"], {})
