@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,61 @@ def test_two_models_named_alike_fail_at_startup(
     )
     assert done.returncode == 2
     assert f"several --model entries are named {model_path.name}" in done.stderr + done.stdout
+
+
+def test_serve_unloads_an_idle_model_past_its_keep_alive(model_path: Path, tmp_path: Path) -> None:
+    """--keep-alive through a real process: the idle model leaves and the process's RSS drops
+    by its weights, each time (the second load's buffers come from the C heap, which keeps
+    freed pages unless trimmed); the next request loads it again."""
+    big = build_random_model(
+        tmp_path / "big-chat",
+        hidden_size=512,
+        layers=4,
+        intermediate_size=2048,
+        heads=8,
+        kv_heads=4,
+        tokenizer_from=model_path,
+    )
+    size = (big / "model.safetensors").stat().st_size
+    http = free_port()
+    with process(
+        "serve", "--model", str(model_path), "--model", str(big), "--pin", model_path.name,
+        "--keep-alive", "1s", "--port", str(http), "--grpc-port", str(free_port()),
+    ) as proc:  # fmt: skip
+        wait_status(http, 200, proc)
+        base = f"http://127.0.0.1:{http}"
+
+        def unloads() -> float:
+            samples = scrape(f"{base}/metrics")
+            name = "mlx_responses_model_unloads_total"
+            return value(samples, name, model_name=big.name, reason="keep_alive")
+
+        for round_ in (1, 2, 3):
+            assert create(base, big.name)["model"] == big.name  # loaded (again)
+            rss_loaded = rss_bytes(proc.proc.pid)
+            listed = {m["id"]: m for m in httpx.get(f"{base}/v1/models", timeout=10).json()["data"]}
+            assert listed[big.name]["loaded"] and listed[big.name]["memory_bytes"] >= 0.99 * size
+            assert listed[model_path.name]["pinned"]
+            assert listed[model_path.name]["expires_at"] is None
+            deadline = time.monotonic() + 30
+            while unloads() < round_:
+                assert time.monotonic() < deadline, "never unloaded"
+                time.sleep(0.1)
+            assert rss_loaded - rss_bytes(proc.proc.pid) >= 0.5 * size, round_
+        assert f"model {big.name} unloaded" in proc.output()
+        # The pinned model stayed through it all.
+        samples = scrape(f"{base}/metrics")
+        assert value(samples, "mlx_responses_model_loaded", model_name=model_path.name) == 1
+
+
+def test_a_pin_no_model_answers_to_fails_at_startup(model_path: Path) -> None:
+    done = subprocess.run(
+        [str(BIN / "mlx-responses"), "core", "--model", str(model_path), "--pin", "nope",
+         "--grpc-port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr + done.stdout
+    assert "--pin nope: no --model or --model-dir model is named so" in done.stderr + done.stdout
