@@ -90,6 +90,7 @@ class ModelThread(ABC, Generic[R]):
         await asyncio.to_thread(thread.join)
         self._thread = None
         self._loaded = None
+        await asyncio.to_thread(self._finish_writes)
         self._released()
 
     def has_room(self) -> bool:
@@ -115,6 +116,10 @@ class ModelThread(ABC, Generic[R]):
     @abstractmethod
     def _took(self, result: R) -> LoadedModel:
         """The model out of what the thread's load returned (on the loop, once loaded)."""
+
+    def _finish_writes(self) -> None:
+        """Blocks until what the engine queued for writing is written (an unload, once the
+        thread ended; off the event loop)."""
 
     def _released(self) -> None:
         """Drops what the engine holds beside the model (after an unload)."""

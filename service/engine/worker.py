@@ -151,6 +151,11 @@ class EngineWorker(ModelThread[LoadedModel]):
         if self._prompt_cache is not None:
             self._prompt_cache.flush(30.0)
 
+    def _finish_writes(self) -> None:
+        # An unloaded model's next load reads the disk tier: its last entries must be there.
+        if self._prompt_cache is not None:
+            self._prompt_cache.flush(30.0)
+
     def _released(self) -> None:
         if self._prompt_cache is not None:
             self._prompt_cache.close()

@@ -474,7 +474,7 @@ class ModelPool:
         if runtime is None:
             return
         started = time.perf_counter()
-        await _unload_runtime(runtime)
+        await runtime.worker.unload()  # the disk tier's queued writes are written by then
         del runtime
         gc.collect()  # the model's arrays sit in reference cycles (modules, closures)
         import mlx.core as mx
@@ -529,13 +529,3 @@ def _trim_heap() -> None:
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-async def _unload_runtime(runtime: ModelRuntime) -> None:
-    """Ends the engine thread; the disk tier's queued writes finish before this returns, so
-    the next load of the model finds them."""
-    disk = getattr(runtime.worker, "_disk", None)  # TODO(seam): EngineWorker.unload's own job
-    await runtime.worker.unload()
-    writer = getattr(disk, "_thread", None)
-    if writer is not None:
-        await asyncio.to_thread(writer.join, 30.0)

@@ -62,6 +62,11 @@ def loads(stack: Stack, model: str, reason: str) -> float:
     return metric(stack, "mlx_responses_model_loads_total", model_name=model, reason=reason)
 
 
+def unload_at_the_end(stack: Stack, model: str) -> None:
+    """A stopping stack parks its engine threads: test_models counts big-chat's by name."""
+    assert post(stack, f"/v1/models/{model}/unload").status_code == 200
+
+
 def test_idle_past_keep_alive_unloads_and_the_memory_returns(
     make_stack: StackFactory, model_path: Path, big_model: Path, store: str
 ) -> None:
@@ -90,6 +95,7 @@ def test_idle_past_keep_alive_unloads_and_the_memory_returns(
     assert loads(stack, big, "request") == 2
     assert models(stack)[big]["loaded"] is True
     assert metric(stack, "mlx_responses_model_load_seconds_count", model_name=big) == 2
+    unload_at_the_end(stack, big)
 
 
 def test_the_reload_is_served_from_the_disk_tier(
@@ -99,7 +105,7 @@ def test_the_reload_is_served_from_the_disk_tier(
     write = PromptDisk._write
 
     def slow_write(disk: PromptDisk, db: sqlite3.Connection, job: Any) -> None:
-        time.sleep(0.5)  # a write still under way when the model goes idle
+        time.sleep(1)  # a write still under way when the model goes idle
         write(disk, db, job)
 
     monkeypatch.setattr(PromptDisk, "_write", slow_write)
@@ -200,6 +206,7 @@ def test_pinned_and_kept_models_stay(
     )
     assert unloads(stack, tiny, "lru") == 1 and unloads(stack, rand, "lru") == 0
     assert listed[big]["expires_at"] >= time.time() + 3000  # "1h"
+    unload_at_the_end(stack, big)
 
 
 def test_explicit_load_and_unload(
