@@ -107,7 +107,7 @@ LOG_FORMAT = Flag(
 # (or beyond KEEP_FOREVER_SECS) keeps the model loaded for good.
 KEEP_FOREVER = -1.0
 KEEP_FOREVER_SECS = 1e9  # about 31 years: forever, and an expiry time that fits int64
-_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
 _UNIT = r"(?:ns|us|µs|μs|ms|s|m|h)"
 _SECONDS = re.compile(rf"[+-]?{_NUMBER}")
 _DURATION = re.compile(rf"([+-]?)((?:{_NUMBER}{_UNIT})+)")
@@ -137,8 +137,8 @@ def keep_alive_seconds(value: object) -> float:
     else:
         try:
             seconds = float(value)
-        except OverflowError as exc:
-            raise ValueError("out of range") from exc
+        except OverflowError:  # an integer beyond any double: for good, either way
+            return KEEP_FOREVER
     if math.isnan(seconds):
         raise ValueError("not a number")
     return KEEP_FOREVER if seconds < 0 or seconds > KEEP_FOREVER_SECS else seconds

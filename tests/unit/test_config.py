@@ -234,6 +234,7 @@ def test_the_prompt_cache_disk_tier_is_on_under_the_user_cache_by_default() -> N
         ("-1m", KEEP_FOREVER),
         ("0s", 0.0),
         (1e300, KEEP_FOREVER),  # beyond 10^9 s: for good
+        (10**400, KEEP_FOREVER),  # beyond any double (JSON allows it)
     ],
 )
 def test_keep_alive_reads_seconds_and_durations(value: object, seconds: float) -> None:
@@ -242,7 +243,9 @@ def test_keep_alive_reads_seconds_and_durations(value: object, seconds: float) -
         assert re.fullmatch(KEEP_ALIVE_PATTERN.strip("^$"), value)
 
 
-@pytest.mark.parametrize("value", ["soon", "5 m", "1d", "m", "", " 5m", "5m\n", True, None, []])
+@pytest.mark.parametrize(
+    "value", ["soon", "5 m", "1d", "m", "", " 5m", "5m\n", "٣s", True, None, [], float("nan")]
+)
 def test_keep_alive_refuses_anything_else(value: object) -> None:
     with pytest.raises(ValueError):
         keep_alive_seconds(value)
