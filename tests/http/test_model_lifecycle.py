@@ -19,10 +19,12 @@ from google.protobuf import descriptor_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from mlx_responses.service.config import BUNDLED_MODEL, ConfigError
 from mlx_responses.service.engine.prompt_disk import PromptDisk
+from mlx_responses.service.models.vision_runtime import VisionRuntime
 
 from mlx_responses_client import Client
 from tests.http import test_models
 from tests.http.test_models import create, metric, post, weight_bytes
+from tests.support.random_vlm import build_random_vlm
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack
 
@@ -364,3 +366,16 @@ def test_lifecycle_settings_refused(
         with pytest.raises(ConfigError, match=message):
             stack.start()
         stack.stop()
+
+
+def test_model_dir_serves_a_vision_model_as_model_does(
+    make_stack: StackFactory, model_path: Path, tmp_path: Path
+) -> None:
+    shelf = tmp_path / "models"
+    build_random_vlm(shelf / "eyes")
+    stack = make_stack(models=(model_path,), model_dirs=(shelf,))
+    assert create(stack, "eyes", max_output_tokens=2)["model"] == "eyes"
+    assert stack.core is not None
+    assert isinstance(stack.core.models.models["eyes"].runtime, VisionRuntime)
+    assert models(stack)["eyes"]["memory_bytes"] > 0
+    unload_at_the_end(stack, "eyes")
