@@ -316,8 +316,9 @@ def add_routes(app: web.Application) -> None:
         app.router.add_post(f"{prefix}/responses/{one}/cancel", cancel_response)
         app.router.add_get(f"{prefix}/responses/{one}/input_items", list_input_items)
         app.router.add_get(f"{prefix}/models", list_models)
-        # Repo ids (org/name) are model ids too: the id may hold a slash.
-        app.router.add_get(f"{prefix}/models/{{model:.+}}", get_model)
+        # Repo ids (org/name) are model ids too: the id may hold a slash. A path ending in
+        # /load or /unload is those POST routes' (GET there is a 405 that allows POST only).
+        app.router.add_get(f"{prefix}/models/{{model:(?!.*/(?:load|unload)$).+}}", get_model)
         app.router.add_post(f"{prefix}/models/{{model:.+}}/load", load_model)
         app.router.add_post(f"{prefix}/models/{{model:.+}}/unload", unload_model)
     app.router.add_get("/health", health)

@@ -250,6 +250,10 @@ def test_explicit_load_and_unload(
         missing = post(stack, path)
         assert missing.status_code == 404, missing.text
         assert missing.json()["error"]["code"] == "model_not_found"
+    # The routes are POST only (a GET there is not a lookup of a model named ".../load").
+    for action in ("load", "unload"):
+        get = httpx.get(f"{stack.base_url}/v1/models/{rand}/{action}", timeout=10)
+        assert get.status_code == 405 and get.headers["Allow"] == "POST", get.headers
     bad = httpx.post(
         f"{stack.base_url}/v1/models/{rand}/load", content=b"[1]", timeout=10
     )  # not an object
