@@ -24,6 +24,7 @@ from mlx_responses.service.models.vision_runtime import VisionRuntime
 from mlx_responses_client import Client
 from tests.http import test_models
 from tests.http.test_models import create, metric, post, weight_bytes
+from tests.http.test_openapi import conforms, response_schema
 from tests.support.random_vlm import build_random_vlm
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack
@@ -238,6 +239,10 @@ def test_explicit_load_and_unload(
         "model_busy",
         "model",
     )
+    document = httpx.get(f"{stack.base_url}/openapi.json", timeout=10).json()
+    assert conforms(document, "Model", body) == []  # answers as the document says
+    assert conforms(document, "Error", busy.json()) == []
+    assert response_schema(document, "/v1/models/{model}/unload", "post", 409) == "Error"
     assert post(stack, f"/v1/responses/{job['id']}/cancel").json()["status"] == "cancelled"
     wait_for(lambda: post(stack, f"/v1/models/{rand}/unload").status_code == 200)
     assert models(stack)[rand]["loaded"] is False
