@@ -97,7 +97,7 @@ def _slots_greedy(
 ) -> list[list[int]]:
     """Every prompt in one batch: each in its slot, prefilled in right-padded chunks from its
     embeddings, then decoded together (as the slot scheduler steps)."""
-    language = VisionLanguage(model)
+    language = VisionLanguage(model, n_tokens)
     stores = [Store(len(prompts)) for _ in language.layers]
     rows = list(range(len(prompts)))
     lengths = [0] * len(prompts)
@@ -123,7 +123,6 @@ def _slots_greedy(
             lengths[i] += size
     current = [tokens[-1] for tokens, _ in prompts]
     out: list[list[int]] = [[] for _ in rows]
-    mask = _decodable(n_tokens)
     for _ in range(MAX_TOKENS):
         plan = DecodePlan(lengths, rows, None)
         positions = decode_positions([p.positions for _, p in prompts], lengths)
@@ -132,7 +131,7 @@ def _slots_greedy(
             cache=[DecodeView(store, plan) for store in stores],
             positions=positions if positioned else None,
         )
-        current = mx.argmax(mask(None, logits[:, -1]), axis=-1).tolist()  # type: ignore[assignment]
+        current = mx.argmax(logits[:, -1], axis=-1).tolist()  # type: ignore[assignment]
         for i in rows:
             out[i].append(current[i])
             lengths[i] += 1

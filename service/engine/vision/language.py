@@ -3,7 +3,8 @@
 `model(inputs, cache=views)` gives logits, as an mlx-lm model does; `embeds` (a prefill chunk's
 input embeddings, [rows, width, hidden]) replaces the token lookup and `positions` ([3, rows,
 width], `positions.py`) the rotary positions that a text model derives from its cache's offset.
-Without `positions`, each row's positions run on from its cache offset (text alone).
+Without `positions`, each row's positions run on from its cache offset (text alone). Its logits
+never pick an id past the tokenizer's (`decodable_only`).
 """
 
 from __future__ import annotations
@@ -11,15 +12,31 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
+from mlx_responses.service.engine.requests import LogitsProcessor
+
+
+def decodable_only(n_tokens: int) -> LogitsProcessor:
+    """Never sample an id past the tokenizer's: a model's head is often wider (padded), and
+    a padding id has no text (the detokenizer would fail on it)."""
+
+    def mask(tokens: mx.array, logits: mx.array) -> mx.array:
+        if logits.shape[-1] <= n_tokens:
+            return logits
+        allowed = mx.arange(logits.shape[-1]) < n_tokens
+        return mx.where(allowed, logits, mx.array(-mx.inf, logits.dtype))
+
+    return mask
 
 
 class VisionLanguage:
     """Wraps an mlx-vlm model (`language_model` and `vision_tower`): its layers and forward."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, n_tokens: int) -> None:
+        """`n_tokens`: the tokenizer's ids (the head may be wider)."""
         self.vlm = model
         self.language = model.language_model
         self.layers = list(self.language.model.layers)
+        self._decodable = decodable_only(n_tokens)
 
     def embed(self, tokens: mx.array) -> mx.array:
         """[rows, width] token ids -> their input embeddings."""
@@ -37,7 +54,7 @@ class VisionLanguage:
         if positions is None:
             positions = _positions_from(cache, inputs.shape[0], inputs.shape[1])
         out = self.language(inputs, inputs_embeds=embeds, cache=cache, position_ids=positions)
-        logits: mx.array = out.logits
+        logits: mx.array = self._decodable(inputs, out.logits)
         return logits
 
 
