@@ -26,6 +26,11 @@ class RowPositions:
     table: np.ndarray | None = None
     delta: int = 0
 
+    @property
+    def plain(self) -> bool:
+        """Each token at its index: what a text model's cache offset gives."""
+        return self.table is None and self.delta == 0
+
     def span(self, start: int, length: int) -> np.ndarray:
         """[3, length]: the ids of tokens start..start+length-1."""
         out = np.empty((3, length), np.int32)
