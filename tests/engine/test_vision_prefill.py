@@ -9,7 +9,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 import pytest
-from mlx_responses.service.engine.slot_store import (
+from mlx_responses.service.engine.slots.store import (
     DecodePlan,
     DecodeView,
     PrefillPlan,

@@ -28,6 +28,11 @@ def decodable_only(n_tokens: int) -> LogitsProcessor:
     return mask
 
 
+def is_vision_model(model: Any) -> bool:
+    """An mlx-vlm model: a language side taking input embeddings, and their computation."""
+    return hasattr(model, "language_model") and hasattr(model, "get_input_embeddings")
+
+
 class VisionLanguage:
     """Wraps an mlx-vlm model (`language_model` and `vision_tower`): its layers and forward."""
 

@@ -37,6 +37,16 @@ class VisionRow:
         return self.embeddings is None and self.positions.plain
 
 
+def vision_row(
+    embeddings: mx.array | None, positions: RowPositions | None, start: int
+) -> VisionRow | None:
+    """A sequence's vision row from its admission (its embeddings from prompt position
+    `start`, past what its cache holds); None for a text sequence."""
+    if embeddings is None and (positions is None or positions.plain):
+        return None
+    return VisionRow(embeddings, start, positions or TEXT)
+
+
 def _plain(row: VisionRow | None) -> bool:
     return row is None or row.plain
 

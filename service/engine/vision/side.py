@@ -1,0 +1,65 @@
+"""A vision model's part of the engine worker: what an image request brings to its admission.
+
+The worker serves a vision-language model as a text one, on the slots: its language side
+(`language.VisionLanguage`) is the model the scheduler calls. An image request is encoded when
+it is admitted (`encoder.py`: the vision tower off the decode step, cached by content), and
+admitted with its input embeddings and M-RoPE positions; its prompt-cache key is its tokens with
+each image's standing for the image (`cache_key.py`), so its next turn, or the same images
+resent, start from the prompt cache as a text conversation does. A text request on the same
+model is admitted as on a text model's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.vision.cache_key import keyed_tokens
+from mlx_responses.service.engine.vision.encoder import ImageEncoder
+from mlx_responses.service.engine.vision.inputs import VisionInputs
+from mlx_responses.service.engine.vision.language import VisionLanguage, is_vision_model
+from mlx_responses.service.engine.vision.positions import RowPositions
+
+__all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide"]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An image request as the worker admits it: its prompt-cache key (None: it has none, and
+    neither reads nor leaves entries), its embeddings and positions."""
+
+    key: list[int] | None
+    embeddings: mx.array
+    positions: RowPositions
+
+    def admitted(self, cached: int) -> dict[str, Any]:
+        """`Admission`'s embeddings and positions, past the `cached` tokens."""
+        return {"embeddings": self.embeddings[cached:], "positions": self.positions}
+
+
+class VisionSide:
+    """Owned by the engine thread: the model's language side, encoder and image token."""
+
+    def __init__(self, loaded: LoadedModel, encoder: ImageEncoder) -> None:
+        self.model = loaded.model
+        self.language = VisionLanguage(loaded.model, len(loaded.tokenizer))
+        self.encoder = encoder
+        self.image_token: int | None = getattr(loaded.model.config, "image_token_id", None)
+        encoder.clear()
+
+    @classmethod
+    def of(cls, loaded: LoadedModel, encoder: ImageEncoder) -> VisionSide | None:
+        """The side of a vision model (an mlx-vlm one); None for a text model."""
+        return cls(loaded, encoder) if is_vision_model(loaded.model) else None
+
+    def see(self, prompt: list[int], inputs: VisionInputs | None) -> Seen | None:
+        """An image request's `Seen`; None for a text request (its tokens are its key)."""
+        if inputs is None or inputs.pixel_values is None:
+            return None
+        encoded = self.encoder.prompt(self.model, prompt, inputs)
+        key = None
+        if self.image_token is not None:
+            key = keyed_tokens(prompt, self.image_token, inputs.image_keys)
+        return Seen(key, encoded.embeds, encoded.positions)
