@@ -176,3 +176,75 @@ def test_a_resent_image_skips_the_tower(vlm: tuple[Any, Any]) -> None:
     assert (encoder.stats.misses, encoder.stats.hits, encoder.stats.entries) == (1, 1, 1)
     assert mx.array_equal(first.embeds, again.embeds)
     assert first.positions.delta == again.positions.delta < 0
+
+
+def _scheduled(
+    model: Any,
+    prompts: list[tuple[list[int], VisionPrompt]],
+    n_tokens: int,
+    step: int,
+    cached: int = 0,
+) -> list[list[int]]:
+    """The prompts admitted together into the slot scheduler, with their embeddings and
+    positions (each from a prompt-cache entry of its first `cached` tokens, when > 0)."""
+    from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
+    from mlx_responses.service.engine.scheduler import Admission
+    from mlx_responses.service.engine.slots import SlotScheduler
+
+    language = VisionLanguage(model, n_tokens)
+    scheduler = SlotScheduler(
+        language,
+        stop_tokens=[],
+        completion_batch_size=4,
+        prefill_batch_size=4,
+        prefill_step_size=step,
+    )
+    for uid, (tokens, prompt) in enumerate(prompts):
+        cache = None
+        if cached:
+            # The entry a first pass over the prefix leaves (the model's own plain caches).
+            cache = make_prompt_cache(language)
+            language(
+                mx.array([tokens[:cached]]),
+                cache=cache,
+                embeds=prompt.embeds[None, :cached],
+                positions=mx.array(prompt.positions.span(0, cached)[:, None, :]),
+            )
+        scheduler.admit(
+            Admission(
+                uid,
+                [tokens[cached:]],
+                MAX_TOKENS,
+                lambda logprobs: mx.argmax(logprobs, axis=-1),
+                cache=cache,
+                cached=tokens[:cached],
+                embeddings=prompt.embeds[cached:],
+                positions=prompt.positions,
+            )
+        )
+    out: list[list[int]] = [[] for _ in prompts]
+    while sum(len(o) for o in out) < MAX_TOKENS * len(prompts):
+        for token in scheduler.step().tokens:
+            out[token.uid].append(token.token)
+    return out
+
+
+@pytest.mark.parametrize(("step", "cached"), [(5, 0), (512, 0), (4, 3)])
+def test_the_slot_scheduler_admits_embeddings_and_decodes_as_mlx_vlm(
+    vlm: tuple[Any, Any], step: int, cached: int
+) -> None:
+    """Through `Admission.embeddings` and `.positions`: the same greedy tokens, prefilled in
+    chunks, at once, or past a prompt-cache entry of their first tokens."""
+    model, processor = vlm
+    encoder = ImageEncoder()
+    prompts, want = [], []
+    for k, (text, sizes) in enumerate(REQUESTS):
+        arrays = _processed(processor, text, sizes)
+        want.append(_mlx_vlm_greedy(model, processor, arrays))
+        tokens = [int(t) for t in arrays["input_ids"][0]]
+        inputs = None
+        if sizes:
+            keys = tuple(f"{k}:{j}" for j in range(len(sizes)))
+            inputs = VisionInputs(arrays["pixel_values"], arrays["image_grid_thw"], keys)
+        prompts.append((tokens, encoder.prompt(model, tokens, inputs)))
+    assert _scheduled(model, prompts, len(processor.tokenizer), step, cached) == want
