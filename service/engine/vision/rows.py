@@ -5,7 +5,8 @@ A sequence admitted with embeddings (an image prompt, `encoder.py`) holds them f
 its prefill starts at (`VisionRow.start`: past a prompt-cache hit) and its `positions.RowPositions`;
 a text sequence on the same model holds neither. A forward whose rows are all text at plain
 positions takes nothing extra (the model looks its tokens up and positions them by its cache's
-offsets); otherwise every row gets embeddings (a text row's looked up) and positions.
+offsets); otherwise every row gets embeddings (a text row's looked up) and positions. A row
+lets its embeddings go once its prompt is prefilled (`chunk_inputs`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ def chunk_inputs(
         at = start - row.start if row is not None else 0
         if row is not None and row.embeddings is not None and 0 <= at < row.embeddings.shape[0]:
             part = row.embeddings[at : at + len(chunk)]
+            if at + len(chunk) >= row.embeddings.shape[0] - 1:
+                # The prompt is in but for its last token, which decoding feeds as a token:
+                # the embeddings' memory goes.
+                row.embeddings = None
         else:
             part = model.embed(mx.array(chunk, dtype=mx.uint32)[None])[0]
         if part.shape[0] < width:
