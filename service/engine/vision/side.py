@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.vision.cache_key import keyed_tokens
 from mlx_responses.service.engine.vision.encoder import ImageEncoder
@@ -23,6 +24,11 @@ from mlx_responses.service.engine.vision.language import VisionLanguage, is_visi
 from mlx_responses.service.engine.vision.positions import RowPositions
 
 __all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide"]
+
+# The families whose language side the slots drive (tested: a random Qwen2-VL; Qwen2.5-VL has
+# the same language model and inputs): M-RoPE, plain KV caches, everything in the embeddings.
+# Others (sliding windows, deepstack features, their own masks) are refused at load.
+BATCHED = ("qwen2_vl", "qwen2_5_vl")
 
 
 @dataclass(frozen=True)
@@ -51,8 +57,17 @@ class VisionSide:
 
     @classmethod
     def of(cls, loaded: LoadedModel, encoder: ImageEncoder) -> VisionSide | None:
-        """The side of a vision model (an mlx-vlm one); None for a text model."""
-        return cls(loaded, encoder) if is_vision_model(loaded.model) else None
+        """The side of a vision model (an mlx-vlm one); None for a text model. Raises
+        ConfigError for a vision model of a family the slots do not serve (`BATCHED`)."""
+        if not is_vision_model(loaded.model):
+            return None
+        family = getattr(loaded.model.config, "model_type", None)
+        if family not in BATCHED:
+            raise ConfigError(
+                f"{loaded.path} is a {family} vision-language model: images are served for "
+                f"the Qwen-VL family only ({', '.join(BATCHED)})"
+            )
+        return cls(loaded, encoder)
 
     def see(self, prompt: list[int], inputs: VisionInputs | None) -> Seen | None:
         """An image request's `Seen`; None for a text request (its tokens are its key)."""
