@@ -161,6 +161,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             self._prompt_cache.close()
             self._prompt_cache = None
         self._samplers.clear()
+        self.encoder.clear()
 
     def submit(
         self,
@@ -524,10 +525,9 @@ class EngineWorker(ModelThread[LoadedModel]):
         """Puts a prompt-cache entry of `entry`'s in memory and on disk (a checkpoint's, or a
         finished turn's: `prompt_cache.py`); `written`: the prompt tokens it holds."""
         assert self._prompt_cache is not None
-        if (keyed := entry.keyed(tokens)) is None:  # an image prompt without a key
-            return
-        self._prompt_cache.keep(entry.scope, keyed, cache)
-        entry.written_to = max(entry.written_to, written)
+        if (keyed := entry.keyed(tokens)) is not None:  # None: an image prompt without a key
+            self._prompt_cache.keep(entry.scope, keyed, cache)
+            entry.written_to = max(entry.written_to, written)
 
     def _deliver(
         self,
