@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -62,6 +63,16 @@ def _text(response: dict[str, Any]) -> str:
     )
 
 
+def _metric(stack: Stack, which: str) -> float:
+    """The image-encoding cache's `hits` or `misses` so far."""
+    text = httpx.get(f"{stack.base_url}/metrics", timeout=30).text
+    found = re.search(
+        rf"^mlx_responses_image_encoding_cache_{which}_total\{{.*\}} (\S+)$", text, re.M
+    )
+    assert found, text
+    return float(found.group(1))
+
+
 def _runtime(stack: Stack) -> VisionRuntime:
     assert stack.core is not None
     runtime = stack.core.models.default.runtime
@@ -83,6 +94,7 @@ def test_concurrent_image_requests_decode_in_one_batch(vlm_stack: Stack) -> None
 def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(vlm_stack: Stack) -> None:
     url = _png(112, 84, 7)
     first = _create(vlm_stack, input=[_user("What is in this picture?", url)], store=True)
+    encodings = _metric(vlm_stack, "hits") + _metric(vlm_stack, "misses")
     second = _create(
         vlm_stack,
         previous_response_id=first["id"],
@@ -91,6 +103,8 @@ def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(vlm_stack: S
     # The whole first turn's prompt (its image included) comes from the prompt cache.
     assert _cached(second) >= first["usage"]["input_tokens"] - 1
     assert second["usage"]["input_tokens"] > first["usage"]["input_tokens"]
+    # Its image is in the cached prefix: no tower, not even an encoding read.
+    assert _metric(vlm_stack, "hits") + _metric(vlm_stack, "misses") == encodings
 
 
 def test_another_image_at_the_same_place_is_not_served_from_the_cache(vlm_stack: Stack) -> None:

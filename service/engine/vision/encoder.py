@@ -65,6 +65,13 @@ class ImageEncoder:
         mx.eval(embeds)
         return VisionPrompt(embeds, positions if pixels is not None else TEXT)
 
+    def positions(self, model: Any, tokens: list[int], inputs: VisionInputs) -> RowPositions:
+        """`tokens`' positions alone (no tower, no embeddings): Qwen-VL's `get_rope_index`
+        over the images' grids, as `prompt` computes them."""
+        grid = None if inputs.image_grid_thw is None else mx.array(inputs.image_grid_thw)
+        ids, delta = model.language_model.get_rope_index(mx.array([tokens]), grid)
+        return row_positions(ids, delta)
+
     def _encode(self, model: Any, inputs: VisionInputs, pixel_values: mx.array) -> mx.array | None:
         """The vision tower's output for every image, cached per image by content hash.
 

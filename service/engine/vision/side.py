@@ -5,8 +5,9 @@ The worker serves a vision-language model as a text one, on the slots: its langu
 it is admitted (`encoder.py`: the vision tower off the decode step, cached by content), and
 admitted with its input embeddings and M-RoPE positions; its prompt-cache key is its tokens with
 each image's standing for the image (`cache_key.py`), so its next turn, or the same images
-resent, start from the prompt cache as a text conversation does. A text request on the same
-model is admitted as on a text model's.
+resent, start from the prompt cache as a text conversation does; past a cached prefix that holds
+all its images, it is admitted with its positions alone (no tower, no embeddings). A text
+request on the same model is admitted as on a text model's.
 """
 
 from __future__ import annotations
@@ -14,14 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import mlx.core as mx
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.vision.cache_key import keyed_tokens
 from mlx_responses.service.engine.vision.encoder import ImageEncoder
 from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.language import VisionLanguage, is_vision_model
-from mlx_responses.service.engine.vision.positions import RowPositions
 
 __all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide"]
 
@@ -34,15 +33,22 @@ BATCHED = ("qwen2_vl", "qwen2_5_vl")
 @dataclass(frozen=True)
 class Seen:
     """An image request as the worker admits it: its prompt-cache key (None: it has none, and
-    neither reads nor leaves entries), its embeddings and positions."""
+    neither reads nor leaves entries), then its embeddings and positions (`admitted`)."""
 
     key: list[int] | None
-    embeddings: mx.array
-    positions: RowPositions
+    side: VisionSide
+    prompt: list[int]
+    inputs: VisionInputs
 
     def admitted(self, cached: int) -> dict[str, Any]:
-        """`Admission`'s embeddings and positions, past the `cached` tokens."""
-        return {"embeddings": self.embeddings[cached:], "positions": self.positions}
+        """`Admission`'s embeddings and positions past the `cached` tokens: with no image
+        past them (the prompt cache holds them all: a conversation's next turn), positions
+        alone (no tower, no embeddings: the rest is text)."""
+        side, prompt, inputs = self.side, self.prompt, self.inputs
+        if side.image_token is not None and side.image_token not in prompt[cached:]:
+            return {"positions": side.encoder.positions(side.model, prompt, inputs)}
+        encoded = side.encoder.prompt(side.model, prompt, inputs)
+        return {"embeddings": encoded.embeds[cached:], "positions": encoded.positions}
 
 
 class VisionSide:
@@ -73,8 +79,7 @@ class VisionSide:
         """An image request's `Seen`; None for a text request (its tokens are its key)."""
         if inputs is None or inputs.pixel_values is None:
             return None
-        encoded = self.encoder.prompt(self.model, prompt, inputs)
         key = None
         if self.image_token is not None:
             key = keyed_tokens(prompt, self.image_token, inputs.image_keys)
-        return Seen(key, encoded.embeds, encoded.positions)
+        return Seen(key, self, prompt, inputs)
