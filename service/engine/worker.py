@@ -42,7 +42,7 @@ from mlx_responses.service.engine.schedulers import choose_engine, new_scheduler
 from mlx_responses.service.engine.seeded_sampler import Samplers
 from mlx_responses.service.engine.slots import slots_serve
 from mlx_responses.service.engine.stream import GenerationStream
-from mlx_responses.service.engine.vision.side import ImageEncoder, VisionInputs, VisionSide
+from mlx_responses.service.engine.vision.side import ImageEncoder, VisionInputs, VisionSide, see
 from mlx_responses.service.flags import Prefill, prefill_for_device
 from mlx_responses.service.ids import OWNER
 
@@ -118,7 +118,7 @@ class EngineWorker(ModelThread[LoadedModel]):
     # A lone unconstrained sequence decodes as mlx-lm's generate_step does (plain KV cache), and
     # joins the batch when a second request arrives (service/engine/solo/).
     solo: bool = True
-    image_encoding_cache_entries: int = 64  # a vision model's (vision/encoder.py)
+    encoder: ImageEncoder = field(default_factory=ImageEncoder)  # a vision model's images
     stats: EngineStats = field(default_factory=EngineStats)
     metrics: EngineObserver | None = None
     # The prefill settings resolved for the device, on the MLX thread before the first step.
@@ -138,7 +138,6 @@ class EngineWorker(ModelThread[LoadedModel]):
         # Owned by the MLX thread once the model is loaded (prompt_cache.py).
         self._prompt_cache: PromptCache | None = None
         self._draft_path: Path | None = None
-        self.encoder = ImageEncoder(self.image_encoding_cache_entries)
         self._vision: VisionSide | None = None  # a vision model's (vision/side.py)
 
     # --- called from asyncio -------------------------------------------------------------
@@ -161,7 +160,6 @@ class EngineWorker(ModelThread[LoadedModel]):
             self._prompt_cache.close()
             self._prompt_cache = None
         self._samplers.clear()
-        self.encoder.clear()
 
     def submit(
         self,
@@ -411,12 +409,11 @@ class EngineWorker(ModelThread[LoadedModel]):
         """Admits a request: from its longest cached prefix, cut at its checkpoints."""
         s = command.sampling
         try:
-            seen = self._vision.see(command.prompt, command.vision) if self._vision else None
-            key = seen.key if seen is not None else command.prompt
-            cache, cached = None, 0
-            if self._prompt_cache is not None and key is not None:
+            seen, key = see(self._vision, command.prompt, command.vision)
+            cache, rest = None, key
+            if self._prompt_cache is not None:
                 cache, rest = self._prompt_cache.fetch(key, command.scope)
-                cached = len(command.prompt) - len(rest)
+            cached = len(command.prompt) - len(rest)
             if cache is None and self._kv_group is not None:
                 cache = self._new_cache()
             splits = [point - cached for point in self._stops(command, cached)]
@@ -450,7 +447,6 @@ class EngineWorker(ModelThread[LoadedModel]):
             prompt_tokens=len(command.prompt),
             written_to=cached,
             key=key if seen is not None else None,
-            cacheable=key is not None,
         )
         if self._metrics is not None:
             self._metrics.prompt(len(command.prompt), cached)
@@ -525,9 +521,8 @@ class EngineWorker(ModelThread[LoadedModel]):
         """Puts a prompt-cache entry of `entry`'s in memory and on disk (a checkpoint's, or a
         finished turn's: `prompt_cache.py`); `written`: the prompt tokens it holds."""
         assert self._prompt_cache is not None
-        if (keyed := entry.keyed(tokens)) is not None:  # None: an image prompt without a key
-            self._prompt_cache.keep(entry.scope, keyed, cache)
-            entry.written_to = max(entry.written_to, written)
+        self._prompt_cache.keep(entry.scope, entry.keyed(tokens), cache)
+        entry.written_to = max(entry.written_to, written)
 
     def _deliver(
         self,

@@ -253,6 +253,7 @@ class ModelPool:
         """Starts the model's engine worker (it loads the weights on its own thread)."""
         from mlx_responses.service.engine.blas import blas_in_use
         from mlx_responses.service.engine.model import load_model
+        from mlx_responses.service.engine.vision.encoder import ImageEncoder
         from mlx_responses.service.engine.worker import EngineWorker
         from mlx_responses.service.models.runtime import ModelRuntime
 
@@ -285,7 +286,7 @@ class ModelPool:
             stream_window=s.stream_window_ms / 1000,
             batch_wait=s.batch_wait_ms / 1000,
             engine=s.engine,
-            image_encoding_cache_entries=s.image_encoding_cache_entries,
+            encoder=ImageEncoder(s.image_encoding_cache_entries),
             metrics=self.metrics.engine,
         )
         loaded = await worker.start()

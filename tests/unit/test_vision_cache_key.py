@@ -27,7 +27,9 @@ def test_another_image_parts_ways_where_it_starts() -> None:
     assert keyed_tokens([*tokens, 7, 8], PAD, ["a:auto"]) == [*one, 7, 8]
 
 
-def test_runs_that_are_not_one_per_image_have_no_key() -> None:
-    assert keyed_tokens([1, PAD, 2, PAD], PAD, ["a:auto"]) is None
-    assert keyed_tokens([1, PAD, 2], PAD, ["a:auto", "b:auto"]) is None
+def test_runs_that_are_not_one_per_image_stand_for_all_the_images() -> None:
+    both = image_id("a:auto\x1fb:auto")
+    assert keyed_tokens([1, PAD, 2], PAD, ["a:auto", "b:auto"]) == [1, both, 2]
+    one = keyed_tokens([1, PAD, 2, PAD], PAD, ["a:auto"])
+    assert one == [1, image_id("a:auto"), 2, image_id("a:auto")]
     assert keyed_tokens([1, 2, 3], PAD, []) == [1, 2, 3]

@@ -6,7 +6,9 @@ cache is keyed by tokens; the key of a vision prompt is its tokens with each ima
 placeholders replaced by an id drawn from the image's content key (its hash and detail): a
 negative int32, which no vocabulary id is, so a key can neither meet a text token nor another
 image. Prompts that share an image at the same place share its key, and an image conversation's
-next turn extends the key of the last one.
+next turn extends the key of the last one. A prompt whose placeholder runs are not one per image
+(a processor that expands an image otherwise) has every placeholder stand for all its images
+together: it shares a key only with prompts of the same images in the same order.
 """
 
 from __future__ import annotations
@@ -23,21 +25,18 @@ def image_id(key: str) -> int:
     return -1 - digest % (INT32 - 1)
 
 
-def keyed_tokens(
-    tokens: Sequence[int], image_token: int, image_keys: Sequence[str]
-) -> list[int] | None:
-    """`tokens` with the k-th run of `image_token` standing for the k-th image; None when the
-    runs are not one per image (the prompt is then never cached: its key would not cover its
-    images)."""
+def keyed_tokens(tokens: Sequence[int], image_token: int, image_keys: Sequence[str]) -> list[int]:
+    """`tokens` with the k-th run of `image_token` standing for the k-th image (when the runs
+    are not one per image, each standing for all the images)."""
+    runs = [i for i, t in enumerate(tokens) if t == image_token and (i == 0 or tokens[i - 1] != t)]
+    if len(runs) != len(image_keys):
+        every = image_id("\x1f".join(image_keys))
+        return [every if t == image_token else t for t in tokens]
     out = list(tokens)
-    run = -1
+    stand_in = 0
     for i, token in enumerate(out):
-        if token != image_token:
-            continue
-        if i == 0 or tokens[i - 1] != image_token:
-            run += 1
-            if run >= len(image_keys):
-                return None
-            stand_in = image_id(image_keys[run])
-        out[i] = stand_in
-    return out if run + 1 == len(image_keys) else None
+        if token == image_token:
+            if i in runs:
+                stand_in = image_id(image_keys[runs.index(i)])
+            out[i] = stand_in
+    return out

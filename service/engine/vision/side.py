@@ -22,7 +22,7 @@ from mlx_responses.service.engine.vision.encoder import ImageEncoder
 from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.language import VisionLanguage, is_vision_model
 
-__all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide"]
+__all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide", "see"]
 
 # The families whose language side the slots drive (tested: a random Qwen2-VL; Qwen2.5-VL has
 # the same language model and inputs): M-RoPE, plain KV caches, everything in the embeddings.
@@ -30,12 +30,21 @@ __all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide"]
 BATCHED = ("qwen2_vl", "qwen2_5_vl")
 
 
+def see(
+    side: VisionSide | None, prompt: list[int], inputs: VisionInputs | None
+) -> tuple[Seen | None, list[int]]:
+    """A request as the worker admits it: an image request's `Seen` (None for text), and its
+    prompt-cache key (a text prompt's tokens are its key)."""
+    seen = side.see(prompt, inputs) if side is not None else None
+    return seen, seen.key if seen is not None else prompt
+
+
 @dataclass(frozen=True)
 class Seen:
-    """An image request as the worker admits it: its prompt-cache key (None: it has none, and
-    neither reads nor leaves entries), then its embeddings and positions (`admitted`)."""
+    """An image request as the worker admits it: its prompt-cache key, then its embeddings and
+    positions (`admitted`)."""
 
-    key: list[int] | None
+    key: list[int]
     side: VisionSide
     prompt: list[int]
     inputs: VisionInputs
@@ -79,7 +88,7 @@ class VisionSide:
         """An image request's `Seen`; None for a text request (its tokens are its key)."""
         if inputs is None or inputs.pixel_values is None:
             return None
-        key = None
+        key = prompt
         if self.image_token is not None:
             key = keyed_tokens(prompt, self.image_token, inputs.image_keys)
         return Seen(key, self, prompt, inputs)
