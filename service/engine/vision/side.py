@@ -54,7 +54,7 @@ class Seen:
         past them (the prompt cache holds them all: a conversation's next turn), positions
         alone (no tower, no embeddings: the rest is text)."""
         side, prompt, inputs = self.side, self.prompt, self.inputs
-        if side.image_token is not None and side.image_token not in prompt[cached:]:
+        if side.image_token not in prompt[cached:]:
             return {"positions": side.encoder.positions(side.model, prompt, inputs)}
         encoded = side.encoder.prompt(side.model, prompt, inputs)
         return {"embeddings": encoded.embeds[cached:], "positions": encoded.positions}
@@ -67,7 +67,7 @@ class VisionSide:
         self.model = loaded.model
         self.language = VisionLanguage(loaded.model, len(loaded.tokenizer))
         self.encoder = encoder
-        self.image_token: int | None = getattr(loaded.model.config, "image_token_id", None)
+        self.image_token: int = loaded.model.config.image_token_id  # Qwen-VL's configs have it
         encoder.clear()
 
     @classmethod
@@ -88,7 +88,5 @@ class VisionSide:
         """An image request's `Seen`; None for a text request (its tokens are its key)."""
         if inputs is None or inputs.pixel_values is None:
             return None
-        key = prompt
-        if self.image_token is not None:
-            key = keyed_tokens(prompt, self.image_token, inputs.image_keys)
+        key = keyed_tokens(prompt, self.image_token, inputs.image_keys)
         return Seen(key, self, prompt, inputs)
