@@ -170,3 +170,16 @@ def test_batched_greedy_tokens_are_mlx_vlms_own(vlm_stack: Stack) -> None:
             tokens.append(int(result.token))
         want = runtime.loaded.tokenizer.decode(tokens[:TOKENS])
         assert _text(reply) == want
+
+
+def test_a_text_request_decodes_beside_image_requests_unchanged(vlm_stack: Stack) -> None:
+    """Text and image requests of the model share the batch; each row keeps its own positions,
+    so the text request's greedy text is what it is alone."""
+    text = [{"role": "user", "content": "Tell me a story about a lighthouse."}]
+    alone = _text(_create(vlm_stack, input=text, max_output_tokens=48))
+    images = [[_user(f"Picture {k}?", _png(84, 56, 40 + k))] for k in range(3)]
+    with ThreadPoolExecutor(4) as pool:
+        beside = pool.submit(_create, vlm_stack, input=text, max_output_tokens=48)
+        others = [pool.submit(_create, vlm_stack, input=i, max_output_tokens=48) for i in images]
+        assert _text(beside.result()) == alone
+        assert all(o.result()["usage"]["output_tokens"] == 48 for o in others)
