@@ -88,6 +88,23 @@ def _mlx_vlm_greedy(model: Any, processor: Any, arrays: dict) -> list[int]:
     return tokens[:MAX_TOKENS]
 
 
+def _requests(
+    model: Any, processor: Any, encoder: ImageEncoder
+) -> tuple[list[tuple[list[int], VisionPrompt]], list[list[int]]]:
+    """`REQUESTS` encoded (their tokens and embeddings), and mlx-vlm's greedy tokens for each."""
+    prompts, want = [], []
+    for k, (text, sizes) in enumerate(REQUESTS):
+        arrays = _processed(processor, text, sizes)
+        want.append(_mlx_vlm_greedy(model, processor, arrays))
+        tokens = [int(t) for t in arrays["input_ids"][0]]
+        inputs = None
+        if sizes:
+            keys = tuple(f"{k}:{j}" for j in range(len(sizes)))
+            inputs = VisionInputs(arrays["pixel_values"], arrays["image_grid_thw"], keys)
+        prompts.append((tokens, encoder.prompt(model, tokens, inputs)))
+    return prompts, want
+
+
 def _slots_greedy(
     model: Any,
     prompts: list[tuple[list[int], VisionPrompt]],
@@ -143,17 +160,7 @@ def test_embedding_prefill_in_the_slots_decodes_as_mlx_vlm(vlm: tuple[Any, Any])
     batch, prefilled in chunks that cut through the images: mlx-vlm's greedy tokens, each."""
     model, processor = vlm
     encoder = ImageEncoder()
-    prompts = []
-    want = []
-    for k, (text, sizes) in enumerate(REQUESTS):
-        arrays = _processed(processor, text, sizes)
-        want.append(_mlx_vlm_greedy(model, processor, arrays))
-        tokens = [int(t) for t in arrays["input_ids"][0]]
-        inputs = None
-        if sizes:
-            keys = tuple(f"{k}:{j}" for j in range(len(sizes)))
-            inputs = VisionInputs(arrays["pixel_values"], arrays["image_grid_thw"], keys)
-        prompts.append((tokens, encoder.prompt(model, tokens, inputs)))
+    prompts, want = _requests(model, processor, encoder)
     n_tokens = len(processor.tokenizer)
     assert _slots_greedy(model, prompts, n_tokens, chunk=5) == want
     assert _slots_greedy(model, prompts, n_tokens, chunk=64) == want
@@ -236,15 +243,5 @@ def test_the_slot_scheduler_admits_embeddings_and_decodes_as_mlx_vlm(
     """Through `Admission.embeddings` and `.positions`: the same greedy tokens, prefilled in
     chunks, at once, or past a prompt-cache entry of their first tokens."""
     model, processor = vlm
-    encoder = ImageEncoder()
-    prompts, want = [], []
-    for k, (text, sizes) in enumerate(REQUESTS):
-        arrays = _processed(processor, text, sizes)
-        want.append(_mlx_vlm_greedy(model, processor, arrays))
-        tokens = [int(t) for t in arrays["input_ids"][0]]
-        inputs = None
-        if sizes:
-            keys = tuple(f"{k}:{j}" for j in range(len(sizes)))
-            inputs = VisionInputs(arrays["pixel_values"], arrays["image_grid_thw"], keys)
-        prompts.append((tokens, encoder.prompt(model, tokens, inputs)))
+    prompts, want = _requests(model, processor, ImageEncoder())
     assert _scheduled(model, prompts, len(processor.tokenizer), step, cached) == want

@@ -4,32 +4,22 @@ the tiny random Qwen2-VL (tests/support/random_vlm.py), through the HTTP façade
 
 from __future__ import annotations
 
-import base64
-import io
-import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
-import numpy as np
 import pytest
 
 pytest.importorskip("mlx_vlm")
 from mlx_responses.service.models.vision_runtime import VisionRuntime
 from mlx_responses.service.responses.validation import validate_params
-from PIL import Image
 
 from mlx_responses.v1 import responses_pb2 as pb
+from tests.http.test_dialect_vision import _encodings
+from tests.http.test_vision_text import _png
 from tests.support.stack import Stack
 
 TOKENS = 10
-
-
-def _png(width: int, height: int, seed: int) -> str:
-    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, format="PNG")
-    return f"data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}"
 
 
 def _user(text: str, url: str) -> dict[str, Any]:
@@ -63,16 +53,6 @@ def _text(response: dict[str, Any]) -> str:
     )
 
 
-def _metric(stack: Stack, which: str) -> float:
-    """The image-encoding cache's `hits` or `misses` so far."""
-    text = httpx.get(f"{stack.base_url}/metrics", timeout=30).text
-    found = re.search(
-        rf"^mlx_responses_image_encoding_cache_{which}_total\{{.*\}} (\S+)$", text, re.M
-    )
-    assert found, text
-    return float(found.group(1))
-
-
 def _runtime(stack: Stack) -> VisionRuntime:
     assert stack.core is not None
     runtime = stack.core.models.default.runtime
@@ -94,7 +74,7 @@ def test_concurrent_image_requests_decode_in_one_batch(vlm_stack: Stack) -> None
 def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(vlm_stack: Stack) -> None:
     url = _png(112, 84, 7)
     first = _create(vlm_stack, input=[_user("What is in this picture?", url)], store=True)
-    encodings = _metric(vlm_stack, "hits") + _metric(vlm_stack, "misses")
+    encodings = _encodings(vlm_stack)
     second = _create(
         vlm_stack,
         previous_response_id=first["id"],
@@ -104,7 +84,7 @@ def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(vlm_stack: S
     assert _cached(second) >= first["usage"]["input_tokens"] - 1
     assert second["usage"]["input_tokens"] > first["usage"]["input_tokens"]
     # Its image is in the cached prefix: no tower, not even an encoding read.
-    assert _metric(vlm_stack, "hits") + _metric(vlm_stack, "misses") == encodings
+    assert _encodings(vlm_stack) == encodings
 
 
 def test_another_image_at_the_same_place_is_not_served_from_the_cache(vlm_stack: Stack) -> None:
