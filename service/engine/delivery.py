@@ -29,6 +29,15 @@ class Active(Generic[S]):
     # The longest prefix of the prompt that this request's entries hold (checkpoints, or the
     # finished turn's): what it wrote to the prompt cache beyond `cached_tokens`.
     written_to: int = 0
+    # An image prompt's prompt-cache key (vision/cache_key.py; None: its tokens are its key).
+    key: list[int] | None = None
+
+    def keyed(self, tokens: list[int]) -> list[int]:
+        """An entry's `tokens` as its prompt-cache key (an image prompt's images standing in
+        it)."""
+        if self.key is None:
+            return tokens
+        return self.key[: len(tokens)] + tokens[len(self.key) :]
 
 
 def token_logprobs(

@@ -8,6 +8,9 @@ own part of the cache, and lets the draft's part lag behind on decode steps that
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
@@ -15,6 +18,8 @@ from mlx.utils import tree_flatten
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.model import LoadedModel, plain_caches
+
+log = logging.getLogger(__name__)
 
 
 class DraftModelError(ConfigError):
@@ -35,6 +40,21 @@ def check_draft(target: LoadedModel, draft: LoadedModel) -> None:
             raise DraftModelError(
                 f"--speculative draft needs plain KV caches; {which.path} has other layers"
             )
+
+
+def paired_with_draft(
+    loaded: LoadedModel, load_draft: Callable[[], LoadedModel] | None
+) -> tuple[DraftedModel, Path]:
+    """The served model paired with its draft model (loaded by `load_draft`, on the MLX
+    thread), and the draft's folder (part of the disk tier's identity)."""
+    if load_draft is None:
+        raise DraftModelError("--speculative draft needs --draft-model")
+    draft = load_draft()
+    check_draft(loaded, draft)
+    log.info("draft model %s drafts for %s", draft.path, loaded.alias)
+    return DraftedModel(
+        loaded.model, draft.model, loaded.vocab_size or len(loaded.tokenizer)
+    ), draft.path
 
 
 def _parameters(model: Any) -> int:

@@ -36,6 +36,7 @@ class LoadedModel:
     vocab_size: int = 0
     default_temperature: float = 1.0
     default_top_p: float = 1.0
+    processor: Any = None  # a vision model's (mlx-vlm's): it renders images into the prompt
 
     def accepts_name(self, name: str) -> bool:
         """Whether a request's `model` names this model (alias, folder name or path)."""

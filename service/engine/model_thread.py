@@ -2,8 +2,8 @@
 
 MLX state never touches another thread, so an engine loads its model on its own thread and takes
 work there through a command queue. This base holds that lifecycle (start, stop, unload), the
-count of requests in flight and the admission limit; the engines (worker.py: batched text,
-vision_worker.py: one vision request at a time) hold what their thread does.
+count of requests in flight and the admission limit; the engine (worker.py, for text and
+vision models alike) holds what its thread does.
 """
 
 from __future__ import annotations

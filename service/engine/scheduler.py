@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import mlx.core as mx
+from mlx_responses.service.engine.vision.positions import RowPositions
 
 Sampler = Callable[[mx.array], mx.array]
 LogitsProcessor = Callable[[mx.array, mx.array], mx.array]
@@ -39,6 +40,8 @@ class Admission:
     `embeddings`: the prompt's input embeddings in place of token ids for its positions
     (`[positions, hidden]`, aligned with the concatenated segments; a vision model's image
     features merged in), for a scheduler that `takes_embeddings`; None: token ids only.
+    `positions`: its rotary positions where they are not each token's index (M-RoPE: a vision
+    model's image prompt, `vision/positions.py`), absolute, for the same schedulers.
     """
 
     uid: int
@@ -52,6 +55,7 @@ class Admission:
     # No other request arrived with it: it may decode alone (`solo/`).
     alone: bool = True
     embeddings: mx.array | None = None
+    positions: RowPositions | None = None
 
     @property
     def prompt(self) -> list[int]:

@@ -23,7 +23,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.delivery import Active, token_logprobs
-from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError, check_draft
+from mlx_responses.service.engine.draft_model import paired_with_draft
 from mlx_responses.service.engine.kv_quant import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.model import LoadedModel, plain_caches
@@ -42,6 +42,7 @@ from mlx_responses.service.engine.schedulers import choose_engine, new_scheduler
 from mlx_responses.service.engine.seeded_sampler import Samplers
 from mlx_responses.service.engine.slots import slots_serve
 from mlx_responses.service.engine.stream import GenerationStream
+from mlx_responses.service.engine.vision.side import ImageEncoder, VisionInputs, VisionSide, see
 from mlx_responses.service.flags import Prefill, prefill_for_device
 from mlx_responses.service.ids import OWNER
 
@@ -62,6 +63,7 @@ class _Submit:
     checkpoints: tuple[int, ...] = ()  # prompt positions whose cache is worth an entry
     submitted_at: float = field(default_factory=time.perf_counter)
     scope: str = ""  # whose prompt-cache entries it may use and leaves (--isolate-keys)
+    vision: VisionInputs | None = None  # a vision model's images (vision/side.py)
 
 
 @dataclass
@@ -116,6 +118,7 @@ class EngineWorker(ModelThread[LoadedModel]):
     # A lone unconstrained sequence decodes as mlx-lm's generate_step does (plain KV cache), and
     # joins the batch when a second request arrives (service/engine/solo/).
     solo: bool = True
+    encoder: ImageEncoder = field(default_factory=ImageEncoder)  # a vision model's images
     stats: EngineStats = field(default_factory=EngineStats)
     metrics: EngineObserver | None = None
     # The prefill settings resolved for the device, on the MLX thread before the first step.
@@ -135,6 +138,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         # Owned by the MLX thread once the model is loaded (prompt_cache.py).
         self._prompt_cache: PromptCache | None = None
         self._draft_path: Path | None = None
+        self._vision: VisionSide | None = None  # a vision model's (vision/side.py)
 
     # --- called from asyncio -------------------------------------------------------------
     @property
@@ -168,6 +172,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         sampling: SamplingParams,
         logits_processors: Sequence[LogitsProcessor] = (),
         checkpoints: Sequence[int] = (),
+        vision: VisionInputs | None = None,
     ) -> GenerationStream:
         """Queues a generation; raises QueueFullError when the queue is full.
 
@@ -189,6 +194,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                 list(logits_processors),
                 tuple(sorted(set(checkpoints))[-MAX_CHECKPOINTS:]),
                 scope=scope,
+                vision=vision,
             )
         )
         return stream
@@ -242,8 +248,11 @@ class EngineWorker(ModelThread[LoadedModel]):
         try:
             loaded = self._loaded = self.load()
             self._batch_model = loaded.model
-            plain = plain_caches(loaded.model)
-            slots_fit = slots_serve(loaded.model)
+            if (vision := VisionSide.of(loaded, self.encoder)) is not None:  # on the slots
+                self._vision, self._batch_model = vision, vision.language
+                self.engine, self.solo, self.speculative, self.kv_bits = "slots", False, "off", None
+            plain = plain_caches(self._batch_model)
+            slots_fit = slots_serve(self._batch_model)
             if self.engine == "auto":
                 self.engine = choose_engine(slots_fit, device_kind())
             if self.engine == "slots" and not slots_fit:
@@ -254,7 +263,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                 )
             models = [loaded.model]
             if self.speculative == "draft":
-                self._batch_model = self._drafted(loaded)
+                self._batch_model, self._draft_path = paired_with_draft(loaded, self.load_draft)
                 models.append(self._batch_model.draft)
             if self.kv_bits is not None:
                 groups = [kv_group_size(m) for m in models]
@@ -387,16 +396,6 @@ class EngineWorker(ModelThread[LoadedModel]):
         alone = self.batch_wait <= 0 or sum(isinstance(c, _Submit) for c in commands) == 1
         return commands, alone
 
-    def _drafted(self, loaded: LoadedModel) -> DraftedModel:
-        """The served model paired with its draft model (loaded here, on the MLX thread)."""
-        if self.load_draft is None:
-            raise DraftModelError("--speculative draft needs --draft-model")
-        draft = self.load_draft()
-        check_draft(loaded, draft)
-        self._draft_path = draft.path  # part of the disk tier's identity
-        log.info("draft model %s drafts for %s", draft.path, loaded.alias)
-        return DraftedModel(loaded.model, draft.model, loaded.vocab_size or len(loaded.tokenizer))
-
     def _new_cache(self) -> list[Any]:
         """An empty cache for one sequence: quantized under --kv-bits (when the model's KV can
         be), else the model's own."""
@@ -414,28 +413,30 @@ class EngineWorker(ModelThread[LoadedModel]):
     ) -> None:
         """Admits a request: from its longest cached prefix, cut at its checkpoints."""
         s = command.sampling
-        cache, rest = None, command.prompt
-        if self._prompt_cache is not None:
-            cache, rest = self._prompt_cache.fetch(command.prompt, command.scope)
-        cached = len(command.prompt) - len(rest)
-        if cache is None and self._kv_group is not None:
-            cache = self._new_cache()
-        splits = [point - cached for point in self._stops(command, cached)]
-        uid = next(self._uids)
-        admission = Admission(
-            uid,
-            segments(rest, splits),
-            s.max_tokens,
-            self._samplers(s.temperature, s.top_p, s.top_k, s.seed),
-            command.logits_processors,
-            cache,
-            command.prompt[:cached],
-            # NOTE: only greedy, unconstrained sequences speculate; the rest decode normally
-            # in the same step (grammar/penalty processors need per-token state).
-            speculate=s.temperature == 0 and not command.logits_processors,
-            alone=alone,
-        )
         try:
+            seen, key = see(self._vision, command.prompt, command.vision)
+            cache, rest = None, key
+            if self._prompt_cache is not None:
+                cache, rest = self._prompt_cache.fetch(key, command.scope)
+            cached = len(command.prompt) - len(rest)
+            if cache is None and self._kv_group is not None:
+                cache = self._new_cache()
+            splits = [point - cached for point in self._stops(command, cached)]
+            uid = next(self._uids)
+            admission = Admission(
+                uid,
+                segments(command.prompt[cached:], splits),
+                s.max_tokens,
+                self._samplers(s.temperature, s.top_p, s.top_k, s.seed),
+                command.logits_processors,
+                cache,
+                command.prompt[:cached],
+                # NOTE: only greedy, unconstrained sequences speculate; the rest decode
+                # normally in the same step (grammar/penalty processors need per-token state).
+                speculate=s.temperature == 0 and not command.logits_processors,
+                alone=alone,
+                **(seen.admitted(cached) if seen is not None else {}),
+            )
             scheduler.admit(admission)
         except Exception as exc:
             log.exception("could not insert a request")
@@ -450,6 +451,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             scope=command.scope,
             prompt_tokens=len(command.prompt),
             written_to=cached,
+            key=key if seen is not None else None,
         )
         if self._metrics is not None:
             self._metrics.prompt(len(command.prompt), cached)
@@ -524,7 +526,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         """Puts a prompt-cache entry of `entry`'s in memory and on disk (a checkpoint's, or a
         finished turn's: `prompt_cache.py`); `written`: the prompt tokens it holds."""
         assert self._prompt_cache is not None
-        self._prompt_cache.keep(entry.scope, tokens, cache)
+        self._prompt_cache.keep(entry.scope, entry.keyed(tokens), cache)
         entry.written_to = max(entry.written_to, written)
 
     def _deliver(

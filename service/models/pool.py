@@ -40,6 +40,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 if TYPE_CHECKING:  # a runtime imports MLX: `mlx-responses` imports this before it picks a BLAS
     from mlx_responses.service.config import Settings
+    from mlx_responses.service.engine.model import LoadedModel
     from mlx_responses.service.metrics import CoreMetrics
     from mlx_responses.service.models.runtime import ModelRuntime
 
@@ -425,20 +426,23 @@ class ModelPool:
         """Starts the model's engine worker (it loads the weights on its own thread)."""
         from mlx_responses.service.engine.blas import blas_in_use
         from mlx_responses.service.engine.model import load_model
+        from mlx_responses.service.engine.vision.encoder import ImageEncoder
         from mlx_responses.service.engine.worker import EngineWorker
         from mlx_responses.service.models.runtime import ModelRuntime
 
         s = self.settings
         started = time.perf_counter()
-        if vision_folder(model.source.folder):
-            from mlx_responses.service.models.vision_start import start_vision
+        vision = vision_folder(model.source.folder)
+        load: Callable[[], LoadedModel] = lambda: load_model(model.source.folder, model.id)  # noqa: E731
+        if vision:
+            from mlx_responses.service.models.vision_start import vision_loader
 
-            return await start_vision(model.id, model.source.folder, s, self.metrics)
+            load = vision_loader(model.id, model.source.folder)
         # --draft-model shares the first --model's tokenizer; the others serve without it.
         draft = self.draft if s.models and model is self.default else None
         speculative = "off" if s.speculative == "draft" and draft is None else s.speculative
         worker = EngineWorker(
-            lambda: load_model(model.source.folder, model.id),
+            load,
             name=f"mlx-engine-{model.id}",
             max_batch_size=s.max_batch_size,
             max_queued_requests=s.max_queued_requests,
@@ -455,6 +459,7 @@ class ModelPool:
             stream_window=s.stream_window_ms / 1000,
             batch_wait=s.batch_wait_ms / 1000,
             engine=s.engine,
+            encoder=ImageEncoder(s.image_encoding_cache_entries),
             metrics=self.metrics.engine,
         )
         loaded = await worker.start()
@@ -464,6 +469,10 @@ class ModelPool:
             time.perf_counter() - started,
             blas_in_use(),
         )
+        if vision:
+            from mlx_responses.service.models.vision_start import vision_runtime
+
+            return vision_runtime(model.id, loaded, worker, s, self.metrics)
         return ModelRuntime(loaded, worker)
 
     async def _unload(self, model: ServedModel, reason: str) -> None:

@@ -3,9 +3,9 @@
 A `--model` folder whose config.json has a `vision_config` is served through mlx-vlm: the
 chat template renders each image part as the model's image placeholder, the prompt is encoded
 as a text prompt is (client text stays text), each placeholder becomes its image's tokens
-(service/models/vision_tokens.py) and the processor gives the pixels; the model's VisionWorker
-(service/engine/vision_worker.py) generates, one request at a time. Text-only models keep
-ModelRuntime.
+(service/models/vision_tokens.py) and the processor gives the pixels. The model's EngineWorker
+encodes the images and batches the request with the model's others (service/engine/vision/).
+Text-only models keep ModelRuntime.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import secrets
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from mlx_responses.service.engine.model import LoadedModel, context_length_of, sampling_defaults
 from mlx_responses.service.engine.requests import (
     LogitsProcessor,
     SamplingParams,
 )
-from mlx_responses.service.engine.vision_worker import VisionInputs, VisionWorker
+from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
 from mlx_responses.service.errors import invalid
 from mlx_responses.service.models.runtime import ModelRuntime
@@ -49,7 +49,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 LOW_DETAIL_SIDE = 512
 
 
-def load_vision_model(folder: Path, alias: str) -> tuple[LoadedModel, Any]:
+def load_vision_model(folder: Path, alias: str) -> LoadedModel:
     """Loads a VLM folder with mlx-vlm (on the engine thread): the model and its processor."""
     from mlx_lm.tokenizer_utils import TokenizerWrapper
     from mlx_vlm import load
@@ -73,8 +73,9 @@ def load_vision_model(folder: Path, alias: str) -> tuple[LoadedModel, Any]:
         ),
         default_temperature=temperature,
         default_top_p=top_p,
+        processor=processor,
     )
-    return loaded, processor
+    return loaded
 
 
 class VisionRuntime(ModelRuntime):
@@ -82,11 +83,9 @@ class VisionRuntime(ModelRuntime):
 
     reads_media = True
 
-    def __init__(self, loaded: LoadedModel, worker: VisionWorker, limits: MediaLimits) -> None:
-        # ModelRuntime keeps `worker` for the pool (stop, unload) and the metrics (stats,
-        # in_flight), which a VisionWorker answers as an EngineWorker does.
-        super().__init__(loaded, cast(EngineWorker, worker))
-        self.vision = worker
+    def __init__(self, loaded: LoadedModel, worker: EngineWorker, limits: MediaLimits) -> None:
+        super().__init__(loaded, worker)
+        self.processor = loaded.processor
         self.limits = limits
         self._placeholder: Placeholder | None = None
 
@@ -162,9 +161,7 @@ class VisionRuntime(ModelRuntime):
         if self._placeholder is None:
             self._placeholder = image_placeholder(self.loaded.tokenizer)
         pictures = [_sized(image) for image in images]
-        tokens, arrays = expand_images(
-            text.tokens, self._placeholder, self.vision.processor, pictures
-        )
+        tokens, arrays = expand_images(text.tokens, self._placeholder, self.processor, pictures)
         inputs = VisionInputs(
             pixel_values=arrays.get("pixel_values"),
             image_grid_thw=arrays.get("image_grid_thw"),
@@ -184,7 +181,7 @@ class VisionRuntime(ModelRuntime):
         checkpoints: Sequence[int],
     ) -> GenerationStream:
         inputs = vision if isinstance(vision, VisionInputs) else None
-        return self.vision.submit(tokens, sampling, processors, inputs)
+        return self.worker.submit(tokens, sampling, processors, checkpoints, vision=inputs)
 
 
 def _split(content: str, mark: str) -> list[dict[str, str]]:

@@ -69,6 +69,13 @@ def _messages_as_responses(body: dict[str, Any], url: str) -> list[dict[str, Any
     return [{"type": "input_image", "image_url": url}, {"type": "input_text", "text": text}]
 
 
+def _encodings(stack: Stack) -> float:
+    """Images encoded or read from the image-encoding cache so far."""
+    return _metric(stack, "image_encoding_cache_hits") + _metric(
+        stack, "image_encoding_cache_misses"
+    )
+
+
 def test_open_webui_chat_image_is_answered_and_counted(vlm_stack: Stack) -> None:
     body = {**_fixture(vlm_stack, "open_webui_chat"), "max_tokens": 3, "temperature": 0}
     first = _post(vlm_stack, "/v1/chat/completions", body)
@@ -77,14 +84,16 @@ def test_open_webui_chat_image_is_answered_and_counted(vlm_stack: Stack) -> None
     assert usage["completion_tokens"] >= 1
     assert usage["prompt_tokens"] > _image_tokens(56, 56)
     assert usage["prompt_tokens"] == _responses_input_tokens(vlm_stack, _chat_as_responses(body))
-    hits = _metric(vlm_stack, "image_encoding_cache_hits")
+    encoded = _encodings(vlm_stack)
     again = _post(vlm_stack, "/v1/chat/completions", body)
     assert again.status_code == 200, again.text
     assert again.json()["usage"]["prompt_tokens"] == usage["prompt_tokens"]
     assert again.json()["choices"][0]["message"] == first.json()["choices"][0]["message"]
-    assert _metric(vlm_stack, "image_encoding_cache_hits") > hits  # the same encoding cache
-    # VLM requests reuse no KV prefix (docs/guides/vision.md), on /v1/responses alike.
-    assert again.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    # The resent prompt, its image included, is read from the prompt cache (all but its last
+    # token: the step that feeds it gives the first logits): its image is not encoded again.
+    assert _encodings(vlm_stack) == encoded
+    cached = again.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached == usage["prompt_tokens"] - 1
 
 
 def test_open_webui_streamed_chat_image(vlm_stack: Stack) -> None:
@@ -108,16 +117,23 @@ def test_anthropic_sdk_base64_image(vlm_stack: Stack) -> None:
     client = anthropic.Anthropic(base_url=vlm_stack.base_url, api_key="x", max_retries=0)
     message = client.messages.create(**body)
     counted = client.messages.count_tokens(model=body["model"], messages=body["messages"])
-    billed = message.usage.input_tokens + (message.usage.cache_read_input_tokens or 0)
+    billed = (
+        message.usage.input_tokens
+        + (message.usage.cache_read_input_tokens or 0)
+        + (message.usage.cache_creation_input_tokens or 0)
+    )
     assert message.usage.output_tokens >= 1 and message.content
     assert counted.input_tokens == billed > _image_tokens(56, 56)
     source = body["messages"][0]["content"][0]["source"]
     url = f"data:{source['media_type']};base64,{source['data']}"
     assert billed == _responses_input_tokens(vlm_stack, _messages_as_responses(body, url))
-    hits = _metric(vlm_stack, "image_encoding_cache_hits")
+    encoded = _encodings(vlm_stack)
     again = client.messages.create(**body)
-    assert again.usage.input_tokens == billed and not again.usage.cache_read_input_tokens
-    assert _metric(vlm_stack, "image_encoding_cache_hits") > hits
+    usage = again.usage
+    read = usage.cache_read_input_tokens or 0
+    written = usage.cache_creation_input_tokens or 0
+    assert usage.input_tokens + read + written == billed and read > _image_tokens(56, 56)
+    assert _encodings(vlm_stack) == encoded  # its image came with the cached prefix
 
 
 @pytest.fixture
@@ -137,7 +153,10 @@ def test_anthropic_sdk_url_image(vlm_stack: Stack, remote_media: None) -> None:
         reply = _post(vlm_stack, "/v1/messages", body)
         assert reply.status_code == 200, reply.text
         usage = reply.json()["usage"]
-        billed = usage["input_tokens"] + usage["cache_read_input_tokens"]
+        billed = sum(
+            usage[k]
+            for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        )
         counted = _post(vlm_stack, "/v1/messages/count_tokens", body)
         assert counted.json() == {"input_tokens": billed}
         url = f"{base}/image.png"

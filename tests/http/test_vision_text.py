@@ -166,7 +166,7 @@ def test_plain_image_prompt_is_what_the_processor_gives(vlm_stack: Stack) -> Non
         _user(_text("Compare "), _image(_png(56, 56, 3)), _text(" and "), _image(_png(84, 28, 4)))
     ]
     prompt = _render(vlm_stack, items)
-    processor = runtime.vision.processor
+    processor = runtime.processor
     pictures = [
         Image.open(io.BytesIO(base64.b64decode(_png(w, h, s).split(",")[1])))
         for w, h, s in ((56, 56, 3), (84, 28, 4))
@@ -218,7 +218,7 @@ def test_images_cut_by_processor_calls_as_by_the_grid(vlm_stack: Stack) -> None:
     from mlx_responses.service.models import vision_tokens
 
     runtime = _runtime(vlm_stack)
-    processor = runtime.vision.processor
+    processor = runtime.processor
     placeholder = vision_tokens.image_placeholder(runtime.loaded.tokenizer)
     assert placeholder.text == "<|vision_start|><|image_pad|><|vision_end|>"
     pictures = [Image.new("RGB", size, (9, 9, 9)) for size in ((28, 56), (112, 84), (56, 56))]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import mlx.core as mx
-from mlx_responses.service.engine.vision_worker import decodable_only
+from mlx_responses.service.engine.vision.language import decodable_only
 
 
 def test_padding_ids_are_never_sampled() -> None:

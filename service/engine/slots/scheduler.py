@@ -99,13 +99,14 @@ from mlx_responses.service.engine.slots.store import (
     window_start,
 )
 from mlx_responses.service.engine.slots.verify import SlotVerify
+from mlx_responses.service.engine.vision.language import VisionLanguage
+from mlx_responses.service.engine.vision.rows import chunk_inputs, step_inputs, vision_row
 
 
 class SlotScheduler(SlotVerify):
     """Continuous batching over fixed KV slots (a `scheduler.Scheduler`)."""
 
     rewinds_any_window = True  # a rejected draft is a length not advanced
-    takes_embeddings = False
 
     def __init__(
         self,
@@ -123,6 +124,8 @@ class SlotScheduler(SlotVerify):
         """`kv_bits` (4 or 8) with `kv_group` (the model's group size, `kv_group_size`): the
         slots hold quantized keys and values (plain caches only)."""
         self.model = model
+        # A vision model's language side prefills image prompts from their embeddings.
+        self.takes_embeddings = isinstance(model, VisionLanguage)
         self._spec = speculation
         self.speculates = speculation is not None
         # With a draft model, the stores of the target's layers come first, then the draft's.
@@ -163,7 +166,8 @@ class SlotScheduler(SlotVerify):
     def admit(self, admission: Admission) -> None:
         """A prompt in segments: a prefill chunk ends where each but the last ends, and, with
         `prompt_ends`, an entry is taken there, as at the prompt's last token."""
-        if admission.embeddings is not None:
+        vision = vision_row(admission.embeddings, admission.positions, len(admission.cached))
+        if vision is not None and not self.takes_embeddings:
             raise ValueError("these slots take token ids only")
         parts = admission.segments
         prompt = admission.prompt
@@ -182,6 +186,7 @@ class SlotScheduler(SlotVerify):
             processors=list(admission.logits_processors),
             cache=cache,
             stops=tuple(len(before) + end for end in ends if 0 < end < len(prompt) - 1),
+            vision=vision,
         )
         self._queue.append(seq)
         if self._spec is not None and admission.speculate:
@@ -371,7 +376,9 @@ class SlotScheduler(SlotVerify):
         plan = PrefillPlan(slots, starts, width, self.window)
         # Right-padded: what the padding writes past a row's chunk is never attended.
         inputs = mx.array([chunk + [0] * (width - len(chunk)) for chunk in chunks], mx.uint32)
-        self._forward(inputs, [PrefillView(store, plan) for store in self._stores])
+        rows = [(s.vision, len(s.tokens), c) for s, c in zip(waiting, chunks, strict=True)]
+        extra = chunk_inputs(self.model, rows, width)
+        self._forward(inputs, [PrefillView(store, plan) for store in self._stores], extra=extra)
         mx.async_eval([(s.keys, s.values) for s in self._stores])  # not the logits
         for seq, chunk in zip(waiting, chunks, strict=True):
             seq.pending = seq.pending[len(chunk) :]
@@ -465,7 +472,9 @@ class SlotScheduler(SlotVerify):
         plan = DecodePlan(lengths, slots, self.window)
         views = [DecodeView(store, plan) for store in self._stores]
         # The draft model does not read a decode step's tokens: it catches up when it drafts.
-        logits = self._forward(inputs.astype(mx.uint32)[:, None], views, draft=False)[:, -1, :]
+        extra = step_inputs([seq.vision if seq else None for seq in self.slots[:hi]], lengths)
+        logits = self._forward(inputs.astype(mx.uint32)[:, None], views, draft=False, extra=extra)
+        logits = logits[:, -1, :]
         if index is not None:
             logits = logits[index]
         fed: list[int] = []
@@ -498,12 +507,19 @@ class SlotScheduler(SlotVerify):
                 self._pending = ([named[i] for i in still], tokens[keep], logprobs[keep])
         return responses
 
-    def _forward(self, inputs: mx.array, views: list[Any], *, draft: bool = True) -> mx.array:
-        """The model over `inputs` (the target's logits); with `draft`, a draft model reads
-        them too (its logits never computed: the stores are what a step evaluates)."""
+    def _forward(
+        self,
+        inputs: mx.array,
+        views: list[Any],
+        *,
+        draft: bool = True,
+        extra: dict[str, mx.array] | None = None,
+    ) -> mx.array:
+        """The model over `inputs` and `extra` (vision/rows.py): the target's logits; with
+        `draft`, a draft model reads them too (the stores are what a step evaluates)."""
         spec = self._spec
         if spec is None or spec.drafted is None:
-            out: mx.array = self.model(inputs, cache=views)
+            out: mx.array = self.model(inputs, cache=views, **(extra or {}))
             return out
         if draft:
             spec.drafted.draft(inputs, cache=views[self._split :])

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from mlx_responses.service.engine.vision.rows import VisionRow
 
 
 @dataclass
@@ -24,6 +25,7 @@ class SlotSequence:
     generated: int = 0
     ready: bool = False  # prefilled: a token waits to be fed (the last prompt one, or sampled)
     drafted_to: int = 0  # with a draft model: the positions its slot holds (it lags the target)
+    vision: VisionRow | None = None  # its embeddings and positions (a vision model's image prompt)
 
 
 @dataclass

@@ -1,0 +1,74 @@
+"""A vision-language model's language side as the slot scheduler calls a text model.
+
+`model(inputs, cache=views)` gives logits, as an mlx-lm model does; `embeds` (a prefill chunk's
+input embeddings, [rows, width, hidden]) replaces the token lookup and `positions` ([3, rows,
+width], `positions.py`) the rotary positions that a text model derives from its cache's offset.
+Without `positions`, each row's positions run on from its cache offset (text alone). Its logits
+never pick an id past the tokenizer's (`decodable_only`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+from mlx_responses.service.engine.requests import LogitsProcessor
+
+
+def decodable_only(n_tokens: int) -> LogitsProcessor:
+    """Never sample an id past the tokenizer's: a model's head is often wider (padded), and
+    a padding id has no text (the detokenizer would fail on it)."""
+
+    def mask(tokens: mx.array, logits: mx.array) -> mx.array:
+        if logits.shape[-1] <= n_tokens:
+            return logits
+        allowed = mx.arange(logits.shape[-1]) < n_tokens
+        return mx.where(allowed, logits, mx.array(-mx.inf, logits.dtype))
+
+    return mask
+
+
+def is_vision_model(model: Any) -> bool:
+    """An mlx-vlm model: a language side taking input embeddings, and their computation."""
+    return hasattr(model, "language_model") and hasattr(model, "get_input_embeddings")
+
+
+class VisionLanguage:
+    """Wraps an mlx-vlm model (`language_model` and `vision_tower`): its layers and forward."""
+
+    def __init__(self, model: Any, n_tokens: int) -> None:
+        """`n_tokens`: the tokenizer's ids (the head may be wider)."""
+        self.vlm = model
+        self.language = model.language_model
+        self.layers = list(self.language.model.layers)
+        self._decodable = decodable_only(n_tokens)
+
+    def embed(self, tokens: mx.array) -> mx.array:
+        """[rows, width] token ids -> their input embeddings."""
+        out: mx.array = self.language.model.embed_tokens(tokens)
+        return out
+
+    def __call__(
+        self,
+        inputs: mx.array,
+        cache: list[Any] | None = None,
+        *,
+        embeds: mx.array | None = None,
+        positions: mx.array | None = None,
+    ) -> mx.array:
+        if positions is None:
+            positions = _positions_from(cache, inputs.shape[0], inputs.shape[1])
+        out = self.language(inputs, inputs_embeds=embeds, cache=cache, position_ids=positions)
+        logits: mx.array = self._decodable(inputs, out.logits)
+        return logits
+
+
+def _positions_from(cache: list[Any] | None, rows: int, width: int) -> mx.array:
+    """[3, rows, width]: positions offset..offset+width-1 of each row (its cache's offset)."""
+    offset = cache[0].offset if cache else 0
+    base = mx.arange(width, dtype=mx.int32)[None, :]
+    if isinstance(offset, mx.array) and offset.ndim > 0:
+        ids = offset.astype(mx.int32)[:, None] + base
+    else:
+        ids = mx.broadcast_to(base + int(offset), (rows, width))
+    return mx.broadcast_to(ids[None], (3, rows, width))

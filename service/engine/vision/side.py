@@ -1,0 +1,92 @@
+"""A vision model's part of the engine worker: what an image request brings to its admission.
+
+The worker serves a vision-language model as a text one, on the slots: its language side
+(`language.VisionLanguage`) is the model the scheduler calls. An image request is encoded when
+it is admitted (`encoder.py`: the vision tower off the decode step, cached by content), and
+admitted with its input embeddings and M-RoPE positions; its prompt-cache key is its tokens with
+each image's standing for the image (`cache_key.py`), so its next turn, or the same images
+resent, start from the prompt cache as a text conversation does; past a cached prefix that holds
+all its images, it is admitted with its positions alone (no tower, no embeddings). A text
+request on the same model is admitted as on a text model's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mlx_responses.service.config import ConfigError
+from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.vision.cache_key import keyed_tokens
+from mlx_responses.service.engine.vision.encoder import ImageEncoder
+from mlx_responses.service.engine.vision.inputs import VisionInputs
+from mlx_responses.service.engine.vision.language import VisionLanguage, is_vision_model
+
+__all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide", "see"]
+
+# The families whose language side the slots drive (tested: a random Qwen2-VL; Qwen2.5-VL has
+# the same language model and inputs): M-RoPE, plain KV caches, everything in the embeddings.
+# Others (sliding windows, deepstack features, their own masks) are refused at load.
+BATCHED = ("qwen2_vl", "qwen2_5_vl")
+
+
+def see(
+    side: VisionSide | None, prompt: list[int], inputs: VisionInputs | None
+) -> tuple[Seen | None, list[int]]:
+    """A request as the worker admits it: an image request's `Seen` (None for text), and its
+    prompt-cache key (a text prompt's tokens are its key)."""
+    seen = side.see(prompt, inputs) if side is not None else None
+    return seen, seen.key if seen is not None else prompt
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An image request as the worker admits it: its prompt-cache key, then its embeddings and
+    positions (`admitted`)."""
+
+    key: list[int]
+    side: VisionSide
+    prompt: list[int]
+    inputs: VisionInputs
+
+    def admitted(self, cached: int) -> dict[str, Any]:
+        """`Admission`'s embeddings and positions past the `cached` tokens: with no image
+        past them (the prompt cache holds them all: a conversation's next turn), positions
+        alone (no tower, no embeddings: the rest is text)."""
+        side, prompt, inputs = self.side, self.prompt, self.inputs
+        if side.image_token not in prompt[cached:]:
+            return {"positions": side.encoder.positions(side.model, prompt, inputs)}
+        encoded = side.encoder.prompt(side.model, prompt, inputs)
+        return {"embeddings": encoded.embeds[cached:], "positions": encoded.positions}
+
+
+class VisionSide:
+    """Owned by the engine thread: the model's language side, encoder and image token."""
+
+    def __init__(self, loaded: LoadedModel, encoder: ImageEncoder) -> None:
+        self.model = loaded.model
+        self.language = VisionLanguage(loaded.model, len(loaded.tokenizer))
+        self.encoder = encoder
+        self.image_token: int = loaded.model.config.image_token_id  # Qwen-VL's configs have it
+        encoder.clear()
+
+    @classmethod
+    def of(cls, loaded: LoadedModel, encoder: ImageEncoder) -> VisionSide | None:
+        """The side of a vision model (an mlx-vlm one); None for a text model. Raises
+        ConfigError for a vision model of a family the slots do not serve (`BATCHED`)."""
+        if not is_vision_model(loaded.model):
+            return None
+        family = getattr(loaded.model.config, "model_type", None)
+        if family not in BATCHED:
+            raise ConfigError(
+                f"{loaded.path} is a {family} vision-language model: images are served for "
+                f"the Qwen-VL family only ({', '.join(BATCHED)})"
+            )
+        return cls(loaded, encoder)
+
+    def see(self, prompt: list[int], inputs: VisionInputs | None) -> Seen | None:
+        """An image request's `Seen`; None for a text request (its tokens are its key)."""
+        if inputs is None or inputs.pixel_values is None:
+            return None
+        key = keyed_tokens(prompt, self.image_token, inputs.image_keys)
+        return Seen(key, self, prompt, inputs)

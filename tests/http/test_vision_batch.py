@@ -1,0 +1,165 @@
+"""Image requests on the shared scheduler: decoded in one batch, their next turn served from the
+prompt cache, their greedy tokens those of mlx-vlm's own generate (one request at a time); on
+the tiny random Qwen2-VL (tests/support/random_vlm.py), through the HTTP façade."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("mlx_vlm")
+from mlx_responses.service.models.vision_runtime import VisionRuntime
+from mlx_responses.service.responses.validation import validate_params
+
+from mlx_responses.v1 import responses_pb2 as pb
+from tests.http.test_dialect_vision import _encodings
+from tests.http.test_vision_text import _png
+from tests.support.stack import Stack
+
+TOKENS = 10
+
+
+def _user(text: str, url: str) -> dict[str, Any]:
+    parts = [{"type": "input_text", "text": text}, {"type": "input_image", "image_url": url}]
+    return {"role": "user", "content": parts}
+
+
+def _create(stack: Stack, **body: Any) -> dict[str, Any]:
+    body = {
+        "model": stack.settings.models[0].name,
+        "max_output_tokens": TOKENS,
+        "temperature": 0,
+        **body,
+    }
+    reply = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    out: dict[str, Any] = reply.json()
+    return out
+
+
+def _cached(response: dict[str, Any]) -> int:
+    return int(response["usage"]["input_tokens_details"]["cached_tokens"])
+
+
+def _text(response: dict[str, Any]) -> str:
+    return "".join(
+        part["text"]
+        for item in response["output"]
+        if item["type"] == "message"
+        for part in item["content"]
+    )
+
+
+def _runtime(stack: Stack) -> VisionRuntime:
+    assert stack.core is not None
+    runtime = stack.core.models.default.runtime
+    assert isinstance(runtime, VisionRuntime)
+    return runtime
+
+
+def test_concurrent_image_requests_decode_in_one_batch(vlm_stack: Stack) -> None:
+    requests = [[_user(f"Describe picture {k}.", _png(56 + 28 * k, 56, k))] for k in range(4)]
+    # Long enough that the four overlap however slowly their requests arrive.
+    with ThreadPoolExecutor(4) as pool:
+        replies = list(
+            pool.map(lambda items: _create(vlm_stack, input=items, max_output_tokens=128), requests)
+        )
+    assert all(r["usage"]["output_tokens"] == 128 for r in replies)
+    assert vlm_stack.engine_stats.max_batch_seen >= 2
+
+
+def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(vlm_stack: Stack) -> None:
+    url = _png(112, 84, 7)
+    first = _create(vlm_stack, input=[_user("What is in this picture?", url)], store=True)
+    encodings = _encodings(vlm_stack)
+    second = _create(
+        vlm_stack,
+        previous_response_id=first["id"],
+        input=[{"role": "user", "content": "And its colours?"}],
+    )
+    # The whole first turn's prompt (its image included) comes from the prompt cache.
+    assert _cached(second) >= first["usage"]["input_tokens"] - 1
+    assert second["usage"]["input_tokens"] > first["usage"]["input_tokens"]
+    # Its image is in the cached prefix: no tower, not even an encoding read.
+    assert _encodings(vlm_stack) == encodings
+
+
+def test_another_image_at_the_same_place_is_not_served_from_the_cache(vlm_stack: Stack) -> None:
+    """Two images of one size have the same tokens: the cache key tells them apart."""
+    text = "A picture to look at closely:"
+    first = _create(vlm_stack, input=[_user(text, _png(84, 84, 8))])
+    same = _create(vlm_stack, input=[_user(text, _png(84, 84, 8))])
+    other = _create(vlm_stack, input=[_user(text, _png(84, 84, 9))])
+    n = first["usage"]["input_tokens"]
+    assert _cached(same) >= n - 1
+    image_tokens = (84 // 28) ** 2
+    # Only the text before the image is shared.
+    assert 0 < _cached(other) < n - image_tokens
+    assert _text(same) == _text(first)  # a cached prefix generates what a fresh one does
+
+
+def test_batched_greedy_tokens_are_mlx_vlms_own(vlm_stack: Stack) -> None:
+    """Four image requests at once, each what mlx-vlm's generate gives it alone (what the
+    one-at-a-time engine gave)."""
+    from mlx_vlm import load, stream_generate
+
+    runtime = _runtime(vlm_stack)
+    requests = [
+        [_user(f"Picture {k}, what is it?", _png(28 * (k + 1), 56, 20 + k))] for k in range(4)
+    ]
+    with ThreadPoolExecutor(4) as pool:
+        replies = list(pool.map(lambda items: _create(vlm_stack, input=items), requests))
+    model, processor = load(str(runtime.loaded.path))
+    n_tokens = len(processor.tokenizer)
+
+    def decodable(tokens: Any, logits: Any) -> Any:
+        import mlx.core as mx
+
+        return mx.where(mx.arange(logits.shape[-1]) < n_tokens, logits, -mx.inf)
+
+    for items, reply in zip(requests, replies, strict=True):
+        import mlx.core as mx
+
+        message = pb.Item()
+        message.message.role = pb.ROLE_USER
+        message.message.content.add().input_text.text = items[0]["content"][0]["text"]
+        message.message.content.add().input_image.image_url = items[0]["content"][1]["image_url"]
+        params = pb.CreateResponseParams(model=vlm_stack.settings.models[0].name)
+        params.input.append(message)
+        prompt = runtime.render_request(
+            params, validate_params(params, runtime.loaded.accepts_name), list(params.input)
+        )
+        assert prompt.vision is not None
+        tokens = []
+        for result in stream_generate(
+            model,
+            processor,
+            "",
+            input_ids=mx.array([prompt.tokens]),
+            pixel_values=mx.array(prompt.vision.pixel_values),
+            image_grid_thw=mx.array(prompt.vision.image_grid_thw),
+            max_tokens=TOKENS,
+            sampler=lambda logprobs: mx.argmax(logprobs, axis=-1),
+            logits_processors=[decodable],
+        ):
+            if result.token is None:
+                break
+            tokens.append(int(result.token))
+        want = runtime.loaded.tokenizer.decode(tokens[:TOKENS])
+        assert _text(reply) == want
+
+
+def test_a_text_request_decodes_beside_image_requests_unchanged(vlm_stack: Stack) -> None:
+    """Text and image requests of the model share the batch; each row keeps its own positions,
+    so the text request's greedy text is what it is alone."""
+    text = [{"role": "user", "content": "Tell me a story about a lighthouse."}]
+    alone = _text(_create(vlm_stack, input=text, max_output_tokens=48))
+    images = [[_user(f"Picture {k}?", _png(84, 56, 40 + k))] for k in range(3)]
+    with ThreadPoolExecutor(4) as pool:
+        beside = pool.submit(_create, vlm_stack, input=text, max_output_tokens=48)
+        others = [pool.submit(_create, vlm_stack, input=i, max_output_tokens=48) for i in images]
+        assert _text(beside.result()) == alone
+        assert all(o.result()["usage"]["output_tokens"] == 48 for o in others)
