@@ -14,21 +14,29 @@ from mlx_responses.service.engine.batch.scheduler import BatchScheduler
 from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.requests import EngineStats
 from mlx_responses.service.engine.scheduler import Scheduler
-from mlx_responses.service.engine.slots import SlotScheduler, SlotSpeculation
+from mlx_responses.service.engine.slots import SlotScheduler, SlotSpeculation, slots_serve
 from mlx_responses.service.engine.solo import SoloScheduler
 from mlx_responses.service.flags import Prefill
 
 ENGINES = ("batch", "slots")
 
 
-def choose_engine(slots_fit: bool, device: str) -> str:
-    """`--engine auto`: our fixed slots where they are measured faster and serve everything
-    asked (a CPU; the model's caches are ones they hold: `slots_fit`; with speculation or
-    quantized KV too), else mlx-lm's batch.
+def resolve_engine(engine: str, model: Any, device: str) -> str:
+    """ "batch" or "slots" for `--engine` (`engine`) on `model` and `device` ("cpu", "gpu").
 
-    NOTE: a GPU keeps mlx-lm's BatchGenerator until the slots are measured on one.
+    `auto`: our fixed slots where they are measured faster and serve everything asked (a CPU;
+    the model's caches are ones they hold: `slots_serve`; with speculation or quantized KV
+    too), else mlx-lm's batch. NOTE: a GPU keeps mlx-lm's BatchGenerator until the slots are
+    measured on one. Raises ValueError for "slots" on a model they cannot hold.
     """
-    return "slots" if slots_fit and device == "cpu" else "batch"
+    fits = slots_serve(model)
+    if engine == "auto":
+        return "slots" if fits and device == "cpu" else "batch"
+    if engine == "slots" and not fits:
+        raise ValueError(
+            "--engine slots needs plain KV caches or one sliding window on every layer"
+        )
+    return engine
 
 
 def new_scheduler(

@@ -38,9 +38,8 @@ from mlx_responses.service.engine.requests import (
     SamplingParams,
 )
 from mlx_responses.service.engine.scheduler import Admission, Scheduler, Token, segments
-from mlx_responses.service.engine.schedulers import choose_engine, new_scheduler
+from mlx_responses.service.engine.schedulers import new_scheduler, resolve_engine
 from mlx_responses.service.engine.seeded_sampler import Samplers
-from mlx_responses.service.engine.slots import slots_serve
 from mlx_responses.service.engine.stream import GenerationStream
 from mlx_responses.service.flags import Prefill, prefill_for_device
 from mlx_responses.service.ids import OWNER
@@ -238,15 +237,13 @@ class EngineWorker(ModelThread[LoadedModel]):
             loaded = self._loaded = self.load()
             self._batch_model = loaded.model
             plain = plain_caches(loaded.model)
-            slots_fit = slots_serve(loaded.model)
-            if self.engine == "auto":
-                self.engine = choose_engine(slots_fit, device_kind())
-            if self.engine == "slots" and not slots_fit:
+            try:
+                self.engine = resolve_engine(self.engine, loaded.model, device_kind())
+            except ValueError as exc:
                 raise ConfigError(
-                    "--engine slots needs plain KV caches or one sliding window on every "
-                    f"layer; {loaded.path} mixes windows or has recurrent layers "
+                    f"{exc}; {loaded.path} mixes windows or has recurrent layers "
                     "(use --engine batch)"
-                )
+                ) from exc
             models = [loaded.model]
             if self.speculative == "draft":
                 self._batch_model = self._drafted(loaded)

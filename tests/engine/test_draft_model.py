@@ -202,6 +202,7 @@ def test_the_draft_cache_stays_aligned_with_the_target_cache(
     finish (prompt-cache extract) while it lags, and their entries hold both caches at the
     same offsets."""
     from mlx_lm.generate import BatchGenerator
+    from mlx_responses.service.engine.batch.quantized_cache import mergeable
     from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
     from mlx_responses.service.engine.kv_quant import kv_group_size, new_sequence_cache
 
@@ -221,7 +222,7 @@ def test_the_draft_cache_stays_aligned_with_the_target_cache(
     def insert(texts: tuple[str, ...], max_tokens: list[int]) -> list[int]:
         caches = None
         if kv_bits is not None:
-            caches = [new_sequence_cache(pair, group, kv_bits) for _ in texts]
+            caches = [mergeable(new_sequence_cache(pair, group, kv_bits)) for _ in texts]
         prompts = [loaded.tokenizer.encode(p) for p in texts]
         uids: list[int] = admit(generator, prompts, max_tokens=max_tokens, caches=caches)
         batch.eligible.update(uids)
