@@ -14,8 +14,9 @@ from mlx_responses.service.engine.batch.scheduler import BatchScheduler
 from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.requests import EngineStats
 from mlx_responses.service.engine.scheduler import Scheduler
-from mlx_responses.service.engine.slots import SlotScheduler, SlotSpeculation, slots_serve
+from mlx_responses.service.engine.slots import SlotScheduler, slots_serve
 from mlx_responses.service.engine.solo import SoloScheduler
+from mlx_responses.service.engine.speculation import SpeculationPolicy
 from mlx_responses.service.flags import Prefill
 
 ENGINES = ("batch", "slots")
@@ -67,7 +68,7 @@ def new_scheduler(
             completion_batch_size=max_batch_size,
             prefill_batch_size=prefill.batch_size,
             prefill_step_size=prefill_step_size,
-            speculation=SlotSpeculation(num_draft_tokens, drafted) if speculate else None,
+            speculation=SpeculationPolicy(num_draft_tokens, drafted) if speculate else None,
             kv_bits=kv[0] if kv is not None else None,
             kv_group=kv[1] if kv is not None else None,
         )

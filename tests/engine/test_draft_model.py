@@ -14,6 +14,7 @@ from mlx_responses.service.engine import speculation as speculative
 from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import SamplingParams
+from mlx_responses.service.engine.speculation import SpeculationPolicy
 from mlx_responses.service.engine.worker import EngineWorker
 
 from tests.engine.test_speculative import PROMPTS, _ban
@@ -294,12 +295,11 @@ def test_the_slots_draft_keys_stay_aligned_with_the_target_keys(
     if policy == "intermittent":
         request.getfixturevalue("intermittent")
     from mlx_responses.service.engine.slots import SlotScheduler
-    from mlx_responses.service.engine.slots.speculation import SlotSpeculation
 
     loaded = load_model(head32_target)
     draft = loaded.model if which == "same" else load_model(wrong_draft).model
     pair = DraftedModel(loaded.model, draft, loaded.vocab_size)
-    spec = SlotSpeculation(4, pair)
+    spec = SpeculationPolicy(4, pair)
     generator = SlotScheduler(
         pair,
         stop_tokens=[],

@@ -41,7 +41,8 @@ per slot grows with the context as without a window (the store is not a ring; a 
 window + chunk positions per slot is a later step). Mixed windows, windows that keep their first
 tokens, and recurrent layers are refused (`uniform_window`).
 
-Speculative decoding (`--speculative ngram|draft`, `speculation.py`, `verify.py`): a verify step
+Speculative decoding (`--speculative ngram|draft`; the policy `engine/speculation.py`'s, the steps
+`verify.py`'s): a verify step
 replaces the decode step when drafts are worth it; each decoding row feeds its pending token
 and its drafts, written into its own slot (the decoding rows only, gathered when not the
 first slots), and a rejected draft is a length not advanced. A draft model's layers have
@@ -85,7 +86,6 @@ from mlx_responses.service.engine.scheduler import (
 )
 from mlx_responses.service.engine.slots.fit import uniform_window
 from mlx_responses.service.engine.slots.sequence import DecodeRows, SlotSequence, arrival
-from mlx_responses.service.engine.slots.speculation import SlotSpeculation
 from mlx_responses.service.engine.slots.store import (
     ALL_HEADS,
     DecodePlan,
@@ -99,6 +99,7 @@ from mlx_responses.service.engine.slots.store import (
     window_start,
 )
 from mlx_responses.service.engine.slots.verify import SlotVerify
+from mlx_responses.service.engine.speculation import SpeculationPolicy
 
 
 class SlotScheduler(SlotVerify):
@@ -116,7 +117,7 @@ class SlotScheduler(SlotVerify):
         prefill_batch_size: int,
         prefill_step_size: int,
         sampler: Any = None,
-        speculation: SlotSpeculation | None = None,
+        speculation: SpeculationPolicy | None = None,
         kv_bits: int | None = None,
         kv_group: int | None = None,
     ) -> None:

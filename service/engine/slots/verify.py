@@ -8,16 +8,13 @@ the target's; they lag on decode steps and catch up when needed (`_catch_up`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
+from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.scheduler import Token
 from mlx_responses.service.engine.slots.sequence import DecodeRows, SlotSequence
-from mlx_responses.service.engine.slots.speculation import (
-    Candidate,
-    SlotSpeculation,
-    draft_columns,
-)
 from mlx_responses.service.engine.slots.store import (
     DecodePlan,
     DecodeView,
@@ -25,6 +22,7 @@ from mlx_responses.service.engine.slots.store import (
     PrefillView,
     Store,
 )
+from mlx_responses.service.engine.speculation import Candidate, SpeculationPolicy
 
 
 class SlotVerify:
@@ -32,7 +30,7 @@ class SlotVerify:
 
     model: Any
     window: int | None
-    _spec: SlotSpeculation | None
+    _spec: SpeculationPolicy | None
     _stores: list[Store]
     _split: int  # the first draft-model store
     _pending: tuple[list[tuple[int, int]], mx.array, mx.array] | None
@@ -211,3 +209,17 @@ class SlotVerify:
             mx.async_eval(self._pending[2])
         mx.async_eval([(s.keys, s.values) for s in self._stores])
         return responses
+
+
+def draft_columns(
+    drafted: DraftedModel, first: mx.array, width: int, views: Callable[[int], list[Any]]
+) -> mx.array:
+    """[rows, width + 1]: `first` (each row's pending token) then `width` greedy draft tokens.
+
+    `views(j)` gives the draft layers' caches for the j-th draft forward (each row writing the
+    j-th position past its length). Lazy: nothing is evaluated here."""
+    columns = [first[:, None]]
+    for j in range(width):
+        logits = drafted.draft(columns[-1], cache=views(j))[:, -1, : drafted.vocab_size]
+        columns.append(mx.argmax(logits, axis=-1).astype(mx.uint32)[:, None])
+    return mx.concatenate(columns, axis=1)
