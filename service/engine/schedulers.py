@@ -35,7 +35,8 @@ def resolve_engine(engine: str, model: Any, device: str) -> str:
         return "slots" if fits and device == "cpu" else "batch"
     if engine == "slots" and not fits:
         raise ValueError(
-            "--engine slots needs plain KV caches or one sliding window on every layer"
+            "--engine slots needs plain KV caches or sliding windows (keeping no first tokens) "
+            "on every layer"
         )
     return engine
 

@@ -241,7 +241,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                 self.engine = resolve_engine(self.engine, loaded.model, device_kind())
             except ValueError as exc:
                 raise ConfigError(
-                    f"{exc}; {loaded.path} mixes windows or has recurrent layers "
+                    f"{exc}; {loaded.path} has recurrent layers or other caches "
                     "(use --engine batch)"
                 ) from exc
             models = [loaded.model]

@@ -1,9 +1,11 @@
 """Which scheduler serves which of mlx-lm's caches (docs/concepts/architecture.md, "Which models
-need the batch engine"): the slots hold plain KV and one sliding window on every layer; mixed
-windows and recurrent state go to mlx-lm's batch, which batches them as it decodes them alone."""
+need the batch engine"): the slots hold plain KV and sliding windows, one per layer (gemma3's
+mixed layers decode the batch engine's tokens); recurrent state goes to mlx-lm's batch, which
+batches it as it decodes it alone."""
 
 from __future__ import annotations
 
+import copy
 import importlib
 from typing import Any
 
@@ -14,24 +16,24 @@ from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.scheduler import Admission
 from mlx_responses.service.engine.schedulers import resolve_engine
 from mlx_responses.service.engine.sliding_window import apply_window
-from mlx_responses.service.engine.slots import slots_serve
+from mlx_responses.service.engine.slots import SlotScheduler, layer_windows, slots_serve
 
 from tests.support.random_model import tiny_qwen3
 
+# Two sliding layers of 8 positions, then a full one, twice (gemma3's layout).
+GEMMA3 = {
+    "hidden_size": 32,
+    "num_hidden_layers": 6,
+    "intermediate_size": 64,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 16,
+    "vocab_size": 64,
+    "sliding_window": 8,
+    "sliding_window_pattern": 3,
+}
 # Tiny random models of mlx-lm architectures whose caches the slots do not hold.
 NOT_SLOTS = {
-    # Five sliding layers of 8 positions, then a full one.
-    "gemma3_text": {
-        "hidden_size": 16,
-        "num_hidden_layers": 6,
-        "intermediate_size": 32,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "head_dim": 8,
-        "vocab_size": 32,
-        "sliding_window": 8,
-        "sliding_window_pattern": 6,
-    },
     # Recurrent state only.
     "mamba": {
         "vocab_size": 32,
@@ -64,16 +66,16 @@ NOT_SLOTS = {
     },
 }
 CACHES = {
-    "gemma3_text": {"KVCache", "RotatingKVCache"},
     "mamba": {"ArraysCache"},
     "lfm2": {"ArraysCache", "KVCache"},
 }
 
 
-def _model(kind: str) -> Any:
+def _model(kind: str, config: dict[str, Any] | None = None) -> Any:
     module = importlib.import_module(f"mlx_lm.models.{kind}")
     mx.random.seed(0)
-    return module.Model(module.ModelArgs.from_dict({"model_type": kind, **NOT_SLOTS[kind]}))
+    args = {"model_type": kind, **(NOT_SLOTS[kind] if config is None else config)}
+    return module.Model(module.ModelArgs.from_dict(args))
 
 
 def _argmax(logprobs: mx.array) -> mx.array:
@@ -89,17 +91,35 @@ def _decode(model: Any, prompts: list[list[int]], tokens: int) -> list[list[int]
         prefill_batch_size=4,
         prefill_step_size=64,
     )
-    for uid, prompt in enumerate(prompts):
-        scheduler.admit(Admission(uid, [prompt], tokens, _argmax))
-    out: dict[int, list[int]] = {uid: [] for uid in range(len(prompts))}
-    finished: set[int] = set()
-    while len(finished) < len(prompts):
+    out, _ = _run(
+        scheduler, [Admission(uid, [p], tokens, _argmax) for uid, p in enumerate(prompts)]
+    )
+    scheduler.close()
+    return [out[uid] for uid in range(len(prompts))]
+
+
+def _run(
+    scheduler: Any,
+    first: list[Admission],
+    late: list[Admission] = (),  # type: ignore[assignment]
+) -> tuple[dict[int, list[int]], dict[int, Any]]:
+    """Steps until all finished, admitting `late` at the fifth step: each one's tokens, and
+    its finishing token (its prompt-cache entry)."""
+    for admission in first:
+        scheduler.admit(admission)
+    out: dict[int, list[int]] = {a.uid: [] for a in [*first, *late]}
+    ends: dict[int, Any] = {}
+    steps = 0
+    while len(ends) < len(out):
+        steps += 1
+        if steps == 5:
+            for admission in late:
+                scheduler.admit(admission)
         for token in scheduler.step().tokens:
             out[token.uid].append(token.token)
             if token.finish_reason is not None:
-                finished.add(token.uid)
-    scheduler.close()
-    return [out[uid] for uid in range(len(prompts))]
+                ends[token.uid] = token
+    return out, ends
 
 
 @pytest.mark.parametrize("kind", sorted(NOT_SLOTS))
@@ -116,6 +136,58 @@ def test_mixed_windows_and_recurrent_state_need_the_batch_engine(kind: str) -> N
     together = _decode(model, prompts, 12)
     assert together == [_decode(model, [p], 12)[0] for p in prompts]
     assert all(len(t) == 12 for t in together)
+
+
+def test_the_slots_decode_gemma3s_mixed_windows_as_mlx_lms_batch() -> None:
+    """Sliding and full layers side by side, each attending over its own window: prompts past
+    the window prefilled in chunks, late arrivals, then a second turn from each engine's
+    prompt-cache entries (either engine's entry restored in either), the same tokens."""
+    model = _model("gemma3_text", GEMMA3)
+    assert {type(c).__name__ for c in make_prompt_cache(model)} == {"KVCache", "RotatingKVCache"}
+    assert layer_windows(model) == [8, 8, None, 8, 8, None]
+    assert resolve_engine("auto", model, "cpu") == "slots"
+
+    def prompt(n: int, seed: int) -> list[int]:
+        return [(7 * j + 3 * seed) % 60 + 1 for j in range(n)]
+
+    def admissions(prompts: list[list[int]], start: int = 0, **kw: Any) -> list[Admission]:
+        return [Admission(start + i, [p], 24, _argmax, **kw) for i, p in enumerate(prompts)]
+
+    outputs, entries = {}, {}
+    for kind in ("batch", "slots"):
+        make = BatchScheduler if kind == "batch" else SlotScheduler
+        scheduler = make(
+            model,
+            stop_tokens=[],
+            completion_batch_size=8,
+            prefill_batch_size=8,
+            prefill_step_size=7,  # chunks that end inside and past the window
+        )
+        first = admissions([prompt(3, 0), prompt(19, 1), prompt(40, 2)])
+        late = admissions([prompt(11, 3), prompt(27, 4)], start=3)
+        outputs[kind], entries[kind] = _run(scheduler, first, late)
+        scheduler.close()
+    assert outputs["slots"] == outputs["batch"]
+    # Second turns: each entry (batch's for uid 2, slots' for uid 1) extended by new tokens,
+    # into both engines.
+    turns = {}
+    for kind in ("batch", "slots"):
+        make = BatchScheduler if kind == "batch" else SlotScheduler
+        scheduler = make(
+            model,
+            stop_tokens=[],
+            completion_batch_size=8,
+            prefill_batch_size=8,
+            prefill_step_size=7,
+        )
+        follow = []
+        for uid, (source, which) in enumerate((("batch", 2), ("slots", 1))):
+            end = entries[source][which]
+            cached = list(end.all_tokens)
+            copied = [copy.deepcopy(c) for c in end.prompt_cache]
+            follow.append(Admission(uid, [prompt(9, 5 + uid)], 12, _argmax, [], copied, cached))
+        turns[kind], _ = _run(scheduler, follow)
+    assert turns["slots"] == turns["batch"]
 
 
 @pytest.mark.parametrize("window", [None, 8])
