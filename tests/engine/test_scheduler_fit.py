@@ -32,6 +32,24 @@ GEMMA3 = {
     "sliding_window": 8,
     "sliding_window_pattern": 3,
 }
+# Sliding and full layers alternating, attention sinks and a mixture of experts (gpt-oss's).
+GPT_OSS = {
+    "hidden_size": 32,
+    "num_hidden_layers": 4,
+    "intermediate_size": 32,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "vocab_size": 64,
+    "num_local_experts": 2,
+    "num_experts_per_tok": 1,
+    "sliding_window": 8,
+    "layer_types": ["sliding_attention", "full_attention"] * 2,
+}
+MIXED = {
+    "gemma3_text": (GEMMA3, [8, 8, None, 8, 8, None]),
+    "gpt_oss": (GPT_OSS, [8, None, 8, None]),
+}
 # Tiny random models of mlx-lm architectures whose caches the slots do not hold.
 NOT_SLOTS = {
     # Recurrent state only.
@@ -123,7 +141,7 @@ def _run(
 
 
 @pytest.mark.parametrize("kind", sorted(NOT_SLOTS))
-def test_mixed_windows_and_recurrent_state_need_the_batch_engine(kind: str) -> None:
+def test_recurrent_state_needs_the_batch_engine(kind: str) -> None:
     model = _model(kind)
     assert {type(c).__name__ for c in make_prompt_cache(model)} == CACHES[kind]
     assert not slots_serve(model)
@@ -138,13 +156,15 @@ def test_mixed_windows_and_recurrent_state_need_the_batch_engine(kind: str) -> N
     assert all(len(t) == 12 for t in together)
 
 
-def test_the_slots_decode_gemma3s_mixed_windows_as_mlx_lms_batch() -> None:
+@pytest.mark.parametrize("kind", sorted(MIXED))
+def test_the_slots_decode_mixed_windows_as_mlx_lms_batch(kind: str) -> None:
     """Sliding and full layers side by side, each attending over its own window: prompts past
     the window prefilled in chunks, late arrivals, then a second turn from each engine's
     prompt-cache entries (either engine's entry restored in either), the same tokens."""
-    model = _model("gemma3_text", GEMMA3)
+    config, windows = MIXED[kind]
+    model = _model(kind, config)
     assert {type(c).__name__ for c in make_prompt_cache(model)} == {"KVCache", "RotatingKVCache"}
-    assert layer_windows(model) == [8, 8, None, 8, 8, None]
+    assert layer_windows(model) == windows
     assert resolve_engine("auto", model, "cpu") == "slots"
 
     def prompt(n: int, seed: int) -> list[int]:
@@ -154,8 +174,8 @@ def test_the_slots_decode_gemma3s_mixed_windows_as_mlx_lms_batch() -> None:
         return [Admission(start + i, [p], 24, _argmax, **kw) for i, p in enumerate(prompts)]
 
     outputs, entries = {}, {}
-    for kind in ("batch", "slots"):
-        make = BatchScheduler if kind == "batch" else SlotScheduler
+    for engine in ("batch", "slots"):
+        make = BatchScheduler if engine == "batch" else SlotScheduler
         scheduler = make(
             model,
             stop_tokens=[],
@@ -165,14 +185,14 @@ def test_the_slots_decode_gemma3s_mixed_windows_as_mlx_lms_batch() -> None:
         )
         first = admissions([prompt(3, 0), prompt(19, 1), prompt(40, 2)])
         late = admissions([prompt(11, 3), prompt(27, 4)], start=3)
-        outputs[kind], entries[kind] = _run(scheduler, first, late)
+        outputs[engine], entries[engine] = _run(scheduler, first, late)
         scheduler.close()
     assert outputs["slots"] == outputs["batch"]
     # Second turns: each entry (batch's for uid 2, slots' for uid 1) extended by new tokens,
     # into both engines.
     turns = {}
-    for kind in ("batch", "slots"):
-        make = BatchScheduler if kind == "batch" else SlotScheduler
+    for engine in ("batch", "slots"):
+        make = BatchScheduler if engine == "batch" else SlotScheduler
         scheduler = make(
             model,
             stop_tokens=[],
@@ -186,7 +206,7 @@ def test_the_slots_decode_gemma3s_mixed_windows_as_mlx_lms_batch() -> None:
             cached = list(end.all_tokens)
             copied = [copy.deepcopy(c) for c in end.prompt_cache]
             follow.append(Admission(uid, [prompt(9, 5 + uid)], 12, _argmax, [], copied, cached))
-        turns[kind], _ = _run(scheduler, follow)
+        turns[engine], _ = _run(scheduler, follow)
     assert turns["slots"] == turns["batch"]
 
 

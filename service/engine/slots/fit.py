@@ -13,11 +13,16 @@ def layer_windows(model: Any) -> list[int | None]:
     Windows may differ between layers (gemma3's, gpt-oss's sliding layers beside full ones)
     where the architecture declares them (its class's `make_cache`): it then builds each
     layer kind's mask from a cache of that kind, as each slot view answers for its own layer.
-    Raises ValueError for what slots cannot serve: a window that keeps its first tokens,
-    recurrent state, chunked attention, cache lists, any other cache, and windows that differ
-    on an architecture that builds one mask for all its layers (a layout patched onto it)."""
+    Raises ValueError for what slots cannot serve: layers sharing a cache, a window that
+    keeps its first tokens, recurrent state, chunked attention, cache lists, any other cache,
+    and windows that differ on an architecture that builds one mask for all its layers (a
+    layout patched onto it)."""
+    caches = make_prompt_cache(model)
+    if len(caches) != len(model.layers):
+        # gemma3n's, gemma4's later layers read an earlier layer's keys: no slot of their own.
+        raise ValueError("its layers share caches")
     windows: list[int | None] = []
-    for cache in make_prompt_cache(model):
+    for cache in caches:
         if type(cache) is KVCache:
             windows.append(None)
         elif type(cache) is RotatingKVCache and cache.keep == 0:
