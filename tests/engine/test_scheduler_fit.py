@@ -165,7 +165,9 @@ def test_the_slots_decode_mixed_windows_as_mlx_lms_batch(kind: str) -> None:
     model = _model(kind, config)
     assert {type(c).__name__ for c in make_prompt_cache(model)} == {"KVCache", "RotatingKVCache"}
     assert layer_windows(model) == windows
-    assert resolve_engine("auto", model, "cpu") == "slots"
+    # Served when asked; `auto` keeps the batch for them (not measured faster on the slots).
+    assert resolve_engine("slots", model, "cpu") == "slots"
+    assert resolve_engine("auto", model, "cpu") == "batch"
 
     def prompt(n: int, seed: int) -> list[int]:
         return [(7 * j + 3 * seed) % 60 + 1 for j in range(n)]
