@@ -35,7 +35,8 @@ def kv_group_size(model: nn.Module) -> int | None:
 
 
 class SequenceQuantizedKVCache(QuantizedKVCache):
-    """One sequence's quantized cache (prompt-cache entries, new sequences); joins a batch."""
+    """One sequence's quantized cache (prompt-cache entries, new sequences); the batch engine
+    joins it to its batch as a `batch.quantized_cache.MergeableQuantizedKVCache`."""
 
     def size(self) -> int:
         return int(self.offset)
@@ -45,15 +46,6 @@ class SequenceQuantizedKVCache(QuantizedKVCache):
         if self.keys is None:
             return 0
         return int(tree_reduce(lambda a, x: a + x.nbytes, (self.keys, self.values), 0))
-
-    @classmethod
-    def merge(cls, caches: list[Any]) -> Any:
-        """The batch engine's quantized batch of these (mlx-lm's BatchGenerator merges a
-        sequence's cache into its batch by the cache's own `merge`)."""
-        # NOTE: imported here: a shared module does not import a scheduler's package at load.
-        from mlx_responses.service.engine.batch.quantized_cache import BatchQuantizedKVCache
-
-        return BatchQuantizedKVCache.merge(caches)
 
 
 def new_sequence_cache(model: nn.Module, group_size: int, bits: int) -> list[Any]:

@@ -14,21 +14,34 @@ from mlx_responses.service.engine.batch.scheduler import BatchScheduler
 from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.requests import EngineStats
 from mlx_responses.service.engine.scheduler import Scheduler
-from mlx_responses.service.engine.slots import SlotScheduler, SlotSpeculation
+from mlx_responses.service.engine.slots import SlotScheduler, layer_windows, slots_serve
 from mlx_responses.service.engine.solo import SoloScheduler
+from mlx_responses.service.engine.speculation import SpeculationPolicy
 from mlx_responses.service.flags import Prefill
 
 ENGINES = ("batch", "slots")
 
 
-def choose_engine(slots_fit: bool, device: str) -> str:
-    """`--engine auto`: our fixed slots where they are measured faster and serve everything
-    asked (a CPU; the model's caches are ones they hold: `slots_fit`; with speculation or
-    quantized KV too), else mlx-lm's batch.
+def resolve_engine(engine: str, model: Any, device: str) -> str:
+    """ "batch" or "slots" for `--engine` (`engine`) on `model` and `device` ("cpu", "gpu").
 
-    NOTE: a GPU keeps mlx-lm's BatchGenerator until the slots are measured on one.
+    `auto`: our fixed slots where they are measured faster and serve everything asked (a CPU;
+    plain caches or one window on every layer; with speculation or quantized KV too), else
+    mlx-lm's batch. NOTE: windows that differ between layers (gemma3's, gpt-oss's) run on the
+    slots when asked, but `auto` keeps the batch for them: measured on par at one stream and
+    6% more CPU at 8 (docs/performance.md); a GPU keeps mlx-lm's BatchGenerator until the
+    slots are measured on one. Raises ValueError for "slots" on a model they cannot hold.
     """
-    return "slots" if slots_fit and device == "cpu" else "batch"
+    fits = slots_serve(model)
+    if engine == "auto":
+        one_window = fits and len(set(layer_windows(model))) == 1
+        return "slots" if one_window and device == "cpu" else "batch"
+    if engine == "slots" and not fits:
+        raise ValueError(
+            "--engine slots needs plain KV caches or sliding windows (keeping no first tokens) "
+            "on every layer"
+        )
+    return engine
 
 
 def new_scheduler(
@@ -59,7 +72,7 @@ def new_scheduler(
             completion_batch_size=max_batch_size,
             prefill_batch_size=prefill.batch_size,
             prefill_step_size=prefill_step_size,
-            speculation=SlotSpeculation(num_draft_tokens, drafted) if speculate else None,
+            speculation=SpeculationPolicy(num_draft_tokens, drafted) if speculate else None,
             kv_bits=kv[0] if kv is not None else None,
             kv_group=kv[1] if kv is not None else None,
         )

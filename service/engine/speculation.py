@@ -11,6 +11,13 @@ target's and catches up when it is needed (at most `MAX_LAG` behind).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mlx_responses.service.engine.draft_model import DraftedModel
+
 NGRAM_SIZES = (3, 2)  # longest first; single tokens repeat too often to be worth a verify
 PRIOR_RATE = 0.6  # assumed per-token acceptance of a sequence that has not drafted yet
 RATE_WEIGHT = 0.5  # weight of the latest verify in a sequence's acceptance estimate
@@ -120,3 +127,95 @@ class NgramDrafter(DraftRecord):
                         draft.append(draft[len(draft) - (end - p)])
                     return draft
         return []
+
+
+@dataclass
+class Candidate:
+    """A decoding sequence that may draft this step."""
+
+    uid: int
+    room: int  # the most drafts it may take (its token budget, `num_draft`)
+    context: list[int]  # its tokens so far (those in its slot)
+
+
+@dataclass
+class SpeculationPolicy:
+    """Which sequences draft, how far, and what their drafts achieved: one per scheduler
+    (the slots' verify steps, the batch's `SpeculativeGenerationBatch`).
+
+    A scheduler marks the sequences that may draft (`eligible`: greedy, unconstrained, from
+    `Admission.speculate`), asks for n-gram drafts (`ngram`) or the draft model's width
+    (`draft_width`) for its candidates each step, and folds each verify back in (`verified`,
+    or `rest` for a step without one); a finished or removed sequence is forgotten."""
+
+    num_draft: int
+    drafted: DraftedModel | None = None  # None: n-gram drafts
+    eligible: set[int] = field(default_factory=set)
+    records: dict[int, DraftRecord] = field(default_factory=dict)
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    verify_steps: int = 0
+
+    def forget(self, uid: int) -> None:
+        """Drops a sequence's drafting state (it finished or was removed)."""
+        self.eligible.discard(uid)
+        self.records.pop(uid, None)
+
+    def record(self, uid: int) -> DraftRecord:
+        record = self.records.get(uid)
+        if record is None:
+            record = NgramDrafter() if self.drafted is None else DraftRecord()
+            self.records[uid] = record
+        return record
+
+    def verified(self, uid: int, drafted: int, accepted: int) -> None:
+        """Folds a sequence's part of a verify into its record and the counters."""
+        self.drafted_tokens += drafted
+        self.accepted_tokens += accepted
+        record = self.record(uid)
+        if drafted:
+            record.accepted(drafted, accepted)
+        else:
+            record.rested()
+
+    def rest(self, candidates: list[Candidate]) -> None:
+        """A step without a verify."""
+        for candidate in candidates:
+            self.record(candidate.uid).rested()
+
+    def ngram(
+        self, candidates: list[Candidate], pending: Callable[[], list[int]], rows: int
+    ) -> list[list[int]] | None:
+        """Each candidate's n-gram draft (one width for all: best_width's), or None when a
+        verify is not worth it; `rows` is the forward's batch.
+
+        `pending()` gives the candidates' pending tokens; it is called (and waited for) only
+        when a lookup may draft, so a step that will not draft keeps its overlap of the next
+        forward with this one's bookkeeping."""
+        ready: list[tuple[int, NgramDrafter]] = []
+        for i, candidate in enumerate(candidates):
+            drafter = self.record(candidate.uid)
+            assert isinstance(drafter, NgramDrafter)
+            drafter.sync(candidate.context)
+            if drafter.ready():
+                ready.append((i, drafter))
+        likely = [(d.rate, candidates[i].room) for i, d in ready]
+        if not best_width(likely, rows):
+            return None
+        tokens = pending()
+        drafts: list[list[int]] = [[] for _ in candidates]
+        for i, drafter in ready:
+            drafter.sync(candidates[i].context, tokens[i])
+            drafts[i] = drafter.draft(candidates[i].room)
+        found = [(d.rate, len(drafts[i])) for i, d in ready if drafts[i]]
+        width = best_width(found, rows)
+        if not width:
+            return None
+        return [draft[:width] for draft in drafts]
+
+    def draft_width(self, candidates: list[Candidate], rows: int) -> int:
+        """How far the draft model drafts this step (0: not at all); `rows` is the forward's
+        batch."""
+        assert self.drafted is not None
+        likely = [(self.record(c.uid).rate, c.room) for c in candidates]
+        return best_width(likely, rows, self.drafted.cost_ratio())

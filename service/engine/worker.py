@@ -38,9 +38,8 @@ from mlx_responses.service.engine.requests import (
     SamplingParams,
 )
 from mlx_responses.service.engine.scheduler import Admission, Scheduler, Token, segments
-from mlx_responses.service.engine.schedulers import choose_engine, new_scheduler
+from mlx_responses.service.engine.schedulers import new_scheduler, resolve_engine
 from mlx_responses.service.engine.seeded_sampler import Samplers
-from mlx_responses.service.engine.slots import slots_serve
 from mlx_responses.service.engine.stream import GenerationStream
 from mlx_responses.service.engine.vision.side import ImageEncoder, VisionInputs, VisionSide, see
 from mlx_responses.service.flags import Prefill, prefill_for_device
@@ -252,15 +251,13 @@ class EngineWorker(ModelThread[LoadedModel]):
                 self._vision, self._batch_model = vision, vision.language
                 self.engine, self.solo, self.speculative, self.kv_bits = "slots", False, "off", None
             plain = plain_caches(self._batch_model)
-            slots_fit = slots_serve(self._batch_model)
-            if self.engine == "auto":
-                self.engine = choose_engine(slots_fit, device_kind())
-            if self.engine == "slots" and not slots_fit:
+            try:
+                self.engine = resolve_engine(self.engine, self._batch_model, device_kind())
+            except ValueError as exc:
                 raise ConfigError(
-                    "--engine slots needs plain KV caches or one sliding window on every "
-                    f"layer; {loaded.path} mixes windows or has recurrent layers "
+                    f"{exc}; {loaded.path} has recurrent layers or other caches "
                     "(use --engine batch)"
-                )
+                ) from exc
             models = [loaded.model]
             if self.speculative == "draft":
                 self._batch_model, self._draft_path = paired_with_draft(loaded, self.load_draft)

@@ -102,7 +102,7 @@ def _run(
         batch.eligible.update(uids)
         if mode == "wrong":
             for uid in uids:
-                batch.drafters[uid] = _wrong_drafter(bad)
+                batch.policy.records[uid] = _wrong_drafter(bad)
     pending, count, start, cpu, steps = set(uids), 0, 0.0, 0.0, 0
     while pending:
         _, responses = generator.next()

@@ -14,6 +14,7 @@ from mlx_responses.service.engine import speculation as speculative
 from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import SamplingParams
+from mlx_responses.service.engine.speculation import SpeculationPolicy
 from mlx_responses.service.engine.worker import EngineWorker
 
 from tests.engine.test_speculative import PROMPTS, _ban
@@ -202,6 +203,7 @@ def test_the_draft_cache_stays_aligned_with_the_target_cache(
     finish (prompt-cache extract) while it lags, and their entries hold both caches at the
     same offsets."""
     from mlx_lm.generate import BatchGenerator
+    from mlx_responses.service.engine.batch.quantized_cache import mergeable
     from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
     from mlx_responses.service.engine.kv_quant import kv_group_size, new_sequence_cache
 
@@ -221,7 +223,7 @@ def test_the_draft_cache_stays_aligned_with_the_target_cache(
     def insert(texts: tuple[str, ...], max_tokens: list[int]) -> list[int]:
         caches = None
         if kv_bits is not None:
-            caches = [new_sequence_cache(pair, group, kv_bits) for _ in texts]
+            caches = [mergeable(new_sequence_cache(pair, group, kv_bits)) for _ in texts]
         prompts = [loaded.tokenizer.encode(p) for p in texts]
         uids: list[int] = admit(generator, prompts, max_tokens=max_tokens, caches=caches)
         batch.eligible.update(uids)
@@ -293,12 +295,11 @@ def test_the_slots_draft_keys_stay_aligned_with_the_target_keys(
     if policy == "intermittent":
         request.getfixturevalue("intermittent")
     from mlx_responses.service.engine.slots import SlotScheduler
-    from mlx_responses.service.engine.slots.speculation import SlotSpeculation
 
     loaded = load_model(head32_target)
     draft = loaded.model if which == "same" else load_model(wrong_draft).model
     pair = DraftedModel(loaded.model, draft, loaded.vocab_size)
-    spec = SlotSpeculation(4, pair)
+    spec = SpeculationPolicy(4, pair)
     generator = SlotScheduler(
         pair,
         stop_tokens=[],

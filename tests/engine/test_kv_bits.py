@@ -9,6 +9,7 @@ from typing import Any
 import mlx.core as mx
 import pytest
 from mlx_responses.service.engine.batch.mlx_lm_compat import BatchGenerator
+from mlx_responses.service.engine.batch.quantized_cache import mergeable
 from mlx_responses.service.engine.kv_quant import (
     SequenceQuantizedKVCache,
     kv_group_size,
@@ -131,7 +132,8 @@ def _batch(model: Any, prompts: list[list[int]], caches: list[Any], tokens: int)
     want = []
     for prompt, cache in zip(prompts, caches, strict=True):
         generator = BatchGenerator(model, stop_tokens=[], sampler=_argmax, prefill_step_size=2048)
-        (uid,) = admit(generator, [prompt], max_tokens=[tokens], caches=[cache])
+        # The batch engine's own form of a quantized entry (its `merge` makes the batch).
+        (uid,) = admit(generator, [prompt], max_tokens=[tokens], caches=[mergeable(cache)])
         want.append(_run(generator, [uid])[0][uid])
         generator.close()
     return want

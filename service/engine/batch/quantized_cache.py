@@ -238,3 +238,27 @@ class BatchQuantizedKVCache:
         if self.keys is None:
             return 0
         return int(tree_reduce(lambda a, x: a + x.nbytes, (self.keys, self.values), 0))
+
+
+class MergeableQuantizedKVCache(SequenceQuantizedKVCache):
+    """A sequence's quantized cache as mlx-lm's BatchGenerator takes one: it builds its batch
+    with the first cache's `merge`."""
+
+    @classmethod
+    def merge(cls, caches: list[Any]) -> BatchQuantizedKVCache:
+        return BatchQuantizedKVCache.merge(caches)
+
+
+def mergeable(cache: list[Any]) -> list[Any]:
+    """`cache` with its quantized layers as `MergeableQuantizedKVCache`s (the same arrays)."""
+    out: list[Any] = []
+    for layer in cache:
+        if isinstance(layer, SequenceQuantizedKVCache) and not isinstance(
+            layer, MergeableQuantizedKVCache
+        ):
+            joined = MergeableQuantizedKVCache(layer.group_size, layer.bits)
+            joined.keys, joined.values, joined.offset = layer.keys, layer.values, layer.offset
+            out.append(joined)
+        else:
+            out.append(layer)
+    return out

@@ -16,6 +16,7 @@ from typing import Any
 from mlx_responses.service.engine.batch.grammar_batch import GrammarGenerationBatch
 from mlx_responses.service.engine.batch.mlx_lm_compat import BatchGenerator
 from mlx_responses.service.engine.batch.prefill_batch import PiecewisePromptBatch
+from mlx_responses.service.engine.batch.quantized_cache import mergeable
 from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
 from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.scheduler import (
@@ -91,10 +92,12 @@ class BatchScheduler:
     def admit(self, admission: Admission) -> None:
         if admission.embeddings is not None:
             raise ValueError("mlx-lm's batch takes token ids only")
+        cache = admission.cache
         (theirs,) = self._generator.insert_segments(
             [admission.segments],
             max_tokens=[admission.max_tokens],
-            caches=[admission.cache],  # type: ignore[list-item]  # None: a fresh one
+            # None: a fresh one.
+            caches=[None if cache is None else mergeable(cache)],  # type: ignore[list-item]
             all_tokens=[admission.cached],
             samplers=[admission.sampler],
             logits_processors=[admission.logits_processors],

@@ -22,7 +22,7 @@ from mlx_responses.service.engine.batch.grammar_batch import GrammarGenerationBa
 from mlx_responses.service.engine.batch.mlx_lm_compat import BatchKVCache
 from mlx_responses.service.engine.batch.quantized_cache import BatchQuantizedKVCache
 from mlx_responses.service.engine.draft_model import DraftedModel
-from mlx_responses.service.engine.speculation import DraftRecord, NgramDrafter
+from mlx_responses.service.engine.speculation import Candidate, SpeculationPolicy
 
 
 class SpeculativeGenerationBatch(GrammarGenerationBatch):
@@ -35,28 +35,47 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
     model, a step of the target alone).
     """
 
-    num_draft: int = 0
-    _drafted: DraftedModel | None = None
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Inputs the target read alone, one [batch, 1] per step: the draft's cache lags by as
         # many positions in every row (each such step adds one token to each row).
         self._missed: list[mx.array] = []
-        self.drafters: dict[int, DraftRecord] = {}
-        self.eligible: set[int] = set()
-        self.drafted_tokens = 0
-        self.accepted_tokens = 0
-        self.verify_steps = 0
+        # Which sequences draft and how far: the policy the slots use too.
+        self.policy = SpeculationPolicy(0)
         super().__init__(*args, **kwargs)
+
+    @property
+    def num_draft(self) -> int:
+        return self.policy.num_draft
+
+    @num_draft.setter
+    def num_draft(self, n: int) -> None:
+        self.policy.num_draft = n
+
+    @property
+    def eligible(self) -> set[int]:
+        """The uids that may draft (greedy, unconstrained)."""
+        return self.policy.eligible
+
+    @property
+    def drafted_tokens(self) -> int:
+        return self.policy.drafted_tokens
+
+    @property
+    def accepted_tokens(self) -> int:
+        return self.policy.accepted_tokens
+
+    @property
+    def verify_steps(self) -> int:
+        return self.policy.verify_steps
 
     @property
     def drafted(self) -> DraftedModel | None:
         """The target paired with its draft model (None: n-gram drafts)."""
-        return self._drafted
+        return self.policy.drafted
 
     @drafted.setter
     def drafted(self, pair: DraftedModel | None) -> None:
-        self._drafted = pair
+        self.policy.drafted = pair
         if pair is not None:
             self.model = cast(Any, self._target_alone)  # the library calls self.model
 
@@ -97,15 +116,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
 
     def forget(self, uid: int) -> None:
         """Drops a sequence's drafting state (it finished or was removed)."""
-        self.eligible.discard(uid)
-        self.drafters.pop(uid, None)
-
-    def _record(self, uid: int) -> DraftRecord:
-        record = self.drafters.get(uid)
-        if record is None:
-            record = NgramDrafter() if self.drafted is None else DraftRecord()
-            self.drafters[uid] = record
-        return record
+        self.policy.forget(uid)
 
     def _room(self, i: int) -> int:
         return min(self.num_draft, self.max_tokens[i] - self._num_tokens[i] - 1)
@@ -115,48 +126,45 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
             return super().next()
         if not all(isinstance(c, BatchKVCache | BatchQuantizedKVCache) for c in self.prompt_cache):
             return super().next()
-        records = {i: self._record(uid) for i, uid in enumerate(self.uids) if uid in self.eligible}
-        responses = self._ngram(records) if self.drafted is None else self._draft(records)
+        # The rows that may draft this step (`which`), as the policy's candidates.
+        which = [i for i, uid in enumerate(self.uids) if uid in self.eligible and self._room(i) > 0]
+        candidates = [Candidate(self.uids[i], self._room(i), self.tokens[i]) for i in which]
+        responses = None
+        if candidates:
+            if self.drafted is None:
+                responses = self._ngram(candidates, which)
+            else:
+                responses = self._draft(candidates, which)
         if responses is None:
-            for record in records.values():
-                record.rested()
+            self.policy.rest(candidates)
             return super().next()
         return responses
 
-    def _ngram(self, records: dict[int, DraftRecord]) -> list[Any] | None:
-        ready: dict[int, NgramDrafter] = {}
-        for i, record in records.items():
-            assert isinstance(record, NgramDrafter)
-            record.sync(self.tokens[i])
-            if record.ready() and self._room(i) > 0:
-                ready[i] = record
+    def _ngram(self, candidates: list[Candidate], which: list[int]) -> list[Any] | None:
         batch = len(self.uids)
-        if not speculation.best_width([(d.rate, self._room(i)) for i, d in ready.items()], batch):
-            return None  # not worth it even if every lookup drafts: no wait for the tokens
-        mx.eval(self._next_tokens)
-        pending: list[int] = self._next_tokens.tolist()  # type: ignore[assignment]
-        drafts: dict[int, list[int]] = {}
-        for i, drafter in ready.items():
-            drafter.sync(self.tokens[i], pending[i])
-            drafts[i] = drafter.draft(self._room(i))
-        width = speculation.best_width(
-            [(ready[i].rate, len(d)) for i, d in drafts.items() if d], batch
-        )
-        if not width:
+        pending: list[int] = []
+
+        def tokens() -> list[int]:
+            # Waited for only when a lookup may draft (no wait for a step that will not).
+            mx.eval(self._next_tokens)
+            pending.extend(self._next_tokens.tolist())  # type: ignore[arg-type]
+            return [pending[i] for i in which]
+
+        found = self.policy.ngram(candidates, tokens, batch)
+        if found is None:
             return None
-        lengths = [min(width, len(drafts.get(i, []))) for i in range(batch)]
-        rows = [
-            [pending[i], *drafts.get(i, [])[:n]] + [0] * (width - n) for i, n in enumerate(lengths)
-        ]
+        width = max(len(d) for d in found)
+        drafts: dict[int, list[int]] = dict(zip(which, found, strict=True))
+        lengths = [len(drafts.get(i, [])) for i in range(batch)]
+        rows = [[pending[i], *drafts.get(i, [])] + [0] * (width - n) for i, n in enumerate(lengths)]
         return self._verify(mx.array(rows, dtype=mx.uint32), lengths)
 
-    def _draft(self, records: dict[int, DraftRecord]) -> list[Any] | None:
+    def _draft(self, candidates: list[Candidate], which: list[int]) -> list[Any] | None:
         assert self.drafted is not None
-        room = {i: self._room(i) for i in records}
-        candidates = [(r.rate, room[i]) for i, r in records.items() if room[i] > 0]
-        width = speculation.best_width(candidates, len(self.uids), self.drafted.cost_ratio())
+        width = self.policy.draft_width(candidates, len(self.uids))
         if not width:
             return None
+        room = {i: c.room for i, c in zip(which, candidates, strict=True)}
         # The draft runs greedily over the whole batch, from the pending tokens (not waited
         # for), its first forward reading what it missed too: one graph with the verify,
         # evaluated once.
@@ -204,7 +212,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         mx.eval(inputs, greedy, logprobs, list(sampled.values()), list(first.values()))
         best: list[list[int]] = greedy.tolist()  # type: ignore[assignment]
         rows: list[list[int]] = inputs.tolist()  # type: ignore[assignment]
-        self.verify_steps += 1
+        self.policy.verify_steps += 1
 
         emitted: list[list[tuple[int, mx.array]]] = []
         next_tokens: list[int] = []
@@ -220,14 +228,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
                 while accepted < n and draft[accepted] == best[i][accepted]:
                     out.append((draft[accepted], logprobs[i, accepted]))
                     accepted += 1
-                self.drafted_tokens += n
-                self.accepted_tokens += accepted
-                record = self.drafters.get(self.uids[i])
-                if record is not None:
-                    if n:
-                        record.accepted(n, accepted)
-                    else:
-                        record.rested()
+                self.policy.verified(self.uids[i], n, accepted)
                 next_tokens.append(best[i][accepted])
                 next_logprobs.append(logprobs[i, accepted])
             emitted.append(out)

@@ -1,7 +1,6 @@
 """Our scheduler: continuous batching over fixed KV slots (`--engine slots`)."""
 
-from mlx_responses.service.engine.slots.fit import slots_serve, uniform_window
+from mlx_responses.service.engine.slots.fit import layer_windows, slots_serve
 from mlx_responses.service.engine.slots.scheduler import SlotScheduler
-from mlx_responses.service.engine.slots.speculation import SlotSpeculation
 
-__all__ = ["SlotScheduler", "SlotSpeculation", "slots_serve", "uniform_window"]
+__all__ = ["SlotScheduler", "layer_windows", "slots_serve"]

@@ -28,36 +28,30 @@ A step (`next`) admits waiting prompts to free slots, prefills, then decodes:
   lone sequence is). The next forward is queued (`mx.async_eval`) before the host reads a
   step's tokens.
 
-Sliding window: a model whose every layer slides over one window (mlx-lm's
-`RotatingKVCache(max_size=window, keep=0)` in each layer, as `sliding_window.apply_window` sets
-up; read from `model.make_cache()` at start) attends as mlx-lm's rotating caches do: a query at
-position p sees positions max(0, p - window + 1)..p, in decode and in each prefill query. The
-slots store every position as without a window; a forward attends over the span from the
-earliest window start of its rows (a slice of the store, no mask for a lone or uniform decode),
-and the masks cut each row at its own window's start. Its prompt-cache entries are
-RotatingKVCaches of the window's last positions (what mlx-lm's batch extracts), and restoring
-one (ours, mlx-lm's, wrapped or not) writes those positions back where they were. NOTE: memory
-per slot grows with the context as without a window (the store is not a ring; a ring buffer of
-window + chunk positions per slot is a later step). Mixed windows, windows that keep their first
-tokens, and recurrent layers are refused (`uniform_window`).
+Sliding windows, per layer (mlx-lm's `RotatingKVCache(max_size=window, keep=0)`: every layer
+of one window, as `sliding_window.apply_window` sets up, or sliding layers beside full ones, as
+gemma3's and gpt-oss's `make_cache` declare; read at start, `fit.layer_windows`): a layer
+attends as mlx-lm's rotating caches do, a query at position p seeing positions
+max(0, p - window + 1)..p, in decode and in each prefill query. The slots store every position
+as without a window; each layer's view attends over the span from the earliest window start of
+its rows (a slice of the store, no mask for a lone or uniform decode) with masks that cut each
+row at its own window's start: one plan per window in a forward, the layers that share a
+window sharing it (`SlotVerify._views`). Prompt-cache entries hold, per layer, a KVCache or a
+RotatingKVCache of the window's last positions (what mlx-lm's batch extracts), and restoring one
+(ours, mlx-lm's, wrapped or not) writes those positions back where they were. NOTE: memory per
+slot grows with the context as without a window (the store is not a ring; a ring buffer of
+window + chunk positions per slot is a later step). Windows that keep their first tokens,
+recurrent layers and other caches are refused (`fit.layer_windows`).
 
-Speculative decoding (`--speculative ngram|draft`, `speculation.py`, `verify.py`): a verify step
+Speculative decoding (`--speculative ngram|draft`; the policy `engine/speculation.py`'s, the steps
+`verify.py`'s): a verify step
 replaces the decode step when drafts are worth it; each decoding row feeds its pending token
 and its drafts, written into its own slot (the decoding rows only, gathered when not the
 first slots), and a rejected draft is a length not advanced. A draft model's layers have
 slots of their own after the target's; they lag on decode steps and catch up when needed
 (`verify.py`).
 
-Quantized KV (`--kv-bits`, `kv_bits` and the model's `kv_group`): the stores hold what mlx-lm's
-QuantizedKVCache holds, `mx.quantize`'s (packed, scales, biases) in the same slot layout, and
-the views quantize what a forward writes (each position alone, along head_dim groups: a chunk
-quantized at once is the same bytes as position by position) and return the span quantized;
-having `bits` and `group_size`, they send the model's attention down mlx-lm's quantized path
-(`quantized_scaled_dot_product_attention`). Masks are as without. Prompt-cache entries are
-SequenceQuantizedKVCaches (the batch engine's quantized sequences, interchangeable), restored
-as they are; a plain entry is quantized as it is restored. Plain caches only (as the batch:
-a windowed model's KV stays plain). A lone sequence leaves its slot for the solo path with
-its entry quantized, and comes back with it (`take_alone`, `_restore`).
+Quantized KV (`--kv-bits`): `store.py` says how the slots hold it.
 
 It implements `scheduler.Scheduler` (admit, step, drop, extract, take_alone, counts).
 NOTE: logits processors (grammars, penalties) run row by row.
@@ -83,9 +77,8 @@ from mlx_responses.service.engine.scheduler import (
     Token,
     chunk_to,
 )
-from mlx_responses.service.engine.slots.fit import uniform_window
+from mlx_responses.service.engine.slots.fit import layer_windows
 from mlx_responses.service.engine.slots.sequence import DecodeRows, SlotSequence, arrival
-from mlx_responses.service.engine.slots.speculation import SlotSpeculation
 from mlx_responses.service.engine.slots.store import (
     ALL_HEADS,
     DecodePlan,
@@ -99,6 +92,7 @@ from mlx_responses.service.engine.slots.store import (
     window_start,
 )
 from mlx_responses.service.engine.slots.verify import SlotVerify
+from mlx_responses.service.engine.speculation import SpeculationPolicy
 from mlx_responses.service.engine.vision.language import VisionLanguage
 from mlx_responses.service.engine.vision.rows import chunk_inputs, step_inputs, vision_row
 
@@ -117,7 +111,7 @@ class SlotScheduler(SlotVerify):
         prefill_batch_size: int,
         prefill_step_size: int,
         sampler: Any = None,
-        speculation: SlotSpeculation | None = None,
+        speculation: SpeculationPolicy | None = None,
         kv_bits: int | None = None,
         kv_group: int | None = None,
     ) -> None:
@@ -137,10 +131,11 @@ class SlotScheduler(SlotVerify):
         self.prefill_batch_size = prefill_batch_size
         self.prefill_step_size = prefill_step_size
         self.sampler = sampler or (lambda lp: mx.argmax(lp, axis=-1))
-        self.window = uniform_window(model)
+        # Each layer's window (None: every position); a store per layer, in the same order.
+        self.windows = layer_windows(model)
         quantized = None
         if kv_bits is not None:
-            if kv_group is None or self.window is not None:
+            if kv_group is None or any(w is not None for w in self.windows):
                 raise ValueError("quantized KV slots need a group size and plain caches")
             quantized = (kv_group, kv_bits)
         self._stores = [Store(completion_batch_size, quantized) for _ in model.layers]
@@ -319,10 +314,10 @@ class SlotScheduler(SlotVerify):
         seq = self.slots[old]
         assert seq is not None and self.slots[new] is None
         n = len(seq.tokens)
-        lo = window_start(n - 1, self.window)  # the window of its last token
-        if n > lo:
-            span = (ALL_HEADS, slice(lo, n))
-            for store in self._stores:
+        for store, window in zip(self._stores, self.windows, strict=True):
+            lo = window_start(n - 1, window)  # the window of its last token
+            if n > lo:
+                span = (ALL_HEADS, slice(lo, n))
                 keys, values = store.span((slice(old, old + 1), *span))
                 store.write((slice(new, new + 1), *span), keys, values)
         self.slots[old], self.slots[new] = None, seq
@@ -344,9 +339,9 @@ class SlotScheduler(SlotVerify):
         if n == 0:  # an empty cache (a lone sequence handed over before its first chunk)
             seq.cache = None
             return
-        # Each query attends to `window` positions, its own included.
-        need = n if self.window is None else min(n, self.window - 1)
-        for store, layer in zip(self._stores, seq.cache, strict=True):
+        for store, window, layer in zip(self._stores, self.windows, seq.cache, strict=True):
+            # Each query attends to `window` positions, its own included.
+            need = n if window is None else min(n, window - 1)
             keys, values = in_order(layer)  # [1, kv_heads, positions n-held..n-1, head_dim]
             if isinstance(keys, mx.array) and isinstance(values, mx.array):
                 keys, values = store.encode(keys), store.encode(values)
@@ -373,12 +368,15 @@ class SlotScheduler(SlotVerify):
         chunks = [seq.pending[: chunk_to(seq.stops, len(seq.tokens), step)] for seq in waiting]
         width = max(len(chunk) for chunk in chunks)
         slots, starts = [s.slot for s in waiting], [len(s.tokens) for s in waiting]
-        plan = PrefillPlan(slots, starts, width, self.window)
         # Right-padded: what the padding writes past a row's chunk is never attended.
         inputs = mx.array([chunk + [0] * (width - len(chunk)) for chunk in chunks], mx.uint32)
         rows = [(s.vision, len(s.tokens), c) for s, c in zip(waiting, chunks, strict=True)]
         extra = chunk_inputs(self.model, rows, width)
-        self._forward(inputs, [PrefillView(store, plan) for store in self._stores], extra=extra)
+        self._forward(
+            inputs,
+            self._views(PrefillView, lambda w: PrefillPlan(slots, starts, width, w)),
+            extra=extra,
+        )
         mx.async_eval([(s.keys, s.values) for s in self._stores])  # not the logits
         for seq, chunk in zip(waiting, chunks, strict=True):
             seq.pending = seq.pending[len(chunk) :]
@@ -469,8 +467,7 @@ class SlotScheduler(SlotVerify):
             drafts = self._drafts(step)
             if drafts is not None:
                 return self._verify(step, *drafts)
-        plan = DecodePlan(lengths, slots, self.window)
-        views = [DecodeView(store, plan) for store in self._stores]
+        views = self._views(DecodeView, lambda w: DecodePlan(lengths, slots, w))
         # The draft model does not read a decode step's tokens: it catches up when it drafts.
         extra = step_inputs([seq.vision if seq else None for seq in self.slots[:hi]], lengths)
         logits = self._forward(inputs.astype(mx.uint32)[:, None], views, draft=False, extra=extra)
@@ -580,20 +577,20 @@ class SlotScheduler(SlotVerify):
         mlx-lm's batch extracts), quantized a SequenceQuantizedKVCache (what the batch's
         quantized sequences are)."""
         n = len(seq.tokens)
-        lo = window_start(n - 1, self.window)  # the window of its last token
         entry: list[Any] = []
-        for store in self._stores:
+        for store, window in zip(self._stores, self.windows, strict=True):
+            lo = window_start(n - 1, window)  # the window of its last token
             held = store.span((slice(seq.slot, seq.slot + 1), ALL_HEADS, slice(lo, n)))
             keys, values = (held_of([mx.contiguous(p) for p in parts_of(side)]) for side in held)
             if store.quantized is not None:
                 cache: Any = SequenceQuantizedKVCache(*store.quantized)
                 cache.keys, cache.values, cache.offset = keys, values, n
-            elif self.window is None:
+            elif window is None:
                 cache = KVCache()
                 cache.keys, cache.values, cache.offset = keys, values, n
             else:
-                cache = RotatingKVCache(max_size=self.window, keep=0)
-                cache.state = (keys, values, n, 0, self.window, n - lo)
+                cache = RotatingKVCache(max_size=window, keep=0)
+                cache.state = (keys, values, n, 0, window, n - lo)
             entry.append(cache)
         # Copied before the next step writes the store (which then stays a buffer of its own).
         mx.async_eval([(c.keys, c.values) for c in entry])

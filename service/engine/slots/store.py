@@ -5,7 +5,18 @@ head_dim]` (plain, or with `--kv-bits` mlx-lm's quantized parts in the same layo
 what one forward writes and attends over (`DecodePlan`: one new position per row; `PrefillPlan`:
 a chunk per row from its own start, also a speculative verify's width); a view is the cache
 object mlx-lm's model calls for one layer (`update_and_fetch`, `make_mask`, `offset`, and
-`bits`/`group_size` over a quantized store). The scheduler is `slots.py`.
+`bits`/`group_size` over a quantized store). The scheduler is `scheduler.py`.
+
+Quantized KV (`--kv-bits`, `kv_bits` and the model's `kv_group`): the stores hold what mlx-lm's
+QuantizedKVCache holds, `mx.quantize`'s (packed, scales, biases) in the same slot layout, and
+the views quantize what a forward writes (each position alone, along head_dim groups: a chunk
+quantized at once is the same bytes as position by position) and return the span quantized;
+having `bits` and `group_size`, they send the model's attention down mlx-lm's quantized path
+(`quantized_scaled_dot_product_attention`). Masks are as without. Prompt-cache entries are
+SequenceQuantizedKVCaches (the batch engine's quantized sequences, interchangeable), restored
+as they are; a plain entry is quantized as it is restored. Plain caches only (as the batch:
+a windowed model's KV stays plain). A lone sequence leaves its slot for the solo path with
+its entry quantized, and comes back with it (`take_alone`, `_restore`).
 """
 
 from __future__ import annotations

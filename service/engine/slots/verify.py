@@ -8,16 +8,13 @@ the target's; they lag on decode steps and catch up when needed (`_catch_up`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
+from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.scheduler import Token
 from mlx_responses.service.engine.slots.sequence import DecodeRows, SlotSequence
-from mlx_responses.service.engine.slots.speculation import (
-    Candidate,
-    SlotSpeculation,
-    draft_columns,
-)
 from mlx_responses.service.engine.slots.store import (
     DecodePlan,
     DecodeView,
@@ -25,14 +22,15 @@ from mlx_responses.service.engine.slots.store import (
     PrefillView,
     Store,
 )
+from mlx_responses.service.engine.speculation import Candidate, SpeculationPolicy
 
 
 class SlotVerify:
     """The slot scheduler's verify steps (a part of `SlotScheduler`, which holds the state)."""
 
     model: Any
-    window: int | None
-    _spec: SlotSpeculation | None
+    windows: list[int | None]  # each store's (layer's) window
+    _spec: SpeculationPolicy | None
     _stores: list[Store]
     _split: int  # the first draft-model store
     _pending: tuple[list[tuple[int, int]], mx.array, mx.array] | None
@@ -45,6 +43,19 @@ class SlotVerify:
 
         def _emit(self, seq: SlotSequence, token: int, logprobs: mx.array) -> Token: ...
 
+    def _views(
+        self,
+        view: Callable[[Store, Any], Any],
+        plan: Callable[[int | None], Any],
+        start: int = 0,
+        end: int | None = None,
+    ) -> list[Any]:
+        """A forward's caches over the stores `start:end`: each store's view of the plan for
+        its layer's window (one plan per window: layers that share one share it)."""
+        windows = self.windows[start:end]
+        plans = {w: plan(w) for w in dict.fromkeys(windows)}
+        return [view(s, plans[w]) for s, w in zip(self._stores[start:end], windows, strict=True)]
+
     def _catch_up(self, rows: list[SlotSequence]) -> None:
         """The draft model reads what it missed of these rows, in one forward (each row from
         its own position, right-padded: what the padding writes is past the row's length)."""
@@ -55,9 +66,11 @@ class SlotVerify:
             return
         missed = [seq.tokens[seq.drafted_to :] for seq in behind]
         width = max(len(m) for m in missed)
-        plan = PrefillPlan([s.slot for s in behind], [s.drafted_to for s in behind], width)
+        slots, starts = [s.slot for s in behind], [s.drafted_to for s in behind]
         inputs = mx.array([m + [0] * (width - len(m)) for m in missed], dtype=mx.uint32)
-        views = [PrefillView(store, plan) for store in self._stores[self._split :]]
+        views = self._views(
+            PrefillView, lambda w: PrefillPlan(slots, starts, width, w), start=self._split
+        )
         spec.drafted.draft(inputs, cache=views)
         for seq in behind:
             seq.drafted_to = len(seq.tokens)
@@ -124,8 +137,10 @@ class SlotVerify:
         self._catch_up([step.rows[i] for i in which])
 
         def views(j: int) -> list[Any]:
-            plan = DecodePlan([n + j for n in step.lengths], step.slots, self.window)
-            return [DecodeView(store, plan) for store in self._stores[self._split :]]
+            lengths = [n + j for n in step.lengths]
+            return self._views(
+                DecodeView, lambda w: DecodePlan(lengths, step.slots, w), start=self._split
+            )
 
         table = draft_columns(spec.drafted, step.inputs.astype(mx.uint32), width, views)
         if step.slots != list(range(len(step.lengths))):
@@ -144,8 +159,9 @@ class SlotVerify:
         # Only the decoding rows: a free or prefilling slot would widen the forward for nothing
         # (their slots are gathered when not the first ones in a row).
         starts = [len(seq.tokens) for seq in rows]
-        plan = PrefillPlan(slots, starts, width, self.window)
-        views = [PrefillView(store, plan) for store in self._stores[: self._split]]
+        views = self._views(
+            PrefillView, lambda w: PrefillPlan(slots, starts, width, w), end=self._split
+        )
         target = self.model if spec.drafted is None else spec.drafted.target
         logits = target(inputs, cache=views)
         spec.verify_steps += 1
@@ -211,3 +227,17 @@ class SlotVerify:
             mx.async_eval(self._pending[2])
         mx.async_eval([(s.keys, s.values) for s in self._stores])
         return responses
+
+
+def draft_columns(
+    drafted: DraftedModel, first: mx.array, width: int, views: Callable[[int], list[Any]]
+) -> mx.array:
+    """[rows, width + 1]: `first` (each row's pending token) then `width` greedy draft tokens.
+
+    `views(j)` gives the draft layers' caches for the j-th draft forward (each row writing the
+    j-th position past its length). Lazy: nothing is evaluated here."""
+    columns = [first[:, None]]
+    for j in range(width):
+        logits = drafted.draft(columns[-1], cache=views(j))[:, -1, : drafted.vocab_size]
+        columns.append(mx.argmax(logits, axis=-1).astype(mx.uint32)[:, None])
+    return mx.concatenate(columns, axis=1)
