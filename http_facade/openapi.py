@@ -296,6 +296,7 @@ def _request_schemas() -> dict[str, Schema]:
         metadata=_nullable({"type": "object", "additionalProperties": STRING}),
         include=_nullable({"type": "array", "items": STRING}),
         chat_template_kwargs=_nullable({"type": "object"}),
+        **chat_openapi.prompt_cache_lifetimes(),
     )
     properties["truncation"] = _nullable({"const": "disabled"})
     create = {

@@ -42,6 +42,7 @@ from mlx_responses.service.text.media import (
 )
 from mlx_responses.service.text.prompt import RenderedPrompt, render_prompt, tools_to_template
 from mlx_responses.service.text.request_json import RequestJson
+from mlx_responses.service.text.retention import Retention
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -181,7 +182,9 @@ class VisionRuntime(ModelRuntime):
         sampling: SamplingParams,
         processors: list[LogitsProcessor],
         vision: object | None,
+        *,
         checkpoints: Sequence[int],
+        retention: Retention,
     ) -> GenerationStream:
         inputs = vision if isinstance(vision, VisionInputs) else None
         return self.vision.submit(tokens, sampling, processors, inputs)
