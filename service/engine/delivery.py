@@ -8,6 +8,7 @@ from typing import Any, Generic, TypeVar
 
 import mlx.core as mx
 import numpy as np
+from mlx_responses.service.engine.prompt_expiry import Lifetimes
 from mlx_responses.service.engine.requests import TokenLogprob
 
 S = TypeVar("S")  # the request's stream
@@ -29,6 +30,8 @@ class Active(Generic[S]):
     # The longest prefix of the prompt that this request's entries hold (checkpoints, or the
     # finished turn's): what it wrote to the prompt cache beyond `cached_tokens`.
     written_to: int = 0
+    # How long the entries it leaves are kept (service/text/retention.py); None: LRU only.
+    retention: Lifetimes | None = None
 
 
 def token_logprobs(

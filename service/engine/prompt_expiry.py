@@ -20,7 +20,10 @@ Clock = Callable[[], float]
 class Lifetimes(Protocol):
     """How long the entries of one request are kept (service/text/retention.py Retention)."""
 
-    memory_only: bool  # never written to the disk tier
+    @property
+    def memory_only(self) -> bool:
+        """Never written to the disk tier."""
+        ...
 
     def ttl(self, end: int) -> float | None:
         """Seconds an entry holding the prompt's first `end` tokens is kept after its last use

@@ -31,6 +31,7 @@ from mlx_responses.service.engine.model_thread import ModelThread, Stop
 from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
 from mlx_responses.service.engine.outbox import Outbox
 from mlx_responses.service.engine.prompt_cache import PromptCache
+from mlx_responses.service.engine.prompt_expiry import Lifetimes
 from mlx_responses.service.engine.requests import (
     Chunk,
     EngineStats,
@@ -48,9 +49,9 @@ from mlx_responses.service.ids import OWNER
 log = logging.getLogger(__name__)
 
 
-# The most checkpoints one prompt's prefill leaves entries at: the system turn's end and a
-# client's four cache breakpoints (Anthropic takes at most four `cache_control` blocks).
-MAX_CHECKPOINTS = 5
+# The most checkpoints one prompt's prefill leaves entries at: the system turn's end, a client's
+# four cache breakpoints and where it parts from its prompt_cache_key's last (key_prefixes.py).
+MAX_CHECKPOINTS = 6
 
 
 @dataclass
@@ -62,6 +63,7 @@ class _Submit:
     checkpoints: tuple[int, ...] = ()  # prompt positions whose cache is worth an entry
     submitted_at: float = field(default_factory=time.perf_counter)
     scope: str = ""  # whose prompt-cache entries it may use and leaves (--isolate-keys)
+    retention: Lifetimes | None = None  # how long its entries are kept (None: LRU only)
 
 
 @dataclass
@@ -118,6 +120,7 @@ class EngineWorker(ModelThread[LoadedModel]):
     solo: bool = True
     stats: EngineStats = field(default_factory=EngineStats)
     metrics: EngineObserver | None = None
+    clock: Callable[[], float] = time.time  # the prompt-cache entries' lifetimes' (tests: any)
     # The prefill settings resolved for the device, on the MLX thread before the first step.
     _prefill: Prefill = field(init=False, repr=False)
 
@@ -163,12 +166,13 @@ class EngineWorker(ModelThread[LoadedModel]):
         sampling: SamplingParams,
         logits_processors: Sequence[LogitsProcessor] = (),
         checkpoints: Sequence[int] = (),
+        retention: Lifetimes | None = None,
     ) -> GenerationStream:
         """Queues a generation; raises QueueFullError when the queue is full.
 
         `checkpoints`: prompt positions other prompts are likely to share (where a system turn
         ends, a client's cache breakpoints); with `takes_checkpoints`, the prefill leaves a
-        prompt-cache entry at each (the deepest `MAX_CHECKPOINTS`).
+        prompt-cache entry at each (the deepest `MAX_CHECKPOINTS`); `retention`: their lifetimes.
         """
         self._admit()
         stream = GenerationStream(self, asyncio.get_running_loop())
@@ -184,6 +188,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                 list(logits_processors),
                 tuple(sorted(set(checkpoints))[-MAX_CHECKPOINTS:]),
                 scope=scope,
+                retention=retention,
             )
         )
         return stream
@@ -279,6 +284,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                     self.prompt_cache_max_entries,
                     self.prompt_cache_max_bytes,
                     self.stats,
+                    self.clock,
                 )
             self._checkpointing = self._prompt_cache is not None and not plain
             if self._prompt_cache is not None and self.prompt_cache_dir is not None:
@@ -445,6 +451,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             scope=command.scope,
             prompt_tokens=len(command.prompt),
             written_to=cached,
+            retention=command.retention,
         )
         if self._metrics is not None:
             self._metrics.prompt(len(command.prompt), cached)
@@ -519,7 +526,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         """Puts a prompt-cache entry of `entry`'s in memory and on disk (a checkpoint's, or a
         finished turn's: `prompt_cache.py`); `written`: the prompt tokens it holds."""
         assert self._prompt_cache is not None
-        self._prompt_cache.keep(entry.scope, tokens, cache)
+        self._prompt_cache.keep(entry.scope, tokens, cache, entry.retention, written)
         entry.written_to = max(entry.written_to, written)
 
     def _deliver(

@@ -29,8 +29,8 @@ from mlx_responses.service.text.cache_breakpoints import (
     MAX_BREAKPOINTS,
     Mark,
     mark_positions,
+    mark_retention,
     resolve_marks,
-    retention,
 )
 from mlx_responses.service.text.compaction_items import CompactionDecodeError
 from mlx_responses.service.text.grammars import Grammar, GrammarFactory, SchemaError
@@ -103,7 +103,7 @@ class ModelRuntime:
             raise invalid(str(exc), "input", "invalid_prompt") from exc
         if not self.worker.takes_checkpoints:
             # One entry holds every marked prefix (a trimmable cache replaces its prefixes).
-            kept = retention(
+            kept = mark_retention(
                 marks, None, request_ttl=cache_ttl, memory_only=memory_only, merged=True
             )
             return replace(prompt, retention=kept)
@@ -122,7 +122,7 @@ class ModelRuntime:
             template_kwargs=kwargs,
         )
         inside = sorted({p for p in positions if p is not None and 0 < p < len(prompt.tokens)})
-        kept = retention(
+        kept = mark_retention(
             marks, positions, request_ttl=cache_ttl, memory_only=memory_only, merged=False
         )
         return replace(
@@ -239,4 +239,4 @@ class ModelRuntime:
         retention: Retention,
     ) -> GenerationStream:
         """Hands the generation to the engine (a VisionRuntime hands its images over too)."""
-        return self.worker.submit(tokens, sampling, processors, checkpoints)
+        return self.worker.submit(tokens, sampling, processors, checkpoints, retention)

@@ -168,7 +168,7 @@ def mark_positions(
     return positions
 
 
-def retention(
+def mark_retention(
     marks: Sequence[Mark],
     positions: Sequence[int | None] | None,
     *,

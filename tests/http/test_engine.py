@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from mlx_responses.service.config import BUNDLED_MODEL
 
 from tests.support.stack import Stack
@@ -152,3 +155,34 @@ def test_a_restarted_server_reads_a_long_prompt_from_disk(tmp_path: Path) -> Non
     assert usage[0]["input_tokens_details"]["cached_tokens"] == 0
     assert usage[1]["input_tokens_details"]["cached_tokens"] >= 0.9 * usage[1]["input_tokens"]
     assert list((tmp_path / "entries").iterdir())
+
+
+@pytest.mark.parametrize("retention", ["in_memory", "24h"])
+def test_the_retention_reaches_the_disk_tier(
+    random_model: Path, tmp_path: Path, retention: str
+) -> None:
+    """`prompt_cache_retention` through the server: `in_memory` keeps a long prompt's entries
+    off the disk (a restart reads nothing), `24h` writes them with a day's lifetime (a restart
+    reads the prompt from disk)."""
+    request = {
+        "model": random_model.name,
+        "input": "The harbour town woke early. " * 120,
+        "max_output_tokens": 2,
+        "temperature": 0,
+        "prompt_cache_retention": retention,
+    }
+    usage = []
+    for _ in range(2):
+        with Stack.running(model_path=random_model, prompt_cache_dir=tmp_path) as stack:
+            reply = httpx.post(f"{stack.base_url}/v1/responses", json=request, timeout=60)
+            assert reply.status_code == 200, reply.text
+            usage.append(reply.json()["usage"])
+    read = usage[1]["input_tokens_details"]["cached_tokens"]
+    with closing(sqlite3.connect(tmp_path / "index.sqlite")) as db:
+        ttls = [row[0] for row in db.execute("SELECT ttl FROM entries")]
+    if retention == "in_memory":
+        assert read == 0 and ttls == []
+        assert not list((tmp_path / "entries").iterdir())
+    else:
+        assert read >= 0.9 * usage[1]["input_tokens"]
+        assert ttls and set(ttls) == {86400}

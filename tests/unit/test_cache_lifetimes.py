@@ -15,7 +15,7 @@ from mlx_responses.http_facade.errors import OpenAIError
 from mlx_responses.http_facade.to_proto import params_from_json
 from mlx_responses.service.engine.mlx_lm_compat import KVCache, RotatingKVCache
 from mlx_responses.service.engine.prompt_expiry import ExpiringPromptCache
-from mlx_responses.service.text.cache_breakpoints import Mark, retention
+from mlx_responses.service.text.cache_breakpoints import Mark, mark_retention
 from mlx_responses.service.text.key_prefixes import KeyPrefixes
 from mlx_responses.service.text.retention import UNBOUNDED, Retention
 
@@ -112,7 +112,7 @@ def test_a_malformed_lifetime_is_a_400(fields: dict[str, Any], param: str) -> No
 
 def test_each_entry_lives_as_the_first_mark_at_or_after_its_end() -> None:
     marks = [Mark(item=0, ttl=3600), Mark(item=2, chars=5), Mark(item=2, ttl=300)]
-    kept = retention(marks, [40, 90, 120], request_ttl=1800, memory_only=False, merged=False)
+    kept = mark_retention(marks, [40, 90, 120], request_ttl=1800, memory_only=False, merged=False)
     assert kept.points == ((40, 3600), (90, 1800), (120, 300))
     assert [kept.ttl(end) for end in (30, 40, 41, 90, 100, 120, 500)] == [
         3600,
@@ -124,10 +124,10 @@ def test_each_entry_lives_as_the_first_mark_at_or_after_its_end() -> None:
         300,  # past every mark (the finished turn): the deepest mark's
     ]
     # One entry holding every marked prefix (a trimmable cache) lives as the longest-lived.
-    merged = retention(marks, None, request_ttl=1800, memory_only=False, merged=True)
+    merged = mark_retention(marks, None, request_ttl=1800, memory_only=False, merged=True)
     assert merged.points == () and merged.ttl(500) == 3600
     # A mark stating nothing, with no request ttl: no expiry, the longest of all.
-    open_ended = retention(
+    open_ended = mark_retention(
         [Mark(item=0, ttl=300), Mark(item=1)],
         None,
         request_ttl=None,
