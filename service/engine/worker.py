@@ -43,6 +43,7 @@ from mlx_responses.service.engine.schedulers import choose_engine, new_scheduler
 from mlx_responses.service.engine.seeded_sampler import Samplers
 from mlx_responses.service.engine.slots import slots_serve
 from mlx_responses.service.engine.stream import GenerationStream
+from mlx_responses.service.engine.warm_up import WarmsUp, WarmUp
 from mlx_responses.service.flags import Prefill, prefill_for_device
 from mlx_responses.service.ids import OWNER
 
@@ -71,7 +72,7 @@ class _Cancel:
     stream: GenerationStream
 
 
-_Command = _Submit | _Cancel | Stop
+_Command = _Submit | _Cancel | WarmUp | Stop
 
 
 def device_kind() -> str:
@@ -80,7 +81,7 @@ def device_kind() -> str:
 
 
 @dataclass
-class EngineWorker(ModelThread[LoadedModel]):
+class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     """Owns the model and its scheduler on a dedicated thread.
 
     The model is loaded on that thread too: MLX state never touches another thread.
@@ -332,6 +333,8 @@ class EngineWorker(ModelThread[LoadedModel]):
                         return
                     if isinstance(command, _Submit):
                         self._start(scheduler, command, alone, active, by_stream)
+                    elif isinstance(command, WarmUp):  # at load, before the model serves
+                        self._warm_up(scheduler, command, busy=bool(active))
                     else:
                         self._cancel(scheduler, command, active, by_stream)
                 if not active:
@@ -517,11 +520,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             self.stats.verify_steps = spec.verify_steps
 
     def _keep(
-        self,
-        entry: Active[GenerationStream],
-        tokens: list[int],
-        cache: list[Any],
-        written: int,
+        self, entry: Active[GenerationStream], tokens: list[int], cache: list[Any], written: int
     ) -> None:
         """Puts a prompt-cache entry of `entry`'s in memory and on disk (a checkpoint's, or a
         finished turn's: `prompt_cache.py`); `written`: the prompt tokens it holds."""

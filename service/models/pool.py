@@ -285,13 +285,17 @@ class ModelPool:
             metrics=self.metrics.engine,
         )
         loaded = await worker.start()
+        runtime = ModelRuntime(loaded, worker)
+        # Before it serves: its first request runs as fast as the next (engine/warm_up.py).
+        warm_up = await runtime.warm_up()
         log.info(
-            "model %s loaded in %.2fs (MLX CPU BLAS in use: %s)",
+            "model %s loaded in %.2fs, %.2fs of it warming up (MLX CPU BLAS in use: %s)",
             model.id,
             time.perf_counter() - started,
+            warm_up,
             blas_in_use(),
         )
-        return ModelRuntime(loaded, worker)
+        return runtime
 
     async def _unload(self, model: ServedModel) -> None:
         """Stops an idle model's engine and lets its memory go (weights, KV and prompt caches)."""

@@ -8,6 +8,8 @@ pipeline (service/responses/pipeline.py) holds a runtime for the length of a req
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -160,6 +162,33 @@ class ModelRuntime:
             else None,
             memory_only=params.prompt_cache_memory_only,
         )
+
+    async def warm_up(self) -> float:
+        """Pays the first request's one-time costs at load (service/engine/warm_up.py): renders
+        a short conversation (the chat template compiles), compiles a tool grammar (the grammar
+        tokenizer builds) and generates a few tokens, under that grammar and free, on the
+        engine thread (the weights, loaded lazily, are read). Seconds it took; 0 where the
+        template refuses the probe."""
+        started = time.perf_counter()
+        try:
+            prompt, grammar = await asyncio.to_thread(self._warm_up_prompt)
+        except ServiceError:  # a template that wants other turns: the first request pays
+            return 0.0
+        constrained = [GrammarProcessor(grammar.matcher, grammar.vocab_size)] if grammar else []
+        await self.worker.warm_up(prompt.tokens, constrained)
+        await self.worker.warm_up(prompt.tokens)  # the unconstrained (solo) path
+        return time.perf_counter() - started
+
+    def _warm_up_prompt(self) -> tuple[RenderedPrompt, Grammar | None]:
+        schema: JsonObject = {"type": "object", "properties": {"city": {"type": "string"}}}
+        tool = pb.Tool(function=pb.FunctionTool(name="get_weather", description="The weather."))
+        params = pb.CreateResponseParams(tools=[tool])
+        parsed = RequestJson(tool_parameters={"get_weather": schema})
+        # A short prompt (without the tool: its schema would add a prefill of no use).
+        text = pb.ContentPart(input_text=pb.InputText(text="Hello."))
+        items = [pb.Item(message=pb.MessageItem(role=pb.ROLE_USER, content=[text]))]
+        prompt = self.render(None, items, [], {}, {})
+        return prompt, self.tool_constraints.grammar(params, prompt, parsed, max_tokens=16)
 
     def key_checkpoint(self, key: str, tokens: Sequence[int]) -> int:
         """Where a prompt sent under `prompt_cache_key` `key` parts from the key's previous

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import uuid
@@ -186,3 +187,22 @@ def test_the_retention_reaches_the_disk_tier(
     else:
         assert read >= 0.9 * usage[1]["input_tokens"]
         assert ttls and set(ttls) == {86400}
+
+
+def test_a_model_warms_up_before_it_serves(
+    random_model: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The pool warms a model up as it loads (a tool-constrained and a free generation,
+    service/engine/warm_up.py), and the warm-up leaves nothing a request sees: the first one
+    reads nothing from the prompt cache and is the engine's first completion."""
+    caplog.set_level(logging.INFO, logger="mlx_responses.service.models.pool")
+    with Stack.running(model_path=random_model) as stack:
+        loads = [r.getMessage() for r in caplog.records if "warming up" in r.getMessage()]
+        assert len(loads) == 1
+        seconds = float(loads[0].split(", ")[1].split("s of it warming up")[0])
+        assert seconds > 0
+        assert stack.engine_stats.completed == 0 and stack.engine_stats.solo_sequences == 0
+        body = {"model": random_model.name, "input": "hello there", "max_output_tokens": 2}
+        reply = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60)
+        assert reply.json()["usage"]["input_tokens_details"]["cached_tokens"] == 0
+        assert stack.engine_stats.completed == 1
