@@ -8,11 +8,11 @@ entry written without one is left to the LRU bounds, as mlx-lm's cache keeps eve
 from __future__ import annotations
 
 import time
-from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from mlx_responses.service.engine.prompt_trie import IndexedPromptTrie, new_prompt_cache
+from mlx_responses.service.engine.prompt_trie import _key as sequence_key
 
 Clock = Callable[[], float]
 
@@ -31,10 +31,6 @@ class Lifetimes(Protocol):
         ...
 
 
-def _key(tokens: Sequence[int]) -> bytes:
-    return array("q", tokens).tobytes()
-
-
 class _RecordingTrie(IndexedPromptTrie):
     """The indexed trie, remembering the last entry read (the one a fetch served)."""
 
@@ -46,8 +42,9 @@ class _RecordingTrie(IndexedPromptTrie):
         self.last = (model, tokens)
         return super().get(model, tokens)
 
-    def holds(self, model: Any, tokens: Sequence[int]) -> bool:
-        return _key(tokens) in self._sequences.get(model, {})
+    def holds(self, model: Any, key: bytes) -> bool:
+        """Whether the sequence of token bytes `key` (`_key`) is an entry of `model`'s."""
+        return key in self._sequences.get(model, {})
 
 
 class ExpiringPromptCache:
@@ -79,11 +76,11 @@ class ExpiringPromptCache:
     ) -> None:
         """mlx-lm's insert; `ttl`: seconds the entry is kept after its last use (None: LRU)."""
         self.lru.insert_cache(model, tokens, cache)
-        key = (model, _key(tokens))
         if ttl is None:
-            self._lives.pop(key, None)
+            if self._lives:  # written again without one: the LRU's now
+                self._lives.pop((model, sequence_key(tokens)), None)
         else:
-            self._lives[key] = (ttl, self.clock() + ttl, list(tokens))
+            self._lives[(model, sequence_key(tokens))] = (ttl, self.clock() + ttl, list(tokens))
 
     def fetch_nearest_cache(self, model: Any, tokens: list[int]) -> tuple[Any, list[int]]:
         """mlx-lm's fetch, over the entries that have not expired; the entry it serves from is
@@ -103,7 +100,7 @@ class ExpiringPromptCache:
         now = self.clock()
         for key, (_, expires, tokens) in list(self._lives.items()):
             model = key[0]
-            if not self._trie.holds(model, tokens):
+            if not self._trie.holds(model, key[1]):
                 del self._lives[key]  # evicted, or replaced by a longer entry
             elif expires <= now:
                 del self._lives[key]
@@ -111,7 +108,9 @@ class ExpiringPromptCache:
                 self.expired += 1
 
     def _touch(self, model: Any, tokens: list[int]) -> None:
-        key = (model, _key(tokens))
+        if not self._lives:
+            return
+        key = (model, sequence_key(tokens))
         life = self._lives.get(key)
         if life is not None:
             self._lives[key] = (life[0], self.clock() + life[0], life[2])
