@@ -176,11 +176,16 @@ def mark_retention(
     memory_only: bool,
     merged: bool,
 ) -> Retention:
-    """The lifetimes of a request's entries (prompt_expiry.py): its marks by depth with where
-    they end (`positions`, None where not looked for), its own ttl, `merged` for a cache that
-    keeps one entry holding every marked prefix."""
+    """The lifetimes of a request's entries (service/text/retention.py): its marks with where
+    they end in the prompt (`positions`, None where not looked for), its own ttl, `merged` for
+    a cache that keeps one entry holding every marked prefix. The marks go in prompt order: by
+    position where found (a template may render the tools after the system text), else by
+    their place in the request."""
     found = list(positions) if positions is not None else [None] * len(marks)
-    ordered = sorted(zip(marks, found, strict=True), key=lambda pair: pair[0].depth)
+    ordered = sorted(
+        zip(marks, found, strict=True),
+        key=lambda pair: (-1 if pair[1] is None else pair[1], pair[0].depth),
+    )
     return Retention.of(
         request_ttl,
         [(p, mark.ttl) for mark, p in ordered],

@@ -123,6 +123,15 @@ def test_each_entry_lives_as_the_first_mark_at_or_after_its_end() -> None:
         300,
         300,  # past every mark (the finished turn): the deepest mark's
     ]
+    # The tools render after the system text here: the deepest mark is the tool's.
+    tool_last = mark_retention(
+        [Mark(tool="t", ttl=300), Mark(item=0, chars=10, ttl=3600)],
+        [80, 40],
+        request_ttl=None,
+        memory_only=False,
+        merged=False,
+    )
+    assert tool_last.points == ((40, 3600), (80, 300)) and tool_last.ttl(500) == 300
     # One entry holding every marked prefix (a trimmable cache) lives as the longest-lived.
     merged = mark_retention(marks, None, request_ttl=1800, memory_only=False, merged=True)
     assert merged.points == () and merged.ttl(500) == 3600
