@@ -156,7 +156,7 @@ def lifetimes(body: dict[str, Any], params: pb.CreateResponseParams) -> None:
     retention = body.get("prompt_cache_retention")
     bound: int | None = None
     if retention is not None:
-        if retention not in RETENTIONS:
+        if not isinstance(retention, str) or retention not in RETENTIONS:
             raise invalid(
                 "Invalid 'prompt_cache_retention': expected in_memory or 24h.",
                 "prompt_cache_retention",

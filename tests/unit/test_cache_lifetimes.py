@@ -95,6 +95,8 @@ def test_openai_lifetimes_and_the_retention_bound() -> None:
     ("fields", "param"),
     [
         ({"prompt_cache_retention": "forever"}, "prompt_cache_retention"),
+        ({"prompt_cache_retention": {}}, "prompt_cache_retention"),
+        ({"prompt_cache_options": {"ttl": ["30m"], "mode": {}}}, "prompt_cache_options.mode"),
         ({"prompt_cache_options": {"ttl": "5m"}}, "prompt_cache_options.ttl"),
         ({"prompt_cache_options": {"mode": "sometimes"}}, "prompt_cache_options.mode"),
         ({"prompt_cache_options": "30m"}, "prompt_cache_options"),
