@@ -8,12 +8,14 @@ comes from disk), the clock moving on between them.
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mlx_responses.service.engine.model import load_model
-from mlx_responses.service.engine.prompt_disk import BLOCK
+from mlx_responses.service.engine.prompt_disk import BLOCK, PromptDisk
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.worker import EngineWorker
 from mlx_responses.service.text.retention import Retention
@@ -146,3 +148,29 @@ async def test_in_memory_retention_never_reaches_the_disk(
         finally:
             engine.stop()
     assert not list((tmp_path / "entries").iterdir())
+
+
+def test_an_index_written_before_lifetimes_gains_them(tmp_path: Path) -> None:
+    """A prompt-cache folder from before lifetimes (its index without `ttl` and `expires`):
+    opening it adds the columns, and its entries stay, without an expiry."""
+    (tmp_path / "entries").mkdir()
+    identity = "f" * 64
+    with closing(sqlite3.connect(tmp_path / "index.sqlite")) as db:
+        db.execute(
+            "CREATE TABLE entries (name TEXT PRIMARY KEY, key TEXT, length INTEGER,"
+            " digest TEXT, blocks TEXT, trimmable INTEGER, bytes INTEGER, last_use REAL)"
+        )
+        db.execute(
+            "INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            ("old.safetensors", identity[:32] + "0" * 16, 300, "d", "[]", 1, 10, 0.0),
+        )
+        db.commit()
+    disk = PromptDisk(tmp_path, 1 << 30, identity, Clock())
+    try:
+        (entry,) = disk._entries.values()
+        assert entry.name == "old.safetensors" and entry.ttl is None and entry.expires is None
+    finally:
+        disk.close()
+    with closing(sqlite3.connect(tmp_path / "index.sqlite")) as db:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(entries)")}
+    assert {"ttl", "expires"} <= columns
