@@ -298,6 +298,7 @@ def _request_schemas() -> dict[str, Schema]:
         include=_nullable({"type": "array", "items": STRING}),
         chat_template_kwargs=_nullable({"type": "object"}),
         keep_alive=KEEP_ALIVE_SCHEMA,
+        **chat_openapi.prompt_cache_lifetimes(),
     )
     properties["truncation"] = _nullable({"const": "disabled"})
     create = {

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from mlx_responses.http_facade import builtin_items
-from mlx_responses.http_facade.cache_hints import check_breakpoint, input_breakpoints
+from mlx_responses.http_facade.cache_hints import check_breakpoint, input_breakpoints, lifetimes
 from mlx_responses.http_facade.errors import invalid
 from mlx_responses.http_facade.keep_alive import read_keep_alive
 from mlx_responses.http_facade.media_parts import file_part, image_part
@@ -538,6 +538,7 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
             setattr(params, key, _scalar(body[key], key, kind))
     params.input.extend(_input(body["input"]))
     params.cache_breakpoints.extend(input_breakpoints(body["input"]))
+    lifetimes(body, params)
     if body.get("tools") is not None:
         tools = _expect(body["tools"], list, "tools", "an array")
         params.tools.extend(_tool(t, f"tools[{i}]") for i, t in enumerate(tools))

@@ -7,16 +7,21 @@ renders the prompt up to each and, for a model whose caches cannot be cut back, 
 prompt-cache entry there (service/text/cache_breakpoints.py). A top-level `cache_control`
 (automatic caching) marks the last block.
 
-NOTE: `ttl` is checked and not acted on: entries live until the prompt cache's LRU bounds
-(`--prompt-cache-max-entries`, `--prompt-cache-max-bytes`, the disk tier's) evict them.
-Anthropic refuses more than four marked blocks; here the deepest four are taken (as OpenAI
-takes its breakpoints), the core's bound.
+A stated `ttl` is how long the entry at that block is kept after its last use (each use
+refreshes it, as Anthropic's does); the core gives the request's other entries the lifetime of
+the first marked block at or after their end (service/text/retention.py). A block without
+a `ttl` leaves its entry to the prompt cache's LRU bounds (`--prompt-cache-max-entries`,
+`--prompt-cache-max-bytes`, the disk tier's): Anthropic's five minutes are what it promises to
+keep, and a local server keeping longer serves its client better. Anthropic refuses more than
+four marked blocks; here the deepest four are taken (as OpenAI takes its breakpoints), the
+core's bound.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from mlx_responses.http_facade.cache_hints import TTL_SECONDS, max_ttl
 from mlx_responses.http_facade.errors import invalid
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -51,9 +56,28 @@ def _checked(value: Any, where: str) -> bool:
     return True
 
 
-def input_point(item: int, chars: int | None = None) -> pb.CacheBreakpoint:
-    """After `input[item]` (after its first `chars` characters of text, for a message)."""
+def ttl_of(block: dict[str, Any]) -> int | None:
+    """The lifetime in seconds a marked (checked) block states: its own `ttl`, or for a
+    tool_result the longest of its text blocks'; None where none is stated."""
+    ttls = [_ttl(block.get("cache_control"))]
+    content = block.get("content")
+    if block.get("type") == "tool_result" and isinstance(content, list):
+        ttls += [_ttl(b.get("cache_control")) for b in content if isinstance(b, dict)]
+    return max_ttl(ttls)
+
+
+def _ttl(value: Any) -> int | None:
+    ttl = value.get("ttl") if isinstance(value, dict) else None
+    return TTL_SECONDS[ttl] if isinstance(ttl, str) else None
+
+
+def input_point(item: int, chars: int | None = None, ttl: int | None = None) -> pb.CacheBreakpoint:
+    """After `input[item]` (after its first `chars` characters of text, for a message); `ttl`:
+    its entry's lifetime in seconds, if stated."""
     point = pb.InputPoint(item=item)
     if chars is not None:
         point.chars = chars
-    return pb.CacheBreakpoint(input=point)
+    mark = pb.CacheBreakpoint(input=point)
+    if ttl is not None:
+        mark.ttl_seconds = ttl
+    return mark

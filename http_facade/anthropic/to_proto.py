@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mlx_responses.http_facade.anthropic.cache_control import input_point, marked
+from mlx_responses.http_facade.anthropic.cache_control import input_point, marked, ttl_of
 from mlx_responses.http_facade.chat.to_proto import stop_sequences, template_kwargs
 from mlx_responses.http_facade.dialect_media import MediaPaths, anthropic_image
 from mlx_responses.http_facade.errors import invalid
@@ -69,6 +69,11 @@ def _tool_result_text(content: Any, where: str) -> str:
     return "".join(texts)
 
 
+# A cache_control breakpoint: after input[item] (after `chars` characters of its text), and
+# the ttl it states in seconds.
+Mark = tuple[int, int | None, int | None]
+
+
 class _Items:
     """Items of one message, in block order; consecutive text and image blocks make one message
     item (consecutive texts one part)."""
@@ -77,7 +82,8 @@ class _Items:
         self.role = role
         self.items: list[pb.Item] = []
         self._open: pb.MessageItem | None = None
-        self.marks: list[tuple[int, int | None]] = []  # cache_control: (item, its text's chars)
+        # cache_control: (item, its text's chars, the ttl stated)
+        self.marks: list[Mark] = []
 
     def _message(self) -> pb.MessageItem:
         if self._open is None:
@@ -102,7 +108,7 @@ class _Items:
         self._open = None
         self.items.append(item)
 
-    def mark(self) -> None:
+    def mark(self, ttl: int | None) -> None:
         """A breakpoint after the last block: within a message's text, or after an item."""
         if self.items:
             chars = None
@@ -112,7 +118,7 @@ class _Items:
                     for part in self._open.content
                     if (kind := part.WhichOneof("part")) in ("input_text", "output_text")
                 )
-            self.marks.append((len(self.items) - 1, chars))
+            self.marks.append((len(self.items) - 1, chars, ttl))
 
 
 def _blocks(
@@ -120,7 +126,7 @@ def _blocks(
     content: Any,
     where: str,
     media: MediaPaths,
-    marks: list[tuple[int, int | None]] | None = None,
+    marks: list[Mark] | None = None,
 ) -> list[pb.Item]:
     """A message's items; `marks` takes its cache_control breakpoints (`_Items.mark`)."""
     items = _Items(role)
@@ -132,7 +138,7 @@ def _blocks(
         at = f"{where}[{i}]"
         _expect(block, dict, at, "an object")
         if marks is not None and i and marked(content[i - 1], f"{where}[{i - 1}]"):
-            items.mark()
+            items.mark(ttl_of(content[i - 1]))
         kind = block.get("type")
         if kind == "text":
             items.text(_text_block(block, at))
@@ -174,12 +180,12 @@ def _blocks(
             )
     if marks is not None:
         if content and marked(content[-1], f"{where}[{len(content) - 1}]"):
-            items.mark()
+            items.mark(ttl_of(content[-1]))
         marks.extend(items.marks)
     return items.items
 
 
-def _system(value: Any, marks: list[tuple[int, int | None]]) -> pb.Item:
+def _system(value: Any, marks: list[Mark]) -> pb.Item:
     """The system item (input[0]); `marks` takes its blocks' cache_control breakpoints."""
     if isinstance(value, str):
         text = value
@@ -192,7 +198,7 @@ def _system(value: Any, marks: list[tuple[int, int | None]]) -> pb.Item:
                 raise _unsupported(str(block.get("type")), f"system[{i}]")
             texts.append(_text_block(block, f"system[{i}]"))
             if marked(block, f"system[{i}]"):
-                marks.append((0, len("\n\n".join(texts))))
+                marks.append((0, len("\n\n".join(texts)), ttl_of(block)))
         text = "\n\n".join(texts)
     part = pb.ContentPart(input_text=pb.InputText(text=text))
     return pb.Item(message=pb.MessageItem(role=pb.ROLE_SYSTEM, content=[part]))
@@ -210,7 +216,7 @@ def messages_to_items(
     if not messages:
         raise invalid("'messages' must not be empty.", "messages", "empty_array")
     items = []
-    marks: list[tuple[int, int | None]] = []
+    marks: list[Mark] = []
     if body.get("system") not in (None, "", []):
         items.append(_system(body["system"], marks))
     for i, message in enumerate(messages):
@@ -225,14 +231,14 @@ def messages_to_items(
             )
         if "content" not in message:
             raise invalid(f"Missing required parameter: '{where}.content'.", f"{where}.content")
-        mine: list[tuple[int, int | None]] = []
+        mine: list[Mark] = []
         start = len(items)
         items.extend(_blocks(role, message["content"], f"{where}.content", media, mine))
-        marks += [(start + item, chars) for item, chars in mine]
+        marks += [(start + item, chars, ttl) for item, chars, ttl in mine]
     if marked(body, "") and items:
-        marks.append((len(items) - 1, None))
+        marks.append((len(items) - 1, None, ttl_of(body)))
     if breakpoints is not None:
-        breakpoints.extend(input_point(item, chars) for item, chars in marks)
+        breakpoints.extend(input_point(item, chars, ttl) for item, chars, ttl in marks)
     return items
 
 
@@ -243,7 +249,10 @@ def _tools(value: Any, breakpoints: list[pb.CacheBreakpoint]) -> list[pb.Tool]:
         where = f"tools[{i}]"
         _expect(tool, dict, where, "an object")
         if marked(tool, where) and isinstance(tool.get("name"), str):
-            breakpoints.append(pb.CacheBreakpoint(tool=tool["name"]))
+            mark = pb.CacheBreakpoint(tool=tool["name"])
+            if (ttl := ttl_of(tool)) is not None:
+                mark.ttl_seconds = ttl
+            breakpoints.append(mark)
         kind = tool.get("type")
         if kind not in CUSTOM_TOOL_TYPES:
             # A server tool (web search, code execution, ...): the core's hosted-tool policy

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mlx_responses.http_facade.cache_hints import BREAKPOINT_TTLS, PROMPT_CACHE_MODES, RETENTIONS
 from mlx_responses.http_facade.chat import routes
 from mlx_responses.http_facade.chat.to_proto import MAX_N, SCALAR_PARAMS
 from mlx_responses.http_facade.keep_alive import KEEP_ALIVE_SCHEMA
@@ -106,6 +107,21 @@ def tool_choice_schema() -> Schema:
     }
 
 
+def prompt_cache_lifetimes() -> dict[str, Schema]:
+    """`prompt_cache_retention` and `prompt_cache_options` (Responses and Chat: cache_hints.py)."""
+    return {
+        "prompt_cache_retention": nullable({"enum": list(RETENTIONS)}),
+        "prompt_cache_options": nullable(
+            obj(
+                mode=nullable({"enum": list(PROMPT_CACHE_MODES)}),
+                ttl=nullable({"enum": list(BREAKPOINT_TTLS)}),
+                prewarm=nullable(BOOLEAN),
+                comparison_response_id=OPT_STRING,
+            )
+        ),
+    }
+
+
 def _request() -> Schema:
     breakpoint = obj(("mode",), mode={"const": "explicit"}, ttl=nullable({"enum": ["30m", "12h"]}))
     text_part = obj(
@@ -187,6 +203,7 @@ def _request() -> Schema:
             "top_logprobs": nullable(integer(0, MAX_TOP_LOGPROBS)),
             "reasoning_effort": OPT_STRING,
             "chat_template_kwargs": nullable(OBJECT),
+            **prompt_cache_lifetimes(),
         },
         # `top_logprobs` needs `logprobs: true`.
         "if": {"required": ["top_logprobs"], "properties": {"top_logprobs": INTEGER}},

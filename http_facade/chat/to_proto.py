@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlx_responses.http_facade.cache_hints import chat_breakpoints
+from mlx_responses.http_facade.cache_hints import chat_breakpoints, lifetimes
 from mlx_responses.http_facade.dialect_media import MediaPaths, chat_image
 from mlx_responses.http_facade.errors import invalid
 from mlx_responses.http_facade.keep_alive import read_keep_alive
@@ -326,6 +326,7 @@ def chat_from_json(body: Any) -> ChatRequest:
     params.cache_breakpoints.extend(
         chat_breakpoints(body["messages"], lambda m: messages_to_items(m, chat_media()))
     )
+    lifetimes(body, params)
     params.stream = _flag(body, "stream")
     cap = max_tokens(body, "max_completion_tokens", "max_tokens")
     if cap is not None:

@@ -629,7 +629,7 @@ class ResponseError(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CreateResponseParams(_message.Message):
-    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "previous_response_id", "conversation", "context_management", "store", "background", "max_output_tokens", "temperature", "top_p", "top_logprobs", "truncation", "metadata", "chat_template_kwargs_json", "user", "service_tier", "safety_identifier", "prompt_cache_key", "stream", "include", "presence_penalty", "frequency_penalty", "stop", "seed", "top_k", "prompt", "reasoning_budget", "generate", "cache_breakpoints", "keep_alive_seconds")
+    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "previous_response_id", "conversation", "context_management", "store", "background", "max_output_tokens", "temperature", "top_p", "top_logprobs", "truncation", "metadata", "chat_template_kwargs_json", "user", "service_tier", "safety_identifier", "prompt_cache_key", "stream", "include", "presence_penalty", "frequency_penalty", "stop", "seed", "top_k", "prompt", "reasoning_budget", "generate", "cache_breakpoints", "keep_alive_seconds", "prompt_cache_ttl_seconds", "prompt_cache_memory_only")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -673,6 +673,8 @@ class CreateResponseParams(_message.Message):
     GENERATE_FIELD_NUMBER: _ClassVar[int]
     CACHE_BREAKPOINTS_FIELD_NUMBER: _ClassVar[int]
     KEEP_ALIVE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_CACHE_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_CACHE_MEMORY_ONLY_FIELD_NUMBER: _ClassVar[int]
     model: str
     input: _containers.RepeatedCompositeFieldContainer[Item]
     instructions: str
@@ -709,15 +711,19 @@ class CreateResponseParams(_message.Message):
     generate: bool
     cache_breakpoints: _containers.RepeatedCompositeFieldContainer[CacheBreakpoint]
     keep_alive_seconds: float
-    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., context_management: _Optional[_Iterable[_Union[ContextManagement, _Mapping]]] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., truncation: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chat_template_kwargs_json: _Optional[str] = ..., user: _Optional[str] = ..., service_tier: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., stream: _Optional[bool] = ..., include: _Optional[_Iterable[str]] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., top_k: _Optional[int] = ..., prompt: _Optional[str] = ..., reasoning_budget: _Optional[int] = ..., generate: _Optional[bool] = ..., cache_breakpoints: _Optional[_Iterable[_Union[CacheBreakpoint, _Mapping]]] = ..., keep_alive_seconds: _Optional[float] = ...) -> None: ...
+    prompt_cache_ttl_seconds: int
+    prompt_cache_memory_only: bool
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., parallel_tool_calls: _Optional[bool] = ..., text: _Optional[_Union[TextConfig, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningConfig, _Mapping]] = ..., previous_response_id: _Optional[str] = ..., conversation: _Optional[str] = ..., context_management: _Optional[_Iterable[_Union[ContextManagement, _Mapping]]] = ..., store: _Optional[bool] = ..., background: _Optional[bool] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_logprobs: _Optional[int] = ..., truncation: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chat_template_kwargs_json: _Optional[str] = ..., user: _Optional[str] = ..., service_tier: _Optional[str] = ..., safety_identifier: _Optional[str] = ..., prompt_cache_key: _Optional[str] = ..., stream: _Optional[bool] = ..., include: _Optional[_Iterable[str]] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., top_k: _Optional[int] = ..., prompt: _Optional[str] = ..., reasoning_budget: _Optional[int] = ..., generate: _Optional[bool] = ..., cache_breakpoints: _Optional[_Iterable[_Union[CacheBreakpoint, _Mapping]]] = ..., keep_alive_seconds: _Optional[float] = ..., prompt_cache_ttl_seconds: _Optional[int] = ..., prompt_cache_memory_only: _Optional[bool] = ...) -> None: ...
 
 class CacheBreakpoint(_message.Message):
-    __slots__ = ("tool", "input")
+    __slots__ = ("tool", "input", "ttl_seconds")
     TOOL_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     tool: str
     input: InputPoint
-    def __init__(self, tool: _Optional[str] = ..., input: _Optional[_Union[InputPoint, _Mapping]] = ...) -> None: ...
+    ttl_seconds: int
+    def __init__(self, tool: _Optional[str] = ..., input: _Optional[_Union[InputPoint, _Mapping]] = ..., ttl_seconds: _Optional[int] = ...) -> None: ...
 
 class InputPoint(_message.Message):
     __slots__ = ("item", "chars")

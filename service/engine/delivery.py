@@ -8,6 +8,7 @@ from typing import Any, Generic, TypeVar
 
 import mlx.core as mx
 import numpy as np
+from mlx_responses.service.engine.prompt_expiry import Lifetimes
 from mlx_responses.service.engine.requests import TokenLogprob
 
 S = TypeVar("S")  # the request's stream
@@ -31,6 +32,8 @@ class Active(Generic[S]):
     written_to: int = 0
     # An image prompt's prompt-cache key (vision/cache_key.py; None: its tokens are its key).
     key: list[int] | None = None
+    # How long the entries it leaves are kept (service/text/retention.py); None: LRU only.
+    retention: Lifetimes | None = None
 
     def keyed(self, tokens: list[int]) -> list[int]:
         """An entry's `tokens` as its prompt-cache key (an image prompt's images standing in

@@ -71,7 +71,8 @@ KV_CACHE_INTERNALS = (
 # The prompt cache's trie, which service/engine/prompt_trie.py replaces with an indexed one: the
 # attribute that holds it, and what the subclass overrides or reads (mlx-lm's nested-dict nodes,
 # "__value__" marking a sequence's end, are read by the restated search).
-PROMPT_CACHE_INTERNALS = ("_trie",)
+# service/engine/prompt_expiry.py takes one expired entry out of its LRU order and byte counts.
+PROMPT_CACHE_INTERNALS = ("_trie", "_lru", "_n_bytes", "_n_bytes_by_type")
 PROMPT_TRIE_INTERNALS = ("_trie", "add", "pop", "pop_prefixes", "search", "get")
 
 # Keyword arguments the engine passes, by callable.

@@ -11,6 +11,11 @@ cannot be trimmed back (a sliding window that has rotated, a recurrent state), w
 of a prompt's prefill ended: its system turn's end, a client's cache breakpoints, or the prompt
 but for its last token (the worker's `checkpoints`, `Scheduler.prompt_ends`).
 
+An entry written under a client's lifetime (`ttl`: Anthropic `cache_control.ttl`, OpenAI
+`prompt_cache_options` and `prompt_cache_retention`; service/text/retention.py) expires `ttl`
+seconds after its last use, in memory (`prompt_expiry.py`) and on disk; an expired entry is
+never served and is removed. An entry written without one is left to the LRU bounds.
+
 A finished turn's entry serves only a prompt that extends it token for token. The next turn
 rarely does: the template renders the reply in its own way (reasoning dropped, an end-of-turn
 token where the model stopped), and an exact repeat (a retry, Codex's warm-up then its turn)
@@ -23,31 +28,41 @@ Owned by the MLX thread; the disk tier writes on a thread of its own.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mlx_responses.service.engine.mlx_lm_compat import can_trim_prompt_cache, trim_prompt_cache
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.prompt_disk import PromptDisk, open_disk
-from mlx_responses.service.engine.prompt_trie import new_prompt_cache
+from mlx_responses.service.engine.prompt_expiry import ExpiringPromptCache, Lifetimes
 from mlx_responses.service.engine.requests import EngineStats
 
 
 class PromptCache:
     """The memory tier and, when opened, the disk tier of one model's prompt cache."""
 
-    def __init__(self, alias: str, max_entries: int, max_bytes: int, stats: EngineStats) -> None:
+    def __init__(
+        self,
+        alias: str,
+        max_entries: int,
+        max_bytes: int,
+        stats: EngineStats,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.alias = alias
         self.max_bytes = max_bytes
         self.stats = stats
-        self.memory = new_prompt_cache(max_entries, max_bytes)
+        self.clock = clock  # the lifetimes' (wall time: the disk's outlive the process)
+        self.memory = ExpiringPromptCache(max_entries, max_bytes, clock)
         self.disk: PromptDisk | None = None
 
     def open_disk(
         self, folder: Path, budget: int, loaded: LoadedModel, layout: str, draft: Path | None
     ) -> None:
         """Adds the disk tier: entries of this model, this KV `layout` and draft model."""
-        self.disk = open_disk(folder, budget, loaded, layout, draft)
+        self.disk = open_disk(folder, budget, loaded, layout, draft, clock=self.clock)
 
     def key(self, scope: str) -> str:
         """The model key for `scope`: one trie per model and owner."""
@@ -73,12 +88,22 @@ class PromptCache:
             self.stats.cached_tokens += len(prompt) - len(rest)
         return cache, rest
 
-    def keep(self, scope: str, tokens: list[int], cache: list[Any]) -> None:
-        """Puts an entry holding `tokens` in memory and, with a disk tier, on disk."""
+    def keep(
+        self,
+        scope: str,
+        tokens: list[int],
+        cache: list[Any],
+        retention: Lifetimes | None = None,
+        end: int = 0,
+    ) -> None:
+        """Puts an entry holding `tokens` in memory and, with a disk tier, on disk; under a
+        `retention`, it lives as an entry ending at prompt position `end` does (and stays off
+        the disk if it says so)."""
         key = self.key(scope)
-        self.memory.insert_cache(key, tokens, cache)
-        if self.disk is not None:
-            self.disk.put(key, tokens, cache)
+        ttl = retention.ttl(end) if retention is not None else None
+        self.memory.insert_cache(key, tokens, cache, ttl)
+        if self.disk is not None and not (retention is not None and retention.memory_only):
+            self.disk.put(key, tokens, cache, ttl)
         self.stats.prompt_cache_bytes = self.memory.nbytes
 
     def trim(self, live_bytes: int) -> None:

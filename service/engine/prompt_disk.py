@@ -21,12 +21,16 @@ and the prompt-cache scope (`--isolate-keys`' owner). Its digest covers its toke
 
 Index. `index.sqlite` (shared by the processes using the directory) lists every entry with its
 identity, token count, digest, the chained hashes of its 256-token blocks, whether its cache can
-be trimmed, its bytes and last use. The budget (`max_bytes`) holds over the whole directory:
-after each write the least recently used entries go.
+be trimmed, its bytes and last use, and, for an entry written under a client's lifetime, that
+lifetime (`ttl`, seconds) and when it expires (`expires`, Unix time: its last use plus `ttl`).
+The budget (`max_bytes`) holds over the whole directory: after each write the least recently
+used entries go. An expired entry is never served: it is deleted when found (at start, at a
+lookup); one without a lifetime is left to the budget.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -35,7 +39,7 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,7 +97,13 @@ def model_identity(folder: Path, chat_template: str | None, layout: str, draft: 
 
 
 def open_disk(
-    folder: Path, max_bytes: int, loaded: LoadedModel, layout: str, draft: Path | None
+    folder: Path,
+    max_bytes: int,
+    loaded: LoadedModel,
+    layout: str,
+    draft: Path | None,
+    *,
+    clock: Callable[[], float] = time.time,
 ) -> PromptDisk | None:
     """The disk tier of `loaded`'s prompt cache (`layout`: its KV layout), where it is on
     (`max_bytes` > 0) and `folder` can be used; None else (logged)."""
@@ -102,7 +112,7 @@ def open_disk(
     template = getattr(loaded.tokenizer, "chat_template", None)
     try:
         identity = model_identity(loaded.path, template, layout, draft)
-        disk = PromptDisk(folder, max_bytes, identity)
+        disk = PromptDisk(folder, max_bytes, identity, clock)
     except (OSError, sqlite3.Error) as exc:
         log.warning("prompt cache disk tier off: %s: %s", folder, exc)
         return None
@@ -141,6 +151,8 @@ class _Entry:
     blocks: list[str]
     trimmable: bool
     nbytes: int
+    ttl: float | None = None  # seconds it is kept after its last use (None: the budget's)
+    expires: float | None = None  # Unix time (None: never)
 
 
 @dataclass
@@ -163,8 +175,15 @@ class Hit:
 class PromptDisk:
     """The disk tier of one engine's prompt cache (created and called on its thread)."""
 
-    def __init__(self, directory: Path, max_bytes: int, identity: str) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        max_bytes: int,
+        identity: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.directory = directory
+        self.clock = clock  # the lifetimes' (wall time)
         self.max_bytes = max_bytes
         self.identity = identity
         self.hits = 0  # prompts served from disk
@@ -181,29 +200,33 @@ class PromptDisk:
         self._queue: SimpleQueue[Any] = SimpleQueue()
         with closing(self._connect()) as db:
             for row in db.execute(
-                "SELECT name, key, length, digest, blocks, trimmable, bytes FROM entries "
-                "WHERE key LIKE ?",
+                "SELECT name, key, length, digest, blocks, trimmable, bytes, ttl, expires "
+                "FROM entries WHERE key LIKE ?",
                 (identity[:32] + "%",),
             ):
                 entry = _Entry(
-                    row[0], row[1], row[2], row[3], json.loads(row[4]), bool(row[5]), row[6]
+                    row[0], row[1], row[2], row[3], json.loads(row[4]), bool(row[5]), *row[6:]
                 )
                 self._entries[entry.name] = entry
         self._sweep()
+        self._expire()
         self._thread = threading.Thread(target=self._write_loop, name="prompt-disk", daemon=True)
         self._thread.start()
 
     # --- the engine thread -------------------------------------------------------------------
-    def put(self, scope: str, tokens: list[int], cache: list[Any]) -> bool:
-        """Queues `cache` (the KV of `tokens`) for writing; False where it is not written (an
-        unknown cache class, too large, or the writer behind)."""
+    def put(
+        self, scope: str, tokens: list[int], cache: list[Any], ttl: float | None = None
+    ) -> bool:
+        """Queues `cache` (the KV of `tokens`) for writing, kept `ttl` seconds after its last
+        use (None: until the budget evicts it); False where it is not written (an unknown
+        cache class, too large, or the writer behind)."""
         started = time.perf_counter()
         try:
-            return self._put(scope, tokens, cache)
+            return self._put(scope, tokens, cache, ttl)
         finally:
             self.put_seconds += time.perf_counter() - started
 
-    def _put(self, scope: str, tokens: list[int], cache: list[Any]) -> bool:
+    def _put(self, scope: str, tokens: list[int], cache: list[Any], ttl: float | None) -> bool:
         self._done.clear()
         if len(tokens) < BLOCK or any(type(c).__name__ not in CLASSES for c in cache):
             return False
@@ -247,6 +270,8 @@ class PromptDisk:
             chain,
             can_trim_prompt_cache(cache),
             nbytes,
+            ttl,
+            None if ttl is None else self.clock() + ttl,
         )
         with self._lock:
             self._pending += 1
@@ -270,8 +295,10 @@ class PromptDisk:
         return loaded
 
     def lookup(self, scope: str, prompt: list[int]) -> Hit | None:
-        """The entry of this scope serving the most tokens of `prompt`, by the index alone."""
+        """The entry of this scope serving the most tokens of `prompt`, by the index alone (an
+        expired one is deleted, never served)."""
         key = self._key(scope)
+        self._expire()
         with self._lock:
             entries = [e for e in self._entries.values() if e.key == key]
         if not entries:
@@ -320,7 +347,9 @@ class PromptDisk:
         self.hits += 1
         self.hit_tokens += len(prompt) - len(rest)
         self.read_seconds += time.perf_counter() - started
-        self._queue.put(("touch", hit.entry.name))
+        if hit.entry.ttl is not None:  # a use: its lifetime starts again
+            hit.entry.expires = self.clock() + hit.entry.ttl
+        self._queue.put(("touch", hit.entry.name, hit.entry.expires))
         return cache, rest
 
     def flush(self, timeout: float = 30.0) -> None:
@@ -340,9 +369,26 @@ class PromptDisk:
         db = sqlite3.connect(self.directory / "index.sqlite", timeout=10)
         db.execute(
             "CREATE TABLE IF NOT EXISTS entries (name TEXT PRIMARY KEY, key TEXT, length INTEGER,"
-            " digest TEXT, blocks TEXT, trimmable INTEGER, bytes INTEGER, last_use REAL)"
+            " digest TEXT, blocks TEXT, trimmable INTEGER, bytes INTEGER, last_use REAL,"
+            " ttl REAL, expires REAL)"
         )
+        columns = {row[1] for row in db.execute("PRAGMA table_info(entries)")}
+        for column in ("ttl", "expires"):  # an index written before lifetimes
+            if column not in columns:
+                with contextlib.suppress(sqlite3.OperationalError):  # another process's race
+                    db.execute(f"ALTER TABLE entries ADD COLUMN {column} REAL")
         return db
+
+    def _expire(self) -> None:
+        """Forgets (and deletes) this identity's entries past their expiry."""
+        now = self.clock()
+        with self._lock:
+            expired = [
+                e for e in self._entries.values() if e.expires is not None and e.expires <= now
+            ]
+        for entry in expired:
+            log.debug("prompt disk: %s expired", entry.name)
+            self._forget(entry)
 
     def _forget(self, entry: _Entry) -> None:
         with self._lock:
@@ -404,7 +450,10 @@ class PromptDisk:
                 elif isinstance(job, _Write):
                     self._write(db, job)
                 elif job[0] == "touch":
-                    db.execute("UPDATE entries SET last_use=? WHERE name=?", (time.time(), job[1]))
+                    db.execute(
+                        "UPDATE entries SET last_use=?, expires=? WHERE name=?",
+                        (time.time(), job[2], job[1]),
+                    )
                     db.commit()
                 else:
                     self._delete(db, job[1])
@@ -449,7 +498,8 @@ class PromptDisk:
         os.replace(tmp, path)
         entry.nbytes = path.stat().st_size
         db.execute(
-            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO entries (name, key, length, digest, blocks, trimmable, bytes,"
+            " last_use, ttl, expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 entry.name,
                 entry.key,
@@ -459,6 +509,8 @@ class PromptDisk:
                 int(entry.trimmable),
                 entry.nbytes,
                 time.time(),
+                entry.ttl,
+                entry.expires,
             ),
         )
         db.commit()

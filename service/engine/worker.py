@@ -31,6 +31,7 @@ from mlx_responses.service.engine.model_thread import ModelThread, Stop
 from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
 from mlx_responses.service.engine.outbox import Outbox
 from mlx_responses.service.engine.prompt_cache import PromptCache
+from mlx_responses.service.engine.prompt_expiry import Lifetimes
 from mlx_responses.service.engine.requests import (
     Chunk,
     EngineStats,
@@ -42,15 +43,16 @@ from mlx_responses.service.engine.schedulers import new_scheduler, resolve_engin
 from mlx_responses.service.engine.seeded_sampler import Samplers
 from mlx_responses.service.engine.stream import GenerationStream
 from mlx_responses.service.engine.vision.side import ImageEncoder, VisionInputs, VisionSide, see
+from mlx_responses.service.engine.warm_up import WarmsUp, WarmUp
 from mlx_responses.service.flags import Prefill, prefill_for_device
 from mlx_responses.service.ids import OWNER
 
 log = logging.getLogger(__name__)
 
 
-# The most checkpoints one prompt's prefill leaves entries at: the system turn's end and a
-# client's four cache breakpoints (Anthropic takes at most four `cache_control` blocks).
-MAX_CHECKPOINTS = 5
+# The most checkpoints one prompt's prefill leaves entries at: the system turn's end, a client's
+# four cache breakpoints and where it parts from its prompt_cache_key's last (key_prefixes.py).
+MAX_CHECKPOINTS = 6
 
 
 @dataclass
@@ -63,6 +65,7 @@ class _Submit:
     submitted_at: float = field(default_factory=time.perf_counter)
     scope: str = ""  # whose prompt-cache entries it may use and leaves (--isolate-keys)
     vision: VisionInputs | None = None  # a vision model's images (vision/side.py)
+    retention: Lifetimes | None = None  # how long its entries are kept (None: LRU only)
 
 
 @dataclass
@@ -70,7 +73,7 @@ class _Cancel:
     stream: GenerationStream
 
 
-_Command = _Submit | _Cancel | Stop
+_Command = _Submit | _Cancel | WarmUp | Stop
 
 
 def device_kind() -> str:
@@ -79,7 +82,7 @@ def device_kind() -> str:
 
 
 @dataclass
-class EngineWorker(ModelThread[LoadedModel]):
+class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     """Owns the model and its scheduler on a dedicated thread.
 
     The model is loaded on that thread too: MLX state never touches another thread.
@@ -120,6 +123,7 @@ class EngineWorker(ModelThread[LoadedModel]):
     encoder: ImageEncoder = field(default_factory=ImageEncoder)  # a vision model's images
     stats: EngineStats = field(default_factory=EngineStats)
     metrics: EngineObserver | None = None
+    clock: Callable[[], float] = time.time  # the prompt-cache entries' lifetimes' (tests: any)
     # The prefill settings resolved for the device, on the MLX thread before the first step.
     _prefill: Prefill = field(init=False, repr=False)
 
@@ -171,13 +175,15 @@ class EngineWorker(ModelThread[LoadedModel]):
         sampling: SamplingParams,
         logits_processors: Sequence[LogitsProcessor] = (),
         checkpoints: Sequence[int] = (),
+        *,
         vision: VisionInputs | None = None,
+        retention: Lifetimes | None = None,
     ) -> GenerationStream:
         """Queues a generation; raises QueueFullError when the queue is full.
 
         `checkpoints`: prompt positions other prompts are likely to share (where a system turn
         ends, a client's cache breakpoints); with `takes_checkpoints`, the prefill leaves a
-        prompt-cache entry at each (the deepest `MAX_CHECKPOINTS`).
+        prompt-cache entry at each (the deepest `MAX_CHECKPOINTS`); `retention`: their lifetimes.
         """
         self._admit()
         stream = GenerationStream(self, asyncio.get_running_loop())
@@ -194,6 +200,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                 tuple(sorted(set(checkpoints))[-MAX_CHECKPOINTS:]),
                 scope=scope,
                 vision=vision,
+                retention=retention,
             )
         )
         return stream
@@ -290,6 +297,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                     self.prompt_cache_max_entries,
                     self.prompt_cache_max_bytes,
                     self.stats,
+                    self.clock,
                 )
             self._checkpointing = self._prompt_cache is not None and not plain
             if self._prompt_cache is not None and self.prompt_cache_dir is not None:
@@ -337,6 +345,8 @@ class EngineWorker(ModelThread[LoadedModel]):
                         return
                     if isinstance(command, _Submit):
                         self._start(scheduler, command, alone, active, by_stream)
+                    elif isinstance(command, WarmUp):  # at load, before the model serves
+                        self._warm_up(scheduler, command, busy=bool(active))
                     else:
                         self._cancel(scheduler, command, active, by_stream)
                 if not active:
@@ -449,6 +459,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             prompt_tokens=len(command.prompt),
             written_to=cached,
             key=key if seen is not None else None,
+            retention=command.retention,
         )
         if self._metrics is not None:
             self._metrics.prompt(len(command.prompt), cached)
@@ -514,16 +525,12 @@ class EngineWorker(ModelThread[LoadedModel]):
             self.stats.verify_steps = spec.verify_steps
 
     def _keep(
-        self,
-        entry: Active[GenerationStream],
-        tokens: list[int],
-        cache: list[Any],
-        written: int,
+        self, entry: Active[GenerationStream], tokens: list[int], cache: list[Any], written: int
     ) -> None:
         """Puts a prompt-cache entry of `entry`'s in memory and on disk (a checkpoint's, or a
         finished turn's: `prompt_cache.py`); `written`: the prompt tokens it holds."""
         assert self._prompt_cache is not None
-        self._prompt_cache.keep(entry.scope, entry.keyed(tokens), cache)
+        self._prompt_cache.keep(entry.scope, entry.keyed(tokens), cache, entry.retention, written)
         entry.written_to = max(entry.written_to, written)
 
     def _deliver(

@@ -8,6 +8,8 @@ pipeline (service/responses/pipeline.py) holds a runtime for the length of a req
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -24,14 +26,18 @@ from mlx_responses.service.engine.structured import GrammarProcessor
 from mlx_responses.service.engine.thinking_budget import thinking_budget
 from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
 from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.ids import OWNER
 from mlx_responses.service.text.cache_breakpoints import (
+    MAX_BREAKPOINTS,
     Mark,
-    breakpoint_positions,
+    mark_positions,
+    mark_retention,
     resolve_marks,
 )
 from mlx_responses.service.text.compaction_items import CompactionDecodeError
 from mlx_responses.service.text.grammars import Grammar, GrammarFactory, SchemaError
 from mlx_responses.service.text.json_bounds import JsonBounds
+from mlx_responses.service.text.key_prefixes import KeyPrefixes
 from mlx_responses.service.text.media import refuse_media
 from mlx_responses.service.text.prompt import (
     RenderedPrompt,
@@ -42,6 +48,7 @@ from mlx_responses.service.text.prompt import (
     tools_to_template,
 )
 from mlx_responses.service.text.request_json import JsonObject, RequestJson
+from mlx_responses.service.text.retention import UNBOUNDED, Retention
 from mlx_responses.service.text.tool_choice import ToolConstraints
 from mlx_responses.service.text.tool_formats import ToolFormat, detect_format
 
@@ -63,6 +70,7 @@ class ModelRuntime:
         self.grammars = GrammarFactory(loaded.tokenizer._tokenizer, loaded.vocab_size)
         self.tool_format: ToolFormat = detect_format(loaded.tokenizer)
         self.tool_constraints = ToolConstraints(self.tool_format, self.grammars, loaded.tokenizer)
+        self.key_prefixes = KeyPrefixes()
 
     # --- text ------------------------------------------------------------------------------
     def render(
@@ -74,11 +82,14 @@ class ModelRuntime:
         template_kwargs: Mapping[str, Any],
         *,
         marks: Sequence[Mark] = (),
+        cache_ttl: float | None = None,
+        memory_only: bool = False,
     ) -> RenderedPrompt:
         """The prompt of `items` through the model's chat template; a 400 if it refuses them.
 
         `marks`: the client's cache breakpoints (`resolve_marks`), found in the prompt's tokens
-        for a model that takes checkpoints."""
+        for a model that takes checkpoints; with `cache_ttl` and `memory_only` (the request's
+        own lifetime, and `in_memory` retention), how long the entries it writes are kept."""
         try:
             messages = items_to_messages(instructions, items)
         except CompactionDecodeError as exc:
@@ -93,12 +104,16 @@ class ModelRuntime:
         except ValueError as exc:
             raise invalid(str(exc), "input", "invalid_prompt") from exc
         if not self.worker.takes_checkpoints:
-            return prompt
+            # One entry holds every marked prefix (a trimmable cache replaces its prefixes).
+            kept = mark_retention(
+                marks, None, request_ttl=cache_ttl, memory_only=memory_only, merged=True
+            )
+            return replace(prompt, retention=kept)
         # The engine keeps an entry where the system turn ends (its caches cannot be cut back
         # to where a new conversation parts from an old one).
         end = system_turn_end(tokenizer, messages, rendered_tools, kwargs, prompt.tokens)
         # ... and where the client's breakpoints end (Anthropic cache_control and the like).
-        breakpoints = breakpoint_positions(
+        positions = mark_positions(
             tokenizer,
             prompt.tokens,
             marks,
@@ -108,7 +123,16 @@ class ModelRuntime:
             tool_parameters=tool_parameters,
             template_kwargs=kwargs,
         )
-        return replace(prompt, system_end=end, breakpoints=breakpoints)
+        inside = sorted({p for p in positions if p is not None and 0 < p < len(prompt.tokens)})
+        kept = mark_retention(
+            marks, positions, request_ttl=cache_ttl, memory_only=memory_only, merged=False
+        )
+        return replace(
+            prompt,
+            system_end=end,
+            breakpoints=tuple(inside[-MAX_BREAKPOINTS:]),
+            retention=kept,
+        )
 
     def render_request(
         self,
@@ -133,7 +157,45 @@ class ModelRuntime:
             parsed.tool_parameters,
             parsed.template_kwargs,
             marks=resolve_marks(params.cache_breakpoints, params.input, items),
+            cache_ttl=params.prompt_cache_ttl_seconds
+            if params.HasField("prompt_cache_ttl_seconds")
+            else None,
+            memory_only=params.prompt_cache_memory_only,
         )
+
+    async def warm_up(self) -> float:
+        """Pays the first request's one-time costs at load (service/engine/warm_up.py): renders
+        a short conversation (the chat template compiles), compiles a tool grammar (the grammar
+        tokenizer builds) and generates a few tokens, under that grammar and free, on the
+        engine thread (the weights, loaded lazily, are read). Seconds it took; 0 where the
+        template refuses the probe."""
+        started = time.perf_counter()
+        try:
+            prompt, grammar = await asyncio.to_thread(self._warm_up_prompt)
+        except ServiceError:  # a template that wants other turns: the first request pays
+            return 0.0
+        constrained = [GrammarProcessor(grammar.matcher, grammar.vocab_size)] if grammar else []
+        await self.worker.warm_up(prompt.tokens, constrained)
+        await self.worker.warm_up(prompt.tokens)  # the unconstrained (solo) path
+        return time.perf_counter() - started
+
+    def _warm_up_prompt(self) -> tuple[RenderedPrompt, Grammar | None]:
+        schema: JsonObject = {"type": "object", "properties": {"city": {"type": "string"}}}
+        tool = pb.Tool(function=pb.FunctionTool(name="get_weather", description="The weather."))
+        params = pb.CreateResponseParams(tools=[tool])
+        parsed = RequestJson(tool_parameters={"get_weather": schema})
+        # A short prompt (without the tool: its schema would add a prefill of no use).
+        text = pb.ContentPart(input_text=pb.InputText(text="Hello."))
+        items = [pb.Item(message=pb.MessageItem(role=pb.ROLE_USER, content=[text]))]
+        prompt = self.render(None, items, [], {}, {})
+        return prompt, self.tool_constraints.grammar(params, prompt, parsed, max_tokens=16)
+
+    def key_checkpoint(self, key: str, tokens: Sequence[int]) -> int:
+        """Where a prompt sent under `prompt_cache_key` `key` parts from the key's previous
+        prompt, a checkpoint for a model that takes them (0: none; key_prefixes.py)."""
+        if not key or not self.worker.takes_checkpoints:
+            return 0
+        return self.key_prefixes.part(OWNER.get() or "", key, tokens)
 
     def answer_grammar(self, schema: JsonObject | None, max_tokens: int) -> Grammar | None:
         """The grammar of a `text.format` schema, bounded so the answer fits `max_tokens`."""
@@ -166,14 +228,15 @@ class ModelRuntime:
         opens_reasoning: bool = False,
         vision: object | None = None,
         checkpoints: Sequence[int] = (),
+        retention: Retention = UNBOUNDED,
     ) -> GenerationStream:
         """Queues a generation; a full queue is a 503 (QUEUE_FULL) before anything runs.
 
         Penalties shift the logits first; a grammar's mask then has the last word. A reasoning
         budget applies only without a grammar (forcing think-end could contradict its mask).
         `vision` (a VLM's processed images) is never set for a text model. `checkpoints`: prompt
-        positions worth a prompt-cache entry (the system turn's end, a client's breakpoints).
-        """
+        positions worth a prompt-cache entry (the system turn's end, a client's breakpoints);
+        `retention`: how long the entries it writes are kept (service/text/retention.py)."""
         processors: list[LogitsProcessor] = [
             *penalty_processors(presence_penalty, frequency_penalty)
         ]
@@ -186,7 +249,9 @@ class ModelRuntime:
             if budget is not None:
                 processors.append(budget)
         try:
-            return self._enqueue(tokens, sampling, processors, vision, checkpoints)
+            return self._enqueue(
+                tokens, sampling, processors, vision, checkpoints=checkpoints, retention=retention
+            )
         except QueueFullError as exc:
             raise _queue_full() from exc
         except EngineStoppedError as exc:
@@ -198,7 +263,9 @@ class ModelRuntime:
         sampling: SamplingParams,
         processors: list[LogitsProcessor],
         vision: object | None,
+        *,
         checkpoints: Sequence[int],
+        retention: Retention,
     ) -> GenerationStream:
         """Hands the generation to the engine (a VisionRuntime hands its images over too)."""
-        return self.worker.submit(tokens, sampling, processors, checkpoints)
+        return self.worker.submit(tokens, sampling, processors, checkpoints, retention=retention)

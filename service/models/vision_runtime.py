@@ -42,6 +42,7 @@ from mlx_responses.service.text.media import (
 )
 from mlx_responses.service.text.prompt import RenderedPrompt, render_prompt, tools_to_template
 from mlx_responses.service.text.request_json import RequestJson
+from mlx_responses.service.text.retention import Retention
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -178,10 +179,14 @@ class VisionRuntime(ModelRuntime):
         sampling: SamplingParams,
         processors: list[LogitsProcessor],
         vision: object | None,
+        *,
         checkpoints: Sequence[int],
+        retention: Retention,
     ) -> GenerationStream:
         inputs = vision if isinstance(vision, VisionInputs) else None
-        return self.worker.submit(tokens, sampling, processors, checkpoints, vision=inputs)
+        return self.worker.submit(
+            tokens, sampling, processors, checkpoints, vision=inputs, retention=retention
+        )
 
 
 def _split(content: str, mark: str) -> list[dict[str, str]]:

@@ -406,6 +406,12 @@ class ResponsePipeline:
     def _generate(self, turn: Turn) -> GenerationStream:
         """Queues the turn on its model's engine; a full queue is a 503 before anything streams."""
         params = turn.params
+        checkpoints = turn.prompt.checkpoints
+        if params.HasField("prompt_cache_key"):
+            # Where this prompt parts from its key's previous one: a prefix the key's requests
+            # share (service/text/key_prefixes.py).
+            point = turn.runtime.key_checkpoint(params.prompt_cache_key, turn.prompt.tokens)
+            checkpoints = tuple(sorted({*checkpoints, point} - {0}))
         try:
             stream = turn.runtime.submit(
                 turn.prompt.tokens,
@@ -418,7 +424,8 @@ class ResponsePipeline:
                 else None,
                 opens_reasoning=turn.prompt.opens_reasoning,
                 vision=turn.prompt.vision,
-                checkpoints=turn.prompt.checkpoints,
+                checkpoints=checkpoints,
+                retention=turn.prompt.retention,
             )
         except BaseException:
             self._abandon(turn.response.id)

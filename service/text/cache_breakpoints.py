@@ -26,6 +26,7 @@ from mlx_responses.service.text.prompt import (
     render_probe,
     tools_to_template,
 )
+from mlx_responses.service.text.retention import Retention
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -42,6 +43,15 @@ class Mark:
     tool: str | None = None
     item: int = -1
     chars: int | None = None
+    ttl: int | None = None  # seconds its entry is kept after its last use (None: not stated)
+
+    @property
+    def depth(self) -> tuple[int, int]:
+        """Its order in the prompt without rendering: tools (in the system turn) first, then
+        items and their text in order (a whole item after any part of it)."""
+        if self.tool is not None:
+            return (-1, 0)
+        return (self.item, self.chars if self.chars is not None else 1 << 62)
 
 
 def resolve_marks(
@@ -55,13 +65,14 @@ def resolve_marks(
     marks = []
     for point in breakpoints:
         kind = point.WhichOneof("at")
+        ttl = point.ttl_seconds if point.HasField("ttl_seconds") else None
         if kind == "tool":
-            marks.append(Mark(tool=point.tool))
+            marks.append(Mark(tool=point.tool, ttl=ttl))
         elif kind == "input" and point.input.item < len(request_input):
             k = where.get(id(request_input[point.input.item]))
             if k is not None:
                 chars = point.input.chars if point.input.HasField("chars") else None
-                marks.append(Mark(item=k, chars=chars))
+                marks.append(Mark(item=k, chars=chars, ttl=ttl))
     return marks
 
 
@@ -113,19 +124,71 @@ def breakpoint_positions(
 ) -> tuple[int, ...]:
     """The token positions in `tokens` (the prompt) where the marked prefixes end: the deepest
     `MAX_BREAKPOINTS`, each inside the prompt (a probe the template refuses gives none)."""
-    positions = set()
+    found = mark_positions(
+        tokenizer,
+        tokens,
+        marks,
+        instructions=instructions,
+        items=items,
+        tools=tools,
+        tool_parameters=tool_parameters,
+        template_kwargs=template_kwargs,
+    )
+    inside = sorted({p for p in found if p is not None and 0 < p < len(tokens)})
+    return tuple(inside[-MAX_BREAKPOINTS:])
+
+
+def mark_positions(
+    tokenizer: Any,
+    tokens: list[int],
+    marks: Sequence[Mark],
+    *,
+    instructions: str | None,
+    items: Sequence[pb.Item],
+    tools: Sequence[pb.Tool],
+    tool_parameters: Mapping[str, Any],
+    template_kwargs: dict[str, Any],
+) -> list[int | None]:
+    """Where each marked prefix ends in `tokens` (None: the template refused its probe, or it
+    names a tool the request does not have)."""
+    positions: list[int | None] = []
     names = [t.function.name if t.WhichOneof("tool") == "function" else None for t in tools]
     for mark in marks:
         shown = list(tools)
         if mark.tool is not None:
             if mark.tool not in names:
+                positions.append(None)
                 continue
             shown = shown[: names.index(mark.tool) + 1]
         rendered = tools_to_template(shown, tool_parameters) if shown else None
         probe = render_probe(
             tokenizer, _probe_messages(instructions, items, mark), rendered, template_kwargs
         )
-        if probe is not None:
-            positions.add(common_prefix(probe, tokens))
-    inside = sorted(p for p in positions if 0 < p < len(tokens))
-    return tuple(inside[-MAX_BREAKPOINTS:])
+        positions.append(None if probe is None else common_prefix(probe, tokens))
+    return positions
+
+
+def mark_retention(
+    marks: Sequence[Mark],
+    positions: Sequence[int | None] | None,
+    *,
+    request_ttl: float | None,
+    memory_only: bool,
+    merged: bool,
+) -> Retention:
+    """The lifetimes of a request's entries (service/text/retention.py): its marks with where
+    they end in the prompt (`positions`, None where not looked for), its own ttl, `merged` for
+    a cache that keeps one entry holding every marked prefix. The marks go in prompt order: by
+    position where found (a template may render the tools after the system text), else by
+    their place in the request."""
+    found = list(positions) if positions is not None else [None] * len(marks)
+    ordered = sorted(
+        zip(marks, found, strict=True),
+        key=lambda pair: (-1 if pair[1] is None else pair[1], pair[0].depth),
+    )
+    return Retention.of(
+        request_ttl,
+        [(p, mark.ttl) for mark, p in ordered],
+        merged=merged,
+        memory_only=memory_only,
+    )

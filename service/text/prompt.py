@@ -14,6 +14,7 @@ from mlx_responses.service.text.builtin_tools import model_item
 from mlx_responses.service.text.compaction_items import decode_compaction, effective_items
 from mlx_responses.service.text.json_text import loads_bounded
 from mlx_responses.service.text.prompt_tokens import data_texts, encode_prompt
+from mlx_responses.service.text.retention import UNBOUNDED, Retention
 from mlx_responses.service.text.template_guard import template_time_limit
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -185,6 +186,8 @@ class RenderedPrompt:
     system_end: int = 0
     # Where the client's cache breakpoints end in `tokens` (service/text/cache_breakpoints.py).
     breakpoints: tuple[int, ...] = ()
+    # How long the prompt-cache entries of this prompt are kept (service/text/retention.py).
+    retention: Retention = UNBOUNDED
 
     @property
     def checkpoints(self) -> tuple[int, ...]:

@@ -4,14 +4,17 @@ Four sessions in one directory, each a new `claude -p` with its own words: the f
 new --prompt-cache-dir, the second warm from memory on the same server, the third after the
 server was restarted, warm from the disk tier, the fourth on the restarted server again.
 Prints each session's wall time and the prompt tokens read from the cache, the ratio of the
-disk-warm wall time to the memory-warm one (goal ≤ 1.25), and the restarted server's first
-session against its second. Needs Claude Code (`make setup` installs it in .tools/). Not a test.
+disk-warm wall time to the memory-warm one (goal ≤ 1.25), the restarted server's first
+session against its second (the model warms up as it loads, so its first request pays no
+one-time costs: service/engine/warm_up.py), and the machine's load. Needs Claude Code
+(`make setup` installs it in .tools/). Not a test.
 
     .venv/bin/python tests/benchmarks/bench_claude_code_restart.py
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -51,6 +54,8 @@ def main() -> None:
     if serving is not None:
         serving.close()
     print(f"disk-warm / memory-warm wall: {rows[2][1] / rows[1][1]:.2f}")
+    # The machine's load over the run: wall times on shared cores move with it.
+    print("load average (1, 5, 15 min): {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     # The restarted server's second session: what the first paid beyond the disk read is the
     # process's first request (MLX and the template's one-time costs), not the disk tier.
     print(f"restarted: first / second session wall: {rows[2][1] / rows[3][1]:.2f}")

@@ -173,3 +173,38 @@ def test_a_malformed_cache_control_is_a_400(
     assert reply.status_code == 400, reply.text
     assert reply.json()["type"] == "error"
     assert param in reply.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_a_prompt_cache_key_keeps_what_its_requests_share(
+    windowed_stack: Stack, keyed: bool
+) -> None:
+    """Three questions on one logbook, unmarked. Under one `prompt_cache_key`, the second
+    request parts from the first after the logbook, and that becomes a checkpoint: the third
+    reads through the logbook. Without a key (or under another key each), only the system
+    turn's end serves it."""
+    model = windowed_stack.settings.models[0].name
+    logbook = MARKED + " " + MARKED.replace("north", "south")
+    questions = (" Where did we lose the sail?", " Who was on board?", " When was the storm?")
+
+    def send(i: int, question: str) -> Any:
+        body = {
+            "model": model,
+            "instructions": SYSTEM + (" Keyed." if keyed else " Not keyed."),
+            "input": [{"role": "user", "content": logbook + question}],
+            "max_output_tokens": MAX_TOKENS,
+            "temperature": 0,
+            "prompt_cache_key": "logbook" if keyed else f"question-{i}",
+        }
+        reply = httpx.post(f"{windowed_stack.base_url}/v1/responses", json=body, timeout=60)
+        assert reply.status_code == 200, reply.text
+        return reply.json()["usage"]
+
+    usage = [send(i, q) for i, q in enumerate(questions)]
+    third = usage[2]
+    read = third["input_tokens_details"]["cached_tokens"]
+    if keyed:
+        # Through the logbook: all but the question and the template's turn end.
+        assert read > third["input_tokens"] - 20
+    else:
+        assert 0 < read < third["input_tokens"] - 60  # the system turn only

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from mlx_responses.service.config import BUNDLED_MODEL
 
 from tests.support.stack import Stack
@@ -152,3 +156,53 @@ def test_a_restarted_server_reads_a_long_prompt_from_disk(tmp_path: Path) -> Non
     assert usage[0]["input_tokens_details"]["cached_tokens"] == 0
     assert usage[1]["input_tokens_details"]["cached_tokens"] >= 0.9 * usage[1]["input_tokens"]
     assert list((tmp_path / "entries").iterdir())
+
+
+@pytest.mark.parametrize("retention", ["in_memory", "24h"])
+def test_the_retention_reaches_the_disk_tier(
+    random_model: Path, tmp_path: Path, retention: str
+) -> None:
+    """`prompt_cache_retention` through the server: `in_memory` keeps a long prompt's entries
+    off the disk (a restart reads nothing), `24h` writes them with a day's lifetime (a restart
+    reads the prompt from disk)."""
+    request = {
+        "model": random_model.name,
+        "input": "The harbour town woke early. " * 120,
+        "max_output_tokens": 2,
+        "temperature": 0,
+        "prompt_cache_retention": retention,
+    }
+    usage = []
+    for _ in range(2):
+        with Stack.running(model_path=random_model, prompt_cache_dir=tmp_path) as stack:
+            reply = httpx.post(f"{stack.base_url}/v1/responses", json=request, timeout=60)
+            assert reply.status_code == 200, reply.text
+            usage.append(reply.json()["usage"])
+    read = usage[1]["input_tokens_details"]["cached_tokens"]
+    with closing(sqlite3.connect(tmp_path / "index.sqlite")) as db:
+        ttls = [row[0] for row in db.execute("SELECT ttl FROM entries")]
+    if retention == "in_memory":
+        assert read == 0 and ttls == []
+        assert not list((tmp_path / "entries").iterdir())
+    else:
+        assert read >= 0.9 * usage[1]["input_tokens"]
+        assert ttls and set(ttls) == {86400}
+
+
+def test_a_model_warms_up_before_it_serves(
+    random_model: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The pool warms a model up as it loads (a tool-constrained and a free generation,
+    service/engine/warm_up.py), and the warm-up leaves nothing a request sees: the first one
+    reads nothing from the prompt cache and is the engine's first completion."""
+    caplog.set_level(logging.INFO, logger="mlx_responses.service.models.pool")
+    with Stack.running(model_path=random_model) as stack:
+        loads = [r.getMessage() for r in caplog.records if "warming up" in r.getMessage()]
+        assert len(loads) == 1
+        seconds = float(loads[0].split(", ")[1].split("s of it warming up")[0])
+        assert seconds > 0
+        assert stack.engine_stats.completed == 0 and stack.engine_stats.solo_sequences == 0
+        body = {"model": random_model.name, "input": "hello there", "max_output_tokens": 2}
+        reply = httpx.post(f"{stack.base_url}/v1/responses", json=body, timeout=60)
+        assert reply.json()["usage"]["input_tokens_details"]["cached_tokens"] == 0
+        assert stack.engine_stats.completed == 1

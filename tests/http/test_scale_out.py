@@ -370,3 +370,48 @@ def test_one_balanced_address_uses_grpc_round_robin_and_health(topo: Topology) -
     finally:
         topo.run(topo.servers["a"].set_serving())
         topo.run(runner.cleanup())
+
+
+def test_affinity_survives_a_core_leaving(random_model: Path, redis_server: RedisServer) -> None:
+    """Three cores; core a shuts down (its process leaves: the pool's health watch breaks).
+    The prompts cores b and c owned stay where they were and go on reading their prefix from
+    that core's cache; core a's move to the others, and read from their cache from their next
+    turn on."""
+    topo = Topology(random_model, redis_server.url(5), names=("a", "b", "c"))
+    topo.start()
+    try:
+        pool = topo.pool()
+        deadline = time.monotonic() + 10
+        while not all(core.serving for core in pool.cores) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+        def served(start: str, names: tuple[str, ...]) -> tuple[str, int]:
+            before = {name: topo.generated(name) for name in names}
+            answer = _turn(topo, "pool", input=start)
+            grew = [name for name in names if topo.generated(name) > before[name]]
+            assert len(grew) == 1, grew
+            return grew[0], int(answer["usage"]["input_tokens_details"]["cached_tokens"])
+
+        starts = [f"Tell me the story of the lighthouse number {i}, slowly." for i in range(18)]
+        owners = {start: served(start, topo.names)[0] for start in starts}
+        assert set(owners.values()) == {"a", "b", "c"}
+        topo.run(topo.servers.pop("a").shutdown(1))
+        deadline = time.monotonic() + 10
+        while pool.cores[0].serving and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not pool.cores[0].serving
+
+        for start in starts:
+            where, read = served(start, ("b", "c"))
+            if owners[start] != "a":
+                # Its owner, and its prompt still in that cache: an exact repeat reads all but
+                # its last token.
+                count = _post(topo, "b", "/v1/responses/input_tokens", input=start).json()
+                assert (where, read) == (owners[start], count["input_tokens"] - 1)
+            else:
+                # Its new owner never saw it (it reads what it shares with its own prompts)
+                # and keeps it now.
+                again, more = served(start, ("b", "c"))
+                assert again == where and more > read
+    finally:
+        topo.stop()

@@ -25,9 +25,18 @@ T = TypeVar("T")
 
 
 class Topology:
-    """Cores `a` and `b`; façades `a` (core a only), `b` (core b only), `pool` (both)."""
+    """Cores `a` and `b` (and any more `names`); façades `a` (core a only), `b` (core b only),
+    `pool` (every core)."""
 
-    def __init__(self, model_path: Path, store_url: str, **overrides: Any) -> None:
+    def __init__(
+        self,
+        model_path: Path,
+        store_url: str,
+        *,
+        names: tuple[str, ...] = ("a", "b"),
+        **overrides: Any,
+    ) -> None:
+        self.names = names  # the cores; façade `pool` has them all
         values: dict[str, Any] = {"keep_alive": -1.0, **overrides}  # tests read default.runtime
         self.settings = Settings(models=(model_path,), grpc_port=0, store_url=store_url, **values)
         self._loop = asyncio.new_event_loop()
@@ -42,7 +51,7 @@ class Topology:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _start(self) -> None:
-        for name in ("a", "b"):
+        for name in self.names:
             core = Core.from_settings(self.settings)
             self.cores[name] = core
             self.servers[name] = await start_core_server(core, "127.0.0.1", 0)
@@ -50,7 +59,7 @@ class Topology:
         for server in self.servers.values():
             await server.set_serving()
         address = {n: f"127.0.0.1:{s.port}" for n, s in self.servers.items()}
-        fronts = {"a": [address["a"]], "b": [address["b"]], "pool": [address["a"], address["b"]]}
+        fronts = {"a": [address["a"]], "b": [address["b"]], "pool": list(address.values())}
         for name, cores in fronts.items():
             runner, port = await start_facade(cores, FacadeSettings(host="127.0.0.1", port=0))
             self.runners[name], self.ports[name] = runner, port
