@@ -54,7 +54,9 @@ def _prompt(path: Path) -> list[int]:
 async def _read(engine: EngineWorker, prompt: list[int], retention: Any = None) -> int:
     """Serves `prompt` (a few greedy tokens): the prompt tokens it read from the cache."""
     cached = -1
-    stream = engine.submit(prompt, SamplingParams(max_tokens=2, temperature=0.0), (), (), retention)
+    stream = engine.submit(
+        prompt, SamplingParams(max_tokens=2, temperature=0.0), (), (), retention=retention
+    )
     async for chunks in stream.batches():
         for chunk in chunks:
             assert chunk.finish_reason in (None, "stop", "length"), chunk.error
