@@ -38,7 +38,7 @@ from mlx_responses.service.engine.requests import (
     SamplingParams,
 )
 from mlx_responses.service.engine.scheduler import Admission, Scheduler, Token, segments
-from mlx_responses.service.engine.schedulers import choose_engine, new_scheduler
+from mlx_responses.service.engine.schedulers import SCHEDULED_BY, choose_engine, new_scheduler
 from mlx_responses.service.engine.seeded_sampler import Samplers
 from mlx_responses.service.engine.slots import slots_serve
 from mlx_responses.service.engine.stream import GenerationStream
@@ -240,6 +240,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             solo=self.solo,
             stats=self.stats,
             new_cache=self._new_cache,
+            vision=self._vision,
         )
         scheduler.prompt_ends = self._checkpointing
         return scheduler
@@ -247,12 +248,12 @@ class EngineWorker(ModelThread[LoadedModel]):
     def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:
         try:
             loaded = self._loaded = self.load()
-            self._batch_model = loaded.model
-            if (vision := VisionSide.of(loaded, self.encoder)) is not None:  # on the slots
-                self._vision, self._batch_model = vision, vision.language
-                self.engine, self.solo, self.speculative, self.kv_bits = "slots", False, "off", None
-            plain = plain_caches(self._batch_model)
-            slots_fit = slots_serve(self._batch_model)
+            if (vision := VisionSide.of(loaded, self.encoder)) is not None:  # slots or serial
+                self._vision, self.solo, self.speculative, self.kv_bits = vision, False, "off", None
+                self.engine = "slots" if vision.batched else "serial"
+            self._batch_model = vision.language if vision and vision.batched else loaded.model
+            plain = self.engine == "serial" or plain_caches(self._batch_model)  # keeps no entry
+            slots_fit = self.engine != "serial" and slots_serve(self._batch_model)
             if self.engine == "auto":
                 self.engine = choose_engine(slots_fit, device_kind())
             if self.engine == "slots" and not slots_fit:
@@ -285,7 +286,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                 device,
                 self._prefill.batch_size,
                 self._prefill.tokens_per_step,
-                "fixed KV slots" if self.engine == "slots" else "mlx-lm's BatchGenerator",
+                SCHEDULED_BY[self.engine],
             )
             if self.prompt_cache_max_entries > 0:
                 self._prompt_cache = PromptCache(
@@ -593,8 +594,6 @@ class EngineWorker(ModelThread[LoadedModel]):
         if not active:
             self.stats.batch_size = 0
 
-    def _finished(
-        self, entry: Active[GenerationStream], reason: str, now: float | None = None
-    ) -> None:
+    def _finished(self, entry: Active[GenerationStream], reason: str, now: float = 0.0) -> None:
         if self._metrics is not None:
             self._metrics.finished(reason, (now or time.perf_counter()) - entry.submitted_at)

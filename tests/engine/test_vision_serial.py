@@ -1,0 +1,120 @@
+"""A vision model of a family the slots do not batch (a random LLaVA) is served one sequence at
+a time behind the scheduler protocol (`vision/serial.py`), decoding what mlx-vlm's own
+generate decodes; the engine worker picks that scheduler for it instead of refusing it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx_responses.service.engine.scheduler import Admission, Token
+from mlx_responses.service.engine.vision.inputs import VisionInputs
+from mlx_responses.service.engine.vision.serial import SerialScheduler
+from mlx_responses.service.models.vision_tokens import _processed
+from PIL import Image
+
+from tests.support.random_llava import IMAGE_TOKEN, IMAGE_TOKENS, build_random_llava
+
+MAX_TOKENS = 10
+TEXTS = ("Describe " + IMAGE_TOKEN + " now please", "What is in " + IMAGE_TOKEN + " here?")
+
+
+@pytest.fixture(scope="module")
+def llava(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
+    from mlx_vlm import load
+
+    folder = build_random_llava(tmp_path_factory.mktemp("llava") / "llava")
+    yield load(str(folder))
+
+
+def _image(seed: int) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    return Image.fromarray(rng.integers(0, 255, (40 + seed, 60, 3), dtype=np.uint8))
+
+
+def _greedy(logprobs: mx.array) -> mx.array:
+    return mx.argmax(logprobs, axis=-1)
+
+
+def _mlx_vlm_greedy(
+    model: Any, processor: Any, ids: list[int], pixels: np.ndarray | None = None
+) -> list[int]:
+    """mlx-vlm's own greedy tokens for a prompt (never an id past the tokenizer's)."""
+    from mlx_vlm import stream_generate
+
+    n = len(processor.tokenizer)
+    tokens = []
+    for result in stream_generate(
+        model,
+        processor,
+        "",
+        input_ids=mx.array([ids]),
+        pixel_values=None if pixels is None else mx.array(pixels),
+        max_tokens=MAX_TOKENS,
+        sampler=_greedy,
+        logits_processors=[
+            lambda _, logits: mx.where(mx.arange(logits.shape[-1]) < n, logits, -mx.inf)
+        ],
+    ):
+        if result.token is None:
+            break
+        tokens.append(int(result.token))
+        if result.finish_reason is not None:
+            break
+    return tokens[:MAX_TOKENS]
+
+
+def test_serial_scheduler_decodes_as_mlx_vlm_one_at_a_time(llava: tuple[Any, Any]) -> None:
+    """Three sequences admitted at once (two image prompts, one text): the first decodes to its
+    end before the next starts, and each decodes mlx-vlm's own greedy tokens."""
+    model, processor = llava
+    prompts: list[tuple[list[int], VisionInputs | None]] = []
+    want = []
+    for k, text in enumerate(TEXTS):
+        arrays = _processed(processor, text, [_image(k)])
+        ids = [int(t) for t in arrays["input_ids"][0]]
+        assert sum(1 for t in ids if t == model.config.image_token_index) == IMAGE_TOKENS
+        want.append(_mlx_vlm_greedy(model, processor, ids, arrays["pixel_values"]))
+        prompts.append((ids, VisionInputs(arrays["pixel_values"], None, (f"{k}",))))
+    text_ids = processor.tokenizer.encode("just some text, no image", add_special_tokens=False)
+    want.append(_mlx_vlm_greedy(model, processor, text_ids))
+    prompts.append((text_ids, None))
+    assert want[0] != want[1], "the images make no difference: a weak test"
+
+    scheduler = SerialScheduler(
+        model, n_tokens=len(processor.tokenizer), stop_tokens=(), prefill_step_size=3
+    )
+    for uid, (ids, images) in enumerate(prompts):
+        scheduler.admit(Admission(uid, [ids], MAX_TOKENS, _greedy, images=images))
+    assert (scheduler.waiting, scheduler.decoding) == (3, 0)
+    got: dict[int, list[int]] = {uid: [] for uid in range(len(prompts))}
+    order: list[Token] = []
+    while scheduler.waiting or scheduler.decoding:
+        for token in scheduler.step().tokens:
+            got[token.uid].append(token.token)
+            order.append(token)
+        assert scheduler.decoding <= 1
+    assert [got[uid] for uid in range(len(prompts))] == want
+    # One at a time, in arrival order, each ending at its token cap.
+    assert [t.uid for t in order] == [uid for uid in got for _ in range(MAX_TOKENS)]
+    assert [t.finish_reason for t in order if t.finish_reason] == ["length"] * len(prompts)
+
+
+def test_serial_scheduler_drops_a_queued_and_the_running_sequence(llava: tuple[Any, Any]) -> None:
+    """A cancelled sequence, running or waiting, is gone: the next one runs."""
+    model, processor = llava
+    ids = processor.tokenizer.encode("a text prompt", add_special_tokens=False)
+    scheduler = SerialScheduler(
+        model, n_tokens=len(processor.tokenizer), stop_tokens=(), prefill_step_size=64
+    )
+    for uid in range(3):
+        scheduler.admit(Admission(uid, [ids], MAX_TOKENS, _greedy))
+    assert [t.uid for t in scheduler.step().tokens] == [0]
+    scheduler.drop([0, 1])
+    assert (scheduler.waiting, scheduler.decoding) == (1, 0)
+    assert [t.uid for t in scheduler.step().tokens] == [2]
+    scheduler.close()
+    assert (scheduler.waiting, scheduler.decoding) == (0, 0)
