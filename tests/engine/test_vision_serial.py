@@ -40,7 +40,11 @@ def _greedy(logprobs: mx.array) -> mx.array:
 
 
 def _mlx_vlm_greedy(
-    model: Any, processor: Any, ids: list[int], pixels: np.ndarray | None = None
+    model: Any,
+    processor: Any,
+    ids: list[int],
+    pixels: np.ndarray | None = None,
+    max_tokens: int = MAX_TOKENS,
 ) -> list[int]:
     """mlx-vlm's own greedy tokens for a prompt (never an id past the tokenizer's)."""
     from mlx_vlm import stream_generate
@@ -53,7 +57,7 @@ def _mlx_vlm_greedy(
         "",
         input_ids=mx.array([ids]),
         pixel_values=None if pixels is None else mx.array(pixels),
-        max_tokens=MAX_TOKENS,
+        max_tokens=max_tokens,
         sampler=_greedy,
         logits_processors=[
             lambda _, logits: mx.where(mx.arange(logits.shape[-1]) < n, logits, -mx.inf)
@@ -64,7 +68,7 @@ def _mlx_vlm_greedy(
         tokens.append(int(result.token))
         if result.finish_reason is not None:
             break
-    return tokens[:MAX_TOKENS]
+    return tokens[:max_tokens]
 
 
 def test_serial_scheduler_decodes_as_mlx_vlm_one_at_a_time(llava: tuple[Any, Any]) -> None:

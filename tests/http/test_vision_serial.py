@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 pytest.importorskip("mlx_vlm")
+from mlx_responses.service.engine.vision import side
 from mlx_responses.service.models.vision_runtime import VisionRuntime
 from mlx_responses.service.responses.validation import validate_params
 
@@ -26,14 +27,18 @@ TOKENS = 10
 
 @pytest.fixture(scope="module")
 def llava_stack(tmp_path_factory: pytest.TempPathFactory, store_url: str) -> Iterator[Stack]:
+    """A stack on the random LLaVA as a family the slots do not batch (`BATCHED` without it:
+    what Gemma 3, Mistral 3, SmolVLM or Qwen3-VL are)."""
     folder = build_random_llava(tmp_path_factory.mktemp("tiny-llava") / "tiny-llava")
-    with Stack.running(
-        model_path=folder,
-        store_url=store_url,
-        max_media_bytes=MAX_MEDIA_BYTES,
-        max_image_pixels=MAX_IMAGE_PIXELS,
-    ) as s:
-        yield s
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(side, "BATCHED", tuple(f for f in side.BATCHED if f != "llava"))
+        with Stack.running(
+            model_path=folder,
+            store_url=store_url,
+            max_media_bytes=MAX_MEDIA_BYTES,
+            max_image_pixels=MAX_IMAGE_PIXELS,
+        ) as s:
+            yield s
 
 
 def _mlx_vlm_text(stack: Stack, items: list[dict[str, Any]]) -> str:

@@ -23,11 +23,15 @@ from mlx_responses.service.engine.vision.language import VisionLanguage, is_visi
 
 __all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide", "see"]
 
-# The families whose language side the slots drive (tested: a random Qwen2-VL; Qwen2.5-VL has
-# the same language model and inputs): M-RoPE, plain KV caches, everything in the embeddings.
-# Others (sliding windows, deepstack features, their own masks) decode one sequence at a time
-# through mlx-vlm's own step (`serial.py`).
-BATCHED = ("qwen2_vl", "qwen2_5_vl")
+# The families whose language side the slots drive: plain KV caches, everything in the input
+# embeddings, M-RoPE positions (the Qwen-VL family, tested on a random Qwen2-VL; Qwen2.5-VL has
+# the same language model and inputs) or 1D RoPE from the cache offset (LLaVA, tested on a
+# random one). Others (sliding windows, deepstack features, their own masks) decode one
+# sequence at a time through mlx-vlm's own step (`serial.py`).
+BATCHED = ("qwen2_vl", "qwen2_5_vl", "llava")
+# Of those, the families positioned by M-RoPE (`positions.py`); the others' (1D RoPE) positions
+# run on from each row's cache offset, as a text model's.
+MROPE = ("qwen2_vl", "qwen2_5_vl")
 
 
 def see(
@@ -57,6 +61,8 @@ class Seen:
         if not side.batched:  # the scheduler runs mlx-vlm's own step (serial.py)
             return {"images": inputs}
         if side.image_token not in prompt[cached:]:
+            if side.family not in MROPE:
+                return {}  # text past the cache, at its plain positions
             return {"positions": side.encoder.positions(side.model, prompt, inputs)}
         encoded = side.encoder.prompt(side.model, prompt, inputs)
         return {"embeddings": encoded.embeds[cached:], "positions": encoded.positions}
