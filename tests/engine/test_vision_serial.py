@@ -1,6 +1,6 @@
-"""A vision model of a family the slots do not batch (a random LLaVA) is served one sequence at
-a time behind the scheduler protocol (`vision/serial.py`), decoding what mlx-vlm's own
-generate decodes; the engine worker picks that scheduler for it instead of refusing it."""
+"""A vision model is served one sequence at a time behind the scheduler protocol
+(`vision/serial.py`, for the families the slots do not batch: a random Gemma 3 here, and a random
+LLaVA, which the slots batch too), decoding what mlx-vlm's own generate decodes."""
 
 from __future__ import annotations
 
@@ -16,18 +16,27 @@ from mlx_responses.service.engine.vision.serial import SerialScheduler
 from mlx_responses.service.models.vision_tokens import _processed
 from PIL import Image
 
-from tests.support.random_llava import IMAGE_TOKEN, IMAGE_TOKENS, build_random_llava
+from tests.support import random_gemma3, random_llava
 
 MAX_TOKENS = 10
-TEXTS = ("Describe " + IMAGE_TOKEN + " now please", "What is in " + IMAGE_TOKEN + " here?")
+# Each family: its builder, how a prompt spells an image, and the image's tokens.
+FAMILIES = {
+    "gemma3": (random_gemma3.build_random_gemma3, random_gemma3.BOI, random_gemma3.IMAGE_TOKENS),
+    "llava": (random_llava.build_random_llava, random_llava.IMAGE_TOKEN, random_llava.IMAGE_TOKENS),
+}
 
 
-@pytest.fixture(scope="module")
-def llava(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Any, Any, str, int]]:
+    """A random model of the family loaded by mlx-vlm, its image part and image tokens."""
     from mlx_vlm import load
 
-    folder = build_random_llava(tmp_path_factory.mktemp("llava") / "llava")
-    yield load(str(folder))
+    build, part, tokens = FAMILIES[request.param]
+    folder = build(tmp_path_factory.mktemp(request.param) / request.param)
+    model, processor = load(str(folder))
+    yield model, processor, part, tokens
 
 
 def _image(seed: int) -> Image.Image:
@@ -57,6 +66,7 @@ def _mlx_vlm_greedy(
         "",
         input_ids=mx.array([ids]),
         pixel_values=None if pixels is None else mx.array(pixels),
+        mask=mx.ones((1, len(ids)), mx.int32),  # as mlx-vlm's processor gives it
         max_tokens=max_tokens,
         sampler=_greedy,
         logits_processors=[
@@ -71,16 +81,19 @@ def _mlx_vlm_greedy(
     return tokens[:max_tokens]
 
 
-def test_serial_scheduler_decodes_as_mlx_vlm_one_at_a_time(llava: tuple[Any, Any]) -> None:
+def test_serial_scheduler_decodes_as_mlx_vlm_one_at_a_time(
+    family: tuple[Any, Any, str, int],
+) -> None:
     """Three sequences admitted at once (two image prompts, one text): the first decodes to its
     end before the next starts, and each decodes mlx-vlm's own greedy tokens."""
-    model, processor = llava
+    model, processor, part, image_tokens = family
+    texts = (f"Describe {part} now please", f"What is in {part} here?")
     prompts: list[tuple[list[int], VisionInputs | None]] = []
     want = []
-    for k, text in enumerate(TEXTS):
+    for k, text in enumerate(texts):
         arrays = _processed(processor, text, [_image(k)])
         ids = [int(t) for t in arrays["input_ids"][0]]
-        assert sum(1 for t in ids if t == model.config.image_token_index) == IMAGE_TOKENS
+        assert sum(1 for t in ids if t == model.config.image_token_index) == image_tokens
         want.append(_mlx_vlm_greedy(model, processor, ids, arrays["pixel_values"]))
         prompts.append((ids, VisionInputs(arrays["pixel_values"], None, (f"{k}",))))
     text_ids = processor.tokenizer.encode("just some text, no image", add_special_tokens=False)
@@ -107,9 +120,11 @@ def test_serial_scheduler_decodes_as_mlx_vlm_one_at_a_time(llava: tuple[Any, Any
     assert [t.finish_reason for t in order if t.finish_reason] == ["length"] * len(prompts)
 
 
-def test_serial_scheduler_drops_a_queued_and_the_running_sequence(llava: tuple[Any, Any]) -> None:
+def test_serial_scheduler_drops_a_queued_and_the_running_sequence(
+    family: tuple[Any, Any, str, int],
+) -> None:
     """A cancelled sequence, running or waiting, is gone: the next one runs."""
-    model, processor = llava
+    model, processor, _, _ = family
     ids = processor.tokenizer.encode("a text prompt", add_special_tokens=False)
     scheduler = SerialScheduler(
         model, n_tokens=len(processor.tokenizer), stop_tokens=(), prefill_step_size=64

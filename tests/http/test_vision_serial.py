@@ -1,5 +1,5 @@
-"""A vision model of a family the slots do not batch (a tiny random LLaVA,
-tests/support/random_llava.py) serves images through the HTTP façade: each request's greedy text
+"""A vision model of a family the slots do not batch (a tiny random Gemma 3,
+tests/support/random_gemma3.py) serves images through the HTTP façade: each request's greedy text
 is what mlx-vlm's own generate gives it, and concurrent requests decode one at a time."""
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 
 pytest.importorskip("mlx_vlm")
-from mlx_responses.service.engine.vision import side
 from mlx_responses.service.models.vision_runtime import VisionRuntime
 from mlx_responses.service.responses.validation import validate_params
 
 from mlx_responses.v1 import responses_pb2 as pb
 from tests.http.test_vision_batch import _create, _text, _user
 from tests.http.test_vision_text import _png
-from tests.support.random_llava import build_random_llava
+from tests.support.random_gemma3 import build_random_gemma3
 from tests.support.random_vlm import MAX_IMAGE_PIXELS, MAX_MEDIA_BYTES
 from tests.support.stack import Stack
 
@@ -26,19 +25,17 @@ TOKENS = 10
 
 
 @pytest.fixture(scope="module")
-def llava_stack(tmp_path_factory: pytest.TempPathFactory, store_url: str) -> Iterator[Stack]:
-    """A stack on the random LLaVA as a family the slots do not batch (`BATCHED` without it:
-    what Gemma 3, Mistral 3, SmolVLM or Qwen3-VL are)."""
-    folder = build_random_llava(tmp_path_factory.mktemp("tiny-llava") / "tiny-llava")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(side, "BATCHED", tuple(f for f in side.BATCHED if f != "llava"))
-        with Stack.running(
-            model_path=folder,
-            store_url=store_url,
-            max_media_bytes=MAX_MEDIA_BYTES,
-            max_image_pixels=MAX_IMAGE_PIXELS,
-        ) as s:
-            yield s
+def gemma3_stack(tmp_path_factory: pytest.TempPathFactory, store_url: str) -> Iterator[Stack]:
+    """A stack on a random Gemma 3: a family the slots do not batch (sliding windows, its own
+    attention mask with the images)."""
+    folder = build_random_gemma3(tmp_path_factory.mktemp("tiny-gemma3") / "tiny-gemma3")
+    with Stack.running(
+        model_path=folder,
+        store_url=store_url,
+        max_media_bytes=MAX_MEDIA_BYTES,
+        max_image_pixels=MAX_IMAGE_PIXELS,
+    ) as s:
+        yield s
 
 
 def _mlx_vlm_text(stack: Stack, items: list[dict[str, Any]]) -> str:
@@ -68,6 +65,7 @@ def _mlx_vlm_text(stack: Stack, items: list[dict[str, Any]]) -> str:
         "",
         input_ids=mx.array([prompt.tokens]),
         pixel_values=mx.array(prompt.vision.pixel_values),
+        mask=mx.ones((1, len(prompt.tokens)), mx.int32),  # as mlx-vlm's processor gives it
         max_tokens=TOKENS,
         sampler=lambda logprobs: mx.argmax(logprobs, axis=-1),
         logits_processors=[
@@ -80,24 +78,24 @@ def _mlx_vlm_text(stack: Stack, items: list[dict[str, Any]]) -> str:
     return str(runtime.loaded.tokenizer.decode(tokens[:TOKENS]))
 
 
-def test_an_image_request_answers_with_mlx_vlms_greedy_text(llava_stack: Stack) -> None:
+def test_an_image_request_answers_with_mlx_vlms_greedy_text(gemma3_stack: Stack) -> None:
     items = [_user("What is in this picture?", _png(60, 40, (200, 30, 90)))]
-    reply = _create(llava_stack, input=items, max_output_tokens=TOKENS)
+    reply = _create(gemma3_stack, input=items, max_output_tokens=TOKENS)
     assert reply["status"] == "incomplete"  # at its token cap
     assert reply["usage"]["output_tokens"] == TOKENS
-    assert _text(reply) == _mlx_vlm_text(llava_stack, items)
+    assert _text(reply) == _mlx_vlm_text(gemma3_stack, items)
 
 
-def test_concurrent_requests_are_served_one_at_a_time(llava_stack: Stack) -> None:
+def test_concurrent_requests_are_served_one_at_a_time(gemma3_stack: Stack) -> None:
     """Three image requests and a text one at once: every one answers, never two decoding
     together, and each image request's text is what it is alone."""
     requests = [[_user(f"Picture {k}?", _png(50 + 10 * k, 40, (30 * k, 90, 60)))] for k in range(3)]
-    alone = [_text(_create(llava_stack, input=items)) for items in requests]
+    alone = [_text(_create(gemma3_stack, input=items)) for items in requests]
     assert len(set(alone)) > 1, "the images make no difference: a weak test"
     text = [{"role": "user", "content": "Tell me a story about a lighthouse."}]
     with ThreadPoolExecutor(4) as pool:
-        together = [pool.submit(_create, llava_stack, input=items) for items in requests]
-        story = pool.submit(_create, llava_stack, input=text)
+        together = [pool.submit(_create, gemma3_stack, input=items) for items in requests]
+        story = pool.submit(_create, gemma3_stack, input=text)
         assert [_text(f.result()) for f in together] == alone
         assert story.result()["usage"]["output_tokens"] == TOKENS
-    assert llava_stack.engine_stats.max_batch_seen == 1
+    assert gemma3_stack.engine_stats.max_batch_seen == 1

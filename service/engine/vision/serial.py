@@ -107,11 +107,12 @@ class SerialScheduler:
             kwargs = {key: mx.array(value) for key, value in images.extra.items()}
             if images.image_grid_thw is not None:
                 kwargs["image_grid_thw"] = mx.array(images.image_grid_thw)
+        # The attention mask mlx-vlm's processor gives one unpadded prompt (Gemma 3 needs it).
         return generate_step(
             mx.array([prompt]),
             self.model,
             pixels,
-            None,
+            mx.ones((1, len(prompt)), mx.int32),
             max_tokens=admission.max_tokens,
             sampler=admission.sampler,
             logits_processors=[*admission.logits_processors, self._decodable],
