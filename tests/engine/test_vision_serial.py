@@ -106,7 +106,7 @@ def test_serial_scheduler_decodes_as_mlx_vlm_one_at_a_time(
     )
     for uid, (ids, images) in enumerate(prompts):
         scheduler.admit(Admission(uid, [ids], MAX_TOKENS, _greedy, images=images))
-    assert (scheduler.waiting, scheduler.decoding) == (3, 0)
+    assert (scheduler.waiting, scheduler.decoding, scheduler.nbytes) == (3, 0, 0)
     got: dict[int, list[int]] = {uid: [] for uid in range(len(prompts))}
     order: list[Token] = []
     while scheduler.waiting or scheduler.decoding:
@@ -114,6 +114,7 @@ def test_serial_scheduler_decodes_as_mlx_vlm_one_at_a_time(
             got[token.uid].append(token.token)
             order.append(token)
         assert scheduler.decoding <= 1
+        assert (scheduler.nbytes > 0) == bool(scheduler.decoding)  # its live KV, counted
     assert [got[uid] for uid in range(len(prompts))] == want
     # One at a time, in arrival order, each ending at its token cap.
     assert [t.uid for t in order] == [uid for uid in got for _ in range(MAX_TOKENS)]

@@ -32,6 +32,7 @@ from mlx_responses.service.engine.vision.language import decodable_only
 class _Running:
     admission: Admission
     steps: Iterator[tuple[Any, mx.array]]  # mlx-vlm's: (token id, logprobs)
+    cache: list[Any]  # the KV its steps fill
     generated: int = 0
 
 
@@ -76,8 +77,11 @@ class SerialScheduler:
         if self._running is None:
             if not self._queue:
                 return result
+            from mlx_vlm.models.cache import make_prompt_cache  # the optional extra
+
             admission = self._queue.popleft()
-            self._running = _Running(admission, self._start(admission))
+            cache = make_prompt_cache(self.model.language_model)
+            self._running = _Running(admission, self._start(admission, cache), cache)
             result.prefilled = len(admission.prompt)
         running = self._running
         token, logprobs = next(running.steps)
@@ -93,7 +97,7 @@ class SerialScheduler:
             self._end()
         return result
 
-    def _start(self, admission: Admission) -> Iterator[tuple[Any, mx.array]]:
+    def _start(self, admission: Admission, cache: list[Any]) -> Iterator[tuple[Any, mx.array]]:
         """mlx-vlm's step over the whole prompt (a cache handed in is not read: this scheduler
         never hands one out), its images' arrays as mlx-vlm's `generate` takes them."""
         from mlx_vlm.generate.ar import generate_step
@@ -114,6 +118,7 @@ class SerialScheduler:
             pixels,
             mx.ones((1, len(prompt)), mx.int32),
             max_tokens=admission.max_tokens,
+            prompt_cache=cache,
             sampler=admission.sampler,
             logits_processors=[*admission.logits_processors, self._decodable],
             prefill_step_size=self.prefill_step_size,
@@ -141,7 +146,9 @@ class SerialScheduler:
 
     @property
     def nbytes(self) -> int:
-        return 0
+        if self._running is None:
+            return 0
+        return sum(int(getattr(c, "nbytes", 0)) for c in self._running.cache)
 
     @property
     def waiting(self) -> int:
