@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import mlx.core as mx
+from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.positions import RowPositions
 
 Sampler = Callable[[mx.array], mx.array]
@@ -42,6 +43,8 @@ class Admission:
     features merged in), for a scheduler that `takes_embeddings`; None: token ids only.
     `positions`: its rotary positions where they are not each token's index (M-RoPE: a vision
     model's image prompt, `vision/positions.py`), absolute, for the same schedulers.
+    `images`: an image prompt's processed images, for a scheduler that runs the vision tower
+    itself (`vision/serial.py`, a family the slots do not batch); None otherwise.
     """
 
     uid: int
@@ -56,6 +59,7 @@ class Admission:
     alone: bool = True
     embeddings: mx.array | None = None
     positions: RowPositions | None = None
+    images: VisionInputs | None = None
 
     @property
     def prompt(self) -> list[int]:

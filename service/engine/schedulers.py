@@ -17,9 +17,18 @@ from mlx_responses.service.engine.scheduler import Scheduler
 from mlx_responses.service.engine.slots import SlotScheduler, layer_windows, slots_serve
 from mlx_responses.service.engine.solo import SoloScheduler
 from mlx_responses.service.engine.speculation import SpeculationPolicy
+from mlx_responses.service.engine.vision.serial import SerialScheduler
+from mlx_responses.service.engine.vision.side import VisionSide
 from mlx_responses.service.flags import Prefill
 
 ENGINES = ("batch", "slots")
+# What schedules each engine's sequences (the startup log's words); "serial": a vision model of
+# a family the slots do not batch.
+SCHEDULED_BY = {
+    "slots": "fixed KV slots",
+    "batch": "mlx-lm's BatchGenerator",
+    "serial": "mlx-vlm's own step, one sequence at a time",
+}
 
 
 def resolve_engine(engine: str, model: Any, device: str) -> str:
@@ -58,10 +67,19 @@ def new_scheduler(
     solo: bool,
     stats: EngineStats,
     new_cache: Callable[[], list[Any]],
+    vision: VisionSide | None = None,
 ) -> Scheduler:
     """A scheduler for `engine` ("batch" or "slots") over `model` (a `DraftedModel` pair with
     a draft model); `kv`: (bits, group) of quantized KV slots; `solo`: lone sequences decode
-    alone (`solo/`)."""
+    alone (`solo/`). A vision model of a family the slots do not batch (`vision.batched`
+    false) decodes one sequence at a time, as mlx-vlm does (`vision/serial.py`)."""
+    if vision is not None and not vision.batched:
+        return SerialScheduler(
+            vision.model,
+            n_tokens=vision.n_tokens,
+            stop_tokens=stop_tokens,
+            prefill_step_size=prefill_step_size,
+        )
     speculate = speculative in ("ngram", "draft")
     drafted = model if isinstance(model, DraftedModel) else None
     behind: Scheduler

@@ -39,7 +39,7 @@ from mlx_responses.service.engine.requests import (
     SamplingParams,
 )
 from mlx_responses.service.engine.scheduler import Admission, Scheduler, Token, segments
-from mlx_responses.service.engine.schedulers import new_scheduler, resolve_engine
+from mlx_responses.service.engine.schedulers import SCHEDULED_BY, new_scheduler, resolve_engine
 from mlx_responses.service.engine.seeded_sampler import Samplers
 from mlx_responses.service.engine.stream import GenerationStream
 from mlx_responses.service.engine.vision.side import ImageEncoder, VisionInputs, VisionSide, see
@@ -246,6 +246,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
             solo=self.solo,
             stats=self.stats,
             new_cache=self._new_cache,
+            vision=self._vision,
         )
         scheduler.prompt_ends = self._checkpointing
         return scheduler
@@ -253,13 +254,14 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:
         try:
             loaded = self._loaded = self.load()
-            self._batch_model = loaded.model
-            if (vision := VisionSide.of(loaded, self.encoder)) is not None:  # on the slots
-                self._vision, self._batch_model = vision, vision.language
-                self.engine, self.solo, self.speculative, self.kv_bits = "slots", False, "off", None
-            plain = plain_caches(self._batch_model)
+            if (vision := VisionSide.of(loaded, self.encoder)) is not None:  # slots or serial
+                self._vision, self.solo, self.speculative, self.kv_bits = vision, False, "off", None
+                self.engine = "slots" if vision.batched else "serial"
+            self._batch_model = vision.language if vision and vision.batched else loaded.model
+            plain = self.engine == "serial" or plain_caches(self._batch_model)  # keeps no entry
             try:
-                self.engine = resolve_engine(self.engine, self._batch_model, device_kind())
+                if self.engine != "serial":
+                    self.engine = resolve_engine(self.engine, self._batch_model, device_kind())
             except ValueError as exc:
                 raise ConfigError(
                     f"{exc}; {loaded.path} has recurrent layers or other caches "
@@ -289,7 +291,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                 device,
                 self._prefill.batch_size,
                 self._prefill.tokens_per_step,
-                "fixed KV slots" if self.engine == "slots" else "mlx-lm's BatchGenerator",
+                SCHEDULED_BY[self.engine],
             )
             if self.prompt_cache_max_entries > 0:
                 self._prompt_cache = PromptCache(
@@ -597,8 +599,6 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         if not active:
             self.stats.batch_size = 0
 
-    def _finished(
-        self, entry: Active[GenerationStream], reason: str, now: float | None = None
-    ) -> None:
+    def _finished(self, entry: Active[GenerationStream], reason: str, now: float = 0.0) -> None:
         if self._metrics is not None:
             self._metrics.finished(reason, (now or time.perf_counter()) - entry.submitted_at)

@@ -145,9 +145,14 @@ def _spelled() -> Exception:
 
 def _processed(processor: Any, text: str, pictures: Sequence[Any]) -> dict[str, np.ndarray]:
     try:
-        out = processor(
-            text=[text], images=list(pictures), return_tensors="np", add_special_tokens=False
-        )
+        try:
+            out = processor(
+                text=[text], images=list(pictures), return_tensors="np", add_special_tokens=False
+            )
+        except TypeError:
+            # A processor that hands every keyword to its image processor (mlx-vlm's LLaVA)
+            # takes none of the tokenizer's: its tokens' leading BOS, if any, goes below.
+            out = _without_bos(processor, processor(text=[text], images=list(pictures)))
     except Exception as exc:  # the processor refuses what it cannot read
         raise invalid(
             f"The model's processor refused the images: {public_reason(exc)}",
@@ -156,6 +161,18 @@ def _processed(processor: Any, text: str, pictures: Sequence[Any]) -> dict[str, 
         ) from exc
     # Host arrays (mlx-vlm's processors may answer MLX arrays): MLX stays on its thread.
     return {key: np.array(value) for key, value in out.items()}
+
+
+def _without_bos(processor: Any, out: Any) -> Any:
+    """`out` with its ids' leading BOS dropped (the tokenizer's special tokens, not ours)."""
+    bos = getattr(getattr(processor, "tokenizer", None), "bos_token_id", None)
+    ids = np.array(out["input_ids"])
+    if bos is None or not ids.shape[-1] or int(ids[0, 0]) != bos:
+        return out
+    return {
+        key: np.array(value)[:, 1:] if key in ("input_ids", "attention_mask") else value
+        for key, value in out.items()
+    }
 
 
 def _per_image(

@@ -109,17 +109,24 @@ def build_random_vlm(
     return out
 
 
-def _write_tokenizer(source: Path, out: Path, vocab_size: int) -> dict[str, int]:
-    """The bundled tokenizer plus the vision tokens, at the next free ids (where the tokenizer
-    puts added tokens whatever ids they claim), below the model's `vocab_size`."""
+def _write_tokenizer(
+    source: Path,
+    out: Path,
+    vocab_size: int,
+    added: tuple[str, ...] = VISION_TOKENS,
+    image_part: str = IMAGE_PART,
+) -> dict[str, int]:
+    """The bundled tokenizer plus the vision tokens (`added`), at the next free ids (where the
+    tokenizer puts added tokens whatever ids they claim), below the model's `vocab_size`; an
+    image part renders as `image_part`."""
     for name in TOKENIZER_FILES:
         if name != "tokenizer.json" and (source / name).exists():
             (out / name).write_text((source / name).read_text())
     tokenizer = json.loads((source / "tokenizer.json").read_text())
     taken = [*tokenizer["model"]["vocab"].values(), *(t["id"] for t in tokenizer["added_tokens"])]
     free = max(taken) + 1
-    assert free + len(VISION_TOKENS) <= vocab_size
-    ids = {token: free + i for i, token in enumerate(VISION_TOKENS)}
+    assert free + len(added) <= vocab_size
+    ids = {token: free + i for i, token in enumerate(added)}
     for token, token_id in ids.items():
         tokenizer["added_tokens"].append(
             {
@@ -143,14 +150,14 @@ def _write_tokenizer(source: Path, out: Path, vocab_size: int) -> dict[str, int]
             "single_word": False,
             "special": True,
         }
-    # An image part renders as Qwen2-VL's three tokens (its template's own spelling).
+    # An image part renders as the model's own spelling (Qwen2-VL: its three tokens).
     template: str = special["chat_template"]
     text_branch = "{%- elif part.text is defined and part.text is not none -%}"
     assert text_branch in template, "the bundled template changed: update random_vlm.py"
     special["chat_template"] = template.replace(
         text_branch,
         "{%- elif part.type is defined and part.type == 'image' -%}"
-        "{{- '" + IMAGE_PART + "' -}}\n" + text_branch,
+        "{{- '" + image_part + "' -}}\n" + text_branch,
         1,
     )
     (out / "tokenizer_config.json").write_text(json.dumps(special, indent=2))

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.vision.cache_key import keyed_tokens
 from mlx_responses.service.engine.vision.encoder import ImageEncoder
@@ -24,10 +23,15 @@ from mlx_responses.service.engine.vision.language import VisionLanguage, is_visi
 
 __all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide", "see"]
 
-# The families whose language side the slots drive (tested: a random Qwen2-VL; Qwen2.5-VL has
-# the same language model and inputs): M-RoPE, plain KV caches, everything in the embeddings.
-# Others (sliding windows, deepstack features, their own masks) are refused at load.
-BATCHED = ("qwen2_vl", "qwen2_5_vl")
+# The families whose language side the slots drive: plain KV caches, everything in the input
+# embeddings, M-RoPE positions (the Qwen-VL family, tested on a random Qwen2-VL; Qwen2.5-VL has
+# the same language model and inputs) or 1D RoPE from the cache offset (LLaVA, tested on a
+# random one). Others (sliding windows, deepstack features, their own masks) decode one
+# sequence at a time through mlx-vlm's own step (`serial.py`).
+BATCHED = ("qwen2_vl", "qwen2_5_vl", "llava")
+# Of those, the families positioned by M-RoPE (`positions.py`); the others' (1D RoPE) positions
+# run on from each row's cache offset, as a text model's.
+MROPE = ("qwen2_vl", "qwen2_5_vl")
 
 
 def see(
@@ -54,7 +58,11 @@ class Seen:
         past them (the prompt cache holds them all: a conversation's next turn), positions
         alone (no tower, no embeddings: the rest is text)."""
         side, prompt, inputs = self.side, self.prompt, self.inputs
+        if not side.batched:  # the scheduler runs mlx-vlm's own step (serial.py)
+            return {"images": inputs}
         if side.image_token not in prompt[cached:]:
+            if side.family not in MROPE:
+                return {}  # text past the cache, at its plain positions
             return {"positions": side.encoder.positions(side.model, prompt, inputs)}
         encoded = side.encoder.prompt(side.model, prompt, inputs)
         return {"embeddings": encoded.embeds[cached:], "positions": encoded.positions}
@@ -65,23 +73,21 @@ class VisionSide:
 
     def __init__(self, loaded: LoadedModel, encoder: ImageEncoder) -> None:
         self.model = loaded.model
-        self.language = VisionLanguage(loaded.model, len(loaded.tokenizer))
+        self.family = getattr(loaded.model.config, "model_type", None)
+        # Whether the slots batch its sequences (`BATCHED`); else they decode one at a time
+        # through mlx-vlm's own step (`serial.py`).
+        self.batched = self.family in BATCHED
+        self.n_tokens = len(loaded.tokenizer)
+        self.language = VisionLanguage(loaded.model, self.n_tokens) if self.batched else None
         self.encoder = encoder
-        self.image_token: int = loaded.model.config.image_token_id  # Qwen-VL's configs have it
+        self.image_token: int = _image_token(loaded.model.config)
         encoder.clear()
 
     @classmethod
     def of(cls, loaded: LoadedModel, encoder: ImageEncoder) -> VisionSide | None:
-        """The side of a vision model (an mlx-vlm one); None for a text model. Raises
-        ConfigError for a vision model of a family the slots do not serve (`BATCHED`)."""
+        """The side of a vision model (an mlx-vlm one); None for a text model."""
         if not is_vision_model(loaded.model):
             return None
-        family = getattr(loaded.model.config, "model_type", None)
-        if family not in BATCHED:
-            raise ConfigError(
-                f"{loaded.path} is a {family} vision-language model: images are served for "
-                f"the Qwen-VL family only ({', '.join(BATCHED)})"
-            )
         return cls(loaded, encoder)
 
     def see(self, prompt: list[int], inputs: VisionInputs | None) -> Seen | None:
@@ -90,3 +96,14 @@ class VisionSide:
             return None
         key = keyed_tokens(prompt, self.image_token, inputs.image_keys)
         return Seen(key, self, prompt, inputs)
+
+
+def _image_token(config: Any) -> int:
+    """The id of the image placeholder (Qwen-VL's `image_token_id`, LLaVA's and others'
+    `image_token_index`); -1 where the config names none (its images key every placeholder
+    together: `cache_key.py`)."""
+    for name in ("image_token_id", "image_token_index"):
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    return -1
