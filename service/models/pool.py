@@ -29,6 +29,7 @@ from mlx_responses.service.models.vision_config import vision_folder
 
 if TYPE_CHECKING:  # a runtime imports MLX: `mlx-responses` imports this before it picks a BLAS
     from mlx_responses.service.config import Settings
+    from mlx_responses.service.engine.memory.budget import MemoryBudget
     from mlx_responses.service.metrics import CoreMetrics
     from mlx_responses.service.models.runtime import ModelRuntime
 
@@ -124,6 +125,9 @@ class ModelPool:
         self._load_lock = asyncio.Lock()  # one load (and its unloads) at a time
         self._waiters: set[asyncio.Future[None]] = set()  # woken when a lease ends or a load
         self.draft: ModelSource | None = None  # --draft-model, for the first --model only
+        # The process's memory budget (--memory-limit), shared by every model's engine; made
+        # when the first model starts (it imports MLX).
+        self.memory: MemoryBudget | None = None
 
     # --- configuration -----------------------------------------------------------------------
     async def resolve(self) -> None:
@@ -251,12 +255,15 @@ class ModelPool:
     async def _start(self, model: ServedModel) -> ModelRuntime:
         """Starts the model's engine worker (it loads the weights on its own thread)."""
         from mlx_responses.service.engine.blas import blas_in_use
+        from mlx_responses.service.engine.memory.device import process_budget
         from mlx_responses.service.engine.model import load_model
         from mlx_responses.service.engine.worker import EngineWorker
         from mlx_responses.service.models.runtime import ModelRuntime
 
         s = self.settings
         started = time.perf_counter()
+        if self.memory is None:
+            self.memory = process_budget(s.memory_limit)
         if vision_folder(model.source.folder):
             from mlx_responses.service.models.vision_start import start_vision
 
@@ -283,6 +290,7 @@ class ModelPool:
             batch_wait=s.batch_wait_ms / 1000,
             engine=s.engine,
             metrics=self.metrics.engine,
+            memory=self.memory,
         )
         loaded = await worker.start()
         log.info(

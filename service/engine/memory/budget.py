@@ -10,7 +10,7 @@ Live KV is reserved, not measured: a sequence is admitted with `prompt + max_out
 tokens (at most the context window), and a scheduler holds its sequences as one rectangle
 (mlx-lm's batch pads every row to the longest, the fixed slots hold `rows x longest`), so a
 model's live KV is `rows x bytes(longest reservation)`. While prompts are prefilled the
-runtime also holds the step's activations (`working`), counted while any sequence is live.
+runtime also holds the step's activations (`kv_layout.Activations`), counted with them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mlx_responses.service.engine.memory.kv_layout import KVLayout
+from mlx_responses.service.engine.memory.kv_layout import Activations, KVLayout
 
 
 class MemoryLimitError(Exception):
@@ -46,7 +46,7 @@ class ModelAccount:
     layout: KVLayout
     context: int  # tokens a sequence may hold at most (the context window)
     weights: int = 0
-    working: int = 0  # activations of a prefill step, held while sequences are live
+    activations: Activations | None = None  # of a prefill step, while sequences are live
     prompt_cache: int = 0  # bytes of the prompt cache's memory tier
     live: dict[int, int] = field(default_factory=dict)  # sequence -> tokens reserved
 
@@ -55,11 +55,21 @@ class ModelAccount:
         return max(1, min(prompt + max(0, max_output), max(self.context, prompt + 1)))
 
     def live_bytes(self, extra: int | None = None) -> int:
-        """The live KV as the scheduler holds it (a rectangle), with `extra` tokens admitted."""
+        """The live KV as the scheduler holds it (a rectangle) and a prefill step's
+        activations, with a sequence of `extra` tokens admitted."""
         tokens = list(self.live.values()) + ([] if extra is None else [extra])
+        return self.bytes_of(tokens)
+
+    def bytes_of(self, tokens: list[int]) -> int:
+        """What sequences of these reservations hold: `len x bytes(longest)` of KV, and the
+        activations of a prefill step over them."""
         if not tokens:
             return 0
-        return len(tokens) * self.layout.bytes_for(max(tokens)) + self.working
+        longest = max(tokens)
+        kv = len(tokens) * self.layout.bytes_for(longest)
+        if self.activations is not None:
+            kv += self.activations.bytes_for(len(tokens), longest)
+        return kv
 
     def check(self, prompt: int, max_output: int) -> None:
         """Raises MemoryLimitError if a sequence of `prompt` + `max_output` tokens could never
@@ -68,12 +78,11 @@ class ModelAccount:
         if limit is None:
             return
         tokens = self.reservation(prompt, max_output)
-        room = limit - self.budget.runtime - self.weights - self.working
-        need = self.layout.bytes_for(tokens)
+        room = limit - self.budget.runtime - self.weights
+        need = self.bytes_of([tokens])
         if need <= room:
             return
-        alone = self.layout.bytes_for(prompt)
-        param = "input" if alone > room else "max_output_tokens"
+        param = "input" if self.bytes_of([prompt]) > room else "max_output_tokens"
         raise MemoryLimitError(
             f"This request needs {tokens:,} tokens of KV cache ({prompt:,} input + "
             f"{tokens - prompt:,} output tokens, {mib(need)} at "
@@ -114,11 +123,9 @@ class ModelAccount:
     def held(self) -> dict[str, int]:
         """This model's memory by kind: weights, kv (live, reserved) and prompt_cache."""
         with self.budget.lock:
-            return {
-                "weights": self.weights,
-                "kv": self.live_bytes() - (self.working if self.live else 0),
-                "prompt_cache": self.prompt_cache,
-            }
+            tokens = list(self.live.values())
+            kv = len(tokens) * self.layout.bytes_for(max(tokens)) if tokens else 0
+            return {"weights": self.weights, "kv": kv, "prompt_cache": self.prompt_cache}
 
     def close(self) -> None:
         """The model unloaded: its account leaves the budget."""
@@ -132,6 +139,7 @@ class MemoryBudget:
     limit: int | None
     runtime: int = 0  # bytes the process holds beyond MLX's arrays (measured at first load)
     measure_runtime: Callable[[], int] | None = None
+    on_measured: Callable[[int], None] | None = None  # sets MLX's limits (device.py)
 
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
@@ -144,6 +152,8 @@ class MemoryBudget:
             if not self._measured and self.measure_runtime is not None:
                 self.runtime = self.measure_runtime()
                 self._measured = True
+                if self.on_measured is not None:
+                    self.on_measured(self.runtime)
             account = ModelAccount(self, model, layout, context, weights=weights)
             self._accounts.append(account)
             return account

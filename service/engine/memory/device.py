@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 import mlx.core as mx
+from mlx_responses.service.engine.memory.budget import MemoryBudget
 
 log = logging.getLogger(__name__)
 
@@ -110,4 +111,15 @@ def apply_mlx_limits(limit: int, runtime: int) -> None:
         runtime >> 20,
         min(limit // CACHE_SHARE, CACHE_MAX) >> 20,
         f", wired {min(mlx_share, wired) >> 20} MiB" if wired is not None else "",
+    )
+
+
+def process_budget(memory_limit: float | None) -> MemoryBudget:
+    """The process's budget from `--memory-limit`; MLX's limits are set once the first model
+    has loaded (`MemoryBudget.open` measures the runtime then)."""
+    limit = resolve_limit(memory_limit)
+    return MemoryBudget(
+        limit,
+        measure_runtime=runtime_bytes,
+        on_measured=None if limit is None else lambda runtime: apply_mlx_limits(limit, runtime),
     )
