@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from mlx_responses.service.engine.kv_store import KVStore
-from mlx_responses.service.engine.requests import SamplingParams
+from mlx_responses.service.engine.observer import ModelObserver
+from mlx_responses.service.engine.requests import EngineStats, SamplingParams
 
 
 class Waiting(Protocol):
@@ -44,11 +45,16 @@ class _Held(Generic[C]):
 class AdmissionQueue(Generic[C]):
     """The worker's requests not yet admitted, in arrival order (the MLX thread only)."""
 
-    def __init__(self, kv: Callable[[], KVStore | None]) -> None:
+    def __init__(
+        self,
+        kv: Callable[[], KVStore | None],
+        stats: EngineStats,
+        observer: Callable[[], ModelObserver | None],
+    ) -> None:
         self._kv = kv
+        self._stats = stats  # admission_waits, admission_wait_seconds
+        self._observer = observer
         self._held: deque[_Held[C]] = deque()
-        self.waits = 0  # requests that had to wait for memory
-        self.wait_seconds = 0.0
 
     def __len__(self) -> int:
         return len(self._held)
@@ -56,11 +62,11 @@ class AdmissionQueue(Generic[C]):
     def offer(self, command: C) -> None:
         self._held.append(_Held(command, time.perf_counter()))
 
-    def admit(self, uids: Callable[[], int]) -> list[tuple[C, int, float | None]]:
-        """The requests from the head that fit now, each with its uid (reserved under it) and
-        the seconds it waited for memory (None: it did not wait)."""
+    def admit(self, uids: Callable[[], int]) -> list[tuple[C, int]]:
+        """The requests from the head that fit now, each with its uid (its memory is reserved
+        under it); the waits of those that waited go to the stats and the metrics."""
         kv = self._kv()
-        out: list[tuple[C, int, float | None]] = []
+        out: list[tuple[C, int]] = []
         while self._held:
             held = self._held[0]
             uid = uids()
@@ -70,12 +76,13 @@ class AdmissionQueue(Generic[C]):
                 held.waited = True
                 break
             self._held.popleft()
-            waited = None
             if held.waited:
                 waited = time.perf_counter() - held.since
-                self.waits += 1
-                self.wait_seconds += waited
-            out.append((held.command, uid, waited))
+                self._stats.admission_waits += 1
+                self._stats.admission_wait_seconds += waited
+                if (observer := self._observer()) is not None:
+                    observer.waited(waited)
+            out.append((held.command, uid))
         return out
 
     def remove(self, stream: object) -> C | None:

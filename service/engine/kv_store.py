@@ -18,10 +18,19 @@ the store still reports the model's memory by kind for the metrics.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from pathlib import Path
+from typing import Any, Protocol, cast
 
-from mlx_responses.service.engine.memory.budget import ModelAccount
+import mlx.core as mx
+from mlx import nn
+from mlx.utils import tree_flatten
+from mlx_responses.service.engine.memory.budget import MemoryBudget, ModelAccount
+from mlx_responses.service.engine.memory.kv_layout import activations, cache_windows, kv_layout
+from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
+from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.prompt_cache import PromptCache
+from mlx_responses.service.engine.requests import EngineStats
 
 
 class KVStore:
@@ -51,6 +60,13 @@ class KVStore:
         self.prompt.keep(scope, tokens, cache)
         self._counted()
 
+    def sync(self, live: object) -> None:
+        """Releases the reservations of sequences no longer in `live` (finished, cancelled or
+        failed: whatever way they left the worker's active set)."""
+        if self.account is not None:
+            for uid in [u for u in self.account.live if u not in live]:  # type: ignore[operator]
+                self.account.release(uid)
+
     def admit(self, uid: int, prompt_tokens: int, max_tokens: int) -> bool:
         """Reserves a sequence's KV if it fits now (the prompt cache gives memory back first);
         False: it must wait for memory."""
@@ -60,8 +76,7 @@ class KVStore:
         tokens = account.reservation(prompt_tokens, max_tokens)
         short = account.shortfall(tokens)
         if short and self.prompt is not None:
-            self.prompt.memory.trim_to(n_bytes=max(0, self.prompt.memory.nbytes - short))
-            self._counted()
+            self._trim(self.prompt.memory.nbytes - short)
             short = account.shortfall(tokens)
         if short:
             return False
@@ -78,10 +93,19 @@ class KVStore:
         scheduler's report) against --prompt-cache-max-bytes, and what the budget leaves."""
         if self.prompt is None:
             return
-        self.prompt.trim(live_bytes)
+        self._trim(self.prompt.max_bytes - live_bytes)
         room = self.account.cache_room() if self.account is not None else None
         if room is not None and self.prompt.memory.nbytes > room:
-            self.prompt.memory.trim_to(n_bytes=room)
+            self._trim(room)
+        self._counted()
+
+    def _trim(self, n_bytes: int) -> None:
+        """Evicts the least recently used entries until the memory tier holds `n_bytes` at
+        most (with a disk tier, each was written there when kept)."""
+        assert self.prompt is not None
+        before = len(self.prompt.memory)
+        self.prompt.memory.trim_to(n_bytes=max(0, n_bytes))
+        self.prompt.stats.prompt_cache_evictions += before - len(self.prompt.memory)
         self._counted()
 
     def _counted(self) -> None:
@@ -103,3 +127,89 @@ class KVStore:
         if self.account is not None:
             self.account.close()
             self.account = None
+
+
+class StoreOwner(Protocol):
+    """The worker's settings a model's KV store is made from (its flags)."""
+
+    prompt_cache_max_entries: int  # 0: no prompt cache
+    prompt_cache_max_bytes: int
+    prompt_cache_dir: Path | None  # the disk tier's folder (None: none)
+    prompt_cache_disk_bytes: int
+    kv_bits: int | None
+    prefill_step_size: int
+    stats: EngineStats
+    memory: MemoryBudget | None  # the process's budget
+
+
+def open_store(
+    owner: StoreOwner,
+    loaded: LoadedModel,
+    models: list[nn.Module],
+    *,
+    kv_group: int | None,
+    prefill_rows: int,
+    device: str,
+    draft: Path | None = None,
+) -> KVStore:
+    """A loaded model's KV store (on its engine thread): its prompt cache (and disk tier) and
+    its account in the process's budget (the weights of `models`: the model and its draft).
+    `kv_group`: --kv-bits' group where the model's KV can be quantized (None: it is not);
+    `prefill_rows`: prompts prefilled together; `device`: "gpu" or "cpu"."""
+    o = owner
+    kv_bits = o.kv_bits if kv_group is not None else None
+    prompt = None
+    if o.prompt_cache_max_entries > 0:
+        prompt = PromptCache(
+            loaded.alias, o.prompt_cache_max_entries, o.prompt_cache_max_bytes, o.stats
+        )
+        if o.prompt_cache_dir is not None:
+            identity = f"kv={kv_bits}/{kv_group}"
+            folder, disk_bytes = o.prompt_cache_dir, o.prompt_cache_disk_bytes
+            prompt.open_disk(folder, disk_bytes, loaded, identity, draft)
+    budget = o.memory
+    if budget is None:
+        return KVStore(prompt, None)
+    config = json.loads((loaded.path / "config.json").read_text())
+    dtype = _activation_bytes(loaded.model)
+    group = kv_group or 64
+    companion = None
+    if draft is not None and len(models) > 1:  # the draft's KV, beside the model's
+        draft_config = json.loads((draft / "config.json").read_text())
+        companion = kv_layout(
+            draft_config, _activation_bytes(models[1]), kv_bits=kv_bits, group=group
+        )
+    layout = kv_layout(
+        config,
+        dtype,
+        kv_bits=kv_bits,
+        group=group,
+        windows=cache_windows(make_prompt_cache(loaded.model)),
+        chunk=o.prefill_step_size,
+        draft=companion,
+    )
+    weights = sum(_nbytes(m) for m in models)
+    account = budget.open(loaded.alias, layout, loaded.context_length, weights)
+    account.activations = activations(
+        config, dtype, rows=prefill_rows, step=o.prefill_step_size, scores=device == "cpu"
+    )
+    return KVStore(prompt, account)
+
+
+def _arrays(model: nn.Module) -> list[tuple[str, mx.array]]:
+    return cast(list[tuple[str, mx.array]], tree_flatten(model.parameters()))
+
+
+def _nbytes(model: nn.Module) -> int:
+    return sum(int(v.nbytes) for _, v in _arrays(model))
+
+
+def _activation_bytes(model: nn.Module) -> int:
+    """Bytes of the model's activations' dtype: its norms' (quantized weights keep them in it),
+    else its first floating-point array's."""
+    arrays = _arrays(model)
+    norms = [v for k, v in arrays if k.endswith("norm.weight")]
+    floats = [v for _, v in arrays if mx.issubdtype(v.dtype, mx.floating)]
+    for value in (*norms, *floats):
+        return int(value.dtype.size)
+    return 2

@@ -83,7 +83,10 @@ async def test_the_prompt_cache_gives_memory_back_before_a_request_waits(
         kept = engine.stats.prompt_cache_bytes
         assert kept > 0  # the finished turn's entry
         other = loaded.tokenizer.encode("An unrelated prompt about mountains and rivers")
-        _fit(engine, budget, len(other) + TOKENS, sequences=1)
+        account = engine.kv.account
+        assert account is not None
+        # Room for the new sequence and half the cached entry: the entry must go.
+        budget.limit = account.weights + account.bytes_of([len(other) + TOKENS]) + kept // 2
         await collect(engine.submit(other, sampling))
     finally:
         engine.stop()

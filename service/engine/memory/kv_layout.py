@@ -36,6 +36,8 @@ class KVLayout:
     kv_bits: int | None = None
     group: int = 64  # quantization group, with kv_bits
     chunk: int = 0  # prefill tokens a rotating window holds beyond itself while they go in
+    # A draft model's KV, kept beside the model's for every sequence (--speculative draft).
+    draft: KVLayout | None = None
 
     @property
     def element_bytes(self) -> float:
@@ -53,7 +55,8 @@ class KVLayout:
     @property
     def bytes_per_token(self) -> int:
         """Bytes one more token takes over every layer (a windowed layer's too: the most)."""
-        return math.ceil(self.layers * self.layer_token_bytes)
+        own = math.ceil(self.layers * self.layer_token_bytes)
+        return own + (self.draft.bytes_per_token if self.draft is not None else 0)
 
     def bytes_for(self, tokens: int) -> int:
         """The bytes a sequence of `tokens` tokens holds at most over every layer."""
@@ -66,11 +69,12 @@ class KVLayout:
                 held += _rounded(tokens)
             else:
                 held += min(tokens, window + self.chunk)
-        return math.ceil(held * self.layer_token_bytes)
+        own = math.ceil(held * self.layer_token_bytes)
+        return own + (self.draft.bytes_for(tokens) if self.draft is not None else 0)
 
     def tokens_in(self, n_bytes: int) -> int:
         """The longest sequence whose KV fits in `n_bytes` (every token, without a window)."""
-        per = self.layers * self.layer_token_bytes
+        per = self.bytes_per_token
         return int(n_bytes // per) if per > 0 else 0
 
 
@@ -116,6 +120,7 @@ def kv_layout(
     group: int = 64,
     windows: Sequence[int | None] | None = None,
     chunk: int = 0,
+    draft: KVLayout | None = None,
 ) -> KVLayout:
     """The KV layout of a model from its config (`config.json`).
 
@@ -140,6 +145,7 @@ def kv_layout(
         kv_bits=kv_bits,
         group=group,
         chunk=chunk,
+        draft=draft,
     )
 
 
