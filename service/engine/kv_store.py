@@ -19,6 +19,7 @@ the store still reports the model's memory by kind for the metrics.
 from __future__ import annotations
 
 import json
+from collections.abc import Container
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -60,12 +61,15 @@ class KVStore:
         self.prompt.keep(scope, tokens, cache)
         self._counted()
 
-    def sync(self, live: object) -> None:
+    def sync(self, live: Container[int], live_bytes: int) -> None:
         """Releases the reservations of sequences no longer in `live` (finished, cancelled or
-        failed: whatever way they left the worker's active set)."""
+        failed: whatever way they left the worker's active set), and takes the scheduler's
+        report of the bytes its live sequences hold now."""
         if self.account is not None:
-            for uid in [u for u in self.account.live if u not in live]:  # type: ignore[operator]
+            for uid in [u for u in self.account.live if u not in live]:
                 self.account.release(uid)
+            with self.account.budget.lock:
+                self.account.scheduler_bytes = live_bytes
 
     def admit(self, uid: int, prompt_tokens: int, max_tokens: int) -> bool:
         """Reserves a sequence's KV if it fits now (the prompt cache gives memory back first);
@@ -89,10 +93,17 @@ class KVStore:
             self.account.release(uid)
 
     def settle(self, live_bytes: int) -> None:
-        """Trims the prompt cache to what is left beside the live sequences: `live_bytes` (the
-        scheduler's report) against --prompt-cache-max-bytes, and what the budget leaves."""
+        """Takes the scheduler's report of its live KV (`live_bytes`: a floor under the
+        reservations) and trims the prompt cache to what is left beside it: against
+        --prompt-cache-max-bytes, and what the budget leaves."""
         if self.prompt is None:
+            if self.account is not None:
+                with self.account.budget.lock:
+                    self.account.scheduler_bytes = live_bytes
             return
+        if self.account is not None:
+            with self.account.budget.lock:
+                self.account.scheduler_bytes = live_bytes
         self._trim(self.prompt.max_bytes - live_bytes)
         room = self.account.cache_room() if self.account is not None else None
         if room is not None and self.prompt.memory.nbytes > room:
@@ -138,6 +149,7 @@ class StoreOwner(Protocol):
     prompt_cache_disk_bytes: int
     kv_bits: int | None
     prefill_step_size: int
+    max_batch_size: int
     stats: EngineStats
     memory: MemoryBudget | None  # the process's budget
 
@@ -150,12 +162,14 @@ def open_store(
     kv_group: int | None,
     prefill_rows: int,
     device: str,
+    slots: bool,
     draft: Path | None = None,
 ) -> KVStore:
     """A loaded model's KV store (on its engine thread): its prompt cache (and disk tier) and
     its account in the process's budget (the weights of `models`: the model and its draft).
     `kv_group`: --kv-bits' group where the model's KV can be quantized (None: it is not);
-    `prefill_rows`: prompts prefilled together; `device`: "gpu" or "cpu"."""
+    `prefill_rows`: prompts prefilled together; `device`: "gpu" or "cpu"; `slots`: the fixed
+    slots schedule it (their rows grow in steps)."""
     o = owner
     kv_bits = o.kv_bits if kv_group is not None else None
     prompt = None
@@ -190,6 +204,7 @@ def open_store(
     )
     weights = sum(_nbytes(m) for m in models)
     account = budget.open(loaded.alias, layout, loaded.context_length, weights)
+    account.slots, account.max_rows = slots, o.max_batch_size
     account.activations = activations(
         config, dtype, rows=prefill_rows, step=o.prefill_step_size, scores=device == "cpu"
     )

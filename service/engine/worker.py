@@ -281,6 +281,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                 kv_group=self._kv_group,
                 prefill_rows=self._prefill.batch_size,
                 device=device,
+                slots=self.engine == "slots",
                 draft=self._draft_path,
             )
             self._checkpointing = self.kv.prompt is not None and not plain
@@ -325,7 +326,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                     else:
                         self._cancel(scheduler, command, active, by_stream)
                 # Requests start, first come first served, as the KV store finds them memory.
-                self.kv.sync(active)
+                self.kv.sync(active, scheduler.nbytes)
                 for command, uid in self._waiting.admit(lambda: next(self._uids)):
                     self._start(scheduler, command, alone, active, by_stream, uid=uid)
                 if not active:

@@ -9,6 +9,7 @@ import pytest
 from mlx_lm.models.cache import KVCache, QuantizedKVCache, RotatingKVCache
 from mlx_responses.service.engine.memory.kv_layout import (
     KVLayout,
+    activations,
     cache_windows,
     kv_layout,
     layer_windows,
@@ -141,3 +142,16 @@ def test_tokens_in() -> None:
     layout = KVLayout(layers=8, kv_heads=2, head_dim=64, dtype_bytes=4)
     assert layout.bytes_per_token == 8192
     assert layout.tokens_in(768 << 20) == (768 << 20) // 8192
+
+
+def test_prefill_activations() -> None:
+    config = {"num_hidden_layers": 8, "hidden_size": 128, "num_attention_heads": 4}
+    cpu = activations(config, 4, rows=8, step=512, scores=True)
+    gpu = activations(config, 4, rows=8, step=512, scores=False)
+    # At most `rows` prompts prefill together, however many sequences live.
+    assert cpu.bytes_for(16, 4096) == cpu.bytes_for(8, 4096) == 8 * cpu.bytes_for(1, 4096)
+    assert cpu.bytes_for(0, 4096) == 0
+    # On a CPU the scores grow with the keys attended to: 4 heads x 512 x 4096 float32 x 1.25,
+    # 40 MiB a prompt (measured: 321 MiB for 8).
+    assert cpu.bytes_for(1, 4096) - gpu.bytes_for(1, 4096) == 4 * 512 * 4096 * 5
+    assert gpu.bytes_for(1, 4096) == gpu.bytes_for(1, 65536)

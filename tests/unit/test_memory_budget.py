@@ -116,3 +116,24 @@ def test_a_fraction_is_of_the_device_memory() -> None:
     assert resolve_limit(0.5) == int(0.5 * device_memory())
     assert resolve_limit(768 << 20) == 768 << 20
     assert resolve_limit(None) is None  # no default on a CPU
+
+
+@pytest.mark.parametrize("limit", [16, 64])
+def test_slot_rows_follow_the_slots_store(limit: int) -> None:
+    from mlx_responses.service.engine.memory.budget import slot_rows
+    from mlx_responses.service.engine.slots.store import Store
+
+    store = Store(limit)
+    assert [slot_rows(n, limit) for n in range(1, limit + 1)] == [
+        store._rows(n) for n in range(1, limit + 1)
+    ]
+
+
+def test_the_fixed_slots_hold_rows_in_steps() -> None:
+    account = _budget(1 << 40).open("m", LAYOUT, context=65536, weights=0)
+    account.slots, account.max_rows = True, 16
+    one = LAYOUT.bytes_for(4096)
+    assert account.bytes_of([4096] * 3) == 4 * one  # 4 rows for 3
+    assert account.bytes_of([4096] * 9) == 16 * one  # 16 for 9
+    account.scheduler_bytes = 20 * one  # what the scheduler reports is a floor
+    assert account.bytes_of([4096]) == 20 * one

@@ -22,6 +22,16 @@ from dataclasses import dataclass, field
 from mlx_responses.service.engine.memory.kv_layout import Activations, KVLayout
 
 
+def slot_rows(sequences: int, limit: int) -> int:
+    """The rows the fixed slots hold for `sequences` (slots/store.py grows a store to a power of
+    two up to 8 rows, then in steps of 8, at most `limit`: tests/unit/test_memory_budget.py
+    holds the two together)."""
+    if sequences <= 0:
+        return 0
+    grown = 1 << (sequences - 1).bit_length() if sequences <= 8 else -(-sequences // 8) * 8
+    return max(sequences, min(limit, grown)) if limit else grown
+
+
 class MemoryLimitError(Exception):
     """A request whose KV can never fit the budget, whatever else leaves (a 400)."""
 
@@ -47,6 +57,11 @@ class ModelAccount:
     context: int  # tokens a sequence may hold at most (the context window)
     weights: int = 0
     activations: Activations | None = None  # of a prefill step, while sequences are live
+    # The rows a scheduler holds for n sequences: n (mlx-lm's batch), or the fixed slots'
+    # growth (`slot_rows`) up to `max_rows`.
+    slots: bool = False
+    max_rows: int = 0
+    scheduler_bytes: int = 0  # the live KV as the scheduler last reported it (a floor)
     prompt_cache: int = 0  # bytes of the prompt cache's memory tier
     live: dict[int, int] = field(default_factory=dict)  # sequence -> tokens reserved
 
@@ -66,7 +81,8 @@ class ModelAccount:
         if not tokens:
             return 0
         longest = max(tokens)
-        kv = len(tokens) * self.layout.bytes_for(longest)
+        rows = slot_rows(len(tokens), self.max_rows) if self.slots else len(tokens)
+        kv = max(rows * self.layout.bytes_for(longest), self.scheduler_bytes)
         if self.activations is not None:
             kv += self.activations.bytes_for(len(tokens), longest)
         return kv
@@ -124,7 +140,11 @@ class ModelAccount:
         """This model's memory by kind: weights, kv (live, reserved) and prompt_cache."""
         with self.budget.lock:
             tokens = list(self.live.values())
-            kv = len(tokens) * self.layout.bytes_for(max(tokens)) if tokens else 0
+            kv = 0
+            if tokens:
+                rows = slot_rows(len(tokens), self.max_rows) if self.slots else len(tokens)
+                kv = rows * self.layout.bytes_for(max(tokens))
+            kv = max(kv, self.scheduler_bytes)
             return {"weights": self.weights, "kv": kv, "prompt_cache": self.prompt_cache}
 
     def close(self) -> None:
