@@ -95,12 +95,17 @@ def runtime_bytes() -> int:
     return rss - held if rss > held else rss
 
 
+def cache_limit(limit: int) -> int:
+    """The bytes of freed buffers MLX may keep for reuse under a budget of `limit`."""
+    return min(limit // CACHE_SHARE, CACHE_MAX)
+
+
 def apply_mlx_limits(limit: int, runtime: int) -> None:
     """Sets MLX's allocator limits from the budget: memory (the budget less the runtime),
     its buffer cache, and on Metal the wired limit."""
     mlx_share = max(limit - runtime, limit // 4)
     mx.set_memory_limit(mlx_share)
-    mx.set_cache_limit(min(limit // CACHE_SHARE, CACHE_MAX))
+    mx.set_cache_limit(cache_limit(limit))
     wired = working_set()
     if wired is not None:
         mx.set_wired_limit(min(mlx_share, wired))
@@ -109,17 +114,18 @@ def apply_mlx_limits(limit: int, runtime: int) -> None:
         limit >> 20,
         mlx_share >> 20,
         runtime >> 20,
-        min(limit // CACHE_SHARE, CACHE_MAX) >> 20,
+        cache_limit(limit) >> 20,
         f", wired {min(mlx_share, wired) >> 20} MiB" if wired is not None else "",
     )
 
 
 def process_budget(memory_limit: float | None) -> MemoryBudget:
     """The process's budget from `--memory-limit`; MLX's limits are set once the first model
-    has loaded (`MemoryBudget.open` measures the runtime then)."""
+    has loaded (`MemoryBudget.open` measures the runtime then: the process beside MLX's arrays,
+    and the buffer cache MLX may keep)."""
     limit = resolve_limit(memory_limit)
     return MemoryBudget(
         limit,
-        measure_runtime=runtime_bytes,
+        measure_runtime=lambda: runtime_bytes() + (cache_limit(limit) if limit else 0),
         on_measured=None if limit is None else lambda runtime: apply_mlx_limits(limit, runtime),
     )
