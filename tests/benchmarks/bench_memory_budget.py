@@ -151,6 +151,7 @@ def run(folder: Path, limit: int | None, texts: list[str], max_tokens: int) -> d
             seconds = time.perf_counter() - started
             sampler.done.set()
             hwm = _status_kib(server.proc.pid, "VmHWM:") * 1024
+            metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
             alive = server.alive()
             log = server.output()
         finally:
@@ -162,7 +163,18 @@ def run(folder: Path, limit: int | None, texts: list[str], max_tokens: int) -> d
         "outcome": outcome,
         "seconds": seconds,
         "log": log,
+        "waits": _metric(metrics, "mlx_responses_admission_waits_total"),
+        "wait_seconds": _metric(metrics, "mlx_responses_admission_wait_seconds_total"),
     }
+
+
+def _metric(text: str, name: str) -> float:
+    """The sum of a metric's samples in a Prometheus exposition."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name) and not line.startswith("#")
+    )
 
 
 def main() -> None:
@@ -196,7 +208,8 @@ def main() -> None:
             print(
                 f"{name:>5}: peak RSS {result['peak'] / MIB:,.0f} MiB "
                 f"({result['peak'] / limit:.2f}x the limit; idle {result['idle'] / MIB:,.0f} MiB), "
-                f"alive={result['alive']}, {dict(result['outcome'])} in {result['seconds']:.1f}s"
+                f"alive={result['alive']}, {dict(result['outcome'])} in {result['seconds']:.1f}s, "
+                f"{result['waits']:.0f} waited for memory ({result['wait_seconds']:.0f}s in all)"
                 f"{'' if ok else '  <-- unclean outcomes'}",
                 flush=True,
             )
