@@ -58,6 +58,9 @@ class Settings:
     reasoning_echo_max_bytes: int = F.REASONING_ECHO_MAX_BYTES.default
     max_batch_size: int = F.MAX_BATCH_SIZE.default
     max_queued_requests: int = F.MAX_QUEUED_REQUESTS.default
+    # --memory-limit: bytes, or a fraction (< 1) of the device's memory; None: the device's
+    # default (service/engine/memory/device.py resolves both).
+    memory_limit: float | None = F.MEMORY_LIMIT.default
     prompt_cache_max_entries: int = F.PROMPT_CACHE_MAX_ENTRIES.default
     prompt_cache_max_bytes: int = F.PROMPT_CACHE_MAX_BYTES.default
     # The prompt cache's disk tier: None, none (the command line fills in the user's cache
@@ -121,6 +124,8 @@ class Settings:
             raise ConfigError("--max-batch-size must be at least 1")
         if self.max_queued_requests < 0:
             raise ConfigError("--max-queued-requests must be >= 0")
+        if self.memory_limit is not None and self.memory_limit <= 0:
+            raise ConfigError("--memory-limit must be positive: bytes, or a fraction below 1")
         if self.prompt_cache_disk_bytes < 0:
             raise ConfigError("--prompt-cache-disk-bytes must be >= 0")
         if self.max_prompt_tokens < 0:

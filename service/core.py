@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from mlx_responses.service.config import Settings
 from mlx_responses.service.errors import Reason, ServiceError
@@ -22,6 +23,9 @@ from mlx_responses.service.stores.base import ConversationStore, EventLog, JobBo
 from mlx_responses.service.stores.memory import InMemoryEventLog
 from mlx_responses.service.stores.owned import owned_stores
 from mlx_responses.service.stores.select import Stores, open_stores
+
+if TYPE_CHECKING:
+    from mlx_responses.service.engine.memory.budget import MemoryBudget
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +168,7 @@ class Core:
             jobs=jobs,
             stores={name: held for name, held in stores.items() if held is not None},
             mlx_memory=mlx_memory() if self.ready else None,
+            **_budget_gauges(self.models.memory),
         )
 
     async def close(self) -> None:
@@ -183,3 +188,14 @@ async def _occupancy(store: ResponseStore | ConversationStore) -> tuple[int, int
         log.warning("store occupancy unavailable for metrics: %s", exc)
         return None
     return held.entries, held.bytes, held.evictions
+
+
+def _budget_gauges(budget: MemoryBudget | None) -> dict[str, Any]:
+    """The memory budget's figures for the metrics' snapshot (none before a model loaded)."""
+    if budget is None:
+        return {}
+    return {
+        "memory": budget.by_model(),
+        "runtime_bytes": budget.runtime,
+        "memory_limit": budget.limit,
+    }

@@ -89,7 +89,12 @@ def env_value(spec: Flag[Any], env: Mapping[str, str]) -> Any:
             return int(raw)
         except ValueError as exc:
             raise EnvValueError(f"{spec.env}={raw!r} is not an integer") from exc
-    return spec.type(raw) if spec.type is not None else raw
+    if spec.type is None:
+        return raw
+    try:
+        return spec.type(raw)
+    except (ValueError, argparse.ArgumentTypeError) as exc:
+        raise EnvValueError(f"{spec.env}={raw!r}: {exc}") from exc
 
 
 # --- before the command ---------------------------------------------------------------------
@@ -365,6 +370,45 @@ MAX_QUEUED_REQUESTS = Flag(
     CORE_SIDE,
     type=int,
 )
+_SIZE_SUFFIXES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def memory_size(text: str) -> float:
+    """A memory size: bytes (`8589934592`, or with a binary suffix: `8G`, `768M`, `512KiB`), or
+    a fraction below 1 (`0.75`: of the device's memory)."""
+    raw = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = _SIZE_SUFFIXES.get(raw[-1:], 1) if raw else 1
+    number = raw[:-1] if scale != 1 else raw
+    try:
+        value = float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid memory size {text!r}: bytes (8589934592, 8G, 768M) or a fraction below 1"
+        ) from None
+    if value <= 0 or (value >= 1 and scale == 1 and value != int(value)):
+        raise argparse.ArgumentTypeError(
+            f"invalid memory size {text!r}: a positive number of bytes or a fraction below 1"
+        )
+    return value * scale if value >= 1 or scale != 1 else value
+
+
+MEMORY_LIMIT = Flag(
+    "--memory-limit",
+    "memory_limit",
+    None,
+    "memory budget of the whole process (weights, live KV caches, the prompt cache and the "
+    "runtime, as ps or Activity Monitor show it): bytes (8G, 768M) or a fraction below 1 of the "
+    "device's memory. A request is admitted when its prompt plus max_output_tokens fits, else "
+    "it waits while the prompt cache gives memory back; one that can never fit is a 400 "
+    "(docs/operations.md)",
+    CORE_SIDE,
+    env="MLX_RESPONSES_MEMORY_LIMIT",
+    type=memory_size,
+    metavar="SIZE",
+    shown_default="90% of the GPU's recommended working set on Metal; none on a CPU",
+)
+
+
 PROMPT_CACHE_MAX_ENTRIES = Flag(
     "--prompt-cache-max-entries",
     "prompt_cache_max_entries",
@@ -746,6 +790,7 @@ FLAGS: tuple[Flag[Any], ...] = (
     *STORE_FLAGS,
     MAX_BATCH_SIZE,
     MAX_QUEUED_REQUESTS,
+    MEMORY_LIMIT,
     PROMPT_CACHE_MAX_ENTRIES,
     PROMPT_CACHE_MAX_BYTES,
     PROMPT_CACHE_DIR,

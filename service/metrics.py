@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -50,6 +50,9 @@ class ModelMetrics:
         self._cached = engine.cached_tokens.labels(model_name)
         self._generated = engine.generation_tokens.labels(model_name)
         self._success = engine.success
+        self._waits = engine.admission_waits.labels(model_name)
+        self._wait_seconds = engine.admission_wait_seconds.labels(model_name)
+        self._refused = engine.refused
         self._model_name = model_name
 
     def prompt(self, tokens: int, cached: int) -> None:
@@ -66,6 +69,16 @@ class ModelMetrics:
         """A request left the engine ('stop', 'length', 'cancelled', 'error')."""
         self._e2e.observe(elapsed)
         self._success.labels(self._model_name, reason).inc()
+
+    def waited(self, seconds: float) -> None:
+        """A request waited `seconds` in the queue for memory (--memory-limit) before it ran."""
+        self._waits.inc()
+        self._wait_seconds.inc(seconds)
+
+    def refused(self, reason: str) -> None:
+        """A request was refused before it ran: 'memory' (it can never fit the budget, a 400)
+        or 'queue_full' (a 503)."""
+        self._refused.labels(self._model_name, reason).inc()
 
 
 class EngineMetrics:
@@ -113,6 +126,26 @@ class EngineMetrics:
             registry=registry,
         )
 
+        self.admission_waits = Counter(
+            f"{p}admission_waits",
+            "Requests that waited in the queue for memory (--memory-limit) before they ran.",
+            MODEL,
+            registry=registry,
+        )
+        self.admission_wait_seconds = Counter(
+            f"{p}admission_wait_seconds",
+            "Seconds requests waited in the queue for memory (--memory-limit).",
+            MODEL,
+            registry=registry,
+        )
+        self.refused = Counter(
+            f"{p}requests_refused",
+            "Requests refused before they ran: memory (can never fit --memory-limit, 400) or "
+            "queue_full (503).",
+            (*MODEL, "reason"),
+            registry=registry,
+        )
+
     def for_model(self, model_name: str) -> ModelMetrics:
         return ModelMetrics(self, model_name)
 
@@ -137,6 +170,11 @@ class Snapshot:
     jobs: dict[str, int]
     stores: dict[str, tuple[int, int, int]]  # entries, bytes, evictions
     mlx_memory: tuple[int, int] | None  # active, cache bytes (None before MLX is in use)
+    # The memory budget: per loaded model its bytes by kind (weights, kv, prompt_cache), the
+    # runtime's bytes, and the limit (None: none).
+    memory: dict[str, dict[str, int]] = field(default_factory=dict)
+    runtime_bytes: int = 0
+    memory_limit: int | None = None
 
 
 class _StateCollector(Collector):
@@ -169,6 +207,7 @@ class _StateCollector(Collector):
                 gauge = GaugeMetricFamily(f"{p}{name}", doc)
                 gauge.add_metric([], value)
                 yield gauge
+        yield from _memory_gauges(s)
         jobs = GaugeMetricFamily(
             f"{p}background_jobs", "Active background responses by state.", labels=("state",)
         )
@@ -185,6 +224,27 @@ class _StateCollector(Collector):
             held.add_metric([store], nbytes)
             evicted.add_metric([store], evictions)
         yield from (entries, held, evicted)
+
+
+def _memory_gauges(s: Snapshot) -> Iterator[Metric]:
+    """The memory budget's view: bytes by model and kind, the runtime's, and the limit."""
+    held = GaugeMetricFamily(
+        f"{PREFIX}memory_bytes",
+        "Memory held, by model and kind: weights, kv (live sequences, reserved), prompt_cache; "
+        'the process\'s runtime under model_name "".',
+        labels=(*MODEL, "kind"),
+    )
+    for model, kinds in s.memory.items():
+        for kind, n_bytes in kinds.items():
+            held.add_metric([model, kind], n_bytes)
+    held.add_metric(["", "runtime"], s.runtime_bytes)
+    yield held
+    if s.memory_limit is not None:
+        limit = GaugeMetricFamily(
+            f"{PREFIX}memory_limit_bytes", "The process's memory budget (--memory-limit)."
+        )
+        limit.add_metric([], s.memory_limit)
+        yield limit
 
 
 class CoreMetrics:

@@ -16,7 +16,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Generic, NoReturn, TypeVar
 
+from mlx_responses.service.engine.kv_store import KVStore
 from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.observer import ModelObserver
 from mlx_responses.service.engine.requests import EngineStoppedError, QueueFullError
 
 
@@ -44,6 +46,10 @@ class ModelThread(ABC, Generic[R]):
         self._loaded: LoadedModel | None = None
         self.alive = False
         self._stopped = threading.Event()  # the thread parked or ended
+        # The model's KV memory (kv_store.py: made by the engine once the model is loaded; an
+        # engine without one holds no budget) and its observer (the metrics).
+        self.kv = KVStore(None, None)
+        self._metrics: ModelObserver | None = None
 
     @property
     def loaded(self) -> LoadedModel:
@@ -97,6 +103,15 @@ class ModelThread(ABC, Generic[R]):
         """Whether a submit now would be accepted (the queue not full)."""
         with self._lock:
             return self._in_flight < self._capacity
+
+    def check_memory(self, prompt_tokens: int, max_tokens: int) -> None:
+        """Raises MemoryLimitError for a request that could never fit the memory budget."""
+        self.kv.check(prompt_tokens, max_tokens)
+
+    def refused(self, reason: str) -> None:
+        """Counts a request refused before it was queued (`memory`, `queue_full`)."""
+        if self._metrics is not None:
+            self._metrics.refused(reason)
 
     def _admit(self) -> None:
         """Counts a submitted request in; refuses it when stopped or full."""

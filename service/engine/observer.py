@@ -21,6 +21,12 @@ class ModelObserver(Protocol):
     def finished(self, reason: str, elapsed: float) -> None:
         """A request ended (`stop`, `length`, `cancelled`, `error`) after `elapsed` seconds."""
 
+    def waited(self, seconds: float) -> None:
+        """A request waited `seconds` in the queue for memory (--memory-limit) before it ran."""
+
+    def refused(self, reason: str) -> None:
+        """A request was refused before it ran: `memory` (a 400) or `queue_full` (a 503)."""
+
 
 class EngineObserver(Protocol):
     """Hands each loaded model its observer."""

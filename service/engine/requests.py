@@ -99,3 +99,8 @@ class EngineStats:
     # shrank to them, and hand-overs of such a sequence to the batch when another arrived.
     solo_sequences: int = 0
     handovers: int = 0
+    # --memory-limit: requests that waited in the queue for memory, and how long in all;
+    # prompt-cache entries evicted (for its byte budget, or to make room for a sequence).
+    admission_waits: int = 0
+    admission_wait_seconds: float = 0.0
+    prompt_cache_evictions: int = 0

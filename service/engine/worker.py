@@ -22,15 +22,17 @@ from typing import Any
 
 import mlx.core as mx
 from mlx_responses.service.config import ConfigError
+from mlx_responses.service.engine.admission import AdmissionQueue
 from mlx_responses.service.engine.delivery import Active, token_logprobs
 from mlx_responses.service.engine.draft_model import paired_with_draft
 from mlx_responses.service.engine.kv_quant import kv_group_size, new_sequence_cache
+from mlx_responses.service.engine.kv_store import open_store
+from mlx_responses.service.engine.memory.budget import MemoryBudget
 from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.model import LoadedModel, plain_caches
 from mlx_responses.service.engine.model_thread import ModelThread, Stop
-from mlx_responses.service.engine.observer import EngineObserver, ModelObserver
+from mlx_responses.service.engine.observer import EngineObserver
 from mlx_responses.service.engine.outbox import Outbox
-from mlx_responses.service.engine.prompt_cache import PromptCache
 from mlx_responses.service.engine.prompt_expiry import Lifetimes
 from mlx_responses.service.engine.requests import (
     Chunk,
@@ -124,6 +126,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     stats: EngineStats = field(default_factory=EngineStats)
     metrics: EngineObserver | None = None
     clock: Callable[[], float] = time.time  # the prompt-cache entries' lifetimes' (tests: any)
+    memory: MemoryBudget | None = None  # the process's budget (--memory-limit; kv_store.py)
     # The prefill settings resolved for the device, on the MLX thread before the first step.
     _prefill: Prefill = field(init=False, repr=False)
 
@@ -134,12 +137,11 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         self._outbox: Outbox[GenerationStream] = Outbox(self.stream_window)
         self._batch_model: Any = None  # what the scheduler runs: the model, or a pair
         self._kv_group: int | None = None
-        self._metrics: ModelObserver | None = None
         self._uids = itertools.count()  # the sequences' uids, whichever scheduler holds them
         # Whether prompts leave a prompt-cache entry where their prefill ends (`_checkpoint`).
         self._checkpointing = False
-        # Owned by the MLX thread once the model is loaded (prompt_cache.py).
-        self._prompt_cache: PromptCache | None = None
+        # Requests wait for memory (the KV store: `self.kv`, made once the model is loaded).
+        self._waiting = AdmissionQueue[_Submit](lambda: self.kv, self.stats, lambda: self._metrics)
         self._draft_path: Path | None = None
         self._vision: VisionSide | None = None  # a vision model's (vision/side.py)
 
@@ -155,18 +157,14 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         """`ModelThread.stop`, then the disk tier's queued writes (two entries at most) are
         finished: a graceful shutdown keeps the last turns for the next start."""
         super().stop(timeout)
-        if self._prompt_cache is not None:
-            self._prompt_cache.flush(30.0)
+        self.kv.flush(30.0)
 
     def _finish_writes(self) -> None:
         # An unloaded model's next load reads the disk tier: its last entries must be there.
-        if self._prompt_cache is not None:
-            self._prompt_cache.flush(30.0)
+        self.kv.flush(30.0)
 
     def _released(self) -> None:
-        if self._prompt_cache is not None:
-            self._prompt_cache.close()
-            self._prompt_cache = None
+        self.kv.close()
         self._samplers.clear()
 
     def submit(
@@ -179,12 +177,14 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         vision: VisionInputs | None = None,
         retention: Lifetimes | None = None,
     ) -> GenerationStream:
-        """Queues a generation; raises QueueFullError when the queue is full.
+        """Queues a generation; raises QueueFullError when the queue is full, MemoryLimitError
+        when it could never fit the memory budget.
 
         `checkpoints`: prompt positions other prompts are likely to share (where a system turn
         ends, a client's cache breakpoints); with `takes_checkpoints`, the prefill leaves a
         prompt-cache entry at each (the deepest `MAX_CHECKPOINTS`); `retention`: their lifetimes.
         """
+        self.check_memory(len(prompt), sampling.max_tokens)
         self._admit()
         stream = GenerationStream(self, asyncio.get_running_loop())
         # --isolate-keys: the caller's owner (bound on this loop) keeps a prompt cache of its
@@ -293,24 +293,17 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                 self._prefill.tokens_per_step,
                 SCHEDULED_BY[self.engine],
             )
-            if self.prompt_cache_max_entries > 0:
-                self._prompt_cache = PromptCache(
-                    loaded.alias,
-                    self.prompt_cache_max_entries,
-                    self.prompt_cache_max_bytes,
-                    self.stats,
-                    self.clock,
-                )
-            self._checkpointing = self._prompt_cache is not None and not plain
-            if self._prompt_cache is not None and self.prompt_cache_dir is not None:
-                kv = self.kv_bits if self._kv_group is not None else None
-                self._prompt_cache.open_disk(
-                    self.prompt_cache_dir,
-                    self.prompt_cache_disk_bytes,
-                    loaded,
-                    f"kv={kv}/{self._kv_group}",
-                    self._draft_path,
-                )
+            self.kv = open_store(
+                self,
+                loaded,
+                models,
+                kv_group=self._kv_group,
+                prefill_rows=self._prefill.batch_size,
+                device=device,
+                slots=self.engine == "slots",
+                draft=self._draft_path,
+            )
+            self._checkpointing = self.kv.prompt is not None and not plain
             scheduler = self._new_scheduler()
             if self.speculative == "ngram" and not plain and not scheduler.rewinds_any_window:
                 # NOTE: a startup warning, as for --kv-bits: rejected drafts need a cache that
@@ -337,21 +330,28 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         by_stream: dict[int, int] = {}
         try:
             while True:
-                commands, alone = self._next_commands(busy=bool(active))
+                commands, alone = self._next_commands(busy=bool(active or self._waiting))
                 for command in commands:
                     if isinstance(command, Stop):
                         self._release = command.release
                         for entry in active.values():
                             self._finished(entry, "cancelled")
                             self._emit(entry.stream, Chunk("", 0, "cancelled"))
+                        for waiting in self._waiting.drain():
+                            self._emit(waiting.stream, Chunk("", 0, "cancelled"))
                         return
                     if isinstance(command, _Submit):
-                        self._start(scheduler, command, alone, active, by_stream)
+                        self._waiting.offer(command)
                     elif isinstance(command, WarmUp):  # at load, before the model serves
                         self._warm_up(scheduler, command, busy=bool(active))
                     else:
                         self._cancel(scheduler, command, active, by_stream)
+                # Requests start, first come first served, as the KV store finds them memory.
+                self.kv.sync(active, scheduler.nbytes)
+                for command, uid in self._waiting.admit(lambda: next(self._uids)):
+                    self._start(scheduler, command, alone, active, by_stream, uid=uid)
                 if not active:
+                    time.sleep(0.01 if self._waiting else 0)  # waits for another model's memory
                     continue
                 try:
                     self._step(scheduler, active, by_stream)
@@ -419,19 +419,19 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         alone: bool,
         active: dict[int, Active[GenerationStream]],
         by_stream: dict[int, int],
+        *,
+        uid: int,
     ) -> None:
-        """Admits a request: from its longest cached prefix, cut at its checkpoints."""
+        """Admits a request as `uid` (its memory reserved under it): from its longest cached
+        prefix, cut at its checkpoints."""
         s = command.sampling
         try:
             seen, key = see(self._vision, command.prompt, command.vision)
-            cache, rest = None, key
-            if self._prompt_cache is not None:
-                cache, rest = self._prompt_cache.fetch(key, command.scope)
+            cache, rest = self.kv.fetch(key, command.scope)
             cached = len(command.prompt) - len(rest)
             if cache is None and self._kv_group is not None:
                 cache = self._new_cache()
             splits = [point - cached for point in self._stops(command, cached)]
-            uid = next(self._uids)
             admission = Admission(
                 uid,
                 segments(command.prompt[cached:], splits),
@@ -466,9 +466,8 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         if self._metrics is not None:
             self._metrics.prompt(len(command.prompt), cached)
         by_stream[id(command.stream)] = uid
-        if self._prompt_cache is not None:
-            # Caches of running sequences count against the same budget.
-            self._prompt_cache.trim(scheduler.nbytes)
+        # Caches of running sequences count against the same budget.
+        self.kv.settle(scheduler.nbytes)
 
     def _stops(self, command: _Submit, cached: int) -> list[int]:
         """Where the prompt's prefill leaves entries before its end: its checkpoints, when this
@@ -486,6 +485,9 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     ) -> None:
         uid = by_stream.pop(id(command.stream), None)
         if uid is None or uid not in active:
+            if self._waiting.remove(command.stream) is not None:  # cancelled while it waited
+                self.stats.cancelled += 1
+                self._emit(command.stream, Chunk("", 0, "cancelled"))
             return
         scheduler.drop([uid])
         entry = active.pop(uid)
@@ -531,8 +533,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     ) -> None:
         """Puts a prompt-cache entry of `entry`'s in memory and on disk (a checkpoint's, or a
         finished turn's: `prompt_cache.py`); `written`: the prompt tokens it holds."""
-        assert self._prompt_cache is not None
-        self._prompt_cache.keep(entry.scope, entry.keyed(tokens), cache, entry.retention, written)
+        self.kv.keep(entry.scope, entry.keyed(tokens), cache, entry.retention, written)
         entry.written_to = max(entry.written_to, written)
 
     def _deliver(
@@ -570,7 +571,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                 by_stream.pop(id(entry.stream), None)
                 self.stats.completed += 1
                 self._finished(entry, finish, now)
-                if self._prompt_cache is not None and r.prompt_cache is not None:
+                if self.kv.prompt is not None and r.prompt_cache is not None:
                     # The finished turn's entry holds the whole prompt (and the reply).
                     tokens = list(r.all_tokens or ())
                     self._keep(entry, tokens, r.prompt_cache, entry.prompt_tokens)

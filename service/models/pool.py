@@ -40,6 +40,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 if TYPE_CHECKING:  # a runtime imports MLX: `mlx-responses` imports this before it picks a BLAS
     from mlx_responses.service.config import Settings
+    from mlx_responses.service.engine.memory.budget import MemoryBudget
     from mlx_responses.service.engine.model import LoadedModel
     from mlx_responses.service.metrics import CoreMetrics
     from mlx_responses.service.models.runtime import ModelRuntime
@@ -171,6 +172,9 @@ class ModelPool:
         self._expiring: set[asyncio.Task[None]] = set()  # keep-alive unloads under way
         self._resolved = False
         self.draft: ModelSource | None = None  # --draft-model, for the first --model only
+        # The process's memory budget (--memory-limit), shared by every model's engine; made
+        # when the first model starts (it imports MLX).
+        self.memory: MemoryBudget | None = None
 
     # --- configuration -----------------------------------------------------------------------
     async def resolve(self) -> None:
@@ -425,6 +429,7 @@ class ModelPool:
     async def _start(self, model: ServedModel) -> ModelRuntime:
         """Starts the model's engine worker (it loads the weights on its own thread)."""
         from mlx_responses.service.engine.blas import blas_in_use
+        from mlx_responses.service.engine.memory.device import process_budget
         from mlx_responses.service.engine.model import load_model
         from mlx_responses.service.engine.vision.encoder import ImageEncoder
         from mlx_responses.service.engine.worker import EngineWorker
@@ -432,6 +437,8 @@ class ModelPool:
 
         s = self.settings
         started = time.perf_counter()
+        if self.memory is None:
+            self.memory = process_budget(s.memory_limit)
         vision = vision_folder(model.source.folder)
         load: Callable[[], LoadedModel] = lambda: load_model(model.source.folder, model.id)  # noqa: E731
         if vision:
@@ -461,6 +468,7 @@ class ModelPool:
             engine=s.engine,
             encoder=ImageEncoder(s.image_encoding_cache_entries),
             metrics=self.metrics.engine,
+            memory=self.memory,
         )
         loaded = await worker.start()
         runtime: ModelRuntime

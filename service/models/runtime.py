@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from mlx_responses.service.engine.memory.budget import MemoryLimitError
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.penalties import penalty_processors
 from mlx_responses.service.engine.requests import (
@@ -214,7 +215,17 @@ class ModelRuntime:
     def check_room(self) -> None:
         """A 503 (QUEUE_FULL) now if a submit now would be refused for a full queue."""
         if not self.worker.has_room():
+            self.worker.refused("queue_full")
             raise _queue_full()
+
+    def check_memory(self, prompt_tokens: int, max_tokens: int) -> None:
+        """A 400 (`memory_limit_exceeded`) now for a request that could never fit the memory
+        budget (--memory-limit), before it is queued or streams."""
+        try:
+            self.worker.check_memory(prompt_tokens, max_tokens)
+        except MemoryLimitError as exc:
+            self.worker.refused("memory")
+            raise invalid(str(exc), exc.param, "memory_limit_exceeded") from exc
 
     def submit(
         self,
@@ -230,7 +241,8 @@ class ModelRuntime:
         checkpoints: Sequence[int] = (),
         retention: Retention = UNBOUNDED,
     ) -> GenerationStream:
-        """Queues a generation; a full queue is a 503 (QUEUE_FULL) before anything runs.
+        """Queues a generation; a full queue is a 503 (QUEUE_FULL) before anything runs, a
+        request that can never fit the memory budget a 400 (`memory_limit_exceeded`).
 
         Penalties shift the logits first; a grammar's mask then has the last word. A reasoning
         budget applies only without a grammar (forcing think-end could contradict its mask).
@@ -252,7 +264,11 @@ class ModelRuntime:
             return self._enqueue(
                 tokens, sampling, processors, vision, checkpoints=checkpoints, retention=retention
             )
+        except MemoryLimitError as exc:
+            self.worker.refused("memory")
+            raise invalid(str(exc), exc.param, "memory_limit_exceeded") from exc
         except QueueFullError as exc:
+            self.worker.refused("queue_full")
             raise _queue_full() from exc
         except EngineStoppedError as exc:
             raise ServiceError(Reason.NOT_READY, str(exc)) from exc

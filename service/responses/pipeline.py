@@ -326,6 +326,8 @@ class ResponsePipeline:
             top_k=params.top_k,
             seed=params.seed if params.HasField("seed") else None,
         )
+        if not due:  # a compaction due shrinks the prompt first
+            runtime.check_memory(len(prompt.tokens), sampling.max_tokens)
         tokenizer = runtime.loaded.tokenizer
         use_tools = bool(params.tools) and params.tool_choice.mode != pb.TOOL_CHOICE_MODE_NONE
         fmt = runtime.tool_format

@@ -57,7 +57,7 @@ async def _run(
     """Each prompt served in turn on a fresh worker (its greedy ids and cached tokens); the
     worker's disk tier, its writes flushed."""
     out, engine = await _serve(path, prompts, folder, **worker)
-    return out, engine._prompt_cache.disk
+    return out, engine.kv.prompt.disk
 
 
 async def _serve(
@@ -83,8 +83,8 @@ async def _serve(
                     cached = chunk.cached_tokens if cached < 0 else cached
                     ids += chunk.token_ids
             out.append((ids, cached))
-        if engine._prompt_cache.disk is not None:
-            engine._prompt_cache.disk.flush()
+        if engine.kv.prompt.disk is not None:
+            engine.kv.prompt.disk.flush()
     finally:
         engine.stop()
     return out, engine
@@ -117,20 +117,18 @@ async def test_a_restart_reads_the_prefix_from_disk_and_decodes_the_same(
     prompt = _prompt(path)
     longer = [*prompt, *load_model(path).tokenizer.encode(" And then? " + TEXT[:400])]
     (cold, memory), first = await _serve(path, [prompt, prompt], tmp_path, **worker)
-    written = first._prompt_cache.disk
+    written = first.kv.prompt.disk
     assert written is not None and written.writes >= 1
     assert memory[0] == cold[0] and memory[1] >= len(prompt) - BLOCK  # served from memory
     # What the disk gives back for the prompt is what memory holds for it, bit for bit.
-    assert first._prompt_cache is not None
-    in_memory, rest = first._prompt_cache.memory.fetch_nearest_cache(
-        first._prompt_cache.key(""), prompt
-    )
-    hit = written.lookup(first._prompt_cache.key(""), prompt)
+    assert first.kv.prompt is not None
+    in_memory, rest = first.kv.prompt.memory.fetch_nearest_cache(first.kv.prompt.key(""), prompt)
+    hit = written.lookup(first.kv.prompt.key(""), prompt)
     assert hit is not None
     from_disk = written.load(hit, prompt)
     assert from_disk is not None and from_disk[1] == rest
     _assert_same(from_disk[0], in_memory)
-    assert written.lookup(first._prompt_cache.key("another key's owner"), prompt) is None
+    assert written.lookup(first.kv.prompt.key("another key's owner"), prompt) is None
     (restored, extended), disk = await _run(path, [prompt, longer], tmp_path, **worker)
     assert disk is not None and disk.hits >= 1 and disk.errors == 0
     assert restored[0] == cold[0]
@@ -217,10 +215,10 @@ async def test_the_disk_budget_holds(random_model: Path, tmp_path: Path) -> None
             sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
             async for _ in engine.submit(prompt, sampling).batches():
                 pass
-            assert engine._prompt_cache.disk is not None
+            assert engine.kv.prompt.disk is not None
             # One write at a time: none dropped for a busy writer.
-            engine._prompt_cache.disk.flush()
-        disk = engine._prompt_cache.disk
+            engine.kv.prompt.disk.flush()
+        disk = engine.kv.prompt.disk
         assert disk is not None and disk.writes == len(prompts)
     finally:
         engine.stop()
@@ -257,7 +255,7 @@ async def test_a_stalled_disk_never_stalls_the_engine(
             sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
             stream = engine.submit(prompt, sampling)
             await asyncio.wait_for(_drain(stream), 60)
-        disk = engine._prompt_cache.disk
+        disk = engine.kv.prompt.disk
         assert disk is not None and disk.writes == 0  # nothing written yet, all served
         held.set()
         disk.flush()

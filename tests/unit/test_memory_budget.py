@@ -1,0 +1,139 @@
+"""The memory budget's sums: what never fits, what must wait, what the prompt cache may keep."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from mlx_responses.service import flags as F
+from mlx_responses.service.engine.memory.budget import MemoryBudget, MemoryLimitError
+from mlx_responses.service.engine.memory.device import device_memory, resolve_limit
+from mlx_responses.service.engine.memory.kv_layout import KVLayout
+
+MIB = 1 << 20
+# 4 KiB of KV a token: 8 layers x (K, V) x 2 heads x 32 x float32.
+LAYOUT = KVLayout(layers=8, kv_heads=2, head_dim=32, dtype_bytes=4)
+
+
+def _budget(limit: int | None = 100 * MIB) -> MemoryBudget:
+    return MemoryBudget(limit, measure_runtime=lambda: 20 * MIB)
+
+
+def test_the_layout_is_4_kib_a_token() -> None:
+    assert LAYOUT.bytes_per_token == 4096
+
+
+def test_a_request_that_can_never_fit_names_its_size_and_the_budget() -> None:
+    account = _budget().open("m", LAYOUT, context=65536, weights=10 * MIB)
+    # 100 MiB less 20 of runtime and 10 of weights leaves 70 MiB: 17,920 tokens.
+    account.check(prompt=16_000, max_output=1_000)
+    with pytest.raises(MemoryLimitError) as refused:
+        account.check(prompt=16_000, max_output=4_000)
+    assert refused.value.param == "max_output_tokens"  # the prompt alone would fit
+    message = str(refused.value)
+    assert "20,000 tokens" in message and "100 MiB" in message and "70 MiB" in message
+    with pytest.raises(MemoryLimitError) as refused:
+        account.check(prompt=20_000, max_output=1)
+    assert refused.value.param == "input"
+
+
+def test_the_context_window_bounds_the_reservation() -> None:
+    account = _budget().open("m", LAYOUT, context=4096, weights=10 * MIB)
+    account.check(prompt=4000, max_output=1_000_000)  # at most the window: 16 MiB
+    assert account.reservation(4000, 1_000_000) == 4096
+
+
+def test_no_limit_admits_everything() -> None:
+    account = _budget(None).open("m", LAYOUT, context=1 << 20, weights=10 * MIB)
+    account.check(prompt=1 << 20, max_output=1)
+    assert account.shortfall(1 << 20) == 0
+    assert account.cache_room() is None
+
+
+def test_live_sequences_are_a_rectangle_and_leave_room_when_released() -> None:
+    account = _budget().open("m", LAYOUT, context=65536, weights=10 * MIB)
+    # 70 MiB for KV: four sequences of 4,096 tokens (16 MiB each) fit, a fifth does not.
+    for uid in range(4):
+        assert account.shortfall(4096) == 0
+        account.admit(uid, 4096)
+    assert account.shortfall(4096) == 10 * MIB  # 20 + 10 + 5 x 16 = 110
+    account.release(0)
+    assert account.shortfall(4096) == 0
+    # A short sequence beside long ones is held as long as they (one padded rectangle).
+    assert account.live_bytes(256) == 4 * 16 * MIB
+
+
+def test_the_prompt_cache_counts_and_gets_what_is_left() -> None:
+    account = _budget().open("m", LAYOUT, context=65536, weights=10 * MIB)
+    account.admit(1, 4096)
+    assert account.cache_room() == 100 * MIB - 20 * MIB - 10 * MIB - 16 * MIB
+    account.prompt_cache = 50 * MIB
+    assert account.shortfall(4096) == 12 * MIB  # the cache must give 12 MiB back first
+    assert account.held() == {"weights": 10 * MIB, "kv": 16 * MIB, "prompt_cache": 50 * MIB}
+
+
+def test_other_models_count_and_leave_with_their_account() -> None:
+    budget = _budget()
+    first = budget.open("a", LAYOUT, context=65536, weights=10 * MIB)
+    second = budget.open("b", LAYOUT, context=65536, weights=30 * MIB)
+    assert first.cache_room() == 100 * MIB - 20 * MIB - 40 * MIB
+    second.close()
+    assert first.cache_room() == 70 * MIB
+    assert set(budget.by_model()) == {"a"}
+
+
+def test_the_runtime_is_measured_once() -> None:
+    calls: list[int] = []
+    budget = MemoryBudget(100 * MIB, measure_runtime=lambda: calls.append(1) or 5 * MIB)
+    budget.open("a", LAYOUT, context=1, weights=0)
+    budget.open("b", LAYOUT, context=1, weights=0)
+    assert calls == [1] and budget.runtime == 5 * MIB
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("8589934592", 8589934592),
+        ("8G", 8 << 30),
+        ("768M", 768 << 20),
+        ("768MiB", 768 << 20),
+        ("1.5g", 1.5 * (1 << 30)),
+        ("512k", 512 << 10),
+        ("0.75", 0.75),
+    ],
+)
+def test_memory_sizes(text: str, value: float) -> None:
+    assert F.memory_size(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-1G", "0", "1.5", "8X"])
+def test_bad_memory_sizes(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        F.memory_size(text)
+
+
+def test_a_fraction_is_of_the_device_memory() -> None:
+    assert resolve_limit(0.5) == int(0.5 * device_memory())
+    assert resolve_limit(768 << 20) == 768 << 20
+    assert resolve_limit(None) is None  # no default on a CPU
+
+
+@pytest.mark.parametrize("limit", [16, 64])
+def test_slot_rows_follow_the_slots_store(limit: int) -> None:
+    from mlx_responses.service.engine.memory.budget import slot_rows
+    from mlx_responses.service.engine.slots.store import Store
+
+    store = Store(limit)
+    assert [slot_rows(n, limit) for n in range(1, limit + 1)] == [
+        store._rows(n) for n in range(1, limit + 1)
+    ]
+
+
+def test_the_fixed_slots_hold_rows_in_steps() -> None:
+    account = _budget(1 << 40).open("m", LAYOUT, context=65536, weights=0)
+    account.slots, account.max_rows = True, 16
+    one = LAYOUT.bytes_for(4096)
+    assert account.bytes_of([4096] * 3) == 4 * one  # 4 rows for 3
+    assert account.bytes_of([4096] * 9) == 16 * one  # 16 for 9
+    account.scheduler_bytes = 20 * one  # what the scheduler reports is a floor
+    assert account.bytes_of([4096]) == 20 * one
