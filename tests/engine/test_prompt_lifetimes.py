@@ -113,8 +113,8 @@ async def test_a_disk_entry_expires_after_its_ttl_unless_used(
         await engine.start()
         try:
             read = await _read(engine, prompt, retention)
-            assert engine._prompt_cache is not None and engine._prompt_cache.disk is not None
-            engine._prompt_cache.disk.flush()
+            assert engine.kv.prompt is not None and engine.kv.prompt.disk is not None
+            engine.kv.prompt.disk.flush()
             return read
         finally:
             engine.stop()
@@ -145,8 +145,8 @@ async def test_in_memory_retention_never_reaches_the_disk(
         try:
             assert await _read(engine, prompt, memory_only) == expected
             assert await _read(engine, prompt, memory_only) > 0  # memory serves it
-            assert engine._prompt_cache is not None and engine._prompt_cache.disk is not None
-            engine._prompt_cache.disk.flush()
+            assert engine.kv.prompt is not None and engine.kv.prompt.disk is not None
+            engine.kv.prompt.disk.flush()
         finally:
             engine.stop()
     assert not list((tmp_path / "entries").iterdir())

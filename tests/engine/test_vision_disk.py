@@ -63,8 +63,8 @@ async def _serve(path: Path, folder: Path, seeds: list[int]) -> list[tuple[tuple
                     cached = chunk.cached_tokens if cached < 0 else cached
                     ids += chunk.token_ids
             out.append((ids, cached))
-        assert engine._prompt_cache is not None and engine._prompt_cache.disk is not None
-        engine._prompt_cache.disk.flush()
+        assert engine.kv.prompt is not None and engine.kv.prompt.disk is not None
+        engine.kv.prompt.disk.flush()
     finally:
         engine.stop()
     return out

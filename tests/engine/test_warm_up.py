@@ -30,7 +30,7 @@ async def test_the_warm_up_leaves_no_trace(random_model: Path, engine: str) -> N
         assert await worker.warm_up(prompt) > 0  # solo
         assert await worker.warm_up(prompt, penalty_processors(0.5, 0.0)) > 0  # scheduler
         assert worker.stats == before
-        assert worker._prompt_cache is not None and len(worker._prompt_cache.memory) == 0
+        assert worker.kv.prompt is not None and len(worker.kv.prompt.memory) == 0
         cached = []
         async for chunks in worker.submit(prompt, SamplingParams(max_tokens=3)).batches():
             cached += [c.cached_tokens for c in chunks if c.token_ids]
