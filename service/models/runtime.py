@@ -13,17 +13,15 @@ from dataclasses import replace
 from typing import Any
 
 from mlx_responses.service.engine.model import LoadedModel
-from mlx_responses.service.engine.penalties import penalty_processors
 from mlx_responses.service.engine.requests import (
     EngineStoppedError,
     LogitsProcessor,
     QueueFullError,
     SamplingParams,
 )
-from mlx_responses.service.engine.structured import GrammarProcessor
-from mlx_responses.service.engine.thinking_budget import thinking_budget
 from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
 from mlx_responses.service.errors import Reason, ServiceError, invalid
+from mlx_responses.service.models.processors import build_processors, request_specs
 from mlx_responses.service.text.cache_breakpoints import (
     Mark,
     breakpoint_positions,
@@ -174,17 +172,15 @@ class ModelRuntime:
         `vision` (a VLM's processed images) is never set for a text model. `checkpoints`: prompt
         positions worth a prompt-cache entry (the system turn's end, a client's breakpoints).
         """
-        processors: list[LogitsProcessor] = [
-            *penalty_processors(presence_penalty, frequency_penalty)
-        ]
-        if grammar is not None:
-            processors.append(GrammarProcessor(grammar.matcher, grammar.vocab_size))
-        elif reasoning_budget is not None:
-            budget = thinking_budget(
-                self.loaded.tokenizer, reasoning_budget, inside=opens_reasoning
-            )
-            if budget is not None:
-                processors.append(budget)
+        specs = request_specs(
+            self.loaded,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
+            grammar=grammar,
+            reasoning_budget=reasoning_budget,
+            opens_reasoning=opens_reasoning,
+        )
+        processors = build_processors(specs, self.loaded, self.grammars, grammar)
         try:
             return self._enqueue(tokens, sampling, processors, vision, checkpoints)
         except QueueFullError as exc:

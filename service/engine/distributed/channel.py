@@ -1,0 +1,79 @@
+"""Bytes from rank 0 to every rank over MLX's collectives (MLX has no broadcast: an all_sum
+where the other ranks add zeros).
+
+A message is one fixed-size collective when it fits its header (the common case: an empty or
+small step) and a second one, of the length the header announced, when it does not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+# Bytes of the first collective: a 4-byte length, then as much of the message as fits.
+HEADER_BYTES = 512
+_INLINE = HEADER_BYTES - 4
+
+
+class ChannelError(RuntimeError):
+    """The group failed under a collective (a peer lost, a message that does not decode)."""
+
+
+class Channel:
+    """Rank 0 sends, every rank (rank 0 included) receives the same bytes, in the same order."""
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+        self.rank: int = group.rank()
+        self.size: int = group.size()
+        # What rank 0 sent last and did not wait for (kept alive until the next send).
+        self._pending: list[mx.array] = []
+
+    def send(self, payload: bytes, stream: Any = None) -> None:
+        """Rank 0: queues `payload` to every rank and returns without waiting for it (the
+        collective runs after the work already queued on `stream`, in the order every rank
+        queued it)."""
+        assert self.rank == 0
+        head = np.zeros(HEADER_BYTES, dtype=np.uint8)
+        head[:4] = np.frombuffer(len(payload).to_bytes(4, "little"), dtype=np.uint8)
+        inline = payload[:_INLINE]
+        head[4 : 4 + len(inline)] = np.frombuffer(inline, dtype=np.uint8)
+        sent = [self._sum(head, stream)]
+        # NOTE: one async_eval per collective, in order: arrays evaluated together may run in
+        # any order, and every rank must run its collectives in the same one.
+        mx.async_eval(sent[0])
+        if len(payload) > _INLINE:
+            rest = np.frombuffer(payload[_INLINE:], dtype=np.uint8).copy()
+            sent.append(self._sum(rest, stream))
+            mx.async_eval(sent[1])
+        self._pending = sent
+
+    def receive(self, stream: Any = None) -> bytes:
+        """Another rank: the next message rank 0 sent (blocks until it comes)."""
+        assert self.rank != 0
+        head = np.asarray(self._sum(np.zeros(HEADER_BYTES, dtype=np.uint8), stream))
+        length = int.from_bytes(head[:4].tobytes(), "little")
+        data = head[4 : 4 + min(length, _INLINE)].tobytes()
+        if length > _INLINE:
+            rest = self._sum(np.zeros(length - _INLINE, dtype=np.uint8), stream)
+            data += np.asarray(rest).tobytes()
+        return data
+
+    def exchange(self, payload: bytes, stream: Any = None) -> bytes:
+        """Rank 0's `payload` on every rank: rank 0 sends it (and gets it back), the others
+        receive it; `payload` is ignored on the others."""
+        if self.rank == 0:
+            self.send(payload, stream)
+            return payload
+        return self.receive(stream)
+
+    def wait(self) -> None:
+        """Rank 0: waits until what it sent has gone (raises if the group failed)."""
+        if self._pending:
+            mx.eval(*self._pending)
+            self._pending = []
+
+    def _sum(self, data: np.ndarray, stream: Any) -> mx.array:
+        return mx.distributed.all_sum(mx.array(data), group=self.group, stream=stream)
