@@ -14,7 +14,7 @@ import queue
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.requests import EngineStoppedError, QueueFullError
@@ -118,6 +118,17 @@ class ModelThread(ABC, Generic[R]):
 
     def _released(self) -> None:
         """Drops what the engine holds beside the model (after an unload)."""
+
+    def _park(self) -> NoReturn:
+        """Never returns: the thread stays blocked until the process exits.
+
+        NOTE: MLX keeps a thread-local compile cache whose destructor takes the GIL; run at
+        thread exit, it can race interpreter shutdown and abort the process (std::terminate).
+        A parked thread never runs it.
+        """
+        self._stopped.set()
+        while True:
+            threading.Event().wait()
 
     @abstractmethod
     def _run(self, ready: concurrent.futures.Future[R]) -> None:

@@ -45,6 +45,7 @@ from typing import Any, cast
 import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
+from mlx_responses.service.engine.kv_quant import SequenceQuantizedKVCache
 from mlx_responses.service.engine.mlx_lm_compat import (
     KVCache,
     QuantizedKVCache,
@@ -53,7 +54,6 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     trim_prompt_cache,
 )
 from mlx_responses.service.engine.model import LoadedModel
-from mlx_responses.service.engine.quantized_cache import SequenceQuantizedKVCache
 
 log = logging.getLogger(__name__)
 

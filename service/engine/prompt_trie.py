@@ -16,11 +16,7 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
-from mlx_responses.service.engine.mlx_lm_compat import (
-    LRUPromptCache,
-    PromptTrie,
-    PromptTrieResult,
-)
+from mlx_responses.service.engine.mlx_lm_compat import LRUPromptCache, PromptTrie, PromptTrieResult
 
 
 class IndexedPromptTrie(PromptTrie):

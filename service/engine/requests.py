@@ -95,7 +95,7 @@ class EngineStats:
     verify_steps: int = 0  # decode steps that verified drafts
     prefill_tokens_while_decoding: int = 0  # prompt tokens prefilled between decode steps
     max_prefill_tokens_per_decode_step: int = 0  # the largest such stall, in tokens
-    # Sequences that decoded alone (service/engine/solo.py), from their start or once the batch
+    # Sequences that decoded alone (service/engine/solo/), from their start or once the batch
     # shrank to them, and hand-overs of such a sequence to the batch when another arrived.
     solo_sequences: int = 0
     handovers: int = 0

@@ -39,3 +39,22 @@ def seeded_sampler(temperature: float, top_p: float, top_k: int, seed: int) -> S
         return mx.random.categorical(logprobs * (1.0 / temperature), key=step)
 
     return sample
+
+
+class Samplers:
+    """One sampler object per setting (a seeded request gets its own): a scheduler samples
+    the rows that share one in one call."""
+
+    def __init__(self) -> None:
+        self._shared: dict[tuple[float, float, int], Sampler] = {}
+
+    def __call__(self, temperature: float, top_p: float, top_k: int, seed: int | None) -> Sampler:
+        if seed is not None:
+            return seeded_sampler(temperature, top_p, top_k, seed)
+        key = (temperature, top_p, top_k)
+        if key not in self._shared:
+            self._shared[key] = shared_sampler(temperature, top_p, top_k)
+        return self._shared[key]
+
+    def clear(self) -> None:
+        self._shared.clear()

@@ -1,6 +1,6 @@
 """A compiled grammar as an mlx-lm logits processor: tokens it forbids get -inf.
 
-The processor runs on the MLX thread inside the batch (service/engine/grammar_batch.py fills
+The processor runs on the MLX thread inside the batch (service/engine/batch/grammar_batch.py fills
 every constrained sequence's mask in one step); the grammar itself is compiled at create time
 (service/text/grammars.py) into the matcher it is given.
 """

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _wrong_drafter(token: int) -> Any:
     """An n-gram drafter proposing a token greedy decoding never picks (a banned one): every
     draft is rejected."""
-    from mlx_responses.service.engine.speculative import NgramDrafter
+    from mlx_responses.service.engine.speculation import NgramDrafter
 
     class WrongDrafter(NgramDrafter):
         def draft(self, k: int) -> list[int]:
@@ -82,8 +82,8 @@ def _run(
 ) -> tuple[float, float, str]:
     """Decode tokens/s (wall), CPU ms per token and the drafting record of one contender."""
     from mlx_lm.generate import BatchGenerator
+    from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
     from mlx_responses.service.engine.draft_model import DraftedModel
-    from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
 
     pair = None
     if mode in drafts:

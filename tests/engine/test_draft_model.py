@@ -10,14 +10,14 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from mlx_responses.service.engine import speculative
+from mlx_responses.service.engine import speculation as speculative
 from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.worker import EngineWorker
 
 from tests.engine.test_speculative import PROMPTS, _ban
-from tests.support.engine import collect, generate, greedy
+from tests.support.engine import admit, collect, generate, greedy, step_tokens
 from tests.support.random_model import build_random_model
 
 
@@ -202,8 +202,8 @@ def test_the_draft_cache_stays_aligned_with_the_target_cache(
     finish (prompt-cache extract) while it lags, and their entries hold both caches at the
     same offsets."""
     from mlx_lm.generate import BatchGenerator
-    from mlx_responses.service.engine.quantized_cache import kv_group_size, new_sequence_cache
-    from mlx_responses.service.engine.speculative import SpeculativeGenerationBatch
+    from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
+    from mlx_responses.service.engine.kv_quant import kv_group_size, new_sequence_cache
 
     which, policy, kv_bits = case
     if policy == "intermittent":
@@ -223,7 +223,7 @@ def test_the_draft_cache_stays_aligned_with_the_target_cache(
         if kv_bits is not None:
             caches = [new_sequence_cache(pair, group, kv_bits) for _ in texts]
         prompts = [loaded.tokenizer.encode(p) for p in texts]
-        uids: list[int] = generator.insert(prompts, max_tokens=max_tokens, caches=caches)
+        uids: list[int] = admit(generator, prompts, max_tokens=max_tokens, caches=caches)
         batch.eligible.update(uids)
         return uids
 
@@ -245,7 +245,7 @@ def test_the_draft_cache_stays_aligned_with_the_target_cache(
         if not merged and batch.lag >= 2:
             running.update(insert(PROMPTS[1:2], [16]))
             merged = True
-        for r in generator.next()[1]:
+        for r in step_tokens(generator):
             if r.finish_reason is None:
                 continue
             running.discard(r.uid)
@@ -292,14 +292,14 @@ def test_the_slots_draft_keys_stay_aligned_with_the_target_keys(
     at the same offsets."""
     if policy == "intermittent":
         request.getfixturevalue("intermittent")
-    from mlx_responses.service.engine.slot_speculation import SlotSpeculation
-    from mlx_responses.service.engine.slots import SlotGenerator
+    from mlx_responses.service.engine.slots import SlotScheduler
+    from mlx_responses.service.engine.slots.speculation import SlotSpeculation
 
     loaded = load_model(head32_target)
     draft = loaded.model if which == "same" else load_model(wrong_draft).model
     pair = DraftedModel(loaded.model, draft, loaded.vocab_size)
     spec = SlotSpeculation(4, pair)
-    generator = SlotGenerator(
+    generator = SlotScheduler(
         pair,
         stop_tokens=[],
         completion_batch_size=8,
@@ -310,7 +310,7 @@ def test_the_slots_draft_keys_stay_aligned_with_the_target_keys(
 
     def insert(texts: tuple[str, ...], max_tokens: list[int]) -> list[int]:
         prompts = [loaded.tokenizer.encode(p) for p in texts]
-        uids: list[int] = generator.insert(prompts, max_tokens=max_tokens)
+        uids: list[int] = admit(generator, prompts, max_tokens=max_tokens)
         spec.eligible.update(uids)
         return uids
 
@@ -323,7 +323,7 @@ def test_the_slots_draft_keys_stay_aligned_with_the_target_keys(
         if not joined and spec.verify_steps >= 2:
             running.update(insert(PROMPTS[1:2], [16]))
             joined = True
-        for r in generator.next()[1]:
+        for r in step_tokens(generator):
             if r.finish_reason is None:
                 continue
             running.discard(r.uid)

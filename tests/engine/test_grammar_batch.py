@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 from mlx_lm.generate import GenerationBatch
-from mlx_responses.service.engine import grammar_batch
-from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
+from mlx_responses.service.engine.batch import grammar_batch
+from mlx_responses.service.engine.batch.grammar_batch import GrammarGenerationBatch
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.penalties import penalty_processors
 from mlx_responses.service.engine.requests import SamplingParams

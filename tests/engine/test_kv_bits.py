@@ -8,18 +8,19 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from mlx_responses.service.engine.mlx_lm_compat import BatchGenerator, KVCache
-from mlx_responses.service.engine.model import load_model
-from mlx_responses.service.engine.quantized_cache import (
+from mlx_responses.service.engine.batch.mlx_lm_compat import BatchGenerator
+from mlx_responses.service.engine.kv_quant import (
     SequenceQuantizedKVCache,
     kv_group_size,
     new_sequence_cache,
 )
+from mlx_responses.service.engine.mlx_lm_compat import KVCache
+from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import EngineStats, SamplingParams
-from mlx_responses.service.engine.slots import SlotGenerator
+from mlx_responses.service.engine.slots import SlotScheduler
 from mlx_responses.service.engine.worker import EngineWorker, device_kind
 
-from tests.support.engine import collect, generate, greedy
+from tests.support.engine import admit, collect, generate, greedy, step_tokens
 from tests.support.random_model import build_random_model
 
 TEXTS = ("hello world " * 20, "short", "the cat sat on the mat " * 5)
@@ -110,7 +111,7 @@ Ends = dict[int, Any]  # uid: its finishing response (prompt_cache, all_tokens)
 
 
 def _step(generator: Any, out: dict[int, list[int]], ends: Ends) -> None:
-    for r in generator.next()[1]:
+    for r in step_tokens(generator):
         out.setdefault(r.uid, []).append(r.token)
         if r.finish_reason is not None:
             ends[r.uid] = r
@@ -130,7 +131,7 @@ def _batch(model: Any, prompts: list[list[int]], caches: list[Any], tokens: int)
     want = []
     for prompt, cache in zip(prompts, caches, strict=True):
         generator = BatchGenerator(model, stop_tokens=[], sampler=_argmax, prefill_step_size=2048)
-        (uid,) = generator.insert([prompt], max_tokens=[tokens], caches=[cache])
+        (uid,) = admit(generator, [prompt], max_tokens=[tokens], caches=[cache])
         want.append(_run(generator, [uid])[0][uid])
         generator.close()
     return want
@@ -140,7 +141,7 @@ def _staggered(model: Any, bits: int | None, group: int, prompts: list[list[int]
     """Two prompts of different lengths, the third prefilled while they decode (12 tokens
     each): the generator, (tokens, ends) by uid, the uids, and the stores' first layer and
     bytes once all three are in."""
-    generator = SlotGenerator(
+    generator = SlotScheduler(
         model,
         stop_tokens=[],
         completion_batch_size=4,
@@ -151,12 +152,12 @@ def _staggered(model: Any, bits: int | None, group: int, prompts: list[list[int]
         kv_group=group if bits else None,
     )
     out: dict[int, list[int]] = {}
-    uids = generator.insert(prompts[:2], max_tokens=[12, 12])
+    uids = admit(generator, prompts[:2], max_tokens=[12, 12])
     for _ in range(3):
         _step(generator, out, {})
-    uids += generator.insert(prompts[2:], max_tokens=[12])
+    uids += admit(generator, prompts[2:], max_tokens=[12])
     _step(generator, out, {})
-    held = generator._stores[0].keys, generator.prompt_cache_nbytes
+    held = generator._stores[0].keys, generator.nbytes
     out, ends = _run(generator, uids, out)
     return generator, out, ends, uids, held
 
@@ -191,7 +192,8 @@ def test_the_slots_hold_quantized_keys_and_cache_entries(head32_model: Path, bit
     assert all(type(c) is KVCache for c in plain_entry.prompt_cache)
     starts = [*entries, plain_entry]
     tails = [_prompt(9, 4 + i) for i in range(len(starts))]
-    uids = generator.insert(
+    uids = admit(
+        generator,
         tails,
         max_tokens=[10] * len(starts),
         caches=[e.prompt_cache for e in starts],

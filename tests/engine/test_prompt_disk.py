@@ -57,7 +57,7 @@ async def _run(
     """Each prompt served in turn on a fresh worker (its greedy ids and cached tokens); the
     worker's disk tier, its writes flushed."""
     out, engine = await _serve(path, prompts, folder, **worker)
-    return out, engine._disk
+    return out, engine._prompt_cache.disk
 
 
 async def _serve(
@@ -83,8 +83,8 @@ async def _serve(
                     cached = chunk.cached_tokens if cached < 0 else cached
                     ids += chunk.token_ids
             out.append((ids, cached))
-        if engine._disk is not None:
-            engine._disk.flush()
+        if engine._prompt_cache.disk is not None:
+            engine._prompt_cache.disk.flush()
     finally:
         engine.stop()
     return out, engine
@@ -117,18 +117,20 @@ async def test_a_restart_reads_the_prefix_from_disk_and_decodes_the_same(
     prompt = _prompt(path)
     longer = [*prompt, *load_model(path).tokenizer.encode(" And then? " + TEXT[:400])]
     (cold, memory), first = await _serve(path, [prompt, prompt], tmp_path, **worker)
-    written = first._disk
+    written = first._prompt_cache.disk
     assert written is not None and written.writes >= 1
     assert memory[0] == cold[0] and memory[1] >= len(prompt) - BLOCK  # served from memory
     # What the disk gives back for the prompt is what memory holds for it, bit for bit.
     assert first._prompt_cache is not None
-    in_memory, rest = first._prompt_cache.fetch_nearest_cache(first._cache_key(""), prompt)
-    hit = written.lookup(first._cache_key(""), prompt)
+    in_memory, rest = first._prompt_cache.memory.fetch_nearest_cache(
+        first._prompt_cache.key(""), prompt
+    )
+    hit = written.lookup(first._prompt_cache.key(""), prompt)
     assert hit is not None
     from_disk = written.load(hit, prompt)
     assert from_disk is not None and from_disk[1] == rest
     _assert_same(from_disk[0], in_memory)
-    assert written.lookup(first._cache_key("another key's owner"), prompt) is None
+    assert written.lookup(first._prompt_cache.key("another key's owner"), prompt) is None
     (restored, extended), disk = await _run(path, [prompt, longer], tmp_path, **worker)
     assert disk is not None and disk.hits >= 1 and disk.errors == 0
     assert restored[0] == cold[0]
@@ -215,9 +217,10 @@ async def test_the_disk_budget_holds(random_model: Path, tmp_path: Path) -> None
             sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
             async for _ in engine.submit(prompt, sampling).batches():
                 pass
-            assert engine._disk is not None
-            engine._disk.flush()  # one write at a time: none dropped for a busy writer
-        disk = engine._disk
+            assert engine._prompt_cache.disk is not None
+            # One write at a time: none dropped for a busy writer.
+            engine._prompt_cache.disk.flush()
+        disk = engine._prompt_cache.disk
         assert disk is not None and disk.writes == len(prompts)
     finally:
         engine.stop()
@@ -254,7 +257,7 @@ async def test_a_stalled_disk_never_stalls_the_engine(
             sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
             stream = engine.submit(prompt, sampling)
             await asyncio.wait_for(_drain(stream), 60)
-        disk = engine._disk
+        disk = engine._prompt_cache.disk
         assert disk is not None and disk.writes == 0  # nothing written yet, all served
         held.set()
         disk.flush()

@@ -24,7 +24,7 @@ from mlx_responses.service.engine.slots import uniform_window
 from mlx_responses.service.engine.worker import EngineWorker, device_kind
 
 from tests.engine.test_slots import _batch_generator, _prompt, _run, _slots
-from tests.support.engine import collect, generate, greedy
+from tests.support.engine import admit, collect, generate, greedy, step_tokens
 from tests.support.random_model import build_random_model
 
 WINDOW = 16
@@ -373,7 +373,7 @@ def _without_window(path: Path) -> Any:
 
 
 def test_slots_chunked_staggered_and_restored_past_the_window(windowed_model: Path) -> None:
-    """SlotGenerator against mlx-lm's BatchGenerator on the windowed model: prompts of 1 to
+    """SlotScheduler against mlx-lm's BatchGenerator on the windowed model: prompts of 1 to
     4 windows, chunks of 7 tokens, late arrivals into a running batch, and prompt-cache
     entries (the slots' own, and a wrapped mlx-lm RotatingKVCache) restored and continued
     past the window."""
@@ -385,25 +385,25 @@ def test_slots_chunked_staggered_and_restored_past_the_window(windowed_model: Pa
 
     for step in (2048, 7):
         generator = _slots(model, step=step)
-        uids = generator.insert(prompts[:2], max_tokens=[30, 30])
+        uids = admit(generator, prompts[:2], max_tokens=[30, 30])
         out: dict[int, list[int]] = {uid: [] for uid in uids}
         while len(out[uids[0]]) < 3:  # the late ones join a running batch
-            for r in generator.next()[1]:
+            for r in step_tokens(generator):
                 out[r.uid].append(r.token)
-        uids += generator.insert(prompts[2:], max_tokens=[30, 30])
+        uids += admit(generator, prompts[2:], max_tokens=[30, 30])
         out |= {uid: [] for uid in uids[2:]}
         while any(len(out[uid]) < 30 for uid in uids):
-            for r in generator.next()[1]:
+            for r in step_tokens(generator):
                 out[r.uid].append(r.token)
         assert [out[uid] for uid in uids] == want, step
 
     # A first turn on slots (60 positions: the window rotated), then a second turn from its
     # entry, beside a fresh prompt, in chunks.
     warm = _slots(model)
-    warm.insert([_prompt(40, 7)], max_tokens=[20])
+    admit(warm, [_prompt(40, 7)], max_tokens=[20])
     entry: list[Any] = []
     while not entry:
-        entry = [r for r in warm.next()[1] if r.finish_reason is not None]
+        entry = [r for r in step_tokens(warm) if r.finish_reason is not None]
     cache, cached = entry[0].prompt_cache, entry[0].all_tokens
     assert cache is not None and cached is not None and len(cached) == 60
     assert all(isinstance(c, RotatingKVCache) and c.keys.shape[2] == WINDOW for c in cache)
@@ -420,7 +420,8 @@ def test_slots_chunked_staggered_and_restored_past_the_window(windowed_model: Pa
     want = [_batch_generator(model, [p], 24)[0] for p in follow_ups]
     assert [_batch_generator(plain, [p], 24)[0] for p in follow_ups] != want
     generator = _slots(model, step=7)
-    uids = generator.insert(
+    uids = admit(
+        generator,
         [follow_ups[0][len(cached) :], follow_ups[1][len(ring_tokens) :], follow_ups[2]],
         max_tokens=[24] * 3,
         caches=[cache, ring, None],
@@ -488,7 +489,7 @@ def test_a_windowed_sequence_moves_down_with_its_window(windowed_model: Path) ->
     prompts = [_prompt(n, i) for i, n in enumerate((5, 9, 7, 12, 6, 8))]
     lengths = [20, 40, 20, 20, 20, 40]
     generator = _slots(model, slots=8)
-    uids = generator.insert(prompts, max_tokens=lengths)
+    uids = admit(generator, prompts, max_tokens=lengths)
     out = _run(generator, uids)
     for uid, prompt, n in zip(uids, prompts, lengths, strict=True):
         assert tuple(out[uid]) == _reference(windowed_model, prompt, window=WINDOW, tokens=n)

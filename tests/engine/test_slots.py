@@ -8,14 +8,14 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from mlx_responses.service.engine.mlx_lm_compat import BatchGenerator
+from mlx_responses.service.engine.batch.mlx_lm_compat import BatchGenerator
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import SamplingParams
-from mlx_responses.service.engine.slot_store import PrefillPlan
-from mlx_responses.service.engine.slots import SlotGenerator
+from mlx_responses.service.engine.slots import SlotScheduler
+from mlx_responses.service.engine.slots.store import PrefillPlan
 from mlx_responses.service.engine.worker import EngineWorker
 
-from tests.support.engine import collect, generate, greedy
+from tests.support.engine import admit, collect, generate, greedy, step_tokens
 
 PROMPTS = (
     "Reply with: hello",
@@ -127,11 +127,11 @@ def _argmax(logprobs: mx.array) -> mx.array:
 
 
 def _run(generator: Any, uids: list[int]) -> dict[int, list[int]]:
-    """Steps until every uid finished; each one's tokens (and, for SlotGenerator, its cache)."""
+    """Steps until every uid finished; each one's tokens (and, for SlotScheduler, its cache)."""
     out: dict[int, list[int]] = {uid: [] for uid in uids}
     done: set[int] = set()
     while done != set(uids):
-        _, responses = generator.next()
+        responses = step_tokens(generator)
         for r in responses:
             out[r.uid].append(r.token)
             if r.finish_reason is not None:
@@ -142,14 +142,14 @@ def _run(generator: Any, uids: list[int]) -> dict[int, list[int]]:
 def _batch_generator(model: Any, prompts: list[list[int]], tokens: int) -> list[list[int]]:
     """mlx-lm's BatchGenerator's greedy tokens for `prompts`, all inserted at once."""
     generator = BatchGenerator(model, stop_tokens=[], sampler=_argmax, prefill_step_size=2048)
-    uids = generator.insert(prompts, max_tokens=[tokens] * len(prompts))
+    uids = admit(generator, prompts, max_tokens=[tokens] * len(prompts))
     out = _run(generator, uids)
     generator.close()
     return [out[uid] for uid in uids]
 
 
-def _slots(model: Any, *, step: int = 2048, batch: int = 8, slots: int = 4) -> SlotGenerator:
-    return SlotGenerator(
+def _slots(model: Any, *, step: int = 2048, batch: int = 8, slots: int = 4) -> SlotScheduler:
+    return SlotScheduler(
         model,
         stop_tokens=[],
         completion_batch_size=slots,
@@ -169,7 +169,7 @@ def test_prompts_of_different_lengths_prefill_in_one_forward(random_model: Path)
     want = _batch_generator(model, prompts, 16)
     counted = _Counted(model)
     generator = _slots(counted)
-    uids = generator.insert(prompts, max_tokens=[16] * 3)
+    uids = admit(generator, prompts, max_tokens=[16] * 3)
     out = _run(generator, uids)
     assert [out[uid] for uid in uids] == want
     (prefill,) = counted.prefills  # all three in one forward, right-padded to the longest
@@ -184,10 +184,10 @@ def test_a_cached_prompt_prefills_beside_a_fresh_one(random_model: Path) -> None
     model = load_model(random_model).model
     first, fresh = _prompt(30, 1), _prompt(9, 2)
     warm = _slots(model)
-    warm.insert([first], max_tokens=[4])
+    admit(warm, [first], max_tokens=[4])
     entry: list[Any] = []
     while not entry:
-        _, responses = warm.next()
+        responses = step_tokens(warm)
         entry = [r for r in responses if r.finish_reason is not None]
     cache, cached = entry[0].prompt_cache, entry[0].all_tokens
     assert cache is not None and cached is not None and len(cached) == 34
@@ -196,7 +196,8 @@ def test_a_cached_prompt_prefills_beside_a_fresh_one(random_model: Path) -> None
 
     counted = _Counted(model)
     generator = _slots(counted)
-    uids = generator.insert(
+    uids = admit(
+        generator,
         [follow_up[len(cached) :], fresh],
         max_tokens=[12, 12],
         caches=[cache, None],
@@ -216,7 +217,7 @@ def test_a_chunked_long_prompt_beside_a_short_one(random_model: Path) -> None:
     want = [_batch_generator(model, [p], 20)[0] for p in prompts]
     counted = _Counted(model)
     generator = _slots(counted, step=16)
-    uids = generator.insert(prompts, max_tokens=[20, 20])
+    uids = admit(generator, prompts, max_tokens=[20, 20])
     out = _run(generator, uids)
     assert [out[uid] for uid in uids] == want
     prefills = counted.prefills
@@ -235,15 +236,15 @@ def test_late_prompts_prefill_into_free_slots_between_running_ones(random_model:
     want = [_batch_generator(model, [p], n)[0] for p, n in zip(first + late, lengths, strict=True)]
     counted = _Counted(model)
     generator = _slots(counted)
-    uids = generator.insert(first, max_tokens=lengths[:3])
+    uids = admit(generator, first, max_tokens=lengths[:3])
     out: dict[int, list[int]] = {uid: [] for uid in uids}
     while len(out[uids[1]]) < 2:  # the second one leaves slot 1
-        for r in generator.next()[1]:
+        for r in step_tokens(generator):
             out[r.uid].append(r.token)
-    uids += generator.insert(late, max_tokens=lengths[3:])
+    uids += admit(generator, late, max_tokens=lengths[3:])
     out.update({uid: [] for uid in uids[3:]})
     while any(len(out[uid]) < n for uid, n in zip(uids, lengths, strict=True)):
-        for r in generator.next()[1]:
+        for r in step_tokens(generator):
             out[r.uid].append(r.token)
     assert [out[uid] for uid in uids] == want
     assert counted.prefills[-1].slots == [1, 3]
@@ -252,14 +253,14 @@ def test_late_prompts_prefill_into_free_slots_between_running_ones(random_model:
 # --- memory: rows up to the highest slot in use, released when idle ------------------------
 
 
-def _rows(generator: SlotGenerator) -> set[int]:
+def _rows(generator: SlotScheduler) -> set[int]:
     """The stores' slot dimension (0: released)."""
     return {0 if s.keys is None else s.keys.shape[0] for s in generator._stores}
 
 
-def _wide(model: Any) -> SlotGenerator:
+def _wide(model: Any) -> SlotScheduler:
     """16 slots, as `--max-batch-size 16`."""
-    return SlotGenerator(
+    return SlotScheduler(
         model,
         stop_tokens=[],
         completion_batch_size=16,
@@ -278,18 +279,18 @@ def test_a_long_sequence_alone_holds_its_own_rows_and_idle_releases_them(
     model = load_model(random_model).model
     long, short = _prompt(700, 11), _prompt(9, 12)
     generator = _wide(model)
-    generator.insert([long], max_tokens=[6])
+    admit(generator, [long], max_tokens=[6])
     held: list[int] = []
     finished: list[Any] = []
     while not finished:
-        _, responses = generator.next()
-        held.append(generator.prompt_cache_nbytes)
+        responses = step_tokens(generator)
+        held.append(generator.nbytes)
         finished = [r for r in responses if r.finish_reason is not None]
         if not finished:
             assert _rows(generator) == {1}  # its own row, not max_batch_size
     store = generator._stores[0]
     assert store.keys is None and store.values is None
-    assert _rows(generator) == {0} and generator.prompt_cache_nbytes == 0
+    assert _rows(generator) == {0} and generator.nbytes == 0
     # What 16 slots of the sequence's capacity (768 positions) would hold.
     layers = len(model.layers)
     entry, cached = finished[0].prompt_cache, finished[0].all_tokens
@@ -302,7 +303,8 @@ def test_a_long_sequence_alone_holds_its_own_rows_and_idle_releases_them(
     # beside it; both decode BatchGenerator's tokens.
     follow_up = [*cached, *_prompt(13, 13)]
     want = [_batch_generator(model, [p], 10)[0] for p in (follow_up, short)]
-    uids = generator.insert(
+    uids = admit(
+        generator,
         [follow_up[len(cached) :], short],
         max_tokens=[10, 10],
         caches=[entry, None],
@@ -310,7 +312,7 @@ def test_a_long_sequence_alone_holds_its_own_rows_and_idle_releases_them(
     )
     out = _run(generator, uids)
     assert [out[u] for u in uids] == want
-    assert _rows(generator) == {0} and generator.prompt_cache_nbytes == 0
+    assert _rows(generator) == {0} and generator.nbytes == 0
 
 
 def test_the_slot_dimension_grows_mid_decode_as_arrivals_take_higher_slots(
@@ -327,22 +329,22 @@ def test_the_slot_dimension_grows_mid_decode_as_arrivals_take_higher_slots(
     out: dict[int, list[int]] = {}
     seen: list[int] = []
     for group in (prompts[:1], prompts[1:3], prompts[3:]):
-        new = generator.insert(group, max_tokens=[24] * len(group))
+        new = admit(generator, group, max_tokens=[24] * len(group))
         uids += new
         out.update({u: [] for u in new})
         for _ in range(3):  # a few steps before the next arrivals
-            for r in generator.next()[1]:
+            for r in step_tokens(generator):
                 out[r.uid].append(r.token)
             seen += [*_rows(generator)]
     while any(len(out[u]) < 24 for u in uids):
-        for r in generator.next()[1]:
+        for r in step_tokens(generator):
             out[r.uid].append(r.token)
     assert [out[u] for u in uids] == want
     assert sorted(set(seen)) == [1, 4, 16]
     assert _rows(generator) == {0}
 
 
-def _held_slots(generator: SlotGenerator) -> list[int]:
+def _held_slots(generator: SlotScheduler) -> list[int]:
     return [i for i, seq in enumerate(generator.slots) if seq is not None]
 
 
@@ -355,11 +357,11 @@ def test_sequences_left_in_high_slots_move_down(random_model: Path) -> None:
     lengths = [3, 30, 3, 3, 3, 30]
     want = _batch_generator(model, prompts, 30)
     generator = _slots(model, slots=8)
-    uids = generator.insert(prompts, max_tokens=lengths)
+    uids = admit(generator, prompts, max_tokens=lengths)
     out: dict[int, list[int]] = {uid: [] for uid in uids}
     spans: list[list[int]] = []
     while any(len(out[uid]) < n for uid, n in zip(uids, lengths, strict=True)):
-        for r in generator.next()[1]:
+        for r in step_tokens(generator):
             out[r.uid].append(r.token)
         spans.append(_held_slots(generator))
     assert [out[uid] for uid in uids] == [w[:n] for w, n in zip(want, lengths, strict=True)]
@@ -376,17 +378,17 @@ def test_the_stores_give_back_what_finished_sequences_held(random_model: Path) -
     lengths = [2, 4, 4, 4, 4, 4, 4, 40]
     want = [_batch_generator(model, [p], n)[0] for p, n in zip(prompts, lengths, strict=True)]
     generator = _slots(model, slots=8)
-    uids = generator.insert(prompts, max_tokens=lengths)
+    uids = admit(generator, prompts, max_tokens=lengths)
     out: dict[int, list[int]] = {uid: [] for uid in uids}
     shapes: list[tuple[int, ...]] = []
     held: list[int] = []
     while any(len(out[uid]) < n for uid, n in zip(uids, lengths, strict=True)):
-        for r in generator.next()[1]:
+        for r in step_tokens(generator):
             out[r.uid].append(r.token)
         keys = generator._stores[0].keys
         assert keys is None or isinstance(keys, mx.array)
         shapes.append(() if keys is None else tuple(keys.shape[:3]))
-        held.append(generator.prompt_cache_nbytes)
+        held.append(generator.nbytes)
     assert [out[uid] for uid in uids] == want
     assert (8, shapes[0][1], 768) in shapes  # the burst: 8 rows, the long prompt's positions
     assert (1, shapes[0][1], 256) in shapes  # the last one alone: its row, its length

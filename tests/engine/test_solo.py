@@ -10,15 +10,16 @@ import mlx.core as mx
 import pytest
 from mlx_lm import load
 from mlx_lm.generate import generate_step
-from mlx_responses.service.engine.mlx_lm_compat import BatchGenerator, make_prompt_cache
+from mlx_responses.service.engine.batch.mlx_lm_compat import BatchGenerator
+from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.penalties import penalty_processors
 from mlx_responses.service.engine.requests import SamplingParams, TokenLogprob
-from mlx_responses.service.engine.slots import SlotGenerator
+from mlx_responses.service.engine.slots import SlotScheduler
 from mlx_responses.service.engine.solo import SoloSequence
 from mlx_responses.service.engine.worker import EngineWorker
 
-from tests.support.engine import collect, generate, greedy
+from tests.support.engine import admit, collect, generate, greedy, step_tokens
 
 TOKENS = 48
 
@@ -73,7 +74,7 @@ def test_handover_at_any_step_gives_generate_steps_tokens(
     generator: Any = (
         BatchGenerator(model, stop_tokens=[], completion_batch_size=4)
         if engine_kind == "batch"
-        else SlotGenerator(
+        else SlotScheduler(
             model,
             stop_tokens=[],
             completion_batch_size=4,
@@ -105,7 +106,8 @@ def test_handover_at_any_step_gives_generate_steps_tokens(
     assert prefilling == (handover.emitted is None)
     # The cache holds every token but the one the batch feeds next.
     assert handover.all_tokens + handover.prompt == prompt + tokens
-    (uid,) = generator.insert(
+    (uid,) = admit(
+        generator,
         [handover.prompt],
         max_tokens=[handover.max_tokens],
         caches=[handover.cache],
@@ -114,7 +116,7 @@ def test_handover_at_any_step_gives_generate_steps_tokens(
     )
     finished = False
     while not finished:
-        for r in generator.next()[1]:
+        for r in step_tokens(generator):
             assert r.uid == uid
             tokens.append(r.token)
             finished = r.finish_reason is not None

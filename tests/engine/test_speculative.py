@@ -9,7 +9,7 @@ import mlx.core as mx
 import pytest
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import SamplingParams
-from mlx_responses.service.engine.speculative import DraftRecord, NgramDrafter, best_width
+from mlx_responses.service.engine.speculation import DraftRecord, NgramDrafter, best_width
 from mlx_responses.service.engine.worker import EngineWorker
 
 from tests.support.engine import collect, generate, greedy

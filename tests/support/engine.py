@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 from typing import Any
 
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import EngineStats, SamplingParams
+from mlx_responses.service.engine.scheduler import Admission
 from mlx_responses.service.engine.worker import EngineWorker
 
 Request = tuple[str, SamplingParams, list[Any]]
@@ -48,3 +50,52 @@ async def generate(
 def greedy(texts: tuple[str, ...] | list[str], tokens: int) -> list[Request]:
     """Greedy, unconstrained requests of `tokens` tokens."""
     return [(text, SamplingParams(max_tokens=tokens, temperature=0.0), []) for text in texts]
+
+
+_UIDS = itertools.count()
+
+
+def admit(
+    generator: Any,
+    prompts: list[list[int]],
+    *,
+    max_tokens: list[int],
+    caches: list[Any] | None = None,
+    all_tokens: list[list[int]] | None = None,
+    samplers: list[Any] | None = None,
+    logits_processors: list[list[Any]] | None = None,
+) -> list[int]:
+    """Prompts into a scheduler (`scheduler.Scheduler.admit`, fresh uids), or into mlx-lm's
+    BatchGenerator (`insert`) where a test measures against it: their uids."""
+    if not hasattr(generator, "admit"):
+        uids: list[int] = generator.insert(
+            prompts,
+            max_tokens=max_tokens,
+            caches=caches,
+            all_tokens=all_tokens,
+            samplers=samplers,
+            logits_processors=logits_processors,
+        )
+        return uids
+    uids = []
+    for i, prompt in enumerate(prompts):
+        cache = caches[i] if caches else None
+        admission = Admission(
+            next(_UIDS),
+            [list(prompt)],
+            max_tokens[i],
+            (samplers[i] if samplers else None) or generator.sampler,
+            list(logits_processors[i]) if logits_processors else [],
+            cache,
+            list(all_tokens[i]) if all_tokens and cache is not None else [],
+        )
+        generator.admit(admission)
+        uids.append(admission.uid)
+    return uids
+
+
+def step_tokens(generator: Any) -> list[Any]:
+    """One step's generated tokens, of a scheduler or of mlx-lm's BatchGenerator."""
+    if hasattr(generator, "admit"):
+        return list(generator.step().tokens)
+    return list(generator.next()[1])

@@ -1,7 +1,9 @@
 """Every mlx-lm name the engine uses exists in the installed mlx-lm; a moved one fails by name.
 
-The imports are read from service/engine/mlx_lm_compat.py's source (not by importing it), so a
-missing name fails its own test even though the module itself would not import.
+The engine imports mlx-lm through two modules: service/engine/mlx_lm_compat.py (what the whole
+engine shares) and service/engine/batch/mlx_lm_compat.py (the batch engine's names and the
+internals it reads). Their imports are read from source (not by importing them), so a missing
+name fails its own test even though the module itself would not import.
 """
 
 from __future__ import annotations
@@ -14,21 +16,33 @@ from typing import Any
 
 import pytest
 
-COMPAT = Path(__file__).resolve().parents[2] / "service" / "engine" / "mlx_lm_compat.py"
+ENGINE = Path(__file__).resolve().parents[2] / "service" / "engine"
+COMPATS = (ENGINE / "mlx_lm_compat.py", ENGINE / "batch" / "mlx_lm_compat.py")
+MODULES = (
+    "mlx_responses.service.engine.mlx_lm_compat",
+    "mlx_responses.service.engine.batch.mlx_lm_compat",
+)
+
+
+def _body() -> list[ast.stmt]:
+    return [node for path in COMPATS for node in ast.parse(path.read_text()).body]
 
 
 def _imports() -> list[tuple[str, str]]:
-    tree = ast.parse(COMPAT.read_text())
     return [
         (node.module, alias.name)
-        for node in tree.body
+        for node in _body()
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mlx_lm")
         for alias in node.names
     ]
 
 
 def _compat() -> Any:
-    return importlib.import_module("mlx_responses.service.engine.mlx_lm_compat")
+    """The names of both compat modules, as one namespace."""
+    names: dict[str, Any] = {}
+    for module in MODULES:
+        names.update(vars(importlib.import_module(module)))
+    return type("Compat", (), names)
 
 
 def _modules(node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -37,12 +51,11 @@ def _modules(node: ast.Import | ast.ImportFrom) -> list[str]:
     return [alias.name for alias in node.names]
 
 
-def test_the_engine_imports_mlx_lm_only_through_the_compat_module() -> None:
-    engine = COMPAT.parent
+def test_the_engine_imports_mlx_lm_only_through_the_compat_modules() -> None:
     offenders = [
-        f"{path.name}: {node.module}"
-        for path in sorted(engine.glob("*.py"))
-        if path != COMPAT
+        f"{path.relative_to(ENGINE)}: {node.module}"
+        for path in sorted(ENGINE.rglob("*.py"))
+        if path not in COMPATS
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.ImportFrom | ast.Import)
         for module in (
@@ -81,7 +94,7 @@ def _internals() -> list[tuple[str, str]]:
         "PROMPT_TRIE_INTERNALS": "PromptTrie",
     }
     out = []
-    for node in ast.parse(COMPAT.read_text()).body:
+    for node in _body():
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             owner = tables.get(node.targets[0].id)
             if owner is not None:
@@ -101,11 +114,13 @@ def test_mlx_lm_internal(owner: str, attr: str, instances: dict[str, Any]) -> No
 
 
 def _keywords() -> list[tuple[str, str]]:
-    for node in ast.parse(COMPAT.read_text()).body:
+    out = []
+    for node in _body():
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "KEYWORDS":
             table: dict[str, tuple[str, ...]] = ast.literal_eval(node.value)
-            return [(where, kw) for where, kws in table.items() for kw in kws or ("",)]
-    raise AssertionError("KEYWORDS not found")
+            out += [(where, kw) for where, kws in table.items() for kw in kws or ("",)]
+    assert len(out) > len(COMPATS), "KEYWORDS not found"
+    return out
 
 
 @pytest.mark.parametrize(("where", "keyword"), _keywords(), ids=str)
@@ -126,6 +141,7 @@ def test_mlx_lm_keyword(where: str, keyword: str) -> None:
         assert keyword in inspect.signature(target).parameters, f"{where} takes no {keyword}="
 
 
-def test_the_compat_module_exports_what_it_lists() -> None:
-    compat = _compat()
+@pytest.mark.parametrize("name", MODULES)
+def test_the_compat_module_exports_what_it_lists(name: str) -> None:
+    compat = importlib.import_module(name)
     assert [name for name in compat.__all__ if not hasattr(compat, name)] == []

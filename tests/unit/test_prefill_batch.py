@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from mlx_responses.service.engine.prefill_batch import piece_size
+from mlx_responses.service.engine.batch.prefill_batch import piece_size
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,11 @@ import logging
 from typing import Any
 
 import pytest
-from mlx_responses.service.engine.mlx_lm_compat import KVCache, RotatingKVCache, make_prompt_cache
+from mlx_responses.service.engine.mlx_lm_compat import (
+    KVCache,
+    RotatingKVCache,
+    make_prompt_cache,
+)
 from mlx_responses.service.engine.model import plain_caches
 from mlx_responses.service.engine.sliding_window import (
     apply_window,

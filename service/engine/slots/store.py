@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
+from mlx_responses.service.engine.kv_quant import Quantized
 from mlx_responses.service.engine.mlx_lm_compat import QuantizedKVCache, RotatingKVCache
-from mlx_responses.service.engine.quantized_cache import Quantized
 
 STEP = 256  # positions a store grows by
 SLOT_STEP = 8  # rows (slots) a store grows by, past 8 (doubling up to it: 1, 2, 4, 8)

@@ -11,7 +11,7 @@ leaves a one-token piece; then into the largest smaller pieces that leave none.
 
 from __future__ import annotations
 
-from mlx_responses.service.engine.mlx_lm_compat import PromptProcessingBatch
+from mlx_responses.service.engine.batch.mlx_lm_compat import PromptProcessingBatch
 
 
 def piece_size(width: int, step: int) -> int:

@@ -17,120 +17,12 @@ from __future__ import annotations
 from typing import Any, cast
 
 import mlx.core as mx
+from mlx_responses.service.engine import speculation
+from mlx_responses.service.engine.batch.grammar_batch import GrammarGenerationBatch
+from mlx_responses.service.engine.batch.mlx_lm_compat import BatchKVCache
+from mlx_responses.service.engine.batch.quantized_cache import BatchQuantizedKVCache
 from mlx_responses.service.engine.draft_model import DraftedModel
-from mlx_responses.service.engine.grammar_batch import GrammarGenerationBatch
-from mlx_responses.service.engine.mlx_lm_compat import BatchKVCache
-from mlx_responses.service.engine.quantized_cache import BatchQuantizedKVCache
-
-NGRAM_SIZES = (3, 2)  # longest first; single tokens repeat too often to be worth a verify
-PRIOR_RATE = 0.6  # assumed per-token acceptance of a sequence that has not drafted yet
-RATE_WEIGHT = 0.5  # weight of the latest verify in a sequence's acceptance estimate
-RECOVERY = 0.02  # per step without drafting, the estimate moves this far back to the prior
-# A decode step costs about OVERHEAD_TOKENS + batch tokens' worth of work (weights read once,
-# then per-token compute); a verify adds batch * draft-width tokens of it. Fitted on 2 CPU
-# cores (the bench's 8-stream aggregate is ~4x one stream's); a GPU would want it larger.
-OVERHEAD_TOKENS = 12
-# A draft model's cache lags the target's on steps that do not draft; it catches up in one
-# forward over the missed tokens when needed, or when it lags this far (bounds that forward).
-MAX_LAG = 32
-
-
-def expected_accepted(rate: float, drafted: int) -> float:
-    """Tokens a draft of `drafted` is expected to add when each is accepted with `rate`."""
-    return sum(rate**j for j in range(1, drafted + 1))
-
-
-def best_width(candidates: list[tuple[float, int]], batch: int, extra_cost: float = 0.0) -> int:
-    """How many draft positions a verify step should take (0: do not verify).
-
-    `candidates` holds (acceptance rate, draft length available) of each drafting row; every
-    row of `batch` pays for the positions, and `extra_cost` per position and row is what
-    producing the draft costs (a draft model's forward, relative to the target's).
-    """
-    if not candidates:
-        return 0
-    per_position = batch * (batch / (batch + OVERHEAD_TOKENS) + extra_cost)
-    best, width = 0.0, 0
-    for k in range(1, max(n for _, n in candidates) + 1):
-        net = sum(expected_accepted(a, min(k, n)) for a, n in candidates) - per_position * k
-        if net > best:
-            best, width = net, k
-    return width
-
-
-class DraftRecord:
-    """One sequence's acceptance estimate: how likely its next draft token is to be kept."""
-
-    def __init__(self) -> None:
-        self.rate = PRIOR_RATE
-
-    def accepted(self, drafted: int, accepted: int) -> None:
-        """Folds in a verify: `accepted` of `drafted` tokens kept (the first miss ends a draft)."""
-        if not drafted:
-            return
-        trials = accepted + (1 if accepted < drafted else 0)
-        self.rate += RATE_WEIGHT * (accepted / trials - self.rate)
-
-    def rested(self) -> None:
-        """A step without drafting: the estimate drifts back toward the prior, so a sequence
-        whose drafts failed is tried again now and then."""
-        self.rate += RECOVERY * (PRIOR_RATE - self.rate)
-
-
-class NgramDrafter(DraftRecord):
-    """Proposes the continuation of the latest earlier occurrence of the context's last n-gram.
-
-    An index per n-gram size maps each n-gram to where its continuation starts, updated as
-    tokens arrive, so a lookup is O(1) however long the context.
-    """
-
-    def __init__(self, sizes: tuple[int, ...] = NGRAM_SIZES) -> None:
-        super().__init__()
-        self.tokens: list[int] = []
-        self._sizes = sizes
-        self._index: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in sizes}
-
-    def sync(self, tokens: list[int], pending: int | None = None) -> None:
-        """Catches up with `tokens` (the sequence so far, a superset of ours), then `pending`."""
-        for token in tokens[len(self.tokens) :]:
-            self.tokens.append(token)
-            self._register(len(self.tokens) - 1)
-        if pending is not None:
-            self.tokens.append(pending)
-            self._register(len(self.tokens) - 1)
-
-    def ready(self) -> bool:
-        """Whether the context repeats right now (a draft is likely to exist).
-
-        Asked before the pending token is known, so a step that will not draft never waits
-        for it (the library's step overlaps the next forward with this one's bookkeeping).
-        """
-        end = len(self.tokens)
-        return any(end > n and tuple(self.tokens[end - n :]) in self._index[n] for n in self._sizes)
-
-    def _register(self, p: int) -> None:
-        # The n-gram ending just before p is followed by tokens[p].
-        for n in self._sizes:
-            if p >= n:
-                self._index[n][tuple(self.tokens[p - n : p])] = p
-
-    def draft(self, k: int) -> list[int]:
-        """Up to k tokens that followed an earlier occurrence of the current suffix.
-
-        An occurrence close to the end (a loop) continues periodically into the draft itself.
-        """
-        if k <= 0:
-            return []
-        end = len(self.tokens)
-        for n in self._sizes:
-            if end > n:
-                p = self._index[n].get(tuple(self.tokens[end - n :]))
-                if p is not None and p < end:
-                    draft = self.tokens[p : p + k]
-                    while len(draft) < k:
-                        draft.append(draft[len(draft) - (end - p)])
-                    return draft
-        return []
+from mlx_responses.service.engine.speculation import DraftRecord, NgramDrafter
 
 
 class SpeculativeGenerationBatch(GrammarGenerationBatch):
@@ -176,7 +68,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
     def _target_alone(self, inputs: mx.array, cache: list[Any], **kwargs: Any) -> mx.array:
         """The forward of a step that does not draft: the draft reads `inputs` later."""
         assert self.drafted is not None
-        if len(self._missed) >= MAX_LAG:
+        if len(self._missed) >= speculation.MAX_LAG:
             self._catch_up()
         self._missed.append(inputs)
         out: mx.array = self.drafted.target(inputs, cache=cache[: self.drafted.split], **kwargs)
@@ -239,7 +131,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
             if record.ready() and self._room(i) > 0:
                 ready[i] = record
         batch = len(self.uids)
-        if not best_width([(d.rate, self._room(i)) for i, d in ready.items()], batch):
+        if not speculation.best_width([(d.rate, self._room(i)) for i, d in ready.items()], batch):
             return None  # not worth it even if every lookup drafts: no wait for the tokens
         mx.eval(self._next_tokens)
         pending: list[int] = self._next_tokens.tolist()  # type: ignore[assignment]
@@ -247,7 +139,9 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         for i, drafter in ready.items():
             drafter.sync(self.tokens[i], pending[i])
             drafts[i] = drafter.draft(self._room(i))
-        width = best_width([(ready[i].rate, len(d)) for i, d in drafts.items() if d], batch)
+        width = speculation.best_width(
+            [(ready[i].rate, len(d)) for i, d in drafts.items() if d], batch
+        )
         if not width:
             return None
         lengths = [min(width, len(drafts.get(i, []))) for i in range(batch)]
@@ -260,7 +154,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         assert self.drafted is not None
         room = {i: self._room(i) for i in records}
         candidates = [(r.rate, room[i]) for i, r in records.items() if room[i] > 0]
-        width = best_width(candidates, len(self.uids), self.drafted.cost_ratio())
+        width = speculation.best_width(candidates, len(self.uids), self.drafted.cost_ratio())
         if not width:
             return None
         # The draft runs greedily over the whole batch, from the pending tokens (not waited

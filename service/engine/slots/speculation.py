@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
-from mlx_responses.service.engine import speculative
+from mlx_responses.service.engine import speculation as speculative
 from mlx_responses.service.engine.draft_model import DraftedModel
-from mlx_responses.service.engine.speculative import DraftRecord, NgramDrafter
+from mlx_responses.service.engine.speculation import DraftRecord, NgramDrafter
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Candidate:
 
 @dataclass
 class SlotSpeculation:
-    """The speculating sequences of a SlotGenerator and what their drafts achieved.
+    """The speculating sequences of a SlotScheduler and what their drafts achieved.
 
     The worker marks the sequences that may draft (`eligible`: greedy, unconstrained) and
     reads the counters; a finished or removed sequence is forgotten."""

@@ -2,7 +2,7 @@
 
 Each layer's keys and values live in one array of slots, `[slots, kv_heads, capacity, head_dim]`
 (mlx-lm's own cache layout: what a step attends over is a slice of it, no transpose;
-`slot_store.py`). A sequence owns a slot from its prefill to its end, the lowest one free, so the
+`store.py`). A sequence owns a slot from its prefill to its end, the lowest one free, so the
 slots in use stay packed at the front as they fill; when finished sequences leave holes, the
 ones above move down into them (`_compact`: one copy of each moved sequence's keys). The array
 holds rows up to the highest slot in use (1, 2, 4, 8, then steps of 8, at most
@@ -41,12 +41,12 @@ per slot grows with the context as without a window (the store is not a ring; a 
 window + chunk positions per slot is a later step). Mixed windows, windows that keep their first
 tokens, and recurrent layers are refused (`uniform_window`).
 
-Speculative decoding (`--speculative ngram|draft`, `slot_speculation.py`): a verify step
+Speculative decoding (`--speculative ngram|draft`, `speculation.py`, `verify.py`): a verify step
 replaces the decode step when drafts are worth it; each decoding row feeds its pending token
 and its drafts, written into its own slot (the decoding rows only, gathered when not the
 first slots), and a rejected draft is a length not advanced. A draft model's layers have
 slots of their own after the target's; they lag on decode steps and catch up when needed
-(`slot_speculation.py`).
+(`verify.py`).
 
 Quantized KV (`--kv-bits`, `kv_bits` and the model's `kv_group`): the stores hold what mlx-lm's
 QuantizedKVCache holds, `mx.quantize`'s (packed, scales, biases) in the same slot layout, and
@@ -59,31 +59,34 @@ as they are; a plain entry is quantized as it is restored. Plain caches only (as
 a windowed model's KV stays plain). A lone sequence leaves its slot for the solo path with
 its entry quantized, and comes back with it (`take_alone`, `_restore`).
 
-It speaks the subset of mlx-lm's BatchGenerator the worker uses (insert, next, remove, close,
-the prefill queues and counters). NOTE: logits processors (grammars, penalties) run row by row.
+It implements `scheduler.Scheduler` (admit, step, drop, extract, take_alone, counts).
+NOTE: logits processors (grammars, penalties) run row by row.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import mlx.core as mx
-from mlx_responses.service.engine import speculative
-from mlx_responses.service.engine.mlx_lm_compat import (
-    KVCache,
-    RotatingKVCache,
-    make_prompt_cache,
+from mlx_responses.service.engine import speculation as speculative
+from mlx_responses.service.engine.kv_quant import SequenceQuantizedKVCache
+from mlx_responses.service.engine.mlx_lm_compat import KVCache, RotatingKVCache
+from mlx_responses.service.engine.scheduler import (
+    Admission,
+    Alone,
+    PromptEnd,
+    SpeculationCounts,
+    StepResult,
+    Token,
+    chunk_to,
 )
-from mlx_responses.service.engine.quantized_cache import SequenceQuantizedKVCache
-from mlx_responses.service.engine.slot_speculation import (
-    Candidate,
-    SlotSpeculation,
-    draft_columns,
-)
-from mlx_responses.service.engine.slot_store import (
+from mlx_responses.service.engine.slots.fit import uniform_window
+from mlx_responses.service.engine.slots.sequence import DecodeRows, SlotSequence, arrival
+from mlx_responses.service.engine.slots.speculation import SlotSpeculation
+from mlx_responses.service.engine.slots.store import (
     ALL_HEADS,
     DecodePlan,
     DecodeView,
@@ -95,126 +98,20 @@ from mlx_responses.service.engine.slot_store import (
     parts_of,
     window_start,
 )
-from mlx_responses.service.engine.solo import Alone, chunk_to
+from mlx_responses.service.engine.slots.verify import SlotVerify
 
 
-def uniform_window(model: Any) -> int | None:
-    """The sliding window every layer of `model` attends over (None: none, plain caches).
+class SlotScheduler(SlotVerify):
+    """Continuous batching over fixed KV slots (a `scheduler.Scheduler`)."""
 
-    Raises ValueError for what slots cannot serve: layers of different windows, sliding and
-    full layers mixed, a window that keeps its first tokens, recurrent or other caches."""
-    caches = make_prompt_cache(model)
-    if all(type(c) is KVCache for c in caches):
-        return None
-    if all(type(c) is RotatingKVCache and c.keep == 0 for c in caches):
-        windows = {c.max_size for c in caches}
-        if len(windows) == 1:
-            return int(windows.pop())
-    raise ValueError("its layers need caches other than one growing or one sliding window")
-
-
-def slots_serve(model: Any) -> bool:
-    """Whether `SlotGenerator` serves `model` (see `uniform_window`)."""
-    try:
-        uniform_window(model)
-    except ValueError:
-        return False
-    return True
-
-
-@dataclass
-class SlotResponse:
-    """One generated token (BatchGenerator's GenerationBatch.Response fields)."""
-
-    uid: int
-    token: int
-    logprobs: mx.array
-    finish_reason: str | None
-    prompt_cache: list[Any] | None
-    all_tokens: list[int] | None
-
-
-@dataclass
-class PromptEnd:
-    """A prompt prefilled to its first segment's end or but for its last token (the fields of
-    mlx-lm's `PromptProcessingBatch.Response` the worker reads): `extract_cache` has its entry."""
-
-    uid: int
-    end_of_segment: bool = True
-    end_of_prompt: bool = False
-
-
-@dataclass
-class _Sequence:
-    uid: int
-    pending: list[int]  # prompt tokens not prefilled yet, the last one excepted
-    last: int  # the last prompt token: the decode step feeds it
-    tokens: list[int]  # tokens whose keys are in the slot
-    max_tokens: int
-    sampler: Any
-    processors: list[Any]
-    cache: list[Any] | None  # a prompt-cache entry to start from (copied into the slot)
-    # Token counts where a prefill chunk ends (segments' ends: `PromptEnd`).
-    stops: tuple[int, ...] = ()
-    slot: int = -1
-    generated: int = 0
-    ready: bool = False  # prefilled: a token waits to be fed (the last prompt one, or sampled)
-    drafted_to: int = 0  # with a draft model: the positions its slot holds (it lags the target)
-
-
-@dataclass
-class _Counters:
-    prompt_tokens: int = 0
-
-
-@dataclass
-class _Step:
-    """A decode step's rows: the sequences with a token to feed (sampled ones first, then those
-    feeding their last prompt token)."""
-
-    named: list[tuple[int, int]]  # (slot, uid) of each row
-    rows: list[_Sequence]
-    current: mx.array  # each row's token to feed
-    current_lp: mx.array | None  # the logprobs of the first `sampled` rows' tokens
-    sampled: int  # rows that sampled their token (the rest feed their last prompt token)
-    inputs: mx.array  # `current` scattered over the slots up to the highest in use
-    lengths: list[int]  # the tokens each of those slots holds
-
-    @property
-    def slots(self) -> list[int]:
-        return [slot for slot, _ in self.named]
-
-
-class _Decoding:
-    """`len()` = sequences decoding (what the worker's fair prefill reads)."""
-
-    def __init__(self, owner: SlotGenerator) -> None:
-        self._owner = owner
-
-    def __len__(self) -> int:
-        return sum(1 for s in self._owner.slots if s is not None and s.ready)
-
-
-class _Prefilling:
-    def __init__(self, owner: SlotGenerator) -> None:
-        self._owner = owner
-
-    def __len__(self) -> int:
-        return sum(1 for s in self._owner.slots if s is not None and s.pending)
-
-
-def _arrival(seq: _Sequence) -> int:
-    return seq.uid
-
-
-class SlotGenerator:
-    """Continuous batching over fixed KV slots (BatchGenerator's interface, as the worker uses)."""
+    rewinds_any_window = True  # a rejected draft is a length not advanced
+    takes_embeddings = False
 
     def __init__(
         self,
         model: Any,
         *,
-        stop_tokens: list[list[int]],
+        stop_tokens: Collection[int],
         completion_batch_size: int,
         prefill_batch_size: int,
         prefill_step_size: int,
@@ -226,13 +123,14 @@ class SlotGenerator:
         """`kv_bits` (4 or 8) with `kv_group` (the model's group size, `kv_group_size`): the
         slots hold quantized keys and values (plain caches only)."""
         self.model = model
-        self.speculation = speculation
+        self._spec = speculation
+        self.speculates = speculation is not None
         # With a draft model, the stores of the target's layers come first, then the draft's.
         self._split = len(model.layers)
         if speculation is not None and speculation.drafted is not None:
             self._split = speculation.drafted.split
-        self.stop = {t for seq in stop_tokens for t in seq}
-        self.slots: list[_Sequence | None] = [None] * completion_batch_size
+        self.stop = set(stop_tokens)
+        self.slots: list[SlotSequence | None] = [None] * completion_batch_size
         self.prefill_batch_size = prefill_batch_size
         self.prefill_step_size = prefill_step_size
         self.sampler = sampler or (lambda lp: mx.argmax(lp, axis=-1))
@@ -243,138 +141,127 @@ class SlotGenerator:
                 raise ValueError("quantized KV slots need a group size and plain caches")
             quantized = (kv_group, kv_bits)
         self._stores = [Store(completion_batch_size, quantized) for _ in model.layers]
-        self._unprocessed_sequences: deque[_Sequence] = deque()
-        self._generation_batch = _Decoding(self)
-        self._prompt_batch = _Prefilling(self)
-        self._counters = _Counters()
+        self._queue: deque[SlotSequence] = deque()  # admitted, waiting for a slot
+        self._prefilled = 0  # prompt tokens the current step prefilled
         self.moved_sequences = 0  # moved down to a lower slot (`_compact`)
         # A sequence left its slot since the last step: only then can holes open below the
         # highest slot in use, or the stores hold more than the sequences need.
         self._vacated = False
-        self._uids = 0
         # To feed to the next decode step: the last step's rows (by slot and uid) with their
         # sampled tokens and logprobs, and the rows whose prefill ended since (their last
         # prompt token: fed, not emitted).
         self._pending: tuple[list[tuple[int, int]], mx.array, mx.array] | None = None
         self._joined: list[tuple[int, int]] = []
-        # Whether a prompt's entry is taken where its prefill ends (`PromptEnd`, `extract_cache`),
-        # for a prompt cache whose entries cannot be trimmed (a sliding window); those of the
-        # last step, until the worker takes them.
+        # Whether a prompt's entry is taken where its prefill ends (`PromptEnd`), for a prompt
+        # cache whose entries cannot be trimmed (a sliding window).
         self.prompt_ends = False
-        self._ends: dict[int, tuple[list[Any], list[int]]] = {}
-        # Where the steps run (a sequence the worker decodes alone runs there too).
+        self._ends: list[PromptEnd] = []
+        # Where the steps run (a sequence decoded alone runs there too).
         self.stream = mx.default_stream(mx.default_device())
 
-    # --- the BatchGenerator subset ---------------------------------------------------------
-    def insert(
-        self,
-        prompts: list[list[int]],
-        *,
-        max_tokens: list[int],
-        caches: list[list[Any] | None] | None = None,
-        all_tokens: list[list[int]] | None = None,
-        samplers: list[Any] | None = None,
-        logits_processors: list[list[Any]] | None = None,
-    ) -> list[int]:
-        return self.insert_segments(
-            [[prompt] for prompt in prompts],
-            max_tokens=max_tokens,
-            caches=caches,
-            all_tokens=all_tokens,
-            samplers=samplers,
-            logits_processors=logits_processors,
-        )
-
-    def insert_segments(
-        self,
-        segments: list[list[list[int]]],
-        *,
-        max_tokens: list[int],
-        caches: list[list[Any] | None] | None = None,
-        all_tokens: list[list[int]] | None = None,
-        samplers: list[Any] | None = None,
-        logits_processors: list[list[Any]] | None = None,
-    ) -> list[int]:
-        """Prompts in segments: a prefill chunk ends where each but the last ends, and, with
+    # --- the Scheduler protocol ------------------------------------------------------------
+    def admit(self, admission: Admission) -> None:
+        """A prompt in segments: a prefill chunk ends where each but the last ends, and, with
         `prompt_ends`, an entry is taken there, as at the prompt's last token."""
-        uids = []
-        for i, parts in enumerate(segments):
-            prompt = [t for part in parts for t in part]
-            if not prompt:
-                raise ValueError("empty prompt")
-            cache = caches[i] if caches else None
-            before = list(all_tokens[i]) if all_tokens and cache is not None else []
-            ends = list(itertools.accumulate(len(part) for part in parts[:-1]))
-            seq = _Sequence(
-                uid=self._uids,
-                pending=list(prompt[:-1]),
-                last=prompt[-1],
-                tokens=before,
-                max_tokens=max_tokens[i],
-                sampler=(samplers[i] if samplers else None) or self.sampler,
-                processors=list(logits_processors[i]) if logits_processors else [],
-                cache=cache,
-                stops=tuple(len(before) + end for end in ends if 0 < end < len(prompt) - 1),
-            )
-            self._uids += 1
-            self._unprocessed_sequences.append(seq)
-            uids.append(seq.uid)
-        return uids
+        if admission.embeddings is not None:
+            raise ValueError("these slots take token ids only")
+        parts = admission.segments
+        prompt = admission.prompt
+        if not prompt:
+            raise ValueError("empty prompt")
+        cache = admission.cache
+        before = list(admission.cached) if cache is not None else []
+        ends = list(itertools.accumulate(len(part) for part in parts[:-1]))
+        seq = SlotSequence(
+            uid=admission.uid,
+            pending=list(prompt[:-1]),
+            last=prompt[-1],
+            tokens=before,
+            max_tokens=admission.max_tokens,
+            sampler=admission.sampler,
+            processors=list(admission.logits_processors),
+            cache=cache,
+            stops=tuple(len(before) + end for end in ends if 0 < end < len(prompt) - 1),
+        )
+        self._queue.append(seq)
+        if self._spec is not None and admission.speculate:
+            self._spec.eligible.add(seq.uid)
 
-    def remove(self, uids: list[int]) -> None:
+    def drop(self, uids: Sequence[int]) -> None:
         """Frees their slots (their pending tokens are dropped at the next step)."""
         gone = set(uids)
-        self._unprocessed_sequences = deque(
-            s for s in self._unprocessed_sequences if s.uid not in gone
-        )
+        self._queue = deque(s for s in self._queue if s.uid not in gone)
         for i, seq in enumerate(self.slots):
             if seq is not None and seq.uid in gone:
                 self.slots[i] = None
                 self._vacated = True
+        if self._spec is not None:
+            for uid in gone:
+                self._spec.forget(uid)
         self._release_if_idle()
 
     def close(self) -> None:
         self.slots = [None] * len(self.slots)
-        self._unprocessed_sequences.clear()
+        self._queue.clear()
         self._pending, self._joined = None, []
         self._release_if_idle()
 
     def _release_if_idle(self) -> None:
         """No sequence held nor waiting: the stores go, and with them the memory of the longest
         sequence held so far (a prompt-cache entry is a copy of its own)."""
-        if self._unprocessed_sequences or any(s is not None for s in self.slots):
+        if self._queue or any(s is not None for s in self.slots):
             return
         self._pending, self._joined = None, []
         for store in self._stores:
             store.release()
 
     @property
-    def prompt_cache_nbytes(self) -> int:
+    def nbytes(self) -> int:
         return sum(store.nbytes for store in self._stores)
 
-    def next(self) -> tuple[list[PromptEnd], list[SlotResponse]]:
-        self._ends.clear()
+    @property
+    def waiting(self) -> int:
+        prefilling = sum(1 for s in self.slots if s is not None and s.pending)
+        return len(self._queue) + prefilling
+
+    @property
+    def decoding(self) -> int:
+        return sum(1 for s in self.slots if s is not None and s.ready)
+
+    @property
+    def speculation(self) -> SpeculationCounts | None:
+        spec = self._spec
+        if spec is None:
+            return None
+        return SpeculationCounts(spec.drafted_tokens, spec.accepted_tokens, spec.verify_steps)
+
+    def step(self) -> StepResult:
+        self._ends = []
+        self._prefilled = 0
         self._admit()
         if self._vacated:
             self._vacated = False
             self._compact()
             self._shrink()
         self._prefill()
-        ends = [PromptEnd(uid) for uid in self._ends]
+        ends = self._ends
         responses = self._decode()
         self._release_if_idle()
-        return ends, responses
+        return StepResult(ends, responses, self._prefilled)
 
-    def extract_cache(self, uids: list[int]) -> dict[int, tuple[list[Any], list[int]]]:
-        """The entries (and their tokens) of the prompts the last step prefilled to a segment's
-        end (BatchGenerator's `extract_cache` for its prompt responses): taken when the chunk
-        ended, before a decode step fed the last token."""
-        return {uid: self._ends.pop(uid) for uid in uids if uid in self._ends}
+    def extract(self, uids: Sequence[int]) -> dict[int, tuple[list[Any], list[int]]]:
+        """Copies of the held sequences' slots as prompt-cache entries (the sequences go on)."""
+        wanted = set(uids)
+        return {
+            seq.uid: (self._extract(seq), list(seq.tokens))
+            for seq in self.slots
+            if seq is not None and seq.uid in wanted and seq.tokens
+        }
 
     # --- steps -----------------------------------------------------------------------------
     def _admit(self) -> None:
-        while self._unprocessed_sequences and None in self.slots:
-            seq = self._unprocessed_sequences.popleft()
+        while self._queue and None in self.slots:
+            seq = self._queue.popleft()
             seq.slot = self.slots.index(None)
             self.slots[seq.slot] = seq
             if seq.cache is not None:
@@ -437,12 +324,12 @@ class SlotGenerator:
         seq.slot = new
         self.moved_sequences += 1
 
-    def _join(self, seq: _Sequence) -> None:
+    def _join(self, seq: SlotSequence) -> None:
         """Prefilled: the next decode step feeds its last prompt token."""
         seq.ready = True
         self._joined.append((seq.slot, seq.uid))
 
-    def _restore(self, seq: _Sequence) -> None:
+    def _restore(self, seq: SlotSequence) -> None:
         """Copies a prompt-cache entry into the sequence's slot, each key at its position
         (a rotating cache's: the last positions only, the window and more; the slot's
         positions before them are never attended). Quantized slots take quantized entries
@@ -471,7 +358,7 @@ class SlotGenerator:
 
     def _prefill(self) -> None:
         """One forward for the next chunk of each waiting prompt (up to `prefill_batch_size`)."""
-        waiting = sorted((s for s in self.slots if s is not None and s.pending), key=_arrival)
+        waiting = sorted((s for s in self.slots if s is not None and s.pending), key=arrival)
         waiting = waiting[: self.prefill_batch_size]
         if not waiting:
             return
@@ -490,13 +377,13 @@ class SlotGenerator:
             seq.pending = seq.pending[len(chunk) :]
             seq.tokens += chunk
             seq.drafted_to = len(seq.tokens)  # a prefill forward is the draft's too
-            self._counters.prompt_tokens += len(chunk)
+            self._prefilled += len(chunk)
             if self.prompt_ends and (not seq.pending or len(seq.tokens) in seq.stops):
-                self._ends[seq.uid] = (self._extract(seq), list(seq.tokens))
+                self._ends.append(PromptEnd(seq.uid, self._extract(seq), list(seq.tokens)))
             if not seq.pending:
                 self._join(seq)
 
-    def _sample(self, rows: list[_Sequence], logits: mx.array) -> tuple[mx.array, mx.array]:
+    def _sample(self, rows: list[SlotSequence], logits: mx.array) -> tuple[mx.array, mx.array]:
         if any(s.processors for s in rows):
             processed = []
             for i, seq in enumerate(rows):
@@ -548,7 +435,7 @@ class SlotGenerator:
         seq = self.slots[row[0]]
         return seq is not None and seq.ready and seq.uid == row[1]
 
-    def _decode(self) -> list[SlotResponse]:
+    def _decode(self) -> list[Token]:
         waiting = self._waiting()
         if waiting is None:
             return []
@@ -556,7 +443,7 @@ class SlotGenerator:
         slots = [slot for slot, _ in named]
         live = [self.slots[i] for i in slots]
         assert all(seq is not None for seq in live)
-        rows: list[_Sequence] = live  # type: ignore[assignment]
+        rows: list[SlotSequence] = live  # type: ignore[assignment]
         hi = max(slots) + 1
         if slots == list(range(hi)):
             inputs, index = current, None
@@ -565,13 +452,13 @@ class SlotGenerator:
             inputs = mx.zeros((hi,), dtype=current.dtype)
             inputs[index] = current
         lengths = [len(seq.tokens) if seq is not None else 0 for seq in self.slots[:hi]]
-        if self.speculation is not None and self.speculation.drafted is not None:
+        if self._spec is not None and self._spec.drafted is not None:
             # A draft model lags at most MAX_LAG positions (bounds a catch-up forward).
             self._catch_up(
                 [seq for seq in rows if len(seq.tokens) - seq.drafted_to >= speculative.MAX_LAG]
             )
-        if self.speculation is not None:
-            step = _Step(named, rows, current, current_lp, sampled, inputs, lengths)
+        if self._spec is not None:
+            step = DecodeRows(named, rows, current, current_lp, sampled, inputs, lengths)
             drafts = self._drafts(step)
             if drafts is not None:
                 return self._verify(step, *drafts)
@@ -614,7 +501,7 @@ class SlotGenerator:
     def _forward(self, inputs: mx.array, views: list[Any], *, draft: bool = True) -> mx.array:
         """The model over `inputs` (the target's logits); with `draft`, a draft model reads
         them too (its logits never computed: the stores are what a step evaluates)."""
-        spec = self.speculation
+        spec = self._spec
         if spec is None or spec.drafted is None:
             out: mx.array = self.model(inputs, cache=views)
             return out
@@ -623,24 +510,7 @@ class SlotGenerator:
         out = spec.drafted.target(inputs, cache=views[: self._split])
         return out
 
-    def _catch_up(self, rows: list[_Sequence]) -> None:
-        """The draft model reads what it missed of these rows, in one forward (each row from
-        its own position, right-padded: what the padding writes is past the row's length)."""
-        spec = self.speculation
-        assert spec is not None and spec.drafted is not None
-        behind = [seq for seq in rows if seq.drafted_to < len(seq.tokens)]
-        if not behind:
-            return
-        missed = [seq.tokens[seq.drafted_to :] for seq in behind]
-        width = max(len(m) for m in missed)
-        plan = PrefillPlan([s.slot for s in behind], [s.drafted_to for s in behind], width)
-        inputs = mx.array([m + [0] * (width - len(m)) for m in missed], dtype=mx.uint32)
-        views = [PrefillView(store, plan) for store in self._stores[self._split :]]
-        spec.drafted.draft(inputs, cache=views)
-        for seq in behind:
-            seq.drafted_to = len(seq.tokens)
-
-    def _emit(self, seq: _Sequence, token: int, logprobs: mx.array) -> SlotResponse:
+    def _emit(self, seq: SlotSequence, token: int, logprobs: mx.array) -> Token:
         """A generated token of `seq` (its keys in the slot): the sequence ends on a stop
         token or its budget, leaving its slot."""
         seq.generated += 1
@@ -652,175 +522,24 @@ class SlotGenerator:
         cache = all_tokens = None
         if finish is not None:
             cache, all_tokens = self._finish(seq)
-        return SlotResponse(seq.uid, token, logprobs, finish, cache, all_tokens)
+        return Token(seq.uid, token, logprobs, finish, cache, all_tokens)
 
-    def _finish(self, seq: _Sequence) -> tuple[list[Any], list[int]]:
+    def _finish(self, seq: SlotSequence) -> tuple[list[Any], list[int]]:
         """A finished sequence leaves its slot: its prompt-cache entry (a draft model's
         layers caught up: the entry holds both at one offset) and tokens."""
-        if self.speculation is not None:
-            self.speculation.forget(seq.uid)
-            if self.speculation.drafted is not None:
+        if self._spec is not None:
+            self._spec.forget(seq.uid)
+            if self._spec.drafted is not None:
                 self._catch_up([seq])
         self.slots[seq.slot] = None
         self._vacated = True
         return self._extract(seq), list(seq.tokens)
 
-    # --- speculation -----------------------------------------------------------------------
-    def _drafts(self, step: _Step) -> tuple[mx.array, list[int]] | None:
-        """This step's verify input, a row per decoding sequence (its pending token, then its
-        drafts, padded), and each one's count of real drafts; None: a plain decode step.
-
-        Only rows that sampled their pending token draft (not one feeding its last prompt
-        token), when eligible (greedy, unconstrained) and with tokens left to generate."""
-        spec = self.speculation
-        assert spec is not None
-        candidates, which = [], []
-        for i in range(step.sampled):
-            seq = step.rows[i]
-            room = min(spec.num_draft, seq.max_tokens - seq.generated - 1)
-            if seq.uid in spec.eligible and room > 0:
-                candidates.append(Candidate(seq.uid, room, seq.tokens))
-                which.append(i)
-        if not candidates:
-            return None
-        if spec.drafted is None:
-            return self._ngram_drafts(step, candidates, which)
-        return self._model_drafts(step, candidates, which)
-
-    def _ngram_drafts(
-        self, step: _Step, candidates: list[Candidate], which: list[int]
-    ) -> tuple[mx.array, list[int]] | None:
-        """`_drafts` from n-gram lookup (`which`: the candidates' rows)."""
-        spec = self.speculation
-        assert spec is not None
-        values: list[int] = []
-
-        def pending() -> list[int]:
-            values.extend(step.current.tolist())  # type: ignore[arg-type]
-            return [values[i] for i in which]
-
-        found = spec.ngram(candidates, pending, len(step.rows))
-        if found is None:
-            spec.rest(candidates)
-            return None
-        width = max(len(d) for d in found)
-        drafts: list[list[int]] = [[] for _ in step.rows]
-        for i, draft in zip(which, found, strict=True):
-            drafts[i] = draft
-        table = [
-            [token, *draft] + [0] * (width - len(draft))
-            for token, draft in zip(values, drafts, strict=True)
-        ]
-        return mx.array(table, dtype=mx.uint32), [len(d) for d in drafts]
-
-    def _model_drafts(
-        self, step: _Step, candidates: list[Candidate], which: list[int]
-    ) -> tuple[mx.array, list[int]] | None:
-        """`_drafts` from the draft model, greedy, one forward per draft position over the
-        slots up to the highest in use, as a decode step (free and prefilling slots ride
-        along); nothing waited for."""
-        spec = self.speculation
-        assert spec is not None and spec.drafted is not None
-        width = spec.draft_width(candidates, len(step.rows))
-        if not width:
-            spec.rest(candidates)
-            return None
-        self._catch_up([step.rows[i] for i in which])
-
-        def views(j: int) -> list[Any]:
-            plan = DecodePlan([n + j for n in step.lengths], step.slots, self.window)
-            return [DecodeView(store, plan) for store in self._stores[self._split :]]
-
-        table = draft_columns(spec.drafted, step.inputs.astype(mx.uint32), width, views)
-        if step.slots != list(range(len(step.lengths))):
-            table = table[mx.array(step.slots)]
-        rooms = dict(zip(which, (c.room for c in candidates), strict=True))
-        return table, [min(width, rooms.get(i, 0)) for i in range(len(step.rows))]
-
-    def _verify(self, step: _Step, inputs: mx.array, counts: list[int]) -> list[SlotResponse]:
-        """One forward over each row's pending token and drafts (`inputs`, as `_drafts` gives);
-        a drafting row keeps its drafts up to the first greedy decoding would not have made,
-        the others sample their pending token's successor as a decode step would."""
-        spec = self.speculation
-        assert spec is not None
-        rows, sampled, slots = step.rows, step.sampled, step.slots
-        width = inputs.shape[1]
-        # Only the decoding rows: a free or prefilling slot would widen the forward for nothing
-        # (their slots are gathered when not the first ones in a row).
-        starts = [len(seq.tokens) for seq in rows]
-        plan = PrefillPlan(slots, starts, width, self.window)
-        views = [PrefillView(store, plan) for store in self._stores[: self._split]]
-        target = self.model if spec.drafted is None else spec.drafted.target
-        logits = target(inputs, cache=views)
-        spec.verify_steps += 1
-        drafting = [i < sampled and seq.uid in spec.eligible for i, seq in enumerate(rows)]
-        table: list[list[int]] = inputs.tolist()  # type: ignore[assignment]
-        others = [i for i, d in enumerate(drafting) if not d]
-        other_row = {i: k for k, i in enumerate(others)}  # row -> its place in `others`
-        for i in others:  # processors read the context with the token fed now
-            rows[i].tokens.append(table[i][0])
-        other_tokens = other_lp = None
-        if others:
-            picked = mx.array(others)
-            other_tokens, other_lp = self._sample([rows[i] for i in others], logits[picked, 0])
-        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
-        greedy = mx.argmax(logprobs, axis=-1)
-        mx.eval(greedy, [] if other_tokens is None else other_tokens)
-        best: list[list[int]] = greedy.tolist()  # type: ignore[assignment]
-        picks: list[int] = [] if other_tokens is None else other_tokens.tolist()  # type: ignore[assignment]
-
-        emitted: list[list[tuple[int, mx.array]]] = []
-        following: list[tuple[int, mx.array]] = []  # each row's next pending token
-        for i, seq in enumerate(rows):
-            out = [] if i >= sampled else [(table[i][0], step.current_lp[i])]  # type: ignore[index]
-            if drafting[i]:
-                n, accepted = counts[i], 0
-                while accepted < n and table[i][1 + accepted] == best[i][accepted]:
-                    out.append((table[i][1 + accepted], logprobs[i, accepted]))
-                    accepted += 1
-                spec.verified(seq.uid, n, accepted)
-                following.append((best[i][accepted], logprobs[i, accepted]))
-            else:
-                k = other_row[i]
-                assert other_lp is not None
-                following.append((picks[k], other_lp[k]))
-            emitted.append(out)
-        if spec.drafted is not None:
-            # The draft read the pending token and all but the last draft: a drafting row that
-            # kept them all is one behind (it catches up when it drafts next).
-            for i, (seq, out) in enumerate(zip(rows, emitted, strict=True)):
-                if drafting[i] and seq.drafted_to == starts[i]:
-                    seq.drafted_to += min(len(out), width - 1)
-
-        responses: list[SlotResponse] = []
-        still: list[int] = []
-        for i, (seq, out) in enumerate(zip(rows, emitted, strict=True)):
-            finished = False
-            for token, lp in out:
-                if drafting[i]:
-                    seq.tokens.append(token)
-                response = self._emit(seq, token, lp)
-                responses.append(response)
-                finished = response.finish_reason is not None
-                if finished:
-                    break
-            if not finished:
-                still.append(i)
-        if still:
-            self._pending = (
-                [step.named[i] for i in still],
-                mx.array([following[i][0] for i in still], dtype=mx.uint32),
-                mx.stack([following[i][1] for i in still]),
-            )
-            mx.async_eval(self._pending[2])
-        mx.async_eval([(s.keys, s.values) for s in self._stores])
-        return responses
-
     def take_alone(self) -> Alone | None:
         """The only sequence held, out of its slot, when it decodes unconstrained and nothing
         waits (the worker then decodes it alone); None otherwise."""
         held = [s for s in self.slots if s is not None]
-        if len(held) != 1 or self._unprocessed_sequences or self._joined or not self._pending:
+        if len(held) != 1 or self._queue or self._joined or not self._pending:
             return None
         seq = held[0]
         rows, tokens, logprobs = self._pending
@@ -839,7 +558,7 @@ class SlotGenerator:
         self._release_if_idle()
         return alone
 
-    def _extract(self, seq: _Sequence) -> list[Any]:
+    def _extract(self, seq: SlotSequence) -> list[Any]:
         """The sequence's keys as a prompt-cache entry (contiguous copies of its slot): a
         KVCache, with a window a RotatingKVCache of the window's last positions (what
         mlx-lm's batch extracts), quantized a SequenceQuantizedKVCache (what the batch's

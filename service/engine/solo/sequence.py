@@ -4,13 +4,13 @@ With one sequence and nobody waiting, mlx-lm's BatchGenerator costs about 12% ag
 `stream_generate` (its batched KV cache, masks and per-step bookkeeping). A lone sequence runs
 here instead: a plain KV cache per layer, and the forward pass of step n+1 queued
 (`mx.async_eval`) before the host reads step n's token. When a second request arrives, the
-worker hands the sequence to the BatchGenerator (`handover`): its cache as the prompt cache and
-the token not yet fed as the prompt, so nothing is recomputed and the tokens are the ones the
-batch would have produced.
+solo scheduler (`solo/scheduler.py`) hands the sequence to the scheduler behind it
+(`handover`): its cache as the prompt cache and the token not yet fed as the prompt, so
+nothing is recomputed and the tokens are the ones the batch would have produced.
 
 A batch that shrinks to one such sequence hands it back here (`resumed`: its cache extracted,
 its pending token not yet fed). Only sequences without logits processors (grammar, penalties)
-run here, and only without speculation (the worker decides); under `--kv-bits` the cache is
+run here, and only without speculation (`schedulers.py` decides); under `--kv-bits` the cache is
 quantized (mlx-lm's QuantizedKVCache, as the batch's entries are), on either side of a handover.
 """
 
@@ -21,15 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from mlx_responses.service.engine.scheduler import Token, chunk_to
 
 Sampler = Callable[[mx.array], mx.array]
-
-
-def chunk_to(stops: Sequence[int], held: int, step: int) -> int:
-    """A prefill chunk of at most `step` tokens for a sequence holding `held`, ending at the
-    next of `stops` (segments' ends, where entries are taken) when one lies ahead."""
-    ahead = [stop for stop in stops if stop > held]
-    return min(step, min(ahead) - held) if ahead else step
 
 
 def _token(y: mx.array) -> int:
@@ -38,23 +32,12 @@ def _token(y: mx.array) -> int:
 
 
 @dataclass
-class SoloResponse:
-    """One decoded token, shaped as mlx-lm's `GenerationBatch.Response` (what the worker reads)."""
-
-    uid: int
-    token: int
-    logprobs: mx.array
-    finish_reason: str | None
-    prompt_cache: list[Any] | None
-    all_tokens: list[int] | None
-
-
-@dataclass
 class Handover:
-    """What the BatchGenerator needs to go on with a solo sequence (its `insert` arguments).
+    """What the scheduler behind needs to go on with a solo sequence (its `Admission`).
 
-    `emitted` is the token sampled and not yet sent (None while prefilling): the worker sends
-    it before inserting, and the batch feeds it (`prompt`) without sending it again.
+    `emitted` is the token sampled and not yet sent (None while prefilling): the solo scheduler
+    sends it before admitting, and the scheduler behind feeds it (`prompt`) without sending it
+    again.
     """
 
     prompt: list[int]
@@ -62,22 +45,7 @@ class Handover:
     all_tokens: list[int]
     max_tokens: int
     sampler: Sampler
-    emitted: SoloResponse | None
-
-
-@dataclass
-class Alone:
-    """A batch's only sequence, taken out to decode alone (`SoloSequence.resumed`'s arguments).
-
-    `pending` is its token sampled and not yet fed (nor sent), with that step's logprobs.
-    """
-
-    uid: int
-    cache: list[Any]
-    tokens: list[int]
-    pending: tuple[mx.array, mx.array]
-    sampler: Sampler
-    max_tokens: int  # still to send
+    emitted: Token | None
 
 
 class SoloSequence:
@@ -163,7 +131,7 @@ class SoloSequence:
         logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
         return self.sampler(logprobs), logprobs.squeeze(0)
 
-    def step(self) -> SoloResponse | None:
+    def step(self) -> Token | None:
         """Prefills one chunk (None), or sends one token while the next one is computed."""
         with mx.stream(self.stream):
             if len(self._rest) > 1:
@@ -192,7 +160,7 @@ class SoloSequence:
             self._pending = following
             return self._sent(_token(y), logprobs, fed=True)
 
-    def _sent(self, token: int, logprobs: mx.array, *, fed: bool) -> SoloResponse:
+    def _sent(self, token: int, logprobs: mx.array, *, fed: bool) -> Token:
         self.generated += 1
         if self.generated % 256 == 0:
             mx.clear_cache()  # as generate_step does
@@ -204,7 +172,7 @@ class SoloSequence:
         if token in self.stop_tokens:
             finish = "stop"
         done = finish is not None
-        return SoloResponse(
+        return Token(
             self.uid,
             token,
             logprobs,

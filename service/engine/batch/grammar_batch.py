@@ -15,7 +15,7 @@ import llguidance
 import mlx.core as mx
 import numpy as np
 from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask_par
-from mlx_responses.service.engine.mlx_lm_compat import GenerationBatch
+from mlx_responses.service.engine.batch.mlx_lm_compat import GenerationBatch
 from mlx_responses.service.engine.structured import GrammarProcessor
 
 

@@ -1,0 +1,47 @@
+"""What the worker keeps of each request while it runs, and a token's log probabilities."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import mlx.core as mx
+import numpy as np
+from mlx_responses.service.engine.requests import TokenLogprob
+
+S = TypeVar("S")  # the request's stream
+
+
+@dataclass
+class Active(Generic[S]):
+    """A request the worker holds: its stream, detokenizer and counts."""
+
+    stream: S
+    detokenizer: Any
+    generated: int = 0
+    cached_tokens: int = 0
+    logprobs: int = -1
+    submitted_at: float = 0.0
+    last_token_at: float = 0.0
+    scope: str = ""  # whose prompt-cache entries it may use and leaves (--isolate-keys)
+    prompt_tokens: int = 0
+    # The longest prefix of the prompt that this request's entries hold (checkpoints, or the
+    # finished turn's): what it wrote to the prompt cache beyond `cached_tokens`.
+    written_to: int = 0
+
+
+def token_logprobs(
+    decode: Callable[[list[int]], str], token: int, logprobs: mx.array, top: int
+) -> tuple[TokenLogprob, ...]:
+    """The sampled token's log probability and, with `top` > 0, the `top` most likely tokens
+    at its position (`top` < 0: none asked)."""
+    if top < 0:
+        return ()
+    alternatives: tuple[tuple[str, float], ...] = ()
+    values = np.array(logprobs, dtype=np.float32)
+    if top > 0:
+        ids = np.argpartition(-values, top - 1)[:top]
+        ranked = ids[np.argsort(-values[ids])]
+        alternatives = tuple((decode([int(i)]), float(values[i])) for i in ranked)
+    return (TokenLogprob(decode([token]), float(values[token]), alternatives),)

@@ -1,0 +1,96 @@
+"""One model's prompt cache: KV caches of earlier prompts, found by their longest token prefix.
+
+Entries live in memory (mlx-lm's LRU prompt cache over an indexed trie, `prompt_trie.py`),
+bounded by entries and bytes (the live sequences' bytes count against the same budget:
+`trim`), and, with `--prompt-cache-dir`, on disk (`prompt_disk.py`), which outlives the
+process. Keys are per model and, under `--isolate-keys`, per owner (`scope`), so no key learns
+from a hit what another key has sent.
+
+An entry is kept where a finished turn ends (its whole prompt and reply) and, for caches that
+cannot be trimmed back (a sliding window that has rotated, a recurrent state), where a segment
+of a prompt's prefill ended: its system turn's end, a client's cache breakpoints, or the prompt
+but for its last token (the worker's `checkpoints`, `Scheduler.prompt_ends`).
+
+A finished turn's entry serves only a prompt that extends it token for token. The next turn
+rarely does: the template renders the reply in its own way (reasoning dropped, an end-of-turn
+token where the model stopped), and an exact repeat (a retry, Codex's warm-up then its turn)
+needs its last token fed again. A trimmable cache is cut back to where they part; these cannot
+be, so without a checkpoint entry such a prompt is prefilled whole. mlx-lm's server keeps such
+entries too (at its prompts' segment ends).
+
+Owned by the MLX thread; the disk tier writes on a thread of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mlx_responses.service.engine.mlx_lm_compat import can_trim_prompt_cache, trim_prompt_cache
+from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.prompt_disk import PromptDisk, open_disk
+from mlx_responses.service.engine.prompt_trie import new_prompt_cache
+from mlx_responses.service.engine.requests import EngineStats
+
+
+class PromptCache:
+    """The memory tier and, when opened, the disk tier of one model's prompt cache."""
+
+    def __init__(self, alias: str, max_entries: int, max_bytes: int, stats: EngineStats) -> None:
+        self.alias = alias
+        self.max_bytes = max_bytes
+        self.stats = stats
+        self.memory = new_prompt_cache(max_entries, max_bytes)
+        self.disk: PromptDisk | None = None
+
+    def open_disk(
+        self, folder: Path, budget: int, loaded: LoadedModel, layout: str, draft: Path | None
+    ) -> None:
+        """Adds the disk tier: entries of this model, this KV `layout` and draft model."""
+        self.disk = open_disk(folder, budget, loaded, layout, draft)
+
+    def key(self, scope: str) -> str:
+        """The model key for `scope`: one trie per model and owner."""
+        return f"{self.alias}\x1f{scope}" if scope else self.alias
+
+    def fetch(self, prompt: list[int], scope: str) -> tuple[list[Any] | None, list[int]]:
+        """The KV cache of the longest cached prefix (the caller's to extend) and the tokens
+        still to prefill (at least the last one: it produces the next logits)."""
+        key = self.key(scope)
+        cache, rest = self.memory.fetch_nearest_cache(key, prompt)
+        if self.disk is not None:
+            cache, rest = self.disk.fetch(key, prompt, cache, rest)
+        if cache is not None and not rest:
+            # An exact hit still needs one token to produce the next logits.
+            if not can_trim_prompt_cache(cache):
+                return None, prompt
+            trim_prompt_cache(cache, 1)
+            rest = prompt[-1:]
+        if cache is None:
+            self.stats.prompt_cache_misses += 1
+        else:
+            self.stats.prompt_cache_hits += 1
+            self.stats.cached_tokens += len(prompt) - len(rest)
+        return cache, rest
+
+    def keep(self, scope: str, tokens: list[int], cache: list[Any]) -> None:
+        """Puts an entry holding `tokens` in memory and, with a disk tier, on disk."""
+        key = self.key(scope)
+        self.memory.insert_cache(key, tokens, cache)
+        if self.disk is not None:
+            self.disk.put(key, tokens, cache)
+        self.stats.prompt_cache_bytes = self.memory.nbytes
+
+    def trim(self, live_bytes: int) -> None:
+        """Evicts entries until they and the live sequences' `live_bytes` fit the budget."""
+        self.memory.trim_to(n_bytes=self.max_bytes - live_bytes)
+
+    def flush(self, timeout: float) -> None:
+        """Waits for the disk tier's queued writes (a graceful shutdown keeps the last turns)."""
+        if self.disk is not None:
+            self.disk.flush(timeout)
+
+    def close(self) -> None:
+        if self.disk is not None:
+            self.disk.close()
+            self.disk = None

@@ -1,0 +1,213 @@
+"""Speculative decoding on the slots: drafts (n-gram or a draft model) verified in one forward.
+
+The policy (which rows draft, how far) is `speculation.py`'s; this is the mechanics on the
+slot stores: each decoding row feeds its pending token and its drafts into its own slot, and a
+rejected draft is a length not advanced. A draft model's layers have stores of their own after
+the target's; they lag on decode steps and catch up when needed (`_catch_up`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import mlx.core as mx
+from mlx_responses.service.engine.scheduler import Token
+from mlx_responses.service.engine.slots.sequence import DecodeRows, SlotSequence
+from mlx_responses.service.engine.slots.speculation import (
+    Candidate,
+    SlotSpeculation,
+    draft_columns,
+)
+from mlx_responses.service.engine.slots.store import (
+    DecodePlan,
+    DecodeView,
+    PrefillPlan,
+    PrefillView,
+    Store,
+)
+
+
+class SlotVerify:
+    """The slot scheduler's verify steps (a part of `SlotScheduler`, which holds the state)."""
+
+    model: Any
+    window: int | None
+    _spec: SlotSpeculation | None
+    _stores: list[Store]
+    _split: int  # the first draft-model store
+    _pending: tuple[list[tuple[int, int]], mx.array, mx.array] | None
+
+    if TYPE_CHECKING:
+
+        def _sample(
+            self, rows: list[SlotSequence], logits: mx.array
+        ) -> tuple[mx.array, mx.array]: ...
+
+        def _emit(self, seq: SlotSequence, token: int, logprobs: mx.array) -> Token: ...
+
+    def _catch_up(self, rows: list[SlotSequence]) -> None:
+        """The draft model reads what it missed of these rows, in one forward (each row from
+        its own position, right-padded: what the padding writes is past the row's length)."""
+        spec = self._spec
+        assert spec is not None and spec.drafted is not None
+        behind = [seq for seq in rows if seq.drafted_to < len(seq.tokens)]
+        if not behind:
+            return
+        missed = [seq.tokens[seq.drafted_to :] for seq in behind]
+        width = max(len(m) for m in missed)
+        plan = PrefillPlan([s.slot for s in behind], [s.drafted_to for s in behind], width)
+        inputs = mx.array([m + [0] * (width - len(m)) for m in missed], dtype=mx.uint32)
+        views = [PrefillView(store, plan) for store in self._stores[self._split :]]
+        spec.drafted.draft(inputs, cache=views)
+        for seq in behind:
+            seq.drafted_to = len(seq.tokens)
+
+    def _drafts(self, step: DecodeRows) -> tuple[mx.array, list[int]] | None:
+        """This step's verify input, a row per decoding sequence (its pending token, then its
+        drafts, padded), and each one's count of real drafts; None: a plain decode step.
+
+        Only rows that sampled their pending token draft (not one feeding its last prompt
+        token), when eligible (greedy, unconstrained) and with tokens left to generate."""
+        spec = self._spec
+        assert spec is not None
+        candidates, which = [], []
+        for i in range(step.sampled):
+            seq = step.rows[i]
+            room = min(spec.num_draft, seq.max_tokens - seq.generated - 1)
+            if seq.uid in spec.eligible and room > 0:
+                candidates.append(Candidate(seq.uid, room, seq.tokens))
+                which.append(i)
+        if not candidates:
+            return None
+        if spec.drafted is None:
+            return self._ngram_drafts(step, candidates, which)
+        return self._model_drafts(step, candidates, which)
+
+    def _ngram_drafts(
+        self, step: DecodeRows, candidates: list[Candidate], which: list[int]
+    ) -> tuple[mx.array, list[int]] | None:
+        """`_drafts` from n-gram lookup (`which`: the candidates' rows)."""
+        spec = self._spec
+        assert spec is not None
+        values: list[int] = []
+
+        def pending() -> list[int]:
+            values.extend(step.current.tolist())  # type: ignore[arg-type]
+            return [values[i] for i in which]
+
+        found = spec.ngram(candidates, pending, len(step.rows))
+        if found is None:
+            spec.rest(candidates)
+            return None
+        width = max(len(d) for d in found)
+        drafts: list[list[int]] = [[] for _ in step.rows]
+        for i, draft in zip(which, found, strict=True):
+            drafts[i] = draft
+        table = [
+            [token, *draft] + [0] * (width - len(draft))
+            for token, draft in zip(values, drafts, strict=True)
+        ]
+        return mx.array(table, dtype=mx.uint32), [len(d) for d in drafts]
+
+    def _model_drafts(
+        self, step: DecodeRows, candidates: list[Candidate], which: list[int]
+    ) -> tuple[mx.array, list[int]] | None:
+        """`_drafts` from the draft model, greedy, one forward per draft position over the
+        slots up to the highest in use, as a decode step (free and prefilling slots ride
+        along); nothing waited for."""
+        spec = self._spec
+        assert spec is not None and spec.drafted is not None
+        width = spec.draft_width(candidates, len(step.rows))
+        if not width:
+            spec.rest(candidates)
+            return None
+        self._catch_up([step.rows[i] for i in which])
+
+        def views(j: int) -> list[Any]:
+            plan = DecodePlan([n + j for n in step.lengths], step.slots, self.window)
+            return [DecodeView(store, plan) for store in self._stores[self._split :]]
+
+        table = draft_columns(spec.drafted, step.inputs.astype(mx.uint32), width, views)
+        if step.slots != list(range(len(step.lengths))):
+            table = table[mx.array(step.slots)]
+        rooms = dict(zip(which, (c.room for c in candidates), strict=True))
+        return table, [min(width, rooms.get(i, 0)) for i in range(len(step.rows))]
+
+    def _verify(self, step: DecodeRows, inputs: mx.array, counts: list[int]) -> list[Token]:
+        """One forward over each row's pending token and drafts (`inputs`, as `_drafts` gives);
+        a drafting row keeps its drafts up to the first greedy decoding would not have made,
+        the others sample their pending token's successor as a decode step would."""
+        spec = self._spec
+        assert spec is not None
+        rows, sampled, slots = step.rows, step.sampled, step.slots
+        width = inputs.shape[1]
+        # Only the decoding rows: a free or prefilling slot would widen the forward for nothing
+        # (their slots are gathered when not the first ones in a row).
+        starts = [len(seq.tokens) for seq in rows]
+        plan = PrefillPlan(slots, starts, width, self.window)
+        views = [PrefillView(store, plan) for store in self._stores[: self._split]]
+        target = self.model if spec.drafted is None else spec.drafted.target
+        logits = target(inputs, cache=views)
+        spec.verify_steps += 1
+        drafting = [i < sampled and seq.uid in spec.eligible for i, seq in enumerate(rows)]
+        table: list[list[int]] = inputs.tolist()  # type: ignore[assignment]
+        others = [i for i, d in enumerate(drafting) if not d]
+        other_row = {i: k for k, i in enumerate(others)}  # row -> its place in `others`
+        for i in others:  # processors read the context with the token fed now
+            rows[i].tokens.append(table[i][0])
+        other_tokens = other_lp = None
+        if others:
+            picked = mx.array(others)
+            other_tokens, other_lp = self._sample([rows[i] for i in others], logits[picked, 0])
+        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        greedy = mx.argmax(logprobs, axis=-1)
+        mx.eval(greedy, [] if other_tokens is None else other_tokens)
+        best: list[list[int]] = greedy.tolist()  # type: ignore[assignment]
+        picks: list[int] = [] if other_tokens is None else other_tokens.tolist()  # type: ignore[assignment]
+
+        emitted: list[list[tuple[int, mx.array]]] = []
+        following: list[tuple[int, mx.array]] = []  # each row's next pending token
+        for i, seq in enumerate(rows):
+            out = [] if i >= sampled else [(table[i][0], step.current_lp[i])]  # type: ignore[index]
+            if drafting[i]:
+                n, accepted = counts[i], 0
+                while accepted < n and table[i][1 + accepted] == best[i][accepted]:
+                    out.append((table[i][1 + accepted], logprobs[i, accepted]))
+                    accepted += 1
+                spec.verified(seq.uid, n, accepted)
+                following.append((best[i][accepted], logprobs[i, accepted]))
+            else:
+                k = other_row[i]
+                assert other_lp is not None
+                following.append((picks[k], other_lp[k]))
+            emitted.append(out)
+        if spec.drafted is not None:
+            # The draft read the pending token and all but the last draft: a drafting row that
+            # kept them all is one behind (it catches up when it drafts next).
+            for i, (seq, out) in enumerate(zip(rows, emitted, strict=True)):
+                if drafting[i] and seq.drafted_to == starts[i]:
+                    seq.drafted_to += min(len(out), width - 1)
+
+        responses: list[Token] = []
+        still: list[int] = []
+        for i, (seq, out) in enumerate(zip(rows, emitted, strict=True)):
+            finished = False
+            for token, lp in out:
+                if drafting[i]:
+                    seq.tokens.append(token)
+                response = self._emit(seq, token, lp)
+                responses.append(response)
+                finished = response.finish_reason is not None
+                if finished:
+                    break
+            if not finished:
+                still.append(i)
+        if still:
+            self._pending = (
+                [step.named[i] for i in still],
+                mx.array([following[i][0] for i in still], dtype=mx.uint32),
+                mx.stack([following[i][1] for i in still]),
+            )
+            mx.async_eval(self._pending[2])
+        mx.async_eval([(s.keys, s.values) for s in self._stores])
+        return responses

@@ -1,0 +1,224 @@
+"""The solo path behind the scheduler protocol: one lone sequence decoded alone, in front of
+the scheduler that batches (`SoloScheduler(behind=...)`).
+
+A sequence admitted `alone` (no other arrived with it) while nothing else is held, without
+logits processors, decodes here (`sequence.py`: a plain KV cache, the next forward queued
+before the host reads a token). When a second sequence is admitted, the lone one is handed
+over first: its token sampled and not yet sent leaves with the next step's tokens, and the
+scheduler behind goes on from its cache with that token as its prompt. When the scheduler
+behind is down to one unconstrained sequence with nobody waiting, it hands it back
+(`take_alone`), checked before each step.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from mlx_responses.service.engine.requests import EngineStats
+from mlx_responses.service.engine.scheduler import (
+    Admission,
+    Alone,
+    PromptEnd,
+    Scheduler,
+    SpeculationCounts,
+    StepResult,
+    Token,
+    segments,
+)
+from mlx_responses.service.engine.solo.sequence import SoloSequence
+
+
+class SoloScheduler:
+    """A `scheduler.Scheduler` that decodes a lone sequence itself and the rest `behind`."""
+
+    takes_embeddings = False
+
+    def __init__(
+        self,
+        behind: Scheduler,
+        model: Any,
+        *,
+        stop_tokens: Collection[int],
+        prefill_step_size: int,
+        new_cache: Callable[[], list[Any]],
+        stats: EngineStats,
+    ) -> None:
+        """`new_cache`: an empty cache for a sequence that starts without an entry (quantized
+        under --kv-bits, as the one behind makes them); `stats` counts solo sequences and
+        hand-overs."""
+        self.behind = behind
+        self.model = model
+        self.stop_tokens = stop_tokens
+        self.solo_step_size = prefill_step_size
+        self.new_cache = new_cache
+        self.stats = stats
+        self.rewinds_any_window = behind.rewinds_any_window
+        self.speculates = behind.speculates
+        self._solo: SoloSequence | None = None
+        self._early: list[Token] = []  # a handed-over sequence's last token, to send
+
+    # --- settings: those of the scheduler behind ------------------------------------------
+    @property
+    def prefill_step_size(self) -> int:
+        return self.behind.prefill_step_size
+
+    @prefill_step_size.setter
+    def prefill_step_size(self, tokens: int) -> None:
+        self.behind.prefill_step_size = tokens
+
+    @property
+    def prompt_ends(self) -> bool:
+        return self.behind.prompt_ends
+
+    @prompt_ends.setter
+    def prompt_ends(self, on: bool) -> None:
+        self.behind.prompt_ends = on
+
+    @property
+    def stream(self) -> Any:
+        return self.behind.stream
+
+    # --- the Scheduler protocol ------------------------------------------------------------
+    def admit(self, admission: Admission) -> None:
+        if self._fits(admission):
+            self._start(admission)
+            return
+        if self._solo is not None:
+            self._hand_over()
+        self.behind.admit(admission)
+
+    def _fits(self, admission: Admission) -> bool:
+        """Whether it may decode alone: nothing else held, nothing the solo path lacks (an
+        empty prompt goes behind, which refuses it)."""
+        return (
+            admission.alone
+            and self._solo is None
+            and not self.behind.waiting
+            and not self.behind.decoding
+            and bool(admission.prompt)
+            and not admission.logits_processors
+            and admission.embeddings is None
+        )
+
+    def _start(self, admission: Admission) -> None:
+        ends = itertools.accumulate(len(part) for part in admission.segments[:-1])
+        self._solo = SoloSequence(
+            self.model,
+            self.behind.stream,
+            uid=admission.uid,
+            prompt=admission.prompt,
+            cache=admission.cache if admission.cache is not None else self.new_cache(),
+            cached=admission.cached,
+            sampler=admission.sampler,
+            max_tokens=admission.max_tokens,
+            stop_tokens=self.stop_tokens,
+            prefill_step_size=self.solo_step_size,
+            checkpoints=[len(admission.cached) + end for end in ends],
+        )
+        self.stats.solo_sequences += 1
+
+    def _hand_over(self) -> None:
+        """Moves the solo sequence behind: its token in flight leaves with the next step's,
+        and is fed there."""
+        solo, self._solo = self._solo, None
+        assert solo is not None
+        handover = solo.handover()
+        if handover.emitted is not None:
+            self._early.append(handover.emitted)
+            if handover.emitted.finish_reason is not None:  # it finished on that token
+                return
+        self.stats.handovers += 1
+        # A prefill handed over before its checkpoints still leaves entries there.
+        splits = [point - len(handover.all_tokens) for point in solo.checkpoints]
+        self.behind.admit(
+            Admission(
+                uid=solo.uid,
+                segments=segments(handover.prompt, splits),
+                max_tokens=handover.max_tokens,
+                sampler=handover.sampler,
+                cache=handover.cache,
+                cached=handover.all_tokens,
+            )
+        )
+
+    def _resume(self) -> None:
+        """The scheduler behind down to one unconstrained sequence, nobody waiting: it decodes
+        alone from here."""
+        alone: Alone | None = self.behind.take_alone()
+        if alone is None:
+            return
+        self._solo = SoloSequence.resumed(
+            self.model,
+            self.behind.stream,
+            uid=alone.uid,
+            cache=alone.cache,
+            tokens=alone.tokens,
+            pending=alone.pending,
+            sampler=alone.sampler,
+            max_tokens=alone.max_tokens,
+            stop_tokens=self.stop_tokens,
+            prefill_step_size=self.solo_step_size,
+        )
+        self.stats.solo_sequences += 1
+
+    def step(self) -> StepResult:
+        if self._solo is None and not self._early:
+            self._resume()
+        early, self._early = self._early, []
+        solo = self._solo
+        if solo is None:
+            result = self.behind.step()
+            result.tokens = early + result.tokens
+            return result
+        token = solo.step()
+        if token is None:
+            ends = []
+            if self.prompt_ends and solo.at_checkpoint:
+                # The solo cache goes on decoding: the entry is a copy of it.
+                ends.append(PromptEnd(solo.uid, copy.deepcopy(solo.cache), list(solo.tokens)))
+            return StepResult(ends, early)
+        if token.finish_reason is not None:
+            self._solo = None
+        return StepResult([], [*early, token])
+
+    def drop(self, uids: Sequence[int]) -> None:
+        if self._solo is not None and self._solo.uid in uids:
+            self._solo = None
+        self._early = [t for t in self._early if t.uid not in uids]
+        self.behind.drop(uids)
+
+    def extract(self, uids: Sequence[int]) -> dict[int, tuple[list[Any], list[int]]]:
+        out = self.behind.extract(uids)
+        solo = self._solo
+        if solo is not None and solo.uid in uids and solo.tokens:
+            out[solo.uid] = (copy.deepcopy(solo.cache), list(solo.tokens))
+        return out
+
+    def take_alone(self) -> Alone | None:
+        return None  # the front: it keeps a lone sequence itself
+
+    @property
+    def nbytes(self) -> int:
+        return self.behind.nbytes + (self._solo.nbytes if self._solo is not None else 0)
+
+    @property
+    def waiting(self) -> int:
+        solo = self._solo
+        return self.behind.waiting + (1 if solo is not None and not solo.decoding else 0)
+
+    @property
+    def decoding(self) -> int:
+        solo = self._solo
+        return self.behind.decoding + (1 if solo is not None and solo.decoding else 0)
+
+    @property
+    def speculation(self) -> SpeculationCounts | None:
+        return self.behind.speculation
+
+    def close(self) -> None:
+        self._solo = None
+        self._early = []
+        self.behind.close()
