@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import logging
 import queue
@@ -23,6 +24,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.delivery import Active, token_logprobs
+from mlx_responses.service.engine.distributed.link import Lockstep
 from mlx_responses.service.engine.draft_model import DraftedModel, DraftModelError, check_draft
 from mlx_responses.service.engine.kv_quant import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
@@ -118,6 +120,7 @@ class EngineWorker(ModelThread[LoadedModel]):
     solo: bool = True
     stats: EngineStats = field(default_factory=EngineStats)
     metrics: EngineObserver | None = None
+    link: Lockstep | None = None  # in a group, commands cross the ranks (distributed/lockstep)
     # The prefill settings resolved for the device, on the MLX thread before the first step.
     _prefill: Prefill = field(init=False, repr=False)
 
@@ -316,7 +319,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         by_stream: dict[int, int] = {}
         try:
             while True:
-                commands, alone = self._next_commands(busy=bool(active))
+                commands, alone = self._next_commands(busy=bool(active), stream=scheduler.stream)
                 for command in commands:
                     if isinstance(command, Stop):
                         self._release = command.release
@@ -355,17 +358,19 @@ class EngineWorker(ModelThread[LoadedModel]):
                 self._park()
             self._stopped.set()
 
-    def _next_commands(self, *, busy: bool) -> tuple[list[_Command], bool]:
-        """The commands to run before the next step, and whether a request among them may
-        decode alone (`Admission.alone`): the one place the command queue is read.
-
-        Idle (`busy` false), it blocks for the next command, then with `batch_wait` gathers
-        what else comes within it of the last arrival (and of 4 waits since the first), so a
-        burst starts as one batch; then everything already queued."""
+    def _next_commands(self, *, busy: bool, stream: Any = None) -> tuple[list[_Command], bool]:
+        """The commands before the next step, and whether one among them may decode alone
+        (`Admission.alone`): the one place the queue is read. Idle (`busy` false), it blocks for
+        the next command, then with `batch_wait` gathers what comes within it of the last
+        arrival (4 waits at most), so a burst starts as one batch; then all queued. In a group
+        (`link`), rank 0 sends them on `stream` (idle: none, each `heartbeat`); others receive."""
+        if self.link is not None and self.link.follows:
+            return self.link.receive(stream)
         commands: list[_Command] = []
         if not busy:
-            commands.append(self._commands.get())
-            if self.batch_wait > 0:
+            with contextlib.suppress(queue.Empty):
+                commands.append(self._commands.get(timeout=getattr(self.link, "heartbeat", None)))
+            if self.batch_wait > 0 and commands:
                 deadline = time.perf_counter() + 4 * self.batch_wait
                 while (now := time.perf_counter()) < deadline:
                     try:
@@ -380,6 +385,8 @@ class EngineWorker(ModelThread[LoadedModel]):
                 break
         # A burst gathered by the wait starts together: the solo path is for one alone.
         alone = self.batch_wait <= 0 or sum(isinstance(c, _Submit) for c in commands) == 1
+        if self.link is not None:  # rank 0 of a group
+            self.link.send(commands, alone, stream)
         return commands, alone
 
     def _drafted(self, loaded: LoadedModel) -> DraftedModel:

@@ -136,7 +136,7 @@ async def run_follower(
     lost = asyncio.Event()
     loop = asyncio.get_running_loop()
     link.listen(lambda reason: loop.call_soon_threadsafe(lost.set))
-    worker = build(model_id, ShardLoad(settings, model_id, link, group), link)
+    worker = build(settings, model_id, ShardLoad(settings, model_id, link, group), link)
     link.attach(worker, loop)
     held["loaded"] = await worker.start()
     log.info("rank %d of %d: following rank 0", group.rank(), group.size())

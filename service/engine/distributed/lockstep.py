@@ -31,7 +31,8 @@ import mlx.core as mx
 from mlx_responses.service.engine.distributed.channel import Channel, ChannelError
 from mlx_responses.service.engine.model_thread import Stop
 from mlx_responses.service.engine.requests import Chunk, LogitsProcessor, SamplingParams
-from mlx_responses.service.engine.worker import EngineWorker, GenerationStream, _Cancel, _Submit
+from mlx_responses.service.engine.stream import GenerationStream
+from mlx_responses.service.engine.worker import EngineWorker, _Cancel, _Submit
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class _Link:
         # How long an idle rank 0 waits for a command before it sends an empty message.
         self.heartbeat = max(0.05, timeout / 4)
         self.broken: str | None = None
-        self._listeners: list[Callable[[str], None]] = []
+        self._listeners: list[Callable[[str], object]] = []
         self._last = time.monotonic()
         self._closed = threading.Event()
         self._lock = threading.Lock()
@@ -63,7 +64,7 @@ class _Link:
     def rank(self) -> int:
         return self.channel.rank
 
-    def listen(self, callback: Callable[[str], None]) -> None:
+    def listen(self, callback: Callable[[str], object]) -> None:
         """Calls `callback(reason)` once when the link breaks (from whichever thread found it);
         at once if it is broken already."""
         with self._lock:
@@ -142,6 +143,12 @@ class _Link:
     def _on_break(self, reason: str) -> None:
         """The end's own part of a break."""
 
+    def send(self, commands: Sequence[Command], alone: bool, stream: Any) -> None:
+        raise TypeError("only rank 0 sends")
+
+    def receive(self, stream: Any) -> tuple[list[Command], bool]:
+        raise TypeError("rank 0 does not receive")
+
 
 class Leader(_Link):
     """Rank 0's end: sends what its engine read each iteration."""
@@ -164,13 +171,13 @@ class Leader(_Link):
         """The engine whose requests fail when the link breaks."""
         self._worker = worker
 
-    def send(self, commands: Sequence[Command], stream: Any) -> None:
-        """Sends `commands` to every rank, queued on `stream` after the work already there;
-        raises GroupLost when the group is lost (the link is broken from then on)."""
+    def send(self, commands: Sequence[Command], alone: bool, stream: Any) -> None:
+        """Sends `commands` and the solo decision to every rank, queued on `stream` after the
+        work already there; raises GroupLost when the group is lost (for good)."""
         if self.broken is not None:
             raise GroupLost(self.broken)
         try:
-            payload = self._encode(commands) if commands else b""
+            payload = self._encode(commands, alone) if commands else b""
             self.channel.send(payload, stream)
             if any(isinstance(c, Stop) for c in commands):
                 self.channel.wait()
@@ -180,8 +187,8 @@ class Leader(_Link):
             raise GroupLost(str(exc)) from exc
         self._beat()
 
-    def _encode(self, commands: Sequence[Command]) -> bytes:
-        wire: list[list[Any]] = []
+    def _encode(self, commands: Sequence[Command], alone: bool) -> bytes:
+        wire: list[Any] = [alone]
         for command in commands:
             if isinstance(command, _Submit):
                 number = next(self._ids)
@@ -200,9 +207,8 @@ class Leader(_Link):
                     ]
                 )
             elif isinstance(command, _Cancel):
-                number = self._numbers.get(command.stream)
-                if number is not None:
-                    wire.append(["c", number])
+                if (known := self._numbers.get(command.stream)) is not None:
+                    wire.append(["c", known])
             else:
                 wire.append(["x", command.release])
         return json.dumps(wire, separators=(",", ":")).encode()
@@ -246,25 +252,25 @@ class Follower(_Link):
         """The engine these commands are for, and the loop its streams belong to."""
         self._new_stream = lambda: FollowerStream(worker, loop)
 
-    def receive(self, stream: Any) -> list[Command]:
-        """The commands rank 0 read this iteration (blocks until they come); raises GroupLost
-        when the group is lost."""
+    def receive(self, stream: Any) -> tuple[list[Command], bool]:
+        """The commands rank 0 read this iteration and its solo decision (blocks until they
+        come); raises GroupLost when the group is lost."""
         if self.broken is not None:
             raise GroupLost(self.broken)
         try:
             payload = self.channel.receive(stream)
-            commands = self._decode(payload) if payload else []
+            commands, alone = self._decode(payload) if payload else ([], True)
         except Exception as exc:
             self._break(f"the distributed group failed: {exc}")
             raise GroupLost(str(exc)) from exc
         self._beat()
         if any(isinstance(c, Stop) for c in commands):
             self.close()
-        return commands
+        return commands, alone
 
-    def _decode(self, payload: bytes) -> list[Command]:
+    def _decode(self, payload: bytes) -> tuple[list[Command], bool]:
         try:
-            wire = json.loads(payload)
+            alone, *wire = json.loads(payload)
         except ValueError as exc:
             raise ChannelError(f"a message from rank 0 does not decode: {exc}") from exc
         for number in [n for n, s in self._streams.items() if s.finished]:
@@ -290,4 +296,4 @@ class Follower(_Link):
                     commands.append(_Cancel(known))
             else:
                 commands.append(Stop(release=bool(item[1])))
-        return commands
+        return commands, bool(alone)
