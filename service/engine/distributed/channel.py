@@ -36,6 +36,7 @@ class Channel:
         collective runs after the work already queued on `stream`, in the order every rank
         queued it)."""
         assert self.rank == 0
+        self.wait()  # the last message went long ago (a step ago); a failure surfaces here
         head = np.zeros(HEADER_BYTES, dtype=np.uint8)
         head[:4] = np.frombuffer(len(payload).to_bytes(4, "little"), dtype=np.uint8)
         inline = payload[:_INLINE]
