@@ -30,6 +30,9 @@ class Channel:
         self.size: int = group.size()
         # What rank 0 sent last and did not wait for (kept alive until the next send).
         self._pending: list[mx.array] = []
+        # An empty message's header, and what the other ranks add: zeros (most steps say
+        # nothing; one array, made on the MLX thread at its first use, spares each a copy).
+        self._zeros_made: mx.array | None = None
 
     def send(self, payload: bytes, stream: Any = None) -> None:
         """Rank 0: queues `payload` to every rank and returns without waiting for it (the
@@ -37,28 +40,31 @@ class Channel:
         queued it)."""
         assert self.rank == 0
         self.wait()  # the last message went long ago (a step ago); a failure surfaces here
-        head = np.zeros(HEADER_BYTES, dtype=np.uint8)
-        head[:4] = np.frombuffer(len(payload).to_bytes(4, "little"), dtype=np.uint8)
-        inline = payload[:_INLINE]
-        head[4 : 4 + len(inline)] = np.frombuffer(inline, dtype=np.uint8)
-        sent = [self._sum(head, stream)]
+        if payload:
+            head = np.zeros(HEADER_BYTES, dtype=np.uint8)
+            head[:4] = np.frombuffer(len(payload).to_bytes(4, "little"), dtype=np.uint8)
+            inline = payload[:_INLINE]
+            head[4 : 4 + len(inline)] = np.frombuffer(inline, dtype=np.uint8)
+            sent = [self._sum(mx.array(head), stream)]
+        else:
+            sent = [self._sum(self._zeros, stream)]
         # NOTE: one async_eval per collective, in order: arrays evaluated together may run in
         # any order, and every rank must run its collectives in the same one.
         mx.async_eval(sent[0])
         if len(payload) > _INLINE:
             rest = np.frombuffer(payload[_INLINE:], dtype=np.uint8).copy()
-            sent.append(self._sum(rest, stream))
+            sent.append(self._sum(mx.array(rest), stream))
             mx.async_eval(sent[1])
         self._pending = sent
 
     def receive(self, stream: Any = None) -> bytes:
         """Another rank: the next message rank 0 sent (blocks until it comes)."""
         assert self.rank != 0
-        head = np.asarray(self._sum(np.zeros(HEADER_BYTES, dtype=np.uint8), stream))
+        head = np.asarray(self._sum(self._zeros, stream))
         length = int.from_bytes(head[:4].tobytes(), "little")
         data = head[4 : 4 + min(length, _INLINE)].tobytes()
         if length > _INLINE:
-            rest = self._sum(np.zeros(length - _INLINE, dtype=np.uint8), stream)
+            rest = self._sum(mx.zeros(length - _INLINE, dtype=mx.uint8), stream)
             data += np.asarray(rest).tobytes()
         return data
 
@@ -76,5 +82,11 @@ class Channel:
             mx.eval(*self._pending)
             self._pending = []
 
-    def _sum(self, data: np.ndarray, stream: Any) -> mx.array:
-        return mx.distributed.all_sum(mx.array(data), group=self.group, stream=stream)
+    @property
+    def _zeros(self) -> mx.array:
+        if self._zeros_made is None:
+            self._zeros_made = mx.zeros(HEADER_BYTES, dtype=mx.uint8)
+        return self._zeros_made
+
+    def _sum(self, data: mx.array, stream: Any) -> mx.array:
+        return mx.distributed.all_sum(data, group=self.group, stream=stream)
