@@ -363,7 +363,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         (`Admission.alone`): the one place the queue is read. Idle (`busy` false), it blocks for
         the next command, then with `batch_wait` gathers what comes within it of the last
         arrival (4 waits at most), so a burst starts as one batch; then all queued. In a group
-        (`link`), rank 0 sends them on `stream` (idle: none, each `heartbeat`); others receive."""
+        (`link`), rank 0 posts them on `stream` and every rank runs those of the last iteration."""
         if self.link is not None and self.link.follows:
             return self.link.receive(stream)
         commands: list[_Command] = []
@@ -385,8 +385,8 @@ class EngineWorker(ModelThread[LoadedModel]):
                 break
         # A burst gathered by the wait starts together: the solo path is for one alone.
         alone = self.batch_wait <= 0 or sum(isinstance(c, _Submit) for c in commands) == 1
-        if self.link is not None:  # rank 0 of a group
-            self.link.send(commands, alone, stream)
+        if self.link is not None:  # rank 0 of a group: what it read runs an iteration later
+            return self.link.send(commands, alone, stream)
         return commands, alone
 
     def _drafted(self, loaded: LoadedModel) -> DraftedModel:

@@ -5,8 +5,8 @@ On one CPU machine two ranks share the same cores and memory, so the group is no
 figure measures what splitting the model and stepping in lockstep cost, not a speed-up. The
 lockstep's share of that is measured apart (`--probe`, run as two ranks): decode steps of the
 bundled model sharded over two ranks, with and without rank 0's per-step message before each
-forward pass (the engine's `_next_commands` send/receive), alternated in rounds; goal: the
-message costs at most 5% of a step.
+forward pass (the engine's `_next_commands` post/collect, pipelined), alternated in rounds;
+goal: the message costs at most 5% of a step.
 
     PYTHONPATH=$PWD .venv/bin/python tests/benchmarks/bench_distributed.py [--tokens 200]
 """
@@ -122,8 +122,11 @@ def probe(steps: int, rounds: int) -> None:
             y = mx.array([[9]])
             started = time.perf_counter()
             for _ in range(steps):
-                if with_message:
-                    channel.exchange(message, generation_stream)
+                if with_message:  # as the engine does (lockstep.py): pipelined
+                    if channel.rank == 0:
+                        channel.post(message, generation_stream)
+                    else:
+                        channel.collect(generation_stream)
                 logits = loaded.model(y, cache=cache)
                 y = mx.argmax(logits[:, -1:, :], axis=-1)
                 mx.eval(y)

@@ -25,16 +25,21 @@ SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required"
 
 
 class Loopback:
-    """A channel to itself: rank 0's messages are the next ones the other end receives."""
+    """A pipelined channel to itself (channel.py's post/collect): the other end collects rank
+    0's messages in order, the first collect (nothing posted a step before) finding none."""
 
     def __init__(self, rank: int, queue: list[bytes]) -> None:
         self.rank, self.size, self.group = rank, 2, None
         self.queue = queue
+        self.collected = False
 
-    def send(self, payload: bytes, stream: Any) -> None:
+    def post(self, payload: bytes, stream: Any) -> None:
         self.queue.append(payload)
 
-    def receive(self, stream: Any) -> bytes:
+    def collect(self, stream: Any) -> bytes | None:
+        if not self.collected:
+            self.collected = True
+            return None
         return self.queue.pop(0)
 
     def wait(self) -> None:
@@ -73,10 +78,14 @@ async def test_what_rank_0_sends_the_others_rebuild(loaded: LoadedModel) -> None
     stream = GenerationStream(Engine(), loop)
     sampling = SamplingParams(9, temperature=0.7, top_p=0.9, logprobs=2, top_k=5, seed=11)
     submit = _Submit(stream, [5, 6, 7, 8], sampling, processors, (2, 3), scope="key")
-    leader.send([submit], False, None)
-    leader.send([_Cancel(stream), Stop(release=True)], True, None)
-    leader.send([], True, None)  # an idle heartbeat
+    # What rank 0 posts runs an iteration later, on rank 0 as on the others.
+    assert leader.send([submit], False, None) == ([], True)
+    assert leader.heartbeat == 0  # idle, it runs the next iteration at once
+    assert leader.send([_Cancel(stream), Stop(release=True)], True, None) == ([submit], False)
+    assert leader.send([], True, None)[0][1] == Stop(release=True)  # an idle heartbeat's
+    assert leader.heartbeat == 1.25
 
+    assert follower.receive(None) == ([], True)
     (got,), alone = follower.receive(None)
     assert alone is False
     assert isinstance(got, _Submit)
@@ -112,6 +121,7 @@ async def test_a_stalled_step_fails_the_requests_in_flight(loaded: LoadedModel) 
     leader.listen(heard.append)
     leader.start()
     leader.send([_Submit(stream, [1, 2], SamplingParams(4), [])], True, None)
+    leader.send([], True, None)  # the admission runs, and its step never ends
     chunk: Chunk = await asyncio.wait_for(stream._queue.get(), 5)
     assert chunk.finish_reason == "error" and "stalled" in (chunk.error or "")
     assert engine.alive is False
@@ -128,7 +138,7 @@ async def test_a_stalled_step_fails_the_requests_in_flight(loaded: LoadedModel) 
 
 def test_a_lost_peer_breaks_the_link_for_good(loaded: LoadedModel) -> None:
     class Lost(Loopback):
-        def receive(self, stream: Any) -> bytes:
+        def collect(self, stream: Any) -> bytes:
             raise RuntimeError("[ring] connection to a peer was lost")
 
     follower = Follower(Lost(1, []), 5.0, _rebuild(loaded))  # type: ignore[arg-type]

@@ -11,15 +11,19 @@ class Lockstep(Protocol):
     """One rank's end of the lockstep: rank 0 sends (`follows` false), the others receive."""
 
     follows: bool
-    # Seconds an idle rank 0 waits for a command before it sends an empty message (so the other
-    # ranks know it is alive).
-    heartbeat: float
 
-    def send(self, commands: Sequence[Any], alone: bool, stream: Any) -> None:
-        """Rank 0: the commands its engine read this iteration, and its solo decision, to every
-        rank, queued on `stream` (the scheduler's) before the step."""
+    @property
+    def heartbeat(self) -> float:
+        """Seconds an idle rank 0 waits for a command before it sends an empty message (so the
+        other ranks know it is alive)."""
+        ...
+
+    def send(self, commands: Sequence[Any], alone: bool, stream: Any) -> tuple[list[Any], bool]:
+        """Rank 0: posts the commands its engine read this iteration, and its solo decision, to
+        every rank, queued on `stream` (the scheduler's) before the step; returns what every
+        rank runs now (what it posted last iteration)."""
         ...
 
     def receive(self, stream: Any) -> tuple[list[Any], bool]:
-        """Another rank: the commands rank 0 read this iteration and its solo decision."""
+        """Another rank: the commands rank 0 runs now, and its solo decision."""
         ...

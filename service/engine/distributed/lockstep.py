@@ -1,11 +1,14 @@
 """The engine loop in lockstep across a distributed group: rank 0 decides, every rank steps.
 
 Each loop iteration rank 0's engine reads its command queue (admissions, cancels, a stop; the
-wait for a burst and the choice of the solo path are made there, on rank 0 only) and sends what
+wait for a burst and the choice of the solo path are made there, on rank 0 only) and posts what
 it read (`Leader.send`) before the step's forward pass; the other ranks' engines take the same
-commands from the group instead of a queue (`Follower.receive`). Everything else an engine
-decides follows from its commands and the tokens it samples, identical on every rank (the
-ranks' random state is seeded alike at the handshake), so nothing is sent per token.
+commands from the group instead of a queue (`Follower.receive`). Pipelined (channel.py): what
+rank 0 read in one iteration runs in the next on every rank, rank 0 included, so no rank waits
+for the message (an idle rank 0 that just read a request runs the next iteration at once).
+Everything else an engine decides follows from its commands and the tokens it samples,
+identical on every rank (the ranks' random state is seeded alike at the handshake), so nothing
+is sent per token.
 
 An admission crosses as its prompt tokens, sampling parameters (seed included), checkpoints,
 scope and the specs of its logits processors (service/models/processors.py), which the other
@@ -52,13 +55,21 @@ class _Link:
         self.channel = channel
         self.timeout = timeout
         # How long an idle rank 0 waits for a command before it sends an empty message.
-        self.heartbeat = max(0.05, timeout / 4)
+        self._heartbeat = max(0.05, timeout / 4)
+        # What rank 0 posted last iteration: it runs this one.
+        self._held: tuple[list[Command], bool] = ([], True)
         self.broken: str | None = None
         self._listeners: list[Callable[[str], object]] = []
         self._last = time.monotonic()
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._watchdog: threading.Thread | None = None
+
+    @property
+    def heartbeat(self) -> float:
+        """How long an idle rank 0 waits for a command: none while commands it posted wait to
+        run (the next iteration runs them at once)."""
+        return 0.0 if self._held[0] else self._heartbeat
 
     @property
     def rank(self) -> int:
@@ -116,7 +127,7 @@ class _Link:
         self._last = time.monotonic()
 
     def _watch(self) -> None:
-        while not self._closed.wait(self.heartbeat):
+        while not self._closed.wait(self._heartbeat):
             quiet = time.monotonic() - self._last
             if quiet > self.timeout:
                 self._break(
@@ -143,7 +154,9 @@ class _Link:
     def _on_break(self, reason: str) -> None:
         """The end's own part of a break."""
 
-    def send(self, commands: Sequence[Command], alone: bool, stream: Any) -> None:
+    def send(
+        self, commands: Sequence[Command], alone: bool, stream: Any
+    ) -> tuple[list[Command], bool]:
         raise TypeError("only rank 0 sends")
 
     def receive(self, stream: Any) -> tuple[list[Command], bool]:
@@ -171,21 +184,26 @@ class Leader(_Link):
         """The engine whose requests fail when the link breaks."""
         self._worker = worker
 
-    def send(self, commands: Sequence[Command], alone: bool, stream: Any) -> None:
-        """Sends `commands` and the solo decision to every rank, queued on `stream` after the
-        work already there; raises GroupLost when the group is lost (for good)."""
+    def send(
+        self, commands: Sequence[Command], alone: bool, stream: Any
+    ) -> tuple[list[Command], bool]:
+        """Posts `commands` and the solo decision to every rank, queued on `stream` after the
+        work already there, and returns what it posted last iteration: every rank runs that
+        now. Raises GroupLost when the group is lost (for good)."""
         if self.broken is not None:
             raise GroupLost(self.broken)
         try:
             payload = self._encode(commands, alone) if commands else b""
-            self.channel.send(payload, stream)
-            if any(isinstance(c, Stop) for c in commands):
+            self.channel.post(payload, stream)
+            held, self._held = self._held, (list(commands), alone)
+            if any(isinstance(c, Stop) for c in held[0]):
                 self.channel.wait()
                 self.close()
         except Exception as exc:
             self._break(f"the distributed group failed: {exc}")
             raise GroupLost(str(exc)) from exc
         self._beat()
+        return held
 
     def _encode(self, commands: Sequence[Command], alone: bool) -> bytes:
         wire: list[Any] = [alone]
@@ -253,12 +271,12 @@ class Follower(_Link):
         self._new_stream = lambda: FollowerStream(worker, loop)
 
     def receive(self, stream: Any) -> tuple[list[Command], bool]:
-        """The commands rank 0 read this iteration and its solo decision (blocks until they
-        come); raises GroupLost when the group is lost."""
+        """The commands rank 0 read last iteration and its solo decision (blocks until they
+        come: rank 0 runs them now too); raises GroupLost when the group is lost."""
         if self.broken is not None:
             raise GroupLost(self.broken)
         try:
-            payload = self.channel.receive(stream)
+            payload = self.channel.collect(stream)
             commands, alone = self._decode(payload) if payload else ([], True)
         except Exception as exc:
             self._break(f"the distributed group failed: {exc}")
