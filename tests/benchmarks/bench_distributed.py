@@ -157,7 +157,13 @@ def protocol_cost(steps: int, rounds: int) -> dict[str, float]:
         outputs = [p.communicate(timeout=600)[0] for p in procs]
     times = json.loads(outputs[0].strip().splitlines()[-1])
     plain, sent = statistics.median(times["plain"]), statistics.median(times["sent"])
-    return {"step_ms": plain * 1000, "step_with_message_ms": sent * 1000, "share": sent / plain - 1}
+    quiet = min(times["sent"]) / min(times["plain"]) - 1  # the least disturbed rounds
+    return {
+        "step_ms": plain * 1000,
+        "step_with_message_ms": sent * 1000,
+        "share": sent / plain - 1,
+        "share_of_fastest": quiet,
+    }
 
 
 def main() -> None:
@@ -174,9 +180,11 @@ def main() -> None:
     print(
         f"lockstep message per step (bundled model, 2 ranks, tensor): step "
         f"{cost['step_ms']:.3f} ms, with the message {cost['step_with_message_ms']:.3f} ms: "
-        f"{cost['share'] * 100:+.1f}% (goal <= {GOAL * 100:.0f}%: "
+        f"{cost['share'] * 100:+.1f}% (medians; fastest rounds "
+        f"{cost['share_of_fastest'] * 100:+.1f}%; goal <= {GOAL * 100:.0f}%: "
         f"{'met' if cost['share'] <= GOAL else 'MISSED'})"
     )
+    print(f"machine load (1 min): {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as folder:
         model = tiny_shaped(Path(folder) / "random")
         figures = serving(model, args.tokens)
