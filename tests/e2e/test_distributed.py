@@ -173,10 +173,12 @@ def test_four_at_once_as_one_process(tensor_group: Group, reference: str) -> Non
 def test_pipeline_answers_as_one_process_and_a_killed_rank_fails_loudly(
     model: Path, reference: str
 ) -> None:
-    """Pipeline parallel (each rank its own layers) answers as one process; then rank 1 is
+    """Pipeline parallel (each rank its own layers; mlx-lm's BatchGenerator, the GPU's
+    default, where the tensor group runs our slots) answers as one process; then rank 1 is
     killed mid-stream: the stream ends with response.failed within the timeout, and the
     core's health turns NOT_SERVING (rank 0 stays up, routed around, until restarted)."""
-    with by_hand(model, "pipeline", "--distributed-timeout", str(TIMEOUT)) as group:
+    flags = ("--distributed-timeout", str(TIMEOUT), "--engine", "batch")
+    with by_hand(model, "pipeline", *flags) as group:
         for prompt in PROMPTS[:2]:
             assert _answer(_respond(group.url, input=prompt)) == _alone(reference, input=prompt)
         events = _events(group.url, input=PROMPTS[0], max_output_tokens=100000)
