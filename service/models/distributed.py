@@ -124,13 +124,13 @@ async def run_follower(
 
     source = resolve_model(settings.models[0], settings.allow_download)
     (model_id,) = served_ids([source], settings.model_aliases)
-    held: dict[str, Any] = {}
+    grammars: list[GrammarFactory] = []
 
-    def rebuild(specs: list[list[Any]]) -> list[Any]:
-        loaded = held["loaded"]
-        if "grammars" not in held:
-            held["grammars"] = GrammarFactory(loaded.tokenizer._tokenizer, loaded.vocab_size)
-        return build_processors(specs, loaded, held["grammars"])
+    def rebuild(specs: list[list[Any]]) -> list[Any]:  # on the engine thread, once loaded
+        loaded = worker.loaded
+        if not grammars:
+            grammars.append(GrammarFactory(loaded.tokenizer._tokenizer, loaded.vocab_size))
+        return build_processors(specs, loaded, grammars[0])
 
     link = Follower(Channel(group), settings.distributed_timeout, rebuild)
     lost = asyncio.Event()
@@ -138,7 +138,7 @@ async def run_follower(
     link.listen(lambda reason: loop.call_soon_threadsafe(lost.set))
     worker = build(settings, model_id, ShardLoad(settings, model_id, link, group), link)
     link.attach(worker, loop)
-    held["loaded"] = await worker.start()
+    await worker.start()
     log.info("rank %d of %d: following rank 0", group.rank(), group.size())
     stopped = asyncio.create_task(asyncio.to_thread(worker._stopped.wait))
     ends = {stopped, asyncio.create_task(lost.wait()), asyncio.create_task(stop.wait())}
