@@ -137,7 +137,7 @@ async def run_follower(
     loop = asyncio.get_running_loop()
     link.listen(lambda reason: loop.call_soon_threadsafe(lost.set))
     worker = build(settings, model_id, ShardLoad(settings, model_id, link, group), link)
-    link.attach(worker, loop)
+    link.attach(worker)
     await worker.start()
     log.info("rank %d of %d: following rank 0", group.rank(), group.size())
     stopped = asyncio.create_task(asyncio.to_thread(worker._stopped.wait))

@@ -74,7 +74,7 @@ async def test_what_rank_0_sends_the_others_rebuild(loaded: LoadedModel) -> None
     queue: list[bytes] = []
     leader = Leader(Loopback(0, queue), 5.0)  # type: ignore[arg-type]
     follower = Follower(Loopback(1, queue), 5.0, _rebuild(loaded))  # type: ignore[arg-type]
-    follower.attach(Engine(), loop)  # type: ignore[arg-type]
+    follower.attach(Engine())  # type: ignore[arg-type]
     stream = GenerationStream(Engine(), loop)
     sampling = SamplingParams(9, temperature=0.7, top_p=0.9, logprobs=2, top_k=5, seed=11)
     submit = _Submit(stream, [5, 6, 7, 8], sampling, processors, (2, 3), scope="key")

@@ -28,7 +28,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 from mlx_responses.service.engine.distributed.channel import Channel, ChannelError
@@ -242,6 +242,14 @@ class Leader(_Link):
                 stream._loop.call_soon_threadsafe(stream.deliver, chunk)
 
 
+class _Inline:
+    """The "loop" of the other ranks' streams: the outbox's deliveries run at once on the engine
+    thread (they only mark a stream finished), so no event loop wakes up each step."""
+
+    def call_soon_threadsafe(self, callback: Callable[..., object], *args: Any) -> None:
+        callback(*args)
+
+
 class FollowerStream(GenerationStream):
     """A stream on another rank: what its engine generates is computed and dropped."""
 
@@ -266,9 +274,10 @@ class Follower(_Link):
         self._streams: dict[int, GenerationStream] = {}
         self._new_stream: Callable[[], GenerationStream] | None = None
 
-    def attach(self, worker: EngineWorker, loop: asyncio.AbstractEventLoop) -> None:
-        """The engine these commands are for, and the loop its streams belong to."""
-        self._new_stream = lambda: FollowerStream(worker, loop)
+    def attach(self, worker: EngineWorker) -> None:
+        """The engine these commands are for."""
+        inline = cast(asyncio.AbstractEventLoop, _Inline())
+        self._new_stream = lambda: FollowerStream(worker, inline)
 
     def receive(self, stream: Any) -> tuple[list[Command], bool]:
         """The commands rank 0 read last iteration and its solo decision (blocks until they
