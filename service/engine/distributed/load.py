@@ -17,6 +17,7 @@ from typing import Any
 
 import mlx.core as mx
 from mlx_responses.service.config import ConfigError
+from mlx_responses.service.engine.mlx_lm_compat import load_architecture, sharded_load
 from mlx_responses.service.engine.model import LoadedModel, context_length_of, sampling_defaults
 from mlx_responses.service.engine.sliding_window import apply_window
 
@@ -37,9 +38,7 @@ def join_group() -> Any | None:
 def shard_modes(folder: Path) -> tuple[str, ...]:
     """The ways mlx-lm can split the model in `folder`, tensor first (its class, built lazily:
     no weight is read)."""
-    from mlx_lm.utils import load_model
-
-    model, _ = load_model(folder, lazy=True, strict=False)
+    model, _ = load_architecture(folder, lazy=True, strict=False)
     modes = []
     if hasattr(model, "shard"):
         modes.append("tensor")
@@ -77,8 +76,6 @@ def resolve_mode(requested: str, folder: Path) -> str:
 def load_shard(folder: Path, alias: str, mode: str, group: Any) -> LoadedModel:
     """This rank's shard of the model in `folder` (`mode`: tensor or pipeline), loaded with
     mlx-lm's sharded_load; returns once every rank has loaded its own (it ends on a barrier)."""
-    from mlx_lm.utils import sharded_load
-
     started = time.perf_counter()
     model, tokenizer, config = sharded_load(
         str(folder),
