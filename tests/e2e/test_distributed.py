@@ -27,6 +27,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 
 from tests.support.group import Group, by_hand, launched
+from tests.support.processes import process
 from tests.support.random_model import build_random_model
 from tests.support.stack import Stack
 from tests.support.tools import WEATHER
@@ -200,3 +201,11 @@ def _wait_not_serving(group: Group, since: float) -> None:
     while group.health() != health_pb2.HealthCheckResponse.NOT_SERVING:
         assert time.monotonic() - since < TIMEOUT + 2, group.output()
         time.sleep(0.1)
+
+
+def test_a_mode_without_a_group_is_refused(model: Path) -> None:
+    """`--distributed tensor` outside mlx.launch: exit 2 with the reason (one process would
+    otherwise serve alone while its operator believes it sharded)."""
+    with process("serve", "--distributed", "tensor", "--model", str(model)) as proc:
+        assert proc.wait(60) == 2
+        assert "needs a group of processes: start them with mlx.launch" in proc.output()
