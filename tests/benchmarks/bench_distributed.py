@@ -3,10 +3,11 @@ one process and by a 2-rank ring group (tensor parallel), and the lockstep's own
 
 On one CPU machine two ranks share the same cores and memory, so the group is no faster: its
 figure measures what splitting the model and stepping in lockstep cost, not a speed-up. The
-lockstep's share of that is measured apart (`--probe`, run as two ranks): decode steps of the
-bundled model sharded over two ranks, with and without rank 0's per-step message before each
-forward pass (the engine's `_next_commands` post/collect, pipelined), alternated in rounds;
-goal: the message costs at most 5% of a step.
+engines alone (rank 0's engine fed requests directly, no server around it) are measured too,
+one process and two ranks. The lockstep's share is measured apart (`--probe`, run as two
+ranks): decode steps of the bundled model sharded over two ranks, with and without rank 0's
+per-step message before each forward pass (the engine's `_next_commands` post/collect,
+pipelined), alternated in rounds; goal: the message costs at most 5% of a step.
 
     PYTHONPATH=$PWD .venv/bin/python tests/benchmarks/bench_distributed.py [--tokens 200]
 """
@@ -99,6 +100,70 @@ def serving(model: Path, tokens: int) -> dict[str, float]:
     return figures
 
 
+# --- the engines alone: no server around them ---------------------------------------------
+async def _engines(model: Path, tokens: int) -> None:
+    """One rank of `engines_alone` (or the one process): rank 0's engine fed requests directly
+    (1 stream, then 4), the others following; rank 0 prints tokens/s as JSON."""
+    import asyncio
+
+    from mlx_responses.service.config import Settings
+    from mlx_responses.service.engine.distributed.channel import Channel
+    from mlx_responses.service.engine.distributed.load import join_group
+    from mlx_responses.service.engine.distributed.lockstep import Leader
+    from mlx_responses.service.engine.model import load_model
+    from mlx_responses.service.engine.requests import SamplingParams
+    from mlx_responses.service.models.distributed import ShardLoad, group_settings, run_follower
+    from mlx_responses.service.models.pool import engine_worker
+
+    group = join_group()
+    settings = Settings(models=(model,), distributed="tensor" if group else "auto")
+    if group is None:
+        worker = engine_worker(settings, "m", lambda: load_model(model))
+    else:
+        settings = group_settings(settings)
+        if group.rank() != 0:
+            await run_follower(settings, group, engine_worker, asyncio.Event())
+            return
+        leader = Leader(Channel(group), settings.distributed_timeout)
+        worker = engine_worker(settings, "m", ShardLoad(settings, "m", leader, group), leader)
+        leader.attach(worker)
+    await worker.start()
+
+    async def one(i: int) -> int:
+        stream = worker.submit([1, 2, 3, 4 + i], SamplingParams(tokens, temperature=0))
+        return sum([c.tokens async for chunks in stream.batches() for c in chunks])
+
+    await one(99)  # warm
+    figures = {}
+    for streams in (1, 4):
+        started = time.perf_counter()
+        done = await asyncio.gather(*(one(i) for i in range(streams)))
+        figures[streams] = sum(done) / (time.perf_counter() - started)
+    print(json.dumps(figures), flush=True)
+    worker.stop()
+
+
+def engines_alone(model: Path, tokens: int) -> dict[str, float]:
+    """Tokens/s of the engines without their servers: one process, then two ranks."""
+    figures: dict[str, float] = {}
+    for ranks in (1, 2):
+        with tempfile.TemporaryDirectory() as folder:
+            hostfile = Path(folder) / "hosts.json"
+            hostfile.write_text(json.dumps([[f"127.0.0.1:{free_port()}"] for _ in range(2)]))
+            procs = []
+            for rank in range(ranks):
+                env = dict(os.environ)
+                if ranks > 1:
+                    env |= {"MLX_RANK": str(rank), "MLX_HOSTFILE": str(hostfile)}
+                command = [sys.executable, __file__, "--engines", str(model), str(tokens)]
+                procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True))
+            outputs = [p.communicate(timeout=600)[0] for p in procs]
+        measured = json.loads(outputs[0].strip().splitlines()[-1])
+        for streams, value in measured.items():
+            figures[f"{ranks} rank{'s' if ranks > 1 else ''}, {streams} streams"] = value
+    return figures
+
+
 # --- the probe: two ranks stepping the bundled model ---------------------------------------
 def probe(steps: int, rounds: int) -> None:
     """One rank of the probe (run by `protocol_cost`): prints rank 0's step times as JSON."""
@@ -172,9 +237,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="decode steps per probe round")
     parser.add_argument("--rounds", type=int, default=7, help="probe rounds (alternated)")
     parser.add_argument("--probe", nargs=2, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--engines", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe:
         probe(*args.probe)
+        return
+    if args.engines:
+        import asyncio
+
+        asyncio.run(_engines(Path(args.engines[0]), int(args.engines[1])))
         return
     cost = protocol_cost(args.steps, args.rounds)
     verdict = "met" if cost["share_of_fastest"] <= GOAL else "MISSED"
@@ -187,12 +258,16 @@ def main() -> None:
     print(f"machine load (1 min): {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as folder:
         model = tiny_shaped(Path(folder) / "random")
+        alone = engines_alone(model, args.tokens)
         figures = serving(model, args.tokens)
-    for name, value in figures.items():
-        print(f"{name}: {value:.1f} tokens/s")
-    for streams in (1, 4):
-        ratio = figures[f"2 ranks, {streams} streams"] / figures[f"1 rank, {streams} streams"]
-        print(f"{streams} streams: 2 ranks / 1 rank = {ratio:.2f} (one machine: a cost)")
+    for title, measured in (("engines alone", alone), ("served over HTTP", figures)):
+        for name, value in measured.items():
+            print(f"{title}: {name}: {value:.1f} tokens/s")
+        for streams in (1, 4):
+            ratio = measured[f"2 ranks, {streams} streams"] / measured[f"1 rank, {streams} streams"]
+            print(
+                f"{title}: {streams} streams: 2 ranks / 1 rank = {ratio:.2f} (one machine: a cost)"
+            )
 
 
 if __name__ == "__main__":
