@@ -160,6 +160,10 @@ def launched(model: Path, mode: str, *extra: str, ranks: int = 2) -> Iterator[Gr
         with contextlib.suppress(subprocess.TimeoutExpired):
             launcher.wait(30)
         _stop([launcher], [log])
+        for pid in ranks_up:  # a rank the group left behind (it never heard the stop)
+            with contextlib.suppress(OSError):
+                if b"mlx-responses" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(pid, signal.SIGKILL)
 
 
 def _children(pid: int) -> list[int]:
