@@ -100,6 +100,30 @@ async def _run(args: argparse.Namespace) -> int:
     from mlx_responses.service.engine.blas import preload_blas
 
     preload_blas(settings.blas)  # before anything imports mlx
+    from mlx_responses.service.engine.distributed.load import join_group
+
+    group = join_group()  # under mlx.launch: this process's group, else None
+    if group is not None:
+        from mlx_responses.service.models.distributed import group_settings, run_follower
+        from mlx_responses.service.models.pool import engine_worker
+
+        try:
+            settings = group_settings(settings)
+        except (ConfigError, ModelNotFoundError) as exc:
+            log.error("invalid configuration: %s", exc)
+            return 2
+        if group.rank() != 0:  # the other ranks run only the engine, fed by rank 0
+            code = await run_follower(settings, group, engine_worker, stop)
+            signals.cancel()
+            return code
+        log.info("rank 0 of %d: serving, %s parallel", group.size(), settings.distributed)
+    elif settings.distributed != "auto":
+        log.error(
+            "invalid configuration: --distributed %s needs a group of processes: start them "
+            "with mlx.launch (docs/guides/distributed.md)",
+            settings.distributed,
+        )
+        return 2
     from mlx_responses.service.core import Core
     from mlx_responses.service.server import start_core_server
 
@@ -134,6 +158,7 @@ async def _run(args: argparse.Namespace) -> int:
             log.error("invalid configuration: %s", exc)
             return 2
         await server.set_serving()
+        server.follow_group()
         log.info("ready: models %s", ", ".join(core.models.models))
         await stop.wait()
     finally:

@@ -81,6 +81,9 @@ class Settings:
     engine: str = F.ENGINE.default
     stream_window_ms: float = F.STREAM_WINDOW_MS.default
     batch_wait_ms: float = F.BATCH_WAIT_MS.default
+    # Under mlx.launch: how the ranks split the model, and when a silent group counts as lost.
+    distributed: str = F.DISTRIBUTED.default
+    distributed_timeout: float = F.DISTRIBUTED_TIMEOUT.default
     store_url: str = F.STORE_URL.default
     # Never in a repr (settings may be logged): keys are secrets.
     api_keys: tuple[str, ...] = field(default=(), repr=False)
@@ -148,6 +151,8 @@ class Settings:
             raise ConfigError("--stream-window-ms must be between 0 and 1000")
         if not 0 <= self.batch_wait_ms <= 1000:
             raise ConfigError("--batch-wait-ms must be between 0 and 1000")
+        if not 0 < self.distributed_timeout <= 3600:
+            raise ConfigError("--distributed-timeout must be in (0, 3600]")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError("--metrics-port must be between 0 and 65535")
         if self.reasoning_echo_max_bytes < 0:

@@ -607,6 +607,27 @@ BATCH_WAIT_MS = Flag(
     CORE_SIDE,
     type=float,
 )
+DISTRIBUTED = Flag(
+    "--distributed",
+    "distributed",
+    "auto",
+    "under mlx.launch (several processes, one model): how the ranks split it: tensor (every "
+    "layer across the ranks: the model's shard()), pipeline (a run of layers per rank: "
+    "model.pipeline()), or auto: tensor where the model can, else pipeline; rank 0 serves, the "
+    "others run only the engine (docs/guides/distributed.md). One process: no effect",
+    CORE_SIDE,
+    choices=("auto", "tensor", "pipeline"),
+)
+DISTRIBUTED_TIMEOUT = Flag(
+    "--distributed-timeout",
+    "distributed_timeout",
+    60.0,
+    "under mlx.launch, seconds without a completed step after which the group counts as lost "
+    "(a rank died or stalled): requests in flight fail, the core's health turns NOT_SERVING "
+    "and stays so until the operator restarts the group",
+    CORE_SIDE,
+    type=float,
+)
 HOSTED_TOOLS = Flag(
     "--hosted-tools",
     "hosted_tools",
@@ -807,6 +828,8 @@ FLAGS: tuple[Flag[Any], ...] = (
     ENGINE,
     STREAM_WINDOW_MS,
     BATCH_WAIT_MS,
+    DISTRIBUTED,
+    DISTRIBUTED_TIMEOUT,
     HOSTED_TOOLS,
     ALLOW_CLIENT_CHAT_TEMPLATE,
     ISOLATE_KEYS,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -57,11 +58,33 @@ class CoreServer:
     port: int
     health: health.aio.HealthServicer
     core: Core
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def set_serving(self) -> None:
         """Marks every service SERVING (after the model loaded)."""
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def set_not_serving(self) -> None:
+        """Marks every service NOT_SERVING (the distributed group serving the model is lost:
+        façades route around this core until the operator restarts the group)."""
+        for name in ("", *SERVICE_NAMES):
+            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    def follow_group(self) -> None:
+        """In a distributed group: health turns NOT_SERVING for good when the group is lost
+        (called on the event loop once serving)."""
+        link = self.core.models.link
+        if link is None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def lost() -> None:  # on the loop
+            task = loop.create_task(self.set_not_serving())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        link.listen(lambda reason: loop.call_soon_threadsafe(lost))
 
     async def shutdown(self, grace_secs: float) -> DrainReport:
         """SIGTERM: NOT_SERVING and no new RPCs at once; running work gets `grace_secs` to

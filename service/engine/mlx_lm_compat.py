@@ -28,6 +28,8 @@ from mlx_lm.sample_utils import (
     make_sampler,
 )
 from mlx_lm.tokenizer_utils import TokenizerWrapper
+from mlx_lm.utils import load_model as load_architecture
+from mlx_lm.utils import sharded_load
 
 __all__ = [
     "KEYWORDS",
@@ -46,10 +48,12 @@ __all__ = [
     "can_trim_prompt_cache",
     "greedy_sampler",
     "load",
+    "load_architecture",
     "make_frequency_penalty",
     "make_presence_penalty",
     "make_prompt_cache",
     "make_sampler",
+    "sharded_load",
     "trim_prompt_cache",
 ]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import logging
 import queue
@@ -24,6 +25,7 @@ import mlx.core as mx
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.admission import AdmissionQueue
 from mlx_responses.service.engine.delivery import Active, token_logprobs
+from mlx_responses.service.engine.distributed.link import Lockstep
 from mlx_responses.service.engine.draft_model import paired_with_draft
 from mlx_responses.service.engine.kv_quant import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.kv_store import open_store
@@ -127,6 +129,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     metrics: EngineObserver | None = None
     clock: Callable[[], float] = time.time  # the prompt-cache entries' lifetimes' (tests: any)
     memory: MemoryBudget | None = None  # the process's budget (--memory-limit; kv_store.py)
+    link: Lockstep | None = None  # in a group, commands cross the ranks (distributed/lockstep)
     # The prefill settings resolved for the device, on the MLX thread before the first step.
     _prefill: Prefill = field(init=False, repr=False)
 
@@ -330,7 +333,9 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         by_stream: dict[int, int] = {}
         try:
             while True:
-                commands, alone = self._next_commands(busy=bool(active or self._waiting))
+                commands, alone = self._next_commands(
+                    busy=bool(active or self._waiting), stream=scheduler.stream
+                )
                 for command in commands:
                     if isinstance(command, Stop):
                         self._release = command.release
@@ -378,17 +383,19 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                 self._park()
             self._stopped.set()
 
-    def _next_commands(self, *, busy: bool) -> tuple[list[_Command], bool]:
-        """The commands to run before the next step, and whether a request among them may
-        decode alone (`Admission.alone`): the one place the command queue is read.
-
-        Idle (`busy` false), it blocks for the next command, then with `batch_wait` gathers
-        what else comes within it of the last arrival (and of 4 waits since the first), so a
-        burst starts as one batch; then everything already queued."""
+    def _next_commands(self, *, busy: bool, stream: Any = None) -> tuple[list[_Command], bool]:
+        """The commands before the next step, and whether one among them may decode alone
+        (`Admission.alone`): the one place the queue is read. Idle (`busy` false), it blocks for
+        the next command, then with `batch_wait` gathers what comes within it of the last
+        arrival (4 waits at most), so a burst starts as one batch; then all queued. In a group
+        (`link`), rank 0 posts them on `stream` and every rank runs those of the last iteration."""
+        if self.link is not None and self.link.follows:
+            return self.link.receive(stream)
         commands: list[_Command] = []
         if not busy:
-            commands.append(self._commands.get())
-            if self.batch_wait > 0:
+            with contextlib.suppress(queue.Empty):
+                commands.append(self._commands.get(timeout=getattr(self.link, "heartbeat", None)))
+            if self.batch_wait > 0 and commands:
                 deadline = time.perf_counter() + 4 * self.batch_wait
                 while (now := time.perf_counter()) < deadline:
                     try:
@@ -403,6 +410,8 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                 break
         # A burst gathered by the wait starts together: the solo path is for one alone.
         alone = self.batch_wait <= 0 or sum(isinstance(c, _Submit) for c in commands) == 1
+        if self.link is not None:  # rank 0 of a group: what it read runs an iteration later
+            return self.link.send(commands, alone, stream)
         return commands, alone
 
     def _new_cache(self) -> list[Any]:

@@ -39,10 +39,15 @@ from mlx_responses.service.models.vision_config import vision_folder
 from mlx_responses.v1 import responses_pb2 as pb
 
 if TYPE_CHECKING:  # a runtime imports MLX: `mlx-responses` imports this before it picks a BLAS
+    from pathlib import Path
+
     from mlx_responses.service.config import Settings
+    from mlx_responses.service.engine.distributed.lockstep import Follower, Leader
     from mlx_responses.service.engine.memory.budget import MemoryBudget
     from mlx_responses.service.engine.model import LoadedModel
-    from mlx_responses.service.metrics import CoreMetrics
+    from mlx_responses.service.engine.vision.encoder import ImageEncoder
+    from mlx_responses.service.engine.worker import EngineWorker
+    from mlx_responses.service.metrics import CoreMetrics, EngineMetrics
     from mlx_responses.service.models.runtime import ModelRuntime
 
 log = logging.getLogger(__name__)
@@ -175,6 +180,8 @@ class ModelPool:
         # The process's memory budget (--memory-limit), shared by every model's engine; made
         # when the first model starts (it imports MLX).
         self.memory: MemoryBudget | None = None
+        # In a distributed group: rank 0's end of the lockstep (its health follows it).
+        self.link: Leader | None = None
 
     # --- configuration -----------------------------------------------------------------------
     async def resolve(self) -> None:
@@ -429,10 +436,13 @@ class ModelPool:
     async def _start(self, model: ServedModel) -> ModelRuntime:
         """Starts the model's engine worker (it loads the weights on its own thread)."""
         from mlx_responses.service.engine.blas import blas_in_use
+        from mlx_responses.service.engine.distributed.channel import Channel
+        from mlx_responses.service.engine.distributed.load import join_group
+        from mlx_responses.service.engine.distributed.lockstep import Leader
         from mlx_responses.service.engine.memory.device import process_budget
         from mlx_responses.service.engine.model import load_model
         from mlx_responses.service.engine.vision.encoder import ImageEncoder
-        from mlx_responses.service.engine.worker import EngineWorker
+        from mlx_responses.service.models.distributed import ShardLoad
         from mlx_responses.service.models.runtime import ModelRuntime
 
         s = self.settings
@@ -447,29 +457,26 @@ class ModelPool:
             load = vision_loader(model.id, model.source.folder)
         # --draft-model shares the first --model's tokenizer; the others serve without it.
         draft = self.draft if s.models and model is self.default else None
-        speculative = "off" if s.speculative == "draft" and draft is None else s.speculative
-        worker = EngineWorker(
-            load,
-            name=f"mlx-engine-{model.id}",
-            max_batch_size=s.max_batch_size,
-            max_queued_requests=s.max_queued_requests,
-            prompt_cache_max_entries=s.prompt_cache_max_entries,
-            prompt_cache_max_bytes=s.prompt_cache_max_bytes,
-            prompt_cache_dir=None if s.no_prompt_cache_disk else s.prompt_cache_dir,
-            prompt_cache_disk_bytes=s.prompt_cache_disk_bytes,
-            speculative=speculative,
-            num_draft_tokens=s.num_draft_tokens,
-            load_draft=functools.partial(load_model, draft.folder) if draft else None,
-            kv_bits=s.kv_bits,
-            max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
-            prefill_batch_size=s.prefill_batch_size,
-            stream_window=s.stream_window_ms / 1000,
-            batch_wait=s.batch_wait_ms / 1000,
-            engine=s.engine,
-            encoder=ImageEncoder(s.image_encoding_cache_entries),
-            metrics=self.metrics.engine,
-            memory=self.memory,
-        )
+        group = join_group()
+        if group is None:
+            worker = engine_worker(
+                s,
+                model.id,
+                load,
+                draft=draft.folder if draft is not None else None,
+                metrics=self.metrics.engine,
+                encoder=ImageEncoder(s.image_encoding_cache_entries),
+                memory=self.memory,
+            )
+        else:
+            # NOTE: no memory budget in a group: each rank measures its own process, and
+            # admission must not differ between ranks (docs/guides/distributed.md).
+            leader = Leader(Channel(group), s.distributed_timeout)
+            worker = engine_worker(
+                s, model.id, ShardLoad(s, model.id, leader, group), leader, self.metrics.engine
+            )
+            leader.attach(worker)
+            self.link = leader
         loaded = await worker.start()
         runtime: ModelRuntime
         if vision:
@@ -552,3 +559,53 @@ def _trim_heap() -> None:
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def engine_worker(
+    settings: Settings,
+    model_id: str,
+    load: Callable[[], LoadedModel],
+    link: Leader | Follower | None = None,
+    metrics: EngineMetrics | None = None,
+    *,
+    draft: Path | None = None,
+    encoder: ImageEncoder | None = None,
+    memory: MemoryBudget | None = None,
+) -> EngineWorker:
+    """The engine thread of one model as the settings configure it (`draft`: the draft model's
+    folder, for --speculative draft; `encoder`: a vision model's image encoder; `memory`: the
+    process's budget); in a distributed group (`link`), every rank builds its engine here, from
+    the same settings, so that they step alike."""
+    from mlx_responses.service.engine.model import load_model
+    from mlx_responses.service.engine.vision.encoder import ImageEncoder as new_encoder
+    from mlx_responses.service.engine.worker import EngineWorker
+    from mlx_responses.service.models.distributed import group_prompt_cache
+
+    s = settings
+    speculative = "off" if s.speculative == "draft" and draft is None else s.speculative
+    cache_entries, disk = s.prompt_cache_max_entries, not s.no_prompt_cache_disk
+    if link is not None:
+        cache_entries, disk = group_prompt_cache(s)
+    return EngineWorker(
+        load,
+        name=f"mlx-engine-{model_id}",
+        max_batch_size=s.max_batch_size,
+        max_queued_requests=s.max_queued_requests,
+        prompt_cache_max_entries=cache_entries,
+        prompt_cache_max_bytes=s.prompt_cache_max_bytes,
+        prompt_cache_dir=s.prompt_cache_dir if disk else None,
+        prompt_cache_disk_bytes=s.prompt_cache_disk_bytes,
+        speculative=speculative,
+        num_draft_tokens=s.num_draft_tokens,
+        load_draft=functools.partial(load_model, draft) if draft is not None else None,
+        kv_bits=s.kv_bits,
+        max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
+        prefill_batch_size=s.prefill_batch_size,
+        stream_window=s.stream_window_ms / 1000,
+        batch_wait=s.batch_wait_ms / 1000,
+        engine=s.engine,
+        metrics=metrics,
+        link=link,
+        encoder=encoder if encoder is not None else new_encoder(),
+        memory=memory,
+    )

@@ -16,7 +16,6 @@ from typing import Any
 
 from mlx_responses.service.engine.memory.budget import MemoryLimitError
 from mlx_responses.service.engine.model import LoadedModel
-from mlx_responses.service.engine.penalties import penalty_processors
 from mlx_responses.service.engine.requests import (
     EngineStoppedError,
     LogitsProcessor,
@@ -24,10 +23,10 @@ from mlx_responses.service.engine.requests import (
     SamplingParams,
 )
 from mlx_responses.service.engine.structured import GrammarProcessor
-from mlx_responses.service.engine.thinking_budget import thinking_budget
 from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
 from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.ids import OWNER
+from mlx_responses.service.models.processors import build_processors, request_specs
 from mlx_responses.service.text.cache_breakpoints import (
     MAX_BREAKPOINTS,
     Mark,
@@ -170,6 +169,8 @@ class ModelRuntime:
         tokenizer builds) and generates a few tokens, under that grammar and free, on the
         engine thread (the weights, loaded lazily, are read). Seconds it took; 0 where the
         template refuses the probe."""
+        if self.worker.link is not None:  # a group's ranks run only what rank 0 sends them
+            return 0.0
         started = time.perf_counter()
         try:
             prompt, grammar = await asyncio.to_thread(self._warm_up_prompt)
@@ -249,17 +250,15 @@ class ModelRuntime:
         `vision` (a VLM's processed images) is never set for a text model. `checkpoints`: prompt
         positions worth a prompt-cache entry (the system turn's end, a client's breakpoints);
         `retention`: how long the entries it writes are kept (service/text/retention.py)."""
-        processors: list[LogitsProcessor] = [
-            *penalty_processors(presence_penalty, frequency_penalty)
-        ]
-        if grammar is not None:
-            processors.append(GrammarProcessor(grammar.matcher, grammar.vocab_size))
-        elif reasoning_budget is not None:
-            budget = thinking_budget(
-                self.loaded.tokenizer, reasoning_budget, inside=opens_reasoning
-            )
-            if budget is not None:
-                processors.append(budget)
+        specs = request_specs(
+            self.loaded,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
+            grammar=grammar,
+            reasoning_budget=reasoning_budget,
+            opens_reasoning=opens_reasoning,
+        )
+        processors = build_processors(specs, self.loaded, self.grammars, grammar)
         try:
             return self._enqueue(
                 tokens, sampling, processors, vision, checkpoints=checkpoints, retention=retention

@@ -35,6 +35,9 @@ class Grammar:
 
     matcher: llguidance.LLMatcher
     vocab_size: int
+    # llguidance's grammar text it was compiled from: another process compiles the same grammar
+    # from it (a distributed group's other ranks, service/models/processors.py).
+    source: str = ""
 
 
 class SchemaError(ValueError):
@@ -128,6 +131,11 @@ class GrammarFactory:
             return f"<[{ids[0]}]>"
         return json.dumps(text, ensure_ascii=False)
 
+    def compiled(self, source: str) -> Grammar:
+        """A fresh grammar from llguidance grammar text (a `Grammar.source`)."""
+        with guarded_compile():
+            return self._compile(source)
+
     def _compile(self, grammar: str) -> Grammar:
         tokenizer = self._lltokenizer()
         error = llguidance.LLMatcher.validate_grammar(grammar, tokenizer)
@@ -136,4 +144,4 @@ class GrammarFactory:
         matcher = llguidance.LLMatcher(tokenizer, grammar)
         if matcher.is_error():
             raise SchemaError(matcher.get_error())
-        return Grammar(matcher, self._vocab_size)
+        return Grammar(matcher, self._vocab_size, grammar)

@@ -60,16 +60,23 @@ def build_random_model(
     tokenizer_from: Path = BUNDLED_MODEL,
     never_emit: Iterable[int] = (),
     sliding_window: int | None = None,
+    model_type: str = "qwen3",
+    index: bool = False,
 ) -> Path:
     """Writes config.json, model.safetensors and the tokenizer files into `out`.
 
     The model never emits its end tokens, nor the tokens in `never_emit`. With
     `sliding_window`, its config declares (Qwen's way) that every layer attends over that many
-    tokens.
+    tokens. `model_type`: "qwen3" (mlx-lm shards it tensor-parallel) or "qwen2" (tensor or
+    pipeline); `index`: also write model.safetensors.index.json (mlx-lm's pipeline load reads
+    it).
     """
+    import importlib
+
     import mlx.core as mx
     from mlx.utils import tree_flatten
-    from mlx_lm.models import qwen3
+
+    arch = importlib.import_module(f"mlx_lm.models.{model_type}")
 
     out.mkdir(parents=True, exist_ok=True)
     for name in TOKENIZER_FILES:
@@ -77,7 +84,7 @@ def build_random_model(
             shutil.copy(tokenizer_from / name, out / name)
     base = json.loads((tokenizer_from / "config.json").read_text())
     config = {
-        "model_type": "qwen3",
+        "model_type": model_type,
         "hidden_size": hidden_size,
         "num_hidden_layers": layers,
         "intermediate_size": intermediate_size,
@@ -99,10 +106,14 @@ def build_random_model(
         }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     mx.random.seed(seed)
-    model = qwen3.Model(qwen3.ModelArgs.from_dict(config))
+    model = arch.Model(arch.ModelArgs.from_dict(config))
     _never_emit(model, sorted(_end_ids(tokenizer_from, config["eos_token_id"]) | set(never_emit)))
     mx.eval(model.parameters())
-    mx.save_safetensors(str(out / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    weights = dict(tree_flatten(model.parameters()))
+    mx.save_safetensors(str(out / "model.safetensors"), weights)
+    if index:
+        weight_map = {name: "model.safetensors" for name in weights}
+        (out / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     return out
 
 
