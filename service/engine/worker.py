@@ -24,6 +24,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.admission import AdmissionQueue
+from mlx_responses.service.engine.commands import MAX_CHECKPOINTS, Cancel, Command, Submit
 from mlx_responses.service.engine.delivery import Active, token_logprobs
 from mlx_responses.service.engine.distributed.link import Lockstep
 from mlx_responses.service.engine.draft_model import paired_with_draft
@@ -52,32 +53,6 @@ from mlx_responses.service.flags import Prefill, prefill_for_device
 from mlx_responses.service.ids import OWNER
 
 log = logging.getLogger(__name__)
-
-
-# The most checkpoints one prompt's prefill leaves entries at: the system turn's end, a client's
-# four cache breakpoints and where it parts from its prompt_cache_key's last (key_prefixes.py).
-MAX_CHECKPOINTS = 6
-
-
-@dataclass
-class _Submit:
-    stream: GenerationStream
-    prompt: list[int]
-    sampling: SamplingParams
-    logits_processors: list[LogitsProcessor]
-    checkpoints: tuple[int, ...] = ()  # prompt positions whose cache is worth an entry
-    submitted_at: float = field(default_factory=time.perf_counter)
-    scope: str = ""  # whose prompt-cache entries it may use and leaves (--isolate-keys)
-    vision: VisionInputs | None = None  # a vision model's images (vision/side.py)
-    retention: Lifetimes | None = None  # how long its entries are kept (None: LRU only)
-
-
-@dataclass
-class _Cancel:
-    stream: GenerationStream
-
-
-_Command = _Submit | _Cancel | WarmUp | Stop
 
 
 def device_kind() -> str:
@@ -144,7 +119,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         # Whether prompts leave a prompt-cache entry where their prefill ends (`_checkpoint`).
         self._checkpointing = False
         # Requests wait for memory (the KV store: `self.kv`, made once the model is loaded).
-        self._waiting = AdmissionQueue[_Submit](lambda: self.kv, self.stats, lambda: self._metrics)
+        self._waiting = AdmissionQueue[Submit](lambda: self.kv, self.stats, lambda: self._metrics)
         self._draft_path: Path | None = None
         self._vision: VisionSide | None = None  # a vision model's (vision/side.py)
 
@@ -195,7 +170,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         # another key has sent.
         scope = OWNER.get() or ""
         self._commands.put(
-            _Submit(
+            Submit(
                 stream,
                 list(prompt),
                 sampling,
@@ -216,7 +191,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
 
     def cancel(self, stream: GenerationStream) -> None:
         """Asks the thread to drop `stream`'s sequence before its next step."""
-        self._commands.put(_Cancel(stream))
+        self._commands.put(Cancel(stream))
 
     # --- the MLX thread --------------------------------------------------------------------
     def _emit(self, stream: GenerationStream, chunk: Chunk) -> None:
@@ -345,7 +320,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                         for waiting in self._waiting.drain():
                             self._emit(waiting.stream, Chunk("", 0, "cancelled"))
                         return
-                    if isinstance(command, _Submit):
+                    if isinstance(command, Submit):
                         self._waiting.offer(command)
                     elif isinstance(command, WarmUp):  # at load, before the model serves
                         self._warm_up(scheduler, command, busy=bool(active))
@@ -383,7 +358,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                 self._park()
             self._stopped.set()
 
-    def _next_commands(self, *, busy: bool, stream: Any = None) -> tuple[list[_Command], bool]:
+    def _next_commands(self, *, busy: bool, stream: Any = None) -> tuple[list[Command], bool]:
         """The commands before the next step, and whether one among them may decode alone
         (`Admission.alone`): the one place the queue is read. Idle (`busy` false), it blocks for
         the next command, then with `batch_wait` gathers what comes within it of the last
@@ -391,7 +366,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         (`link`), rank 0 posts them on `stream` and every rank runs those of the last iteration."""
         if self.link is not None and self.link.follows:
             return self.link.receive(stream)
-        commands: list[_Command] = []
+        commands: list[Command] = []
         if not busy:
             with contextlib.suppress(queue.Empty):
                 commands.append(self._commands.get(timeout=getattr(self.link, "heartbeat", None)))
@@ -409,7 +384,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
             except queue.Empty:
                 break
         # A burst gathered by the wait starts together: the solo path is for one alone.
-        alone = self.batch_wait <= 0 or sum(isinstance(c, _Submit) for c in commands) == 1
+        alone = self.batch_wait <= 0 or sum(isinstance(c, Submit) for c in commands) == 1
         if self.link is not None:  # rank 0 of a group: what it read runs an iteration later
             return self.link.send(commands, alone, stream)
         return commands, alone
@@ -424,7 +399,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     def _start(
         self,
         scheduler: Scheduler,
-        command: _Submit,
+        command: Submit,
         alone: bool,
         active: dict[int, Active[GenerationStream]],
         by_stream: dict[int, int],
@@ -478,7 +453,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         # Caches of running sequences count against the same budget.
         self.kv.settle(scheduler.nbytes)
 
-    def _stops(self, command: _Submit, cached: int) -> list[int]:
+    def _stops(self, command: Submit, cached: int) -> list[int]:
         """Where the prompt's prefill leaves entries before its end: its checkpoints, when this
         model takes them, that lie past what was cached and before the prompt's last token."""
         if not self._checkpointing:
@@ -488,7 +463,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     def _cancel(
         self,
         scheduler: Scheduler,
-        command: _Cancel,
+        command: Cancel,
         active: dict[int, Active[GenerationStream]],
         by_stream: dict[int, int],
     ) -> None:

@@ -12,12 +12,12 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
+from mlx_responses.service.engine.commands import Cancel, Submit
 from mlx_responses.service.engine.distributed.lockstep import Follower, GroupLost, Leader
 from mlx_responses.service.engine.model import LoadedModel, load_model
 from mlx_responses.service.engine.model_thread import Stop
 from mlx_responses.service.engine.requests import Chunk, SamplingParams
 from mlx_responses.service.engine.stream import GenerationStream
-from mlx_responses.service.engine.worker import _Cancel, _Submit
 from mlx_responses.service.models.processors import REPLAY, build_processors, request_specs
 from mlx_responses.service.text.grammars import GrammarFactory
 
@@ -77,18 +77,18 @@ async def test_what_rank_0_sends_the_others_rebuild(loaded: LoadedModel) -> None
     follower.attach(Engine())  # type: ignore[arg-type]
     stream = GenerationStream(Engine(), loop)
     sampling = SamplingParams(9, temperature=0.7, top_p=0.9, logprobs=2, top_k=5, seed=11)
-    submit = _Submit(stream, [5, 6, 7, 8], sampling, processors, (2, 3), scope="key")
+    submit = Submit(stream, [5, 6, 7, 8], sampling, processors, (2, 3), scope="key")
     # What rank 0 posts runs an iteration later, on rank 0 as on the others.
     assert leader.send([submit], False, None) == ([], True)
     assert leader.heartbeat == 0  # idle, it runs the next iteration at once
-    assert leader.send([_Cancel(stream), Stop(release=True)], True, None) == ([submit], False)
+    assert leader.send([Cancel(stream), Stop(release=True)], True, None) == ([submit], False)
     assert leader.send([], True, None)[0][1] == Stop(release=True)  # an idle heartbeat's
     assert leader.heartbeat == 1.25
 
     assert follower.receive(None) == ([], True)
     (got,), alone = follower.receive(None)
     assert alone is False
-    assert isinstance(got, _Submit)
+    assert isinstance(got, Submit)
     assert (got.prompt, got.sampling, got.checkpoints, got.scope) == (
         [5, 6, 7, 8],
         sampling,
@@ -104,7 +104,7 @@ async def test_what_rank_0_sends_the_others_rebuild(loaded: LoadedModel) -> None
         ours, theirs = mine(tokens, ours), rebuilt(tokens, theirs)
     assert mx.array_equal(ours, theirs).item()
     cancel, stop = follower.receive(None)[0]
-    assert isinstance(cancel, _Cancel) and cancel.stream is got.stream
+    assert isinstance(cancel, Cancel) and cancel.stream is got.stream
     assert isinstance(stop, Stop) and stop.release
     assert follower.receive(None) == ([], True)
 
@@ -120,7 +120,7 @@ async def test_a_stalled_step_fails_the_requests_in_flight(loaded: LoadedModel) 
     heard: list[str] = []
     leader.listen(heard.append)
     leader.start()
-    leader.send([_Submit(stream, [1, 2], SamplingParams(4), [])], True, None)
+    leader.send([Submit(stream, [1, 2], SamplingParams(4), [])], True, None)
     leader.send([], True, None)  # the admission runs, and its step never ends
     chunk: Chunk = await asyncio.wait_for(stream._queue.get(), 5)
     assert chunk.finish_reason == "error" and "stalled" in (chunk.error or "")

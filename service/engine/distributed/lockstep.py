@@ -31,15 +31,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import mlx.core as mx
+from mlx_responses.service.engine.commands import Cancel, Submit
 from mlx_responses.service.engine.distributed.channel import Channel, ChannelError
 from mlx_responses.service.engine.model_thread import Stop
 from mlx_responses.service.engine.requests import Chunk, LogitsProcessor, SamplingParams
 from mlx_responses.service.engine.stream import GenerationStream
-from mlx_responses.service.engine.worker import EngineWorker, _Cancel, _Submit
+from mlx_responses.service.engine.worker import EngineWorker
 
 log = logging.getLogger(__name__)
 
-Command = _Submit | _Cancel | Stop
+Command = Submit | Cancel | Stop
 # The spec of each logits processor, as service/models/processors.py tags them.
 REPLAY = "replay"
 
@@ -208,7 +209,7 @@ class Leader(_Link):
     def _encode(self, commands: Sequence[Command], alone: bool) -> bytes:
         wire: list[Any] = [alone]
         for command in commands:
-            if isinstance(command, _Submit):
+            if isinstance(command, Submit):
                 # NOTE: a group's prompt caches keep no client lifetimes: expiry reads each
                 # rank's own clock, so the ranks could disagree on a hit (LRU alone agrees).
                 command.retention = None
@@ -227,7 +228,7 @@ class Leader(_Link):
                         specs,
                     ]
                 )
-            elif isinstance(command, _Cancel):
+            elif isinstance(command, Cancel):
                 if (known := self._numbers.get(command.stream)) is not None:
                     wire.append(["c", known])
             else:
@@ -312,7 +313,7 @@ class Follower(_Link):
                 assert self._new_stream is not None, "attach() first"
                 stream = self._streams[number] = self._new_stream()
                 commands.append(
-                    _Submit(
+                    Submit(
                         stream,
                         prompt,
                         SamplingParams(**sampling),
@@ -323,7 +324,7 @@ class Follower(_Link):
                 )
             elif item[0] == "c":
                 if (known := self._streams.get(item[1])) is not None:
-                    commands.append(_Cancel(known))
+                    commands.append(Cancel(known))
             else:
                 commands.append(Stop(release=bool(item[1])))
         return commands, bool(alone)

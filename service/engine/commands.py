@@ -1,0 +1,43 @@
+"""What crosses into the engine thread: the commands its queue carries (`worker.py` reads them
+in one place, `_next_commands`; a distributed group's rank 0 sends them to the other ranks)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from mlx_responses.service.engine.model_thread import Stop
+from mlx_responses.service.engine.prompt_expiry import Lifetimes
+from mlx_responses.service.engine.requests import LogitsProcessor, SamplingParams
+from mlx_responses.service.engine.stream import GenerationStream
+from mlx_responses.service.engine.vision.side import VisionInputs
+from mlx_responses.service.engine.warm_up import WarmUp
+
+# The most checkpoints one prompt's prefill leaves entries at: the system turn's end, a client's
+# four cache breakpoints and where it parts from its prompt_cache_key's last (key_prefixes.py).
+MAX_CHECKPOINTS = 6
+
+
+@dataclass
+class Submit:
+    """A request for the engine thread: generate from `prompt`."""
+
+    stream: GenerationStream
+    prompt: list[int]
+    sampling: SamplingParams
+    logits_processors: list[LogitsProcessor]
+    checkpoints: tuple[int, ...] = ()  # prompt positions whose cache is worth an entry
+    submitted_at: float = field(default_factory=time.perf_counter)
+    scope: str = ""  # whose prompt-cache entries it may use and leaves (--isolate-keys)
+    vision: VisionInputs | None = None  # a vision model's images (vision/side.py)
+    retention: Lifetimes | None = None  # how long its entries are kept (None: LRU only)
+
+
+@dataclass
+class Cancel:
+    """Drop `stream`'s sequence before the next step."""
+
+    stream: GenerationStream
+
+
+Command = Submit | Cancel | WarmUp | Stop
