@@ -45,15 +45,10 @@ class _Held(Generic[C]):
 class AdmissionQueue(Generic[C]):
     """The worker's requests not yet admitted, in arrival order (the MLX thread only)."""
 
-    def __init__(
-        self,
-        kv: Callable[[], KVStore | None],
-        stats: EngineStats,
-        observer: Callable[[], ModelObserver | None],
-    ) -> None:
-        self._kv = kv
+    def __init__(self, stats: EngineStats) -> None:
+        # NOTE: holds nothing of the worker's but its stats: a cycle back to the worker would
+        # keep an unloaded model's weights alive until a later collection.
         self._stats = stats  # admission_waits, admission_wait_seconds
-        self._observer = observer
         self._held: deque[_Held[C]] = deque()
 
     def __len__(self) -> int:
@@ -62,10 +57,11 @@ class AdmissionQueue(Generic[C]):
     def offer(self, command: C) -> None:
         self._held.append(_Held(command, time.perf_counter()))
 
-    def admit(self, uids: Callable[[], int]) -> list[tuple[C, int]]:
-        """The requests from the head that fit now, each with its uid (its memory is reserved
-        under it); the waits of those that waited go to the stats and the metrics."""
-        kv = self._kv()
+    def admit(
+        self, kv: KVStore | None, observer: ModelObserver | None, uids: Callable[[], int]
+    ) -> list[tuple[C, int]]:
+        """The requests from the head that fit now in `kv`, each with its uid (its memory is
+        reserved under it); the waits of those that waited go to the stats and `observer`."""
         out: list[tuple[C, int]] = []
         while self._held:
             held = self._held[0]
@@ -80,7 +76,7 @@ class AdmissionQueue(Generic[C]):
                 waited = time.perf_counter() - held.since
                 self._stats.admission_waits += 1
                 self._stats.admission_wait_seconds += waited
-                if (observer := self._observer()) is not None:
+                if observer is not None:
                     observer.waited(waited)
             out.append((held.command, uid))
         return out

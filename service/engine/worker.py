@@ -119,7 +119,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         # Whether prompts leave a prompt-cache entry where their prefill ends (`_checkpoint`).
         self._checkpointing = False
         # Requests wait for memory (the KV store: `self.kv`, made once the model is loaded).
-        self._waiting = AdmissionQueue[Submit](lambda: self.kv, self.stats, lambda: self._metrics)
+        self._waiting = AdmissionQueue[Submit](self.stats)
         self._draft_path: Path | None = None
         self._vision: VisionSide | None = None  # a vision model's (vision/side.py)
 
@@ -328,7 +328,9 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                         self._cancel(scheduler, command, active, by_stream)
                 # Requests start, first come first served, as the KV store finds them memory.
                 self.kv.sync(active, scheduler.nbytes)
-                for command, uid in self._waiting.admit(lambda: next(self._uids)):
+                for command, uid in self._waiting.admit(
+                    self.kv, self._metrics, lambda: next(self._uids)
+                ):
                     self._start(scheduler, command, alone, active, by_stream, uid=uid)
                 if not active:
                     time.sleep(0.01 if self._waiting else 0)  # waits for another model's memory
