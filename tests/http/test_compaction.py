@@ -531,12 +531,14 @@ def test_summary_cap_defaults_to_1024(random_stack: Stack, monkeypatch: pytest.M
     caps: list[int] = []
     real_submit = worker.submit
 
-    def spy(tokens: Any, sampling: Any, processors: Any = (), checkpoints: Any = ()) -> Any:
+    def spy(
+        tokens: Any, sampling: Any, processors: Any = (), checkpoints: Any = (), **kw: Any
+    ) -> Any:
         caps.append(sampling.max_tokens)
         if sampling.max_tokens > 100:
             # The cap is what this test is after: spare the CPU the 1024 tokens.
             raise QueueFullError("spared")
-        return real_submit(tokens, sampling, processors, checkpoints)
+        return real_submit(tokens, sampling, processors, checkpoints, **kw)
 
     monkeypatch.setattr(worker, "submit", spy)
     # A 4096-token window and a ~2,500-token history leave more than 1024 tokens of room.
