@@ -9,6 +9,12 @@ ranks): decode steps of the bundled model sharded over two ranks, with and witho
 per-step message before each forward pass (the engine's `_next_commands` post/collect,
 pipelined), alternated in rounds; goal: the message costs at most 5% of a step.
 
+The group is served twice: under `mlx.launch` (the documented way) and with its ranks started
+by hand as mlx.launch would (MLX_RANK, MLX_HOSTFILE), without the launcher's relay of their
+output; the cores each group's processes keep busy while idle are printed too (on this machine
+the launcher's relay threads poll without blocking, and a rank waiting in a `ring` collective
+spins). `--served`: only the served figures.
+
     PYTHONPATH=$PWD .venv/bin/python tests/benchmarks/bench_distributed.py [--tokens 200]
 """
 
@@ -34,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from mlx_responses.service.config import BUNDLED_MODEL  # noqa: E402
 
-from tests.support.group import launched  # noqa: E402
+from tests.support.group import Group, _children, by_hand, launched  # noqa: E402
 from tests.support.processes import free_port, process, wait_status  # noqa: E402
 from tests.support.random_model import build_random_model  # noqa: E402
 
@@ -89,15 +95,47 @@ def tokens_per_second(url: str, streams: int, tokens: int) -> float:
     return sum(counts) / (time.perf_counter() - started)
 
 
-def serving(model: Path, tokens: int) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of all of `pid`'s threads so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rank_of(pid: int) -> str:
+    """A rank's number, from the MLX_RANK its launcher set."""
+    for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+        if item.startswith(b"MLX_RANK="):
+            return item[9:].decode()
+    return "?"
+
+
+def _ranks(group: Group, under_launcher: bool) -> list[int]:
+    return _children(group.procs[0].pid) if under_launcher else [p.pid for p in group.procs]
+
+
+def serving(model: Path, tokens: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Tokens/s served by one process, by two ranks under mlx.launch and by two ranks started
+    by hand (as mlx.launch would, without its relay of their output); and the cores each
+    group's processes kept busy while the machine was idle (2 s after the group was up)."""
     figures: dict[str, float] = {}
     with one_process(model) as url:
         for streams in (1, 4):
             figures[f"1 rank, {streams} streams"] = tokens_per_second(url, streams, tokens)
-    with launched(model, "tensor") as group:
-        for streams in (1, 4):
-            figures[f"2 ranks, {streams} streams"] = tokens_per_second(group.url, streams, tokens)
-    return figures
+    idle: dict[str, float] = {}
+    for name, start in (("2 ranks", launched), ("2 ranks by hand", by_hand)):
+        with start(model, "tensor") as group:
+            pids = {f"rank {rank_of(pid)}": pid for pid in _ranks(group, start is launched)}
+            if start is launched:
+                pids["mlx.launch"] = group.procs[0].pid
+            before = {label: cpu_seconds(pid) for label, pid in pids.items()}
+            time.sleep(2)
+            for label, pid in sorted(pids.items()):
+                idle[f"{name}: {label}"] = (cpu_seconds(pid) - before[label]) / 2
+            for streams in (1, 4):
+                figures[f"{name}, {streams} streams"] = tokens_per_second(
+                    group.url, streams, tokens
+                )
+    return figures, idle
 
 
 # --- the engines alone: no server around them ---------------------------------------------
@@ -236,6 +274,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=200, help="tokens per request")
     parser.add_argument("--steps", type=int, default=200, help="decode steps per probe round")
     parser.add_argument("--rounds", type=int, default=7, help="probe rounds (alternated)")
+    parser.add_argument("--served", action="store_true", help="only the figures served over HTTP")
     parser.add_argument("--probe", nargs=2, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--engines", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -247,27 +286,38 @@ def main() -> None:
 
         asyncio.run(_engines(Path(args.engines[0]), int(args.engines[1])))
         return
-    cost = protocol_cost(args.steps, args.rounds)
-    verdict = "met" if cost["share_of_fastest"] <= GOAL else "MISSED"
-    print(
-        f"lockstep message per step (bundled model, 2 ranks, tensor): step "
-        f"{cost['step_ms']:.3f} ms, with the message {cost['step_with_message_ms']:.3f} ms "
-        f"(medians: {cost['share'] * 100:+.1f}%); fastest rounds "
-        f"{cost['share_of_fastest'] * 100:+.1f}% (goal <= {GOAL * 100:.0f}%: {verdict})"
-    )
+    if not args.served:
+        cost = protocol_cost(args.steps, args.rounds)
+        verdict = "met" if cost["share_of_fastest"] <= GOAL else "MISSED"
+        print(
+            f"lockstep message per step (bundled model, 2 ranks, tensor): step "
+            f"{cost['step_ms']:.3f} ms, with the message {cost['step_with_message_ms']:.3f} ms "
+            f"(medians: {cost['share'] * 100:+.1f}%); fastest rounds "
+            f"{cost['share_of_fastest'] * 100:+.1f}% (goal <= {GOAL * 100:.0f}%: {verdict})"
+        )
     print(f"machine load (1 min): {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as folder:
         model = tiny_shaped(Path(folder) / "random")
-        alone = engines_alone(model, args.tokens)
-        figures = serving(model, args.tokens)
+        alone = {} if args.served else engines_alone(model, args.tokens)
+        figures, idle = serving(model, args.tokens)
+    for name, cores in idle.items():
+        print(f"idle, cores busy: {name}: {cores:.2f}")
     for title, measured in (("engines alone", alone), ("served over HTTP", figures)):
+        if not measured:
+            continue
         for name, value in measured.items():
             print(f"{title}: {name}: {value:.1f} tokens/s")
         for streams in (1, 4):
-            ratio = measured[f"2 ranks, {streams} streams"] / measured[f"1 rank, {streams} streams"]
-            print(
-                f"{title}: {streams} streams: 2 ranks / 1 rank = {ratio:.2f} (one machine: a cost)"
-            )
+            for group in ("2 ranks", "2 ranks by hand"):
+                if f"{group}, {streams} streams" not in measured:
+                    continue
+                ratio = (
+                    measured[f"{group}, {streams} streams"] / measured[f"1 rank, {streams} streams"]
+                )
+                print(
+                    f"{title}: {streams} streams: {group} / 1 rank = {ratio:.2f} "
+                    "(one machine: a cost)"
+                )
 
 
 if __name__ == "__main__":
