@@ -89,7 +89,8 @@ class KVStore:
         tokens = account.reservation(prompt_tokens, max_tokens)
         short = account.shortfall(tokens)
         if short and self.prompt is not None:
-            self._trim(self.prompt.memory.nbytes - short)
+            self.prompt.trim(self.prompt.memory.nbytes - short)
+            self._counted()
             short = account.shortfall(tokens)
         if short:
             return False
@@ -105,27 +106,15 @@ class KVStore:
         """Takes the scheduler's report of its live KV (`live_bytes`: a floor under the
         reservations) and trims the prompt cache to what is left beside it: against
         --prompt-cache-max-bytes, and what the budget leaves."""
-        if self.prompt is None:
-            if self.account is not None:
-                with self.account.budget.lock:
-                    self.account.scheduler_bytes = live_bytes
-            return
         if self.account is not None:
             with self.account.budget.lock:
                 self.account.scheduler_bytes = live_bytes
-        self._trim(self.prompt.max_bytes - live_bytes)
+        if self.prompt is None:
+            return
+        self.prompt.trim(self.prompt.max_bytes - live_bytes)
         room = self.account.cache_room() if self.account is not None else None
         if room is not None and self.prompt.memory.nbytes > room:
-            self._trim(room)
-        self._counted()
-
-    def _trim(self, n_bytes: int) -> None:
-        """Evicts the least recently used entries until the memory tier holds `n_bytes` at
-        most (with a disk tier, each was written there when kept)."""
-        assert self.prompt is not None
-        before = len(self.prompt.memory)
-        self.prompt.memory.trim_to(n_bytes=max(0, n_bytes))
-        self.prompt.stats.prompt_cache_evictions += before - len(self.prompt.memory)
+            self.prompt.trim(room)
         self._counted()
 
     def _counted(self) -> None:

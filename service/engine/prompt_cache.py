@@ -106,9 +106,13 @@ class PromptCache:
             self.disk.put(key, tokens, cache, ttl)
         self.stats.prompt_cache_bytes = self.memory.nbytes
 
-    def trim(self, live_bytes: int) -> None:
-        """Evicts entries until they and the live sequences' `live_bytes` fit the budget."""
-        self.memory.trim_to(n_bytes=self.max_bytes - live_bytes)
+    def trim(self, n_bytes: int) -> None:
+        """Evicts the least recently used entries until the memory tier holds `n_bytes` at
+        most (with a disk tier, each was written there when kept), counting them."""
+        before = len(self.memory)
+        self.memory.trim_to(n_bytes=max(0, n_bytes))
+        self.stats.prompt_cache_evictions += before - len(self.memory)
+        self.stats.prompt_cache_bytes = self.memory.nbytes
 
     def flush(self, timeout: float) -> None:
         """Waits for the disk tier's queued writes (a graceful shutdown keeps the last turns)."""

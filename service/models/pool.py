@@ -45,7 +45,6 @@ if TYPE_CHECKING:  # a runtime imports MLX: `mlx-responses` imports this before 
     from mlx_responses.service.engine.distributed.lockstep import Follower, Leader
     from mlx_responses.service.engine.memory.budget import MemoryBudget
     from mlx_responses.service.engine.model import LoadedModel
-    from mlx_responses.service.engine.vision.encoder import ImageEncoder
     from mlx_responses.service.engine.worker import EngineWorker
     from mlx_responses.service.metrics import CoreMetrics, EngineMetrics
     from mlx_responses.service.models.runtime import ModelRuntime
@@ -441,7 +440,6 @@ class ModelPool:
         from mlx_responses.service.engine.distributed.lockstep import Leader
         from mlx_responses.service.engine.memory.device import process_budget
         from mlx_responses.service.engine.model import load_model
-        from mlx_responses.service.engine.vision.encoder import ImageEncoder
         from mlx_responses.service.models.distributed import ShardLoad
         from mlx_responses.service.models.runtime import ModelRuntime
 
@@ -465,7 +463,6 @@ class ModelPool:
                 load,
                 draft=draft.folder if draft is not None else None,
                 metrics=self.metrics.engine,
-                encoder=ImageEncoder(s.image_encoding_cache_entries),
                 memory=self.memory,
             )
         else:
@@ -569,15 +566,14 @@ def engine_worker(
     metrics: EngineMetrics | None = None,
     *,
     draft: Path | None = None,
-    encoder: ImageEncoder | None = None,
     memory: MemoryBudget | None = None,
 ) -> EngineWorker:
     """The engine thread of one model as the settings configure it (`draft`: the draft model's
-    folder, for --speculative draft; `encoder`: a vision model's image encoder; `memory`: the
-    process's budget); in a distributed group (`link`), every rank builds its engine here, from
-    the same settings, so that they step alike."""
+    folder, for --speculative draft; `memory`: the process's budget); in a distributed group
+    (`link`), every rank builds its engine here, from the same settings, so that they step
+    alike."""
     from mlx_responses.service.engine.model import load_model
-    from mlx_responses.service.engine.vision.encoder import ImageEncoder as new_encoder
+    from mlx_responses.service.engine.vision.encoder import ImageEncoder
     from mlx_responses.service.engine.worker import EngineWorker
     from mlx_responses.service.models.distributed import group_prompt_cache
 
@@ -606,6 +602,6 @@ def engine_worker(
         engine=s.engine,
         metrics=metrics,
         link=link,
-        encoder=encoder if encoder is not None else new_encoder(),
+        encoder=ImageEncoder(s.image_encoding_cache_entries),
         memory=memory,
     )
