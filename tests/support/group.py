@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -123,6 +124,27 @@ def by_hand(model: Path, mode: str, *extra: str, ranks: int = 2) -> Iterator[Gro
         _stop(procs, [*logs, hostfile])
 
 
+def _free_run(n: int, taken: set[int]) -> int:
+    """A port P with P .. P+n-1 all free now and none in `taken`: mlx.launch's ring ranks
+    listen on P + rank, and a lone free P let rank 1 meet a port in use (`[ring] Couldn't bind
+    socket (error: 98)`, seen on a clean-clone CI run)."""
+    for _ in range(100):
+        base = free_port()
+        run = range(base, base + n)
+        if taken.isdisjoint(run) and all(_bindable(p) for p in run[1:]):
+            return base
+    raise RuntimeError(f"no {n} consecutive free ports")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 @contextlib.contextmanager
 def launched(model: Path, mode: str, *extra: str, ranks: int = 2) -> Iterator[Group]:
     """`mlx.launch -n RANKS --backend ring --python PYTHON mlx-responses serve ...`."""
@@ -135,7 +157,7 @@ def launched(model: Path, mode: str, *extra: str, ranks: int = 2) -> Iterator[Gr
         "--backend",
         "ring",
         "--starting-port",
-        str(free_port()),
+        str(_free_run(ranks, {port, grpc_port})),
         "--python",
         sys.executable,
         str(BIN / "mlx-responses"),
