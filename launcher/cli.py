@@ -100,10 +100,11 @@ async def _run(args: argparse.Namespace) -> int:
     from mlx_responses.service.engine.blas import preload_blas
 
     preload_blas(settings.blas)  # before anything imports mlx
-    from mlx_responses.service.engine.distributed.load import join_group
+    from mlx_responses.service.engine.distributed.load import join_group, release_stdin
 
     group = join_group()  # under mlx.launch: this process's group, else None
     if group is not None:
+        release_stdin()
         from mlx_responses.service.models.distributed import group_settings, run_follower
         from mlx_responses.service.models.pool import engine_worker
 

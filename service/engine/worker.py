@@ -388,7 +388,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         # A burst gathered by the wait starts together: the solo path is for one alone.
         alone = self.batch_wait <= 0 or sum(isinstance(c, Submit) for c in commands) == 1
         if self.link is not None:  # rank 0 of a group: what it read runs an iteration later
-            return self.link.send(commands, alone, stream)
+            return self.link.send(commands, alone, stream, busy)
         return commands, alone
 
     def _new_cache(self) -> list[Any]:

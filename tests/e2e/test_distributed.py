@@ -26,7 +26,7 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2
 
-from tests.support.group import Group, by_hand, launched
+from tests.support.group import Group, _children, by_hand, launched
 from tests.support.processes import process
 from tests.support.random_model import build_random_model
 from tests.support.stack import Stack
@@ -195,6 +195,46 @@ def test_pipeline_answers_as_one_process_and_a_killed_rank_fails_loudly(
         assert group.procs[0].poll() is None  # rank 0 up, NOT_SERVING
         reply = httpx.post(f"{group.url}/v1/responses", json={"model": "q2", "input": "x"})
         assert reply.status_code == 503
+
+
+def _cores(pids: list[int], seconds: float) -> list[float]:
+    """The cores each process kept busy over `seconds` (its CPU time from /proc)."""
+
+    def used(pid: int) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    before = [used(pid) for pid in pids]
+    time.sleep(seconds)
+    return [(used(pid) - b) / seconds for pid, b in zip(pids, before, strict=True)]
+
+
+def test_an_idle_launch_keeps_no_core_busy(tensor_group: Group) -> None:
+    """Idle, the other rank waits on rank 0's doorbell, not in a ring collective (which spins
+    a core), and mlx.launch's relay stops polling once the ranks have closed their stdin (the
+    group's launcher was given one byte on its stdin: tests/support/group.py)."""
+    launcher = tensor_group.procs[0].pid
+    pids = [launcher, *_children(launcher)]
+    assert len(pids) == 3
+    time.sleep(0.5)  # rank 0 parks the other 50 ms after its last step
+    cores = _cores(pids, 1.5)
+    assert max(cores) < 0.2, f"cores busy while idle (launcher, rank 0, rank 1): {cores}"
+    assert _answer(_respond(tensor_group.url, input=PROMPTS[3]))[0] == "incomplete"
+
+
+def test_a_parked_group_outlives_its_timeout_and_wakes_for_a_request(
+    model: Path, reference: str
+) -> None:
+    """Parked longer than --distributed-timeout, the other rank is kept alive by rank 0's
+    heartbeat (a ring, one collective, parked again) at no core's cost, and the group answers
+    the next request as one process."""
+    with by_hand(model, "tensor", "--distributed-timeout", "1") as group:
+        time.sleep(0.5)
+        cores = _cores([p.pid for p in group.procs], 2.0)
+        assert max(cores) < 0.2, f"cores busy while idle (rank 0, rank 1): {cores}"
+        assert group.health() == health_pb2.HealthCheckResponse.SERVING
+        prompt = PROMPTS[1]
+        assert _answer(_respond(group.url, input=prompt)) == _alone(reference, input=prompt)
 
 
 def _wait_not_serving(group: Group, since: float) -> None:

@@ -166,6 +166,7 @@ def launched(model: Path, mode: str, *extra: str, ranks: int = 2) -> Iterator[Gr
     with log.open("wb") as out:
         launcher = subprocess.Popen(
             command,
+            stdin=subprocess.PIPE,
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -173,8 +174,17 @@ def launched(model: Path, mode: str, *extra: str, ranks: int = 2) -> Iterator[Gr
     group = Group(port, grpc_port, [launcher], [log])
     try:
         _wait_ready(group)
+        # The launcher relays its stdin to each rank from a thread that polls without blocking
+        # until a write to the rank fails (the ranks closed their stdin): one byte, on a stdin
+        # left open (at its end, the launcher's main thread would poll it), stops the polling.
+        assert launcher.stdin is not None
+        launcher.stdin.write(b"\n")
+        launcher.stdin.flush()
         yield group
     finally:
+        if launcher.stdin is not None:
+            with contextlib.suppress(OSError):
+                launcher.stdin.close()
         # The launcher does not pass a SIGTERM on: rank 0 gets it, and stops the others.
         ranks_up = _children(launcher.pid)
         for pid in ranks_up[:1]:

@@ -13,7 +13,7 @@ from typing import Any
 import mlx.core as mx
 import pytest
 from mlx_responses.service.engine.commands import Cancel, Submit
-from mlx_responses.service.engine.distributed.lockstep import Follower, GroupLost, Leader
+from mlx_responses.service.engine.distributed.lockstep import SETTLE, Follower, GroupLost, Leader
 from mlx_responses.service.engine.model import LoadedModel, load_model
 from mlx_responses.service.engine.model_thread import Stop
 from mlx_responses.service.engine.requests import Chunk, SamplingParams
@@ -28,13 +28,18 @@ class Loopback:
     """A pipelined channel to itself (channel.py's post/collect): the other end collects rank
     0's messages in order, the first collect (nothing posted a step before) finding none."""
 
+    bell = None
+    parks = False
+    parked = False
+
     def __init__(self, rank: int, queue: list[bytes]) -> None:
         self.rank, self.size, self.group = rank, 2, None
         self.queue = queue
         self.collected = False
 
-    def post(self, payload: bytes, stream: Any) -> None:
+    def post(self, payload: bytes, stream: Any, park: bool = False) -> None:
         self.queue.append(payload)
+        self.parked = park
 
     def collect(self, stream: Any) -> bytes | None:
         if not self.collected:
@@ -149,3 +154,37 @@ def test_a_lost_peer_breaks_the_link_for_good(loaded: LoadedModel) -> None:
     assert heard.is_set()
     with pytest.raises(GroupLost):
         follower.receive(None)
+
+
+def test_an_idle_rank_0_parks_the_others_and_wakes_them_for_work() -> None:
+    """Rank 0 parks the other ranks (channel.py) only when its engine is idle, nothing was read
+    and nothing it posted waits to run; it waits a moment (SETTLE) before parking, then its
+    heartbeat; a command wakes them (the channel rings before the message)."""
+
+    class Parking(Loopback):
+        parks = True
+
+        def __init__(self) -> None:
+            super().__init__(0, [])
+            self.flags: list[bool] = []
+
+        def post(self, payload: bytes, stream: Any, park: bool = False) -> None:
+            super().post(payload, stream, park)
+            self.flags.append(park)
+
+    loop = asyncio.new_event_loop()
+    channel = Parking()
+    leader = Leader(channel, 4.0)  # type: ignore[arg-type]
+    submit = Submit(GenerationStream(Engine(), loop), [1, 2], SamplingParams(4), [])
+    assert leader.heartbeat == SETTLE  # idle, the others not parked yet
+    leader.send([], True, None, busy=True)  # decoding: never parked
+    leader.send([], True, None, busy=False)  # idle: parked
+    assert leader.heartbeat == 1.0  # parked: the heartbeat's wait
+    leader.send([], True, None, busy=False)  # the heartbeat wakes them and parks them again
+    leader.send([submit], True, None, busy=False)  # a request: not parked
+    assert leader.heartbeat == 0.0  # the request runs next iteration, at once
+    leader.send([], True, None, busy=False)  # the request runs now: not parked
+    assert leader.heartbeat == SETTLE
+    leader.send([], True, None, busy=False)
+    assert channel.flags == [False, True, True, False, False, True]
+    loop.close()

@@ -11,18 +11,29 @@ done by then; so the message costs the loop no wait of its own (on one machine, 
 model's decode step: +4-7% with a wait per step, none measurable pipelined), and what rank 0
 posts runs one iteration later on every rank. A long message's rest follows in the next
 iteration, before that iteration's header, on every rank.
+
+Parked (`post(..., park=True)`, where the group has a doorbell: doorbell.py): an idle rank 0
+flags its message so, and the other ranks queue no next header after it: they wait on their
+doorbell (a blocking socket) instead of in a collective, which MLX's `ring` backend waits for
+by spinning a core. Rank 0 rings before its next message; they read its header at once (the
+one collective they wait for) and go on pipelined.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
 import numpy as np
 
+if TYPE_CHECKING:
+    from mlx_responses.service.engine.distributed.doorbell import Doorbell
+
 # Bytes of the first collective: a 4-byte length, then as much of the message as fits.
 HEADER_BYTES = 512
 _INLINE = HEADER_BYTES - 4
+# The length's top bit: rank 0 goes idle after this message (the others park on the doorbell).
+_PARK = 1 << 31
 
 
 class ChannelError(RuntimeError):
@@ -45,6 +56,15 @@ class Channel:
         # An empty message's header, and what the other ranks add: zeros (most steps say
         # nothing; one array, made on the MLX thread at its first use, spares each a copy).
         self._zeros_made: mx.array | None = None
+        # Where the group has one (the handshake set it up): what parked ranks wait on, and
+        # whether they wait on it now.
+        self.bell: Doorbell | None = None
+        self.parked = False
+
+    @property
+    def parks(self) -> bool:
+        """Whether rank 0 may park the others (the group has a doorbell)."""
+        return self.bell is not None
 
     def send(self, payload: bytes, stream: Any = None) -> None:
         """Rank 0: queues `payload` to every rank and returns without waiting for it (the
@@ -81,42 +101,60 @@ class Channel:
             return payload
         return self.receive(stream)
 
-    def post(self, payload: bytes, stream: Any = None) -> None:
+    def post(self, payload: bytes, stream: Any = None, park: bool = False) -> None:
         """Rank 0, pipelined: queues the rest of the message posted last (if it was long), then
-        `payload`'s header, without waiting for either (`collect` on the other ranks)."""
+        `payload`'s header, without waiting for either (`collect` on the other ranks). `park`:
+        rank 0 goes idle after this (empty) message; the others wait on the doorbell, which
+        the next post rings first."""
         assert self.rank == 0
+        assert not park or (self.bell is not None and not payload)
         self.wait()  # what went last iteration is long done; a failure surfaces here
+        if self.parked and self.bell is not None:
+            self.bell.ring()
+            self.parked = False
         sent = []
         if len(self._posted) > _INLINE:
             rest = np.frombuffer(self._posted[_INLINE:], dtype=np.uint8).copy()
             sent.append(self._sum(mx.array(rest), stream))
             mx.async_eval(sent[-1])
-        sent.append(self._sum(self._header(payload), stream))
+        sent.append(self._sum(self._header(payload, park), stream))
         mx.async_eval(sent[-1])
         self._pending, self._posted = sent, payload
+        self.parked = park
 
     def collect(self, stream: Any = None) -> bytes | None:
         """Another rank, pipelined: the message rank 0 posted last iteration (None at the first
-        iteration), then queues the header of the one it posts now."""
+        iteration), then queues the header of the one it posts now. Parked (the last message
+        said rank 0 went idle), it first waits on the doorbell, then for rank 0's header."""
         assert self.rank != 0
+        if self.parked and self.bell is not None:
+            self.bell.wait()
+            self._queued = self._sum(self._zeros, stream)
+            self.parked = False
         data = None
         if self._queued is not None:
             head = np.asarray(self._queued)
-            length = int.from_bytes(head[:4].tobytes(), "little")
+            word = int.from_bytes(head[:4].tobytes(), "little")
+            length = word & ~_PARK
             data = head[4 : 4 + min(length, _INLINE)].tobytes()
             if length > _INLINE:
                 rest = self._sum(mx.zeros(length - _INLINE, dtype=mx.uint8), stream)
                 data += np.asarray(rest).tobytes()
+            if word & _PARK:  # rank 0 went idle: no collective until it rings
+                self._queued, self.parked = None, True
+                return data
         self._queued = self._sum(self._zeros, stream)
         mx.async_eval(self._queued)
         return data
 
-    def _header(self, payload: bytes) -> mx.array:
-        """A message's first collective: its length, and as much of it as fits."""
-        if not payload:
+    def _header(self, payload: bytes, park: bool = False) -> mx.array:
+        """A message's first collective: its length (and the park flag), and as much of it as
+        fits."""
+        if not payload and not park:
             return self._zeros
         head = np.zeros(HEADER_BYTES, dtype=np.uint8)
-        head[:4] = np.frombuffer(len(payload).to_bytes(4, "little"), dtype=np.uint8)
+        word = len(payload) | (_PARK if park else 0)
+        head[:4] = np.frombuffer(word.to_bytes(4, "little"), dtype=np.uint8)
         inline = payload[:_INLINE]
         head[4 : 4 + len(inline)] = np.frombuffer(inline, dtype=np.uint8)
         return mx.array(head)

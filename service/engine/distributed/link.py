@@ -18,10 +18,13 @@ class Lockstep(Protocol):
         other ranks know it is alive)."""
         ...
 
-    def send(self, commands: Sequence[Any], alone: bool, stream: Any) -> tuple[list[Any], bool]:
+    def send(
+        self, commands: Sequence[Any], alone: bool, stream: Any, busy: bool = True
+    ) -> tuple[list[Any], bool]:
         """Rank 0: posts the commands its engine read this iteration, and its solo decision, to
         every rank, queued on `stream` (the scheduler's) before the step; returns what every
-        rank runs now (what it posted last iteration)."""
+        rank runs now (what it posted last iteration). `busy`: the engine has work (idle, the
+        link may park the other ranks)."""
         ...
 
     def receive(self, stream: Any) -> tuple[list[Any], bool]:

@@ -8,9 +8,11 @@ consecutive runs, one per rank (the model's `model.pipeline()`; mlx-lm needs the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,17 @@ def join_group() -> Any | None:
         return None
     group = mx.distributed.init()
     return group if group.size() > 1 else None
+
+
+def release_stdin() -> None:
+    """A rank reads nothing from its stdin: it closes it (/dev/null in its place). mlx.launch
+    relays its own stdin to every rank in a thread that polls the rank's stdin pipe for writing
+    without blocking (a core busy); once a write fails (the rank closed its end) it stops
+    polling it, so the relay idles from the first byte it relays (docs/guides/distributed.md)."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
 
 
 def shard_modes(folder: Path) -> tuple[str, ...]:

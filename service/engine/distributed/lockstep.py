@@ -15,6 +15,11 @@ scope and the specs of its logits processors (service/models/processors.py), whi
 ranks build again; a stream crosses as a number. An idle rank 0 sends an empty message every
 `heartbeat` seconds, so a rank that died or stalled is found within `timeout` even with no
 traffic: a collective that fails, or no message for `timeout`, breaks the link (`listen`).
+
+Idle, rank 0 parks the others (channel.py, doorbell.py): `settle` seconds after its engine has
+nothing left to run, its empty message says it goes idle, and the others wait on a blocking
+socket rather than in a collective (where MLX's `ring` backend spins a core) until rank 0 rings
+before its next message: its next command, or its heartbeat.
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import mlx.core as mx
+import numpy as np
 from mlx_responses.service.engine.commands import Cancel, Submit
+from mlx_responses.service.engine.distributed import doorbell
 from mlx_responses.service.engine.distributed.channel import Channel, ChannelError
 from mlx_responses.service.engine.model_thread import Stop
 from mlx_responses.service.engine.requests import Chunk, LogitsProcessor, SamplingParams
@@ -43,6 +50,9 @@ log = logging.getLogger(__name__)
 Command = Submit | Cancel | Stop
 # The spec of each logits processor, as service/models/processors.py tags them.
 REPLAY = "replay"
+# How long an idle rank 0 waits for a command before it parks the other ranks (a client's next
+# request often follows its last answer at once).
+SETTLE = 0.05
 
 
 class GroupLost(RuntimeError):
@@ -69,8 +79,12 @@ class _Link:
     @property
     def heartbeat(self) -> float:
         """How long an idle rank 0 waits for a command: none while commands it posted wait to
-        run (the next iteration runs them at once)."""
-        return 0.0 if self._held[0] else self._heartbeat
+        run (the next iteration runs them at once); `SETTLE` before it parks the others."""
+        if self._held[0]:
+            return 0.0
+        if self.channel.parks and not self.channel.parked:
+            return min(SETTLE, self._heartbeat)
+        return self._heartbeat
 
     @property
     def rank(self) -> int:
@@ -98,15 +112,26 @@ class _Link:
     def close(self) -> None:
         """The engine stopped in order (a stop crossed): no more messages are expected."""
         self._closed.set()
+        if self.channel.bell is not None:
+            self.channel.bell.close()
 
     def handshake(self, fingerprint: dict[str, Any]) -> None:
         """On the engine thread, after the load: rank 0 sends a seed for MLX's random state and
         its engine settings; every rank seeds alike and checks the settings match its own (a
         mismatch would step different batches), and all learn whether every rank agreed."""
         seed = secrets.randbits(63)  # rank 0's is the one every rank takes
-        message = json.dumps({"seed": seed, "settings": fingerprint}, sort_keys=True).encode()
-        got = json.loads(self.channel.exchange(message, mx.cpu))
+        token, host = secrets.token_hex(16), doorbell.rank0_host()
+        server = None
+        if self.rank == 0 and host is not None:
+            try:
+                server = doorbell.listen(host)
+            except OSError as exc:
+                log.warning("no doorbell (idle ranks will spin): %s", exc)
+        port = server.getsockname()[1] if server is not None else 0
+        wire = {"seed": seed, "settings": fingerprint, "bell": port, "token": token}
+        got = json.loads(self.channel.exchange(json.dumps(wire, sort_keys=True).encode(), mx.cpu))
         agree = got["settings"] == fingerprint
+        bell = self._ring_up(server, host, got)
         if not agree:
             log.error(
                 "rank %d: engine settings differ from rank 0's: %s here, %s there",
@@ -114,15 +139,36 @@ class _Link:
                 fingerprint,
                 got["settings"],
             )
-        votes = mx.distributed.all_sum(
-            mx.array(1 if agree else 0), group=self.channel.group, stream=mx.cpu
-        ).item()
-        if votes != self.channel.size:
+        summed = mx.distributed.all_sum(
+            mx.array([int(agree), int(bell is not None)]), group=self.channel.group, stream=mx.cpu
+        )
+        votes = [int(v) for v in np.asarray(summed)]
+        if votes[1] == self.channel.size:
+            self.channel.bell = bell
+        elif bell is not None:
+            bell.close()
+        if votes[0] != self.channel.size:
             raise GroupLost(
                 "the ranks were started with different engine settings (each rank must run "
                 "the same command line)"
             )
         mx.random.seed(int(got["seed"]))
+
+    def _ring_up(
+        self, server: Any, host: str | None, got: dict[str, Any]
+    ) -> doorbell.Doorbell | None:
+        """The doorbell's connections (rank 0 accepts, the others connect), or None where the
+        group has none (every rank must have its own for rank 0 to park them)."""
+        try:
+            if server is not None:
+                return doorbell.Doorbell.accept(
+                    server, self.channel.size - 1, got["token"], min(self.timeout, 30.0)
+                )
+            if self.rank != 0 and host is not None and got["bell"]:
+                return doorbell.Doorbell.connect(host, int(got["bell"]), got["token"], self.timeout)
+        except OSError as exc:
+            log.warning("rank %d: no doorbell (idle ranks will spin): %s", self.rank, exc)
+        return None
 
     def _beat(self) -> None:
         self._last = time.monotonic()
@@ -144,6 +190,8 @@ class _Link:
             self.broken = reason
             listeners, self._listeners = self._listeners, []
         self._closed.set()
+        if self.channel.bell is not None:  # a parked rank hears it at once
+            self.channel.bell.close()
         log.error("rank %d: %s", self.rank, reason)
         self._on_break(reason)
         for callback in listeners:
@@ -156,7 +204,7 @@ class _Link:
         """The end's own part of a break."""
 
     def send(
-        self, commands: Sequence[Command], alone: bool, stream: Any
+        self, commands: Sequence[Command], alone: bool, stream: Any, busy: bool = True
     ) -> tuple[list[Command], bool]:
         raise TypeError("only rank 0 sends")
 
@@ -186,16 +234,18 @@ class Leader(_Link):
         self._worker = worker
 
     def send(
-        self, commands: Sequence[Command], alone: bool, stream: Any
+        self, commands: Sequence[Command], alone: bool, stream: Any, busy: bool = True
     ) -> tuple[list[Command], bool]:
         """Posts `commands` and the solo decision to every rank, queued on `stream` after the
         work already there, and returns what it posted last iteration: every rank runs that
-        now. Raises GroupLost when the group is lost (for good)."""
+        now. Idle (not `busy`, nothing read, nothing left to run), it parks the others.
+        Raises GroupLost when the group is lost (for good)."""
         if self.broken is not None:
             raise GroupLost(self.broken)
         try:
             payload = self._encode(commands, alone) if commands else b""
-            self.channel.post(payload, stream)
+            park = self.channel.parks and not (busy or commands or self._held[0])
+            self.channel.post(payload, stream, park)
             held, self._held = self._held, (list(commands), alone)
             if any(isinstance(c, Stop) for c in held[0]):
                 self.channel.wait()
