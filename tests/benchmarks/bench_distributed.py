@@ -118,14 +118,25 @@ def _ranks(group: Group, under_launcher: bool) -> list[int]:
     return _children(group.procs[0].pid) if under_launcher else [p.pid for p in group.procs]
 
 
-def serving(model: Path, tokens: int) -> tuple[dict[str, float], dict[str, float]]:
-    """Tokens/s served by one process, by two ranks under mlx.launch and by two ranks started
-    by hand (as mlx.launch would, without its relay of their output); and the cores each
-    group's processes kept busy while the machine was idle (2 s after the group was up)."""
-    figures: dict[str, float] = {}
-    with one_process(model) as url:
+def _rates(url: str, name: str, tokens: int, repeat: int, into: dict[str, list[float]]) -> None:
+    """Tokens/s at 1 and 4 streams, `repeat` times alternated (1, 4, 1, 4, ...)."""
+    for _ in range(repeat):
         for streams in (1, 4):
-            figures[f"1 rank, {streams} streams"] = tokens_per_second(url, streams, tokens)
+            into.setdefault(f"{name}, {streams} streams", []).append(
+                tokens_per_second(url, streams, tokens)
+            )
+
+
+def serving(
+    model: Path, tokens: int, repeat: int
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Tokens/s served by one process, by two ranks under mlx.launch and by two ranks started
+    by hand (as mlx.launch would, without its relay of their output), each measured `repeat`
+    times; and the cores each group's processes kept busy while the machine was idle (2 s
+    after the group was up)."""
+    figures: dict[str, list[float]] = {}
+    with one_process(model) as url:
+        _rates(url, "1 rank", tokens, repeat, figures)
     idle: dict[str, float] = {}
     for name, start in (("2 ranks", launched), ("2 ranks by hand", by_hand)):
         with start(model, "tensor") as group:
@@ -136,10 +147,7 @@ def serving(model: Path, tokens: int) -> tuple[dict[str, float], dict[str, float
             time.sleep(2)
             for label, pid in sorted(pids.items()):
                 idle[f"{name}: {label}"] = (cpu_seconds(pid) - before[label]) / 2
-            for streams in (1, 4):
-                figures[f"{name}, {streams} streams"] = tokens_per_second(
-                    group.url, streams, tokens
-                )
+            _rates(group.url, name, tokens, repeat, figures)
     return figures, idle
 
 
@@ -326,6 +334,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=60, help="probe rounds (A B C C B A)")
     parser.add_argument("--probe-only", action="store_true", help="only the lockstep probe")
     parser.add_argument("--served", action="store_true", help="only the figures served over HTTP")
+    parser.add_argument("--repeat", type=int, default=3, help="served measurements per figure")
     parser.add_argument("--probe", nargs=2, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--engines", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -358,14 +367,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         model = tiny_shaped(Path(folder) / "random")
         alone = {} if args.served else engines_alone(model, args.tokens)
-        figures, idle = serving(model, args.tokens)
+        served, idle = serving(model, args.tokens, args.repeat)
+    figures = {name: statistics.median(values) for name, values in served.items()}
+    print(f"machine load (1 min) after serving: {os.getloadavg()[0]:.1f}")
     for name, cores in idle.items():
         print(f"idle, cores busy: {name}: {cores:.2f}")
     for title, measured in (("engines alone", alone), ("served over HTTP", figures)):
         if not measured:
             continue
         for name, value in measured.items():
-            print(f"{title}: {name}: {value:.1f} tokens/s")
+            spread = served.get(name) if measured is figures else None
+            among = f" (median of {min(spread):.0f}..{max(spread):.0f})" if spread else ""
+            print(f"{title}: {name}: {value:.1f} tokens/s{among}")
         for streams in (1, 4):
             for group in ("2 ranks", "2 ranks by hand"):
                 if f"{group}, {streams} streams" not in measured:

@@ -122,8 +122,10 @@ class _Link:
         seed = secrets.randbits(63)  # rank 0's is the one every rank takes
         token, host = secrets.token_hex(16), doorbell.rank0_host()
         server = None
-        if self.rank == 0 and host is not None:
+        if self.rank == 0:
             try:
+                if host is None:
+                    raise OSError("rank 0's address in the group is unknown (mpi?)")
                 server = doorbell.listen(host)
             except OSError as exc:
                 log.warning("no doorbell (idle ranks will spin): %s", exc)
