@@ -237,6 +237,16 @@ def test_a_parked_group_outlives_its_timeout_and_wakes_for_a_request(
         assert _answer(_respond(group.url, input=prompt)) == _alone(reference, input=prompt)
 
 
+def test_a_group_without_a_doorbell_serves_as_before(model: Path, reference: str) -> None:
+    """Where rank 0 cannot open its doorbell (here: the address it is told is not its own; under
+    mpi: none is told), it says so and the group serves with its idle ranks in the collective."""
+    elsewhere = {0: {"MLX_JACCL_COORDINATOR": "203.0.113.1:5000"}}  # TEST-NET: not this host
+    with by_hand(model, "tensor", rank_env=elsewhere) as group:
+        prompt = PROMPTS[0]
+        assert _answer(_respond(group.url, input=prompt)) == _alone(reference, input=prompt)
+        assert "no doorbell (idle ranks will spin)" in group.logs[0].read_text()
+
+
 def _wait_not_serving(group: Group, since: float) -> None:
     while group.health() != health_pb2.HealthCheckResponse.NOT_SERVING:
         assert time.monotonic() - since < TIMEOUT + 2, group.output()

@@ -96,8 +96,15 @@ def _stop(procs: Sequence[subprocess.Popen[bytes]], logs: Sequence[Path]) -> Non
 
 
 @contextlib.contextmanager
-def by_hand(model: Path, mode: str, *extra: str, ranks: int = 2) -> Iterator[Group]:
-    """Each rank started here as mlx.launch would (ring on 127.0.0.1); rank 0 first in `procs`."""
+def by_hand(
+    model: Path,
+    mode: str,
+    *extra: str,
+    ranks: int = 2,
+    rank_env: dict[int, dict[str, str]] | None = None,
+) -> Iterator[Group]:
+    """Each rank started here as mlx.launch would (ring on 127.0.0.1); rank 0 first in `procs`.
+    `rank_env`: more variables for some ranks."""
     port, grpc_port = free_port(), free_port()
     hosts = [[f"127.0.0.1:{free_port()}"] for _ in range(ranks)]
     hostfile = _log()
@@ -107,6 +114,7 @@ def by_hand(model: Path, mode: str, *extra: str, ranks: int = 2) -> Iterator[Gro
     for rank in range(ranks):
         env = {**os.environ, "MLX_RANK": str(rank), "MLX_HOSTFILE": str(hostfile)}
         env["PYTHONUNBUFFERED"] = "1"
+        env |= (rank_env or {}).get(rank, {})
         with logs[rank].open("wb") as out:
             procs.append(
                 subprocess.Popen(

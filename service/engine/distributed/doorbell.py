@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import socket
 import time
@@ -25,7 +24,8 @@ from pathlib import Path
 
 from mlx_responses.service.engine.distributed.channel import ChannelError
 
-log = logging.getLogger(__name__)
+# The longest a rank tries to reach rank 0's doorbell at startup (then it serves without one).
+CONNECT_TIMEOUT = 10.0
 
 
 def rank0_host() -> str | None:
@@ -89,8 +89,9 @@ class Doorbell:
 
     @classmethod
     def connect(cls, host: str, port: int, token: str, timeout: float) -> Doorbell:
-        """Another rank: its connection to rank 0's doorbell (OSError when it fails)."""
-        conn = socket.create_connection((host, port), timeout=timeout)
+        """Another rank: its connection to rank 0's doorbell (OSError when it fails, or takes
+        over 10 s); a wait fails after `timeout` without a ring."""
+        conn = socket.create_connection((host, port), timeout=min(timeout, CONNECT_TIMEOUT))
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn.sendall(token.encode() + b"\n")
         return cls([conn], timeout)

@@ -164,7 +164,7 @@ class _Link:
         try:
             if server is not None:
                 return doorbell.Doorbell.accept(
-                    server, self.channel.size - 1, got["token"], min(self.timeout, 30.0)
+                    server, self.channel.size - 1, got["token"], doorbell.CONNECT_TIMEOUT
                 )
             if self.rank != 0 and host is not None and got["bell"]:
                 return doorbell.Doorbell.connect(host, int(got["bell"]), got["token"], self.timeout)
