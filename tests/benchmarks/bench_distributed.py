@@ -331,7 +331,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tokens", type=int, default=200, help="tokens per request")
     parser.add_argument("--steps", type=int, default=40, help="decode steps per probe block")
-    parser.add_argument("--rounds", type=int, default=60, help="probe rounds (A B C C B A)")
+    parser.add_argument("--rounds", type=int, default=180, help="probe rounds (A B C C B A)")
     parser.add_argument("--probe-only", action="store_true", help="only the lockstep probe")
     parser.add_argument("--served", action="store_true", help="only the figures served over HTTP")
     parser.add_argument("--repeat", type=int, default=3, help="served measurements per figure")

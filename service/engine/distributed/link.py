@@ -14,8 +14,9 @@ class Lockstep(Protocol):
 
     @property
     def heartbeat(self) -> float:
-        """Seconds an idle rank 0 waits for a command before it sends an empty message (so the
-        other ranks know it is alive)."""
+        """Seconds an idle rank 0 waits for a command before it sends an empty message: a
+        moment before it parks the other ranks, then its heartbeat (so they know it is
+        alive)."""
         ...
 
     def send(
