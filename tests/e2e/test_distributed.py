@@ -5,7 +5,8 @@ or not, constrained by a JSON schema or a tool call, four at once, and after a c
 that kept decoding a cancelled sequence would step another batch than rank 0, and the next
 answers would differ or hang). A rank that dies or stalls fails the requests in flight and
 turns the core's health NOT_SERVING within the timeout (a stalled rank, found by the watchdog:
-tests/unit/test_lockstep.py).
+tests/unit/test_lockstep.py). A group is one core to the façades: behind one façade with another
+core and a shared Redis, turns cross between them, and a lost group is routed around.
 
 One random qwen2 serves every group (mlx-lm shards it tensor- and pipeline-parallel); one
 in-process stack of it is the reference.
@@ -26,9 +27,11 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2
 
+from tests.e2e.test_scale_out_processes import _wait_serving
 from tests.support.group import Group, _children, by_hand, launched
-from tests.support.processes import process
+from tests.support.processes import free_port, process, wait_status
 from tests.support.random_model import build_random_model
+from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack
 from tests.support.tools import WEATHER
 
@@ -245,6 +248,99 @@ def test_a_group_without_a_doorbell_serves_as_before(model: Path, reference: str
         prompt = PROMPTS[0]
         assert _answer(_respond(group.url, input=prompt)) == _alone(reference, input=prompt)
         assert "no doorbell (idle ranks will spin)" in group.logs[0].read_text()
+
+
+def _served(metrics_port: int) -> float:
+    """How many requests a core's engine has finished (its Prometheus counter)."""
+    text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
+    name = "mlx_responses_request_success_total"
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+def test_a_group_and_a_core_behind_one_facade_share_redis(
+    model: Path, reference: str, redis_server: RedisServer
+) -> None:
+    """A 2-rank tensor group (`core --distributed tensor`, by hand) and a one-process `core`
+    on the same model and Redis, behind one `facade --core-routing round_robin`: turns land on
+    both and answer as one process; a previous_response_id chain and a conversation cross from
+    one to the other; once the group loses rank 1 its health turns NOT_SERVING within the
+    timeout, and the façade answers every new request through the other core, chains on the
+    group's turns included. (The other core is one process, not a second group: to the façade
+    a group is one core, and a second group would double the ring's cost on the CI machine.)"""
+    store = redis_server.url(5)
+    meter = {"group": free_port(), "core": free_port()}
+    http, core_port = free_port(), free_port()
+    args = ("--model", str(model), "--store", store, "--no-prompt-cache-disk")
+    group_flags = ("--store", store, "--distributed-timeout", str(TIMEOUT))
+    with (
+        by_hand(
+            model, "tensor", *group_flags, "--metrics-port", str(meter["group"]), command="core"
+        ) as group,
+        process(
+            "core", *args, "--grpc-port", str(core_port), "--metrics-port", str(meter["core"])
+        ) as core,
+        process(
+            "facade",
+            "--core",
+            f"127.0.0.1:{group.grpc_port}",
+            "--core",
+            f"127.0.0.1:{core_port}",
+            "--core-routing",
+            "round_robin",
+            "--port",
+            str(http),
+        ) as facade,
+    ):
+        _wait_serving(core_port)
+        wait_status(http, 200, facade)
+        url = f"http://127.0.0.1:{http}"
+        before = {name: _served(port) for name, port in meter.items()}
+
+        def landed() -> str:
+            """The core that served the last request (its counter moved by one)."""
+            now = {name: _served(port) for name, port in meter.items()}
+            moved = [name for name in now if now[name] != before[name]]
+            assert len(moved) == 1 and now[moved[0]] - before[moved[0]] == 1, (now, before)
+            before.update(now)
+            return moved[0]
+
+        # A chain: each turn on the other core, read from Redis; answers as one process.
+        first = _respond(url, input=PROMPTS[0])
+        one = landed()
+        second = _respond(url, input=PROMPTS[1], previous_response_id=first["id"])
+        assert {one, landed()} == {"group", "core"}
+        alone = _respond(reference, input=PROMPTS[0])
+        alone_second = _respond(reference, input=PROMPTS[1], previous_response_id=alone["id"])
+        assert _answer(first) == _answer(alone) and _answer(second) == _answer(alone_second)
+        assert second["previous_response_id"] == first["id"]
+
+        # A conversation: its two turns on the two cores, the second reading the first's items.
+        def conversation(base: str) -> str:
+            reply = httpx.post(f"{base}/v1/conversations", json={}, timeout=30)
+            assert reply.status_code == 200, reply.text
+            return str(reply.json()["id"])
+
+        talk, talk_alone = conversation(url), conversation(reference)
+        said = []
+        for prompt in PROMPTS[2:4]:
+            said.append(_answer(_respond(url, input=prompt, conversation=talk)))
+            said[-1].append(landed())
+        alone_said = [
+            _answer(_respond(reference, input=p, conversation=talk_alone)) for p in PROMPTS[2:4]
+        ]
+        assert [s[:-1] for s in said] == alone_said
+        assert {s[-1] for s in said} == {"group", "core"}
+
+        # The group loses rank 1: NOT_SERVING within the timeout, the façade routes around it.
+        os.kill(group.procs[1].pid, signal.SIGKILL)
+        killed = time.monotonic()
+        _wait_not_serving(group, killed)
+        for prompt in PROMPTS:
+            reply = _respond(url, input=prompt, previous_response_id=second["id"])
+            assert landed() == "core"
+            alone = _respond(reference, input=prompt, previous_response_id=alone_second["id"])
+            assert _answer(reply) == _answer(alone)
+        assert group.procs[0].poll() is None and core.alive()  # rank 0 up, routed around
 
 
 def _wait_not_serving(group: Group, since: float) -> None:

@@ -3,7 +3,7 @@
 `launched`: under mlx.launch itself (the documented way: `mlx.launch -n N --backend ring`);
 `by_hand`: each rank started here with the variables mlx.launch sets (MLX_RANK, MLX_HOSTFILE),
 so that a test can kill one rank and watch the others (mlx.launch stops a group whose rank
-exits).
+exits); `command="core"` starts a group of gRPC cores (no HTTP), for façades of their own.
 """
 
 from __future__ import annotations
@@ -57,16 +57,22 @@ class Group:
 
 
 def _serve_args(
-    model: Path, mode: str, port: int, grpc_port: int, extra: Sequence[str]
+    model: Path,
+    mode: str,
+    port: int,
+    grpc_port: int,
+    extra: Sequence[str],
+    *,
+    command: str = "serve",
 ) -> list[str]:
+    http = ["--port", str(port)] if command == "serve" else []
     return [
-        "serve",
+        command,
         "--distributed",
         mode,
         "--model",
         str(model),
-        "--port",
-        str(port),
+        *http,
         "--grpc-port",
         str(grpc_port),
         "--no-prompt-cache-disk",
@@ -102,9 +108,11 @@ def by_hand(
     *extra: str,
     ranks: int = 2,
     rank_env: dict[int, dict[str, str]] | None = None,
+    command: str = "serve",
 ) -> Iterator[Group]:
     """Each rank started here as mlx.launch would (ring on 127.0.0.1); rank 0 first in `procs`.
-    `rank_env`: more variables for some ranks."""
+    `rank_env`: more variables for some ranks; `command`: serve, or core (gRPC only: the
+    group's `port` is then unused)."""
     port, grpc_port = free_port(), free_port()
     hosts = [[f"127.0.0.1:{free_port()}"] for _ in range(ranks)]
     hostfile = _log()
@@ -118,7 +126,10 @@ def by_hand(
         with logs[rank].open("wb") as out:
             procs.append(
                 subprocess.Popen(
-                    [str(BIN / "mlx-responses"), *_serve_args(model, mode, port, grpc_port, extra)],
+                    [
+                        str(BIN / "mlx-responses"),
+                        *_serve_args(model, mode, port, grpc_port, extra, command=command),
+                    ],
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     env=env,
@@ -126,7 +137,7 @@ def by_hand(
             )
     group = Group(port, grpc_port, procs, logs)
     try:
-        _wait_ready(group)
+        _wait_ready(group, http=command == "serve")
         yield group
     finally:
         _stop(procs, [*logs, hostfile])
@@ -215,7 +226,9 @@ def _children(pid: int) -> list[int]:
     return sorted(found)
 
 
-def _wait_ready(group: Group) -> None:
+def _wait_ready(group: Group, *, http: bool = True) -> None:
+    """Until rank 0's HTTP (`http`) and its gRPC health serve (every rank staying up)."""
+
     class _Alive:
         def alive(self) -> bool:
             return all(p.poll() is None for p in group.procs)
@@ -223,8 +236,17 @@ def _wait_ready(group: Group) -> None:
         def output(self) -> str:
             return group.output()
 
-    wait_status(group.port, 200, _Alive(), timeout=120)  # type: ignore[arg-type]
-    deadline = time.monotonic() + 30
-    while group.health() != health_pb2.HealthCheckResponse.SERVING:
+    if http:
+        wait_status(group.port, 200, _Alive(), timeout=120)  # type: ignore[arg-type]
+    deadline = time.monotonic() + (30 if http else 120)
+    while not _serving(group):
+        assert _Alive().alive(), f"a rank exited early:\n{group.output()}"
         assert time.monotonic() < deadline, group.output()
         time.sleep(0.2)
+
+
+def _serving(group: Group) -> bool:
+    try:
+        return group.health() == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError:  # not listening yet
+        return False
