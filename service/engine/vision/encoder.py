@@ -137,7 +137,8 @@ class ImageEncoder:
             output_hidden_states=False,
         )
         mx.eval(features)
-        # The merger folds a fixed number of patches into each output token.
+        # The merger folds a fixed number of patches into each output token. NOTE: each
+        # image's entry is a slice of the call's output: their memory goes with the last.
         per_token = sum(len(pixels) for pixels in rows) // features.shape[0]
         bounds = np.cumsum([0] + [len(pixels) // per_token for pixels in rows])
         out = {
