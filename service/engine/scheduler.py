@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import mlx.core as mx
+from mlx_responses.service.engine.mlx_lm_compat import greedy_sampler
 from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.positions import RowPositions
 
@@ -70,7 +71,8 @@ class Admission:
 class Token:
     """One generated token of sequence `uid`; a finished one (`finish_reason` "stop" or
     "length") carries its prompt-cache entry (`prompt_cache`, `all_tokens`: the tokens it
-    holds)."""
+    holds). `logprobs` (the step's log probabilities) may be unevaluated: computed where a
+    request reads them (`sampled`)."""
 
     uid: int
     token: int
@@ -187,6 +189,21 @@ class Scheduler(Protocol):
     def close(self) -> None:
         """Drops every sequence and the memory held for them."""
         ...
+
+
+def sampled(sampler: Sampler, logits: mx.array) -> tuple[mx.array, mx.array]:
+    """`sampler`'s tokens for `logits` (`[rows, vocabulary]`) and their log probabilities.
+
+    A greedy sampler's tokens are the argmax of the logits (the log-softmax's): the log
+    probabilities are then left unevaluated, computed only where a request reads them, where
+    every step would otherwise take an exp per vocabulary id and row (0.05 ms a row on a
+    3,456-id vocabulary, 2 CPU cores: a sixth of an 8-row step of the micro model). A step
+    evaluates the tokens, not the log probabilities (other samplers read them: evaluated then).
+    """
+    logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+    if sampler is greedy_sampler:
+        return mx.argmax(logits, axis=-1), logprobs
+    return sampler(logprobs), logprobs
 
 
 def chunk_to(stops: Sequence[int], held: int, step: int) -> int:

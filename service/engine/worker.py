@@ -24,6 +24,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.admission import AdmissionQueue
+from mlx_responses.service.engine.admitted import look_up
 from mlx_responses.service.engine.commands import MAX_CHECKPOINTS, Cancel, Command, Submit
 from mlx_responses.service.engine.delivery import Active, token_logprobs
 from mlx_responses.service.engine.distributed.link import Lockstep
@@ -43,11 +44,11 @@ from mlx_responses.service.engine.requests import (
     LogitsProcessor,
     SamplingParams,
 )
-from mlx_responses.service.engine.scheduler import Admission, Scheduler, Token, segments
+from mlx_responses.service.engine.scheduler import Scheduler, Token
 from mlx_responses.service.engine.schedulers import SCHEDULED_BY, new_scheduler, resolve_engine
 from mlx_responses.service.engine.seeded_sampler import Samplers
 from mlx_responses.service.engine.stream import GenerationStream
-from mlx_responses.service.engine.vision.side import ImageEncoder, VisionInputs, VisionSide, see
+from mlx_responses.service.engine.vision.side import ImageEncoder, VisionInputs, VisionSide
 from mlx_responses.service.engine.warm_up import WarmsUp, WarmUp
 from mlx_responses.service.flags import Prefill, prefill_for_device
 from mlx_responses.service.ids import OWNER
@@ -328,10 +329,10 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                         self._cancel(scheduler, command, active, by_stream)
                 # Requests start, first come first served, as the KV store finds them memory.
                 self.kv.sync(active, scheduler.nbytes)
-                for command, uid in self._waiting.admit(
+                if admitted := self._waiting.admit(
                     self.kv, self._metrics, lambda: next(self._uids)
                 ):
-                    self._start(scheduler, command, alone, active, by_stream, uid=uid)
+                    self._start(scheduler, admitted, alone, active, by_stream)
                 if not active:
                     time.sleep(0.01 if self._waiting else 0)  # waits for another model's memory
                     continue
@@ -401,59 +402,47 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     def _start(
         self,
         scheduler: Scheduler,
-        command: Submit,
+        admitted: list[tuple[Submit, int]],
         alone: bool,
         active: dict[int, Active[GenerationStream]],
         by_stream: dict[int, int],
-        *,
-        uid: int,
     ) -> None:
-        """Admits a request as `uid` (its memory reserved under it): from its longest cached
-        prefix, cut at its checkpoints."""
-        s = command.sampling
-        try:
-            seen, key = see(self._vision, command.prompt, command.vision)
-            cache, rest = self.kv.fetch(key, command.scope)
-            cached = len(command.prompt) - len(rest)
-            if cache is None and self._kv_group is not None:
-                cache = self._new_cache()
-            splits = [point - cached for point in self._stops(command, cached)]
-            admission = Admission(
-                uid,
-                segments(command.prompt[cached:], splits),
-                s.max_tokens,
-                self._samplers(s.temperature, s.top_p, s.top_k, s.seed),
-                command.logits_processors,
-                cache,
-                command.prompt[:cached],
-                # NOTE: only greedy, unconstrained sequences speculate; the rest decode
-                # normally in the same step (grammar/penalty processors need per-token state).
-                speculate=s.temperature == 0 and not command.logits_processors,
-                alone=alone,
-                **(seen.admitted(cached) if seen is not None else {}),
+        """Admits requests, each as its uid (its memory reserved under it): from its longest
+        cached prefix, cut at its checkpoints; those admitted together are looked up and their
+        images encoded together (`admitted.py`)."""
+        for start in look_up(admitted, self._vision, self.kv, self._failed):
+            command, uid, cached, s = start.command, start.uid, start.cached, start.command.sampling
+            try:
+                cache = start.cache
+                if cache is None and self._kv_group is not None:
+                    cache = self._new_cache()
+                sampler = self._samplers(s.temperature, s.top_p, s.top_k, s.seed)
+                splits = [point - cached for point in self._stops(command, cached)]
+                scheduler.admit(start.admission(sampler, splits, alone, cache))
+            except Exception as exc:
+                self._failed(command, exc)
+                continue
+            active[uid] = Active(
+                command.stream,
+                self.loaded.tokenizer.detokenizer,
+                cached_tokens=cached,
+                logprobs=s.logprobs,
+                submitted_at=command.submitted_at,
+                scope=command.scope,
+                prompt_tokens=len(command.prompt),
+                written_to=cached,
+                key=start.key if start.seen is not None else None,
+                retention=command.retention,
             )
-            scheduler.admit(admission)
-        except Exception as exc:
-            log.exception("could not insert a request")
-            self._emit(command.stream, Chunk("", 0, "error", error=str(exc)))
-            return
-        active[uid] = Active(
-            command.stream,
-            self.loaded.tokenizer.detokenizer,
-            cached_tokens=cached,
-            logprobs=s.logprobs,
-            submitted_at=command.submitted_at,
-            scope=command.scope,
-            prompt_tokens=len(command.prompt),
-            written_to=cached,
-            key=key if seen is not None else None,
-            retention=command.retention,
-        )
-        if self._metrics is not None:
-            self._metrics.prompt(len(command.prompt), cached)
-        by_stream[id(command.stream)] = uid
+            if self._metrics is not None:
+                self._metrics.prompt(len(command.prompt), cached)
+            by_stream[id(command.stream)] = uid
         # Caches of running sequences count against the same budget.
         self.kv.settle(scheduler.nbytes)
+
+    def _failed(self, command: Submit, exc: Exception) -> None:
+        log.exception("could not insert a request")
+        self._emit(command.stream, Chunk("", 0, "error", error=str(exc)))
 
     def _stops(self, command: Submit, cached: int) -> list[int]:
         """Where the prompt's prefill leaves entries before its end: its checkpoints, when this

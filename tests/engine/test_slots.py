@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 import pytest
 from mlx_responses.service.engine.batch.mlx_lm_compat import BatchGenerator
 from mlx_responses.service.engine.model import load_model
@@ -393,3 +395,62 @@ def test_the_stores_give_back_what_finished_sequences_held(random_model: Path) -
     assert (8, shapes[0][1], 768) in shapes  # the burst: 8 rows, the long prompt's positions
     assert (1, shapes[0][1], 256) in shapes  # the last one alone: its row, its length
     assert min(b for b in held if b) * 20 < max(held)
+
+
+def _unevaluated(array: mx.array) -> bool:
+    """Whether `array`'s log-softmax is still to compute (its graph holds the LogSumExp)."""
+    dot = io.StringIO()
+    mx.export_to_dot(dot, array)
+    return "LogSumExp" in dot.getvalue()
+
+
+@pytest.mark.parametrize("alone", [False, True])
+def test_greedy_log_probabilities_are_computed_only_where_read(
+    random_model: Path, alone: bool
+) -> None:
+    """A greedy step (the slots', or a lone sequence's) evaluates its tokens, not their log
+    probabilities (an exp per vocabulary id and row): those are computed when a request reads
+    them, and are then the log-softmax, whose argmax is the token. A sampled row evaluates them
+    (its sampler reads them)."""
+    from mlx_responses.service.engine.mlx_lm_compat import (
+        greedy_sampler,
+        make_prompt_cache,
+        make_sampler,
+    )
+    from mlx_responses.service.engine.solo import SoloSequence
+
+    loaded = load_model(random_model)
+    prompt = loaded.tokenizer.encode(PROMPTS[1])
+    generator = SlotScheduler(
+        loaded.model,
+        stop_tokens=[],
+        completion_batch_size=3,
+        prefill_batch_size=3,
+        prefill_step_size=512,
+    )
+    if alone:
+        solo = SoloSequence(
+            loaded.model,
+            generator.stream,
+            uid=0,
+            prompt=prompt,
+            cache=make_prompt_cache(loaded.model),
+            cached=[],
+            sampler=greedy_sampler,
+            max_tokens=8,
+            stop_tokens=(),
+            prefill_step_size=512,
+        )
+        tokens = [token for _ in range(6) if (token := solo.step()) is not None]
+    else:
+        admit(generator, [prompt, prompt[:-2]], max_tokens=[8, 8], samplers=[greedy_sampler] * 2)
+        tokens = [token for _ in range(4) for token in step_tokens(generator)]
+    assert len(tokens) >= 4
+    assert all(_unevaluated(token.logprobs) for token in tokens)
+    for token in tokens:  # read: the log-softmax
+        values = np.array(token.logprobs, dtype=np.float32).reshape(-1)
+        assert abs(float(np.exp(values.astype(np.float64)).sum()) - 1) < 1e-3
+        assert int(values.argmax()) == token.token
+    (uid,) = admit(generator, [prompt], max_tokens=[4], samplers=[make_sampler(temp=0.7)])
+    sampled = [token for _ in range(4) for token in step_tokens(generator) if token.uid == uid]
+    assert sampled and not any(_unevaluated(token.logprobs) for token in sampled)

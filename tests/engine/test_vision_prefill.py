@@ -245,3 +245,21 @@ def test_the_slot_scheduler_admits_embeddings_and_decodes_as_mlx_vlm(
     model, processor = vlm
     prompts, want = _requests(model, processor, ImageEncoder())
     assert _scheduled(model, prompts, len(processor.tokenizer), step, cached) == want
+
+
+@pytest.mark.parametrize(
+    "plan", [DecodePlan([3, 7, 5], [0, 1, 2], None), PrefillPlan([0, 2], [4, 9], 6)]
+)
+def test_mlx_vlm_reads_the_rows_offset_without_a_sync(plan: DecodePlan | PrefillPlan) -> None:
+    """mlx-vlm's language models take the rows' shared offset from a cache (its
+    `cache_position_offset`) before each forward: from the views it is the plan's largest as a
+    Python int, not `offset.max().item()` (which waits for the step before to finish)."""
+    from mlx_vlm.models.base import cache_position_offset
+
+    store = Store(3)
+    view = DecodeView(store, plan) if isinstance(plan, DecodePlan) else PrefillView(store, plan)
+    assert isinstance(view.offset, mx.array)  # rows at several offsets
+    largest = int(view.offset.max().item())
+    # Offsets it would read there if it read the array.
+    view.offset = mx.full(view.offset.shape, -1, mx.int32)
+    assert cache_position_offset(view) == largest

@@ -76,6 +76,7 @@ from mlx_responses.service.engine.scheduler import (
     StepResult,
     Token,
     chunk_to,
+    sampled,
 )
 from mlx_responses.service.engine.slots.fit import layer_windows
 from mlx_responses.service.engine.slots.sequence import DecodeRows, SlotSequence, arrival
@@ -399,14 +400,11 @@ class SlotScheduler(SlotVerify):
                         row = processor(context, row)
                 processed.append(row)
             logits = mx.concatenate(processed, axis=0)
-        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
         samplers = [s.sampler for s in rows]
         if all(s is samplers[0] for s in samplers):
-            tokens = samplers[0](logprobs)
-        else:
-            tokens = mx.concatenate(
-                [s(logprobs[i : i + 1]) for i, s in enumerate(samplers)], axis=0
-            )
+            return sampled(samplers[0], logits)  # greedy: log probabilities left unevaluated
+        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        tokens = mx.concatenate([s(logprobs[i : i + 1]) for i, s in enumerate(samplers)], axis=0)
         return tokens, logprobs
 
     def _waiting(self) -> tuple[list[tuple[int, int]], mx.array, mx.array | None, int] | None:
@@ -481,7 +479,8 @@ class SlotScheduler(SlotVerify):
             for seq, token in zip(rows, fed, strict=True):
                 seq.tokens.append(token)
         tokens, logprobs = self._sample(rows, logits)
-        mx.async_eval(tokens, logprobs, [(s.keys, s.values) for s in self._stores])
+        # Not the log probabilities: evaluated where read (`scheduler.sampled`).
+        mx.async_eval(tokens, [(s.keys, s.values) for s in self._stores])
         values: list[int] = fed or current.tolist()  # type: ignore[assignment]
         responses = []
         still = []

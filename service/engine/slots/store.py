@@ -196,6 +196,7 @@ class DecodePlan:
         # slice written, no mask (its window is the span lo..end-1).
         self.uniform = min(lengths) == self.end - 1
         self.offset: mx.array | int = self.end - 1  # each row's position (RoPE)
+        self.timeline = self.end - 1  # the largest offset (`_View._offset`)
         self.mask: mx.array | None = None
         self.index = mx.arange(self.rows)
         if not self.uniform:
@@ -221,6 +222,11 @@ class _View:
     def __init__(self, store: Store, plan: DecodePlan | PrefillPlan) -> None:
         self.store = store
         self.offset = plan.offset
+        # The rows' largest offset, as a Python int: mlx-vlm's language models read it
+        # (`cache_position_offset`) where they would otherwise take `offset.max().item()`, a
+        # sync that waits for the step before to finish (the host then builds this step's
+        # graph after that step's compute, not during it).
+        self._offset = plan.timeline
         self._mask = plan.mask
         if store.quantized is not None:
             self.group_size, self.bits = store.quantized
@@ -265,6 +271,7 @@ class PrefillPlan:
         self.uniform = self.first >= 0 and len(set(starts)) == 1
         self.index = mx.array(slots)
         self.offset: mx.array | int = starts[0]  # each row's start (RoPE)
+        self.timeline = max(starts)  # the largest offset (`_View._offset`)
         self.mask: mx.array | str | None = "causal" if width > 1 else None
         self.positions: mx.array | None = None  # [rows, width]: where each row's chunk goes
         if rows == 1:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
-from mlx_responses.service.engine.scheduler import Token, chunk_to
+from mlx_responses.service.engine.scheduler import Token, chunk_to, sampled
 
 Sampler = Callable[[mx.array], mx.array]
 
@@ -128,8 +128,8 @@ class SoloSequence:
 
     def _forward(self, tokens: mx.array) -> tuple[mx.array, mx.array]:
         logits = self.model(tokens[None], cache=self.cache)[:, -1, :]
-        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
-        return self.sampler(logprobs), logprobs.squeeze(0)
+        y, logprobs = sampled(self.sampler, logits)  # greedy: logprobs left unevaluated
+        return y, logprobs.squeeze(0)
 
     def step(self) -> Token | None:
         """Prefills one chunk (None), or sends one token while the next one is computed."""
@@ -147,7 +147,7 @@ class SoloSequence:
             self.at_checkpoint = False
             if self._rest:
                 y, logprobs = self._forward(mx.array(self._rest))
-                mx.async_eval(y, logprobs)
+                mx.async_eval(y)  # the log probabilities where read (`scheduler.sampled`)
                 self.tokens += self._rest
                 self._rest = []
             else:
@@ -156,7 +156,7 @@ class SoloSequence:
             # The token is fed (and the next one queued) before the host waits for it: the
             # cache then holds every token sent, as the batch's does.
             following = self._forward(y)
-            mx.async_eval(*following)
+            mx.async_eval(following[0])
             self._pending = following
             return self._sent(_token(y), logprobs, fed=True)
 

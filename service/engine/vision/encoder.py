@@ -2,15 +2,17 @@
 each image (cached by the image's content), merged into the text's embeddings, with the
 prompt's rotary positions (`positions.py`).
 
-It runs on the engine's thread when a request is admitted, before its sequence joins the batch:
-the batch then prefills the language model from these embeddings, as it prefills a text prompt
-from its tokens.
+It runs on the engine's thread when requests are admitted, before their sequences join the batch
+(the images of the requests admitted together go through the tower in one call, `encode`): the
+batch then prefills the language model from these embeddings, as it prefills a text prompt from
+its tokens.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +45,16 @@ class ImageEncoder:
         self._encodings.clear()
         self.stats.entries = 0
 
-    def prompt(self, model: Any, tokens: list[int], inputs: VisionInputs | None) -> VisionPrompt:
-        """`tokens` embedded, each image's tokens replaced by its encoding, and positioned."""
+    def prompt(
+        self,
+        model: Any,
+        tokens: list[int],
+        inputs: VisionInputs | None,
+        features: mx.array | None = None,
+    ) -> VisionPrompt:
+        """`tokens` embedded, each image's tokens replaced by its encoding, and positioned;
+        `features`: the images' encodings when `encode` has them already (a batch admitted
+        together), else they are encoded here."""
         ids = mx.array([tokens])
         kwargs: dict[str, Any] = (
             {key: mx.array(value) for key, value in inputs.extra.items()} if inputs else {}
@@ -54,7 +64,8 @@ class ImageEncoder:
             pixels = mx.array(inputs.pixel_values)
             if inputs.image_grid_thw is not None:
                 kwargs["image_grid_thw"] = mx.array(inputs.image_grid_thw)
-                features = self._encode(model, inputs, pixels)
+                if features is None:
+                    features = self.encode(model, [inputs])[0]
                 if features is not None:
                     kwargs["cached_image_features"] = features
         out = model.get_input_embeddings(ids, pixels, **kwargs)
@@ -72,37 +83,84 @@ class ImageEncoder:
         ids, delta = model.language_model.get_rope_index(mx.array([tokens]), grid)
         return row_positions(ids, delta)
 
-    def _encode(self, model: Any, inputs: VisionInputs, pixel_values: mx.array) -> mx.array | None:
-        """The vision tower's output for every image, cached per image by content hash.
+    def encode(self, model: Any, prompts: Sequence[VisionInputs]) -> list[mx.array | None]:
+        """Each prompt's images' vision-tower output, in order ([tokens, hidden]), cached per
+        image by content hash: the images no entry holds, of every prompt, go through the
+        tower in one call (an image twice among them, once).
 
-        Qwen-VL layout only (a `vision_tower(pixels, grid_thw)` and one grid row per image);
-        other architectures encode inside `get_input_embeddings`, uncached.
+        Qwen-VL layout only (a `vision_tower(pixels, grid_thw)` and one grid row per image,
+        each image attended on its own: one call over several gives each what a call of its
+        own gives); other architectures encode inside `get_input_embeddings`, uncached: None.
         """
         tower = getattr(model, "vision_tower", None)
-        grid = inputs.image_grid_thw
-        if tower is None or grid is None or len(grid) != len(inputs.image_keys):
-            return None
-        dtype = tower.patch_embed.proj.weight.dtype
-        parts: list[mx.array] = []
-        offset = 0
-        for key, row in zip(inputs.image_keys, grid, strict=True):
-            patches = int(np.prod(row))
-            cached = self._encodings.get(key)
-            if cached is not None:
-                self._encodings.move_to_end(key)
-                self.stats.hits += 1
-                parts.append(cached)
-            else:
-                started = time.perf_counter()
-                pixels = pixel_values[offset : offset + patches].astype(dtype)
-                features = tower(pixels, mx.array(row[None, :]), output_hidden_states=False)
-                mx.eval(features)
-                self.stats.encode_seconds += time.perf_counter() - started
-                self.stats.misses += 1
-                self._encodings[key] = features
-                while len(self._encodings) > self.entries:
-                    self._encodings.popitem(last=False)
-                parts.append(features)
-            offset += patches
+        if tower is None:
+            return [None] * len(prompts)
+        # Per prompt, its images (key, pixel rows, grid row); None: not this layout.
+        images = [_images(inputs) for inputs in prompts]
+        missing: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for held in images:
+            for key, pixels, grid in held or ():
+                if key in self._encodings:
+                    self._encodings.move_to_end(key)
+                    self.stats.hits += 1
+                elif key in missing:
+                    self.stats.hits += 1  # encoded once, in this call
+                else:
+                    missing[key] = (pixels, grid)
+        encoded = self._tower(tower, missing) if missing else {}
+        out: list[mx.array | None] = []
+        for held in images:
+            if held is None:
+                out.append(None)
+                continue
+            parts = [encoded[key] if key in encoded else self._encodings[key] for key, _, _ in held]
+            out.append(mx.concatenate(parts, axis=0))
+        for key, features in encoded.items():
+            self._encodings[key] = features
+        while len(self._encodings) > self.entries:
+            self._encodings.popitem(last=False)
         self.stats.entries = len(self._encodings)
-        return mx.concatenate(parts, axis=0)
+        return out
+
+    def _tower(
+        self, tower: Any, images: dict[str, tuple[np.ndarray, np.ndarray]]
+    ) -> dict[str, mx.array]:
+        """One call of the tower over `images` (key -> pixel rows, grid row): each image's
+        output, cut from the call's by its share of the patches."""
+        started = time.perf_counter()
+        dtype = tower.patch_embed.proj.weight.dtype
+        rows = [pixels for pixels, _ in images.values()]
+        grids = np.stack([grid for _, grid in images.values()])
+        features = tower(
+            mx.array(np.concatenate(rows)).astype(dtype),
+            mx.array(grids),
+            output_hidden_states=False,
+        )
+        mx.eval(features)
+        # The merger folds a fixed number of patches into each output token. NOTE: each
+        # image's entry is a slice of the call's output: their memory goes with the last.
+        per_token = sum(len(pixels) for pixels in rows) // features.shape[0]
+        bounds = np.cumsum([0] + [len(pixels) // per_token for pixels in rows])
+        out = {
+            key: features[int(a) : int(b)]
+            for key, a, b in zip(images, bounds[:-1], bounds[1:], strict=True)
+        }
+        self.stats.encode_seconds += time.perf_counter() - started
+        self.stats.misses += len(images)
+        self.stats.tower_calls += 1
+        return out
+
+
+def _images(inputs: VisionInputs) -> list[tuple[str, np.ndarray, np.ndarray]] | None:
+    """A Qwen-VL prompt's images: each one's key, pixel rows (one per patch) and grid row;
+    None where the inputs are not that layout (no grid, or not one row per image)."""
+    grid, pixels = inputs.image_grid_thw, inputs.pixel_values
+    if grid is None or pixels is None or len(grid) != len(inputs.image_keys):
+        return None
+    out = []
+    offset = 0
+    for key, row in zip(inputs.image_keys, grid, strict=True):
+        patches = int(np.prod(row))
+        out.append((key, pixels[offset : offset + patches], row))
+        offset += patches
+    return out

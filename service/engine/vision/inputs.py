@@ -24,4 +24,5 @@ class VisionCacheStats:
     hits: int = 0
     misses: int = 0
     encode_seconds: float = 0.0  # spent in the vision tower (misses)
+    tower_calls: int = 0  # calls of the tower: images admitted together share one
     entries: int = 0

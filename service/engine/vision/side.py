@@ -2,7 +2,8 @@
 
 The worker serves a vision-language model as a text one, on the slots: its language side
 (`language.VisionLanguage`) is the model the scheduler calls. An image request is encoded when
-it is admitted (`encoder.py`: the vision tower off the decode step, cached by content), and
+it is admitted (`encoder.py`: the vision tower off the decode step, cached by content; the
+images of requests admitted together in one call of the tower, `encode_together`), and
 admitted with its input embeddings and M-RoPE positions; its prompt-cache key is its tokens with
 each image's standing for the image (`cache_key.py`), so its next turn, or the same images
 resent, start from the prompt cache as a text conversation does; past a cached prefix that holds
@@ -12,16 +13,21 @@ request on the same model is admitted as on a text model's.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import mlx.core as mx
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.vision.cache_key import keyed_tokens
 from mlx_responses.service.engine.vision.encoder import ImageEncoder
 from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.language import VisionLanguage, is_vision_model
 
-__all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide", "see"]
+__all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide", "encode_together", "see"]
+
+log = logging.getLogger(__name__)
 
 # The families whose language side the slots drive: plain KV caches, everything in the input
 # embeddings, M-RoPE positions (the Qwen-VL family, tested on a random Qwen2-VL; Qwen2.5-VL has
@@ -53,19 +59,48 @@ class Seen:
     prompt: list[int]
     inputs: VisionInputs
 
-    def admitted(self, cached: int) -> dict[str, Any]:
+    def towered(self, cached: int) -> bool:
+        """Whether its admission past `cached` tokens needs its images' encodings: an image
+        lies past them, and the slots take its embeddings (`admitted`)."""
+        return self.side.batched and self.side.image_token in self.prompt[cached:]
+
+    def admitted(self, cached: int, features: mx.array | None = None) -> dict[str, Any]:
         """`Admission`'s embeddings and positions past the `cached` tokens: with no image
         past them (the prompt cache holds them all: a conversation's next turn), positions
-        alone (no tower, no embeddings: the rest is text)."""
+        alone (no tower, no embeddings: the rest is text). `features`: its images'
+        encodings, when `encode_together` made them."""
         side, prompt, inputs = self.side, self.prompt, self.inputs
         if not side.batched:  # the scheduler runs mlx-vlm's own step (serial.py)
             return {"images": inputs}
-        if side.image_token not in prompt[cached:]:
+        if not self.towered(cached):
             if side.family not in MROPE:
                 return {}  # text past the cache, at its plain positions
             return {"positions": side.encoder.positions(side.model, prompt, inputs)}
-        encoded = side.encoder.prompt(side.model, prompt, inputs)
+        encoded = side.encoder.prompt(side.model, prompt, inputs, features)
         return {"embeddings": encoded.embeds[cached:], "positions": encoded.positions}
+
+
+def encode_together(admitted: Sequence[tuple[Seen | None, int]]) -> list[mx.array | None]:
+    """The image encodings of requests admitted together (each: its `Seen`, None for text, and
+    the prompt tokens its cache holds), for `Seen.admitted`: the images of all that need them
+    (`Seen.towered`) through the tower in one call (`ImageEncoder.encode`), not one call per
+    request between decode steps. None for the others; for all, when that call fails (each
+    then encodes its own when admitted, and fails alone)."""
+    out: list[mx.array | None] = [None] * len(admitted)
+    wanted = [
+        (i, seen) for i, (seen, cached) in enumerate(admitted) if seen and seen.towered(cached)
+    ]
+    if len(wanted) < 2:
+        return out  # one alone encodes as it is admitted
+    side = wanted[0][1].side
+    try:
+        features = side.encoder.encode(side.model, [seen.inputs for _, seen in wanted])
+    except Exception:  # a bad image among them: each alone, so that only its request fails
+        log.warning("images admitted together failed to encode together", exc_info=True)
+        return out
+    for (i, _), encoded in zip(wanted, features, strict=True):
+        out[i] = encoded
+    return out
 
 
 class VisionSide:
