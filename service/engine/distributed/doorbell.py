@@ -16,6 +16,7 @@ rank 0 sent over the group (a stranger connecting to the port is turned away).
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import os
 import socket
@@ -73,7 +74,7 @@ class Doorbell:
                 except OSError:
                     conn.close()
                     continue
-                if said != token:
+                if not hmac.compare_digest(said, token):
                     conn.close()  # not one of ours
                     continue
                 conn.settimeout(None)
