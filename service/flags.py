@@ -588,7 +588,7 @@ ENGINE = Flag(
 STREAM_WINDOW_MS = Flag(
     "--stream-window-ms",
     "stream_window_ms",
-    10.0,
+    25.0,
     "a stream's tokens decoded within this window (at most 16) leave as one delta (its first "
     "token never waits; 0: one delta per decode step; widened to (streams decoding)/400 s, "
     "at most 0.1 s, when that is longer): cuts the per-token cost of events, gRPC and SSE "

@@ -37,16 +37,19 @@ R = TypeVar("R", bound=Receiver)
 
 # A stream's chunk leaves once it holds this many tokens, whatever the window: bounds how
 # bursty a fast stream looks. The window is what bounds latency; the cap binds only above
-# 1,600 tokens/s per stream (4 cost 5-8% tok/s on the micro benchmark against 16).
+# 16 tokens per window (640 tokens/s per stream at the default 25 ms; 4 cost 5-8% tok/s on the
+# micro benchmark against 16).
 MAX_HELD_TOKENS = 16
 
 # Delta events per second all streams together aim at (while the window is on): with more
-# streams than `window × this` the window widens to `streams / this` (20 ms at 8 streams, 80 at
-# 32), so the loop's share of the process (a delta costs it a few hundred microseconds: event,
-# gRPC, SSE, and as much again in the client) stays bounded when many streams each get a token
-# per step. A/B on the micro model, two servers side by side (2 CPU cores): against 1,000 a
-# second, 8 streams +13% tok/s (16 of 24 pairs), 32 streams +7% (12 of 12); one stream keeps
-# 10 ms (no change, 13 of 24). Earlier, 1,000 against none at 32 streams: 3,783 -> 4,554 tok/s.
+# streams than `window × this` the window widens to `streams / this` (from the default 25 ms,
+# above 10 streams: 80 ms at 32), so the loop's share of the process (a delta costs it a few
+# hundred microseconds: event, gRPC, SSE, and as much again in the client) stays bounded when
+# many streams each get a token per step. A/B on the micro model, two servers side by side (2
+# CPU cores): against 1,000 a second, 8 streams +13% tok/s (16 of 24 pairs), 32 streams +7% (12
+# of 12); one stream keeps its window (no change, 13 of 24). Earlier, 1,000 against none at 32
+# streams: 3,783 -> 4,554 tok/s. The default window itself (--stream-window-ms 25, was 10)
+# bounds one fast stream to 40 deltas a second: docs/performance.md, "One fast stream".
 MAX_DELTAS_PER_SECOND = 400
 
 # The widest the window widens to: past ~0.1 s between updates a stream reads as stalled. At 64

@@ -107,7 +107,7 @@ def test_kv_bits_flag() -> None:
 
 
 def test_stream_window_flag() -> None:
-    assert _parse([], {}).stream_window_ms == 10.0
+    assert _parse([], {}).stream_window_ms == 25.0
     assert _parse(["--stream-window-ms", "0"], {}).stream_window_ms == 0.0
     with pytest.raises(ConfigError, match="--stream-window-ms"):
         _parse(["--stream-window-ms", "-1"], {})
