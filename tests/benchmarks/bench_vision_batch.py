@@ -1,16 +1,16 @@
 """Concurrent image requests on a random-weight Qwen2-VL: ours against mlx-vlm's own server.
 
 Builds the tests' tiny random VLM (tests/support/random_vlm.py), serves it with `serve` as its
-own process (as `mlx_vlm.server` runs, and as a client meets either), and sends 1, 4 and 8 image requests at once (each its own image, greedy, a fixed number of
-tokens: the random model never ends early) through Chat Completions; then starts
-`python -m mlx_vlm.server` on the same folder on a free port and sends the same requests. Prints
-each server's wall time and throughput (generated tokens per second) per concurrency, the
-ratio of ours to mlx-vlm's, and ours at 4 against one alone (the goal: 4 at once within 1.5x
-the time of one). The same waves then go to the stack in this process (the tests' `Stack`:
-there the client's threads share the server's GIL and cores) and to our engine alone (its EngineWorker, no HTTP): on a
-machine whose cores are shared, the request path's own CPU time (HTTP, gRPC, rendering, the
-processor) grows with the requests at once, and the engine's figure is the batching's. Not a
-test.
+own process (as `mlx_vlm.server` runs, and as a client meets either), and sends 1, 4 and 8 image
+requests at once (each its own image, greedy, a fixed number of tokens: the random model never
+ends early) through Chat Completions; then starts `python -m mlx_vlm.server` on the same folder
+on a free port and sends the same requests. Prints each server's wall time and throughput
+(generated tokens per second) per concurrency, the ratio of ours to mlx-vlm's, and ours at 4
+against one alone (the goal: 4 at once within 1.5x the time of one). The same waves then go to
+the stack in this process (the tests' `Stack`: there the client's threads share the server's GIL
+and cores) and to our engine alone (its EngineWorker, no HTTP): on a machine whose cores are
+shared, the request path's own CPU time (HTTP, gRPC, rendering, the processor) grows with the
+requests at once, and the engine's figure is the batching's. Not a test.
 
     .venv/bin/python tests/benchmarks/bench_vision_batch.py [--tokens 32] [--repeats 3]
 """
