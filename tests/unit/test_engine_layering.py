@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.imports import absolute_imports
+
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "service" / "engine"
 PREFIX = "mlx_responses.service.engine"
@@ -48,18 +50,6 @@ def _package(path: Path) -> str | None:
     return parts[0] if len(parts) > 1 and parts[0] in SCHEDULERS else None
 
 
-def _imports(tree: ast.AST) -> list[str]:
-    """Every absolute import (function-local and TYPE_CHECKING ones included)."""
-    names: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.append(node.module)
-            names += [f"{node.module}.{alias.name}" for alias in node.names]
-    return names
-
-
 def _scheduler_imported(name: str) -> str | None:
     parts = name.split(".")
     base = PREFIX.split(".")
@@ -77,7 +67,7 @@ def scheduler_imports(path: Path, tree: ast.AST) -> list[str]:
     return sorted(
         {
             f"{_rel(path)} imports {name}"
-            for name in _imports(tree)
+            for name in absolute_imports(tree)
             if (target := _scheduler_imported(name)) is not None and target != own
         }
     )

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.imports import absolute_imports
+
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "mlx_responses"
 PACKAGES = ("service", "http_facade", "launcher")
@@ -92,14 +94,7 @@ def _allowed(package: str, name: str) -> bool:
 
 def _imports(path: Path) -> list[str]:
     """Every absolute import of a file (function-local and TYPE_CHECKING ones included)."""
-    names: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.append(node.module)
-            names += [f"{node.module}.{alias.name}" for alias in node.names]
-    return names
+    return absolute_imports(ast.parse(path.read_text(), str(path)))
 
 
 def _package(name: str) -> str | None:
