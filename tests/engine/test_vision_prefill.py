@@ -19,7 +19,11 @@ from mlx_responses.service.engine.slots.store import (
 from mlx_responses.service.engine.vision.encoder import ImageEncoder, VisionPrompt
 from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.language import VisionLanguage
-from mlx_responses.service.engine.vision.positions import chunk_positions, decode_positions
+from mlx_responses.service.engine.vision.positions import (
+    MRoPE,
+    chunk_positions,
+    decode_positions,
+)
 from PIL import Image
 
 from tests.support.random_vlm import IMAGE_PART, build_random_vlm
@@ -101,7 +105,9 @@ def _requests(
         if sizes:
             keys = tuple(f"{k}:{j}" for j in range(len(sizes)))
             inputs = VisionInputs(arrays["pixel_values"], arrays["image_grid_thw"], keys)
-        prompts.append((tokens, encoder.prompt(model, tokens, inputs)))
+        prompts.append(
+            (tokens, encoder.prompt(model, tokens, inputs, mrope=MRoPE.of(model.config)))
+        )
     return prompts, want
 
 

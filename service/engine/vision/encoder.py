@@ -19,7 +19,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 from mlx_responses.service.engine.vision.inputs import VisionCacheStats, VisionInputs
-from mlx_responses.service.engine.vision.positions import TEXT, RowPositions, row_positions
+from mlx_responses.service.engine.vision.positions import TEXT, MRoPE, RowPositions, row_positions
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,21 @@ class ImageEncoder:
         tokens: list[int],
         inputs: VisionInputs | None,
         features: mx.array | None = None,
+        mrope: MRoPE | None = None,
     ) -> VisionPrompt:
         """`tokens` embedded, each image's tokens replaced by its encoding, and positioned;
         `features`: the images' encodings when `encode` has them already (a batch admitted
-        together), else they are encoded here."""
+        together), else they are encoded here. `mrope`: a Qwen-VL model's rule, which places
+        the encodings and positions the prompt here (`_merged`), not through mlx-vlm's
+        `get_input_embeddings` (its merge and `get_rope_index` sync the device several times
+        per request)."""
+        if mrope is not None and inputs is not None and inputs.image_grid_thw is not None:
+            if features is None:
+                features = self.encode(model, [inputs])[0]
+            if features is not None:
+                embeds = _merged(model, tokens, features, mrope.image_token)
+                mx.eval(embeds)
+                return VisionPrompt(embeds, mrope.positions(tokens, inputs.image_grid_thw))
         ids = mx.array([tokens])
         kwargs: dict[str, Any] = (
             {key: mx.array(value) for key, value in inputs.extra.items()} if inputs else {}
@@ -75,13 +86,6 @@ class ImageEncoder:
         embeds = out.inputs_embeds[0]
         mx.eval(embeds)
         return VisionPrompt(embeds, positions if pixels is not None else TEXT)
-
-    def positions(self, model: Any, tokens: list[int], inputs: VisionInputs) -> RowPositions:
-        """`tokens`' positions alone (no tower, no embeddings): Qwen-VL's `get_rope_index`
-        over the images' grids, as `prompt` computes them."""
-        grid = None if inputs.image_grid_thw is None else mx.array(inputs.image_grid_thw)
-        ids, delta = model.language_model.get_rope_index(mx.array([tokens]), grid)
-        return row_positions(ids, delta)
 
     def encode(self, model: Any, prompts: Sequence[VisionInputs]) -> list[mx.array | None]:
         """Each prompt's images' vision-tower output, in order ([tokens, hidden]), cached per
@@ -149,6 +153,20 @@ class ImageEncoder:
         self.stats.misses += len(images)
         self.stats.tower_calls += 1
         return out
+
+
+def _merged(model: Any, tokens: list[int], features: mx.array, image_token: int) -> mx.array:
+    """[n, hidden]: `tokens`' embeddings, the k-th image placeholder's replaced by row k of
+    `features` (as mlx-vlm's Qwen-VL `merge_input_ids_with_image_features`, with the
+    placeholders found on the host)."""
+    spots = np.asarray(tokens) == image_token
+    if int(spots.sum()) != features.shape[0]:
+        raise ValueError(
+            f"{int(spots.sum())} image placeholders for {features.shape[0]} image features"
+        )
+    embeds = model.language_model.model.embed_tokens(mx.array(tokens))
+    rows = mx.array(np.maximum(np.cumsum(spots) - 1, 0).astype(np.int32))
+    return mx.where(mx.array(spots)[:, None], features[rows], embeds)
 
 
 def _images(inputs: VisionInputs) -> list[tuple[str, np.ndarray, np.ndarray]] | None:

@@ -24,6 +24,7 @@ from mlx_responses.service.engine.vision.cache_key import keyed_tokens
 from mlx_responses.service.engine.vision.encoder import ImageEncoder
 from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.language import VisionLanguage, is_vision_model
+from mlx_responses.service.engine.vision.positions import MRoPE
 
 __all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide", "encode_together", "see"]
 
@@ -75,8 +76,9 @@ class Seen:
         if not self.towered(cached):
             if side.family not in MROPE:
                 return {}  # text past the cache, at its plain positions
-            return {"positions": side.encoder.positions(side.model, prompt, inputs)}
-        encoded = side.encoder.prompt(side.model, prompt, inputs, features)
+            assert side.mrope is not None
+            return {"positions": side.mrope.positions(prompt, inputs.image_grid_thw)}
+        encoded = side.encoder.prompt(side.model, prompt, inputs, features, side.mrope)
         return {"embeddings": encoded.embeds[cached:], "positions": encoded.positions}
 
 
@@ -116,6 +118,8 @@ class VisionSide:
         self.language = VisionLanguage(loaded.model, self.n_tokens) if self.batched else None
         self.encoder = encoder
         self.image_token: int = _image_token(loaded.model.config)
+        # A Qwen-VL model's positions rule (`positions.MRoPE`); None for 1D RoPE.
+        self.mrope = MRoPE.of(loaded.model.config) if self.family in MROPE else None
         encoder.clear()
 
     @classmethod
