@@ -307,6 +307,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         """The thread's loop: commands in, one step, tokens out, until a Stop."""
         active: dict[int, Active[GenerationStream]] = {}
         by_stream: dict[int, int] = {}
+        joined = False  # whether this step's admissions already took a second pass
         try:
             while True:
                 commands, alone = self._next_commands(
@@ -333,9 +334,17 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                     self.kv, self._metrics, lambda: next(self._uids)
                 ):
                     self._start(scheduler, admitted, alone, active, by_stream)
+                    # What came while these were admitted (an image's tower call takes a
+                    # while) is admitted before the step, so it starts in the same one: once
+                    # a step, so arrivals cannot hold the step back. Not in a group (its
+                    # ranks run one pass per step).
+                    if not joined and self.link is None and self._commands.qsize():
+                        joined = True
+                        continue
                 if not active:
                     time.sleep(0.01 if self._waiting else 0)  # waits for another model's memory
                     continue
+                joined = False
                 try:
                     self._step(scheduler, active, by_stream)
                     self._outbox.flush(time.perf_counter())

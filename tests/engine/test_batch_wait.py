@@ -4,7 +4,9 @@ batch; without it the first starts alone and is handed to the batch at the secon
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlx_responses.service.engine.model import load_model
@@ -71,3 +73,49 @@ async def test_a_lone_request_waits_once_and_decodes_alone(random_model: Path) -
         engine.stop()
     assert first is not None and first >= 0.02  # it waited for company
     assert engine.stats.solo_sequences == 1 and engine.stats.handovers == 0
+
+
+async def test_requests_that_come_while_others_are_admitted_join_their_first_step(
+    random_model: Path,
+) -> None:
+    """Admitting takes time (an image request's vision tower runs then): what is queued when
+    an admission pass ends is admitted before the step, so all start in one step instead of
+    the late ones a step behind the first."""
+    engine = EngineWorker(lambda: load_model(random_model), stream_window=0.0)
+    loaded = await engine.start()
+    loop = asyncio.get_running_loop()
+    sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
+    late: list[Any] = []
+    queued = threading.Event()
+    start = engine._start
+
+    def admitting(*args: Any) -> None:  # on the engine's thread
+        start(*args)
+        if not late:  # the first pass: three more come meanwhile
+            late.append(None)
+            loop.call_soon_threadsafe(arrive)
+            assert queued.wait(10)
+
+    def arrive() -> None:
+        late[:] = [engine.submit(loaded.tokenizer.encode(t), sampling) for t in TEXTS]
+        queued.set()
+
+    engine._start = admitting  # type: ignore[method-assign]
+    try:
+        first = engine.submit(loaded.tokenizer.encode("And one before them"), sampling)
+        outputs = await asyncio.gather(collect(first), *(collect(s) for s in await _filled(late)))
+    finally:
+        engine.stop()
+    alone = [(await generate(random_model, greedy([text], TOKENS)))[0][0] for text in TEXTS]
+    assert list(outputs[1:]) == alone
+    # All four started in one step and ended in one: a step per token (the late ones joining
+    # at the second step took one more).
+    assert engine.stats.max_batch_seen == 4
+    assert engine.stats.decode_steps == TOKENS
+
+
+async def _filled(late: list[Any]) -> list[Any]:
+    """The late streams, once the engine's thread has had them submitted."""
+    while len(late) < len(TEXTS):
+        await asyncio.sleep(0.001)
+    return late
