@@ -98,3 +98,31 @@ def test_images_encoded_together_are_each_as_encoded_alone(vlm: Path) -> None:
         assert got is not None and want is not None
         assert got.shape == want.shape
         assert mx.allclose(got, want, atol=1e-5).item()
+
+
+class _Tower:
+    """A vision tower of the Qwen-VL call shape whose output is large: 4,096 floats a patch."""
+
+    patch_embed = type("P", (), {"proj": type("W", (), {"weight": mx.zeros(1)})()})()
+
+    def __call__(self, pixels: mx.array, grids: mx.array, output_hidden_states: bool) -> mx.array:
+        return mx.broadcast_to(pixels[:, :1], (pixels.shape[0], 4096)) + 0
+
+
+def test_an_image_encoded_with_others_holds_only_its_own_memory() -> None:
+    """The cache keeps one entry: of four images encoded in one call, the last, whose memory
+    is its own share of the call's output (a slice of it held all four)."""
+    model = type("M", (), {"vision_tower": _Tower()})()
+    grid = np.array([[1, 16, 16]])
+    prompts = [
+        VisionInputs(np.full((256, 8), k, np.float32), grid, (f"image-{k}",)) for k in range(4)
+    ]
+    encoder = ImageEncoder(entries=1)
+    mx.clear_cache()
+    before = mx.get_active_memory()
+    encoded = encoder.encode(model, prompts)
+    assert encoder.stats.tower_calls == 1 and encoder.stats.entries == 1
+    assert [int(e[0, 0].item()) for e in encoded if e is not None] == [0, 1, 2, 3]
+    del encoded
+    one_image = 256 * 4096 * 4
+    assert mx.get_active_memory() - before < 1.5 * one_image

@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import mlx.core as mx
@@ -140,15 +141,16 @@ class ImageEncoder:
             mx.array(grids),
             output_hidden_states=False,
         )
-        mx.eval(features)
-        # The merger folds a fixed number of patches into each output token. NOTE: each
-        # image's entry is a slice of the call's output: their memory goes with the last.
+        # The merger folds a fixed number of patches into each output token.
         per_token = sum(len(pixels) for pixels in rows) // features.shape[0]
         bounds = np.cumsum([0] + [len(pixels) // per_token for pixels in rows])
-        out = {
-            key: features[int(a) : int(b)]
-            for key, a, b in zip(images, bounds[:-1], bounds[1:], strict=True)
-        }
+        parts = [features[int(a) : int(b)] for a, b in pairwise(bounds)]
+        if len(parts) > 1:
+            # Each entry in its own memory: a slice would hold the whole call's output until
+            # the last of its images left the cache.
+            parts = [mx.contiguous(part) for part in parts]
+        mx.eval(parts)
+        out = dict(zip(images, parts, strict=True))
         self.stats.encode_seconds += time.perf_counter() - started
         self.stats.misses += len(images)
         self.stats.tower_calls += 1
