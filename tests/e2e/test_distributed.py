@@ -27,9 +27,8 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2
 
-from tests.e2e.test_scale_out_processes import _wait_serving
 from tests.support.group import Group, _children, by_hand, launched
-from tests.support.processes import free_port, process, wait_status
+from tests.support.processes import free_port, process, wait_serving, wait_status
 from tests.support.random_model import build_random_model
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack
@@ -291,7 +290,7 @@ def test_a_group_and_a_core_behind_one_facade_share_redis(
             str(http),
         ) as facade,
     ):
-        _wait_serving(core_port)
+        wait_serving(core_port)
         wait_status(http, 200, facade)
         url = f"http://127.0.0.1:{http}"
         before = {name: _served(port) for name, port in meter.items()}

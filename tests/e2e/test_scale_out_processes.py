@@ -5,30 +5,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import grpc
 import openai
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.e2e.test_processes import _free_port, _process, _wait_healthy
+from tests.support.processes import wait_serving
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.e2e
-
-
-def _wait_serving(port: int, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=2)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.2)
-    raise AssertionError(f"core on {port} never SERVING")
 
 
 def test_two_core_processes_share_redis_behind_one_facade(
@@ -43,8 +27,8 @@ def test_two_core_processes_share_redis_behind_one_facade(
         _process(*core_args, str(two)),
         _process("facade", *cores, "--port", str(http)) as facade,
     ):
-        _wait_serving(one)
-        _wait_serving(two)
+        wait_serving(one)
+        wait_serving(two)
         _wait_healthy(http, facade)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{http}/v1", api_key="x", max_retries=0)
         turn = client.responses.create(

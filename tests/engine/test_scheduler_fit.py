@@ -175,16 +175,19 @@ def test_the_slots_decode_mixed_windows_as_mlx_lms_batch(kind: str) -> None:
     def admissions(prompts: list[list[int]], start: int = 0, **kw: Any) -> list[Admission]:
         return [Admission(start + i, [p], 24, _argmax, **kw) for i, p in enumerate(prompts)]
 
-    outputs, entries = {}, {}
-    for engine in ("batch", "slots"):
+    def scheduler_of(engine: str) -> BatchScheduler | SlotScheduler:
         make = BatchScheduler if engine == "batch" else SlotScheduler
-        scheduler = make(
+        return make(
             model,
             stop_tokens=[],
             completion_batch_size=8,
             prefill_batch_size=8,
             prefill_step_size=7,  # chunks that end inside and past the window
         )
+
+    outputs, entries = {}, {}
+    for engine in ("batch", "slots"):
+        scheduler = scheduler_of(engine)
         first = admissions([prompt(3, 0), prompt(19, 1), prompt(40, 2)])
         late = admissions([prompt(11, 3), prompt(27, 4)], start=3)
         outputs[engine], entries[engine] = _run(scheduler, first, late)
@@ -194,14 +197,7 @@ def test_the_slots_decode_mixed_windows_as_mlx_lms_batch(kind: str) -> None:
     # into both engines.
     turns = {}
     for engine in ("batch", "slots"):
-        make = BatchScheduler if engine == "batch" else SlotScheduler
-        scheduler = make(
-            model,
-            stop_tokens=[],
-            completion_batch_size=8,
-            prefill_batch_size=8,
-            prefill_step_size=7,
-        )
+        scheduler = scheduler_of(engine)
         follow = []
         for uid, (source, which) in enumerate((("batch", 2), ("slots", 1))):
             end = entries[source][which]

@@ -85,3 +85,22 @@ def wait_status(port: int, status: int, proc: Process | None = None, timeout: fl
         time.sleep(0.2)
     output = proc.output() if proc is not None else ""
     raise AssertionError(f"/health never answered {status}:\n{output[-4000:]}")
+
+
+def wait_serving(port: int, timeout: float = 90) -> None:
+    """Waits until the gRPC core on `port` reports SERVING on the standard health service."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=2)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.2)
+    raise AssertionError(f"core on {port} never SERVING")
