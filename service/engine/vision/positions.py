@@ -82,10 +82,10 @@ class MRoPE:
         spots = np.flatnonzero(ids == self.image_token)
         start = 0  # the first token not yet placed
         next_id = 0  # the id the next text token takes
-        folded = np.zeros((0, 3), np.int64)
+        folded: list[list[int]] = []
         if count:
-            folded = np.asarray(grids, np.int64)[:count] // [1, self.merge, self.merge]
-        for t, h, w in folded.tolist():
+            folded = (np.asarray(grids, np.int64)[:count] // [1, self.merge, self.merge]).tolist()
+        for t, h, w in folded:
             at = int(spots[np.searchsorted(spots, start)])
             text = at - start
             table[:, start:at] = next_id + np.arange(text)
