@@ -82,8 +82,10 @@ class MRoPE:
         spots = np.flatnonzero(ids == self.image_token)
         start = 0  # the first token not yet placed
         next_id = 0  # the id the next text token takes
-        folded = [] if not count else np.asarray(grids)[:count] // [1, self.merge, self.merge]
-        for t, h, w in np.asarray(folded, dtype=np.int64).reshape(-1, 3).tolist():
+        folded: np.ndarray = np.zeros((0, 3), np.int64)
+        if count:
+            folded = np.asarray(grids, np.int64)[:count] // [1, self.merge, self.merge]
+        for t, h, w in folded.reshape(-1, 3).tolist():
             at = int(spots[np.searchsorted(spots, start)])
             text = at - start
             table[:, start:at] = next_id + np.arange(text)
