@@ -19,7 +19,6 @@ pytest.importorskip("mlx_vlm")
 from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.scheduler import Admission
 from mlx_responses.service.engine.slots import SlotScheduler
-from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.side import (
     ImageEncoder,
     Seen,
@@ -27,7 +26,7 @@ from mlx_responses.service.engine.vision.side import (
     encode_together,
 )
 
-from tests.engine.test_vision_prefill import _mlx_vlm_greedy, _processed
+from tests.engine.test_vision_prefill import _inputs, _mlx_vlm_greedy
 from tests.support.random_qwen3_vl import build_random_qwen3_vl
 from tests.support.random_vlm import IMAGE_PART
 
@@ -61,14 +60,8 @@ def _requests(
     """`REQUESTS` seen by the side (None: text), and mlx-vlm's greedy tokens for each."""
     prompts: list[tuple[list[int], Seen | None]] = []
     want = []
-    for k, (text, sizes) in enumerate(REQUESTS):
-        arrays = _processed(processor, text, sizes)
+    for tokens, inputs, arrays in _inputs(processor, REQUESTS):
         want.append(_mlx_vlm_greedy(model, processor, arrays))
-        tokens = [int(t) for t in arrays["input_ids"][0]]
-        inputs = None
-        if sizes:
-            keys = tuple(f"{k}:{j}" for j in range(len(sizes)))
-            inputs = VisionInputs(arrays["pixel_values"], arrays["image_grid_thw"], keys)
         prompts.append((tokens, side.see(tokens, inputs)))
     return prompts, want
 

@@ -16,7 +16,7 @@ from tests.http.test_dialect_vision import _encodings
 from tests.http.test_vision_batch import _cached, _create, _text, _user
 from tests.http.test_vision_text import _png
 from tests.support.random_qwen3_vl import build_random_qwen3_vl
-from tests.support.random_vlm import MAX_IMAGE_PIXELS, MAX_MEDIA_BYTES
+from tests.support.random_vlm import MEDIA_LIMITS
 from tests.support.stack import Stack
 
 TOKENS = 48
@@ -28,13 +28,7 @@ def qwen3_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _stack(folder: Path, store_url: str, **overrides: Any) -> Iterator[Stack]:
-    with Stack.running(
-        model_path=folder,
-        store_url=store_url,
-        max_media_bytes=MAX_MEDIA_BYTES,
-        max_image_pixels=MAX_IMAGE_PIXELS,
-        **overrides,
-    ) as s:
+    with Stack.running(model_path=folder, store_url=store_url, **MEDIA_LIMITS, **overrides) as s:
         yield s
 
 
