@@ -15,7 +15,7 @@ from mlx_responses.service.engine.blas import preload_blas
 preload_blas()  # before the first `import mlx` of the session
 
 from tests.support.random_model import build_random_model  # noqa: E402
-from tests.support.random_vlm import MAX_IMAGE_PIXELS, MAX_MEDIA_BYTES, build_random_vlm  # noqa: E402
+from tests.support.random_vlm import MEDIA_LIMITS, build_random_vlm  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.stack import Stack  # noqa: E402
 
@@ -145,10 +145,5 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 def vlm_stack(tmp_path_factory: pytest.TempPathFactory, store_url: str) -> Iterator[Stack]:
     """A stack on a tiny random Qwen2-VL (built per module), with small media limits."""
     folder = build_random_vlm(tmp_path_factory.mktemp("tiny-vlm") / "tiny-vlm")
-    with Stack.running(
-        model_path=folder,
-        store_url=store_url,
-        max_media_bytes=MAX_MEDIA_BYTES,
-        max_image_pixels=MAX_IMAGE_PIXELS,
-    ) as s:
+    with Stack.running(model_path=folder, store_url=store_url, **MEDIA_LIMITS) as s:
         yield s

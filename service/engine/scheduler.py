@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import mlx.core as mx
 from mlx_responses.service.engine.mlx_lm_compat import greedy_sampler
+from mlx_responses.service.engine.vision.deepstack import Deepstack
 from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.positions import RowPositions
 
@@ -44,6 +45,8 @@ class Admission:
     features merged in), for a scheduler that `takes_embeddings`; None: token ids only.
     `positions`: its rotary positions where they are not each token's index (M-RoPE: a vision
     model's image prompt, `vision/positions.py`), absolute, for the same schedulers.
+    `deepstack`: a Qwen3-VL image prompt's deepstack features of its image tokens past `cache`
+    (`vision/deepstack.py`), for the same schedulers.
     `images`: an image prompt's processed images, for a scheduler that runs the vision tower
     itself (`vision/serial.py`, a family the slots do not batch); None otherwise.
     """
@@ -60,6 +63,7 @@ class Admission:
     alone: bool = True
     embeddings: mx.array | None = None
     positions: RowPositions | None = None
+    deepstack: Deepstack | None = None
     images: VisionInputs | None = None
 
     @property

@@ -3,7 +3,7 @@ with per-sequence M-RoPE positions, decodes what mlx-vlm's own generate decodes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import mlx.core as mx
@@ -97,18 +97,29 @@ def _requests(
 ) -> tuple[list[tuple[list[int], VisionPrompt]], list[list[int]]]:
     """`REQUESTS` encoded (their tokens and embeddings), and mlx-vlm's greedy tokens for each."""
     prompts, want = [], []
-    for k, (text, sizes) in enumerate(REQUESTS):
-        arrays = _processed(processor, text, sizes)
+    for tokens, inputs, arrays in _inputs(processor, REQUESTS):
         want.append(_mlx_vlm_greedy(model, processor, arrays))
+        prompts.append(
+            (tokens, encoder.prompt(model, tokens, inputs, mrope=MRoPE.of(model.config)))
+        )
+    return prompts, want
+
+
+def _inputs(
+    processor: Any, requests: Sequence[tuple[str, tuple[tuple[int, int, int], ...]]]
+) -> list[tuple[list[int], VisionInputs | None, dict]]:
+    """Each request (its text and images' (seed, width, height)) processed: its tokens, its
+    images as the engine takes them (None: text alone), and the processor's arrays."""
+    out = []
+    for k, (text, sizes) in enumerate(requests):
+        arrays = _processed(processor, text, sizes)
         tokens = [int(t) for t in arrays["input_ids"][0]]
         inputs = None
         if sizes:
             keys = tuple(f"{k}:{j}" for j in range(len(sizes)))
             inputs = VisionInputs(arrays["pixel_values"], arrays["image_grid_thw"], keys)
-        prompts.append(
-            (tokens, encoder.prompt(model, tokens, inputs, mrope=MRoPE.of(model.config)))
-        )
-    return prompts, want
+        out.append((tokens, inputs, arrays))
+    return out
 
 
 def _slots_greedy(

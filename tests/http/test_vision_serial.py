@@ -18,7 +18,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 from tests.http.test_vision_batch import _create, _text, _user
 from tests.http.test_vision_text import _png
 from tests.support.random_gemma3 import build_random_gemma3
-from tests.support.random_vlm import MAX_IMAGE_PIXELS, MAX_MEDIA_BYTES
+from tests.support.random_vlm import MEDIA_LIMITS
 from tests.support.stack import Stack
 
 TOKENS = 10
@@ -29,12 +29,7 @@ def gemma3_stack(tmp_path_factory: pytest.TempPathFactory, store_url: str) -> It
     """A stack on a random Gemma 3: a family the slots do not batch (sliding windows, its own
     attention mask with the images)."""
     folder = build_random_gemma3(tmp_path_factory.mktemp("tiny-gemma3") / "tiny-gemma3")
-    with Stack.running(
-        model_path=folder,
-        store_url=store_url,
-        max_media_bytes=MAX_MEDIA_BYTES,
-        max_image_pixels=MAX_IMAGE_PIXELS,
-    ) as s:
+    with Stack.running(model_path=folder, store_url=store_url, **MEDIA_LIMITS) as s:
         yield s
 
 

@@ -26,6 +26,7 @@ MAX_PIXELS = (PATCH * MERGE * 4) ** 2  # 16 image tokens
 # The media limits of the tests' vision stack (tests/conftest.py `vlm_stack`).
 MAX_MEDIA_BYTES = 64 * 1024
 MAX_IMAGE_PIXELS = 512 * 512
+MEDIA_LIMITS = {"max_media_bytes": MAX_MEDIA_BYTES, "max_image_pixels": MAX_IMAGE_PIXELS}
 
 
 def build_random_vlm(

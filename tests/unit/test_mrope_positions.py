@@ -1,6 +1,7 @@
-"""A Qwen-VL prompt's M-RoPE positions (`positions.MRoPE`) are mlx-vlm's `get_rope_index`'s, and
-its image encodings land where mlx-vlm's merge puts them: the numpy rule the engine uses in
-place of mlx-vlm's (which syncs the device per image) decides every image token's rotation."""
+"""A Qwen-VL prompt's M-RoPE positions (`positions.MRoPE`) are mlx-vlm's `get_rope_index`'s
+(Qwen2-VL's and Qwen3-VL's, whose interleaved M-RoPE rotates the same ids), and its image
+encodings land where mlx-vlm's merge puts them: the numpy rule the engine uses in place of
+mlx-vlm's (which syncs the device per image) decides every image token's rotation."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from mlx_responses.service.engine.vision.encoder import _merged
 from mlx_responses.service.engine.vision.positions import MRoPE, row_positions
 from mlx_vlm.models.qwen2_vl.language import LanguageModel
 from mlx_vlm.models.qwen2_vl.qwen2_vl import Model
+from mlx_vlm.models.qwen3_vl.language import LanguageModel as Qwen3LanguageModel
 
 IMAGE, VIDEO, START, END = 151655, 151656, 151652, 151653
 CONFIG = SimpleNamespace(
@@ -47,11 +49,12 @@ PROMPTS = {
 
 
 @pytest.mark.parametrize("parts", PROMPTS.values(), ids=PROMPTS.keys())
-def test_positions_are_get_rope_index_s(parts: list[object]) -> None:
+@pytest.mark.parametrize("language", [LanguageModel, Qwen3LanguageModel], ids=["qwen2", "qwen3"])
+def test_positions_are_get_rope_index_s(parts: list[object], language: type) -> None:
     tokens, grids = _prompt(parts)
     imaged = grids is not None
     grids = grids if imaged else np.array([[1, 4, 4]])
-    ids, delta = LanguageModel.get_rope_index(
+    ids, delta = language.get_rope_index(
         SimpleNamespace(config=CONFIG),  # type: ignore[arg-type]
         mx.array([tokens]),
         mx.array(grids),

@@ -21,6 +21,20 @@ class _Gemma:
     def get_input_embeddings(self) -> None: ...
 
 
+class _Qwen3VL:
+    """Qwen3-VL's config as mlx-vlm loads it (the language side: no layers needed here)."""
+
+    config = SimpleNamespace(
+        model_type="qwen3_vl",
+        image_token_id=151655,
+        vision_start_token_id=151652,
+        vision_config=SimpleNamespace(spatial_merge_size=2),
+    )
+    language_model = SimpleNamespace(model=SimpleNamespace(layers=[]))
+
+    def get_input_embeddings(self) -> None: ...
+
+
 def _loaded(model: Any) -> Any:
     return SimpleNamespace(model=model, path=Path("/models/m"), tokenizer=[0] * 10)
 
@@ -48,6 +62,15 @@ def test_a_vision_model_outside_the_qwen_vl_family_is_served_one_at_a_time() -> 
     )
     assert isinstance(scheduler, SerialScheduler)
     assert not scheduler.takes_embeddings and scheduler.take_alone() is None
+
+
+def test_qwen3_vl_is_batched_on_the_slots_with_m_rope_positions() -> None:
+    """Its deepstack features ride in the prefill chunks (vision/deepstack.py): the slots
+    drive its language side, positioned as Qwen2-VL's."""
+    side = VisionSide.of(_loaded(_Qwen3VL()), ImageEncoder())
+    assert side is not None
+    assert side.batched and side.language is not None and side.image_token == 151655
+    assert side.mrope is not None and (side.mrope.vision_start, side.mrope.merge) == (151652, 2)
 
 
 def test_a_text_model_has_no_vision_side() -> None:

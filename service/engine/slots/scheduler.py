@@ -162,7 +162,7 @@ class SlotScheduler(SlotVerify):
     def admit(self, admission: Admission) -> None:
         """A prompt in segments: a prefill chunk ends where each but the last ends, and, with
         `prompt_ends`, an entry is taken there, as at the prompt's last token."""
-        vision = vision_row(admission.embeddings, admission.positions, len(admission.cached))
+        vision = vision_row(admission)
         if vision is not None and not self.takes_embeddings:
             raise ValueError("these slots take token ids only")
         parts = admission.segments

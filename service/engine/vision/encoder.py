@@ -19,6 +19,7 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
+from mlx_responses.service.engine.vision.deepstack import joined, split
 from mlx_responses.service.engine.vision.inputs import VisionCacheStats, VisionInputs
 from mlx_responses.service.engine.vision.positions import TEXT, MRoPE, RowPositions, row_positions
 
@@ -26,10 +27,12 @@ from mlx_responses.service.engine.vision.positions import TEXT, MRoPE, RowPositi
 @dataclass(frozen=True)
 class VisionPrompt:
     """What a sequence prefills from: one embedding per prompt token ([n, hidden]) and its
-    positions."""
+    positions; a Qwen3-VL prompt's deepstack features too ([layers, image tokens, hidden],
+    `deepstack.py`)."""
 
     embeds: mx.array
     positions: RowPositions
+    deepstack: mx.array | None = None
 
 
 @dataclass
@@ -64,9 +67,11 @@ class ImageEncoder:
             if features is None:
                 features = self.encode(model, [inputs])[0]
             if features is not None:
-                embeds = _merged(model, tokens, features, mrope.image_token)
-                mx.eval(embeds)
-                return VisionPrompt(embeds, mrope.positions(tokens, inputs.image_grid_thw))
+                main, stack = split(features, int(model.config.text_config.hidden_size))
+                embeds = _merged(model, tokens, main, mrope.image_token)
+                mx.eval(embeds, stack)
+                positions = mrope.positions(tokens, inputs.image_grid_thw)
+                return VisionPrompt(embeds, positions, stack)
         ids = mx.array([tokens])
         kwargs: dict[str, Any] = (
             {key: mx.array(value) for key, value in inputs.extra.items()} if inputs else {}
@@ -89,8 +94,9 @@ class ImageEncoder:
         return VisionPrompt(embeds, positions if pixels is not None else TEXT)
 
     def encode(self, model: Any, prompts: Sequence[VisionInputs]) -> list[mx.array | None]:
-        """Each prompt's images' vision-tower output, in order ([tokens, hidden]), cached per
-        image by content hash: the images no entry holds, of every prompt, go through the
+        """Each prompt's images' vision-tower output, in order ([tokens, hidden]; Qwen3-VL's
+        deepstack features beside the main ones, `deepstack.joined`), cached per image by
+        content hash: the images no entry holds, of every prompt, go through the
         tower in one call (an image twice among them, once).
 
         Qwen-VL layout only (a `vision_tower(pixels, grid_thw)` and one grid row per image,
@@ -136,10 +142,12 @@ class ImageEncoder:
         dtype = tower.patch_embed.proj.weight.dtype
         rows = [pixels for pixels, _ in images.values()]
         grids = np.stack([grid for _, grid in images.values()])
-        features = tower(
-            mx.array(np.concatenate(rows)).astype(dtype),
-            mx.array(grids),
-            output_hidden_states=False,
+        features = joined(
+            tower(
+                mx.array(np.concatenate(rows)).astype(dtype),
+                mx.array(grids),
+                output_hidden_states=False,
+            )
         )
         # The merger folds a fixed number of patches into each output token.
         per_token = sum(len(pixels) for pixels in rows) // features.shape[0]

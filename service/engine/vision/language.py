@@ -3,8 +3,10 @@
 `model(inputs, cache=views)` gives logits, as an mlx-lm model does; `embeds` (a prefill chunk's
 input embeddings, [rows, width, hidden]) replaces the token lookup and `positions` ([3, rows,
 width], `positions.py`) the rotary positions that a text model derives from its cache's offset.
-Without `positions`, each row's positions run on from its cache offset (text alone). Its logits
-never pick an id past the tokenizer's (`decodable_only`).
+Without `positions`, each row's positions run on from its cache offset (text alone). Qwen3-VL's
+chunk also takes `visual` and `deepstack` (its rows' image tokens and their deepstack features,
+`deepstack.py`), which its language model adds to their hidden states in its first layers. Its
+logits never pick an id past the tokenizer's (`decodable_only`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 from mlx_responses.service.engine.requests import LogitsProcessor
 
 
@@ -55,10 +58,17 @@ class VisionLanguage:
         *,
         embeds: mx.array | None = None,
         positions: mx.array | None = None,
+        visual: np.ndarray | None = None,
+        deepstack: mx.array | None = None,
     ) -> mx.array:
         if positions is None:
             positions = _positions_from(cache, inputs.shape[0], inputs.shape[1])
-        out = self.language(inputs, inputs_embeds=embeds, cache=cache, position_ids=positions)
+        extra: dict[str, Any] = {}
+        if deepstack is not None:
+            extra = {"visual_pos_masks": visual, "deepstack_visual_embeds": deepstack}
+        out = self.language(
+            inputs, inputs_embeds=embeds, cache=cache, position_ids=positions, **extra
+        )
         logits: mx.array = self._decodable(inputs, out.logits)
         return logits
 

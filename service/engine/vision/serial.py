@@ -2,9 +2,9 @@
 sequences decode one at a time, each as mlx-vlm's own `generate_step` decodes it.
 
 The slots drive a language side they know (`side.BATCHED`: per-row embeddings, M-RoPE
-positions, plain caches); other families' language models take more (sliding windows, a 4D
-attention mask, deepstack features, cross-attention states) that only mlx-vlm's own step
-passes. This scheduler runs that step: the first sequence admitted prefills (the vision tower
+positions, Qwen3-VL's deepstack features, plain caches); other families' language models take
+more (sliding windows, a 4D attention mask, cross-attention states) that only mlx-vlm's own
+step passes. This scheduler runs that step: the first sequence admitted prefills (the vision tower
 inside mlx-vlm's `get_input_embeddings`) and decodes a token per `step`, the others wait
 their turn in arrival order. Greedy output is mlx-vlm's `generate` output for the same prompt.
 It keeps no prompt-cache entry (its sequences are always prefilled whole).

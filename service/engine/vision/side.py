@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.vision.cache_key import keyed_tokens
+from mlx_responses.service.engine.vision.deepstack import Deepstack
 from mlx_responses.service.engine.vision.encoder import ImageEncoder
 from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.language import VisionLanguage, is_vision_model
@@ -31,14 +33,16 @@ __all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide", "encode_togethe
 log = logging.getLogger(__name__)
 
 # The families whose language side the slots drive: plain KV caches, everything in the input
-# embeddings, M-RoPE positions (the Qwen-VL family, tested on a random Qwen2-VL; Qwen2.5-VL has
-# the same language model and inputs) or 1D RoPE from the cache offset (LLaVA, tested on a
-# random one). Others (sliding windows, deepstack features, their own masks) decode one
-# sequence at a time through mlx-vlm's own step (`serial.py`).
-BATCHED = ("qwen2_vl", "qwen2_5_vl", "llava")
-# Of those, the families positioned by M-RoPE (`positions.py`); the others' (1D RoPE) positions
-# run on from each row's cache offset, as a text model's.
-MROPE = ("qwen2_vl", "qwen2_5_vl")
+# embeddings (and, for Qwen3-VL, its deepstack features: `deepstack.py`), M-RoPE positions (the
+# Qwen-VL family, tested on a random Qwen2-VL and a random Qwen3-VL; Qwen2.5-VL has Qwen2-VL's
+# language model and inputs) or 1D RoPE from the cache offset (LLaVA, tested on a random one).
+# Others (sliding windows, their own masks) decode one sequence at a time through mlx-vlm's own
+# step (`serial.py`).
+BATCHED = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava")
+# Of those, the families positioned by M-RoPE (`positions.py`; Qwen3-VL interleaves the three
+# ids' frequencies, inside its model, from the same ids); the others' (1D RoPE) positions run on
+# from each row's cache offset, as a text model's.
+MROPE = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 
 
 def see(
@@ -66,10 +70,10 @@ class Seen:
         return self.side.batched and self.side.image_token in self.prompt[cached:]
 
     def admitted(self, cached: int, features: mx.array | None = None) -> dict[str, Any]:
-        """`Admission`'s embeddings and positions past the `cached` tokens: with no image
-        past them (the prompt cache holds them all: a conversation's next turn), positions
-        alone (no tower, no embeddings: the rest is text). `features`: its images'
-        encodings, when `encode_together` made them."""
+        """`Admission`'s embeddings and positions (Qwen3-VL: and deepstack features) past the
+        `cached` tokens: with no image past them (the prompt cache holds them all: a
+        conversation's next turn), positions alone (no tower, no embeddings: the rest is
+        text). `features`: its images' encodings, when `encode_together` made them."""
         side, prompt, inputs = self.side, self.prompt, self.inputs
         if not side.batched:  # the scheduler runs mlx-vlm's own step (serial.py)
             return {"images": inputs}
@@ -79,7 +83,12 @@ class Seen:
             assert side.mrope is not None
             return {"positions": side.mrope.positions(prompt, inputs.image_grid_thw)}
         encoded = side.encoder.prompt(side.model, prompt, inputs, features, side.mrope)
-        return {"embeddings": encoded.embeds[cached:], "positions": encoded.positions}
+        out: dict[str, Any] = {"embeddings": encoded.embeds[cached:]}
+        out["positions"] = encoded.positions
+        if encoded.deepstack is not None:  # Qwen3-VL: its image tokens' past the cached ones
+            spots = np.asarray(prompt) == side.image_token
+            out["deepstack"] = Deepstack.of(spots, encoded.deepstack, cached)
+        return out
 
 
 def encode_together(admitted: Sequence[tuple[Seen | None, int]]) -> list[mx.array | None]:
