@@ -1,6 +1,8 @@
 """Image requests admitted together: their images go through the vision tower in one call (not
 one call per request between decode steps), and each request decodes what it decodes alone; an
-image twice among them is encoded once. On the tests' tiny random Qwen2-VL."""
+image twice among them is encoded once. On the tests' tiny random Qwen2-VL and Qwen2.5-VL (whose
+tower attends within windows of each image: one call over several images still gives each what
+a call of its own gives)."""
 
 from __future__ import annotations
 
@@ -29,9 +31,10 @@ TOKENS = 12
 IMAGES = (((1, 100, 60),), ((2, 56, 56),), ((3, 112, 90),), ((4, 84, 84), (1, 100, 60)))
 
 
-@pytest.fixture(scope="module")
-def vlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_random_vlm(tmp_path_factory.mktemp("admitted-vlm") / "vlm")
+@pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl"])
+def vlm(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    folder = tmp_path_factory.mktemp(f"admitted-{request.param}") / "vlm"
+    return build_random_vlm(folder, family=request.param)
 
 
 def _prompt(processor: Any, sizes: tuple[tuple[int, int, int], ...]) -> tuple[list[int], Any]:

@@ -1,5 +1,6 @@
 """A vision-language model's language side, prefilled from embeddings through the slots' KV views
-with per-sequence M-RoPE positions, decodes what mlx-vlm's own generate decodes."""
+with per-sequence M-RoPE positions, decodes what mlx-vlm's own generate decodes (a tiny random
+Qwen2-VL, and a Qwen2.5-VL: its windowed tower, the same language model)."""
 
 from __future__ import annotations
 
@@ -36,11 +37,13 @@ REQUESTS = (
 )
 
 
-@pytest.fixture(scope="module")
-def vlm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
+@pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl"])
+def vlm(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[tuple[Any, Any]]:
     from mlx_vlm import load
 
-    folder = build_random_vlm(tmp_path_factory.mktemp("vlm") / "vlm")
+    folder = build_random_vlm(tmp_path_factory.mktemp(request.param) / "vlm", family=request.param)
     yield load(str(folder))
 
 

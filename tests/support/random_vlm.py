@@ -1,10 +1,16 @@
-"""Builds a tiny random-weight Qwen2-VL in the mlx-vlm folder layout: nothing is downloaded.
+"""Builds a tiny random-weight Qwen2-VL or Qwen2.5-VL in the mlx-vlm folder layout: nothing is
+downloaded.
 
 The language side is the bundled model's tokenizer with Qwen2-VL's three vision tokens added
 (`<|vision_start|>`, `<|image_pad|>`, `<|vision_end|>`); its chat template renders an image part
 as those three tokens, as Qwen2-VL's own template does. The vision tower is two blocks of width
 32 over 14-pixel patches, and the processor (mlx-vlm's numpy Qwen-VL image processor) resizes
 every image to between 28x28 and 112x112 pixels: 1 to 16 image tokens per image.
+
+Qwen2.5-VL (`family="qwen2_5_vl"`) has the same language model and tokens; its tower reorders an
+image's patches by window and attends within each window but in its full-attention blocks: here
+windows of 2x2 image tokens (`WINDOW` pixels a side), its first block windowed, its second full,
+so every image larger than 56x56 pixels is cut into several windows.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ PATCH = 14
 MERGE = 2
 MIN_PIXELS = (PATCH * MERGE) ** 2  # one image token
 MAX_PIXELS = (PATCH * MERGE * 4) ** 2  # 16 image tokens
+WINDOW = PATCH * MERGE * 2  # Qwen2.5-VL: a window is 2x2 image tokens
 # The media limits of the tests' vision stack (tests/conftest.py `vlm_stack`).
 MAX_MEDIA_BYTES = 64 * 1024
 MAX_IMAGE_PIXELS = 512 * 512
@@ -39,18 +46,24 @@ def build_random_vlm(
     seed: int = 0,
     max_pixels: int = MAX_PIXELS,
     tokenizer_from: Path = BUNDLED_MODEL,
+    family: str = "qwen2_vl",
 ) -> Path:
-    """Writes config.json, model.safetensors, the tokenizer and the processor configs."""
+    """Writes config.json, model.safetensors, the tokenizer and the processor configs.
+    `family`: "qwen2_vl" or "qwen2_5_vl" (its windowed tower)."""
+    import importlib
+
     import mlx.core as mx
     from mlx.utils import tree_flatten
-    from mlx_vlm.models import qwen2_vl
+
+    module = importlib.import_module(f"mlx_vlm.models.{family}")
 
     out.mkdir(parents=True, exist_ok=True)
     base = json.loads((tokenizer_from / "config.json").read_text())
     ids = _write_tokenizer(tokenizer_from, out, base["vocab_size"])
+    names = {"qwen2_vl": "Qwen2VL", "qwen2_5_vl": "Qwen2_5_VL"}
     config: dict[str, Any] = {
-        "model_type": "qwen2_vl",
-        "architectures": ["Qwen2VLForConditionalGeneration"],
+        "model_type": family,
+        "architectures": [f"{names[family]}ForConditionalGeneration"],
         "hidden_size": hidden_size,
         "num_hidden_layers": layers,
         "intermediate_size": hidden_size * 2,
@@ -69,12 +82,9 @@ def build_random_vlm(
         "vision_start_token_id": ids["<|vision_start|>"],
         "vision_end_token_id": ids["<|vision_end|>"],
         "vision_config": {
-            "model_type": "qwen2_vl",
+            "model_type": family,
             "depth": vision_depth,
-            "embed_dim": vision_width,
-            "hidden_size": hidden_size,
             "num_heads": 2,
-            "mlp_ratio": 2,
             "in_channels": 3,
             "patch_size": PATCH,
             "spatial_patch_size": PATCH,
@@ -82,10 +92,25 @@ def build_random_vlm(
             "temporal_patch_size": 2,
         },
     }
+    if family == "qwen2_5_vl":
+        config["vision_config"] |= {
+            "hidden_size": vision_width,
+            "intermediate_size": vision_width * 2,
+            "out_hidden_size": hidden_size,
+            "window_size": WINDOW,
+            "fullatt_block_indexes": [1],
+            "tokens_per_second": 2,
+        }
+    else:
+        config["vision_config"] |= {
+            "embed_dim": vision_width,
+            "hidden_size": hidden_size,
+            "mlp_ratio": 2,
+        }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     image_processor = {
         "image_processor_type": "Qwen2VLImageProcessor",
-        "processor_class": "Qwen2VLProcessor",
+        "processor_class": f"{names[family]}Processor",
         "patch_size": PATCH,
         "temporal_patch_size": 2,
         "merge_size": MERGE,
@@ -97,13 +122,13 @@ def build_random_vlm(
     (out / "preprocessor_config.json").write_text(json.dumps(image_processor, indent=2))
     (out / "video_preprocessor_config.json").write_text(json.dumps(image_processor, indent=2))
     (out / "processor_config.json").write_text(
-        json.dumps({"processor_class": "Qwen2VLProcessor"}, indent=2)
+        json.dumps({"processor_class": f"{names[family]}Processor"}, indent=2)
     )
     mx.random.seed(seed)
-    model_config = qwen2_vl.ModelConfig.from_dict(json.loads(json.dumps(config)))
-    model_config.text_config = qwen2_vl.TextConfig.from_dict(model_config.text_config)
-    model_config.vision_config = qwen2_vl.VisionConfig.from_dict(config["vision_config"])
-    model = qwen2_vl.Model(model_config)
+    model_config = module.ModelConfig.from_dict(json.loads(json.dumps(config)))
+    model_config.text_config = module.TextConfig.from_dict(model_config.text_config)
+    model_config.vision_config = module.VisionConfig.from_dict(config["vision_config"])
+    model = module.Model(model_config)
     _never_end(model, sorted(_end_ids(tokenizer_from, config["eos_token_id"])))
     mx.eval(model.parameters())
     mx.save_safetensors(str(out / "model.safetensors"), dict(tree_flatten(model.parameters())))

@@ -1,5 +1,6 @@
 """A Qwen-VL prompt's M-RoPE positions (`positions.MRoPE`) are mlx-vlm's `get_rope_index`'s
-(Qwen2-VL's and Qwen3-VL's, whose interleaved M-RoPE rotates the same ids), and its image
+(Qwen2-VL's, Qwen2.5-VL's, and Qwen3-VL's and Qwen3-VL-MoE's, whose interleaved M-RoPE rotates
+the same ids), and its image
 encodings land where mlx-vlm's merge puts them: the numpy rule the engine uses in place of
 mlx-vlm's (which syncs the device per image) decides every image token's rotation."""
 
@@ -12,9 +13,11 @@ import numpy as np
 import pytest
 from mlx_responses.service.engine.vision.encoder import _merged
 from mlx_responses.service.engine.vision.positions import MRoPE, row_positions
+from mlx_vlm.models.qwen2_5_vl.language import LanguageModel as Qwen25LanguageModel
 from mlx_vlm.models.qwen2_vl.language import LanguageModel
 from mlx_vlm.models.qwen2_vl.qwen2_vl import Model
 from mlx_vlm.models.qwen3_vl.language import LanguageModel as Qwen3LanguageModel
+from mlx_vlm.models.qwen3_vl_moe.language import LanguageModel as Qwen3MoELanguageModel
 
 IMAGE, VIDEO, START, END = 151655, 151656, 151652, 151653
 CONFIG = SimpleNamespace(
@@ -48,8 +51,16 @@ PROMPTS = {
 }
 
 
+LANGUAGES = {
+    "qwen2": LanguageModel,
+    "qwen2_5": Qwen25LanguageModel,
+    "qwen3": Qwen3LanguageModel,
+    "qwen3_moe": Qwen3MoELanguageModel,
+}
+
+
 @pytest.mark.parametrize("parts", PROMPTS.values(), ids=PROMPTS.keys())
-@pytest.mark.parametrize("language", [LanguageModel, Qwen3LanguageModel], ids=["qwen2", "qwen3"])
+@pytest.mark.parametrize("language", LANGUAGES.values(), ids=LANGUAGES.keys())
 def test_positions_are_get_rope_index_s(parts: list[object], language: type) -> None:
     tokens, grids = _prompt(parts)
     imaged = grids is not None
