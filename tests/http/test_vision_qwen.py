@@ -1,11 +1,14 @@
-"""Qwen3-VL image requests (a tiny random Qwen3-VL, tests/support/random_qwen3_vl.py, its
-deepstack features included) through the HTTP façade: concurrent ones decode in one batch, each
-with the text it gets alone, and a next turn reads its image prefix from the prompt cache."""
+"""Image requests on the Qwen-VL families the slots batch beside Qwen2-VL (test_vision_batch.py)
+through the HTTP façade: a tiny random Qwen3-VL (tests/support/random_qwen3_vl.py, its deepstack
+features included) and Qwen2.5-VL (tests/support/random_vlm.py, its windowed tower): concurrent
+ones decode in one batch, each with the text it gets alone, and a next turn reads its image
+prefix from the prompt cache."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +19,19 @@ from tests.http.test_dialect_vision import _encodings
 from tests.http.test_vision_batch import _cached, _create, _text, _user
 from tests.http.test_vision_text import _png
 from tests.support.random_qwen3_vl import build_random_qwen3_vl
-from tests.support.random_vlm import MEDIA_LIMITS
+from tests.support.random_vlm import MEDIA_LIMITS, build_random_vlm
 from tests.support.stack import Stack
 
 TOKENS = 48
+BUILDERS: dict[str, Callable[[Path], Path]] = {
+    "qwen3_vl": build_random_qwen3_vl,
+    "qwen2_5_vl": partial(build_random_vlm, family="qwen2_5_vl"),
+}
 
 
-@pytest.fixture(scope="module")
-def qwen3_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_random_qwen3_vl(tmp_path_factory.mktemp("tiny-qwen3-vl") / "qwen3-vl")
+@pytest.fixture(scope="module", params=BUILDERS)
+def qwen_folder(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    return BUILDERS[request.param](tmp_path_factory.mktemp(f"tiny-{request.param}") / "vlm")
 
 
 def _stack(folder: Path, store_url: str, **overrides: Any) -> Iterator[Stack]:
@@ -33,22 +40,22 @@ def _stack(folder: Path, store_url: str, **overrides: Any) -> Iterator[Stack]:
 
 
 @pytest.fixture(scope="module")
-def qwen3_stack(qwen3_folder: Path, store_url: str) -> Iterator[Stack]:
-    yield from _stack(qwen3_folder, store_url)
+def qwen_stack(qwen_folder: Path, store_url: str) -> Iterator[Stack]:
+    yield from _stack(qwen_folder, store_url)
 
 
 @pytest.fixture
-def uncached_stack(qwen3_folder: Path, store_url: str) -> Iterator[Stack]:
+def uncached_stack(qwen_folder: Path, store_url: str) -> Iterator[Stack]:
     """No prompt cache: a request sent twice is prefilled twice, its images encoded twice."""
-    yield from _stack(qwen3_folder, store_url, prompt_cache_max_entries=0)
+    yield from _stack(qwen_folder, store_url, prompt_cache_max_entries=0)
 
 
-def test_concurrent_qwen3_vl_image_requests_decode_in_one_batch_as_alone(
+def test_concurrent_image_requests_decode_in_one_batch_as_alone(
     uncached_stack: Stack,
 ) -> None:
     """Three image requests at once share the decode batch (the slots, not one at a time) and
     answer what each answers when sent alone, first (no prompt cache: prefilled again, with
-    their images' deepstack features, in the batch)."""
+    Qwen3-VL's images' deepstack features, in the batch)."""
     stack = uncached_stack
     assert stack.core is not None
     assert stack.core.models.default.runtime.worker.engine == "slots"
@@ -68,17 +75,17 @@ def test_concurrent_qwen3_vl_image_requests_decode_in_one_batch_as_alone(
     assert stack.engine_stats.max_batch_seen == 3
 
 
-def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(qwen3_stack: Stack) -> None:
+def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(qwen_stack: Stack) -> None:
     """A next turn whose cached prefix holds the image: positions alone, no tower."""
     first = _create(
-        qwen3_stack, input=[_user("What is in this picture?", _png(96, 64, 7))], store=True
+        qwen_stack, input=[_user("What is in this picture?", _png(96, 64, 7))], store=True
     )
-    encodings = _encodings(qwen3_stack)
+    encodings = _encodings(qwen_stack)
     second = _create(
-        qwen3_stack,
+        qwen_stack,
         previous_response_id=first["id"],
         input=[{"role": "user", "content": "And its colours?"}],
     )
     assert _cached(second) >= first["usage"]["input_tokens"] - 1
     assert second["usage"]["output_tokens"] == 10
-    assert _encodings(qwen3_stack) == encodings
+    assert _encodings(qwen_stack) == encodings
