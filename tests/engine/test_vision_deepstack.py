@@ -2,7 +2,8 @@
 the language model's first layers) batched on the slots: image prompts, prefilled from their
 embeddings in right-padded chunks that cut through images, each with the deepstack features of
 the image tokens in its chunk, decode what mlx-vlm's own generate decodes, one at a time. On a
-tiny random Qwen3-VL (tests/support/random_qwen3_vl.py)."""
+tiny random Qwen3-VL and Qwen3-VL-MoE (tests/support/random_qwen3_vl.py: the same inputs, its
+language model's MLPs mixtures of experts)."""
 
 from __future__ import annotations
 
@@ -38,11 +39,14 @@ REQUESTS = (
 )
 
 
-@pytest.fixture(scope="module")
-def qwen3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Path]]:
+@pytest.fixture(scope="module", params=["qwen3_vl", "qwen3_vl_moe"])
+def qwen3(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[tuple[Any, Any, Path]]:
     from mlx_vlm import load
 
-    folder = build_random_qwen3_vl(tmp_path_factory.mktemp("qwen3-vl") / "qwen3-vl")
+    folder = tmp_path_factory.mktemp(request.param) / "qwen3-vl"
+    build_random_qwen3_vl(folder, family=request.param)
     model, processor = load(str(folder))
     yield model, processor, folder
 

@@ -1,8 +1,8 @@
 """Image requests on the Qwen-VL families the slots batch beside Qwen2-VL (test_vision_batch.py)
-through the HTTP façade: a tiny random Qwen3-VL (tests/support/random_qwen3_vl.py, its deepstack
-features included) and Qwen2.5-VL (tests/support/random_vlm.py, its windowed tower): concurrent
-ones decode in one batch, each with the text it gets alone, and a next turn reads its image
-prefix from the prompt cache."""
+through the HTTP façade: a tiny random Qwen3-VL and Qwen3-VL-MoE (tests/support/random_qwen3_vl.py,
+their deepstack features included) and Qwen2.5-VL (tests/support/random_vlm.py, its windowed
+tower): concurrent ones decode in one batch, each with the text it gets alone, and a next turn
+reads its image prefix from the prompt cache."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ TOKENS = 48
 BUILDERS: dict[str, Callable[[Path], Path]] = {
     "qwen3_vl": build_random_qwen3_vl,
     "qwen2_5_vl": partial(build_random_vlm, family="qwen2_5_vl"),
+    "qwen3_vl_moe": partial(build_random_qwen3_vl, family="qwen3_vl_moe"),
 }
 
 

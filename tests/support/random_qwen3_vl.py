@@ -6,6 +6,9 @@ mlx-vlm's numpy Qwen3-VL one (16-pixel patches merged 2x2: one image token per 3
 16 per image). The vision tower's two blocks both feed "deepstack" features, which the language
 model adds to the image tokens' hidden states after its first two layers (of three), so a
 prefill that drops them decodes otherwise.
+
+Qwen3-VL-MoE (`family="qwen3_vl_moe"`) is the same model with mixture-of-experts MLPs in its
+language model: here 4 experts, 2 per token, in every layer.
 """
 
 from __future__ import annotations
@@ -33,18 +36,24 @@ def build_random_qwen3_vl(
     vision_width: int = 32,
     seed: int = 0,
     tokenizer_from: Path = BUNDLED_MODEL,
+    family: str = "qwen3_vl",
 ) -> Path:
-    """Writes config.json, model.safetensors, the tokenizer and the processor configs."""
+    """Writes config.json, model.safetensors, the tokenizer and the processor configs.
+    `family`: "qwen3_vl" or "qwen3_vl_moe"."""
+    import importlib
+
     import mlx.core as mx
     from mlx.utils import tree_flatten
-    from mlx_vlm.models import qwen3_vl
+
+    module = importlib.import_module(f"mlx_vlm.models.{family}")
 
     out.mkdir(parents=True, exist_ok=True)
     base = json.loads((tokenizer_from / "config.json").read_text())
     ids = _write_tokenizer(tokenizer_from, out, base["vocab_size"])
+    name = {"qwen3_vl": "Qwen3VL", "qwen3_vl_moe": "Qwen3VLMoe"}[family]
     config: dict[str, Any] = {
-        "model_type": "qwen3_vl",
-        "architectures": ["Qwen3VLForConditionalGeneration"],
+        "model_type": family,
+        "architectures": [f"{name}ForConditionalGeneration"],
         "image_token_id": ids["<|image_pad|>"],
         "video_token_id": ids["<|video_pad|>"],
         "vision_start_token_id": ids["<|vision_start|>"],
@@ -53,7 +62,7 @@ def build_random_qwen3_vl(
         "eos_token_id": base.get("eos_token_id"),
         "tie_word_embeddings": False,
         "text_config": {
-            "model_type": "qwen3_vl_text",
+            "model_type": f"{family}_text",
             "hidden_size": hidden_size,
             "num_hidden_layers": layers,
             "intermediate_size": hidden_size * 2,
@@ -73,7 +82,7 @@ def build_random_qwen3_vl(
             "tie_word_embeddings": False,
         },
         "vision_config": {
-            "model_type": "qwen3_vl",
+            "model_type": family,
             "depth": 2,
             "hidden_size": vision_width,
             "intermediate_size": vision_width * 2,
@@ -88,6 +97,15 @@ def build_random_qwen3_vl(
             "deepstack_visual_indexes": [0, 1],
         },
     }
+    if family == "qwen3_vl_moe":
+        config["text_config"] |= {
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+            "moe_intermediate_size": hidden_size,
+            "norm_topk_prob": True,
+        }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     image_processor = {
         "image_processor_type": "Qwen2VLImageProcessorFast",
@@ -105,8 +123,8 @@ def build_random_qwen3_vl(
         json.dumps({"processor_class": "Qwen3VLProcessor"}, indent=2)
     )
     mx.random.seed(seed)
-    model_config = qwen3_vl.ModelConfig.from_dict(json.loads(json.dumps(config)))
-    model = qwen3_vl.Model(model_config)
+    model_config = module.ModelConfig.from_dict(json.loads(json.dumps(config)))
+    model = module.Model(model_config)
     _never_end(model, sorted(_end_ids(tokenizer_from, config["eos_token_id"])))
     mx.eval(model.parameters())
     mx.save_safetensors(str(out / "model.safetensors"), dict(tree_flatten(model.parameters())))

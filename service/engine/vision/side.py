@@ -34,15 +34,15 @@ log = logging.getLogger(__name__)
 
 # The families whose language side the slots drive: plain KV caches, everything in the input
 # embeddings (and, for Qwen3-VL, its deepstack features: `deepstack.py`), M-RoPE positions (the
-# Qwen-VL family, tested on a random Qwen2-VL and a random Qwen3-VL; Qwen2.5-VL has Qwen2-VL's
-# language model and inputs) or 1D RoPE from the cache offset (LLaVA, tested on a random one).
+# Qwen-VL family, each tested on a random one: Qwen2.5-VL's windowed tower, Qwen3-VL-MoE's
+# experts change nothing here) or 1D RoPE from the cache offset (LLaVA, tested on a random one).
 # Others (sliding windows, their own masks) decode one sequence at a time through mlx-vlm's own
 # step (`serial.py`).
-BATCHED = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava")
+BATCHED = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "llava")
 # Of those, the families positioned by M-RoPE (`positions.py`; Qwen3-VL interleaves the three
 # ids' frequencies, inside its model, from the same ids); the others' (1D RoPE) positions run on
 # from each row's cache offset, as a text model's.
-MROPE = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+MROPE = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 
 
 def see(
