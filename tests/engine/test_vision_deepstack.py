@@ -184,3 +184,32 @@ def test_without_the_deepstack_features_the_image_prompts_part_ways(
     dropped = _scheduled(side, prompts, 5, deepstack=False)
     assert dropped[2] == want[2]
     assert dropped[0] != want[0] and dropped[1] != want[1]
+
+
+def test_qwen3_vl_moe_attention_reads_the_rows_largest_offset_as_an_int(
+    qwen3: tuple[Any, Any, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mlx-vlm's Qwen3-VL-MoE attention cuts its mask at its cache's offset and, where that is
+    the rows' offsets (an array: rows at different lengths), takes their largest with
+    `.item()`, a sync in every layer that waits for the step queued before: the slots show it
+    the largest as an int (`language.INT_OFFSET`), the rows' own positions in `positions` (the
+    batches above decode mlx-vlm's tokens so)."""
+    from mlx_vlm.models.qwen3_vl_moe import language
+
+    model, processor, _ = qwen3
+    if model.config.model_type != "qwen3_vl_moe":
+        pytest.skip("Qwen3-VL's attention reads its cache's keys, not its offset")
+    seen: list[tuple[bool, bool]] = []  # (the view's offsets an array, the offset it read one)
+    attend = language.Attention.__call__
+
+    def spy(self: Any, x: mx.array, mask: Any = None, cache: Any = None, **kw: Any) -> mx.array:
+        view = getattr(cache, "_view", cache)
+        seen.append((isinstance(view.offset, mx.array), isinstance(cache.offset, mx.array)))
+        return attend(self, x, mask, cache, **kw)
+
+    monkeypatch.setattr(language.Attention, "__call__", spy)
+    side = _side(model, processor)
+    prompts, want = _requests(model, processor, side)
+    assert _scheduled(side, prompts, 5) == want
+    assert (True, False) in seen  # rows at different offsets, read as one int
+    assert not any(read for _, read in seen)

@@ -36,6 +36,25 @@ def is_vision_model(model: Any) -> bool:
     return hasattr(model, "language_model") and hasattr(model, "get_input_embeddings")
 
 
+# The families whose attention cuts its mask at its cache's offset + 1 + the chunk's width and,
+# where the rows' offsets differ (an array), takes their largest with `.item()` (mlx-vlm's
+# Qwen3-VL-MoE): a sync in every layer, each waiting for the step queued before to finish. Their
+# rows' positions come in `positions`, so they are shown the rows' largest offset, a Python int
+# (`_Timeline`; the cut then cuts nothing, as it cut nothing before).
+INT_OFFSET = ("qwen3_vl_moe",)
+
+
+class _Timeline:
+    """A KV view as such a family reads it: `offset` the rows' largest, all else the view's."""
+
+    def __init__(self, view: Any, largest: int) -> None:
+        self._view = view
+        self.offset = largest
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._view, name)
+
+
 class VisionLanguage:
     """Wraps an mlx-vlm model (`language_model` and `vision_tower`): its layers and forward."""
 
@@ -45,6 +64,7 @@ class VisionLanguage:
         self.language = model.language_model
         self.layers = list(self.language.model.layers)
         self._decodable = decodable_only(n_tokens)
+        self._int_offset = getattr(model.config, "model_type", None) in INT_OFFSET
 
     def embed(self, tokens: mx.array) -> mx.array:
         """[rows, width] token ids -> their input embeddings."""
@@ -63,6 +83,11 @@ class VisionLanguage:
     ) -> mx.array:
         if positions is None:
             positions = _positions_from(cache, inputs.shape[0], inputs.shape[1])
+        if self._int_offset and cache and isinstance(cache[0].offset, mx.array):
+            from mlx_vlm.models.base import cache_position_offset  # no sync on the views
+
+            largest = cache_position_offset(cache[0])
+            cache = [_Timeline(view, largest) for view in cache]
         extra: dict[str, Any] = {}
         if deepstack is not None:
             extra = {"visual_pos_masks": visual, "deepstack_visual_embeds": deepstack}
