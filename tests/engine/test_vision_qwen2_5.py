@@ -30,7 +30,7 @@ def qwen25(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]
 
 
 def test_its_tower_attends_within_windows_of_the_tests_images(qwen25: tuple[Any, Any]) -> None:
-    """The tests' images are cut into several windows (one of them a partial one), and the
+    """The tests' images are cut into several windows (2, 1 and 6, some partial), and the
     windows matter: the same tower attending to each whole image in every block encodes
     them otherwise. So the batch's equality with mlx-vlm below holds through the windows."""
     model, processor = qwen25
