@@ -19,7 +19,7 @@ from tests.http.test_vision_text import _png
 from tests.support.random_mistral3 import build_random_mistral3
 from tests.support.stack import Stack
 
-TOKENS = 48
+TOKENS = 128  # long enough that the three overlap however slowly they arrive
 
 
 @pytest.fixture(scope="module")
@@ -78,5 +78,20 @@ def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(
         previous_response_id=first["id"],
         input=[{"role": "user", "content": "And its colours?"}],
     )
+    assert _cached(second) >= first["usage"]["input_tokens"] - 1
+    assert second["usage"]["output_tokens"] == 10
+
+
+def test_a_next_turn_with_another_image_reads_the_first_from_the_prompt_cache(
+    mistral3_stack: Stack,
+) -> None:
+    """Each image of several rows keys the prompt cache on its own (its rows joined across
+    `[IMG_BREAK]`): a next turn that adds an image reads the first turn, image included, from
+    the cache, and is what it is without the cache."""
+    first = _create(
+        mistral3_stack, input=[_user("What is in this picture?", _png(84, 56, 8))], store=True
+    )
+    turn = [_user("And in this one?", _png(56, 84, 9))]
+    second = _create(mistral3_stack, previous_response_id=first["id"], input=turn, store=True)
     assert _cached(second) >= first["usage"]["input_tokens"] - 1
     assert second["usage"]["output_tokens"] == 10
