@@ -132,6 +132,10 @@ class VisionSide:
         self.language = VisionLanguage(loaded.model, self.n_tokens) if self.batched else None
         self.encoder = encoder
         self.image_token: int = _image_token(loaded.model.config)
+        # The token between an image's rows of placeholders (Pixtral's `[IMG_BREAK]`): its
+        # rows are one run of its prompt-cache key (`cache_key.py`).
+        joiner = getattr(getattr(loaded, "processor", None), "image_break_token_id", None)
+        self.joiners = (joiner,) if isinstance(joiner, int) else ()
         # A Qwen-VL model's positions rule (`positions.MRoPE`); None for 1D RoPE.
         self.mrope = MRoPE.of(loaded.model.config) if self.family in MROPE else None
         encoder.clear()
@@ -147,7 +151,7 @@ class VisionSide:
         """An image request's `Seen`; None for a text request (its tokens are its key)."""
         if inputs is None or inputs.pixel_values is None:
             return None
-        key = keyed_tokens(prompt, self.image_token, inputs.image_keys)
+        key = keyed_tokens(prompt, self.image_token, inputs.image_keys, self.joiners)
         return Seen(key, self, prompt, inputs)
 
 
