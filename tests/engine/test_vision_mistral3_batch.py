@@ -38,10 +38,12 @@ def _picture(seed: int, size: tuple[int, int]) -> Image.Image:
     return Image.fromarray(rng.integers(0, 255, (*size, 3), dtype=np.uint8))
 
 
-def _prompt(processor: Any, k: int, sizes: list[tuple[int, int]]) -> tuple[list[int], VisionInputs]:
+def _prompt(
+    processor: Any, k: int, sizes: list[tuple[int, int]], lead: str = "Picture"
+) -> tuple[list[int], VisionInputs]:
     """Prompt k's tokens and inputs: its pictures (seeded by k) in a short text."""
     pictures = [_picture(10 * k + j, size) for j, size in enumerate(sizes)]
-    text = f"Picture {k}: " + " and ".join([IMAGE] * len(pictures)) + " what is it?"
+    text = f"{lead} {k}: " + " and ".join([IMAGE] * len(pictures)) + " what is it?"
     arrays = _processed(processor, text, pictures)
     extra = {"image_sizes": arrays["image_sizes"]}
     keys = tuple(f"{k}.{j}:auto" for j in range(len(pictures)))
@@ -89,10 +91,21 @@ async def test_mistral3_requests_batch_with_mlx_vlms_greedy_tokens(mistral3: Pat
         got = await asyncio.gather(*(_generate(engine, t, i) for t, i in prompts))
         assert [ids for ids, _ in got] == want
         assert engine.stats.max_batch_seen == len(prompts)  # they decoded together
+        stats = engine.encoder.stats
+        assert (stats.misses, stats.hits, stats.tower_calls, stats.entries) == (5, 0, 5, 5)
         # The two-image prompt again: its prefix, images included, from the prompt cache.
         again, cached = await _generate(engine, *prompts[3])
         assert again == want[3]
         assert cached >= len(prompts[3][0]) - 1
+        assert (stats.misses, stats.hits) == (5, 0)  # no tower
+        # The first picture in another text: past the prompt cache, its encoding from the
+        # image cache (by content), and the tokens mlx-vlm gives it.
+        other = _prompt(reference[1], 0, SIZES[0], lead="Another look at")
+        ids, cached = await _generate(engine, *other)
+        image_token = reference[0].config.image_token_index
+        assert cached < other[0].index(image_token)
+        assert (stats.misses, stats.hits, stats.tower_calls) == (5, 1, 5)
+        assert ids == _alone(reference, *other)
     finally:
         engine.stop()
 
