@@ -6,14 +6,12 @@ image prefix from the prompt cache."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("mlx_vlm")
-from tests.http.test_vision_batch import _cached, _create, _text, _user
+from tests.http.test_vision_batch import _cached, _create, _together_as_alone, _user
 from tests.http.test_vision_qwen3 import _stack
 from tests.http.test_vision_text import _png
 from tests.support.random_mistral3 import build_random_mistral3
@@ -50,20 +48,7 @@ def test_concurrent_mistral3_image_requests_decode_in_one_batch_as_alone(
     requests = [
         [_user(f"Describe picture {k}.", _png(w, h, 60 + k))] for k, (w, h) in enumerate(sizes)
     ]
-
-    def create(items: list[dict[str, Any]]) -> str:
-        reply = _create(stack, input=items, max_output_tokens=TOKENS)
-        assert reply["usage"]["output_tokens"] == TOKENS
-        assert _cached(reply) == 0
-        return _text(reply)
-
-    alone = [create(items) for items in requests]
-    assert len(set(alone)) == len(alone), "the images make no difference: a weak test"
-    assert stack.engine_stats.max_batch_seen == 1
-    with ThreadPoolExecutor(3) as pool:
-        together = list(pool.map(create, requests))
-    assert together == alone
-    assert stack.engine_stats.max_batch_seen == 3
+    _together_as_alone(stack, requests, TOKENS)
 
 
 def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(

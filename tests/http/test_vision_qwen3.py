@@ -5,7 +5,6 @@ with the text it gets alone, and a next turn reads its image prefix from the pro
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 
 pytest.importorskip("mlx_vlm")
 from tests.http.test_dialect_vision import _encodings
-from tests.http.test_vision_batch import _cached, _create, _text, _user
+from tests.http.test_vision_batch import _cached, _create, _together_as_alone, _user
 from tests.http.test_vision_text import _png
 from tests.support.random_qwen3_vl import build_random_qwen3_vl
 from tests.support.random_vlm import MEDIA_LIMITS
@@ -53,19 +52,7 @@ def test_concurrent_qwen3_vl_image_requests_decode_in_one_batch_as_alone(
     assert stack.core is not None
     assert stack.core.models.default.runtime.worker.engine == "slots"
     requests = [[_user(f"Describe picture {k}.", _png(64 + 32 * k, 64, 60 + k))] for k in range(3)]
-
-    def create(items: list[dict[str, Any]]) -> str:
-        reply = _create(stack, input=items, max_output_tokens=TOKENS)
-        assert reply["usage"]["output_tokens"] == TOKENS
-        assert _cached(reply) == 0
-        return _text(reply)
-
-    alone = [create(items) for items in requests]
-    assert stack.engine_stats.max_batch_seen == 1
-    with ThreadPoolExecutor(3) as pool:
-        together = list(pool.map(create, requests))
-    assert together == alone
-    assert stack.engine_stats.max_batch_seen == 3
+    _together_as_alone(stack, requests, TOKENS)
 
 
 def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(qwen3_stack: Stack) -> None:
