@@ -186,6 +186,7 @@ def test_without_the_deepstack_features_the_image_prompts_part_ways(
     assert dropped[0] != want[0] and dropped[1] != want[1]
 
 
+@pytest.mark.parametrize("qwen3", ["qwen3_vl_moe"], indirect=True)
 def test_qwen3_vl_moe_attention_reads_the_rows_largest_offset_as_an_int(
     qwen3: tuple[Any, Any, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -197,8 +198,7 @@ def test_qwen3_vl_moe_attention_reads_the_rows_largest_offset_as_an_int(
     from mlx_vlm.models.qwen3_vl_moe import language
 
     model, processor, _ = qwen3
-    if model.config.model_type != "qwen3_vl_moe":
-        pytest.skip("Qwen3-VL's attention reads its cache's keys, not its offset")
+    assert model.config.model_type == "qwen3_vl_moe"
     seen: list[tuple[bool, bool]] = []  # (the view's offsets an array, the offset it read one)
     attend = language.Attention.__call__
 

@@ -54,8 +54,11 @@ def _mlx_vlm_greedy(
     ids: list[int],
     pixels: np.ndarray | None = None,
     max_tokens: int = MAX_TOKENS,
+    *,
+    extra: dict[str, np.ndarray] | None = None,
 ) -> list[int]:
-    """mlx-vlm's own greedy tokens for a prompt (never an id past the tokenizer's)."""
+    """mlx-vlm's own greedy tokens for a prompt (never an id past the tokenizer's); `extra`:
+    the processor's other arrays (Mistral 3's `image_sizes`)."""
     from mlx_vlm import stream_generate
 
     n = len(processor.tokenizer)
@@ -72,6 +75,7 @@ def _mlx_vlm_greedy(
         logits_processors=[
             lambda _, logits: mx.where(mx.arange(logits.shape[-1]) < n, logits, -mx.inf)
         ],
+        **{key: mx.array(value) for key, value in (extra or {}).items()},
     ):
         if result.token is None:
             break

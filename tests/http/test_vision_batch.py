@@ -53,6 +53,25 @@ def _text(response: dict[str, Any]) -> str:
     )
 
 
+def _together_as_alone(stack: Stack, requests: list[list[dict[str, Any]]], tokens: int) -> None:
+    """`requests` (each its input), sent one at a time and then all at once to a stack without
+    a prompt cache: alone, none shares the batch; together, all do, each with its text alone."""
+
+    def create(items: list[dict[str, Any]]) -> str:
+        reply = _create(stack, input=items, max_output_tokens=tokens)
+        assert reply["usage"]["output_tokens"] == tokens
+        assert _cached(reply) == 0
+        return _text(reply)
+
+    alone = [create(items) for items in requests]
+    assert len(set(alone)) == len(alone), "the images make no difference: a weak test"
+    assert stack.engine_stats.max_batch_seen == 1
+    with ThreadPoolExecutor(len(requests)) as pool:
+        together = list(pool.map(create, requests))
+    assert together == alone
+    assert stack.engine_stats.max_batch_seen == len(requests)
+
+
 def _runtime(stack: Stack) -> VisionRuntime:
     assert stack.core is not None
     runtime = stack.core.models.default.runtime

@@ -7,7 +7,6 @@ reads its image prefix from the prompt cache."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,14 @@ import pytest
 
 pytest.importorskip("mlx_vlm")
 from tests.http.test_dialect_vision import _encodings
-from tests.http.test_vision_batch import _cached, _create, _text, _user
+from tests.http.test_vision_batch import _cached, _create, _together_as_alone, _user
 from tests.http.test_vision_text import _png
 from tests.support.random_qwen3_vl import build_random_qwen3_vl
 from tests.support.random_vlm import MEDIA_LIMITS, build_random_vlm
 from tests.support.stack import Stack
 
 TOKENS = 48
+OVERLAP = 128  # tokens long enough that three requests overlap however slowly they arrive
 BUILDERS: dict[str, Callable[[Path], Path]] = {
     "qwen3_vl": build_random_qwen3_vl,
     "qwen2_5_vl": partial(build_random_vlm, family="qwen2_5_vl"),
@@ -61,19 +61,7 @@ def test_concurrent_image_requests_decode_in_one_batch_as_alone(
     assert stack.core is not None
     assert stack.core.models.default.runtime.worker.engine == "slots"
     requests = [[_user(f"Describe picture {k}.", _png(64 + 32 * k, 64, 60 + k))] for k in range(3)]
-
-    def create(items: list[dict[str, Any]]) -> str:
-        reply = _create(stack, input=items, max_output_tokens=TOKENS)
-        assert reply["usage"]["output_tokens"] == TOKENS
-        assert _cached(reply) == 0
-        return _text(reply)
-
-    alone = [create(items) for items in requests]
-    assert stack.engine_stats.max_batch_seen == 1
-    with ThreadPoolExecutor(3) as pool:
-        together = list(pool.map(create, requests))
-    assert together == alone
-    assert stack.engine_stats.max_batch_seen == 3
+    _together_as_alone(stack, requests, OVERLAP)
 
 
 def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(qwen_stack: Stack) -> None:

@@ -33,3 +33,20 @@ def test_runs_that_are_not_one_per_image_stand_for_all_the_images() -> None:
     one = keyed_tokens([1, PAD, 2, PAD], PAD, ["a:auto"])
     assert one == [1, image_id("a:auto"), 2, image_id("a:auto")]
     assert keyed_tokens([1, 2, 3], PAD, []) == [1, 2, 3]
+
+
+def test_an_image_in_rows_is_one_run_across_its_joiners() -> None:
+    """Pixtral's image: rows of placeholders joined by `[IMG_BREAK]` (BREAK), then `[IMG_END]`
+    (END); each image's rows stand for it, the joiners stay."""
+    BREAK, END = 20, 21
+    tokens = [1, PAD, PAD, BREAK, PAD, PAD, END, 2, PAD, BREAK, PAD, END, 3]
+    a, b = image_id("a:auto"), image_id("b:auto")
+    keyed = keyed_tokens(tokens, PAD, ["a:auto", "b:auto"], (BREAK,))
+    assert keyed == [1, a, a, BREAK, a, a, END, 2, b, BREAK, b, END, 3]
+    # The first turn's key is a prefix of the next one's, which adds an image.
+    assert keyed_tokens(tokens[:8], PAD, ["a:auto"], (BREAK,)) == keyed[:8]
+    # Without the joiner, each row is a run: every placeholder stands for both images.
+    both = image_id("a:auto\x1fb:auto")
+    assert keyed_tokens(tokens, PAD, ["a:auto", "b:auto"]) == [
+        both if t == PAD else t for t in tokens
+    ]

@@ -73,5 +73,32 @@ def test_qwen3_vl_is_batched_on_the_slots_with_m_rope_positions() -> None:
     assert side.mrope is not None and (side.mrope.vision_start, side.mrope.merge) == (151652, 2)
 
 
+class _Mistral3:
+    """mlx-vlm's `mistral3`, its language side by its text config's `model_type`."""
+
+    language_model = SimpleNamespace(model=SimpleNamespace(layers=[]))
+
+    def __init__(self, text: str) -> None:
+        self.config = SimpleNamespace(
+            model_type="mistral3",
+            image_token_index=10,
+            text_config=SimpleNamespace(model_type=text),
+        )
+
+    def get_input_embeddings(self) -> None: ...
+
+
+def test_mistral_small_is_batched_with_1d_positions_and_ministral_3_is_not() -> None:
+    """Mistral Small 3.1/3.2 (a plain Mistral: 1D RoPE from the cache offset) on the slots;
+    Ministral 3 (an attention scale from the first row's cache offset) and Mistral 4 (MLA)
+    one at a time."""
+    side = VisionSide.of(_loaded(_Mistral3("mistral")), ImageEncoder())
+    assert side is not None and side.batched and side.language is not None
+    assert (side.mrope, side.image_token) == (None, 10)
+    for text in ("ministral3", "mistral4"):
+        side = VisionSide.of(_loaded(_Mistral3(text)), ImageEncoder())
+        assert side is not None and (side.batched, side.language) == (False, None)
+
+
 def test_a_text_model_has_no_vision_side() -> None:
     assert VisionSide.of(_loaded(object()), ImageEncoder()) is None

@@ -1,6 +1,6 @@
 """A vision prompt's input embeddings, computed off the decode step: the vision tower's output for
-each image (cached by the image's content), merged into the text's embeddings, with the
-prompt's rotary positions (`positions.py`).
+each image (cached by the image's content: the Qwen-VL layout's, and Mistral 3's, `pixtral.py`),
+merged into the text's embeddings, with the prompt's rotary positions (`positions.py`).
 
 It runs on the engine's thread when requests are admitted, before their sequences join the batch
 (the images of the requests admitted together go through the tower in one call, `encode`): the
@@ -21,6 +21,11 @@ import mlx.core as mx
 import numpy as np
 from mlx_responses.service.engine.vision.deepstack import joined, split
 from mlx_responses.service.engine.vision.inputs import VisionCacheStats, VisionInputs
+from mlx_responses.service.engine.vision.pixtral import (
+    merges_patches,
+    pixtral_features,
+    pixtral_images,
+)
 from mlx_responses.service.engine.vision.positions import TEXT, MRoPE, RowPositions, row_positions
 
 
@@ -81,10 +86,10 @@ class ImageEncoder:
             pixels = mx.array(inputs.pixel_values)
             if inputs.image_grid_thw is not None:
                 kwargs["image_grid_thw"] = mx.array(inputs.image_grid_thw)
-                if features is None:
-                    features = self.encode(model, [inputs])[0]
-                if features is not None:
-                    kwargs["cached_image_features"] = features
+            if features is None:
+                features = self.encode(model, [inputs])[0]
+            if features is not None:
+                kwargs["cached_image_features"] = features
         out = model.get_input_embeddings(ids, pixels, **kwargs)
         positions = row_positions(
             getattr(out, "position_ids", None), getattr(out, "rope_deltas", None)
@@ -99,15 +104,17 @@ class ImageEncoder:
         content hash: the images no entry holds, of every prompt, go through the
         tower in one call (an image twice among them, once).
 
-        Qwen-VL layout only (a `vision_tower(pixels, grid_thw)` and one grid row per image,
+        The Qwen-VL layout (a `vision_tower(pixels, grid_thw)` and one grid row per image,
         each image attended on its own: one call over several gives each what a call of its
-        own gives); other architectures encode inside `get_input_embeddings`, uncached: None.
+        own gives) and Mistral 3's (each image in a call of its own: `pixtral.py`); other
+        architectures encode inside `get_input_embeddings`, uncached: None.
         """
         tower = getattr(model, "vision_tower", None)
         if tower is None:
             return [None] * len(prompts)
-        # Per prompt, its images (key, pixel rows, grid row); None: not this layout.
-        images = [_images(inputs) for inputs in prompts]
+        # Per prompt, its images (key, pixel rows and grid row, or Mistral 3's pixels and
+        # size); None: not a layout kept here.
+        images = [_images(inputs) or pixtral_images(model, inputs) or None for inputs in prompts]
         missing: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for held in images:
             for key, pixels, grid in held or ():
@@ -118,7 +125,13 @@ class ImageEncoder:
                     self.stats.hits += 1  # encoded once, in this call
                 else:
                     missing[key] = (pixels, grid)
-        encoded = self._tower(tower, missing) if missing else {}
+        encoded: dict[str, mx.array] = {}
+        if missing:
+            encoded = (
+                self._one_by_one(model, missing)
+                if merges_patches(model)
+                else self._tower(tower, missing)
+            )
         out: list[mx.array | None] = []
         for held in images:
             if held is None:
@@ -158,11 +171,25 @@ class ImageEncoder:
             # the last of its images left the cache.
             parts = [mx.contiguous(part) for part in parts]
         mx.eval(parts)
-        out = dict(zip(images, parts, strict=True))
-        self.stats.encode_seconds += time.perf_counter() - started
-        self.stats.misses += len(images)
-        self.stats.tower_calls += 1
+        self._count(started, len(images), 1)
+        return dict(zip(images, parts, strict=True))
+
+    def _one_by_one(
+        self, model: Any, images: dict[str, tuple[np.ndarray, np.ndarray]]
+    ) -> dict[str, mx.array]:
+        """Mistral 3's `images` (key -> pixels, size), each through the tower in a call of its
+        own: one call over several would attend every pair of their patches (masked), its
+        cost growing with the square of their sum."""
+        started = time.perf_counter()
+        out = {key: pixtral_features(model, pixels, size) for key, (pixels, size) in images.items()}
+        mx.eval(list(out.values()))
+        self._count(started, len(images), len(images))
         return out
+
+    def _count(self, started: float, images: int, calls: int) -> None:
+        self.stats.encode_seconds += time.perf_counter() - started
+        self.stats.misses += images
+        self.stats.tower_calls += calls
 
 
 def _merged(model: Any, tokens: list[int], features: mx.array, image_token: int) -> mx.array:

@@ -35,10 +35,15 @@ log = logging.getLogger(__name__)
 # The families whose language side the slots drive: plain KV caches, everything in the input
 # embeddings (and, for Qwen3-VL, its deepstack features: `deepstack.py`), M-RoPE positions (the
 # Qwen-VL family, each tested on a random one: Qwen2.5-VL's windowed tower, Qwen3-VL-MoE's
-# experts change nothing here) or 1D RoPE from the cache offset (LLaVA, tested on a random one).
-# Others (sliding windows, their own masks) decode one sequence at a time through mlx-vlm's own
-# step (`serial.py`).
-BATCHED = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "llava")
+# experts change nothing here) or 1D RoPE from the cache offset (LLaVA and Mistral 3, tested on
+# random ones). Others (sliding windows, their own masks) decode one sequence at a time through
+# mlx-vlm's own step (`serial.py`).
+BATCHED = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "llava", "mistral3")
+# Of those, the families whose language side varies: the text configs' `model_type`s batched.
+# mlx-vlm's `mistral3` holds Mistral Small 3.1/3.2 (a plain Mistral); Ministral 3's language
+# side (`ministral3`: its attention scale from the first row's cache offset, sliding windows)
+# and Mistral 4's (`mistral4`) stay serial.
+LANGUAGES = {"mistral3": ("mistral",)}
 # Of those, the families positioned by M-RoPE (`positions.py`; Qwen3-VL interleaves the three
 # ids' frequencies, inside its model, from the same ids); the others' (1D RoPE) positions run on
 # from each row's cache offset, as a text model's.
@@ -122,11 +127,15 @@ class VisionSide:
         self.family = getattr(loaded.model.config, "model_type", None)
         # Whether the slots batch its sequences (`BATCHED`); else they decode one at a time
         # through mlx-vlm's own step (`serial.py`).
-        self.batched = self.family in BATCHED
+        self.batched = _batched(self.family, loaded.model.config)
         self.n_tokens = len(loaded.tokenizer)
         self.language = VisionLanguage(loaded.model, self.n_tokens) if self.batched else None
         self.encoder = encoder
         self.image_token: int = _image_token(loaded.model.config)
+        # The token between an image's rows of placeholders (Pixtral's `[IMG_BREAK]`): its
+        # rows are one run of its prompt-cache key (`cache_key.py`).
+        joiner = getattr(getattr(loaded, "processor", None), "image_break_token_id", None)
+        self.joiners = (joiner,) if isinstance(joiner, int) else ()
         # A Qwen-VL model's positions rule (`positions.MRoPE`); None for 1D RoPE.
         self.mrope = MRoPE.of(loaded.model.config) if self.family in MROPE else None
         encoder.clear()
@@ -142,8 +151,16 @@ class VisionSide:
         """An image request's `Seen`; None for a text request (its tokens are its key)."""
         if inputs is None or inputs.pixel_values is None:
             return None
-        key = keyed_tokens(prompt, self.image_token, inputs.image_keys)
+        key = keyed_tokens(prompt, self.image_token, inputs.image_keys, self.joiners)
         return Seen(key, self, prompt, inputs)
+
+
+def _batched(family: str | None, config: Any) -> bool:
+    """Whether the slots batch this model (`BATCHED`, and its language side in `LANGUAGES`)."""
+    if family not in BATCHED:
+        return False
+    text = getattr(getattr(config, "text_config", None), "model_type", None)
+    return family not in LANGUAGES or text in LANGUAGES[family]
 
 
 def _image_token(config: Any) -> int:
