@@ -3,12 +3,20 @@ in one place, `_next_commands`; a distributed group's rank 0 sends them to the o
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mlx_responses.service.engine.model_thread import Stop
 from mlx_responses.service.engine.prompt_expiry import Lifetimes
-from mlx_responses.service.engine.requests import LogitsProcessor, SamplingParams
+from mlx_responses.service.engine.requests import (
+    EngineStoppedError,
+    LogitsProcessor,
+    SamplingParams,
+)
 from mlx_responses.service.engine.stream import GenerationStream
 from mlx_responses.service.engine.vision.side import VisionInputs
 from mlx_responses.service.engine.warm_up import WarmUp
@@ -41,3 +49,17 @@ class Cancel:
 
 
 Command = Submit | Cancel | WarmUp | Stop
+
+
+def unserved(commands: queue.SimpleQueue[Any], waiting: Sequence[Submit]) -> list[GenerationStream]:
+    """When the engine's loop has ended: the streams of `waiting` (for memory) and of the
+    requests still queued in `commands`; a queued warm-up is told the engine stopped."""
+    streams = [command.stream for command in waiting]
+    with contextlib.suppress(queue.Empty):
+        while True:
+            command = commands.get_nowait()
+            if isinstance(command, Submit):
+                streams.append(command.stream)
+            elif isinstance(command, WarmUp) and not command.done.done():
+                command.done.set_exception(EngineStoppedError("the engine stopped"))
+    return streams

@@ -25,7 +25,13 @@ import mlx.core as mx
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.admission import AdmissionQueue
 from mlx_responses.service.engine.admitted import look_up
-from mlx_responses.service.engine.commands import MAX_CHECKPOINTS, Cancel, Command, Submit
+from mlx_responses.service.engine.commands import (
+    MAX_CHECKPOINTS,
+    Cancel,
+    Command,
+    Submit,
+    unserved,
+)
 from mlx_responses.service.engine.delivery import Active, token_logprobs
 from mlx_responses.service.engine.distributed.link import Lockstep
 from mlx_responses.service.engine.draft_model import paired_with_draft
@@ -358,14 +364,18 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                     self._count(active)
                     scheduler.close()
                     scheduler = self._new_scheduler()
+        except BaseException:
+            # Outside a step (admission, a cancel, a warm-up): the loop cannot go on.
+            log.exception("engine %s stopped on an error; failing what it held", self.name)
+            raise
         finally:
             self.alive = False
             scheduler.close()
-            for entry in active.values():
-                self._emit(
-                    entry.stream,
-                    Chunk("", 0, "error", error="generation worker stopped"),
-                )
+            # What it held and what waited fail now, rather than wait for a loop that is gone.
+            for stream in [entry.stream for entry in active.values()] + unserved(
+                self._commands, self._waiting.drain()
+            ):
+                self._emit(stream, Chunk("", 0, "error", error="generation worker stopped"))
             if not self._release:
                 self._park()
             self._stopped.set()
