@@ -828,6 +828,9 @@ def run(args: argparse.Namespace) -> int:
             str(grpc_at),
             "--max-batch-size",
             str(args.max_batch),
+            # The cold turn must be cold: a disk tier (shared by these servers, kept across
+            # runs) would serve it from an earlier run's entry of the same model folder.
+            "--no-prompt-cache-disk",
             *flags,
         ]
 
