@@ -101,6 +101,7 @@ class Settings:
     max_media_bytes: int = F.MAX_MEDIA_BYTES.default
     max_image_pixels: int = F.MAX_IMAGE_PIXELS.default
     image_encoding_cache_entries: int = F.IMAGE_ENCODING_CACHE_ENTRIES.default
+    image_encoding_cache_bytes: int = F.IMAGE_ENCODING_CACHE_BYTES.default
     allow_remote_media: bool = F.ALLOW_REMOTE_MEDIA.default
     remote_media_timeout_secs: float = F.REMOTE_MEDIA_TIMEOUT_SECS.default
     media: str = F.MEDIA.default
@@ -175,6 +176,8 @@ class Settings:
             raise ConfigError("--max-image-pixels must be at least 1")
         if self.image_encoding_cache_entries < 0:
             raise ConfigError("--image-encoding-cache-entries must be >= 0")
+        if self.image_encoding_cache_bytes < 0:
+            raise ConfigError("--image-encoding-cache-bytes must be >= 0")
         if not 0 < self.remote_media_timeout_secs <= 600:
             raise ConfigError("--remote-media-timeout-secs must be in (0, 600]")
         if self.media not in MEDIA_MODES:

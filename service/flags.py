@@ -685,6 +685,18 @@ IMAGE_ENCODING_CACHE_ENTRIES = Flag(
     CORE_SIDE,
     type=int,
 )
+IMAGE_ENCODING_CACHE_BYTES = Flag(
+    "--image-encoding-cache-bytes",
+    "image_encoding_cache_bytes",
+    1024 * 1024 * 1024,
+    "vision models: byte bound of the image-encoding cache, beside its entries (an encoding "
+    "is ~7 MB for a 1,000-token image on Qwen2.5-VL-7B, ~4x that on Qwen3-VL with its "
+    "deepstack features: 1 GiB keeps the default 64 entries of the first, and bounds the "
+    "second); an encoding larger is not kept; it counts in --memory-limit's budget; 0 disables",
+    CORE_SIDE,
+    type=int,
+    shown_default="1073741824 (1 GiB)",
+)
 MEDIA = Flag(
     "--media",
     "media",
@@ -838,6 +850,7 @@ FLAGS: tuple[Flag[Any], ...] = (
     ALLOW_REMOTE_MEDIA,
     REMOTE_MEDIA_TIMEOUT_SECS,
     IMAGE_ENCODING_CACHE_ENTRIES,
+    IMAGE_ENCODING_CACHE_BYTES,
     MEDIA,
     REASONING_ECHO_MAX_BYTES,
     BLAS,

@@ -170,8 +170,8 @@ class Snapshot:
     jobs: dict[str, int]
     stores: dict[str, tuple[int, int, int]]  # entries, bytes, evictions
     mlx_memory: tuple[int, int] | None  # active, cache bytes (None before MLX is in use)
-    # The memory budget: per loaded model its bytes by kind (weights, kv, prompt_cache), the
-    # runtime's bytes, and the limit (None: none).
+    # The memory budget: per loaded model its bytes by kind (weights, kv, prompt_cache,
+    # image_cache), the runtime's bytes, and the limit (None: none).
     memory: dict[str, dict[str, int]] = field(default_factory=dict)
     runtime_bytes: int = 0
     memory_limit: int | None = None
@@ -230,7 +230,8 @@ def _memory_gauges(s: Snapshot) -> Iterator[Metric]:
     """The memory budget's view: bytes by model and kind, the runtime's, and the limit."""
     held = GaugeMetricFamily(
         f"{PREFIX}memory_bytes",
-        "Memory held, by model and kind: weights, kv (live sequences, reserved), prompt_cache; "
+        "Memory held, by model and kind: weights, kv (live sequences, reserved), prompt_cache, "
+        "image_cache (a vision model's image encodings); "
         'the process\'s runtime under model_name "".',
         labels=(*MODEL, "kind"),
     )

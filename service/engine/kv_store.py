@@ -1,16 +1,21 @@
-"""One model's KV memory, owned in one place: live sequences, the prompt cache, the budget.
+"""One model's KV memory, owned in one place: live sequences, the prompt cache, the budget (and
+a vision model's image-encoding cache, which the budget counts beside the prompt cache).
 
 The worker asks this store, and nothing else, about KV memory:
 - `check` (on the asyncio side, before a request is queued): a request whose prompt plus
   `max_output_tokens` could never fit the process's budget is refused (a 400 naming its size
   and the budget);
 - `admit` / `release` (on the engine thread): a sequence starts only when its reservation fits
-  beside the other models, the live sequences and the prompt cache; when it does not, the prompt
+  beside the other models, the live sequences and the caches; when it does not, the prompt
   cache gives memory back first (its least recently used entries; with a disk tier they were
-  written there when kept, so they are served from disk later), and then the request waits;
+  written there when kept, so they are served from disk later), then the image-encoding cache
+  (its encodings save more work a byte: a 1,000-token image's is ~7 MB on Qwen2.5-VL-7B, the
+  KV of its tokens ~57 MB), and then the request waits;
 - `fetch` / `keep` / `settle`: the prompt cache's entries and checkpoints (memory tier and disk
   tier, `prompt_cache.py`), bounded by `--prompt-cache-max-bytes` less the live sequences' bytes
-  (as the scheduler reports them) and by what the budget leaves.
+  (as the scheduler reports them) and by what the budget leaves beside the image encodings;
+  those (`vision/encoder.py`, bounded by their own flags) by what it leaves beside the prompt
+  cache.
 
 Without a budget (`--memory-limit` unset on a CPU) admission is by count only, as before, and
 the store still reports the model's memory by kind for the metrics.
@@ -35,12 +40,29 @@ from mlx_responses.service.engine.prompt_expiry import Lifetimes
 from mlx_responses.service.engine.requests import EngineStats
 
 
-class KVStore:
-    """The KV memory of one model: its account in the budget and its prompt cache."""
+class ImageCache(Protocol):
+    """A vision model's image-encoding cache (`vision/encoder.ImageEncoder`) as the budget
+    sees it: its bytes, and a trim to fewer."""
 
-    def __init__(self, prompt: PromptCache | None, account: ModelAccount | None) -> None:
+    @property
+    def nbytes(self) -> int: ...
+
+    def trim(self, n_bytes: int) -> None: ...
+
+
+class KVStore:
+    """The KV memory of one model: its account in the budget, its prompt cache and its
+    image-encoding cache (`images`; None: none)."""
+
+    def __init__(
+        self,
+        prompt: PromptCache | None,
+        account: ModelAccount | None,
+        images: ImageCache | None = None,
+    ) -> None:
         self.prompt = prompt
         self.account = account
+        self.images = images
 
     # --- the asyncio side --------------------------------------------------------------------
     def check(self, prompt_tokens: int, max_tokens: int) -> None:
@@ -81,8 +103,8 @@ class KVStore:
                 self.account.scheduler_bytes = live_bytes
 
     def admit(self, uid: int, prompt_tokens: int, max_tokens: int) -> bool:
-        """Reserves a sequence's KV if it fits now (the prompt cache gives memory back first);
-        False: it must wait for memory."""
+        """Reserves a sequence's KV if it fits now (the prompt cache gives memory back first,
+        then the image encodings); False: it must wait for memory."""
         account = self.account
         if account is None:
             return True
@@ -90,6 +112,10 @@ class KVStore:
         short = account.shortfall(tokens)
         if short and self.prompt is not None:
             self.prompt.trim(self.prompt.memory.nbytes - short)
+            self._counted()
+            short = account.shortfall(tokens)
+        if short and self.images is not None:
+            self.images.trim(self.images.nbytes - short)
             self._counted()
             short = account.shortfall(tokens)
         if short:
@@ -104,35 +130,48 @@ class KVStore:
 
     def settle(self, live_bytes: int) -> None:
         """Takes the scheduler's report of its live KV (`live_bytes`: a floor under the
-        reservations) and trims the prompt cache to what is left beside it: against
-        --prompt-cache-max-bytes, and what the budget leaves."""
+        reservations) and trims the caches to what is left beside it: the prompt cache against
+        --prompt-cache-max-bytes, then both to what the budget leaves (the prompt cache first,
+        as in `admit`)."""
         if self.account is not None:
             with self.account.budget.lock:
                 self.account.scheduler_bytes = live_bytes
-        if self.prompt is None:
-            return
-        self.prompt.trim(self.prompt.max_bytes - live_bytes)
+        prompt, images = self.prompt, self.images
+        if prompt is not None:
+            prompt.trim(prompt.max_bytes - live_bytes)
         room = self.account.cache_room() if self.account is not None else None
-        if room is not None and self.prompt.memory.nbytes > room:
-            self.prompt.trim(room)
+        if room is not None:
+            encoded = images.nbytes if images is not None else 0
+            if prompt is not None and prompt.memory.nbytes > room - encoded:
+                prompt.trim(room - encoded)
+            kept = prompt.memory.nbytes if prompt is not None else 0
+            if images is not None and images.nbytes > room - kept:
+                images.trim(room - kept)
         self._counted()
 
     def _counted(self) -> None:
+        """The caches' bytes into the stats and the account."""
         if self.prompt is not None:
             self.prompt.stats.prompt_cache_bytes = self.prompt.memory.nbytes
-            if self.account is not None:
-                with self.account.budget.lock:
+        if self.account is not None:
+            with self.account.budget.lock:
+                if self.prompt is not None:
                     self.account.prompt_cache = self.prompt.memory.nbytes
+                if self.images is not None:
+                    self.account.image_cache = self.images.nbytes
 
     def flush(self, timeout: float) -> None:
         if self.prompt is not None:
             self.prompt.flush(timeout)
 
     def close(self) -> None:
-        """The model unloaded: the prompt cache and the account go."""
+        """The model unloaded: the prompt cache, the image encodings and the account go."""
         if self.prompt is not None:
             self.prompt.close()
             self.prompt = None
+        if self.images is not None:
+            self.images.trim(0)
+            self.images = None
         if self.account is not None:
             self.account.close()
             self.account = None
@@ -152,6 +191,9 @@ class StoreOwner(Protocol):
     memory: MemoryBudget | None  # the process's budget
 
     @property
+    def encoder(self) -> ImageCache: ...  # a vision model's image encodings (else empty)
+
+    @property
     def clock(self) -> Callable[[], float]: ...  # the prompt-cache entries' lifetimes' clock
 
 
@@ -166,8 +208,9 @@ def open_store(
     slots: bool,
     draft: Path | None = None,
 ) -> KVStore:
-    """A loaded model's KV store (on its engine thread): its prompt cache (and disk tier) and
-    its account in the process's budget (the weights of `models`: the model and its draft).
+    """A loaded model's KV store (on its engine thread): its prompt cache (and disk tier), its
+    image-encoding cache and its account in the process's budget (the weights of `models`:
+    the model and its draft).
     `kv_group`: --kv-bits' group where the model's KV can be quantized (None: it is not);
     `prefill_rows`: prompts prefilled together; `device`: "gpu" or "cpu"; `slots`: the fixed
     slots schedule it (their rows grow in steps)."""
@@ -184,7 +227,7 @@ def open_store(
             prompt.open_disk(folder, disk_bytes, loaded, identity, draft)
     budget = o.memory
     if budget is None:
-        return KVStore(prompt, None)
+        return KVStore(prompt, None, o.encoder)
     config = json.loads((loaded.path / "config.json").read_text())
     dtype = _activation_bytes(loaded.model)
     group = kv_group or 64
@@ -209,7 +252,7 @@ def open_store(
     account.activations = activations(
         config, dtype, rows=prefill_rows, step=o.prefill_step_size, scores=device == "cpu"
     )
-    return KVStore(prompt, account)
+    return KVStore(prompt, account, o.encoder)
 
 
 def _arrays(model: nn.Module) -> list[tuple[str, mx.array]]:

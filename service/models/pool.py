@@ -602,6 +602,6 @@ def engine_worker(
         engine=s.engine,
         metrics=metrics,
         link=link,
-        encoder=ImageEncoder(s.image_encoding_cache_entries),
+        encoder=ImageEncoder(s.image_encoding_cache_entries, s.image_encoding_cache_bytes),
         memory=memory,
     )

@@ -1,4 +1,5 @@
-"""/metrics for vision models' image-encoding caches: hits, misses, time in the vision tower."""
+"""/metrics for vision models' image-encoding caches: hits, misses, time in the vision tower,
+entries and bytes held."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ class CacheCounters(Protocol):
     misses: int
     encode_seconds: float
     entries: int
+    bytes: int
 
 
 class _ImageCacheCollector(Collector):
@@ -42,12 +44,18 @@ class _ImageCacheCollector(Collector):
         entries = GaugeMetricFamily(
             f"{p}image_encoding_cache_entries", "Image encodings held.", labels=("model_name",)
         )
+        held = GaugeMetricFamily(
+            f"{p}image_encoding_cache_bytes",
+            "Bytes the image encodings hold (--image-encoding-cache-bytes).",
+            labels=("model_name",),
+        )
         for name, stats in list(self.models.items()):
             hits.add_metric([name], stats.hits)
             misses.add_metric([name], stats.misses)
             seconds.add_metric([name], stats.encode_seconds)
             entries.add_metric([name], stats.entries)
-        yield from (hits, misses, seconds, entries)
+            held.add_metric([name], stats.bytes)
+        yield from (hits, misses, seconds, entries, held)
 
 
 _collectors: weakref.WeakKeyDictionary[object, _ImageCacheCollector] = weakref.WeakKeyDictionary()

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("mlx_vlm")
+from mlx_responses.service.engine.memory.budget import MemoryBudget
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.vision.encoder import ImageEncoder
 from mlx_responses.service.engine.vision.inputs import VisionInputs
@@ -24,6 +25,7 @@ from PIL import Image
 
 from tests.support.engine import collect
 from tests.support.random_vlm import IMAGE_PART, build_random_vlm
+from tests.support.wide_tower import wide_image, wide_model
 
 TOKENS = 12
 # (seed, width, height) of each request's images: sizes differ, so do their grids; the last
@@ -90,6 +92,27 @@ async def test_images_admitted_together_go_through_the_tower_in_one_call(vlm: Pa
     assert len({ids for ids in outputs}) == len(outputs), "images make no difference"
 
 
+async def test_the_encodings_count_in_the_models_memory_account(vlm: Path) -> None:
+    """The engine's KV store holds its encoder: the cached encodings' bytes are in the model's
+    account (the budget admits by them), and leave with the model."""
+    budget = MemoryBudget(1 << 40, measure_runtime=lambda: 0)
+    encoder = ImageEncoder()
+    engine = EngineWorker(lambda: load_vision_model(vlm, "vlm"), encoder=encoder, memory=budget)
+    loaded = await engine.start()
+    try:
+        ids, inputs = _prompt(loaded.processor, IMAGES[3])
+        await collect(engine.submit(ids, SamplingParams(max_tokens=2), vision=inputs))
+        account = engine.kv.account
+        assert account is not None
+        assert encoder.stats.entries == 2 and encoder.nbytes > 0
+        assert account.image_cache == encoder.nbytes == encoder.stats.bytes
+        assert budget.by_model()["vlm"]["image_cache"] == encoder.nbytes
+        await engine.unload()
+        assert encoder.nbytes == 0 and not budget.by_model()
+    finally:
+        engine.stop()
+
+
 def test_images_encoded_together_are_each_as_encoded_alone(vlm: Path) -> None:
     loaded = load_vision_model(vlm, "vlm")
     prompts = [_prompt(loaded.processor, sizes)[1] for sizes in IMAGES]
@@ -103,23 +126,11 @@ def test_images_encoded_together_are_each_as_encoded_alone(vlm: Path) -> None:
         assert mx.allclose(got, want, atol=1e-5).item()
 
 
-class _Tower:
-    """A vision tower of the Qwen-VL call shape whose output is large: 4,096 floats a patch."""
-
-    patch_embed = type("P", (), {"proj": type("W", (), {"weight": mx.zeros(1)})()})()
-
-    def __call__(self, pixels: mx.array, grids: mx.array, output_hidden_states: bool) -> mx.array:
-        return mx.broadcast_to(pixels[:, :1], (pixels.shape[0], 4096)) + 0
-
-
 def test_an_image_encoded_with_others_holds_only_its_own_memory() -> None:
     """The cache keeps one entry: of four images encoded in one call, the last, whose memory
     is its own share of the call's output (a slice of it held all four)."""
-    model = type("M", (), {"vision_tower": _Tower()})()
-    grid = np.array([[1, 16, 16]])
-    prompts = [
-        VisionInputs(np.full((256, 8), k, np.float32), grid, (f"image-{k}",)) for k in range(4)
-    ]
+    model = wide_model()
+    prompts = [wide_image(k) for k in range(4)]
     encoder = ImageEncoder(entries=1)
     mx.clear_cache()
     before = mx.get_active_memory()

@@ -128,7 +128,7 @@ def test_a_request_waits_for_memory_then_is_served_and_a_full_queue_is_a_503(
 def test_the_metrics_show_memory_by_kind(budget_stack: Stack) -> None:
     text = httpx.get(f"{budget_stack.base_url}/metrics", timeout=30).text
     name = budget_stack.settings.models[0].name
-    for kind in ("weights", "kv", "prompt_cache"):
+    for kind in ("weights", "kv", "prompt_cache", "image_cache"):
         assert f'mlx_responses_memory_bytes{{kind="{kind}",model_name="{name}"}}' in text, kind
     assert 'mlx_responses_memory_bytes{kind="runtime",model_name=""}' in text
     assert "mlx_responses_memory_limit_bytes " in text

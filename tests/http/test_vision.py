@@ -273,6 +273,7 @@ def test_resent_image_hits_the_encoding_cache(vlm_stack: Stack) -> None:
     assert _metric(vlm_stack, "image_encoding_cache_misses") == misses + 1
     assert _metric(vlm_stack, "image_encoding_cache_hits") == hits + 1
     assert answers[2] == answers[1]  # the prompt cache generates what an encoding hit does
+    assert _metric(vlm_stack, "image_encoding_cache_bytes") > 0  # the image's encoding
 
 
 def test_text_model_refuses_images(stack: Stack) -> None:

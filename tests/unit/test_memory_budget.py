@@ -69,7 +69,26 @@ def test_the_prompt_cache_counts_and_gets_what_is_left() -> None:
     assert account.cache_room() == 100 * MIB - 20 * MIB - 10 * MIB - 16 * MIB
     account.prompt_cache = 50 * MIB
     assert account.shortfall(4096) == 12 * MIB  # the cache must give 12 MiB back first
-    assert account.held() == {"weights": 10 * MIB, "kv": 16 * MIB, "prompt_cache": 50 * MIB}
+    assert account.held() == {
+        "weights": 10 * MIB,
+        "kv": 16 * MIB,
+        "prompt_cache": 50 * MIB,
+        "image_cache": 0,
+    }
+
+
+def test_the_image_encodings_count_beside_the_prompt_cache() -> None:
+    """A vision model's image-encoding cache is in its account: its shortfall, the other
+    models' room and the metrics' kinds."""
+    budget = _budget()
+    account = budget.open("m", LAYOUT, context=65536, weights=10 * MIB)
+    other = budget.open("o", LAYOUT, context=65536, weights=0)
+    account.admit(1, 4096)
+    account.prompt_cache, account.image_cache = 30 * MIB, 20 * MIB
+    assert account.shortfall(4096) == 12 * MIB  # 20 + 10 + 2 x 16 + 30 + 20 = 112
+    assert other.cache_room() == 100 * MIB - 20 * MIB - 10 * MIB - 16 * MIB - 50 * MIB
+    assert account.held()["image_cache"] == 20 * MIB
+    assert budget.by_model()["m"]["image_cache"] == 20 * MIB
 
 
 def test_other_models_count_and_leave_with_their_account() -> None:

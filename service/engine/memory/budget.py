@@ -3,8 +3,9 @@
 The budget covers the whole process as a user reads it in Activity Monitor or `ps`: the
 runtime (the interpreter, its libraries, the server's own heap: what the process held beyond
 MLX's arrays when the first model loaded), each loaded model's weights, the KV caches of its
-live sequences and its prompt cache. Each model's KV store (kv_store.py) keeps its account
-here from its own engine thread; the lock makes the sums consistent across models.
+live sequences, its prompt cache and (a vision model) its image-encoding cache. Each model's
+KV store (kv_store.py) keeps its account here from its own engine thread; the lock makes the
+sums consistent across models.
 
 Live KV is reserved, not measured: a sequence is admitted with `prompt + max_output_tokens`
 tokens (at most the context window), and a scheduler holds its sequences as one rectangle
@@ -63,6 +64,7 @@ class ModelAccount:
     max_rows: int = 0
     scheduler_bytes: int = 0  # the live KV as the scheduler last reported it (a floor)
     prompt_cache: int = 0  # bytes of the prompt cache's memory tier
+    image_cache: int = 0  # bytes of the image-encoding cache (vision/encoder.py)
     live: dict[int, int] = field(default_factory=dict)  # sequence -> tokens reserved
 
     def reservation(self, prompt: int, max_output: int) -> int:
@@ -116,7 +118,7 @@ class ModelAccount:
             if limit is None:
                 return 0
             others = self.budget.used(without=self)
-            mine = self.weights + self.prompt_cache + self.live_bytes(tokens)
+            mine = self.weights + self.caches() + self.live_bytes(tokens)
             return max(0, others + mine - limit)
 
     def admit(self, sequence: int, tokens: int) -> None:
@@ -127,8 +129,14 @@ class ModelAccount:
         with self.budget.lock:
             self.live.pop(sequence, None)
 
+    def caches(self) -> int:
+        """Bytes of the caches that give memory back when the budget is short: the prompt
+        cache's memory tier and the image-encoding cache."""
+        return self.prompt_cache + self.image_cache
+
     def cache_room(self) -> int | None:
-        """Bytes the prompt cache may hold now beside everything else (None: no budget)."""
+        """Bytes the caches (`caches`) may hold now beside everything else (None: no
+        budget)."""
         with self.budget.lock:
             limit = self.budget.limit
             if limit is None:
@@ -137,7 +145,8 @@ class ModelAccount:
             return max(0, limit - others - self.weights - self.live_bytes())
 
     def held(self) -> dict[str, int]:
-        """This model's memory by kind: weights, kv (live, reserved) and prompt_cache."""
+        """This model's memory by kind: weights, kv (live, reserved), prompt_cache and
+        image_cache."""
         with self.budget.lock:
             tokens = list(self.live.values())
             kv = 0
@@ -145,7 +154,12 @@ class ModelAccount:
                 rows = slot_rows(len(tokens), self.max_rows) if self.slots else len(tokens)
                 kv = rows * self.layout.bytes_for(max(tokens))
             kv = max(kv, self.scheduler_bytes)
-            return {"weights": self.weights, "kv": kv, "prompt_cache": self.prompt_cache}
+            return {
+                "weights": self.weights,
+                "kv": kv,
+                "prompt_cache": self.prompt_cache,
+                "image_cache": self.image_cache,
+            }
 
     def close(self) -> None:
         """The model unloaded: its account leaves the budget."""
@@ -189,7 +203,7 @@ class MemoryBudget:
             total = self.runtime
             for a in self._accounts:
                 if a is not without:
-                    total += a.weights + a.prompt_cache + a.live_bytes()
+                    total += a.weights + a.caches() + a.live_bytes()
             return total
 
     def by_model(self) -> dict[str, dict[str, int]]:

@@ -42,17 +42,45 @@ class VisionPrompt:
 
 @dataclass
 class ImageEncoder:
-    """Owned by the engine thread: image content hash -> the vision tower's output for it."""
+    """Owned by the engine thread: image content hash -> the vision tower's output for it, least
+    recently used first, at most `entries` of them and `max_bytes` in all (an encoding larger
+    than that is not kept). The model's KV store counts `nbytes` in the memory budget and
+    `trim`s it when the budget is short (`kv_store.py`)."""
 
     entries: int = 64
+    max_bytes: int = 1 << 30
     stats: VisionCacheStats = field(default_factory=VisionCacheStats)
 
     def __post_init__(self) -> None:
         self._encodings: OrderedDict[str, mx.array] = OrderedDict()
+        self._nbytes = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the cached encodings hold (each its own memory: `_tower`)."""
+        return self._nbytes
 
     def clear(self) -> None:
-        self._encodings.clear()
-        self.stats.entries = 0
+        self.trim(0)
+
+    def trim(self, n_bytes: int) -> None:
+        """Evicts the least recently used encodings until the cache holds at most `n_bytes`
+        (and `entries` encodings)."""
+        while self._encodings and (
+            self._nbytes > max(0, n_bytes) or len(self._encodings) > self.entries
+        ):
+            _, evicted = self._encodings.popitem(last=False)
+            self._nbytes -= int(evicted.nbytes)
+        self.stats.entries, self.stats.bytes = len(self._encodings), self._nbytes
+
+    def _keep(self, encoded: dict[str, mx.array]) -> None:
+        """`encoded` into the cache as its most recent encodings (but one over `max_bytes`),
+        then the least recently used out past the bounds."""
+        for key, features in encoded.items():
+            if self.entries > 0 and int(features.nbytes) <= self.max_bytes:
+                self._encodings[key] = features
+                self._nbytes += int(features.nbytes)
+        self.trim(self.max_bytes)
 
     def prompt(
         self,
@@ -139,11 +167,7 @@ class ImageEncoder:
                 continue
             parts = [encoded[key] if key in encoded else self._encodings[key] for key, _, _ in held]
             out.append(mx.concatenate(parts, axis=0))
-        for key, features in encoded.items():
-            self._encodings[key] = features
-        while len(self._encodings) > self.entries:
-            self._encodings.popitem(last=False)
-        self.stats.entries = len(self._encodings)
+        self._keep(encoded)
         return out
 
     def _tower(

@@ -26,3 +26,4 @@ class VisionCacheStats:
     encode_seconds: float = 0.0  # spent in the vision tower (misses)
     tower_calls: int = 0  # calls of the tower: images admitted together share one
     entries: int = 0
+    bytes: int = 0  # the cached encodings' (`ImageEncoder.nbytes`)
