@@ -85,6 +85,13 @@ def test_max_prompt_tokens_flag() -> None:
         _parse(["--max-prompt-tokens", "-1"], {})
 
 
+def test_image_encoding_cache_bytes_flag() -> None:
+    assert _parse([], {}).image_encoding_cache_bytes == 1 << 30
+    assert _parse(["--image-encoding-cache-bytes", "0"], {}).image_encoding_cache_bytes == 0
+    with pytest.raises(ConfigError, match="--image-encoding-cache-bytes"):
+        _parse(["--image-encoding-cache-bytes", "-1"], {})
+
+
 def test_speculative_flags() -> None:
     settings = _parse(["--speculative", "ngram", "--num-draft-tokens", "6"], {})
     assert (settings.speculative, settings.num_draft_tokens) == ("ngram", 6)
