@@ -52,12 +52,9 @@ class Deepstack:
         # Image tokens before each position: where a chunk's features start.
         self._before = np.concatenate([[0], np.cumsum(self.mask)])
 
-    @classmethod
-    def of(cls, mask: np.ndarray, features: mx.array, start: int) -> Deepstack:
-        """A whole prompt's (`mask` over all its positions, `features` of all its image
-        tokens) from position `start` on (past what a prompt cache holds)."""
-        skipped = int(mask[:start].sum())
-        return cls(mask[start:], features[:, skipped:])
+    def past(self, start: int) -> Deepstack:
+        """These features from position `start` on (past what a prompt cache holds)."""
+        return Deepstack(self.mask[start:], self.features[:, int(self._before[start]) :])
 
     def chunk(self, at: int, length: int) -> tuple[np.ndarray, mx.array | None]:
         """Positions at..at+length-1 (from this one's first): their mask, and the features

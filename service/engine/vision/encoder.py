@@ -19,7 +19,7 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from mlx_responses.service.engine.vision.deepstack import joined, split
+from mlx_responses.service.engine.vision.deepstack import Deepstack, joined, split
 from mlx_responses.service.engine.vision.inputs import VisionCacheStats, VisionInputs
 from mlx_responses.service.engine.vision.pixtral import (
     merges_patches,
@@ -32,12 +32,12 @@ from mlx_responses.service.engine.vision.positions import TEXT, MRoPE, RowPositi
 @dataclass(frozen=True)
 class VisionPrompt:
     """What a sequence prefills from: one embedding per prompt token ([n, hidden]) and its
-    positions; a Qwen3-VL prompt's deepstack features too ([layers, image tokens, hidden],
-    `deepstack.py`)."""
+    positions; a Qwen3-VL prompt's deepstack features too (its image tokens' and where they
+    are, `deepstack.py`)."""
 
     embeds: mx.array
     positions: RowPositions
-    deepstack: mx.array | None = None
+    deepstack: Deepstack | None = None
 
 
 @dataclass
@@ -96,15 +96,16 @@ class ImageEncoder:
         the encodings and positions the prompt here (`_merged`), not through mlx-vlm's
         `get_input_embeddings` (its merge and `get_rope_index` sync the device several times
         per request)."""
-        if mrope is not None and inputs is not None and inputs.image_grid_thw is not None:
-            if features is None:
-                features = self.encode(model, [inputs])[0]
-            if features is not None:
-                main, stack = split(features, int(model.config.text_config.hidden_size))
-                embeds = _merged(model, tokens, main, mrope.image_token)
-                mx.eval(embeds, stack)
-                positions = mrope.positions(tokens, inputs.image_grid_thw)
-                return VisionPrompt(embeds, positions, stack)
+        if features is None and inputs is not None and inputs.pixel_values is not None:
+            features = self.encode(model, [inputs])[0]
+        grids = inputs.image_grid_thw if inputs is not None else None
+        if mrope is not None and features is not None and grids is not None:
+            main, stack = split(features, int(model.config.text_config.hidden_size))
+            spots = np.asarray(tokens) == mrope.image_token
+            embeds = _merged(model, tokens, main, spots)
+            mx.eval(embeds, stack)
+            deepstack = Deepstack(spots, stack) if stack is not None else None
+            return VisionPrompt(embeds, mrope.positions(tokens, grids), deepstack)
         ids = mx.array([tokens])
         kwargs: dict[str, Any] = (
             {key: mx.array(value) for key, value in inputs.extra.items()} if inputs else {}
@@ -114,8 +115,6 @@ class ImageEncoder:
             pixels = mx.array(inputs.pixel_values)
             if inputs.image_grid_thw is not None:
                 kwargs["image_grid_thw"] = mx.array(inputs.image_grid_thw)
-            if features is None:
-                features = self.encode(model, [inputs])[0]
             if features is not None:
                 kwargs["cached_image_features"] = features
         out = model.get_input_embeddings(ids, pixels, **kwargs)
@@ -216,11 +215,10 @@ class ImageEncoder:
         self.stats.tower_calls += calls
 
 
-def _merged(model: Any, tokens: list[int], features: mx.array, image_token: int) -> mx.array:
-    """[n, hidden]: `tokens`' embeddings, the k-th image placeholder's replaced by row k of
-    `features` (as mlx-vlm's Qwen-VL `merge_input_ids_with_image_features`, with the
-    placeholders found on the host)."""
-    spots = np.asarray(tokens) == image_token
+def _merged(model: Any, tokens: list[int], features: mx.array, spots: np.ndarray) -> mx.array:
+    """[n, hidden]: `tokens`' embeddings, the k-th image placeholder's (`spots`: True at each)
+    replaced by row k of `features` (as mlx-vlm's Qwen-VL
+    `merge_input_ids_with_image_features`, with the placeholders found on the host)."""
     if int(spots.sum()) != features.shape[0]:
         raise ValueError(
             f"{int(spots.sum())} image placeholders for {features.shape[0]} image features"

@@ -61,7 +61,7 @@ class MRoPE:
 
     @classmethod
     def of(cls, config: Any) -> MRoPE:
-        """From a Qwen2-VL / Qwen2.5-VL config (mlx-vlm's `ModelConfig`)."""
+        """From a Qwen-VL config (Qwen2-VL, Qwen2.5-VL, Qwen3-VL(-MoE): mlx-vlm's `ModelConfig`)."""
         return cls(
             int(config.image_token_id),
             int(config.vision_start_token_id),

@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
-import numpy as np
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.vision.cache_key import keyed_tokens
-from mlx_responses.service.engine.vision.deepstack import Deepstack
 from mlx_responses.service.engine.vision.encoder import ImageEncoder
 from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.language import VisionLanguage, is_vision_model
@@ -91,8 +89,7 @@ class Seen:
         out: dict[str, Any] = {"embeddings": encoded.embeds[cached:]}
         out["positions"] = encoded.positions
         if encoded.deepstack is not None:  # Qwen3-VL: its image tokens' past the cached ones
-            spots = np.asarray(prompt) == side.image_token
-            out["deepstack"] = Deepstack.of(spots, encoded.deepstack, cached)
+            out["deepstack"] = encoded.deepstack.past(cached)
         return out
 
 
