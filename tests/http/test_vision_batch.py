@@ -90,20 +90,25 @@ def test_concurrent_image_requests_decode_in_one_batch(vlm_stack: Stack) -> None
     assert vlm_stack.engine_stats.max_batch_seen >= 2
 
 
-def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(vlm_stack: Stack) -> None:
-    url = _png(112, 84, 7)
-    first = _create(vlm_stack, input=[_user("What is in this picture?", url)], store=True)
-    encodings = _encodings(vlm_stack)
+def _next_turn(stack: Stack, url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A stored turn with the image `url` and a text next turn chained on it: the whole first
+    turn's prompt (its image included) comes from the prompt cache, and its image, in the
+    cached prefix, goes through no tower, not even an encoding read."""
+    first = _create(stack, input=[_user("What is in this picture?", url)], store=True)
+    encodings = _encodings(stack)
     second = _create(
-        vlm_stack,
+        stack,
         previous_response_id=first["id"],
         input=[{"role": "user", "content": "And its colours?"}],
     )
-    # The whole first turn's prompt (its image included) comes from the prompt cache.
     assert _cached(second) >= first["usage"]["input_tokens"] - 1
+    assert _encodings(stack) == encodings
+    return first, second
+
+
+def test_the_next_turn_reads_the_image_prefix_from_the_prompt_cache(vlm_stack: Stack) -> None:
+    first, second = _next_turn(vlm_stack, _png(112, 84, 7))
     assert second["usage"]["input_tokens"] > first["usage"]["input_tokens"]
-    # Its image is in the cached prefix: no tower, not even an encoding read.
-    assert _encodings(vlm_stack) == encodings
 
 
 def test_another_image_at_the_same_place_is_not_served_from_the_cache(vlm_stack: Stack) -> None:
