@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import mlx.core as mx
 
@@ -71,6 +71,22 @@ class Chunk:
 
 
 @dataclass
+class DiskHealth:
+    """The prompt cache's disk tier as /metrics reports it (prompt_disk.py): what it dropped
+    as unreadable, by kind ("row": an index row, "file": an entry file, "junk": something
+    under entries/ that is no entry), writes that failed, and why it is degraded (None: it
+    is not; "disk_full", "read_only": writes paused, reads go on; "unavailable": the folder
+    or its index could not be opened, the tier is off)."""
+
+    dropped: dict[str, int] = field(default_factory=dict)
+    write_errors: int = 0
+    degraded: str | None = None
+
+    def drop(self, kind: str) -> None:
+        self.dropped[kind] = self.dropped.get(kind, 0) + 1
+
+
+@dataclass
 class EngineStats:
     """Counters read by tests and benchmarks."""
 
@@ -104,3 +120,4 @@ class EngineStats:
     admission_waits: int = 0
     admission_wait_seconds: float = 0.0
     prompt_cache_evictions: int = 0
+    disk: DiskHealth = field(default_factory=DiskHealth)  # the prompt cache's disk tier

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.flags import KEEP_FOREVER, keep_alive_seconds
+from mlx_responses.service.models.disk_metrics import watch_prompt_disk
 from mlx_responses.service.models.model_dir import check_model_dirs, scan_model_dirs
 from mlx_responses.service.models.source import ModelSource, resolve_model
 from mlx_responses.service.models.vision_config import vision_folder
@@ -475,6 +476,7 @@ class ModelPool:
             leader.attach(worker)
             self.link = leader
         loaded = await worker.start()
+        watch_prompt_disk(self.metrics, model.id, worker.stats.disk)
         runtime: ModelRuntime
         if vision:
             from mlx_responses.service.models.vision_start import vision_runtime
