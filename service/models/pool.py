@@ -426,6 +426,12 @@ class ModelPool:
             log.warning("model %s: %s", model.id, exc)
             raise unservable(model.id, str(exc)) from None
         except Exception as exc:
+            from mlx_responses.service.engine.memory.budget import MemoryLimitError
+
+            if isinstance(exc, MemoryLimitError):  # --memory-limit below what it needs
+                if reason == "startup":
+                    raise ConfigError(str(exc)) from None
+                raise invalid(str(exc), "model", "memory_limit_exceeded") from None
             log.exception("model %s failed to load", model.id)
             raise ServiceError(
                 Reason.INTERNAL, f"The model '{model.id}' could not be loaded: {exc}"
