@@ -255,7 +255,14 @@ def _line(name: str, result: dict[str, Any], limit: int | None) -> str:
     counted = at.get("counted", 0.0)
     parts = ", ".join(
         f"{k} {at[k] / MIB:,.0f}"
-        for k in ("weights", "kv", "prompt_cache", "runtime", "mlx_active_memory_bytes")
+        for k in (
+            "weights",
+            "kv",
+            "prompt_cache",
+            "runtime",
+            "mlx_active_memory_bytes",
+            "mlx_cache_memory_bytes",
+        )
         if k in at
     )
     ok = set(result["outcome"]) <= {"completed", "503"}
