@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from mlx_lm import load
 from mlx_lm.models.cache import (
+    ArraysCache,
+    CacheList,
     KVCache,
     LRUPromptCache,
     PromptTrie,
@@ -32,6 +34,8 @@ from mlx_lm.utils import load_model as load_architecture
 from mlx_lm.utils import sharded_load
 
 __all__ = [
+    "ArraysCache",
+    "CacheList",
     "KEYWORDS",
     "KV_CACHE_INTERNALS",
     "PROMPT_CACHE_INTERNALS",

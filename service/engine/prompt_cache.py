@@ -72,7 +72,7 @@ class PromptCache:
         """The KV cache of the longest cached prefix (the caller's to extend) and the tokens
         still to prefill (at least the last one: it produces the next logits)."""
         key = self.key(scope)
-        cache, rest = self.memory.fetch_nearest_cache(key, prompt)
+        cache, rest = self.memory.fetch_serving(key, prompt)
         if self.disk is not None:
             cache, rest = self.disk.fetch(key, prompt, cache, rest)
         if cache is not None and not rest:

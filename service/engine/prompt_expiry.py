@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from mlx_responses.service.engine.mlx_lm_compat import can_trim_prompt_cache
 from mlx_responses.service.engine.prompt_trie import IndexedPromptTrie, new_prompt_cache
 from mlx_responses.service.engine.prompt_trie import _key as sequence_key
 
@@ -91,6 +92,19 @@ class ExpiringPromptCache:
         if cache is not None and self._trie.last is not None:
             self._touch(*self._trie.last)
         return cache, rest
+
+    def fetch_serving(self, model: Any, tokens: list[int]) -> tuple[Any, list[int]]:
+        """`fetch_nearest_cache`, past an entry holding all of `tokens` that cannot be trimmed
+        (a checkpoint where a prompt ended: the repeat must still feed its last token): then
+        the nearest entry of all but the last token serves."""
+        self.expire()
+        key = sequence_key(tokens)
+        if tokens and self._trie.holds(model, key):
+            entry = IndexedPromptTrie.get(self._trie, model, tokens)
+            if not can_trim_prompt_cache(entry.prompt_cache):
+                cache, rest = self.fetch_nearest_cache(model, tokens[:-1])
+                return cache, [*rest, tokens[-1]]
+        return self.fetch_nearest_cache(model, tokens)
 
     def trim_to(self, *, n_sequences: int | None = None, n_bytes: int | None = None) -> None:
         self.lru.trim_to(n_sequences=n_sequences, n_bytes=n_bytes)

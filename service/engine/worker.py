@@ -26,7 +26,9 @@ from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.admission import AdmissionQueue
 from mlx_responses.service.engine.admitted import look_up
 from mlx_responses.service.engine.commands import (
+    CHECKPOINT_INTERVAL,
     MAX_CHECKPOINTS,
+    MAX_INTERVAL_CHECKPOINTS,
     Cancel,
     Command,
     Submit,
@@ -85,6 +87,10 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     prefill_batch_size: int | None = None
     prompt_cache_max_entries: int = 32
     prompt_cache_max_bytes: int = 1 << 30
+    # For caches that cannot be trimmed (checkpointing): a long prompt's prefill also leaves
+    # an entry every this many tokens (0: none), so a prompt edited or compacted inside it
+    # starts from the last one before the change.
+    checkpoint_interval: int = CHECKPOINT_INTERVAL
     # The prompt cache's disk tier (prompt_disk.py): its folder (None: none) and byte budget.
     prompt_cache_dir: Path | None = None
     prompt_cache_disk_bytes: int = 0
@@ -464,11 +470,16 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         self._emit(command.stream, Chunk("", 0, "error", error=str(exc)))
 
     def _stops(self, command: Submit, cached: int) -> list[int]:
-        """Where the prompt's prefill leaves entries before its end: its checkpoints, when this
-        model takes them, that lie past what was cached and before the prompt's last token."""
+        """Where the prompt's prefill leaves entries before its end: its checkpoints and every
+        `checkpoint_interval` tokens (the deepest `MAX_INTERVAL_CHECKPOINTS`), when this model
+        takes them, that lie past what was cached and before the prompt's last token."""
         if not self._checkpointing:
             return []
-        return [p for p in command.checkpoints if cached < p < len(command.prompt) - 1]
+        end = len(command.prompt) - 1
+        every = self.checkpoint_interval
+        intervals = range(every, end, every) if every > 0 else range(0)
+        points = {*command.checkpoints, *intervals[-MAX_INTERVAL_CHECKPOINTS:]}
+        return sorted(p for p in points if cached < p < end)
 
     def _cancel(
         self,
@@ -507,7 +518,9 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
             scheduler.prefill_step_size = self.prefill_step_size
         result = scheduler.step()
         for end in result.ends:
-            if (entry := active.get(end.uid)) is not None:  # whose entry it is
+            entry = active.get(end.uid)  # whose entry it is
+            # Within its prompt (a sequence handed over mid-decode "ends" a prompt past it).
+            if entry is not None and len(end.tokens) <= entry.prompt_tokens:
                 self._keep(entry, end.tokens, end.cache, len(end.tokens))
                 self.stats.prompt_checkpoints += 1
         if decoding:

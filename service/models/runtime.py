@@ -44,6 +44,7 @@ from mlx_responses.service.text.prompt import (
     items_to_messages,
     raw_prompt,
     render_prompt,
+    generation_start,
     system_turn_end,
     tools_to_template,
 )
@@ -123,6 +124,8 @@ class ModelRuntime:
             tool_parameters=tool_parameters,
             template_kwargs=kwargs,
         )
+        # ... and where the generation prompt begins (the next turn shares the prompt to there).
+        start = generation_start(tokenizer, messages, rendered_tools, kwargs, prompt)
         inside = sorted({p for p in positions if p is not None and 0 < p < len(prompt.tokens)})
         kept = mark_retention(
             marks, positions, request_ttl=cache_ttl, memory_only=memory_only, merged=False
@@ -131,6 +134,7 @@ class ModelRuntime:
             prompt,
             system_end=end,
             breakpoints=tuple(inside[-MAX_BREAKPOINTS:]),
+            generation_start=start,
             retention=kept,
         )
 

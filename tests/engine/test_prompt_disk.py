@@ -122,7 +122,7 @@ async def test_a_restart_reads_the_prefix_from_disk_and_decodes_the_same(
     assert memory[0] == cold[0] and memory[1] >= len(prompt) - BLOCK  # served from memory
     # What the disk gives back for the prompt is what memory holds for it, bit for bit.
     assert first.kv.prompt is not None
-    in_memory, rest = first.kv.prompt.memory.fetch_nearest_cache(first.kv.prompt.key(""), prompt)
+    in_memory, rest = first.kv.prompt.memory.fetch_serving(first.kv.prompt.key(""), prompt)
     hit = written.lookup(first.kv.prompt.key(""), prompt)
     assert hit is not None
     from_disk = written.load(hit, prompt)

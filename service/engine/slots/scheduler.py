@@ -161,7 +161,8 @@ class SlotScheduler(SlotVerify):
     # --- the Scheduler protocol ------------------------------------------------------------
     def admit(self, admission: Admission) -> None:
         """A prompt in segments: a prefill chunk ends where each but the last ends, and, with
-        `prompt_ends`, an entry is taken there, as at the prompt's last token."""
+        `prompt_ends`, an entry is taken there, as before the prompt's last token and after
+        it (the decode step that feeds it)."""
         vision = vision_row(admission)
         if vision is not None and not self.takes_embeddings:
             raise ValueError("these slots take token ids only")
@@ -489,6 +490,7 @@ class SlotScheduler(SlotVerify):
                 seq.tokens.append(token)
             if i >= sampled:  # its last prompt token: nothing to emit
                 still.append(i)
+                self._prompt_in(seq)
                 continue
             assert current_lp is not None
             response = self._emit(seq, token, current_lp[i])
@@ -502,6 +504,16 @@ class SlotScheduler(SlotVerify):
                 keep = mx.array(still)
                 self._pending = ([named[i] for i in still], tokens[keep], logprobs[keep])
         return responses
+
+    def _prompt_in(self, seq: SlotSequence) -> None:
+        """With `prompt_ends`, the entry of a sequence whose decode step just fed its last
+        prompt token: its whole prompt is in, its first token sampled and not yet fed (a draft
+        model's layers caught up, as in `_finish`)."""
+        if not self.prompt_ends:
+            return
+        if self._spec is not None and self._spec.drafted is not None:
+            self._catch_up([seq])
+        self._ends.append(PromptEnd(seq.uid, self._extract(seq), list(seq.tokens)))
 
     def _forward(
         self,

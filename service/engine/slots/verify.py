@@ -43,6 +43,8 @@ class SlotVerify:
 
         def _emit(self, seq: SlotSequence, token: int, logprobs: mx.array) -> Token: ...
 
+        def _prompt_in(self, seq: SlotSequence) -> None: ...
+
     def _views(
         self,
         view: Callable[[Store, Any], Any],
@@ -171,6 +173,8 @@ class SlotVerify:
         other_row = {i: k for k, i in enumerate(others)}  # row -> its place in `others`
         for i in others:  # processors read the context with the token fed now
             rows[i].tokens.append(table[i][0])
+            if i >= sampled:  # its last prompt token: the whole prompt is in
+                self._prompt_in(rows[i])
         other_tokens = other_lp = None
         if others:
             picked = mx.array(others)
