@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from mlx_responses.service.engine.cache_bytes import cache_nbytes
 from mlx_responses.service.engine.scheduler import Token, chunk_to, sampled
 
 Sampler = Callable[[mx.array], mx.array]
@@ -130,8 +131,8 @@ class SoloSequence:
 
     @property
     def nbytes(self) -> int:
-        """The KV cache's bytes (counted against the prompt cache's budget)."""
-        return sum(c.nbytes for c in self.cache if c.keys is not None)
+        """The caches' bytes (counted against the prompt cache's budget)."""
+        return cache_nbytes(self.cache)
 
     def _forward(self, tokens: mx.array) -> tuple[mx.array, mx.array]:
         logits = self.model(tokens[None], cache=self.cache)[:, -1, :]
