@@ -34,12 +34,12 @@ from mlx_lm.utils import load_model as load_architecture
 from mlx_lm.utils import sharded_load
 
 __all__ = [
-    "ArraysCache",
-    "CacheList",
     "KEYWORDS",
     "KV_CACHE_INTERNALS",
     "PROMPT_CACHE_INTERNALS",
     "PROMPT_TRIE_INTERNALS",
+    "ArraysCache",
+    "CacheList",
     "KVCache",
     "LRUPromptCache",
     "PromptTrie",

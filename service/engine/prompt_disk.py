@@ -65,7 +65,11 @@ log = logging.getLogger(__name__)
 
 FORMAT = "mlx-responses-prompt-cache/1"
 BLOCK = 256  # tokens per chained hash
-MAX_PENDING = 2  # entries waiting for the writer; more are dropped (never block the engine)
+# Entries waiting for the writer; more are dropped (never block the engine). A prompt whose
+# caches cannot be trimmed leaves several at once (its checkpoints: the system turn's end, where
+# the generation prompt begins, its last token's and its whole prompt's, the finished turn):
+# their arrays are the memory tier's, borrowed, not copies.
+MAX_PENDING = 6
 # The cache classes an entry may hold: those whose state round-trips (restore equals cold):
 # attention KV, plain, rotating (a sliding window) and quantized, and a recurrent model's state
 # (ArraysCache: conv and SSM arrays; CacheList: several caches in one layer, falcon_h1's).

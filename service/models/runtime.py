@@ -41,10 +41,10 @@ from mlx_responses.service.text.key_prefixes import KeyPrefixes
 from mlx_responses.service.text.media import refuse_media
 from mlx_responses.service.text.prompt import (
     RenderedPrompt,
+    generation_start,
     items_to_messages,
     raw_prompt,
     render_prompt,
-    generation_start,
     system_turn_end,
     tools_to_template,
 )

@@ -4,8 +4,8 @@ Our patches ride in it: its prefill pieces never end on one token (`prefill_batc
 decode batch is ours, constrained by grammars in one pass (`grammar_batch.py`) or speculating
 (`speculative.py`, which is a grammar batch too). The adapter maps the worker's uids to the
 generator's, turns its responses into `Token`s, and takes a prompt's entry where a segment of
-its prefill ended and where its whole prompt is in (`prompt_ends`). Everything here may read mlx-lm's private names; nothing
-outside `batch/` may (`mlx_lm_compat.py` lists them).
+its prefill ended and where its whole prompt is in (`prompt_ends`). Everything here may read
+mlx-lm's private names; nothing outside `batch/` may (`mlx_lm_compat.py` lists them).
 """
 
 from __future__ import annotations
