@@ -45,6 +45,17 @@ class Submit:
     retention: Lifetimes | None = None  # how long its entries are kept (None: LRU only)
 
 
+def stops(command: Submit, cached: int, every: int) -> list[int]:
+    """Where `command`'s prefill leaves entries, for a model whose caches cannot be trimmed:
+    its checkpoints and every `every` tokens (0: none; the deepest `MAX_INTERVAL_CHECKPOINTS`,
+    so a prompt edited or compacted inside a long one starts from the last before the change),
+    past what was `cached` and before the prompt's last token."""
+    end = len(command.prompt) - 1
+    intervals = range(every, end, every) if every > 0 else range(0)
+    points = {*command.checkpoints, *intervals[-MAX_INTERVAL_CHECKPOINTS:]}
+    return sorted(p for p in points if cached < p < end)
+
+
 @dataclass
 class Cancel:
     """Drop `stream`'s sequence before the next step."""

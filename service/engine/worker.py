@@ -28,10 +28,10 @@ from mlx_responses.service.engine.admitted import look_up
 from mlx_responses.service.engine.commands import (
     CHECKPOINT_INTERVAL,
     MAX_CHECKPOINTS,
-    MAX_INTERVAL_CHECKPOINTS,
     Cancel,
     Command,
     Submit,
+    stops,
     unserved,
 )
 from mlx_responses.service.engine.delivery import Active, token_logprobs
@@ -87,9 +87,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     prefill_batch_size: int | None = None
     prompt_cache_max_entries: int = 32
     prompt_cache_max_bytes: int = 1 << 30
-    # For caches that cannot be trimmed (checkpointing): a long prompt's prefill also leaves
-    # an entry every this many tokens (0: none), so a prompt edited or compacted inside it
-    # starts from the last one before the change.
+    # Caches that cannot be trimmed: a prefill also stops for an entry every this many tokens
     checkpoint_interval: int = CHECKPOINT_INTERVAL
     # The prompt cache's disk tier (prompt_disk.py): its folder (None: none) and byte budget.
     prompt_cache_dir: Path | None = None
@@ -442,7 +440,9 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                 if cache is None and self._kv_group is not None:
                     cache = self._new_cache()
                 sampler = self._samplers(s.temperature, s.top_p, s.top_k, s.seed)
-                splits = [point - cached for point in self._stops(command, cached)]
+                # Where its prefill leaves entries, for caches that cannot be trimmed.
+                points = stops(command, cached, self.checkpoint_interval)
+                splits = [p - cached for p in points] if self._checkpointing else []
                 scheduler.admit(start.admission(sampler, splits, alone, cache))
             except Exception as exc:
                 self._failed(command, exc)
@@ -468,18 +468,6 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     def _failed(self, command: Submit, exc: Exception) -> None:
         log.exception("could not insert a request")
         self._emit(command.stream, Chunk("", 0, "error", error=str(exc)))
-
-    def _stops(self, command: Submit, cached: int) -> list[int]:
-        """Where the prompt's prefill leaves entries before its end: its checkpoints and every
-        `checkpoint_interval` tokens (the deepest `MAX_INTERVAL_CHECKPOINTS`), when this model
-        takes them, that lie past what was cached and before the prompt's last token."""
-        if not self._checkpointing:
-            return []
-        end = len(command.prompt) - 1
-        every = self.checkpoint_interval
-        intervals = range(every, end, every) if every > 0 else range(0)
-        points = {*command.checkpoints, *intervals[-MAX_INTERVAL_CHECKPOINTS:]}
-        return sorted(p for p in points if cached < p < end)
 
     def _cancel(
         self,

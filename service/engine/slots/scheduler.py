@@ -505,16 +505,6 @@ class SlotScheduler(SlotVerify):
                 self._pending = ([named[i] for i in still], tokens[keep], logprobs[keep])
         return responses
 
-    def _prompt_in(self, seq: SlotSequence) -> None:
-        """With `prompt_ends`, the entry of a sequence whose decode step just fed its last
-        prompt token: its whole prompt is in, its first token sampled and not yet fed (a draft
-        model's layers caught up, as in `_finish`)."""
-        if not self.prompt_ends:
-            return
-        if self._spec is not None and self._spec.drafted is not None:
-            self._catch_up([seq])
-        self._ends.append(PromptEnd(seq.uid, self._extract(seq), list(seq.tokens)))
-
     def _forward(
         self,
         inputs: mx.array,
