@@ -11,6 +11,7 @@ compared token for token with the same prompt served cold (no prompt cache).
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -299,3 +300,25 @@ def _entries(root: dict[Any, Any]) -> list[Any]:
         found += [node["__value__"]] if "__value__" in node else []
         nodes += [child for key, child in node.items() if key != "__value__"]
     return found
+
+
+async def test_a_prompt_edited_inside_reads_the_last_interval_checkpoint_before(
+    shaped: Callable[[str], Path],
+) -> None:
+    """A long prompt's prefill also stops every `checkpoint_interval` tokens: a prompt that
+    parts from it inside (an edit, a compaction) reads the last such entry before the change,
+    and decodes as cold."""
+    path = shaped("qwen3_5")
+    tokenizer = load_model(path).tokenizer
+    long = Prompt(tokenizer, _user("Where is the harbour?"))
+    edited = copy.copy(long)
+    edited.tokens, edited.checkpoints = [*long.tokens[:1500], *tokenizer.encode(" Who?")], ()
+    engine = EngineWorker(lambda: load_model(path), engine="auto", checkpoint_interval=512)
+    await engine.start()
+    try:
+        await _serve(engine, [long])
+        ((out, cached),) = await _serve(engine, [edited])
+    finally:
+        engine.stop()
+    assert cached == 1024
+    assert [out] == await _cold(path, [edited])
