@@ -267,11 +267,34 @@ def generation_start(
     template_kwargs: dict[str, Any],
     prompt: RenderedPrompt,
 ) -> int:
-    """Where the generation prompt (what the template appends for the reply: Qwen's
+    """Where the generation prompt (what the template appends for the reply: Qwen3.5's
     `<|im_start|>assistant\n<think>\n`, gpt-oss's `<|start|>assistant`) begins in `prompt`'s
-    tokens: the template renders the conversation without it, and the prompt's text is that
-    and the generation prompt, whose tokens end the prompt's. 0 when the template refuses, or
-    renders the conversation otherwise, or the tokens part elsewhere."""
+    tokens: the conversation so far, which the next turn shares whatever follows it (the reply
+    rendered its own way, or no reply: a client that drops an empty one). The template renders
+    the conversation without it; the prompt's text is that and the generation prompt, whose
+    tokens end the prompt's. 0 when the template refuses, or renders the conversation
+    otherwise, or the tokens part elsewhere.
+
+    NOTE: the next turn usually shares the generation prompt's head too (`<|im_start|>assistant
+    \n`, a few tokens it prefills again): an entry there would be a second copy of the whole
+    cache, and serves no next turn that drops the reply."""
+    text = _render_text(tokenizer, messages, tools, template_kwargs)
+    if text is None or not prompt.text.startswith(text):
+        return 0
+    tail = tokenizer.encode(prompt.text[len(text) :], add_special_tokens=False)
+    n = len(tail)
+    if not 0 < n < len(prompt.tokens) or prompt.tokens[-n:] != list(tail):
+        return 0
+    return len(prompt.tokens) - n
+
+
+def _render_text(
+    tokenizer: Any,
+    messages: list[Message],
+    tools: list[dict[str, Any]] | None,
+    template_kwargs: dict[str, Any],
+) -> str | None:
+    """`messages` through the chat template without a generation prompt (None: it refused)."""
     try:
         with template_time_limit():
             text = _renderer(tokenizer).apply_chat_template(
@@ -282,14 +305,8 @@ def generation_start(
                 **template_kwargs,
             )
     except Exception:
-        return 0
-    if not isinstance(text, str) or not prompt.text.startswith(text):
-        return 0
-    tail = tokenizer.encode(prompt.text[len(text) :], add_special_tokens=False)
-    n = len(tail)
-    if not 0 < n < len(prompt.tokens) or prompt.tokens[-n:] != list(tail):
-        return 0
-    return len(prompt.tokens) - n
+        return None
+    return text if isinstance(text, str) else None
 
 
 # The latest probes' tokens, by their text: a client's breakpoints repeat from turn to turn (the

@@ -51,14 +51,14 @@ def _read(response: Any) -> int:
     return int(response["usage"]["input_tokens_details"]["cached_tokens"])
 
 
-def _generation_prompt(stack: Stack) -> int:
-    """The tokens of the template's generation prompt, thinking on, in the model's tokenizer."""
+def _tokens(stack: Stack, text: str) -> int:
     tokenizer = load_model(stack.settings.models[0]).tokenizer
-    return len(tokenizer.encode("<|im_start|>assistant\n<think>\n", add_special_tokens=False))
+    return len(tokenizer.encode(text, add_special_tokens=False))
 
 
 def test_a_chained_turn_and_a_new_conversation_read_the_checkpoints(hybrid_stack: Stack) -> None:
-    generation_prompt = _generation_prompt(hybrid_stack)
+    # The template's generation prompt, thinking on.
+    generation_prompt = _tokens(hybrid_stack, "<|im_start|>assistant\n<think>\n")
     first = _send(hybrid_stack, input="Where is the harbour?", chat_template_kwargs=THINKING)
     assert first["usage"]["input_tokens"] > 2000 and _read(first) == 0
     second = _send(
@@ -69,7 +69,7 @@ def test_a_chained_turn_and_a_new_conversation_read_the_checkpoints(hybrid_stack
     )
     assert _read(second) >= first["usage"]["input_tokens"] - generation_prompt
     # A client that sends the reply back as text, its reasoning dropped: the next prompt parts
-    # from the last one where the generation prompt began.
+    # from the last one in its generation prompt, read from where that began.
     question = {"role": "user", "content": "Where is the harbour?"}
     replied = [question, {"role": "assistant", "content": "North."}]
     resent = _send(
