@@ -73,10 +73,16 @@ class ExpiringPromptCache:
         return len(self.lru)
 
     def insert_cache(
-        self, model: Any, tokens: list[int], cache: list[Any], ttl: float | None = None
+        self,
+        model: Any,
+        tokens: list[int],
+        cache: list[Any],
+        ttl: float | None = None,
+        kind: str = "assistant",
     ) -> None:
-        """mlx-lm's insert; `ttl`: seconds the entry is kept after its last use (None: LRU)."""
-        self.lru.insert_cache(model, tokens, cache)
+        """mlx-lm's insert; `ttl`: seconds the entry is kept after its last use (None: LRU);
+        `kind`: mlx-lm's cache type, which its eviction balances (`prompt_cache.KINDS`)."""
+        self.lru.insert_cache(model, tokens, cache, cache_type=kind)
         if ttl is None:
             if self._lives:  # written again without one: the LRU's now
                 self._lives.pop((model, sequence_key(tokens)), None)

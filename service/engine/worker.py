@@ -440,7 +440,6 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                 if cache is None and self._kv_group is not None:
                     cache = self._new_cache()
                 sampler = self._samplers(s.temperature, s.top_p, s.top_k, s.seed)
-                # Where its prefill leaves entries, for caches that cannot be trimmed.
                 points = stops(command, cached, self.checkpoint_interval)
                 splits = [p - cached for p in points] if self._checkpointing else []
                 scheduler.admit(start.admission(sampler, splits, alone, cache))
@@ -458,6 +457,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                 written_to=cached,
                 key=start.key if start.seen is not None else None,
                 retention=command.retention,
+                system_end=min(command.checkpoints, default=0),
             )
             if self._metrics is not None:
                 self._metrics.prompt(len(command.prompt), cached)
@@ -506,9 +506,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
             scheduler.prefill_step_size = self.prefill_step_size
         result = scheduler.step()
         for end in result.ends:
-            entry = active.get(end.uid)  # whose entry it is
-            # Within its prompt (a sequence handed over mid-decode "ends" a prompt past it).
-            if entry is not None and len(end.tokens) <= entry.prompt_tokens:
+            if (entry := active.get(end.uid)) is not None and entry.within(end.tokens):
                 self._keep(entry, end.tokens, end.cache, len(end.tokens))
                 self.stats.prompt_checkpoints += 1
         if decoding:
@@ -528,7 +526,8 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     ) -> None:
         """Puts a prompt-cache entry of `entry`'s in memory and on disk (a checkpoint's, or a
         finished turn's: `prompt_cache.py`); `written`: the prompt tokens it holds."""
-        self.kv.keep(entry.scope, entry.keyed(tokens), cache, entry.retention, written)
+        kind = entry.kind(len(tokens), written)
+        self.kv.keep(entry.scope, entry.keyed(tokens), cache, entry.retention, written, kind=kind)
         entry.written_to = max(entry.written_to, written)
 
     def _deliver(

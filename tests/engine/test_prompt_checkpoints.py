@@ -322,3 +322,29 @@ async def test_a_prompt_edited_inside_reads_the_last_interval_checkpoint_before(
         engine.stop()
     assert cached == 1024
     assert [out] == await _cold(path, [edited])
+
+
+async def test_many_turns_leave_the_system_turn_checkpoint(
+    shaped: Callable[[str], Path],
+) -> None:
+    """Under a bound of 8 entries, a conversation's turns leave four or five each: the entries
+    are evicted by kind (mlx-lm's), finished turns and other checkpoints before the system
+    turn's, so a new conversation still reads the system prompt."""
+    path = shaped("qwen3_5")
+    tokenizer = load_model(path).tokenizer
+    engine = EngineWorker(lambda: load_model(path), engine="auto", prompt_cache_max_entries=8)
+    await engine.start()
+    try:
+        messages = _user("Where is the harbour?")
+        for i in range(4):
+            prompt = Prompt(tokenizer, messages)
+            ((ids, _),) = await _serve(engine, [prompt])
+            reply = {"role": "assistant", "content": _reply(tokenizer, ids)}
+            messages = [*messages, reply, {"role": "user", "content": f"And then, {i}?"}]
+        kept = engine.stats.prompt_checkpoints + engine.stats.completed
+        assert engine.kv.prompt is not None and len(engine.kv.prompt.memory) == 8 < kept
+        other = Prompt(tokenizer, _user("Who bakes the bread?"))
+        ((_, cached),) = await _serve(engine, [other])
+    finally:
+        engine.stop()
+    assert cached >= other.system_end
