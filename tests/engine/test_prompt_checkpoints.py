@@ -134,16 +134,20 @@ def _reply(tokenizer: Any, ids: tuple[int, ...]) -> str:
     return str(tokenizer.decode(list(ids))).replace("<think>", "").replace("</think>", "")
 
 
-@pytest.mark.parametrize("model_type", MODELS)
+# `auto` (mlx-lm's batch for these, solo in front), and gpt-oss's mixed windows on the slots.
+PATHS = [(m, "auto") for m in MODELS] + [("gpt_oss", "slots")]
+
+
+@pytest.mark.parametrize(("model_type", "engine_kind"), PATHS)
 async def test_a_conversation_reads_its_checkpoints(
-    shaped: Callable[[str], Path], model_type: str
+    shaped: Callable[[str], Path], model_type: str, engine_kind: str
 ) -> None:
     """One engine, one request at a time: a repeat reads all but its last token, a second turn
     at least the first prompt less its generation prompt, a new conversation the system
     prompt, a tool loop's next request the whole previous prompt; each decodes as cold."""
     path = shaped(model_type)
     tokenizer = load_model(path).tokenizer
-    engine = EngineWorker(lambda: load_model(path), engine="auto")
+    engine = EngineWorker(lambda: load_model(path), engine=engine_kind)
     await engine.start()
     try:
         first = Prompt(tokenizer, _user("Where is the harbour?"))
