@@ -11,9 +11,9 @@ import mlx.core as mx
 import pytest
 from mlx_lm import batch_generate, load
 from mlx_lm.generate import generate_step
-
 from mlx_responses.service.engine.architectures import why_not_batched
 from mlx_responses.service.engine.schedulers import resolve_engine
+
 from tests.support.engine import generate, greedy
 
 PROMPTS = ["Hello there", "Count to ten please now", "Why is the sky blue?", "abc"]

@@ -221,6 +221,7 @@ class _View:
 
     def __init__(self, store: Store, plan: DecodePlan | PrefillPlan) -> None:
         self.store = store
+        self._span = (plan.lo, plan.end)  # the key positions attention spans
         self.offset = plan.offset
         # The rows' largest offset, as a Python int: mlx-vlm's language models read it
         # (`cache_position_offset`) where they would otherwise take `offset.max().item()`, a
@@ -231,7 +232,13 @@ class _View:
         if store.quantized is not None:
             self.group_size, self.bits = store.quantized
 
-    def make_mask(self, n: int, **_: Any) -> mx.array | str | None:
+    def make_mask(self, n: int, return_array: bool = False, **_: Any) -> mx.array | str | None:
+        """The plan's mask; "causal" as an array where the model asks for one (gemma2's
+        attention adds it to its scores itself)."""
+        if return_array and isinstance(self._mask, str):
+            lo, end = self._span
+            queries = mx.arange(end - n, end, dtype=mx.int32)
+            return _attends(mx.arange(lo, end, dtype=mx.int32), queries, None)
         return self._mask
 
 
