@@ -82,6 +82,8 @@ class PromptCache:
         cache, rest = self.memory.fetch_serving(key, prompt)
         if self.disk is not None:
             cache, rest = self.disk.fetch(key, prompt, cache, rest)
+        if cache is not None and not _holds(cache, len(prompt) - len(rest)):
+            cache, rest = None, prompt
         if cache is not None and not rest:
             # An exact hit still needs one token to produce the next logits.
             if not can_trim_prompt_cache(cache):
@@ -132,3 +134,19 @@ class PromptCache:
         if self.disk is not None:
             self.disk.close()
             self.disk = None
+
+
+def _holds(cache: list[Any], n: int) -> bool:
+    """Whether every layer that counts its tokens holds the `n` an entry claims, and a chunked
+    layer still the chunk its next token attends over. An entry cut back to a shorter prefix
+    may not: mlx-lm's `ChunkedKVCache` (llama4's chunked layers) says it trims once its front is
+    dropped, then trims fewer tokens than asked or leaves the chunk's start behind. Such an
+    entry is not served."""
+    for layer in cache:
+        offset = getattr(layer, "offset", n)
+        if isinstance(offset, int) and offset != n:
+            return False
+        chunk, start = getattr(layer, "chunk_size", None), getattr(layer, "start_position", 0)
+        if isinstance(chunk, int) and chunk > 0 and start > n // chunk * chunk:
+            return False
+    return True

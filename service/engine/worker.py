@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
-from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.admission import AdmissionQueue
 from mlx_responses.service.engine.admitted import look_up
 from mlx_responses.service.engine.commands import (
@@ -53,7 +52,12 @@ from mlx_responses.service.engine.requests import (
     SamplingParams,
 )
 from mlx_responses.service.engine.scheduler import Scheduler, Token
-from mlx_responses.service.engine.schedulers import SCHEDULED_BY, new_scheduler, resolve_engine
+from mlx_responses.service.engine.schedulers import (
+    SCHEDULED_BY,
+    new_scheduler,
+    resolve_engine,
+    speculation_for,
+)
 from mlx_responses.service.engine.seeded_sampler import Samplers
 from mlx_responses.service.engine.stream import GenerationStream
 from mlx_responses.service.engine.vision.side import ImageEncoder, VisionInputs, VisionSide
@@ -248,14 +252,9 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
                 self.engine = "slots" if vision.batched else "serial"
             self._batch_model = vision.language if vision and vision.batched else loaded.model
             plain = self.engine == "serial" or plain_caches(self._batch_model)  # keeps no entry
-            try:
-                if self.engine != "serial":
-                    self.engine = resolve_engine(self.engine, self._batch_model, device_kind())
-            except ValueError as exc:
-                raise ConfigError(
-                    f"{exc}; {loaded.path} has recurrent layers or other caches "
-                    "(use --engine batch)"
-                ) from exc
+            if self.engine != "serial":
+                self.engine = resolve_engine(self.engine, self._batch_model, device_kind())
+            self.speculative = speculation_for(self.engine, self.speculative, loaded.alias)
             models = [loaded.model]
             if self.speculative == "draft":
                 self._batch_model, self._draft_path = paired_with_draft(loaded, self.load_draft)

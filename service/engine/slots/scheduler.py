@@ -351,7 +351,7 @@ class SlotScheduler(SlotVerify):
                 assert store.quantized == (layer.group_size, layer.bits), "not this quantization"
             held = parts_of(keys)[0].shape[2]
             assert layer.offset == n and held >= need, (layer.offset, n, held)
-            store.ensure(keys, seq.slot + 1, n)
+            store.ensure(keys, values, seq.slot + 1, n)
             store.write(
                 (slice(seq.slot, seq.slot + 1), ALL_HEADS, slice(n - held, n)), keys, values
             )

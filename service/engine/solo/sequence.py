@@ -26,6 +26,7 @@ from mlx_responses.service.engine.cache_bytes import cache_nbytes
 from mlx_responses.service.engine.scheduler import Token, chunk_to, sampled
 
 Sampler = Callable[[mx.array], mx.array]
+LogitsProcessor = Callable[[mx.array, mx.array], mx.array]
 
 
 def _token(y: mx.array) -> int:
@@ -68,10 +69,12 @@ class SoloSequence:
         prefill_step_size: int,
         checkpoints: Sequence[int] = (),
         keeps_prompt: bool = False,
+        logits_processors: Sequence[LogitsProcessor] = (),
     ) -> None:
         """`checkpoints`: token counts where a prefill chunk ends (`at_checkpoint` then), as
         it does before the prompt's last token; `keeps_prompt`: a copy of the cache is taken
-        once the whole prompt is in (`prompt_in`)."""
+        once the whole prompt is in (`prompt_in`); `logits_processors` (grammar, penalties) see
+        every token so far and the logits, as in mlx-lm's `generate_step`."""
         self.model = model
         self.stream = stream
         self.uid = uid
@@ -85,6 +88,9 @@ class SoloSequence:
         self._pending: tuple[mx.array, mx.array] | None = None  # sampled, not fed, not sent
         self.generated = 0
         self.checkpoints = tuple(checkpoints)
+        self.logits_processors = list(logits_processors)
+        # What the processors see: every token fed (the last ones lazy), as generate_step keeps.
+        self._context: mx.array | None = None
         # The last step's chunk ended at a checkpoint, or at the prompt's last token (which
         # the next step feeds): where the worker may keep a copy of the cache.
         self.at_checkpoint = False
@@ -136,6 +142,12 @@ class SoloSequence:
 
     def _forward(self, tokens: mx.array) -> tuple[mx.array, mx.array]:
         logits = self.model(tokens[None], cache=self.cache)[:, -1, :]
+        if self.logits_processors:
+            if self._context is None:
+                self._context = mx.array(self.tokens, mx.uint32)
+            self._context = mx.concatenate([self._context, tokens.astype(mx.uint32)])
+            for processor in self.logits_processors:
+                logits = processor(self._context, logits)
         y, logprobs = sampled(self.sampler, logits)  # greedy: logprobs left unevaluated
         return y, logprobs.squeeze(0)
 
