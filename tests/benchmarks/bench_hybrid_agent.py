@@ -3,7 +3,8 @@
 An agent's conversation: a system prompt of at least 8k tokens (instructions and tools), a
 task, then turns that send the model's call and the tool's output back (a user message every
 third turn), thinking on (the generation prompt ends `<think>\\n`, as Qwen3.5's), the reply
-sent back as text without its reasoning, as agents do. The same conversation, over Chat Completions, on:
+sent back as text without its reasoning, as agents do. The same conversation, over Chat
+Completions, on:
 
 - ours on a Qwen3.5-shaped random model (gated delta layers beside one attention layer in four:
   its recurrent state cannot be trimmed, so only checkpoints of the whole cache serve);
