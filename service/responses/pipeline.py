@@ -579,6 +579,8 @@ class ResponsePipeline:
     ) -> list[ev.ResponseEvent]:
         status = FINISH_STATUS[finish]
         input_tokens = len(turn.prompt.tokens)
+        # What the cache wrote of the prefix the client's breakpoints asked it to.
+        marked = min(turn.prompt.marked_end, cached_tokens + cache_written)
         usage = pb.Usage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -586,6 +588,7 @@ class ResponsePipeline:
             cached_tokens=cached_tokens,
             reasoning_tokens=reasoning_tokens,
             cache_write_tokens=cache_written,
+            breakpoint_write_tokens=max(0, marked - cached_tokens),
         )
         failure = None
         if status == pb.RESPONSE_STATUS_FAILED:
