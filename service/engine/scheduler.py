@@ -58,7 +58,7 @@ class Admission:
     logits_processors: list[LogitsProcessor] = field(default_factory=list)
     cache: list[Any] | None = None  # a prompt-cache entry to start from (the scheduler's now)
     cached: list[int] = field(default_factory=list)  # the tokens `cache` holds
-    speculate: bool = False  # greedy and unconstrained: it may draft
+    speculate: bool = False  # its processors read the context alone (no grammar): it may draft
     # No other request arrived with it: it may decode alone (`solo/`).
     alone: bool = True
     embeddings: mx.array | None = None

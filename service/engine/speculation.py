@@ -143,7 +143,8 @@ class SpeculationPolicy:
     """Which sequences draft, how far, and what their drafts achieved: one per scheduler
     (the slots' verify steps, the batch's `SpeculativeGenerationBatch`).
 
-    A scheduler marks the sequences that may draft (`eligible`: greedy, unconstrained, from
+    A scheduler marks the sequences that may draft (`eligible`: greedy or sampled, without a
+    grammar or other processor that keeps state, from
     `Admission.speculate`), asks for n-gram drafts (`ngram`) or the draft model's width
     (`draft_width`) for its candidates each step, and folds each verify back in (`verified`,
     or `rest` for a step without one); a finished or removed sequence is forgotten."""

@@ -105,8 +105,8 @@ class BatchScheduler:
         self._theirs[admission.uid] = theirs
         self._ours[theirs] = admission.uid
         if self._spec is not None and admission.speculate:
-            # NOTE: only greedy, unconstrained sequences speculate; the rest decode normally
-            # in the same batch step (grammar/penalty processors need per-token state).
+            # A grammar's sequence decodes normally in the same batch step (its matcher keeps
+            # state per token); greedy and sampled ones, penalties too, may draft.
             self._spec.eligible.add(theirs)
 
     def _forget(self, uid: int) -> int | None:
