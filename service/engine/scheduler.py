@@ -76,7 +76,8 @@ class Token:
     """One generated token of sequence `uid`; a finished one (`finish_reason` "stop" or
     "length") carries its prompt-cache entry (`prompt_cache`, `all_tokens`: the tokens it
     holds). `logprobs` (the step's log probabilities) may be unevaluated: computed where a
-    request reads them (`sampled`)."""
+    request reads them (`sampled`). The first token a verify step emits for a sequence carries
+    that verify's drafts proposed (`drafted`) and kept (`accepted`)."""
 
     uid: int
     token: int
@@ -84,6 +85,8 @@ class Token:
     finish_reason: str | None
     prompt_cache: list[Any] | None = None
     all_tokens: list[int] | None = None
+    drafted: int = 0
+    accepted: int = 0
 
 
 @dataclass

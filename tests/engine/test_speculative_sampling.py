@@ -12,6 +12,8 @@ from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.penalties import penalty_processors
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.worker import EngineWorker
+from mlx_responses.service.metrics import EngineMetrics
+from prometheus_client import CollectorRegistry
 
 from tests.engine.test_draft_model import always_draft, head32_target  # noqa: F401
 from tests.engine.test_speculative import PROMPTS, _ban
@@ -82,3 +84,39 @@ async def test_sampled_requests_draft_with_a_draft_model_reproducibly(
     sampling = SamplingParams(max_tokens=24, temperature=0.8, top_k=50, seed=9)
     first, again = await _twice(head32_target, engine, sampling)
     assert len(first) == 24 and first == again  # a seeded request is reproducible
+
+
+@pytest.mark.parametrize("engine", ["batch", "slots"])
+async def test_drafts_proposed_and_kept_reach_the_chunks_and_metrics(
+    engine: str, short_context_model: Path
+) -> None:
+    registry = CollectorRegistry()
+    worker = EngineWorker(
+        lambda: load_model(short_context_model),
+        speculative="ngram",
+        engine=engine,
+        metrics=EngineMetrics(registry),
+    )
+    loaded = await worker.start()
+    try:
+        drafted, accepted = [0, 0], [0, 0]
+        streams = [
+            worker.submit(loaded.tokenizer.encode(text), sampling, processors)
+            for text, sampling, processors in _sampled()[:2]
+        ]
+        for k, stream in enumerate(streams):
+            async for chunks in stream.batches():
+                for chunk in chunks:
+                    drafted[k] += chunk.draft_tokens
+                    accepted[k] += chunk.accepted_draft_tokens
+    finally:
+        worker.stop()
+    stats = worker.stats
+    assert sum(drafted) == stats.draft_tokens and sum(accepted) == stats.accepted_tokens > 0
+    assert all(d >= a for d, a in zip(drafted, accepted, strict=True))
+    labels = {"model_name": loaded.alias}
+    sample = registry.get_sample_value
+    assert sample("mlx_responses_spec_decode_draft_tokens_total", labels) == stats.draft_tokens
+    assert sample("mlx_responses_spec_decode_accepted_tokens_total", labels) == (
+        stats.accepted_tokens
+    )

@@ -273,12 +273,15 @@ class SlotVerify:
 
         responses: list[Token] = []
         still: list[int] = []
+        unread = spec.drain()
         for i, (seq, out) in enumerate(zip(rows, emitted, strict=True)):
             finished = False
-            for token, lp in out:
+            for k, (token, lp) in enumerate(out):
                 if drafting[i]:
                     seq.tokens.append(token)
                 response = self._emit(seq, token, lp)
+                if k == 0 and seq.uid in unread:
+                    response.drafted, response.accepted = unread[seq.uid]
                 responses.append(response)
                 finished = response.finish_reason is not None
                 if finished:
