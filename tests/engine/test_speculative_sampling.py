@@ -4,6 +4,8 @@ with a draft model its drafts are drawn from the draft and kept by the rejection
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,8 @@ async def test_seeded_sampled_output_is_identical_with_ngram_drafts(
 
 
 async def _twice(path: Path, engine: str, sampling: SamplingParams) -> list[tuple[int, ...]]:
+    """A seeded request run twice alone, after three sampled ones together (each row's q
+    must meet its own p in the batch)."""
     worker = EngineWorker(
         lambda: load_model(path),
         speculative="draft",
@@ -64,6 +68,12 @@ async def _twice(path: Path, engine: str, sampling: SamplingParams) -> list[tupl
     )
     loaded = await worker.start()
     try:
+        together = [
+            worker.submit(loaded.tokenizer.encode(text), replace(sampling, seed=None))
+            for text in PROMPTS
+        ]
+        await asyncio.gather(*(collect(stream) for stream in together))
+        assert worker.stats.max_batch_seen > 1
         prompt: Any = loaded.tokenizer.encode(PROMPTS[1])
         runs = [await collect(worker.submit(prompt, sampling)) for _ in range(2)]
     finally:
