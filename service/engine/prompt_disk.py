@@ -74,7 +74,11 @@ from mlx_responses.service.engine.requests import DiskHealth
 log = logging.getLogger(__name__)
 
 BLOCK = 256  # tokens per chained hash
-MAX_PENDING = 2  # entries waiting for the writer; more are dropped (never block the engine)
+# Entries waiting for the writer; more are dropped (never block the engine). A prompt whose
+# caches cannot be trimmed leaves several at once (its checkpoints: the system turn's end, where
+# the generation prompt begins, its last token's and its whole prompt's, the finished turn):
+# their arrays are the memory tier's, borrowed, not copies.
+MAX_PENDING = 6
 PAUSE = 60.0  # seconds writes stay paused after the disk was full or read-only
 
 

@@ -19,16 +19,32 @@ import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_unflatten
 from mlx_responses.service.engine.kv_quant import SequenceQuantizedKVCache
-from mlx_responses.service.engine.mlx_lm_compat import KVCache, QuantizedKVCache, RotatingKVCache
+from mlx_responses.service.engine.mlx_lm_compat import (
+    ArraysCache,
+    CacheList,
+    KVCache,
+    QuantizedKVCache,
+    RotatingKVCache,
+)
 from mlx_responses.service.engine.prompt_disk_check import BadEntry, entry_header, entry_layers
 from mlx_responses.service.engine.requests import DiskHealth
 
 log = logging.getLogger(__name__)
 
 FORMAT = "mlx-responses-prompt-cache/1"
-# The cache classes an entry may hold: those whose state round-trips (restore equals cold).
+# The cache classes an entry may hold: those whose state round-trips (restore equals cold):
+# attention KV, plain, rotating (a sliding window) and quantized, and a recurrent model's state
+# (ArraysCache: conv and SSM arrays; CacheList: several caches in one layer, falcon_h1's).
 CLASSES: dict[str, type] = {
-    c.__name__: c for c in (KVCache, RotatingKVCache, QuantizedKVCache, SequenceQuantizedKVCache)
+    c.__name__: c
+    for c in (
+        KVCache,
+        RotatingKVCache,
+        QuantizedKVCache,
+        SequenceQuantizedKVCache,
+        ArraysCache,
+        CacheList,
+    )
 }
 # numpy dtype of each MLX dtype as stored (bfloat16 travels as its uint16 bits), and its
 # safetensors name.
