@@ -8,6 +8,7 @@ positions alone past it). On a tiny random Qwen3.5 (tests/support/random_qwen3_5
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -76,7 +77,7 @@ def _admit(
     ):
         rest = tokens[start:]
         cuts = [0, *(splits[uid] if splits else []), len(rest)]
-        segments = [rest[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+        segments = [rest[a:b] for a, b in itertools.pairwise(cuts)]
         args: dict[str, Any] = seen.admitted(start, encoded) if seen is not None else {}
         scheduler.admit(
             Admission(
@@ -131,7 +132,10 @@ def test_checkpoints_inside_image_prompts_serve_their_next_turn(qwen35: tuple[An
     side = _side(model, processor)
     prompts, want = _requests(model, processor, side)
     images = [np.flatnonzero(np.asarray(t) == side.image_token) for t, _ in prompts]
-    cuts = [[int(i[-1]) + 2 if len(i) else 4, len(t) - 2] for i, (t, _) in zip(images, prompts)]
+    cuts = [
+        [int(i[-1]) + 2 if len(i) else 4, len(t) - 2]
+        for i, (t, _) in zip(images, prompts, strict=True)
+    ]
     # A checkpoint before the second prompt's second image: its next turn encodes that one.
     cuts[1][0] = int(images[1][0]) + 1
     scheduler = _batch(side, 4)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
+from mlx import nn
 from mlx_responses.service.engine.mlx_lm_compat import ArraysCache, KVCache
 from mlx_responses.service.engine.vision.language import decodable_only
 from mlx_responses.service.engine.vision.positions import TEXT, RowPositions
@@ -97,12 +97,13 @@ class HybridLanguage:
         h = self.inner.embed_tokens(inputs)
         rows_of = [self._rows.get(uid) for uid in fed]
         if any(r is not None and r.embeddings is not None for r in rows_of):
-            h = mx.stack(
-                [_embedded(h[i], row, starts[i], width) for i, row in enumerate(rows_of)]
-            )
+            h = mx.stack([_embedded(h[i], row, starts[i], width) for i, row in enumerate(rows_of)])
         positions = None
         if len(self._fed) == rows:  # fed: each row from its own start (else its cache offset)
-            spans = [(r.positions if r else TEXT).span(s, width) for r, s in zip(rows_of, starts)]
+            spans = [
+                (r.positions if r else TEXT).span(s, width)
+                for r, s in zip(rows_of, starts, strict=True)
+            ]
             positions = mx.array(np.stack(spans, axis=1))  # [3, rows, width]
         self._starts = [s + width for s in starts]
         out = self._layers(h, cache, positions)

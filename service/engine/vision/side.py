@@ -129,7 +129,9 @@ class VisionSide:
         self.n_tokens = len(loaded.tokenizer)
         # The batch that decodes its sequences: our slots (plain KV), mlx-lm's batch (a hybrid
         # language side: recurrent state per row, `hybrid.py`), or one at a time (`serial.py`).
-        self.engine = "serial" if not self.batched else "batch" if self.family in HYBRID else "slots"
+        self.engine = "slots" if self.family not in HYBRID else "batch"
+        if not self.batched:
+            self.engine = "serial"
         self.language: VisionLanguage | HybridLanguage | None = None
         if self.engine == "slots":
             self.language = VisionLanguage(loaded.model, self.n_tokens)
