@@ -29,7 +29,12 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 from mlx import nn
-from mlx_responses.service.engine.mlx_lm_compat import ArraysCache, KVCache
+from mlx_responses.service.engine.mlx_lm_compat import (
+    ArraysCache,
+    KVCache,
+    create_attention_mask,
+    create_ssm_mask,
+)
 from mlx_responses.service.engine.vision.language import decodable_only
 from mlx_responses.service.engine.vision.positions import TEXT, RowPositions
 
@@ -112,8 +117,6 @@ class HybridLanguage:
 
     def _layers(self, h: mx.array, cache: list[Any] | None, positions: mx.array | None) -> mx.array:
         """mlx-vlm's layer loop on mlx-lm's caches, masks and (text alone) positions."""
-        from mlx_lm.models.base import create_attention_mask, create_ssm_mask
-
         inner = self.inner
         layers = inner.layers
         if cache is None:
