@@ -20,14 +20,16 @@ from mlx_responses.service.engine.requests import (
 from mlx_responses.service.engine.stream import GenerationStream
 from mlx_responses.service.engine.vision.side import VisionInputs
 from mlx_responses.service.engine.warm_up import WarmUp
+from mlx_responses.service.flags import PROMPT_CHECKPOINT_TOKENS
 
 # The most checkpoints one prompt's prefill leaves entries at: the system turn's end, a client's
 # four cache breakpoints, where it parts from its prompt_cache_key's last (key_prefixes.py) and
 # where its generation prompt begins.
 MAX_CHECKPOINTS = 7
 # Where a long prompt's prefill leaves entries besides them (a model whose caches cannot be
-# trimmed): every this many tokens, the deepest few (`EngineWorker.checkpoint_interval`).
-CHECKPOINT_INTERVAL = 4096
+# trimmed): every this many tokens, the deepest few (`EngineWorker.checkpoint_interval`,
+# --prompt-checkpoint-tokens).
+CHECKPOINT_INTERVAL: int = PROMPT_CHECKPOINT_TOKENS.default
 MAX_INTERVAL_CHECKPOINTS = 4
 
 

@@ -60,6 +60,11 @@ def _queue_full() -> ServiceError:
     return ServiceError(Reason.QUEUE_FULL, "The generation queue is full; retry later.")
 
 
+def _deepest(positions: Sequence[int | None]) -> int:
+    """Where the deepest marked prefix found ends (0: none found)."""
+    return max((p for p in positions if p is not None), default=0)
+
+
 class ModelRuntime:
     """A loaded model's text protocol and engine, shared by every request to that model."""
 
@@ -109,7 +114,23 @@ class ModelRuntime:
             kept = mark_retention(
                 marks, None, request_ttl=cache_ttl, memory_only=memory_only, merged=True
             )
-            return replace(prompt, retention=kept)
+            # Only the deepest prefix is looked for: its end is what the usage counts.
+            deepest = sorted(marks, key=lambda mark: mark.depth, reverse=True)
+            found: list[int | None] = []
+            for mark in deepest:
+                found = mark_positions(
+                    tokenizer,
+                    prompt.tokens,
+                    [mark],
+                    instructions=instructions,
+                    items=items,
+                    tools=tools,
+                    tool_parameters=tool_parameters,
+                    template_kwargs=kwargs,
+                )
+                if found[0] is not None:
+                    break
+            return replace(prompt, retention=kept, marked_end=_deepest(found))
         # The engine keeps an entry where the system turn ends (its caches cannot be cut back
         # to where a new conversation parts from an old one).
         end = system_turn_end(tokenizer, messages, rendered_tools, kwargs, prompt.tokens)
@@ -134,6 +155,7 @@ class ModelRuntime:
             prompt,
             system_end=end,
             breakpoints=tuple(inside[-MAX_BREAKPOINTS:]),
+            marked_end=_deepest(positions),
             generation_start=start,
             retention=kept,
         )

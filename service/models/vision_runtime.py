@@ -14,6 +14,7 @@ import json
 import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -160,15 +161,18 @@ class VisionRuntime(ModelRuntime):
             )
         except ValueError as exc:
             raise invalid(str(exc), "input", "invalid_prompt") from exc
-        if not images:
-            return text
         points: tuple[int, ...] = ()
-        if self.worker.takes_checkpoints:
+        if images and self.worker.takes_checkpoints:
             # A hybrid model's entries (Qwen3.5): where the system turn ends, and where the
             # generation prompt begins (the next turn shares the prompt to there).
             args = (tokenizer, messages, rendered_tools, dict(parsed.template_kwargs))
             points = (system_turn_end(*args, text.tokens), generation_start(*args, text))
-        return self._process(text, images, points)
+        prompt = self._process(text, images, points) if images else text
+        if params.cache_breakpoints:
+            # NOTE: marks are not looked for in an image prompt (its images expand after the
+            # template); the entry holds the whole prompt, so that is what a mark asked for.
+            prompt = replace(prompt, marked_end=len(prompt.tokens))
+        return prompt
 
     def _process(
         self, text: RenderedPrompt, images: list[DecodedImage], points: tuple[int, ...] = ()

@@ -186,6 +186,9 @@ class RenderedPrompt:
     system_end: int = 0
     # Where the client's cache breakpoints end in `tokens` (service/text/cache_breakpoints.py).
     breakpoints: tuple[int, ...] = ()
+    # Where the deepest of them ends, on any model (0: the request marked nothing): the prefix
+    # the client asked the cache to write, which its usage counts as written.
+    marked_end: int = 0
     # Where the generation prompt the template appends begins in `tokens` (the assistant
     # turn's opening, `<|im_start|>assistant\n<think>\n`): the prefix the next turn shares,
     # which renders this turn's reply after it its own way (0: not looked for, or none).

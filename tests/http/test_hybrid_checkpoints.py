@@ -29,8 +29,9 @@ THINKING = {"enable_thinking": True}  # the generation prompt ends `<think>\n`, 
 @pytest.fixture(scope="module")
 def hybrid_stack(tmp_path_factory: pytest.TempPathFactory, store_url: str) -> Iterator[Stack]:
     path = build_shaped("qwen3_5", tmp_path_factory.mktemp("hybrid-http") / "qwen3_5")
-    with Stack.running(model_path=path, store_url=store_url) as stack:
-        yield stack
+    # A checkpoint every 1,024 tokens too (the flag's way to the engine).
+    with Stack.running(model_path=path, store_url=store_url, prompt_checkpoint_tokens=1024) as s:
+        yield s
 
 
 def _send(stack: Stack, **body: Any) -> Any:
@@ -80,6 +81,9 @@ def test_a_chained_turn_and_a_new_conversation_read_the_checkpoints(hybrid_stack
     assert _read(resent) == first["usage"]["input_tokens"] - generation_prompt
     other = _send(hybrid_stack, input="Who bakes the bread?", chat_template_kwargs=THINKING)
     assert len(SYSTEM) // 10 < _read(other) < other["usage"]["input_tokens"] - 5
+    # --prompt-checkpoint-tokens reaches the engine.
+    worker = hybrid_stack.core.models.default.runtime.worker  # type: ignore[union-attr]
+    assert worker.checkpoint_interval == 1024
 
 
 def test_a_tool_loop_reads_the_whole_previous_prompt(hybrid_stack: Stack) -> None:
