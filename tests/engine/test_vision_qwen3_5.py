@@ -4,7 +4,8 @@ BatchGenerator (`vision/hybrid.py`): image prompts admitted together, their imag
 tower in one call, prefilled from their embeddings in right-padded chunks that cut through
 images, decode what mlx-vlm's own generate decodes, one at a time; so do prompts admitted past
 a checkpoint the batch took inside another image prompt (its images in the cached prefix:
-positions alone past it). On a tiny random Qwen3.5 (tests/support/random_qwen3_5_vl.py)."""
+positions alone past it). On a tiny random Qwen3.5 and Qwen3.5-MoE
+(tests/support/random_qwen3_5_vl.py: the same inputs, its MLPs mixtures of experts)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,14 @@ from tests.engine.test_vision_deepstack import MAX_TOKENS, _requests, _side
 from tests.support.random_qwen3_5_vl import build_random_qwen3_5_vl
 
 
-@pytest.fixture(scope="module")
-def qwen35(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
+@pytest.fixture(scope="module", params=["qwen3_5", "qwen3_5_moe"])
+def qwen35(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[tuple[Any, Any]]:
     from mlx_vlm import load
 
-    folder = build_random_qwen3_5_vl(tmp_path_factory.mktemp("qwen3.5") / "qwen3.5")
-    yield load(str(folder))
+    folder = tmp_path_factory.mktemp(request.param) / "qwen3.5"
+    yield load(str(build_random_qwen3_5_vl(folder, family=request.param)))
 
 
 def _greedy(logprobs: mx.array) -> mx.array:

@@ -7,6 +7,9 @@ Qwen3-VL vision tower without deepstack features. Here 4 layers, every second on
 (`full_attention_interval` 2), hidden 64; the tokenizer, chat template and processor are
 random_qwen3_vl.py's (an image part renders as `<|vision_start|><|image_pad|><|vision_end|>`; one
 image token per 32x32 pixels, 1 to 16 per image).
+
+Qwen3.5-MoE (`family="qwen3_5_moe"`) is the same model with mixture-of-experts MLPs (4 experts,
+2 per token, and a gated shared expert) in every layer.
 """
 
 from __future__ import annotations
@@ -30,18 +33,25 @@ def build_random_qwen3_5_vl(
     vision_width: int = 32,
     seed: int = 0,
     tokenizer_from: Path = BUNDLED_MODEL,
+    family: str = "qwen3_5",
 ) -> Path:
-    """Writes config.json, model.safetensors, the tokenizer and the processor configs."""
+    """Writes config.json, model.safetensors, the tokenizer and the processor configs.
+    `family`: "qwen3_5" or "qwen3_5_moe"."""
+    import importlib
+
     import mlx.core as mx
     from mlx.utils import tree_flatten
-    from mlx_vlm.models import qwen3_5
+
+    module = importlib.import_module(f"mlx_vlm.models.{family}")
 
     out.mkdir(parents=True, exist_ok=True)
     base = json.loads((tokenizer_from / "config.json").read_text())
     ids = _write_tokenizer(tokenizer_from, out, base["vocab_size"])
     config: dict[str, Any] = {
-        "model_type": "qwen3_5",
-        "architectures": ["Qwen3_5ForConditionalGeneration"],
+        "model_type": family,
+        "architectures": [
+            {"qwen3_5": "Qwen3_5", "qwen3_5_moe": "Qwen3_5Moe"}[family] + "ForConditionalGeneration"
+        ],
         "image_token_id": ids["<|image_pad|>"],
         "video_token_id": ids["<|video_pad|>"],
         "vision_start_token_id": ids["<|vision_start|>"],
@@ -50,7 +60,7 @@ def build_random_qwen3_5_vl(
         "eos_token_id": base.get("eos_token_id"),
         "tie_word_embeddings": False,
         "text_config": {
-            "model_type": "qwen3_5_text",
+            "model_type": f"{family}_text",
             "hidden_size": hidden_size,
             "num_hidden_layers": layers,
             "intermediate_size": hidden_size * 2,
@@ -77,7 +87,7 @@ def build_random_qwen3_5_vl(
             },
         },
         "vision_config": {
-            "model_type": "qwen3_5",
+            "model_type": family,
             "depth": 2,
             "hidden_size": vision_width,
             "intermediate_size": vision_width * 2,
@@ -92,6 +102,14 @@ def build_random_qwen3_5_vl(
             "deepstack_visual_indexes": [],
         },
     }
+    if family == "qwen3_5_moe":
+        config["text_config"] |= {
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": hidden_size,
+            "shared_expert_intermediate_size": hidden_size,
+            "norm_topk_prob": True,
+        }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     image_processor = {
         "image_processor_type": "Qwen2VLImageProcessorFast",
@@ -109,8 +127,8 @@ def build_random_qwen3_5_vl(
         json.dumps({"processor_class": "Qwen3VLProcessor"}, indent=2)
     )
     mx.random.seed(seed)
-    model_config = qwen3_5.ModelConfig.from_dict(json.loads(json.dumps(config)))
-    model = qwen3_5.Model(model_config)
+    model_config = module.ModelConfig.from_dict(json.loads(json.dumps(config)))
+    model = module.Model(model_config)
     _never_end(model, sorted(_end_ids(tokenizer_from, config["eos_token_id"])))
     mx.eval(model.parameters())
     weights = dict(tree_flatten(model.parameters()))

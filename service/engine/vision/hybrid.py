@@ -1,7 +1,8 @@
 """A hybrid vision-language model's language side as mlx-lm's batch calls a text model.
 
-Qwen3.5 (mlx-vlm's `qwen3_5`) interleaves gated-delta linear-attention layers, whose cache is a
-recurrent state, with full-attention layers positioned by M-RoPE. The slots hold plain KV only;
+Qwen3.5 (mlx-vlm's `qwen3_5`, and `qwen3_5_moe`: the same with mixture-of-experts MLPs)
+interleaves gated-delta linear-attention layers, whose cache is a recurrent state, with
+full-attention layers positioned by M-RoPE. The slots hold plain KV only;
 mlx-lm's BatchGenerator holds a recurrent state per row (its `ArraysCache` merges, filters and
 extracts rows, and masks a row's padding out of its state). So this family decodes in mlx-lm's
 batch (`batch/`), with this wrapper as its model: `model(tokens, cache=caches)` gives logits,
@@ -40,7 +41,7 @@ from mlx_responses.service.engine.vision.positions import TEXT, RowPositions
 
 # The vision families whose language side is hybrid (recurrent layers beside attention):
 # mlx-vlm's `model_type`s, decoded in mlx-lm's batch through `HybridLanguage`.
-HYBRID = ("qwen3_5",)
+HYBRID = ("qwen3_5", "qwen3_5_moe")
 
 
 @dataclass
