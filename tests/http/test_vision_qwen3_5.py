@@ -1,13 +1,15 @@
 """Qwen3.5 as the VLM it is (a tiny random mlx-vlm `qwen3_5`, tests/support/random_qwen3_5_vl.py:
 hybrid linear and full attention) over the HTTP façade: image requests at once decode in one
 batch, each mlx-vlm's own greedy text; a conversation's next turn reads its first turn, image
-included, from the prompt cache's checkpoints (no image encoded again), and a new conversation
-under the same system prompt reads the system turn."""
+included, from the prompt cache's checkpoints (no image encoded again), a new conversation
+under the same system prompt reads the system turn, and after a restart the disk tier serves an
+image prompt's checkpoint."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +120,22 @@ def test_checkpoints_serve_the_next_turn_and_a_new_conversation(qwen35_stack: St
     )
     assert _cached(other) >= system_turn - 2
     assert _cached(other) < other["usage"]["input_tokens"] - 4  # its image and question
+
+
+def test_a_restart_reads_an_image_prompts_checkpoints_from_disk(
+    qwen35_stack: Stack, tmp_path: Path
+) -> None:
+    """An image request (a system prompt long enough for the disk tier), then the server
+    restarted on the same prompt-cache folder, then the same request: it reads all but its last
+    token from disk (the recurrent state written and read back), with the same text."""
+    assert qwen35_stack.core is not None
+    folder = qwen35_stack.core.models.default.runtime.loaded.path
+    system = {"role": "system", "content": "Describe every picture in plain words. " * 40}
+    items = [system, _user("What is in this picture?", _png(70, 50, (20, 200, 90)))]
+    with Stack.running(model_path=folder, prompt_cache_dir=tmp_path, **MEDIA_LIMITS) as stack:
+        cold = _create(stack, input=items)
+    with Stack.running(model_path=folder, prompt_cache_dir=tmp_path, **MEDIA_LIMITS) as stack:
+        warm = _create(stack, input=items)
+    assert cold["usage"]["input_tokens"] > 256
+    assert _cached(warm) == warm["usage"]["input_tokens"] - 1
+    assert _text(warm) == _text(cold)
