@@ -499,8 +499,9 @@ SPECULATIVE = Flag(
     "--speculative",
     "speculative",
     "off",
-    "speculative decoding for greedy requests: ngram drafts from the context (prompt lookup), "
-    "draft from --draft-model; output is unchanged",
+    "speculative decoding: ngram drafts from the context (prompt lookup), draft from "
+    "--draft-model; greedy output is unchanged and sampled output keeps its distribution "
+    "(a seeded request's tokens are unchanged with ngram)",
     CORE_SIDE,
     choices=("off", "ngram", "draft"),
 )
