@@ -247,9 +247,9 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:
         try:
             loaded = self._loaded = self.load()
-            if (vision := VisionSide.of(loaded, self.encoder)) is not None:  # slots or serial
+            if (vision := VisionSide.of(loaded, self.encoder)) is not None:  # slots, batch, serial
                 self._vision, self.solo, self.speculative, self.kv_bits = vision, False, "off", None
-                self.engine = "slots" if vision.batched else "serial"
+                self.engine = vision.engine
             self._batch_model = vision.language if vision and vision.batched else loaded.model
             plain = self.engine == "serial" or plain_caches(self._batch_model)  # keeps no entry
             if self.engine != "serial":

@@ -34,7 +34,6 @@ class BatchScheduler:
 
     # A rejected draft is trimmed off mlx-lm's batched caches: plain ones only (speculative.py).
     rewinds_any_window = False
-    takes_embeddings = False
 
     def __init__(
         self,
@@ -71,6 +70,9 @@ class BatchScheduler:
             generator._generation_batch = GrammarGenerationBatch.empty(model, generator.sampler)
         self._generator = generator
         self.speculates = speculate
+        # A model that keeps rows' embeddings and positions (`feed.py`: a hybrid VLM's).
+        self._rows = model if hasattr(model, "enter") else None
+        self.takes_embeddings = self._rows is not None
         self.prompt_ends = False
         self._theirs: dict[int, int] = {}  # our uid -> the generator's
         self._ours: dict[int, int] = {}  # the generator's uid -> ours
@@ -90,8 +92,12 @@ class BatchScheduler:
 
     # --- the Scheduler protocol ------------------------------------------------------------
     def admit(self, admission: Admission) -> None:
-        if admission.embeddings is not None:
+        if self._rows is None and (
+            admission.embeddings is not None or admission.positions is not None
+        ):
             raise ValueError("mlx-lm's batch takes token ids only")
+        if admission.deepstack is not None:
+            raise ValueError("mlx-lm's batch takes no deepstack features")
         cache = admission.cache
         (theirs,) = self._generator.insert_segments(
             [admission.segments],
@@ -104,6 +110,9 @@ class BatchScheduler:
         )
         self._theirs[admission.uid] = theirs
         self._ours[theirs] = admission.uid
+        if self._rows is not None:
+            base = len(admission.cached)
+            self._rows.enter(theirs, base, admission.embeddings, admission.positions)
         if self._spec is not None and admission.speculate:
             # A grammar's sequence decodes normally in the same batch step (its matcher keeps
             # state per token); greedy and sampled ones, penalties too, may draft.
@@ -113,6 +122,8 @@ class BatchScheduler:
         theirs = self._theirs.pop(uid, None)
         if theirs is not None:
             self._ours.pop(theirs, None)
+            if self._rows is not None:
+                self._rows.leave(theirs)
             if self._spec is not None:
                 self._spec.forget(theirs)
         return theirs
@@ -206,5 +217,8 @@ class BatchScheduler:
 
     def close(self) -> None:
         self._generator.close()
+        if self._rows is not None:
+            for theirs in self._theirs.values():
+                self._rows.leave(theirs)
         self._theirs.clear()
         self._ours.clear()
