@@ -591,6 +591,19 @@ REFUSED = {
 }
 
 
+# The same, as the docs' table says it (tools/zoo_table.py).
+REFUSED_WHY = {
+    "bitnet": "its kernels are Metal-only: no other device runs it",
+    "muse_spark": "its kernels are Metal-only: no other device runs it",
+    "gear": "transformers 5 rejects its config's layer types (`conv_mixer`) as mlx-lm loads "
+    "the tokenizer",
+    "olmo": "mlx-lm's module exits unless the `ai2-olmo` package is installed",
+    "prism_hadamard_qwen35": "mlx-lm loads it only as a 2-bit Hadamard weight pack",
+    "phi3small": "on a CPU only: its block-sparse attention crashes MLX (a segfault) on a "
+    "16-token prompt",
+}
+
+
 def text_architectures() -> list[str]:
     """Every text `model_type` mlx-lm ships: its `mlx_lm.models` modules that define a model
     and its arguments (olmo's, which exits on import without its own package, included)."""
