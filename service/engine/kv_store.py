@@ -89,12 +89,14 @@ class KVStore:
         cache: list[Any],
         retention: Lifetimes | None = None,
         end: int = 0,
+        *,
+        kind: str = "assistant",
     ) -> None:
         """An entry (a checkpoint or a finished turn) into the prompt cache, kept as
-        `retention` says (`PromptCache.keep`)."""
+        `retention` says, evicted as its `kind` (`PromptCache.keep`)."""
         if self.prompt is None:
             return
-        self.prompt.keep(scope, tokens, cache, retention, end)
+        self.prompt.keep(scope, tokens, cache, retention, end, kind=kind)
         self._counted()
 
     def sync(self, live: Container[int], live_bytes: int) -> None:

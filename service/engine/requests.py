@@ -55,6 +55,9 @@ class Chunk:
     token_ids: tuple[int, ...] = ()
     # Prompt tokens this request wrote to the prompt cache beyond those it read (last chunk).
     cache_written: int = 0
+    # Speculation: tokens drafted for this request and those of them kept (`accepted`).
+    draft_tokens: int = 0
+    accepted_draft_tokens: int = 0
 
     def merged(self, later: Chunk) -> Chunk:
         """This chunk followed by `later` of the same request, as one chunk."""
@@ -67,6 +70,8 @@ class Chunk:
             self.logprobs + later.logprobs,
             self.token_ids + later.token_ids,
             later.cache_written,
+            self.draft_tokens + later.draft_tokens,
+            self.accepted_draft_tokens + later.accepted_draft_tokens,
         )
 
 

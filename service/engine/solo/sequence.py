@@ -16,6 +16,7 @@ quantized (mlx-lm's QuantizedKVCache, as the batch's entries are), on either sid
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,10 +68,12 @@ class SoloSequence:
         stop_tokens: Collection[int],
         prefill_step_size: int,
         checkpoints: Sequence[int] = (),
+        keeps_prompt: bool = False,
         logits_processors: Sequence[LogitsProcessor] = (),
     ) -> None:
         """`checkpoints`: token counts where a prefill chunk ends (`at_checkpoint` then), as
-        it does before the prompt's last token; `logits_processors` (grammar, penalties) see
+        it does before the prompt's last token; `keeps_prompt`: a copy of the cache is taken
+        once the whole prompt is in (`prompt_in`); `logits_processors` (grammar, penalties) see
         every token so far and the logits, as in mlx-lm's `generate_step`."""
         self.model = model
         self.stream = stream
@@ -91,6 +94,10 @@ class SoloSequence:
         # The last step's chunk ended at a checkpoint, or at the prompt's last token (which
         # the next step feeds): where the worker may keep a copy of the cache.
         self.at_checkpoint = False
+        self.keeps_prompt = keeps_prompt
+        # The cache once the whole prompt was in, before its first token was fed (a copy), and
+        # its tokens: left by the step that sent the first token, for the worker to keep.
+        self.prompt_in: tuple[list[Any], list[int]] | None = None
 
     @classmethod
     def resumed(
@@ -163,6 +170,11 @@ class SoloSequence:
                 mx.async_eval(y)  # the log probabilities where read (`scheduler.sampled`)
                 self.tokens += self._rest
                 self._rest = []
+                if self.keeps_prompt:
+                    # A copy before the first token is fed (which updates the cache).
+                    kept = copy.deepcopy(self.cache)
+                    mx.async_eval([c.state for c in kept])
+                    self.prompt_in = (kept, list(self.tokens))
             else:
                 assert self._pending is not None
                 y, logprobs = self._pending
