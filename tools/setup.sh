@@ -52,9 +52,9 @@ fi
 # (tools/mlx_backend.py; MLX_RESPONSES_BACKEND=cpu|cuda12|cuda overrides).
 BACKEND="$("$PYTHON" tools/mlx_backend.py)"
 if [ "$BACKEND" = "cpu" ]; then
-  .venv/bin/python -m pip install -q -e ".[dev,vision]"
+  .venv/bin/python -m pip install -q -e ".[dev,vision,embeddings]"
 else
-  .venv/bin/python -m pip install -q -e ".[dev,vision,$BACKEND]"
+  .venv/bin/python -m pip install -q -e ".[dev,vision,embeddings,$BACKEND]"
   # mlx-cpu (the default dependency) and mlx-cuda-* ship the same mlx/lib/libmlx.so: the CUDA
   # build must be the one on disk, whatever order pip installed them in.
   case "$BACKEND" in cuda) CUDA_PKG=mlx-cuda-13 ;; *) CUDA_PKG=mlx-cuda-12 ;; esac
