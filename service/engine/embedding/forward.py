@@ -39,10 +39,29 @@ def padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[mx.array, mx.arr
     return mx.array(ids), mx.array(mask)
 
 
-def forward(model: nn.Module, rows: Sequence[Sequence[int]], pad_id: int) -> np.ndarray:
-    """One forward over `rows`: their unit vectors, float32, `[rows, dimensions]`."""
+def pooled(hidden: mx.array, mask: mx.array, pooling: str) -> mx.array:
+    """Each row's vector out of its tokens' last hidden states (right-padded rows)."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    if pooling == "lasttoken":
+        last = mask.sum(axis=1) - 1
+        return mx.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]
+    weights = mask[..., None].astype(hidden.dtype)
+    return (hidden * weights).sum(axis=1) / mx.maximum(weights.sum(axis=1), 1)
+
+
+def forward(
+    model: nn.Module, rows: Sequence[Sequence[int]], pad_id: int, pooling: str | None = None
+) -> np.ndarray:
+    """One forward over `rows`: their unit vectors, float32, `[rows, dimensions]`. `pooling`:
+    sentence-transformers' mode over the last hidden states; None: the model's own."""
     ids, mask = padded(rows, pad_id)
-    vectors = model(ids, attention_mask=mask).text_embeds.astype(mx.float32)
+    out = model(ids, attention_mask=mask)
+    if pooling is None:
+        vectors = out.text_embeds.astype(mx.float32)
+    else:
+        vectors = pooled(out.last_hidden_state.astype(mx.float32), mask, pooling)
+        vectors = vectors / mx.maximum(mx.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
     mx.eval(vectors)
     return np.array(vectors, copy=True)
 

@@ -21,6 +21,8 @@ class EmbeddingShape:
     dimensions: int
     matryoshka_min: int | None
     pad_id: int
+    pooling: str | None = None  # sentence-transformers' (`cls`, `mean`, `lasttoken`); None:
+    # the model's own (mlx-embeddings' `text_embeds`)
 
 
 class NotAnEmbeddingModel(ValueError):
@@ -37,6 +39,34 @@ def matryoshka_min(config: dict[str, Any], dimensions: int) -> int | None:
         return max(1, min(declared))
     if config.get("model_type") == "qwen3":
         return min(32, dimensions)
+    return None
+
+
+POOLING_MODES = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+
+
+def st_pooling(folder: Path) -> str | None:
+    """The pooling a sentence-transformers folder declares (its `modules.json`'s Pooling
+    module's config): mlx-embeddings pools BERT and XLM-RoBERTa by the mean, where bge and
+    bge-m3, say, were trained on the [CLS] token."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text())
+    except (OSError, ValueError):
+        return None
+    for module in modules if isinstance(modules, list) else []:
+        if isinstance(module, dict) and str(module.get("type", "")).endswith("Pooling"):
+            try:
+                config = json.loads(
+                    (folder / str(module.get("path", "")) / "config.json").read_text()
+                )
+            except (OSError, ValueError):
+                return None
+            on = [mode for key, mode in POOLING_MODES.items() if config.get(key)]
+            return on[0] if len(on) == 1 else None
     return None
 
 
@@ -69,4 +99,7 @@ def load_embedding_model(folder: Path, alias: str) -> tuple[LoadedModel, Embeddi
         created=int(time.time()),
         vocab_size=int(config.get("vocab_size", 0)),
     )
-    return loaded, EmbeddingShape(width, matryoshka_min(config, width), int(pad))
+    pooling = st_pooling(folder)
+    if getattr(probe, "last_hidden_state", None) is None or probe.last_hidden_state.ndim != 3:
+        pooling = None  # the model pools inside (ModernBERT's last_hidden_state is pooled)
+    return loaded, EmbeddingShape(width, matryoshka_min(config, width), int(pad), pooling)

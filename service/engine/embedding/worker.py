@@ -15,6 +15,7 @@ import logging
 import queue
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from mlx.utils import tree_flatten
@@ -24,6 +25,7 @@ from mlx_responses.service.engine.memory.budget import MemoryBudget, ModelAccoun
 from mlx_responses.service.engine.memory.kv_layout import KVLayout
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.model_thread import ModelThread, Stop
+from mlx_responses.service.engine.requests import EngineStats
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,9 @@ class EmbeddingWorker(ModelThread[tuple[LoadedModel, EmbeddingShape]]):
         self._account: ModelAccount | None = None
         self._release = False
         self.forwards = 0  # forwards run (tests and the benchmark read it)
+        # What /metrics shows of the model (service/core.py): `running`, the requests of the
+        # forward under way, `batch_size` its rows.
+        self.stats = EngineStats()
 
     @property
     def _capacity(self) -> int:
@@ -91,8 +96,8 @@ class EmbeddingWorker(ModelThread[tuple[LoadedModel, EmbeddingShape]]):
         try:
             loaded, shape = self.load()
             if self.memory is not None:
-                leaves = tree_flatten(loaded.model.parameters())
-                weights = sum(int(a.nbytes) for _, a in leaves)  # type: ignore[union-attr]
+                leaves: Any = tree_flatten(loaded.model.parameters())
+                weights = sum(int(array.nbytes) for _, array in leaves)
                 self._account = self.memory.open(
                     loaded.alias, NO_KV, loaded.context_length, weights
                 )
@@ -112,7 +117,7 @@ class EmbeddingWorker(ModelThread[tuple[LoadedModel, EmbeddingShape]]):
             self._stopped.set()
 
     def _drain(self) -> list[EmbedJob]:
-        jobs = []
+        jobs: list[EmbedJob] = []
         while True:
             try:
                 command = self._commands.get_nowait()
@@ -144,11 +149,16 @@ class EmbeddingWorker(ModelThread[tuple[LoadedModel, EmbeddingShape]]):
         """Every row of `jobs` in as few forwards as the bounds allow; each job answered."""
         rows = [row for job in jobs for row in job.rows]
         out = np.zeros((len(rows), shape.dimensions), dtype=np.float32)
+        self.stats.running = self.stats.active = len(jobs)
         try:
             for chunk in chunks([len(r) for r in rows], self.max_rows, self.max_tokens):
+                self.stats.batch_size = len(chunk)
+                self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(chunk))
                 held = self._hold(loaded, len(chunk), max(len(rows[i]) for i in chunk))
                 try:
-                    out[chunk] = forward(loaded.model, [rows[i] for i in chunk], shape.pad_id)
+                    out[chunk] = forward(
+                        loaded.model, [rows[i] for i in chunk], shape.pad_id, shape.pooling
+                    )
                 finally:
                     self._free(held)
                 self.forwards += 1
@@ -157,6 +167,9 @@ class EmbeddingWorker(ModelThread[tuple[LoadedModel, EmbeddingShape]]):
             for job in jobs:
                 _answer(job, error=exc)
             return
+        finally:
+            self.stats.running = self.stats.active = self.stats.batch_size = 0
+        self.stats.completed += len(jobs)
         start = 0
         for job in jobs:
             _answer(job, vectors=out[start : start + len(job.rows)])
