@@ -29,10 +29,13 @@ def chunks(lengths: Sequence[int], max_rows: int, max_tokens: int) -> list[list[
 
 
 def padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[mx.array, mx.array]:
-    """Right-padded ids `[rows, longest]` and their attention mask (1: a token, 0: padding)."""
+    """Right-padded ids `[rows, longest]` and their attention mask (1: a token, 0: padding).
+
+    The mask is float32: mlx-embeddings' BERT turns it into an additive mask with float
+    arithmetic, and an integer mask measured 2.9x slower for the whole forward (64 rows)."""
     width = max(len(r) for r in rows)
     ids = np.full((len(rows), width), pad_id, dtype=np.int32)
-    mask = np.zeros((len(rows), width), dtype=np.int32)
+    mask = np.zeros((len(rows), width), dtype=np.float32)
     for i, row in enumerate(rows):
         ids[i, : len(row)] = row
         mask[i, : len(row)] = 1
@@ -44,7 +47,7 @@ def pooled(hidden: mx.array, mask: mx.array, pooling: str) -> mx.array:
     if pooling == "cls":
         return hidden[:, 0]
     if pooling == "lasttoken":
-        last = mask.sum(axis=1) - 1
+        last = mask.sum(axis=1).astype(mx.int32) - 1
         return mx.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]
     weights = mask[..., None].astype(hidden.dtype)
     return (hidden * weights).sum(axis=1) / mx.maximum(weights.sum(axis=1), 1)
