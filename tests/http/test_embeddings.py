@@ -209,13 +209,17 @@ def test_the_embedding_model_keeps_the_lifecycle(stack: Stack, client: OpenAI) -
     held = budget.by_model()[ALIAS]["weights"]
     assert 0.9 * weights <= held <= weights
     before = metric(stack, "mlx_responses_model_loads_total", model_name=ALIAS, reason="request")
+    unloads = "mlx_responses_model_unloads_total"
+    gone = metric(stack, unloads, model_name=ALIAS, reason="keep_alive")
     # keep_alive 0.2 s: idle past it, the model unloads; the next request loads it again.
     reply = post(stack, {"model": EMBED, "input": "bye", "keep_alive": 0.2})
     assert reply.status_code == 200, reply.text
     deadline = time.monotonic() + 30
-    while stack.core.models.models[ALIAS].runtime is not None:
+    # The unload is counted once it is done (its thread ended, its memory account closed).
+    while metric(stack, unloads, model_name=ALIAS, reason="keep_alive") == gone:
         assert time.monotonic() < deadline, "never unloaded"
         time.sleep(0.05)
+    assert stack.core.models.models[ALIAS].runtime is None
     assert ALIAS not in budget.by_model()
     again = vectors(client, ["back"], extra_body={"keep_alive": -1})
     assert again.shape == (1, WIDTH)

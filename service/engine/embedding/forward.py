@@ -31,11 +31,10 @@ def chunks(lengths: Sequence[int], max_rows: int, max_tokens: int) -> list[list[
 def padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[mx.array, mx.array]:
     """Right-padded ids `[rows, longest]` and their attention mask (1: a token, 0: padding).
 
-    The mask is float32: mlx-embeddings' BERT turns it into an additive mask with float
-    arithmetic, and an integer mask measured 2.9x slower for the whole forward (64 rows)."""
+    The mask is int32: mlx-embeddings' Qwen3 indexes the last token with its sums."""
     width = max(len(r) for r in rows)
     ids = np.full((len(rows), width), pad_id, dtype=np.int32)
-    mask = np.zeros((len(rows), width), dtype=np.float32)
+    mask = np.zeros((len(rows), width), dtype=np.int32)
     for i, row in enumerate(rows):
         ids[i, : len(row)] = row
         mask[i, : len(row)] = 1
