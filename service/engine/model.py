@@ -61,7 +61,7 @@ def context_length_of(config: dict[str, Any]) -> int:
         "n_positions",
         "seq_length",
     ):
-        value = config.get(key) or config.get("text_config", {}).get(key)
+        value = config.get(key) or (config.get("text_config") or {}).get(key)
         if isinstance(value, int) and value > 0:
             return value
     return DEFAULT_CONTEXT
@@ -98,7 +98,7 @@ def load_model(path: Path, alias: str | None = None) -> LoadedModel:
         created=int(time.time()),
         vocab_size=int(
             config.get("vocab_size")
-            or config.get("text_config", {}).get("vocab_size")
+            or (config.get("text_config") or {}).get("vocab_size")
             or len(tokenizer)
         ),
         default_temperature=temperature,

@@ -70,7 +70,7 @@ def load_vision_model(folder: Path, alias: str) -> LoadedModel:
         created=int(time.time()),
         vocab_size=int(
             config.get("vocab_size")
-            or config.get("text_config", {}).get("vocab_size")
+            or (config.get("text_config") or {}).get("vocab_size")
             or len(processor.tokenizer)
         ),
         default_temperature=temperature,

@@ -105,8 +105,8 @@ class BatchScheduler:
         self._theirs[admission.uid] = theirs
         self._ours[theirs] = admission.uid
         if self._spec is not None and admission.speculate:
-            # NOTE: only greedy, unconstrained sequences speculate; the rest decode normally
-            # in the same batch step (grammar/penalty processors need per-token state).
+            # A grammar's sequence decodes normally in the same batch step (its matcher keeps
+            # state per token); greedy and sampled ones, penalties too, may draft.
             self._spec.eligible.add(theirs)
 
     def _forget(self, uid: int) -> int | None:
@@ -137,15 +137,17 @@ class BatchScheduler:
                     if (uid := self._ours.get(theirs)) is not None:
                         ends.append(PromptEnd(uid, cache, list(tokens)))
         out: list[Token] = []
+        unread = self._spec.policy.drain() if self._spec is not None else {}
         for r in responses:
             uid = self._ours.get(r.uid)
             if uid is None:
                 continue
             if r.finish_reason is not None:
                 self._forget(uid)
-            out.append(
-                Token(uid, r.token, r.logprobs, r.finish_reason, r.prompt_cache, r.all_tokens)
-            )
+            token = Token(uid, r.token, r.logprobs, r.finish_reason, r.prompt_cache, r.all_tokens)
+            if (counts := unread.pop(r.uid, None)) is not None:  # its first token of the step
+                token.drafted, token.accepted = counts
+            out.append(token)
         return StepResult(ends, out, generator._counters.prompt_tokens - before)
 
     def extract(self, uids: Sequence[int]) -> dict[int, tuple[list[Any], list[int]]]:
