@@ -17,3 +17,8 @@ def test_drafts_kept_and_refused_are_in_both_usages() -> None:
     chat = usage_json([pb.Response(usage=usage), pb.Response(usage=usage)])
     assert chat["completion_tokens_details"]["accepted_prediction_tokens"] == 14
     assert chat["completion_tokens_details"]["rejected_prediction_tokens"] == 6
+
+
+def test_a_response_that_drafted_nothing_keeps_openais_usage_shape() -> None:
+    details = usage_to_json(pb.Usage(input_tokens=5, output_tokens=12))["output_tokens_details"]
+    assert details == {"reasoning_tokens": 0}
