@@ -242,6 +242,7 @@ def schemas() -> dict[str, Schema]:
         role={"const": "assistant"},
         content=OPT_STRING,
         refusal=OPT_STRING,
+        reasoning=STRING,
         reasoning_content=STRING,
         tool_calls=array(tool_call),
     )
@@ -262,6 +263,7 @@ def schemas() -> dict[str, Schema]:
     delta = obj(
         role={"const": "assistant"},
         content=STRING,
+        reasoning=STRING,
         reasoning_content=STRING,
         tool_calls=array(chunk_tool_call),
     )
