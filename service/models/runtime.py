@@ -36,6 +36,7 @@ from mlx_responses.service.text.cache_breakpoints import (
 )
 from mlx_responses.service.text.compaction_items import CompactionDecodeError
 from mlx_responses.service.text.grammars import Grammar, GrammarFactory, SchemaError
+from mlx_responses.service.text.harmony import HarmonyFormat, harmony_format, harmony_messages
 from mlx_responses.service.text.json_bounds import JsonBounds
 from mlx_responses.service.text.key_prefixes import KeyPrefixes
 from mlx_responses.service.text.media import refuse_media
@@ -68,7 +69,9 @@ class ModelRuntime:
         self.loaded = loaded
         self.worker = worker
         self.grammars = GrammarFactory(loaded.tokenizer._tokenizer, loaded.vocab_size)
-        self.tool_format: ToolFormat = detect_format(loaded.tokenizer)
+        # A harmony model (gpt-oss) is read by token (service/text/harmony_reader.py).
+        self.harmony: HarmonyFormat | None = harmony_format(loaded.tokenizer)
+        self.tool_format: ToolFormat = self.harmony or detect_format(loaded.tokenizer)
         self.tool_constraints = ToolConstraints(self.tool_format, self.grammars, loaded.tokenizer)
         self.key_prefixes = KeyPrefixes()
 
@@ -94,6 +97,8 @@ class ModelRuntime:
             messages = items_to_messages(instructions, items)
         except CompactionDecodeError as exc:
             raise invalid(str(exc), "input", "invalid_compaction") from exc
+        if self.harmony is not None:
+            messages = harmony_messages(messages)
         rendered_tools = tools_to_template(tools, tool_parameters) if tools else None
         tokenizer = self.loaded.tokenizer
         kwargs = dict(template_kwargs)
