@@ -52,6 +52,7 @@ from mlx_responses.service.text.request_json import JsonObject, RequestJson
 from mlx_responses.service.text.retention import UNBOUNDED, Retention
 from mlx_responses.service.text.tool_choice import ToolConstraints
 from mlx_responses.service.text.tool_formats import ToolFormat, detect_format
+from mlx_responses.service.text.tool_grammar import tool_grammar
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -209,6 +210,18 @@ class ModelRuntime:
         if schema is None:
             return None
         try:
+            if self.harmony is not None:  # the answer on the final channel
+                return self.grammars.lark(
+                    tool_grammar(
+                        self.harmony,
+                        [],
+                        required=False,
+                        parallel=False,
+                        literal=self.grammars.literal,
+                        bounds=JsonBounds.for_budget(max_tokens),
+                        answer_schema=schema,
+                    )
+                )
             return self.grammars.json_schema(schema, JsonBounds.for_budget(max_tokens))
         except SchemaError as exc:
             raise invalid(

@@ -175,9 +175,8 @@ def test_a_preamble_is_a_message_before_the_call(harmony_stack: Stack) -> None:
 @pytest.mark.parametrize("recipient", ["browser.search", "python", "functions.lookup"])
 def test_undeclared_recipients_neither_call_nor_leak(harmony_stack: Stack, recipient: str) -> None:
     script = f'<|channel|>analysis to={recipient} code<|message|>{{"q":"x"}}<|call|>'
-    response = respond(
-        harmony_stack, script, model="tiny-gpt-oss", input="Search.", tools=[WEATHER]
-    )
+    # Without tools: with them, tool_choice's grammar would not let the model write this.
+    response = respond(harmony_stack, script, model="tiny-gpt-oss", input="Search.")
     assert not [i for i in response["output"] if i["type"] == "function_call"]
     assert "<|" not in json.dumps(response)
 
@@ -321,3 +320,34 @@ def test_prompt_renders_as_harmony(harmony_stack: Stack) -> None:
     assert prompt.tokens.count(rt.harmony.tokens.channel) == spelled - 1
     high = rt.render(None, [user], [], {}, {"reasoning_effort": "high"})
     assert "Reasoning: high" in high.text
+
+
+def test_grammars_admit_harmony_turns(harmony_stack: Stack) -> None:
+    """tool_choice and json_schema are enforced in harmony's framing: a scripted turn that
+    fits passes through the grammar unchanged and ends on its own stop token."""
+    forced = respond(
+        harmony_stack,
+        CALL,
+        model="tiny-gpt-oss",
+        input="Weather in Paris?",
+        tools=[WEATHER],
+        tool_choice="required",
+    )
+    assert [i["type"] for i in forced["output"]] == ["reasoning", "function_call"]
+    assert forced["usage"]["output_tokens"] == len(ids(harmony_stack, CALL))
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    script = (
+        "<|channel|>analysis<|message|>One.<|end|><|start|>assistant"
+        '<|channel|>final<|message|>{"a":1}<|return|>'
+    )
+    answer = respond(
+        harmony_stack,
+        script,
+        model="tiny-gpt-oss",
+        input="JSON please.",
+        text={"format": {"type": "json_schema", "name": "a", "schema": schema}},
+    )
+    message = answer["output"][-1]
+    assert answer["status"] == "completed" and message["type"] == "message"
+    assert json.loads(message["content"][0]["text"]) == {"a": 1}
+    assert answer["usage"]["output_tokens"] == len(ids(harmony_stack, script))
