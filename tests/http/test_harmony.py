@@ -411,3 +411,31 @@ def test_replayed_history_stays_text(harmony_stack: Stack) -> None:
         (t.call, "<|call|>"),
     ):
         assert prompt.tokens.count(token) == prompt.text.count(spelling) - typed[token]
+
+
+def test_a_compaction_summary_is_the_final_text(harmony_stack: Stack) -> None:
+    """The summary a harmony model writes is its final answer, read by token: no reasoning,
+    no protocol text."""
+    items: list[dict[str, Any]] = []
+    for word in ("apple", "river", "cloud", "stone", "green", "music", "paper", "light"):
+        items += [
+            {"role": "user", "content": f"Reply with: {word} " * 4},
+            {"role": "assistant", "content": word},
+        ]
+    items.append({"role": "user", "content": "Reply with: hello"})
+    script = (
+        "<|channel|>analysis<|message|>Short.<|end|><|start|>assistant"
+        "<|channel|>final<|message|>Echoes.<|return|>"
+    )
+    with scripted(runtime(harmony_stack), ids(harmony_stack, script)):
+        reply = httpx.post(
+            f"{harmony_stack.base_url}/v1/responses/compact",
+            json={"model": "tiny-gpt-oss", "input": items, "keep_tokens": 20},
+            timeout=60,
+        )
+    assert reply.status_code == 200, reply.text
+    import base64
+
+    encrypted = reply.json()["output"][-1]["encrypted_content"]
+    payload = json.loads(base64.urlsafe_b64decode(encrypted + "=" * (-len(encrypted) % 4)))
+    assert payload["summary"] == "Echoes."
