@@ -48,7 +48,7 @@ from mlx_responses.service.text.output_parser import Channel, Markers, OutputPar
 from mlx_responses.service.text.prompt import RenderedPrompt
 from mlx_responses.service.text.reasoning_content import INCLUDE as REASONING_INCLUDE
 from mlx_responses.service.text.request_json import RequestJson
-from mlx_responses.service.text.stop_sequences import StopScanner
+from mlx_responses.service.text.stop_sequences import StopScanner, stop_answer
 
 from mlx_responses.v1 import compaction_service_pb2 as cp
 from mlx_responses.v1 import events_pb2 as ev
@@ -504,7 +504,7 @@ class ResponsePipeline:
                         reasoning_tokens += chunk.tokens
                     pending += [logprob_to_pb(lp) for lp in chunk.logprobs]
                     segments = (
-                        reader.feed(chunk.token_ids)
+                        stop_answer(reader.feed(chunk.token_ids), stops)
                         if reader is not None
                         else text.feed(stops.feed(chunk.text))
                     )
@@ -529,7 +529,13 @@ class ResponsePipeline:
                         events += self._segment(assembler, segment, pending, streamer)
                 if finish_reason is not None:
                     cut = finish_reason == "length"
-                    for segment in parser.finish():
+                    ending = parser.finish()
+                    if reader is not None:
+                        # Past a stop sequence nothing more is read; else the held text ends it.
+                        ending = stop_answer(ending, stops) if stops.matched is None else []
+                        if held := stops.flush():
+                            ending.append(Segment(Channel.TEXT, held))
+                    for segment in ending:
                         events += self._segment(assembler, segment, pending, streamer, cut=cut)
                     events += await self._finish(
                         turn,

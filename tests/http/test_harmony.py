@@ -439,3 +439,26 @@ def test_a_compaction_summary_is_the_final_text(harmony_stack: Stack) -> None:
     encrypted = reply.json()["output"][-1]["encrypted_content"]
     payload = json.loads(base64.urlsafe_b64decode(encrypted + "=" * (-len(encrypted) % 4)))
     assert payload["summary"] == "Echoes."
+
+
+def test_stop_sequences_cut_the_answer(harmony_stack: Stack) -> None:
+    """Chat Completions' `stop` cuts harmony's answer text (not its reasoning), streamed or not."""
+    script = (
+        "<|channel|>analysis<|message|>Count. STOP here.<|end|><|start|>assistant"
+        "<|channel|>final<|message|>one two STOP three<|return|>"
+    )
+    messages = [{"role": "user", "content": "Count."}]
+    with scripted(runtime(harmony_stack), ids(harmony_stack, script)):
+        reply = client(harmony_stack).chat.completions.create(
+            model="tiny-gpt-oss", messages=messages, stop=["STOP"]
+        )
+    message = reply.choices[0].message
+    assert message.content == "one two " and reply.choices[0].finish_reason == "stop"
+    assert (message.model_extra or {})["reasoning"] == "Count. STOP here."
+    with scripted(runtime(harmony_stack), ids(harmony_stack, script)):
+        chunks = list(
+            client(harmony_stack).chat.completions.create(
+                model="tiny-gpt-oss", messages=messages, stop=["STOP"], stream=True
+            )
+        )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "one two "
