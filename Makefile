@@ -55,7 +55,7 @@ model: setup  ## retrain the bundled tiny chat model (service/assets/tiny-chat),
 	$(PY) -m training.tiny_chat.train --init-from $(MODEL_STAGES)/agent3 --out service/assets/tiny-chat $(AGENT_MIX) --sliding-window 2048 --tool-steps 0 --full-steps 80 --lr 3e-5 --warmup 5 --agent-prose 0.3 --patch-share 0.1
 
 model-gpt-oss: setup  ## retrain the tiny gpt-oss (service/assets/tiny-gpt-oss): harmony, ~15 min of CPU
-	nice -n 15 $(PY) -m training.tiny_harmony.train --out service/assets/tiny-gpt-oss
+	nice -n 15 $(PY) -m training.tiny_harmony.train --out service/assets/tiny-gpt-oss --stop-after 741 --cpu-seconds 100000 --wall-seconds 100000
 
 bench: setup  ## performance benchmark (prints figures; not a test)
 	$(PY) tests/benchmarks/bench_serving.py $(ARGS)

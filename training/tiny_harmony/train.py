@@ -66,6 +66,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--init-from", type=Path, help="continue from these weights")
     parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument(
+        "--stop-after",
+        type=int,
+        help="end after this many steps (the schedule "
+        "still spans --steps): the committed run stopped at 741",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from mlx_responses.service.engine.blas import preload_blas
@@ -119,7 +125,7 @@ def main() -> None:
     step_fn = nn.value_and_grad(model, loss_fn)
     started, wall = time.process_time(), time.time()
     step = 0
-    for step in range(1, args.steps + 1):
+    for step in range(1, (args.stop_after or args.steps) + 1):
         x, y, m = batch()
         loss, grads = step_fn(model, x, y, m)
         optimizer.update(model, grads)
