@@ -296,7 +296,12 @@ def usage_to_json(usage: pb.Usage) -> dict[str, Any]:
             "cache_write_tokens": usage.cache_write_tokens,
         },
         "output_tokens": usage.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "output_tokens_details": {
+            "reasoning_tokens": usage.reasoning_tokens,
+            # Speculative decoding's drafts, by OpenAI's Predicted Outputs names (chat's too).
+            "accepted_prediction_tokens": usage.accepted_draft_tokens,
+            "rejected_prediction_tokens": usage.draft_tokens - usage.accepted_draft_tokens,
+        },
         "total_tokens": usage.total_tokens,
     }
 

@@ -456,7 +456,12 @@ def _response_schemas() -> dict[str, Schema]:
             ("cached_tokens",), cached_tokens=INTEGER, cache_write_tokens=INTEGER
         ),
         output_tokens=INTEGER,
-        output_tokens_details=_obj(("reasoning_tokens",), reasoning_tokens=INTEGER),
+        output_tokens_details=_obj(
+            ("reasoning_tokens",),
+            reasoning_tokens=INTEGER,
+            accepted_prediction_tokens=INTEGER,
+            rejected_prediction_tokens=INTEGER,
+        ),
         total_tokens=INTEGER,
     )
     statuses = sorted({from_proto.status_name(v) for v in pb.ResponseStatus.values()})

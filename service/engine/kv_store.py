@@ -31,8 +31,13 @@ from typing import Any, Protocol, cast
 import mlx.core as mx
 from mlx import nn
 from mlx.utils import tree_flatten
-from mlx_responses.service.engine.memory.budget import MemoryBudget, ModelAccount
-from mlx_responses.service.engine.memory.kv_layout import activations, cache_windows, kv_layout
+from mlx_responses.service.engine.memory.budget import MemoryBudget, MemoryLimitError, ModelAccount
+from mlx_responses.service.engine.memory.kv_layout import (
+    activations,
+    cache_windows,
+    kv_layout,
+    model_sizes,
+)
 from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.prompt_cache import PromptCache
@@ -84,12 +89,14 @@ class KVStore:
         cache: list[Any],
         retention: Lifetimes | None = None,
         end: int = 0,
+        *,
+        kind: str = "assistant",
     ) -> None:
         """An entry (a checkpoint or a finished turn) into the prompt cache, kept as
-        `retention` says (`PromptCache.keep`)."""
+        `retention` says, evicted as its `kind` (`PromptCache.keep`)."""
         if self.prompt is None:
             return
-        self.prompt.keep(scope, tokens, cache, retention, end)
+        self.prompt.keep(scope, tokens, cache, retention, end, kind=kind)
         self._counted()
 
     def sync(self, live: Container[int], live_bytes: int) -> None:
@@ -228,7 +235,8 @@ def open_store(
     budget = o.memory
     if budget is None:
         return KVStore(prompt, None, o.encoder)
-    config = json.loads((loaded.path / "config.json").read_text())
+    # The model's own arguments over its config: what mlx-lm read and derived from it.
+    config = json.loads((loaded.path / "config.json").read_text()) | model_sizes(loaded.model)
     dtype = _activation_bytes(loaded.model)
     group = kv_group or 64
     companion = None
@@ -252,6 +260,13 @@ def open_store(
     account.activations = activations(
         config, dtype, rows=prefill_rows, step=o.prefill_step_size, scores=device == "cpu"
     )
+    try:
+        account.check_room()
+    except MemoryLimitError:
+        account.close()
+        if prompt is not None:
+            prompt.close()
+        raise
     return KVStore(prompt, account, o.encoder)
 
 

@@ -39,7 +39,8 @@ class Admission:
 
     `segments`: the prompt tokens still to feed (past what `cache` holds), cut where an entry is
     wanted (checkpoints: with `prompt_ends`, a scheduler hands back an entry at the end of each
-    segment but the last, and where the prompt is in but for its last token).
+    segment but the last, where the prompt is in but for its last token, and where it is in
+    whole: its first token sampled, not yet fed).
     `embeddings`: the prompt's input embeddings in place of token ids for its positions
     (`[positions, hidden]`, aligned with the concatenated segments; a vision model's image
     features merged in), for a scheduler that `takes_embeddings`; None: token ids only.
@@ -58,7 +59,7 @@ class Admission:
     logits_processors: list[LogitsProcessor] = field(default_factory=list)
     cache: list[Any] | None = None  # a prompt-cache entry to start from (the scheduler's now)
     cached: list[int] = field(default_factory=list)  # the tokens `cache` holds
-    speculate: bool = False  # greedy and unconstrained: it may draft
+    speculate: bool = False  # its processors read the context alone (no grammar): it may draft
     # No other request arrived with it: it may decode alone (`solo/`).
     alone: bool = True
     embeddings: mx.array | None = None
@@ -76,7 +77,8 @@ class Token:
     """One generated token of sequence `uid`; a finished one (`finish_reason` "stop" or
     "length") carries its prompt-cache entry (`prompt_cache`, `all_tokens`: the tokens it
     holds). `logprobs` (the step's log probabilities) may be unevaluated: computed where a
-    request reads them (`sampled`)."""
+    request reads them (`sampled`). The first token a verify step emits for a sequence carries
+    that verify's drafts proposed (`drafted`) and kept (`accepted`)."""
 
     uid: int
     token: int
@@ -84,12 +86,17 @@ class Token:
     finish_reason: str | None
     prompt_cache: list[Any] | None = None
     all_tokens: list[int] | None = None
+    drafted: int = 0
+    accepted: int = 0
 
 
 @dataclass
 class PromptEnd:
-    """A prompt prefilled to a segment's end (a checkpoint) or but for its last token: the
-    prompt-cache entry there (a copy: the sequence goes on) and the tokens it holds."""
+    """A prompt prefilled to a segment's end (a checkpoint), but for its last token, or whole
+    (before its first token is fed): the prompt-cache entry there (a copy: the sequence goes
+    on) and the tokens it holds. A sequence admitted from the middle of its decode (a solo
+    sequence handed over) may end its "prompt" past the request's: the worker keeps only
+    those within it."""
 
     uid: int
     cache: list[Any]

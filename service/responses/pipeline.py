@@ -37,6 +37,7 @@ from mlx_responses.service.responses.media_policy import MediaPolicy
 from mlx_responses.service.responses.prompt_bounds import check_prompt_bound, no_room_for_output
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.remote_media import RemoteMedia
+from mlx_responses.service.responses.tool_outputs import check_outputs_answer_calls
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy, ResolvedTools
 from mlx_responses.service.responses.tool_stream import ToolCallStreamer
 from mlx_responses.service.responses.validation import check_client_template, validate_params
@@ -194,6 +195,7 @@ class ResponsePipeline:
         check_client_template(parsed, self.allow_client_chat_template)
         history = await self.history.resolve(params)
         await resolve_references(params, history, self.responses, self.conversations)
+        check_outputs_answer_calls(history, params.input)
         context = self.reasoning_echo.restore([*history, *params.input])
         fetched = await self._fetch_media(runtime, params) if decode_media else {}
         with fetched_media(fetched):
@@ -491,6 +493,7 @@ class ResponsePipeline:
             cached_tokens = 0
             cache_written = 0
             reasoning_tokens = 0
+            drafted = accepted = 0
             # Token logprobs wait here until the parser releases their text as answer text.
             pending: list[pb.Logprob] = []
             streamer = turn.tool_streamer
@@ -500,6 +503,8 @@ class ResponsePipeline:
                     output_tokens += chunk.tokens
                     cached_tokens = max(cached_tokens, chunk.cached_tokens)
                     cache_written = max(cache_written, chunk.cache_written)
+                    drafted += chunk.draft_tokens
+                    accepted += chunk.accepted_draft_tokens
                     if reader is None and parser.channel is Channel.REASONING:
                         reasoning_tokens += chunk.tokens
                     pending += [logprob_to_pb(lp) for lp in chunk.logprobs]
@@ -546,6 +551,7 @@ class ResponsePipeline:
                         cached_tokens=cached_tokens,
                         reasoning_tokens=reasoning_tokens,
                         cache_written=cache_written,
+                        drafts=(drafted, accepted),
                     )
                 if events:
                     yield events
@@ -606,9 +612,12 @@ class ResponsePipeline:
         cached_tokens: int,
         reasoning_tokens: int,
         cache_written: int = 0,
+        drafts: tuple[int, int] = (0, 0),
     ) -> list[ev.ResponseEvent]:
         status = FINISH_STATUS[finish]
         input_tokens = len(turn.prompt.tokens)
+        # What the cache wrote of the prefix the client's breakpoints asked it to.
+        marked = min(turn.prompt.marked_end, cached_tokens + cache_written)
         usage = pb.Usage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -616,6 +625,9 @@ class ResponsePipeline:
             cached_tokens=cached_tokens,
             reasoning_tokens=reasoning_tokens,
             cache_write_tokens=cache_written,
+            breakpoint_write_tokens=max(0, marked - cached_tokens),
+            draft_tokens=drafts[0],
+            accepted_draft_tokens=drafts[1],
         )
         failure = None
         if status == pb.RESPONSE_STATUS_FAILED:
