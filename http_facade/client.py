@@ -13,6 +13,7 @@ from mlx_responses.service.fan_out import METADATA_KEY as FAN_OUT_KEY
 
 from mlx_responses.v1 import (
     compaction_service_pb2,
+    embeddings_service_pb2,
     events_pb2,
     generation_service_pb2,
     responses_pb2,
@@ -148,6 +149,12 @@ class CoreClient:
         self, params: responses_pb2.CreateResponseParams, keep_tokens: int | None
     ) -> compaction_service_pb2.CompactResponseResponse:
         return await _call(self.rpc.compact(params, keep_tokens))
+
+    async def embed(
+        self, request: embeddings_service_pb2.CreateEmbeddingsRequest
+    ) -> embeddings_service_pb2.CreateEmbeddingsResponse:
+        # No deadline: the first request loads the model.
+        return await _call(self.rpc.embed(request))
 
     def stream_job_events(self, response_id: str, starting_after: int | None) -> CoreEventStream:
         return CoreEventStream(self.rpc.stream_job_events(response_id, starting_after))

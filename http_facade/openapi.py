@@ -27,6 +27,7 @@ from mlx_responses.http_facade.anthropic import openapi as anthropic_openapi
 from mlx_responses.http_facade.cache_hints import BREAKPOINT_TTLS
 from mlx_responses.http_facade.chat import openapi as chat_openapi
 from mlx_responses.http_facade.completions import openapi as completions_openapi
+from mlx_responses.http_facade.embeddings import openapi as embeddings_openapi
 from mlx_responses.http_facade.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.openapi_kit import (
     BOOLEAN,
@@ -633,6 +634,7 @@ def _operations() -> dict[Callable[..., Any], Operation]:
         routes.health: Operation(ok="Health", extra={"503": "Health"}),
         **chat_openapi.operations(),
         **completions_openapi.operations(),
+        **embeddings_openapi.operations(),
         **anthropic_openapi.operations(),
     }
 
@@ -703,6 +705,7 @@ def build_document(app: web.Application, version: str = "0") -> Schema:
                 **_response_schemas(),
                 **chat_openapi.schemas(),
                 **completions_openapi.schemas(),
+                **embeddings_openapi.schemas(),
                 **anthropic_openapi.schemas(),
             }
         },

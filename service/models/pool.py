@@ -32,6 +32,7 @@ from mlx_responses.service.config import ConfigError
 from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.flags import KEEP_FOREVER, keep_alive_seconds
 from mlx_responses.service.models.disk_metrics import watch_prompt_disk
+from mlx_responses.service.models.embedding_config import embedding_folder
 from mlx_responses.service.models.folder_check import ModelFolderError, check_folder
 from mlx_responses.service.models.model_dir import check_model_dirs, scan_model_dirs
 from mlx_responses.service.models.source import ModelSource, resolve_model
@@ -104,6 +105,7 @@ class ServedModel:
     expiry: asyncio.TimerHandle | None = None  # the keep-alive timer while idle
     expires_at: float | None = None  # Unix seconds the timer fires
     memory_bytes: int = 0  # its weights' bytes while loaded
+    embeds: bool = False  # an embedding model (models/embedding_config.py): /v1/embeddings only
 
     def idle(self) -> bool:
         return self.users == 0
@@ -152,6 +154,7 @@ def describe(source: ModelSource, model_id: str) -> ServedModel:
         source=source,
         context_length=context_length_of(config),
         created=int(time.time()),
+        embeds=embedding_folder(source.folder),
     )
 
 
@@ -296,12 +299,21 @@ class ModelPool:
 
     # --- leases ------------------------------------------------------------------------------
     async def acquire(
-        self, name: str, keep_alive: float | None = None, *, reason: str = "request"
+        self,
+        name: str,
+        keep_alive: float | None = None,
+        *,
+        reason: str = "request",
+        embeds: bool = False,
     ) -> Lease:
         """Holds the named model busy, loading it first if it is not loaded. `keep_alive`:
-        seconds it stays once idle (negative: for good; None: the server's --keep-alive)."""
+        seconds it stays once idle (negative: for good; None: the server's --keep-alive).
+        A request (`reason`) for what the model does not do is a 400 before it loads:
+        `embeds`, an embeddings request, for a generation model, or the other way round."""
         stay = request_keep_alive(keep_alive)
         model = self.find(name)
+        if reason == "request" and model.embeds != embeds:
+            raise _wrong_kind(model)
         await self._wait_until(lambda: not model.draining)
         model.users += 1
         self._cancel_expiry(model)
@@ -484,6 +496,10 @@ class ModelPool:
         await asyncio.to_thread(check_folder, model.source.folder)
         if self.memory is None:
             self.memory = process_budget(s.memory_limit)
+        if model.embeds:
+            from mlx_responses.service.models.embedding_start import start_embedding
+
+            return await start_embedding(model.id, model.source.folder, s, self.memory)
         vision = vision_folder(model.source.folder)
         load: Callable[[], LoadedModel] = lambda: load_model(model.source.folder, model.id)  # noqa: E731
         if vision:
@@ -566,6 +582,14 @@ class ModelPool:
         for model in self.loaded:
             assert model.runtime is not None
             model.runtime.worker.stop()
+
+
+def _wrong_kind(model: ServedModel) -> ServiceError:
+    if model.embeds:
+        what = "an embedding model: it serves /v1/embeddings, and generates nothing"
+    else:
+        what = "a generation model: it does not serve /v1/embeddings"
+    return invalid(f"The model '{model.id}' is {what}.", "model", "model_not_supported")
 
 
 _WHY = {
