@@ -7,7 +7,7 @@ BUF := npx --yes @bufbuild/buf@$(BUF_VERSION)
 # shallow or without tags). Compare against a tag instead: make lint BREAKING_AGAINST='.git#tag=v0.2.0'
 BREAKING_AGAINST ?= contract/v0.1.1.binpb
 
-.PHONY: setup serve test test-redis lint docs proto model bench bench-overhead bench-stores bench-structured contract-baseline
+.PHONY: setup serve test test-redis lint docs proto model model-gpt-oss bench bench-overhead bench-stores bench-structured contract-baseline
 
 $(VENV)/.installed: pyproject.toml tools/setup.sh tools/mlx_backend.py
 	bash tools/setup.sh
@@ -53,6 +53,9 @@ model: setup  ## retrain the bundled tiny chat model (service/assets/tiny-chat),
 	$(PY) -m training.tiny_chat.train --init-from $(MODEL_STAGES)/agent1 --out $(MODEL_STAGES)/agent2 --skip-eval $(AGENT_MIX) --sliding-window 2048 --copy-steps 100 --copy-p-random 0.5 --tool-steps 150 --full-steps 300 --lr 1.5e-4 --warmup 10 --agent-prose 0.6 --patch-share 0.3
 	$(PY) -m training.tiny_chat.train --init-from $(MODEL_STAGES)/agent2 --out $(MODEL_STAGES)/agent3 --skip-eval $(AGENT_MIX) --sliding-window 2048 --tool-steps 250 --full-steps 150 --lr 1e-4 --warmup 10 --agent-prose 0.5 --patch-share 0.5
 	$(PY) -m training.tiny_chat.train --init-from $(MODEL_STAGES)/agent3 --out service/assets/tiny-chat $(AGENT_MIX) --sliding-window 2048 --tool-steps 0 --full-steps 80 --lr 3e-5 --warmup 5 --agent-prose 0.3 --patch-share 0.1
+
+model-gpt-oss: setup  ## retrain the tiny gpt-oss (service/assets/tiny-gpt-oss): harmony, ~15 min of CPU
+	nice -n 15 $(PY) -m training.tiny_harmony.train --out service/assets/tiny-gpt-oss --stop-after 741 --cpu-seconds 100000 --wall-seconds 100000
 
 bench: setup  ## performance benchmark (prints figures; not a test)
 	$(PY) tests/benchmarks/bench_serving.py $(ARGS)

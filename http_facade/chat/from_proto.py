@@ -76,7 +76,9 @@ def message_json(response: pb.Response, logprobs: bool) -> tuple[dict[str, Any],
         "refusal": "".join(refusal) if refusal else None,
     }
     if reasoning:
-        message["reasoning_content"] = "".join(reasoning)
+        # `reasoning` as vLLM and openai/gpt-oss's clients read it; `reasoning_content` as
+        # DeepSeek's and the older clients do.
+        message["reasoning"] = message["reasoning_content"] = "".join(reasoning)
     if calls:
         message["tool_calls"] = calls
     return message, ({"content": tokens, "refusal": None} if logprobs else None)

@@ -247,6 +247,7 @@ def schemas() -> dict[str, Schema]:
         role={"const": "assistant"},
         content=OPT_STRING,
         refusal=OPT_STRING,
+        reasoning=STRING,
         reasoning_content=STRING,
         tool_calls=array(tool_call),
     )
@@ -267,6 +268,7 @@ def schemas() -> dict[str, Schema]:
     delta = obj(
         role={"const": "assistant"},
         content=STRING,
+        reasoning=STRING,
         reasoning_content=STRING,
         tool_calls=array(chunk_tool_call),
     )

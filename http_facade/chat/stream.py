@@ -64,7 +64,8 @@ class ChoiceChunker:
                 extra["logprobs"] = {"content": tokens, "refusal": None}
             out.append(self.chunk({"content": delta.delta}, **extra))
         elif kind == ev.EVENT_TYPE_REASONING_TEXT_DELTA and event.text_delta.delta:
-            out.append(self.chunk({"reasoning_content": event.text_delta.delta}))
+            text = event.text_delta.delta
+            out.append(self.chunk({"reasoning": text, "reasoning_content": text}))
         elif kind == ev.EVENT_TYPE_OUTPUT_ITEM_ADDED:
             item = event.output_item.item
             if item.WhichOneof("item") == "function_call":

@@ -21,6 +21,7 @@ from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.ids import IdFactory, new_id
 from mlx_responses.service.models.runtime import ModelRuntime
 from mlx_responses.service.text.compaction_items import effective_items, encode_compaction
+from mlx_responses.service.text.harmony_reader import HarmonyReader
 from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser
 from mlx_responses.service.text.prompt import RenderedPrompt, items_to_messages, render_prompt
 from mlx_responses.service.text.request_json import RequestJson
@@ -316,6 +317,9 @@ class Compactor:
         tokenizer = self.loaded.tokenizer
         markers = Markers(tokenizer.think_start, tokenizer.think_end, None, None)
         parser = OutputParser(markers, in_reasoning=prompt.opens_reasoning)
+        # A harmony model's summary is its final (or preamble) text, read by token.
+        harmony = self.runtime.harmony
+        reader = HarmonyReader(harmony.tokens, tokenizer, ()) if harmony is not None else None
         text: list[str] = []
         output_tokens = cached_tokens = reasoning_tokens = 0
         finish: str | None = None
@@ -324,11 +328,18 @@ class Compactor:
             for chunk in chunks:
                 output_tokens += chunk.tokens
                 cached_tokens = max(cached_tokens, chunk.cached_tokens)
-                if parser.channel is Channel.REASONING:
-                    reasoning_tokens += chunk.tokens
-                text += [s.text for s in parser.feed(chunk.text) if s.channel is Channel.TEXT]
+                if reader is not None:
+                    text += [
+                        s.text for s in reader.feed(chunk.token_ids) if s.channel is Channel.TEXT
+                    ]
+                    reasoning_tokens = reader.reasoning_tokens
+                else:
+                    if parser.channel is Channel.REASONING:
+                        reasoning_tokens += chunk.tokens
+                    text += [s.text for s in parser.feed(chunk.text) if s.channel is Channel.TEXT]
                 finish, error = chunk.finish_reason or finish, chunk.error or error
-        text += [s.text for s in parser.finish() if s.channel is Channel.TEXT]
+        ending = reader.finish() if reader is not None else parser.finish()
+        text += [s.text for s in ending if s.channel is Channel.TEXT]
         if finish == "error":
             raise ServiceError(Reason.INTERNAL, f"The summary generation failed: {error}")
         if finish == "cancelled":

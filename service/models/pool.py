@@ -37,6 +37,7 @@ from mlx_responses.service.models.folder_check import ModelFolderError, check_fo
 from mlx_responses.service.models.model_dir import check_model_dirs, scan_model_dirs
 from mlx_responses.service.models.source import ModelSource, resolve_model
 from mlx_responses.service.models.vision_config import vision_folder
+from mlx_responses.service.text.harmony import add_stops
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -619,6 +620,17 @@ def _trim_heap() -> None:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
+def _with_format_stops(load: Callable[[], LoadedModel]) -> Callable[[], LoadedModel]:
+    """`load`, then the stop tokens the model's output format needs (harmony's `<|call|>`)."""
+
+    def loaded() -> LoadedModel:
+        model = load()
+        add_stops(model.tokenizer)
+        return model
+
+    return loaded
+
+
 def engine_worker(
     settings: Settings,
     model_id: str,
@@ -644,7 +656,7 @@ def engine_worker(
     if link is not None:
         cache_entries, disk = group_prompt_cache(s)
     return EngineWorker(
-        load,
+        _with_format_stops(load),
         name=f"mlx-engine-{model_id}",
         max_batch_size=s.max_batch_size,
         max_queued_requests=s.max_queued_requests,

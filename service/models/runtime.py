@@ -36,6 +36,7 @@ from mlx_responses.service.text.cache_breakpoints import (
 )
 from mlx_responses.service.text.compaction_items import CompactionDecodeError
 from mlx_responses.service.text.grammars import Grammar, GrammarFactory, SchemaError
+from mlx_responses.service.text.harmony import HarmonyFormat, harmony_format, harmony_messages
 from mlx_responses.service.text.json_bounds import JsonBounds
 from mlx_responses.service.text.key_prefixes import KeyPrefixes
 from mlx_responses.service.text.media import refuse_media
@@ -52,6 +53,7 @@ from mlx_responses.service.text.request_json import JsonObject, RequestJson
 from mlx_responses.service.text.retention import UNBOUNDED, Retention
 from mlx_responses.service.text.tool_choice import ToolConstraints
 from mlx_responses.service.text.tool_formats import ToolFormat, detect_format
+from mlx_responses.service.text.tool_grammar import tool_grammar
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -74,7 +76,9 @@ class ModelRuntime:
         self.loaded = loaded
         self.worker = worker
         self.grammars = GrammarFactory(loaded.tokenizer._tokenizer, loaded.vocab_size)
-        self.tool_format: ToolFormat = detect_format(loaded.tokenizer)
+        # A harmony model (gpt-oss) is read by token (service/text/harmony_reader.py).
+        self.harmony: HarmonyFormat | None = harmony_format(loaded.tokenizer)
+        self.tool_format: ToolFormat = self.harmony or detect_format(loaded.tokenizer)
         self.tool_constraints = ToolConstraints(self.tool_format, self.grammars, loaded.tokenizer)
         self.key_prefixes = KeyPrefixes()
 
@@ -100,6 +104,8 @@ class ModelRuntime:
             messages = items_to_messages(instructions, items)
         except CompactionDecodeError as exc:
             raise invalid(str(exc), "input", "invalid_compaction") from exc
+        if self.harmony is not None:
+            messages = harmony_messages(messages)
         rendered_tools = tools_to_template(tools, tool_parameters) if tools else None
         tokenizer = self.loaded.tokenizer
         kwargs = dict(template_kwargs)
@@ -230,6 +236,18 @@ class ModelRuntime:
         if schema is None:
             return None
         try:
+            if self.harmony is not None:  # the answer on the final channel
+                return self.grammars.lark(
+                    tool_grammar(
+                        self.harmony,
+                        [],
+                        required=False,
+                        parallel=False,
+                        literal=self.grammars.literal,
+                        bounds=JsonBounds.for_budget(max_tokens),
+                        answer_schema=schema,
+                    )
+                )
             return self.grammars.json_schema(schema, JsonBounds.for_budget(max_tokens))
         except SchemaError as exc:
             raise invalid(

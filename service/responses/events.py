@@ -16,6 +16,7 @@ from mlx_responses.service.text.builtin_tools import (
     partial_strings,
     typed_call,
 )
+from mlx_responses.service.text.reasoning_content import encode_reasoning
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -41,9 +42,13 @@ class EventAssembler:
         *,
         builtin: Mapping[str, str] | None = None,
         summary: bool = False,
+        encrypted: bool = False,
     ) -> None:
         self.response = response
         self._ids = ids
+        # `include: ["reasoning.encrypted_content"]`: reasoning items also carry their text
+        # there (service/text/reasoning_content.py), for clients that replay only that field.
+        self._encrypted = encrypted
         # `reasoning.summary` set: reasoning items also carry (and stream) a summary, which is
         # the reasoning text itself (this server has no summarizer).
         self._summary = summary
@@ -392,6 +397,11 @@ class EventAssembler:
                 events.append(self._event(ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA, text_delta=delta))
         return events
 
+    def close_item(self) -> list[ev.ResponseEvent]:
+        """Ends the open message or reasoning item (a harmony message ended): the next text
+        opens another."""
+        return self._close(pb.ITEM_STATUS_COMPLETED)
+
     def _close(self, status: pb.ItemStatus) -> list[ev.ResponseEvent]:
         if self._open is None:
             return []
@@ -410,6 +420,8 @@ class EventAssembler:
             done_kind = ev.EVENT_TYPE_REASONING_TEXT_DONE
             item.reasoning.content.append(part.reasoning_text)
             item.reasoning.status = status
+            if self._encrypted:
+                item.reasoning.encrypted_content = encode_reasoning(self._text)
         events = [
             self._event(
                 done_kind,

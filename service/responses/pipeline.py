@@ -43,11 +43,13 @@ from mlx_responses.service.responses.tool_stream import ToolCallStreamer
 from mlx_responses.service.responses.validation import check_client_template, validate_params
 from mlx_responses.service.stores.base import ConversationStore, ResponseStore, StoredResponse
 from mlx_responses.service.text.grammars import Grammar
+from mlx_responses.service.text.harmony_reader import HarmonyReader
 from mlx_responses.service.text.media import RemoteBytes, fetched_media, has_media, naming_part
 from mlx_responses.service.text.output_parser import Channel, Markers, OutputParser, Segment
 from mlx_responses.service.text.prompt import RenderedPrompt
+from mlx_responses.service.text.reasoning_content import INCLUDE as REASONING_INCLUDE
 from mlx_responses.service.text.request_json import RequestJson
-from mlx_responses.service.text.stop_sequences import StopScanner
+from mlx_responses.service.text.stop_sequences import StopScanner, stop_answer
 
 from mlx_responses.v1 import compaction_service_pb2 as cp
 from mlx_responses.v1 import events_pb2 as ev
@@ -457,6 +459,7 @@ class ResponsePipeline:
             frozenset(turn.custom),
             builtin=turn.builtin,
             summary=turn.params.reasoning.HasField("summary"),
+            encrypted=REASONING_INCLUDE in turn.params.include,
         )
         try:
             opening = (
@@ -481,7 +484,10 @@ class ResponsePipeline:
                 )
                 return
             yield opening
-            parser = OutputParser(turn.markers, in_reasoning=turn.prompt.opens_reasoning)
+            # A harmony model's output is read by token; any other's as text.
+            reader = self._reader(turn)
+            text = OutputParser(turn.markers, in_reasoning=turn.prompt.opens_reasoning)
+            parser: OutputParser | HarmonyReader = reader or text
             stops = StopScanner(turn.params.stop)
             output_tokens = 0
             cached_tokens = 0
@@ -499,11 +505,18 @@ class ResponsePipeline:
                     cache_written = max(cache_written, chunk.cache_written)
                     drafted += chunk.draft_tokens
                     accepted += chunk.accepted_draft_tokens
-                    if parser.channel is Channel.REASONING:
+                    if reader is None and parser.channel is Channel.REASONING:
                         reasoning_tokens += chunk.tokens
                     pending += [logprob_to_pb(lp) for lp in chunk.logprobs]
-                    for segment in parser.feed(stops.feed(chunk.text)):
+                    segments = (
+                        stop_answer(reader.feed(chunk.token_ids), stops)
+                        if reader is not None
+                        else text.feed(stops.feed(chunk.text))
+                    )
+                    for segment in segments:
                         events += self._segment(assembler, segment, pending, streamer)
+                    if reader is not None:
+                        reasoning_tokens = reader.reasoning_tokens
                     if streamer is not None and parser.channel is Channel.TOOL_CALL:
                         body = parser.partial_tool_body
                         events += streamer.update(assembler, body, bare=parser.bare_span)
@@ -516,12 +529,18 @@ class ResponsePipeline:
                     generation.cancel()
                     assembler.response.stop_sequence = stops.matched
                     finish_reason, last = "stop", replace(last, error=None)
-                elif finish_reason is not None:
-                    for segment in parser.feed(stops.flush()):
+                elif finish_reason is not None and reader is None:
+                    for segment in text.feed(stops.flush()):
                         events += self._segment(assembler, segment, pending, streamer)
                 if finish_reason is not None:
                     cut = finish_reason == "length"
-                    for segment in parser.finish():
+                    ending = parser.finish()
+                    if reader is not None:
+                        # Past a stop sequence nothing more is read; else the held text ends it.
+                        ending = stop_answer(ending, stops) if stops.matched is None else []
+                        if held := stops.flush():
+                            ending.append(Segment(Channel.TEXT, held))
+                    for segment in ending:
                         events += self._segment(assembler, segment, pending, streamer, cut=cut)
                     events += await self._finish(
                         turn,
@@ -546,6 +565,17 @@ class ResponsePipeline:
             if running is not None and not running.final.done():
                 running.final.set_result(assembler.response)
 
+    @staticmethod
+    def _reader(turn: Turn) -> HarmonyReader | None:
+        """The reader of a harmony model's turn (a raw completions prompt continues text,
+        never split)."""
+        harmony = turn.runtime.harmony
+        if harmony is None or turn.params.HasField("prompt"):
+            return None
+        functions = frozenset(turn.parsed.tool_parameters) | frozenset(turn.custom)
+        callable_ = functions if turn.tool_streamer is not None else frozenset()
+        return HarmonyReader(harmony.tokens, turn.runtime.loaded.tokenizer, callable_)
+
     def _segment(
         self,
         assembler: EventAssembler,
@@ -560,6 +590,8 @@ class ResponsePipeline:
         pending.clear()
         if segment.channel is Channel.REASONING:
             return assembler.reasoning_delta(segment.text)
+        if segment.channel is Channel.BOUNDARY:
+            return assembler.close_item()
         if segment.channel is Channel.TEXT or streamer is None:
             return assembler.text_delta(segment.text, logprobs)
         # The end-of-span parse is authoritative over what streamed.

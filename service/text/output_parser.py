@@ -12,6 +12,8 @@ class Channel(enum.Enum):
     REASONING = "reasoning"
     TEXT = "text"
     TOOL_CALL = "tool_call"
+    # A message ended (harmony): the open output item closes, the next text opens another.
+    BOUNDARY = "boundary"
 
 
 @dataclass(frozen=True)

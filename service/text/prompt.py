@@ -14,6 +14,7 @@ from mlx_responses.service.text.builtin_tools import model_item
 from mlx_responses.service.text.compaction_items import decode_compaction, effective_items
 from mlx_responses.service.text.json_text import loads_bounded
 from mlx_responses.service.text.prompt_tokens import data_texts, encode_prompt
+from mlx_responses.service.text.reasoning_content import reasoning_text
 from mlx_responses.service.text.retention import UNBOUNDED, Retention
 from mlx_responses.service.text.template_guard import template_time_limit
 
@@ -121,10 +122,8 @@ class _Builder:
                 {"role": "tool", "tool_call_id": out.call_id, "content": out.output}
             )
         elif kind == "reasoning":
-            # A client that kept only the summary replays it (ours is the reasoning text).
-            text = "".join(p.text for p in item.reasoning.content) or "".join(
-                p.text for p in item.reasoning.summary
-            )
+            # A client that kept only the summary, or only `encrypted_content`, replays that.
+            text = reasoning_text(item.reasoning)
             if text:
                 self.pending_reasoning.append(text)
         elif kind == "compaction":

@@ -89,10 +89,15 @@ def specials_of(tokenizer: Any) -> SpecialTexts:
 
 def data_texts(messages: Sequence[dict[str, Any]]) -> list[str]:
     """The user and tool message contents, in order (the text a client controls): a content
-    of parts (a vision prompt's text and images) gives each text part."""
+    of parts (a vision prompt's text and images) gives each text part. An assistant message
+    replayed by the client is its data too: its `thinking` (harmony's reasoning, rendered
+    before its answer) and its text content."""
     texts: list[str] = []
     for m in messages:
         content = m.get("content")
+        if m.get("role") == "assistant":
+            texts += [t for t in (m.get("thinking"), content) if isinstance(t, str) and t]
+            continue
         if m.get("role") not in DATA_ROLES:
             continue
         if isinstance(content, str):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mlx_responses.service.text.output_parser import Channel, Segment
+
 
 class StopScanner:
     """Text in, text out: nothing of a stop sequence (or after it) is ever released.
@@ -48,3 +50,21 @@ class StopScanner:
             if buffer.endswith(stop[:size]):
                 return size
         return 0
+
+
+def stop_answer(segments: Sequence[Segment], stops: StopScanner) -> list[Segment]:
+    """Segments read by token (harmony), the answer text cut at the first stop sequence as any
+    model's; reasoning and calls pass. A message's end releases the text held back in it."""
+    out: list[Segment] = []
+    for segment in segments:
+        if stops.matched is not None:
+            break
+        if segment.channel is Channel.TEXT:
+            text = stops.feed(segment.text)
+            if text:
+                out.append(Segment(Channel.TEXT, text))
+            continue
+        if segment.channel is Channel.BOUNDARY and (held := stops.flush()):
+            out.append(Segment(Channel.TEXT, held))
+        out.append(segment)
+    return out

@@ -289,6 +289,9 @@ def tool_grammar(
     b = _Builder(literal, bounds)
     if subgrammars is not None:
         b.subgrammars = subgrammars
+    if fmt.kind == "harmony":
+        start = _harmony(b, functions, required=required, answer_schema=answer_schema)
+        return "\n".join([f"start: {start}", *b.rules])
     if isinstance(fmt, HermesFormat | Qwen3CoderFormat):
         build = b.hermes if isinstance(fmt, HermesFormat) else b.qwen3_coder
         one = b.rule("call", " | ".join(build(fn, i) for i, fn in enumerate(functions)))
@@ -352,6 +355,52 @@ def tool_grammar(
             block = f"({literal(reasoning.start)} {block})?"
         start = f"{block} {start}"
     return "\n".join([f"start: {start}", *b.rules])
+
+
+def _harmony(
+    b: _Builder,
+    functions: Sequence[Function],
+    *,
+    required: bool,
+    answer_schema: dict[str, Any] | None,
+) -> str:
+    """A harmony turn after the prompt's `<|start|>assistant`: reasoning on `analysis`, a
+    preamble on `commentary`, then a call of one of `functions` (`<|call|>` ends the turn) or,
+    unless `required`, the `final` answer (`answer_schema` JSON when given). Harmony writes one
+    call per turn: the client runs it and the next turn continues."""
+    t = b.literal
+    channel, message, end = t("<|channel|>"), t("<|message|>"), t("<|end|>")
+    again = f'{t("<|start|>")} "assistant"'
+    thought = f'{channel} "analysis" {message} /(?s:.*)/ {end} {again}'
+    preamble = f'{channel} "commentary" {message} /(?s:.*)/ {end} {again}'
+    constrain = t("<|constrain|>")
+    # Without the token in the vocabulary, the content type follows a blank.
+    json_type = f'{constrain} "json"' if constrain.startswith("<[") else '"json"'
+    options = []
+    for i, fn in enumerate(functions):
+        if fn.custom is not None:
+            value = b.custom_json(fn.custom, i)
+            arguments = f'{json.dumps("{" + json.dumps("input") + ": ")} {value} "}}"'
+        else:  # compact, as gpt-oss writes arguments
+            arguments = _json(b.params(fn), LENIENT)
+        head = json.dumps(f"commentary to=functions.{fn.name} ")
+        options.append(
+            b.rule(
+                f"call{i}",
+                f"{channel} {head} {json_type} {message} {arguments} {t('<|call|>')}",
+            )
+        )
+    calls = b.rule("call", " | ".join(options)) if options else None
+    if answer_schema is not None:
+        text = _json(bound_schema(answer_schema, b.bounds), LENIENT)
+    else:
+        text = "/(?s:.*)/"
+    # The answer's <|return|> is the tokenizer's end token, which a grammar allows once whole.
+    final = b.rule("final", f'{channel} "final" {message} {text}')
+    endings = [calls] if calls is not None else []
+    if not required or calls is None:
+        endings.append(final)
+    return f"({thought})? ({preamble})? ({' | '.join(endings)})"
 
 
 def _as_function(fn: Function) -> Function:

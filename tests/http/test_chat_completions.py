@@ -285,6 +285,7 @@ def test_reasoning_surfaces_as_reasoning_content(stack: Stack, model: str) -> No
     message = reply["choices"][0]["message"]
     assert message["content"] == "cloudy"
     assert message["reasoning_content"]
+    assert message["reasoning"] == message["reasoning_content"]  # both names, one text
     assert reply["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
     with httpx.stream(
         "POST", f"{stack.base_url}/v1/chat/completions", json={**body, "stream": True}
@@ -294,6 +295,7 @@ def test_reasoning_surfaces_as_reasoning_content(stack: Stack, model: str) -> No
         ]
     deltas = [p["choices"][0]["delta"] for p in payloads]
     assert "".join(d.get("reasoning_content", "") for d in deltas) == message["reasoning_content"]
+    assert "".join(d.get("reasoning", "") for d in deltas) == message["reasoning"]
     assert "".join(d.get("content") or "" for d in deltas) == "cloudy"
 
 

@@ -1,0 +1,154 @@
+"""Trains the tiny gpt-oss (mlx-lm's gpt_oss architecture) on harmony conversations, from
+scratch on the CPU, and writes an mlx-lm model folder (service/assets/tiny-gpt-oss).
+
+    nice -n 15 python -m training.tiny_harmony.train --out service/assets/tiny-gpt-oss
+
+Only the assistant turn to learn is in the loss. Training stops after `--cpu-seconds` of this
+process's CPU time (not wall time: the machine is shared) or `--steps`, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from training.tiny_harmony.data import Example, example
+from training.tiny_harmony.tokenizer import write_tokenizer
+
+log = logging.getLogger(__name__)
+
+CONFIG: dict[str, Any] = {
+    "model_type": "gpt_oss",
+    "hidden_size": 64,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "sliding_window": 128,
+    "layer_types": ["sliding_attention", "full_attention"],
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 150000,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+}
+
+
+def encode(tokenizer: Any, ex: Example) -> tuple[list[int], int]:
+    """The conversation's ids and where the turn to learn starts."""
+    last = max(i for i, m in enumerate(ex.messages) if m["role"] != "assistant")
+    kwargs = {"tools": ex.tools, "tokenize": False, "current_date": ex.date}
+    prompt = tokenizer.apply_chat_template(
+        ex.messages[: last + 1], add_generation_prompt=True, **kwargs
+    )
+    full = tokenizer.apply_chat_template(ex.messages, **kwargs)
+    if not full.startswith(prompt):
+        raise ValueError("the prompt is not a prefix of the conversation")
+    head = tokenizer.encode(prompt, add_special_tokens=False)
+    return head + tokenizer.encode(full[len(prompt) :], add_special_tokens=False), len(head)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--steps", type=int, default=1800)
+    parser.add_argument("--cpu-seconds", type=float, default=840.0)
+    parser.add_argument("--wall-seconds", type=float, default=2100.0)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--init-from", type=Path, help="continue from these weights")
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument(
+        "--stop-after",
+        type=int,
+        help="end after this many steps (the schedule "
+        "still spans --steps): the committed run stopped at 741",
+    )
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    from mlx_responses.service.engine.blas import preload_blas
+
+    log.info("BLAS: %s", preload_blas())  # before mlx loads: ~3x faster steps on this CPU
+    import mlx.core as mx
+    import mlx.optimizers as optim
+    from mlx import nn
+    from mlx.utils import tree_flatten
+    from mlx_lm.models import gpt_oss
+    from mlx_responses.service.config import BUNDLED_MODEL
+    from transformers import AutoTokenizer
+
+    mx.set_default_device(mx.cpu)
+    write_tokenizer(BUNDLED_MODEL, args.out)
+    tokenizer = AutoTokenizer.from_pretrained(str(args.out))
+    config = {
+        **CONFIG,
+        "vocab_size": json.loads((BUNDLED_MODEL / "config.json").read_text())["vocab_size"],
+    }
+    mx.random.seed(args.seed)
+    model = gpt_oss.Model(gpt_oss.ModelArgs.from_dict(config))
+    if args.init_from is not None:
+        model.load_weights(str(args.init_from / "model.safetensors"))
+    rng = random.Random(args.seed)
+
+    def batch() -> tuple[mx.array, mx.array, mx.array]:
+        rows = [encode(tokenizer, example(rng)) for _ in range(args.batch)]
+        width = max(len(ids) for ids, _ in rows)
+        inputs, targets, mask = [], [], []
+        for ids, start in rows:
+            pad = width - len(ids)
+            inputs.append(ids[:-1] + [0] * pad)
+            targets.append(ids[1:] + [0] * pad)
+            mask.append([0] * (start - 1) + [1] * (len(ids) - start) + [0] * pad)
+        return mx.array(inputs), mx.array(targets), mx.array(mask, dtype=mx.float32)
+
+    def loss_fn(model: nn.Module, x: mx.array, y: mx.array, m: mx.array) -> mx.array:
+        logits = model(x)
+        losses = nn.losses.cross_entropy(logits, y, reduction="none")
+        return (losses * m).sum() / m.sum()
+
+    schedule = optim.join_schedules(
+        [
+            optim.linear_schedule(1e-5, args.lr, args.warmup),
+            optim.cosine_decay(args.lr, args.steps, 1e-4),
+        ],
+        [args.warmup],
+    )
+    optimizer = optim.AdamW(learning_rate=schedule, weight_decay=0.01)
+    step_fn = nn.value_and_grad(model, loss_fn)
+    started, wall = time.process_time(), time.time()
+    step = 0
+    for step in range(1, (args.stop_after or args.steps) + 1):
+        x, y, m = batch()
+        loss, grads = step_fn(model, x, y, m)
+        optimizer.update(model, grads)
+        mx.eval(model.parameters(), optimizer.state, loss)
+        if step % 100 == 0:
+            log.info(
+                "step %d loss %.4f cpu %.0fs", step, loss.item(), time.process_time() - started
+            )
+        if (
+            time.process_time() - started > args.cpu_seconds
+            or time.time() - wall > args.wall_seconds
+        ):
+            break
+    log.info(
+        "trained %d steps, %.0f s CPU, %.0f s wall",
+        step,
+        time.process_time() - started,
+        time.time() - wall,
+    )
+    (args.out / "config.json").write_text(json.dumps(config, indent=2))
+    weights = dict(tree_flatten(model.parameters()))  # fp32: the CPU's gather_mm needs it
+    mx.save_safetensors(str(args.out / "model.safetensors"), weights)
+
+
+if __name__ == "__main__":
+    main()
