@@ -20,6 +20,7 @@ from mlx_responses.service.engine.kv_store import KVStore
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.observer import ModelObserver
 from mlx_responses.service.engine.requests import EngineStoppedError, QueueFullError
+from mlx_responses.service.engine.supervision import stopped
 
 
 @dataclass
@@ -45,6 +46,8 @@ class ModelThread(ABC, Generic[R]):
         self._in_flight = 0
         self._loaded: LoadedModel | None = None
         self.alive = False
+        # Why the engine gave up, once it has (supervision.py): later submits are refused so.
+        self.failure: str | None = None
         self._stopped = threading.Event()  # the thread parked or ended
         # The model's KV memory (kv_store.py: made by the engine once the model is loaded; an
         # engine without one holds no budget) and its observer (the metrics).
@@ -116,6 +119,8 @@ class ModelThread(ABC, Generic[R]):
     def _admit(self) -> None:
         """Counts a submitted request in; refuses it when stopped or full."""
         if not self.alive:
+            if self.failure is not None:
+                raise EngineStoppedError(stopped(self.failure))
             raise EngineStoppedError("the generation worker is not running")
         with self._lock:
             if self._in_flight >= self._capacity:
