@@ -129,6 +129,7 @@ class ServedModel:
     expires_at: float | None = None  # Unix seconds the timer fires
     memory_bytes: int = 0  # its weights' bytes while loaded
     failure: Failure | None = None  # its engine gave up; cleared once it loads again
+    last_failure: Failure | None = None  # the latest, kept (its back-off doubles the next)
 
     def idle(self) -> bool:
         return self.users == 0
@@ -454,7 +455,7 @@ class ModelPool:
 
         worker.on_failure = failed
         if model.failure is not None:
-            model.failure.reload_after = 0.0  # kept for its count, no longer refusing
+            model.failure = None
             self._health(model, serving=True)
 
     def _engine_failed(self, model: ServedModel, runtime: ModelRuntime, reason: str) -> None:
@@ -462,10 +463,10 @@ class ModelPool:
         if model.runtime is not runtime:
             return
         now = time.time()
-        before = model.failure
+        before = model.last_failure
         in_a_row = before.in_a_row + 1 if before and now - before.at < RESET_AFTER else 1
         backoff = min(BACKOFF_MAX, self.backoff * 2 ** (in_a_row - 1))
-        model.failure = Failure(reason, now, now + backoff, in_a_row)
+        model.failure = model.last_failure = Failure(reason, now, now + backoff, in_a_row)
         log.error(
             "model %s: its engine failed repeatedly (%s); unloaded, it loads again on a "
             "request in %gs",
