@@ -104,7 +104,10 @@ class Supervised:
             # waited fail, and its owner unloads the model (service/models/pool.py).
             if self.failure is None:
                 self.failure = ended(exc)
-            log.exception("engine %s stopped: %s", self.name, self.failure)
+            if isinstance(exc, _GaveUp):  # its failure is logged (`_restart`)
+                log.error("engine %s stopped: %s", self.name, self.failure)
+            else:
+                log.exception("engine %s stopped: %s", self.name, self.failure)
         finally:
             self.alive = False
             with contextlib.suppress(Exception):
