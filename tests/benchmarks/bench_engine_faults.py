@@ -5,11 +5,11 @@ prompt cache's disk tier, mlx-lm's batch engine. Each round arms a one-shot fail
 stage (in turn: admission, step, extract, cache write, disk read, and "give up": a failure under
 a restart limit of 1, so the engine gives up and the model is unloaded and reloaded after its
 back-off), sends `--concurrency` `/v1/responses` requests at once (distinct prompts of ~600
-tokens, 16 output tokens, so each misses the memory tier and reads the disk tier), then one more request once they
-ended. Checked and printed: every request ended (200, completed or failed with a message; for
-"give up" a 503 naming the failure during the back-off is allowed), the request after each fault
-completed, the fault fired, and the process's RSS after the rounds against before (after warm-up
-rounds without faults): within 10%. Not a test.
+tokens, 16 output tokens: each misses the memory tier and reads the disk tier), then one more
+request once they ended. Checked and printed: every request ended (200, completed or failed
+with a message; for "give up" a 503 naming the failure during the back-off is allowed), the
+request after each fault completed, the fault fired, and the process's RSS after the rounds
+against before (after warm-up rounds without faults): within 10%. Not a test.
 
     .venv/bin/python tests/benchmarks/bench_engine_faults.py [--rounds 100] [--concurrency 8]
 """
