@@ -118,9 +118,10 @@ class Supervised:
             streams += unserved(self._commands, self._waiting.drain(), held.commands)
             for stream in streams:
                 self._emit(stream, Chunk("", 0, "error", error=error))
-            if self.failure is not None:
-                if self.link is None:
-                    self._release = True  # the thread ends: the model's unload joins it
+            # Its owner unloads the model, whose unload joins the thread: it ends. NOTE: not
+            # in a group, whose ranks park as before (the group's loss is its own report).
+            if self.failure is not None and self.link is None:
+                self._release = True
                 if self.on_failure is not None:
                     self.on_failure(self.failure)
             if not self._release:
