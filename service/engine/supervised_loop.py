@@ -18,6 +18,7 @@ from mlx_responses.service.engine.admission import AdmissionQueue
 from mlx_responses.service.engine.commands import Command, Submit, unserved
 from mlx_responses.service.engine.delivery import Active
 from mlx_responses.service.engine.kv_store import KVStore
+from mlx_responses.service.engine.observer import ModelObserver
 from mlx_responses.service.engine.requests import Chunk, EngineStats
 from mlx_responses.service.engine.scheduler import Scheduler
 from mlx_responses.service.engine.stream import GenerationStream
@@ -62,6 +63,7 @@ class _Engine(Protocol):
     link: Any
     kv: KVStore
     _release: bool
+    _metrics: ModelObserver | None
 
     @property
     def stats(self) -> EngineStats: ...
@@ -146,6 +148,8 @@ class Supervised:
             self.failure = reason  # before they hear of it: later submits are refused so
         else:
             self.stats.engine_restarts += 1
+        if self._metrics is not None:
+            self._metrics.engine_failed("stopped" if gave_up else "restarted")
         error = stopped(reason) if gave_up else restarted(exc)
         for entry in held.active.values():
             self._finished(entry, "error")

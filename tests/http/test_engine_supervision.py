@@ -22,7 +22,7 @@ from mlx_responses.service.engine import worker as worker_module
 from mlx_responses.service.engine.supervision import Restarts
 from mlx_responses.service.models.pool import health_name
 
-from tests.http.test_models import post
+from tests.http.test_models import metric, post
 from tests.support.stack import Stack
 
 StackFactory = Callable[..., Stack]
@@ -84,6 +84,8 @@ def test_an_engine_failure_fails_the_response_in_hand_and_the_next_completes(
     assert after.json()["status"] == "completed"
     assert _health(stack, health_name(model)) == SERVING
     assert _listed(stack, model)["failure"] is None
+    failures = "mlx_responses_engine_failures_total"
+    assert metric(stack, failures, model_name=model, outcome="restarted") == 1
 
 
 def test_an_engine_that_keeps_failing_is_unloaded_reported_and_reloaded_after_a_back_off(
@@ -111,6 +113,10 @@ def test_an_engine_that_keeps_failing_is_unloaded_reported_and_reloaded_after_a_
     assert listed["failure"]["message"] == reason
     assert listed["failure"]["reload_after"] >= time.time()
     assert _health(stack, health_name(model)) == NOT_SERVING
+    unloads = "mlx_responses_model_unloads_total"
+    assert metric(stack, unloads, model_name=model, reason="failed") == 1
+    failures = "mlx_responses_engine_failures_total"
+    assert metric(stack, failures, model_name=model, outcome="stopped") == 1
     assert _health(stack, "") == SERVING  # the core serves on (and reloads it on a request)
     assert httpx.get(f"{stack.base_url}/health", timeout=10).status_code == 200
 
