@@ -43,23 +43,35 @@ if { ! command -v go >/dev/null 2>&1 || ! command -v protoc >/dev/null 2>&1 \
     >/dev/null 2>&1 || echo "setup: could not install $go_client; the Go client test is skipped"
 fi
 
+# pip's own chatter (setuptools' notice that an editable install is editable, this machine's
+# index warnings) goes to a log, shown only when the install fails.
+PIP_LOG=.venv/setup-pip.log
+quiet_pip() {
+  if ! .venv/bin/python -m pip "$@" >>"$PIP_LOG" 2>&1; then
+    cat "$PIP_LOG" >&2
+    echo "setup: pip $* failed (log above, kept in $PIP_LOG)" >&2
+    exit 1
+  fi
+}
+
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+: >"$PIP_LOG"
+quiet_pip install -q --upgrade pip
 # The MLX backend: CPU, or on Linux with an NVIDIA driver the CUDA build it supports
 # (tools/mlx_backend.py; MLX_RESPONSES_BACKEND=cpu|cuda12|cuda overrides).
 BACKEND="$("$PYTHON" tools/mlx_backend.py)"
 if [ "$BACKEND" = "cpu" ]; then
-  .venv/bin/python -m pip install -q -e ".[dev,vision]"
+  quiet_pip install -q -e ".[dev,vision]"
 else
-  .venv/bin/python -m pip install -q -e ".[dev,vision,$BACKEND]"
+  quiet_pip install -q -e ".[dev,vision,$BACKEND]"
   # mlx-cpu (the default dependency) and mlx-cuda-* ship the same mlx/lib/libmlx.so: the CUDA
   # build must be the one on disk, whatever order pip installed them in.
   case "$BACKEND" in cuda) CUDA_PKG=mlx-cuda-13 ;; *) CUDA_PKG=mlx-cuda-12 ;; esac
   MLX_VERSION="$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("mlx"))')"
-  .venv/bin/python -m pip install -q --force-reinstall --no-deps "$CUDA_PKG==$MLX_VERSION"
+  quiet_pip install -q --force-reinstall --no-deps "$CUDA_PKG==$MLX_VERSION"
   .venv/bin/python -c 'import mlx.core as mx; assert mx.cuda.is_available()' 2>/dev/null \
     || echo "setup: warning: $CUDA_PKG installed but MLX sees no CUDA device; serving on the CPU"
 fi

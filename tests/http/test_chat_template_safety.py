@@ -58,31 +58,31 @@ def test_templates_render_in_the_sandbox(allowing: Stack) -> None:
 
 
 def test_a_hostile_template_neither_holds_the_core_nor_runs_forever(allowing: Stack) -> None:
+    """Behaviour, not a stopwatch: other requests complete while the hostile render is still
+    under way (its reply only comes at the template deadline), and the render is then stopped
+    by that deadline (the message says so) rather than finishing."""
     hostile: dict[str, Any] = {}
     probe = _body(allowing, max_output_tokens=2)
-    warm = time.monotonic()
     assert httpx.post(f"{allowing.base_url}/v1/responses", json=probe, timeout=30).is_success
-    baseline = time.monotonic() - warm
+    rendering = threading.Event()
 
     def send() -> None:
         body = _body(allowing, chat_template_kwargs={"chat_template": HOSTILE})
-        started = time.monotonic()
+        rendering.set()
         hostile["reply"] = httpx.post(f"{allowing.base_url}/v1/responses", json=body, timeout=120)
-        hostile["seconds"] = time.monotonic() - started
 
     thread = threading.Thread(target=send)
     thread.start()
-    time.sleep(0.5)  # the hostile render is under way
+    rendering.wait(10)
+    time.sleep(0.5)  # the hostile request has reached the core and is rendering
     assert "reply" not in hostile
     for _ in range(3):
-        started = time.monotonic()
         other = httpx.post(f"{allowing.base_url}/v1/responses", json=probe, timeout=30)
         assert other.status_code == 200, other.text
-        took = time.monotonic() - started
-        assert took < 1.0, (took, baseline)
+    # All three were served before the hostile render's deadline ended it.
+    assert "reply" not in hostile
     thread.join(60)
     reply = hostile["reply"]
     assert reply.status_code == 400, reply.text
     assert reply.json()["error"]["code"] == "invalid_prompt"
     assert "longer than" in reply.json()["error"]["message"]
-    assert hostile["seconds"] < 30

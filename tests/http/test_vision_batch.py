@@ -17,6 +17,7 @@ from mlx_responses.service.responses.validation import validate_params
 from mlx_responses.v1 import responses_pb2 as pb
 from tests.http.test_dialect_vision import _encodings
 from tests.http.test_vision_text import _png
+from tests.support.hold import held_until
 from tests.support.stack import Stack
 
 TOKENS = 10
@@ -66,7 +67,12 @@ def _together_as_alone(stack: Stack, requests: list[list[dict[str, Any]]], token
     alone = [create(items) for items in requests]
     assert len(set(alone)) == len(alone), "the images make no difference: a weak test"
     assert stack.engine_stats.max_batch_seen == 1
-    with ThreadPoolExecutor(len(requests)) as pool:
+    assert stack.core is not None
+    # Held until all have arrived: the batch forms from what is there, however slow the machine.
+    with (
+        held_until(stack.core.models.default.runtime.worker, len(requests)),
+        ThreadPoolExecutor(len(requests)) as pool,
+    ):
         together = list(pool.map(create, requests))
     assert together == alone
     assert stack.engine_stats.max_batch_seen == len(requests)
@@ -81,13 +87,17 @@ def _runtime(stack: Stack) -> VisionRuntime:
 
 def test_concurrent_image_requests_decode_in_one_batch(vlm_stack: Stack) -> None:
     requests = [[_user(f"Describe picture {k}.", _png(56 + 28 * k, 56, k))] for k in range(4)]
-    # Long enough that the four overlap however slowly their requests arrive.
-    with ThreadPoolExecutor(4) as pool:
+    assert vlm_stack.core is not None
+    # Held until all four have arrived, so they are admitted together however slow the machine.
+    with (
+        held_until(vlm_stack.core.models.default.runtime.worker, 4),
+        ThreadPoolExecutor(4) as pool,
+    ):
         replies = list(
-            pool.map(lambda items: _create(vlm_stack, input=items, max_output_tokens=128), requests)
+            pool.map(lambda items: _create(vlm_stack, input=items, max_output_tokens=16), requests)
         )
-    assert all(r["usage"]["output_tokens"] == 128 for r in replies)
-    assert vlm_stack.engine_stats.max_batch_seen >= 2
+    assert all(r["usage"]["output_tokens"] == 16 for r in replies)
+    assert vlm_stack.engine_stats.max_batch_seen == 4
 
 
 def _next_turn(stack: Stack, url: str) -> tuple[dict[str, Any], dict[str, Any]]:

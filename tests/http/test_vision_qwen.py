@@ -21,7 +21,7 @@ from tests.support.random_vlm import MEDIA_LIMITS, build_random_vlm
 from tests.support.stack import Stack
 
 TOKENS = 48
-OVERLAP = 128  # tokens long enough that three requests overlap however slowly they arrive
+OVERLAP = 32  # tokens; the requests are held until all arrive (_together_as_alone)
 BUILDERS: dict[str, Callable[[Path], Path]] = {
     "qwen3_vl": build_random_qwen3_vl,
     "qwen2_5_vl": partial(build_random_vlm, family="qwen2_5_vl"),

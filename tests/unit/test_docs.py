@@ -96,3 +96,12 @@ def test_every_readme_section_kept_a_home() -> None:
     readme = (ROOT / "README.md").read_text()
     pages = sorted(str(p.relative_to(ROOT)) for p in DOCS.rglob("*.md"))
     assert [p for p in pages if p not in readme] == []
+
+
+def test_every_docs_page_is_listed_in_the_index() -> None:
+    """A page nobody links from docs/index.md is a page nobody finds."""
+    index = (DOCS / "index.md").read_text()
+    linked = {(DOCS / m).resolve() for m in re.findall(r"\]\(([^)#\s]+\.md)", index)}
+    pages = {p.resolve() for p in DOCS.rglob("*.md") if p != DOCS / "index.md"}
+    missing = sorted(str(p.relative_to(DOCS)) for p in pages - linked)
+    assert not missing, f"docs/index.md does not list: {missing}"
