@@ -47,6 +47,7 @@ class Held:
     commands: deque[Command] = field(default_factory=deque)
     in_hand: list[Submit] = field(default_factory=list)
     joined: bool = False  # whether this step's admissions already took a second pass
+    stepping: bool = False  # in a decode step
 
     def submits(self) -> list[Submit]:
         return [c for c in self.commands if isinstance(c, Submit)]
@@ -98,8 +99,10 @@ class Supervised:
                     if not self._pass(scheduler, held):
                         return
                 except Exception as exc:
-                    if self.link is not None:
-                        raise  # a group's ranks must step alike: none restarts alone
+                    if self.link is not None and not held.stepping:
+                        # A group's ranks must run alike: none restarts alone but from a
+                        # failed step (every rank fails it: they run the same batch).
+                        raise
                     scheduler = Supervised._restart(self, scheduler, held, exc)
         except BaseException as exc:
             # The loop cannot go on (it gave up, or could not rebuild): what it held and what
@@ -159,7 +162,7 @@ class Supervised:
         held.active.clear()
         held.by_stream.clear()
         held.in_hand = []
-        held.joined = False
+        held.joined = held.stepping = False
         self._count(held.active)
         with contextlib.suppress(Exception):
             scheduler.close()

@@ -354,8 +354,10 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
             time.sleep(0.01 if self._waiting else 0)  # waits for another model's memory
             return True
         held.joined = False
+        held.stepping = True
         self._step(scheduler, active, by_stream)
         self._outbox.flush(time.perf_counter())
+        held.stepping = False
         return True
 
     def _next_commands(self, *, busy: bool, stream: Any = None) -> tuple[list[Command], bool]:

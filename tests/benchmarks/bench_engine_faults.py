@@ -177,6 +177,8 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
         stage = stages[number % len(stages)]
         totals[stage] += round_(number, stage)
         worst = max(worst, rss())
+        if (number + 1) % 10 == 0:
+            print(f"round {number + 1}: RSS {rss() / MIB:.0f} MiB", file=sys.stderr, flush=True)
     gc.collect()
     after = rss()
     elapsed = time.perf_counter() - started
