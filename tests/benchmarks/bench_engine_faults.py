@@ -138,7 +138,9 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
     pool_of = ThreadPoolExecutor(args.concurrency)
 
     def lenient() -> None:
-        """Single faults never give up: the rounds measure restarts (and "give up" its own)."""
+        """Single faults never give up: the rounds measure restarts (and "give up" its own);
+        each give-up backs off as a first one does (not doubled: a round is no repeat)."""
+        pool.default.last_failure = None
         runtime = pool.default.runtime
         if runtime is not None:
             runtime.worker.restarts = Restarts(limit=10**9)
