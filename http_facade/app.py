@@ -29,6 +29,7 @@ from mlx_responses.http_facade.errors import (
 from mlx_responses.http_facade.hangups import hangup_middleware
 from mlx_responses.http_facade.metrics import MetricsSource, install_metrics
 from mlx_responses.http_facade.openapi import install_openapi
+from mlx_responses.http_facade.page import add_page_routes
 from mlx_responses.http_facade.protocol_errors import FacadeRunner
 from mlx_responses.http_facade.request_id import install_request_ids
 from mlx_responses.http_facade.routes import CORES, add_routes
@@ -132,6 +133,7 @@ def create_app(
     add_chat_routes(app)
     add_completions_routes(app)
     add_anthropic_routes(app)
+    add_page_routes(app)
     for prefix in ("/v1", ""):
         add_conversation_routes(app, prefix)
     return app

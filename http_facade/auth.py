@@ -11,11 +11,13 @@ import grpc
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 from mlx_responses.http_facade.errors import INVALID_API_KEY, MISSING_API_KEY, OpenAIError
+from mlx_responses.http_facade.page import PAGE_PATHS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-# Open to probes and load balancers, as the core's health service is.
-OPEN_PATHS = frozenset({"/health"})
+# Open to probes and load balancers, as the core's health service is; and the page (code
+# only: what it shows comes from the API, with the key typed into it).
+OPEN_PATHS = frozenset({"/health", *PAGE_PATHS})
 # The caller's key, for the core calls its handler makes (contextvars follow asyncio tasks).
 FORWARDED_KEY: ContextVar[str | None] = ContextVar("forwarded_api_key", default=None)
 

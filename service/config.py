@@ -63,6 +63,7 @@ class Settings:
     memory_limit: float | None = F.MEMORY_LIMIT.default
     prompt_cache_max_entries: int = F.PROMPT_CACHE_MAX_ENTRIES.default
     prompt_cache_max_bytes: int = F.PROMPT_CACHE_MAX_BYTES.default
+    prompt_checkpoint_tokens: int = F.PROMPT_CHECKPOINT_TOKENS.default  # 0: none
     # The prompt cache's disk tier: None, none (the command line fills in the user's cache
     # folder unless --no-prompt-cache-disk; settings built in code have none unless given).
     prompt_cache_dir: Path | None = F.PROMPT_CACHE_DIR.default
@@ -178,6 +179,8 @@ class Settings:
             raise ConfigError("--image-encoding-cache-entries must be >= 0")
         if self.image_encoding_cache_bytes < 0:
             raise ConfigError("--image-encoding-cache-bytes must be >= 0")
+        if self.prompt_checkpoint_tokens < 0:
+            raise ConfigError("--prompt-checkpoint-tokens must be >= 0")
         if not 0 < self.remote_media_timeout_secs <= 600:
             raise ConfigError("--remote-media-timeout-secs must be in (0, 600]")
         if self.media not in MEDIA_MODES:

@@ -426,6 +426,17 @@ PROMPT_CACHE_MAX_BYTES = Flag(
     type=int,
     shown_default="1073741824 (1 GiB)",
 )
+PROMPT_CHECKPOINT_TOKENS = Flag(
+    "--prompt-checkpoint-tokens",
+    "prompt_checkpoint_tokens",
+    4096,
+    "models whose caches cannot be cut back (recurrent state, sliding windows: Qwen3.5, "
+    "gpt-oss, Gemma 3): a long prompt's prefill also keeps a checkpoint of the whole cache "
+    "every this many tokens (the deepest 4), so a prompt edited or compacted inside it starts "
+    "from the last one before the change; 0 disables (docs/guides/prompt-cache.md)",
+    CORE_SIDE,
+    type=int,
+)
 PROMPT_CACHE_DIR = Flag(
     "--prompt-cache-dir",
     "prompt_cache_dir",
@@ -826,6 +837,7 @@ FLAGS: tuple[Flag[Any], ...] = (
     MEMORY_LIMIT,
     PROMPT_CACHE_MAX_ENTRIES,
     PROMPT_CACHE_MAX_BYTES,
+    PROMPT_CHECKPOINT_TOKENS,
     PROMPT_CACHE_DIR,
     PROMPT_CACHE_DISK_BYTES,
     NO_PROMPT_CACHE_DISK,

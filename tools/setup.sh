@@ -23,6 +23,14 @@ if ! command -v redis-server >/dev/null 2>&1; then
   fi
 fi
 
+# Debian's Chromium and its driver, for the page's browser tests (tests/http/test_page.py; best
+# effort, the tests skip without them).
+if ! command -v chromedriver >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
+    || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)) \
+    >/dev/null 2>&1 || echo "setup: could not install chromium chromium-driver; the page's browser tests skip"
+fi
+
 # Go stub plugins for the buf.gen.yaml check (tests/e2e/test_contract.py; best effort).
 if ! command -v protoc-gen-go-grpc >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   go_plugins="protoc-gen-go protoc-gen-go-grpc"

@@ -43,8 +43,8 @@ def usage_json(usage: pb.Usage) -> dict[str, Any]:
     """Anthropic counts the prompt tokens read from the cache and those written to it apart
     from `input_tokens` (the three add up to the prompt)."""
     return {
-        "input_tokens": usage.input_tokens - usage.cached_tokens - usage.cache_write_tokens,
-        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "input_tokens": usage.input_tokens - usage.cached_tokens - usage.breakpoint_write_tokens,
+        "cache_creation_input_tokens": usage.breakpoint_write_tokens,
         "cache_read_input_tokens": usage.cached_tokens,
         "output_tokens": usage.output_tokens,
     }

@@ -169,6 +169,7 @@ def _blocks(
                 output=output,
             )
             items.add(pb.Item(function_call_output=result))
+            media.add_output(at, ".tool_use_id", "tool_result block")
         elif isinstance(kind, str) and kind in MEDIA_BLOCKS:
             raise _unsupported(kind, at)
         else:

@@ -177,6 +177,8 @@ def messages_to_items(messages: Any, media: MediaPaths | None = None) -> list[pb
         elif role == "tool":
             call_id = _expect(message.get("tool_call_id"), str, f"{param}.tool_call_id", "a string")
             output = _text(message.get("content", ""), f"{param}.content")
+            if media is not None:
+                media.add_output(param, ".tool_call_id", "tool message")
             items.append(
                 pb.Item(
                     function_call_output=pb.FunctionCallOutputItem(call_id=call_id, output=output)

@@ -20,10 +20,17 @@ from mlx_responses.service.engine.requests import (
 from mlx_responses.service.engine.stream import GenerationStream
 from mlx_responses.service.engine.vision.side import VisionInputs
 from mlx_responses.service.engine.warm_up import WarmUp
+from mlx_responses.service.flags import PROMPT_CHECKPOINT_TOKENS
 
 # The most checkpoints one prompt's prefill leaves entries at: the system turn's end, a client's
-# four cache breakpoints and where it parts from its prompt_cache_key's last (key_prefixes.py).
-MAX_CHECKPOINTS = 6
+# four cache breakpoints, where it parts from its prompt_cache_key's last (key_prefixes.py) and
+# where its generation prompt begins.
+MAX_CHECKPOINTS = 7
+# Where a long prompt's prefill leaves entries besides them (a model whose caches cannot be
+# trimmed): every this many tokens, the deepest few (`EngineWorker.checkpoint_interval`,
+# --prompt-checkpoint-tokens).
+CHECKPOINT_INTERVAL: int = PROMPT_CHECKPOINT_TOKENS.default
+MAX_INTERVAL_CHECKPOINTS = 4
 
 
 @dataclass
@@ -39,6 +46,17 @@ class Submit:
     scope: str = ""  # whose prompt-cache entries it may use and leaves (--isolate-keys)
     vision: VisionInputs | None = None  # a vision model's images (vision/side.py)
     retention: Lifetimes | None = None  # how long its entries are kept (None: LRU only)
+
+
+def stops(command: Submit, cached: int, every: int) -> list[int]:
+    """Where `command`'s prefill leaves entries, for a model whose caches cannot be trimmed:
+    its checkpoints and every `every` tokens (0: none; the deepest `MAX_INTERVAL_CHECKPOINTS`,
+    so a prompt edited or compacted inside a long one starts from the last before the change),
+    past what was `cached` and before the prompt's last token."""
+    end = len(command.prompt) - 1
+    intervals = range(every, end, every) if every > 0 else range(0)
+    points = {*command.checkpoints, *intervals[-MAX_INTERVAL_CHECKPOINTS:]}
+    return sorted(p for p in points if cached < p < end)
 
 
 @dataclass

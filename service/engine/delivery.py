@@ -34,6 +34,21 @@ class Active(Generic[S]):
     key: list[int] | None = None
     # How long the entries it leaves are kept (service/text/retention.py); None: LRU only.
     retention: Lifetimes | None = None
+    # Its shallowest checkpoint (its system turn's end, where it has one; 0: none).
+    system_end: int = 0
+
+    def within(self, tokens: list[int]) -> bool:
+        """Whether a scheduler's entry of `tokens` where a prompt ended is one of this prompt's
+        checkpoints (a sequence handed over mid-decode "ends" a prompt past it)."""
+        return len(tokens) <= self.prompt_tokens
+
+    def kind(self, tokens: int, written: int) -> str:
+        """The kind of an entry of `tokens` holding `written` prompt tokens, as the prompt cache
+        evicts them (`prompt_cache.KINDS`): a finished turn's, the system turn's, or another
+        checkpoint's."""
+        if tokens > self.prompt_tokens:
+            return "assistant"
+        return "system" if written == self.system_end else "user"
 
     def keyed(self, tokens: list[int]) -> list[int]:
         """An entry's `tokens` as its prompt-cache key (an image prompt's images standing in

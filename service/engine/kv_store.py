@@ -33,7 +33,12 @@ import mlx.core as mx
 from mlx import nn
 from mlx.utils import tree_flatten
 from mlx_responses.service.engine.memory.budget import MemoryBudget, ModelAccount
-from mlx_responses.service.engine.memory.kv_layout import activations, cache_windows, kv_layout
+from mlx_responses.service.engine.memory.kv_layout import (
+    activations,
+    cache_windows,
+    kv_layout,
+    model_sizes,
+)
 from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.prompt_cache import PromptCache
@@ -92,13 +97,15 @@ class KVStore:
         cache: list[Any],
         retention: Lifetimes | None = None,
         end: int = 0,
+        *,
+        kind: str = "assistant",
     ) -> None:
         """An entry (a checkpoint or a finished turn) into the prompt cache, kept as
-        `retention` says (`PromptCache.keep`)."""
+        `retention` says, evicted as its `kind` (`PromptCache.keep`)."""
         if self.prompt is None:
             return
         try:
-            self.prompt.keep(scope, tokens, cache, retention, end)
+            self.prompt.keep(scope, tokens, cache, retention, end, kind=kind)
         except Exception:  # the request goes on; the entry is not kept
             self._failed("write")
             return
@@ -253,7 +260,8 @@ def open_store(
     budget = o.memory
     if budget is None:
         return KVStore(prompt, None, o.encoder)
-    config = json.loads((loaded.path / "config.json").read_text())
+    # The model's own arguments over its config: what mlx-lm read and derived from it.
+    config = json.loads((loaded.path / "config.json").read_text()) | model_sizes(loaded.model)
     dtype = _activation_bytes(loaded.model)
     group = kv_group or 64
     companion = None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from mlx_lm import load
 from mlx_lm.models.cache import (
+    ArraysCache,
+    CacheList,
     KVCache,
     LRUPromptCache,
     PromptTrie,
@@ -36,6 +38,8 @@ __all__ = [
     "KV_CACHE_INTERNALS",
     "PROMPT_CACHE_INTERNALS",
     "PROMPT_TRIE_INTERNALS",
+    "ArraysCache",
+    "CacheList",
     "KVCache",
     "LRUPromptCache",
     "PromptTrie",

@@ -16,6 +16,7 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     load,
     make_prompt_cache,
 )
+from mlx_responses.service.engine.model_fixes import fix_model
 from mlx_responses.service.engine.sliding_window import apply_window
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ def load_model(path: Path, alias: str | None = None) -> LoadedModel:
         raise FileNotFoundError(f"{folder} is not an mlx-lm model folder (no config.json)")
     started = time.perf_counter()
     model, tokenizer = load(str(folder))[:2]
+    fix_model(model)
     config = json.loads((folder / "config.json").read_text())
     apply_window(model, config, alias or folder.name)
     temperature, top_p = sampling_defaults(folder)

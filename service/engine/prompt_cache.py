@@ -39,6 +39,13 @@ from mlx_responses.service.engine.prompt_disk import PromptDisk, open_disk
 from mlx_responses.service.engine.prompt_expiry import ExpiringPromptCache, Lifetimes
 from mlx_responses.service.engine.requests import EngineStats
 
+# The entries' kinds, as mlx-lm's LRU evicts them: the least recently used of the kind that
+# holds the most entries, "assistant" (finished turns) before "user" (checkpoints where prompts
+# end, every N tokens, where the generation prompt begins) before "system" (the system turn's
+# end, shared by every conversation under it), so many turns' entries do not push out the
+# system turn's.
+KINDS = ("assistant", "user", "system")
+
 
 class PromptCache:
     """The memory tier and, when opened, the disk tier of one model's prompt cache."""
@@ -73,9 +80,11 @@ class PromptCache:
         """The KV cache of the longest cached prefix (the caller's to extend) and the tokens
         still to prefill (at least the last one: it produces the next logits)."""
         key = self.key(scope)
-        cache, rest = self.memory.fetch_nearest_cache(key, prompt)
+        cache, rest = self.memory.fetch_serving(key, prompt)
         if self.disk is not None:
             cache, rest = self.disk.fetch(key, prompt, cache, rest)
+        if cache is not None and not _holds(cache, len(prompt) - len(rest)):
+            cache, rest = None, prompt
         if cache is not None and not rest:
             # An exact hit still needs one token to produce the next logits.
             if not can_trim_prompt_cache(cache):
@@ -96,13 +105,15 @@ class PromptCache:
         cache: list[Any],
         retention: Lifetimes | None = None,
         end: int = 0,
+        *,
+        kind: str = "assistant",
     ) -> None:
         """Puts an entry holding `tokens` in memory and, with a disk tier, on disk; under a
         `retention`, it lives as an entry ending at prompt position `end` does (and stays off
-        the disk if it says so)."""
+        the disk if it says so). `kind` (`KINDS`): how the memory tier evicts it."""
         key = self.key(scope)
         ttl = retention.ttl(end) if retention is not None else None
-        self.memory.insert_cache(key, tokens, cache, ttl)
+        self.memory.insert_cache(key, tokens, cache, ttl, kind)
         if self.disk is not None and not (retention is not None and retention.memory_only):
             self.disk.put(key, tokens, cache, ttl)
         self.stats.prompt_cache_bytes = self.memory.nbytes
@@ -129,3 +140,19 @@ class PromptCache:
         if self.disk is not None:
             self.disk.close()
             self.disk = None
+
+
+def _holds(cache: list[Any], n: int) -> bool:
+    """Whether every layer that counts its tokens holds the `n` an entry claims, and a chunked
+    layer still the chunk its next token attends over. An entry cut back to a shorter prefix
+    may not: mlx-lm's `ChunkedKVCache` (llama4's chunked layers) says it trims once its front is
+    dropped, then trims fewer tokens than asked or leaves the chunk's start behind. Such an
+    entry is not served."""
+    for layer in cache:
+        offset = getattr(layer, "offset", n)
+        if isinstance(offset, int) and offset != n:
+            return False
+        chunk, start = getattr(layer, "chunk_size", None), getattr(layer, "start_position", 0)
+        if isinstance(chunk, int) and chunk > 0 and start > n // chunk * chunk:
+            return False
+    return True

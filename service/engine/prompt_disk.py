@@ -51,6 +51,8 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 from mlx_responses.service.engine.kv_quant import SequenceQuantizedKVCache
 from mlx_responses.service.engine.mlx_lm_compat import (
+    ArraysCache,
+    CacheList,
     KVCache,
     QuantizedKVCache,
     RotatingKVCache,
@@ -63,10 +65,24 @@ log = logging.getLogger(__name__)
 
 FORMAT = "mlx-responses-prompt-cache/1"
 BLOCK = 256  # tokens per chained hash
-MAX_PENDING = 2  # entries waiting for the writer; more are dropped (never block the engine)
-# The cache classes an entry may hold: those whose state round-trips (restore equals cold).
+# Entries waiting for the writer; more are dropped (never block the engine). A prompt whose
+# caches cannot be trimmed leaves several at once (its checkpoints: the system turn's end, where
+# the generation prompt begins, its last token's and its whole prompt's, the finished turn):
+# their arrays are the memory tier's, borrowed, not copies.
+MAX_PENDING = 6
+# The cache classes an entry may hold: those whose state round-trips (restore equals cold):
+# attention KV, plain, rotating (a sliding window) and quantized, and a recurrent model's state
+# (ArraysCache: conv and SSM arrays; CacheList: several caches in one layer, falcon_h1's).
 CLASSES: dict[str, type] = {
-    c.__name__: c for c in (KVCache, RotatingKVCache, QuantizedKVCache, SequenceQuantizedKVCache)
+    c.__name__: c
+    for c in (
+        KVCache,
+        RotatingKVCache,
+        QuantizedKVCache,
+        SequenceQuantizedKVCache,
+        ArraysCache,
+        CacheList,
+    )
 }
 # numpy dtype of each MLX dtype as stored (bfloat16 travels as its uint16 bits), and its
 # safetensors name.

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from mlx_responses.service.engine.mlx_lm_compat import can_trim_prompt_cache
 from mlx_responses.service.engine.prompt_trie import IndexedPromptTrie, new_prompt_cache
 from mlx_responses.service.engine.prompt_trie import _key as sequence_key
 
@@ -72,10 +73,16 @@ class ExpiringPromptCache:
         return len(self.lru)
 
     def insert_cache(
-        self, model: Any, tokens: list[int], cache: list[Any], ttl: float | None = None
+        self,
+        model: Any,
+        tokens: list[int],
+        cache: list[Any],
+        ttl: float | None = None,
+        kind: str = "assistant",
     ) -> None:
-        """mlx-lm's insert; `ttl`: seconds the entry is kept after its last use (None: LRU)."""
-        self.lru.insert_cache(model, tokens, cache)
+        """mlx-lm's insert; `ttl`: seconds the entry is kept after its last use (None: LRU);
+        `kind`: mlx-lm's cache type, which its eviction balances (`prompt_cache.KINDS`)."""
+        self.lru.insert_cache(model, tokens, cache, cache_type=kind)
         if ttl is None:
             if self._lives:  # written again without one: the LRU's now
                 self._lives.pop((model, sequence_key(tokens)), None)
@@ -91,6 +98,19 @@ class ExpiringPromptCache:
         if cache is not None and self._trie.last is not None:
             self._touch(*self._trie.last)
         return cache, rest
+
+    def fetch_serving(self, model: Any, tokens: list[int]) -> tuple[Any, list[int]]:
+        """`fetch_nearest_cache`, past an entry holding all of `tokens` that cannot be trimmed
+        (a checkpoint where a prompt ended: the repeat must still feed its last token): then
+        the nearest entry of all but the last token serves."""
+        self.expire()
+        key = sequence_key(tokens)
+        if tokens and self._trie.holds(model, key):
+            entry = IndexedPromptTrie.get(self._trie, model, tokens)
+            if not can_trim_prompt_cache(entry.prompt_cache):
+                cache, rest = self.fetch_nearest_cache(model, tokens[:-1])
+                return cache, [*rest, tokens[-1]]
+        return self.fetch_nearest_cache(model, tokens)
 
     def trim_to(self, *, n_sequences: int | None = None, n_bytes: int | None = None) -> None:
         self.lru.trim_to(n_sequences=n_sequences, n_bytes=n_bytes)

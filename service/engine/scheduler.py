@@ -39,7 +39,8 @@ class Admission:
 
     `segments`: the prompt tokens still to feed (past what `cache` holds), cut where an entry is
     wanted (checkpoints: with `prompt_ends`, a scheduler hands back an entry at the end of each
-    segment but the last, and where the prompt is in but for its last token).
+    segment but the last, where the prompt is in but for its last token, and where it is in
+    whole: its first token sampled, not yet fed).
     `embeddings`: the prompt's input embeddings in place of token ids for its positions
     (`[positions, hidden]`, aligned with the concatenated segments; a vision model's image
     features merged in), for a scheduler that `takes_embeddings`; None: token ids only.
@@ -88,8 +89,11 @@ class Token:
 
 @dataclass
 class PromptEnd:
-    """A prompt prefilled to a segment's end (a checkpoint) or but for its last token: the
-    prompt-cache entry there (a copy: the sequence goes on) and the tokens it holds."""
+    """A prompt prefilled to a segment's end (a checkpoint), but for its last token, or whole
+    (before its first token is fed): the prompt-cache entry there (a copy: the sequence goes
+    on) and the tokens it holds. A sequence admitted from the middle of its decode (a solo
+    sequence handed over) may end its "prompt" past the request's: the worker keeps only
+    those within it."""
 
     uid: int
     cache: list[Any]

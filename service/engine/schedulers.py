@@ -2,32 +2,40 @@
 
 The worker drives whatever this returns through `scheduler.Scheduler` alone: the slots or
 mlx-lm's batch, with the solo path in front of either when lone sequences may decode alone
-(not while speculating: the solo path does not draft).
+(not while speculating: the solo path does not draft), or one sequence at a time for an
+architecture mlx-lm's batch decodes wrong (`architectures.py`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
+from mlx_responses.service.config import ConfigError
+from mlx_responses.service.engine.architectures import why_not_batched
 from mlx_responses.service.engine.batch.scheduler import BatchScheduler
 from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.requests import EngineStats
 from mlx_responses.service.engine.scheduler import Scheduler
 from mlx_responses.service.engine.slots import SlotScheduler, layer_windows, slots_serve
+from mlx_responses.service.engine.solo import SerialScheduler as TextSerialScheduler
 from mlx_responses.service.engine.solo import SoloScheduler
 from mlx_responses.service.engine.speculation import SpeculationPolicy
 from mlx_responses.service.engine.vision.serial import SerialScheduler
 from mlx_responses.service.engine.vision.side import VisionSide
 from mlx_responses.service.flags import Prefill
 
+log = logging.getLogger(__name__)
+
 ENGINES = ("batch", "slots")
-# What schedules each engine's sequences (the startup log's words); "serial": a vision model of
-# a family the slots do not batch.
+# What schedules each engine's sequences (the startup log's words); "serial": one sequence at a
+# time (a vision model of a family the slots do not batch: mlx-vlm's own step; a text model
+# mlx-lm's batch decodes wrong: mlx-lm's generate_step).
 SCHEDULED_BY = {
     "slots": "fixed KV slots",
     "batch": "mlx-lm's BatchGenerator",
-    "serial": "mlx-vlm's own step, one sequence at a time",
+    "serial": "one sequence at a time",
 }
 
 
@@ -39,18 +47,33 @@ def resolve_engine(engine: str, model: Any, device: str) -> str:
     mlx-lm's batch. NOTE: windows that differ between layers (gemma3's, gpt-oss's) run on the
     slots when asked, but `auto` keeps the batch for them: measured on par at one stream and
     6% more CPU at 8 (docs/performance.md); a GPU keeps mlx-lm's BatchGenerator until the
-    slots are measured on one. Raises ValueError for "slots" on a model they cannot hold.
+    slots are measured on one. "serial" where neither serves the model right: the slots cannot
+    hold its caches and mlx-lm's batch decodes it wrong (`architectures.py`). Raises ConfigError
+    for "slots" on a model they cannot hold.
     """
+    if (why := why_not_batched(model)) is not None:
+        if engine == "slots":
+            raise ConfigError(f"--engine slots batches, and this architecture cannot be: {why}")
+        return "serial"
     fits = slots_serve(model)
     if engine == "auto":
         one_window = fits and len(set(layer_windows(model))) == 1
         return "slots" if one_window and device == "cpu" else "batch"
     if engine == "slots" and not fits:
-        raise ValueError(
+        raise ConfigError(
             "--engine slots needs plain KV caches or sliding windows (keeping no first tokens) "
-            "on every layer"
+            "on every layer; this model has recurrent layers or other caches (use --engine batch)"
         )
     return engine
+
+
+def speculation_for(engine: str, speculative: str, alias: str) -> str:
+    """`--speculative` as `engine` takes it: "off" on one sequence at a time (a startup
+    warning, as for --kv-bits: the flag is a speed hint)."""
+    if engine != "serial" or speculative == "off":
+        return speculative
+    log.warning("--speculative %s has no effect on %s: one sequence at a time", speculative, alias)
+    return "off"
 
 
 def new_scheduler(
@@ -79,6 +102,13 @@ def new_scheduler(
             n_tokens=vision.n_tokens,
             stop_tokens=stop_tokens,
             prefill_step_size=prefill_step_size,
+        )
+    if engine == "serial":
+        return TextSerialScheduler(
+            model,
+            stop_tokens=stop_tokens,
+            prefill_step_size=prefill_step_size,
+            new_cache=new_cache,
         )
     speculate = speculative in ("ngram", "draft")
     drafted = model if isinstance(model, DraftedModel) else None

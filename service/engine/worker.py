@@ -22,14 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
-from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.admission import AdmissionQueue
 from mlx_responses.service.engine.admitted import look_up
 from mlx_responses.service.engine.commands import (
+    CHECKPOINT_INTERVAL,
     MAX_CHECKPOINTS,
     Cancel,
     Command,
     Submit,
+    stops,
 )
 from mlx_responses.service.engine.delivery import Active, token_logprobs
 from mlx_responses.service.engine.distributed.link import Lockstep
@@ -50,7 +51,12 @@ from mlx_responses.service.engine.requests import (
     SamplingParams,
 )
 from mlx_responses.service.engine.scheduler import Scheduler, Token
-from mlx_responses.service.engine.schedulers import SCHEDULED_BY, new_scheduler, resolve_engine
+from mlx_responses.service.engine.schedulers import (
+    SCHEDULED_BY,
+    new_scheduler,
+    resolve_engine,
+    speculation_for,
+)
 from mlx_responses.service.engine.seeded_sampler import Samplers
 from mlx_responses.service.engine.stream import GenerationStream
 from mlx_responses.service.engine.supervised_loop import Held, Supervised
@@ -86,6 +92,8 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
     prefill_batch_size: int | None = None
     prompt_cache_max_entries: int = 32
     prompt_cache_max_bytes: int = 1 << 30
+    # Caches that cannot be trimmed: a prefill also stops for an entry every this many tokens
+    checkpoint_interval: int = CHECKPOINT_INTERVAL
     # The prompt cache's disk tier (prompt_disk.py): its folder (None: none) and byte budget.
     prompt_cache_dir: Path | None = None
     prompt_cache_disk_bytes: int = 0
@@ -250,14 +258,9 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
                 self.engine = "slots" if vision.batched else "serial"
             self._batch_model = vision.language if vision and vision.batched else loaded.model
             plain = self.engine == "serial" or plain_caches(self._batch_model)  # keeps no entry
-            try:
-                if self.engine != "serial":
-                    self.engine = resolve_engine(self.engine, self._batch_model, device_kind())
-            except ValueError as exc:
-                raise ConfigError(
-                    f"{exc}; {loaded.path} has recurrent layers or other caches "
-                    "(use --engine batch)"
-                ) from exc
+            if self.engine != "serial":
+                self.engine = resolve_engine(self.engine, self._batch_model, device_kind())
+            self.speculative = speculation_for(self.engine, self.speculative, loaded.alias)
             models = [loaded.model]
             if self.speculative == "draft":
                 self._batch_model, self._draft_path = paired_with_draft(loaded, self.load_draft)
@@ -416,7 +419,8 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
                 if cache is None and self._kv_group is not None:
                     cache = self._new_cache()
                 sampler = self._samplers(s.temperature, s.top_p, s.top_k, s.seed)
-                splits = [point - cached for point in self._stops(command, cached)]
+                points = stops(command, cached, self.checkpoint_interval)
+                splits = [p - cached for p in points] if self._checkpointing else []
                 scheduler.admit(start.admission(sampler, splits, alone, cache))
             except Exception as exc:
                 self._failed(command, exc)
@@ -432,6 +436,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
                 written_to=cached,
                 key=start.key if start.seen is not None else None,
                 retention=command.retention,
+                system_end=min(command.checkpoints, default=0),
             )
             if self._metrics is not None:
                 self._metrics.prompt(len(command.prompt), cached)
@@ -442,13 +447,6 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
     def _failed(self, command: Submit, exc: Exception) -> None:
         log.exception("could not insert a request")
         self._emit(command.stream, Chunk("", 0, "error", error=str(exc)))
-
-    def _stops(self, command: Submit, cached: int) -> list[int]:
-        """Where the prompt's prefill leaves entries before its end: its checkpoints, when this
-        model takes them, that lie past what was cached and before the prompt's last token."""
-        if not self._checkpointing:
-            return []
-        return [p for p in command.checkpoints if cached < p < len(command.prompt) - 1]
 
     def _cancel(
         self,
@@ -487,7 +485,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
             scheduler.prefill_step_size = self.prefill_step_size
         result = scheduler.step()
         for end in result.ends:
-            if (entry := active.get(end.uid)) is not None:  # whose entry it is
+            if (entry := active.get(end.uid)) is not None and entry.within(end.tokens):
                 self._keep(entry, end.tokens, end.cache, len(end.tokens))
                 self.stats.prompt_checkpoints += 1
         if decoding:
@@ -507,7 +505,8 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
     ) -> None:
         """Puts a prompt-cache entry of `entry`'s in memory and on disk (a checkpoint's, or a
         finished turn's: `prompt_cache.py`); `written`: the prompt tokens it holds."""
-        self.kv.keep(entry.scope, entry.keyed(tokens), cache, entry.retention, written)
+        kind = entry.kind(len(tokens), written)
+        self.kv.keep(entry.scope, entry.keyed(tokens), cache, entry.retention, written, kind=kind)
         entry.written_to = max(entry.written_to, written)
 
     def _deliver(

@@ -35,6 +35,7 @@ ENGINE_SETTINGS = (
     "prefill_batch_size",
     "prompt_cache_max_entries",
     "prompt_cache_max_bytes",
+    "prompt_checkpoint_tokens",
     "speculative",
     "num_draft_tokens",
     "kv_bits",

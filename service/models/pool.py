@@ -686,6 +686,7 @@ def engine_worker(
         max_queued_requests=s.max_queued_requests,
         prompt_cache_max_entries=cache_entries,
         prompt_cache_max_bytes=s.prompt_cache_max_bytes,
+        checkpoint_interval=s.prompt_checkpoint_tokens,
         prompt_cache_dir=s.prompt_cache_dir if disk else None,
         prompt_cache_disk_bytes=s.prompt_cache_disk_bytes,
         speculative=speculative,

@@ -41,6 +41,7 @@ from mlx_responses.service.text.key_prefixes import KeyPrefixes
 from mlx_responses.service.text.media import refuse_media
 from mlx_responses.service.text.prompt import (
     RenderedPrompt,
+    generation_start,
     items_to_messages,
     raw_prompt,
     render_prompt,
@@ -57,6 +58,11 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 def _queue_full() -> ServiceError:
     return ServiceError(Reason.QUEUE_FULL, "The generation queue is full; retry later.")
+
+
+def _deepest(positions: Sequence[int | None]) -> int:
+    """Where the deepest marked prefix found ends (0: none found)."""
+    return max((p for p in positions if p is not None), default=0)
 
 
 class ModelRuntime:
@@ -108,7 +114,23 @@ class ModelRuntime:
             kept = mark_retention(
                 marks, None, request_ttl=cache_ttl, memory_only=memory_only, merged=True
             )
-            return replace(prompt, retention=kept)
+            # Only the deepest prefix is looked for: its end is what the usage counts.
+            deepest = sorted(marks, key=lambda mark: mark.depth, reverse=True)
+            found: list[int | None] = []
+            for mark in deepest:
+                found = mark_positions(
+                    tokenizer,
+                    prompt.tokens,
+                    [mark],
+                    instructions=instructions,
+                    items=items,
+                    tools=tools,
+                    tool_parameters=tool_parameters,
+                    template_kwargs=kwargs,
+                )
+                if found[0] is not None:
+                    break
+            return replace(prompt, retention=kept, marked_end=_deepest(found))
         # The engine keeps an entry where the system turn ends (its caches cannot be cut back
         # to where a new conversation parts from an old one).
         end = system_turn_end(tokenizer, messages, rendered_tools, kwargs, prompt.tokens)
@@ -123,6 +145,8 @@ class ModelRuntime:
             tool_parameters=tool_parameters,
             template_kwargs=kwargs,
         )
+        # ... and where the generation prompt begins (the next turn shares the prompt to there).
+        start = generation_start(tokenizer, messages, rendered_tools, kwargs, prompt)
         inside = sorted({p for p in positions if p is not None and 0 < p < len(prompt.tokens)})
         kept = mark_retention(
             marks, positions, request_ttl=cache_ttl, memory_only=memory_only, merged=False
@@ -131,6 +155,8 @@ class ModelRuntime:
             prompt,
             system_end=end,
             breakpoints=tuple(inside[-MAX_BREAKPOINTS:]),
+            marked_end=_deepest(positions),
+            generation_start=start,
             retention=kept,
         )
 

@@ -14,6 +14,7 @@ import json
 import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -153,9 +154,12 @@ class VisionRuntime(ModelRuntime):
             )
         except ValueError as exc:
             raise invalid(str(exc), "input", "invalid_prompt") from exc
-        if not images:
-            return text
-        return self._process(text, images)
+        prompt = self._process(text, images) if images else text
+        if params.cache_breakpoints:
+            # NOTE: marks are not looked for in an image prompt (its images expand after the
+            # template); the entry holds the whole prompt, so that is what a mark asked for.
+            prompt = replace(prompt, marked_end=len(prompt.tokens))
+        return prompt
 
     def _process(self, text: RenderedPrompt, images: list[DecodedImage]) -> RenderedPrompt:
         """The prompt's ids with each image's tokens in its part's place, and its pixels."""

@@ -37,6 +37,7 @@ from mlx_responses.service.responses.media_policy import MediaPolicy
 from mlx_responses.service.responses.prompt_bounds import check_prompt_bound, no_room_for_output
 from mlx_responses.service.responses.reasoning_echo import ReasoningEcho
 from mlx_responses.service.responses.remote_media import RemoteMedia
+from mlx_responses.service.responses.tool_outputs import check_outputs_answer_calls
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy, ResolvedTools
 from mlx_responses.service.responses.tool_stream import ToolCallStreamer
 from mlx_responses.service.responses.validation import check_client_template, validate_params
@@ -192,6 +193,7 @@ class ResponsePipeline:
         check_client_template(parsed, self.allow_client_chat_template)
         history = await self.history.resolve(params)
         await resolve_references(params, history, self.responses, self.conversations)
+        check_outputs_answer_calls(history, params.input)
         context = self.reasoning_echo.restore([*history, *params.input])
         fetched = await self._fetch_media(runtime, params) if decode_media else {}
         with fetched_media(fetched):
@@ -577,6 +579,8 @@ class ResponsePipeline:
     ) -> list[ev.ResponseEvent]:
         status = FINISH_STATUS[finish]
         input_tokens = len(turn.prompt.tokens)
+        # What the cache wrote of the prefix the client's breakpoints asked it to.
+        marked = min(turn.prompt.marked_end, cached_tokens + cache_written)
         usage = pb.Usage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -584,6 +588,7 @@ class ResponsePipeline:
             cached_tokens=cached_tokens,
             reasoning_tokens=reasoning_tokens,
             cache_write_tokens=cache_written,
+            breakpoint_write_tokens=max(0, marked - cached_tokens),
         )
         failure = None
         if status == pb.RESPONSE_STATUS_FAILED:

@@ -186,13 +186,22 @@ class RenderedPrompt:
     system_end: int = 0
     # Where the client's cache breakpoints end in `tokens` (service/text/cache_breakpoints.py).
     breakpoints: tuple[int, ...] = ()
+    # Where the deepest of them ends, on any model (0: the request marked nothing): the prefix
+    # the client asked the cache to write, which its usage counts as written.
+    marked_end: int = 0
+    # Where the generation prompt the template appends begins in `tokens` (the assistant
+    # turn's opening, `<|im_start|>assistant\n<think>\n`): the prefix the next turn shares,
+    # which renders this turn's reply after it its own way (0: not looked for, or none).
+    generation_start: int = 0
     # How long the prompt-cache entries of this prompt are kept (service/text/retention.py).
     retention: Retention = UNBOUNDED
 
     @property
     def checkpoints(self) -> tuple[int, ...]:
-        """Positions worth a prompt-cache entry: the system turn's end and the breakpoints."""
-        return tuple(sorted({p for p in (self.system_end, *self.breakpoints) if p > 0}))
+        """Positions worth a prompt-cache entry: the system turn's end, the breakpoints and
+        where the generation prompt begins."""
+        points = (self.system_end, *self.breakpoints, self.generation_start)
+        return tuple(sorted({p for p in points if p > 0}))
 
 
 def render_prompt(
@@ -252,6 +261,55 @@ def system_turn_end(
         tokenizer, [*head, {"role": "user", "content": ""}], tools, template_kwargs
     )
     return 0 if system is None else common_prefix(system, tokens)
+
+
+def generation_start(
+    tokenizer: Any,
+    messages: list[Message],
+    tools: list[dict[str, Any]] | None,
+    template_kwargs: dict[str, Any],
+    prompt: RenderedPrompt,
+) -> int:
+    """Where the generation prompt (what the template appends for the reply: Qwen3.5's
+    `<|im_start|>assistant\n<think>\n`, gpt-oss's `<|start|>assistant`) begins in `prompt`'s
+    tokens: the conversation so far, which the next turn shares whatever follows it (the reply
+    rendered its own way, or no reply: a client that drops an empty one). The template renders
+    the conversation without it; the prompt's text is that and the generation prompt, whose
+    tokens end the prompt's. 0 when the template refuses, or renders the conversation
+    otherwise, or the tokens part elsewhere.
+
+    NOTE: the next turn usually shares the generation prompt's head too (`<|im_start|>assistant
+    \n`, a few tokens it prefills again): an entry there would be a second copy of the whole
+    cache, and serves no next turn that drops the reply."""
+    text = _render_text(tokenizer, messages, tools, template_kwargs)
+    if text is None or not prompt.text.startswith(text):
+        return 0
+    tail = tokenizer.encode(prompt.text[len(text) :], add_special_tokens=False)
+    n = len(tail)
+    if not 0 < n < len(prompt.tokens) or prompt.tokens[-n:] != list(tail):
+        return 0
+    return len(prompt.tokens) - n
+
+
+def _render_text(
+    tokenizer: Any,
+    messages: list[Message],
+    tools: list[dict[str, Any]] | None,
+    template_kwargs: dict[str, Any],
+) -> str | None:
+    """`messages` through the chat template without a generation prompt (None: it refused)."""
+    try:
+        with template_time_limit():
+            text = _renderer(tokenizer).apply_chat_template(
+                messages,
+                tools=tools,
+                add_generation_prompt=False,
+                tokenize=False,
+                **template_kwargs,
+            )
+    except Exception:
+        return None
+    return text if isinstance(text, str) else None
 
 
 # The latest probes' tokens, by their text: a client's breakpoints repeat from turn to turn (the

@@ -86,8 +86,9 @@ async def test_a_prompt_leaves_an_entry_at_each_breakpoint(
         len(after_tools) - marks[1],
         len(after_user) - marks[2],
     ]
-    # The first prompt: three breakpoints and its end; the others their end.
-    assert stats.prompt_checkpoints == 4 + 1 + 1
+    # The first prompt: three breakpoints and its ends (but its last token, and whole); the
+    # others their ends.
+    assert stats.prompt_checkpoints == 5 + 2 + 2
     assert results[1][0] == _reference(windowed_model, after_tools, window=WINDOW)
     assert results[2][0] == _reference(windowed_model, after_user, window=WINDOW)
 

@@ -17,7 +17,7 @@ import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
 from mlx_responses.service.engine.model import load_model
-from mlx_responses.service.engine.prompt_disk import BLOCK, PromptDisk
+from mlx_responses.service.engine.prompt_disk import BLOCK, MAX_PENDING, PromptDisk
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.worker import EngineWorker
 
@@ -122,7 +122,7 @@ async def test_a_restart_reads_the_prefix_from_disk_and_decodes_the_same(
     assert memory[0] == cold[0] and memory[1] >= len(prompt) - BLOCK  # served from memory
     # What the disk gives back for the prompt is what memory holds for it, bit for bit.
     assert first.kv.prompt is not None
-    in_memory, rest = first.kv.prompt.memory.fetch_nearest_cache(first.kv.prompt.key(""), prompt)
+    in_memory, rest = first.kv.prompt.memory.fetch_serving(first.kv.prompt.key(""), prompt)
     hit = written.lookup(first.kv.prompt.key(""), prompt)
     assert hit is not None
     from_disk = written.load(hit, prompt)
@@ -235,7 +235,8 @@ async def test_a_stalled_disk_never_stalls_the_engine(
     random_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Writes happen behind the requests: with the writer held, turns go on being served, and
-    entries past the two waiting are dropped rather than queued (memory stays bounded)."""
+    entries past the `MAX_PENDING` waiting are dropped rather than queued (memory stays
+    bounded)."""
     held = threading.Event()
     original = PromptDisk._write
 
@@ -245,7 +246,7 @@ async def test_a_stalled_disk_never_stalls_the_engine(
 
     monkeypatch.setattr(PromptDisk, "_write", stalled)
     tokenizer = load_model(random_model).tokenizer
-    prompts = [tokenizer.encode(f"Request number {i}. " + TEXT) for i in range(4)]
+    prompts = [tokenizer.encode(f"Request number {i}. " + TEXT) for i in range(MAX_PENDING + 2)]
     engine = EngineWorker(
         lambda: load_model(random_model), prompt_cache_dir=tmp_path, prompt_cache_disk_bytes=1 << 30
     )
@@ -259,7 +260,7 @@ async def test_a_stalled_disk_never_stalls_the_engine(
         assert disk is not None and disk.writes == 0  # nothing written yet, all served
         held.set()
         disk.flush()
-        assert disk.writes == 2
+        assert disk.writes == MAX_PENDING
     finally:
         held.set()
         engine.stop()

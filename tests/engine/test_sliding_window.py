@@ -225,7 +225,8 @@ async def test_a_repeated_prompt_is_served_from_where_its_prefill_ended(
     )
     assert (cold, warm) == (0, len(prompt) - 1)
     assert first == again == _reference(windowed_model, LONG, window=WINDOW)
-    assert stats.prompt_checkpoints == 1 and stats.prompt_cache_hits == 1
+    # The first prompt's entries but its last token and whole, the repeat's whole one.
+    assert stats.prompt_checkpoints == 3 and stats.prompt_cache_hits == 1
 
 
 @pytest.mark.parametrize(("engine", "solo"), PATHS)
@@ -234,14 +235,15 @@ async def test_a_next_turn_rendering_the_reply_anew_is_served_from_the_prompt(
 ) -> None:
     """The next turn carries the reply as the template renders it, not as the model wrote it
     (reasoning dropped, another end of turn): it parts from the finished turn's entry inside
-    the reply, and is served from the entry the last prompt's prefill left."""
+    the reply, and is served from the entry the last prompt left once it was in whole (before
+    its first token was fed)."""
     tokenizer = load_model(windowed_model).tokenizer
     prompt = tokenizer.encode(LONG)
     second = [*prompt, *tokenizer.encode(" a reply the model did not write, and then what?")]
     ((_, cold), (continued, warm)), _ = await _one_by_one(
         windowed_model, [prompt, second], engine=engine, solo=solo, prefill_step_size=8
     )
-    assert (cold, warm) == (0, len(prompt) - 1)
+    assert (cold, warm) == (0, len(prompt))
     assert continued == _reference(windowed_model, second, window=WINDOW)
 
 
@@ -267,8 +269,9 @@ async def test_a_new_conversation_is_served_from_the_system_turn_it_shares(
     )
     assert (cold, warm) == (0, len(system))
     assert continued == _reference(windowed_model, second, window=WINDOW)
-    # The first prompt's system turn and end, the second's end (its system turn was cached).
-    assert stats.prompt_checkpoints == 3
+    # The first prompt's system turn and ends (but its last token, and whole), the second's
+    # ends (its system turn was cached).
+    assert stats.prompt_checkpoints == 5
 
 
 @pytest.mark.parametrize("engine", ["batch", "slots"])

@@ -74,9 +74,10 @@ def test_cache_control_breakpoints_serve_the_marked_prefix(windowed_stack: Stack
     """Two requests share the system turn, the tools and the first block of the user's message
     (marked), then part. Unmarked, the second reads only the system turn (its end is the only
     entry they share); marked, it reads through the marked block: at least the prompt that
-    block ends (counted alone) less the template's turn end and reply opening. The first
-    request wrote its whole prompt (`cache_creation_input_tokens`), the second what it did not
-    read; with `input_tokens`, the three add up to the prompt."""
+    block ends (counted alone) less the template's turn end and reply opening. Usage counts
+    as Anthropic does: `cache_creation_input_tokens` is what the marks asked to write (the
+    prefix through the marked block less what was read; 0 unmarked), `input_tokens` the rest
+    of what was not read; the three add up to the prompt."""
     client = anthropic.Anthropic(base_url=windowed_stack.base_url, api_key="x", max_retries=0)
     model = windowed_stack.settings.models[0].name
 
@@ -87,6 +88,13 @@ def test_cache_control_breakpoints_serve_the_marked_prefix(windowed_stack: Stack
     def send(body: Any) -> Any:
         return client.messages.create(model=model, **body).usage
 
+    upto_marked = count(
+        {
+            "system": [{"type": "text", "text": SYSTEM}],
+            "tools": [TOOL],
+            "messages": [{"role": "user", "content": MARKED}],
+        }
+    )
     reads = {}
     for marked, system in ((False, SYSTEM + " Unmarked."), (True, SYSTEM)):
         first = _body(system, " Where did we lose the sail?", marked=marked)
@@ -95,18 +103,18 @@ def test_cache_control_breakpoints_serve_the_marked_prefix(windowed_stack: Stack
         for usage, body in ((one, first), (two, second)):
             prompt = count(body)
             read = usage.cache_read_input_tokens or 0
-            assert usage.cache_creation_input_tokens == prompt - read > 0
-            assert usage.input_tokens == 0
+            written = usage.cache_creation_input_tokens or 0
+            assert usage.input_tokens + read + written == prompt
+            if marked:  # written through the marked block; the question after it is input
+                assert upto_marked - 8 <= read + written <= upto_marked
+                assert usage.input_tokens >= prompt - upto_marked > 0
+            else:
+                assert written == 0 and usage.input_tokens == prompt - read > 0
         assert one.cache_read_input_tokens == 0
+        if marked:
+            assert (one.cache_creation_input_tokens or 0) > 0
         reads[marked] = two.cache_read_input_tokens or 0
 
-    upto_marked = count(
-        {
-            "system": [{"type": "text", "text": SYSTEM}],
-            "tools": [TOOL],
-            "messages": [{"role": "user", "content": MARKED}],
-        }
-    )
     # The rendering of the message alone closes its turn and opens the reply after the marked
     # text: a few tokens the second prompt does not share.
     assert upto_marked - 8 <= reads[True] <= upto_marked
@@ -119,6 +127,41 @@ def test_cache_control_breakpoints_serve_the_marked_prefix(windowed_stack: Stack
         }
     )
     assert 0 < reads[False] <= system_turn < reads[True] - 30
+
+
+def test_anthropic_usage_counts_written_only_what_a_mark_asked_for(stack: Stack) -> None:
+    """On a model whose cache holds the whole prompt in one entry (the bundled one, trimmable),
+    Anthropic's usage still says what the client's marks asked for: unmarked, nothing is
+    written and the prompt less what was read is `input_tokens` (before, all of it counted as
+    `cache_creation_input_tokens` and `input_tokens` was 0); the logbook block marked, what
+    was written ends where that block does, and the question after it is input."""
+    client = anthropic.Anthropic(base_url=stack.base_url, api_key="x", max_retries=0)
+    model = stack.settings.models[0].name
+
+    def body(system: str, question: str, marked: bool) -> Any:
+        mark = {"cache_control": EPHEMERAL} if marked else {}
+        content = [{"type": "text", "text": MARKED, **mark}, {"type": "text", "text": question}]
+        return {"system": system, "messages": [{"role": "user", "content": content}]}
+
+    def count(body: Any) -> int:
+        return client.messages.count_tokens(model=model, **body).input_tokens
+
+    def send(body: Any) -> tuple[int, int, int]:
+        usage = client.messages.create(model=model, max_tokens=MAX_TOKENS, **body).usage
+        read = usage.cache_read_input_tokens or 0
+        return usage.input_tokens, read, usage.cache_creation_input_tokens or 0
+
+    for question in (" Where did we lose the sail?", " Who was on board?"):
+        plain = body(SYSTEM + " Unmarked.", question, marked=False)
+        uncached, read, written = send(plain)
+        assert written == 0 and uncached == count(plain) - read > 0
+    system = SYSTEM + " Marked."
+    upto_marked = count({"system": system, "messages": [{"role": "user", "content": MARKED}]})
+    marked = body(system, " And what did the harbour master say?", marked=True)
+    uncached, read, written = send(marked)
+    assert uncached + read + written == count(marked)
+    assert written > 0 and upto_marked - 8 <= read + written <= upto_marked
+    assert uncached >= count(marked) - upto_marked > 0
 
 
 def test_prompt_cache_breakpoint_serves_the_marked_prefix(windowed_stack: Stack) -> None:

@@ -124,6 +124,10 @@ def test_anthropic_sdk_base64_image(vlm_stack: Stack) -> None:
     )
     assert message.usage.output_tokens >= 1 and message.content
     assert counted.input_tokens == billed > _image_tokens(56, 56)
+    # No cache_control: nothing counts as written at the client's request; what was not read
+    # is input (it reported input_tokens 0 and all of it as cache_creation_input_tokens).
+    assert not message.usage.cache_creation_input_tokens
+    assert message.usage.input_tokens == billed - (message.usage.cache_read_input_tokens or 0)
     source = body["messages"][0]["content"][0]["source"]
     url = f"data:{source['media_type']};base64,{source['data']}"
     assert billed == _responses_input_tokens(vlm_stack, _messages_as_responses(body, url))
@@ -133,6 +137,7 @@ def test_anthropic_sdk_base64_image(vlm_stack: Stack) -> None:
     read = usage.cache_read_input_tokens or 0
     written = usage.cache_creation_input_tokens or 0
     assert usage.input_tokens + read + written == billed and read > _image_tokens(56, 56)
+    assert written == 0
     assert _encodings(vlm_stack) == encoded  # its image came with the cached prefix
 
 

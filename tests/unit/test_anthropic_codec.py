@@ -163,13 +163,21 @@ def test_events_render_blocks_and_the_final_delta() -> None:
     final = pb.Response(
         status=pb.RESPONSE_STATUS_COMPLETED,
         output=[text, call],
-        usage=pb.Usage(input_tokens=10, cached_tokens=4, cache_write_tokens=5, output_tokens=3),
+        # The cache wrote 5 tokens past those read, 2 of them up to the client's breakpoint:
+        # Anthropic counts those 2 as written, the other 3 as input.
+        usage=pb.Usage(
+            input_tokens=10,
+            cached_tokens=4,
+            cache_write_tokens=5,
+            breakpoint_write_tokens=2,
+            output_tokens=3,
+        ),
     )
     delta, stop = renderer.feed(_snapshot(ev.EVENT_TYPE_RESPONSE_COMPLETED, final))
     assert delta["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
     assert delta["usage"] == {
-        "input_tokens": 1,
-        "cache_creation_input_tokens": 5,
+        "input_tokens": 4,
+        "cache_creation_input_tokens": 2,
         "cache_read_input_tokens": 4,
         "output_tokens": 3,
     }

@@ -92,6 +92,13 @@ def test_image_encoding_cache_bytes_flag() -> None:
         _parse(["--image-encoding-cache-bytes", "-1"], {})
 
 
+def test_prompt_checkpoint_tokens_flag() -> None:
+    assert _parse([], {}).prompt_checkpoint_tokens == 4096
+    assert _parse(["--prompt-checkpoint-tokens", "0"], {}).prompt_checkpoint_tokens == 0
+    with pytest.raises(ConfigError, match="--prompt-checkpoint-tokens"):
+        _parse(["--prompt-checkpoint-tokens", "-1"], {})
+
+
 def test_speculative_flags() -> None:
     settings = _parse(["--speculative", "ngram", "--num-draft-tokens", "6"], {})
     assert (settings.speculative, settings.num_draft_tokens) == ("ngram", 6)

@@ -4,8 +4,8 @@ Our patches ride in it: its prefill pieces never end on one token (`prefill_batc
 decode batch is ours, constrained by grammars in one pass (`grammar_batch.py`) or speculating
 (`speculative.py`, which is a grammar batch too). The adapter maps the worker's uids to the
 generator's, turns its responses into `Token`s, and takes a prompt's entry where a segment of
-its prefill ended (`prompt_ends`). Everything here may read mlx-lm's private names; nothing
-outside `batch/` may (`mlx_lm_compat.py` lists them).
+its prefill ended and where its whole prompt is in (`prompt_ends`). Everything here may read
+mlx-lm's private names; nothing outside `batch/` may (`mlx_lm_compat.py` lists them).
 """
 
 from __future__ import annotations
@@ -128,9 +128,10 @@ class BatchScheduler:
         prompted, responses = generator.next()
         ends: list[PromptEnd] = []
         if self.prompt_ends:
-            # The entries of the prompts whose segment ended in this step (not those that
-            # began decoding: their prompt is in).
-            ended = [r.uid for r in prompted if r.end_of_segment and not r.end_of_prompt]
+            # The entries of the prompts whose segment ended in this step, and of those that
+            # began decoding: their whole prompt is in (fed last when they joined the decode
+            # batch), their first token sampled and not yet fed.
+            ended = [r.uid for r in prompted if r.end_of_segment]
             if ended:
                 for theirs, (cache, tokens) in generator.extract_cache(ended).items():
                     if (uid := self._ours.get(theirs)) is not None:

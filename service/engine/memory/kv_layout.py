@@ -112,6 +112,17 @@ def layer_windows(config: Mapping[str, Any]) -> tuple[int | None, ...]:
     return ()
 
 
+_SIZES = ("num_attention_heads", "num_key_value_heads", "head_dim", "hidden_size")
+
+
+def model_sizes(model: Any) -> dict[str, int]:
+    """The attention sizes a loaded mlx-lm model's arguments hold (`model.args`, which mlx-lm
+    fills and derives from the config), by the config's names: those a config may leave out."""
+    args = getattr(model, "args", None)
+    held = vars(args) if args is not None and hasattr(args, "__dict__") else {}
+    return {k: v for k in _SIZES if isinstance(v := held.get(k), int) and v > 0}
+
+
 def kv_layout(
     config: Mapping[str, Any],
     dtype_bytes: int,
@@ -125,11 +136,14 @@ def kv_layout(
     """The KV layout of a model from its config (`config.json`).
 
     `windows`: each layer's window as the loaded model's caches say (they win over the config,
-    which an architecture may read its own way); `chunk`: the prefill step (a rotating window
-    holds it beyond itself while it goes in).
+    which an architecture may read its own way), one per cache the model makes: their count is
+    the layers' (a config may not say: transformers 5 writes nemotron_h's block list and no
+    `num_hidden_layers`, which mlx-lm derives); `chunk`: the prefill step (a rotating window
+    holds it beyond itself while it goes in). A recurrent layer's cache is counted as a KV
+    layer's (more than its fixed state: the budget errs high).
     """
     text = text_config(config)
-    layers = int(text["num_hidden_layers"])
+    layers = len(windows) if windows is not None else int(text["num_hidden_layers"])
     heads = int(text.get("num_attention_heads", 1))
     kv_heads = int(text.get("num_key_value_heads") or heads)
     head_dim = int(text.get("head_dim") or int(text["hidden_size"]) // heads)

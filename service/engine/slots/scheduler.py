@@ -161,7 +161,8 @@ class SlotScheduler(SlotVerify):
     # --- the Scheduler protocol ------------------------------------------------------------
     def admit(self, admission: Admission) -> None:
         """A prompt in segments: a prefill chunk ends where each but the last ends, and, with
-        `prompt_ends`, an entry is taken there, as at the prompt's last token."""
+        `prompt_ends`, an entry is taken there, as before the prompt's last token and after
+        it (the decode step that feeds it)."""
         vision = vision_row(admission)
         if vision is not None and not self.takes_embeddings:
             raise ValueError("these slots take token ids only")
@@ -350,7 +351,7 @@ class SlotScheduler(SlotVerify):
                 assert store.quantized == (layer.group_size, layer.bits), "not this quantization"
             held = parts_of(keys)[0].shape[2]
             assert layer.offset == n and held >= need, (layer.offset, n, held)
-            store.ensure(keys, seq.slot + 1, n)
+            store.ensure(keys, values, seq.slot + 1, n)
             store.write(
                 (slice(seq.slot, seq.slot + 1), ALL_HEADS, slice(n - held, n)), keys, values
             )
@@ -489,6 +490,7 @@ class SlotScheduler(SlotVerify):
                 seq.tokens.append(token)
             if i >= sampled:  # its last prompt token: nothing to emit
                 still.append(i)
+                self._prompt_in(seq)
                 continue
             assert current_lp is not None
             response = self._emit(seq, token, current_lp[i])

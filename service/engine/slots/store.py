@@ -60,13 +60,14 @@ class Store:
         packed, scales, biases = mx.quantize(x, group_size=group, bits=bits)
         return packed, scales, biases
 
-    def ensure(self, like: Held, rows: int, positions: int) -> None:
-        """Room for slots 0..rows-1 and `positions` in each; `like` is [.., kv_heads, ..,
-        head_dim] keys (or their quantized parts)."""
+    def ensure(self, keys: Held, values: Held, rows: int, positions: int) -> None:
+        """Room for slots 0..rows-1 and `positions` in each, for keys and values like these
+        ([.., kv_heads, .., head_dim], or their quantized parts; their widths may differ:
+        multi-head latent attention's values are narrower than its keys)."""
         if self.keys is None or self.values is None:
-            heads = parts_of(like)[0].shape[1]
+            heads = parts_of(keys)[0].shape[1]
             shape = (self._rows(rows), heads, _grown(positions, STEP))
-            self.keys, self.values = self._zeros(like, shape), self._zeros(like, shape)
+            self.keys, self.values = self._zeros(keys, shape), self._zeros(values, shape)
             return
         have_rows, _, have_positions = parts_of(self.keys)[0].shape[:3]
         if rows > have_rows:
@@ -221,6 +222,7 @@ class _View:
 
     def __init__(self, store: Store, plan: DecodePlan | PrefillPlan) -> None:
         self.store = store
+        self._span = (plan.lo, plan.end)  # the key positions attention spans
         self.offset = plan.offset
         # The rows' largest offset, as a Python int: mlx-vlm's language models read it
         # (`cache_position_offset`) where they would otherwise take `offset.max().item()`, a
@@ -231,7 +233,13 @@ class _View:
         if store.quantized is not None:
             self.group_size, self.bits = store.quantized
 
-    def make_mask(self, n: int, **_: Any) -> mx.array | str | None:
+    def make_mask(self, n: int, return_array: bool = False, **_: Any) -> mx.array | str | None:
+        """The plan's mask; "causal" as an array where the model asks for one (gemma2's
+        attention adds it to its scores itself)."""
+        if return_array and isinstance(self._mask, str):
+            lo, end = self._span
+            queries = mx.arange(end - n, end, dtype=mx.int32)
+            return _attends(mx.arange(lo, end, dtype=mx.int32), queries, None)
         return self._mask
 
 
@@ -244,7 +252,7 @@ class DecodeView(_View):
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Held, Held]:
         store, plan = self.store, self.plan
-        store.ensure(keys, plan.rows, plan.end)
+        store.ensure(keys, values, plan.rows, plan.end)
         if plan.uniform:
             store.put((slice(0, plan.rows), ALL_HEADS, slice(plan.end - 1, plan.end)), keys, values)
         else:
@@ -300,7 +308,7 @@ class PrefillView(_View):
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Held, Held]:
         store, plan = self.store, self.plan
-        store.ensure(keys, max(plan.slots) + 1, plan.end)
+        store.ensure(keys, values, max(plan.slots) + 1, plan.end)
         rows = len(plan.slots)
         if plan.uniform:
             first, start = plan.first, plan.starts[0]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
 from mlx_responses.service.engine.draft_model import DraftedModel
-from mlx_responses.service.engine.scheduler import Token
+from mlx_responses.service.engine.scheduler import PromptEnd, Token
 from mlx_responses.service.engine.slots.sequence import DecodeRows, SlotSequence
 from mlx_responses.service.engine.slots.store import (
     DecodePlan,
@@ -34,6 +34,8 @@ class SlotVerify:
     _stores: list[Store]
     _split: int  # the first draft-model store
     _pending: tuple[list[tuple[int, int]], mx.array, mx.array] | None
+    prompt_ends: bool
+    _ends: list[PromptEnd]
 
     if TYPE_CHECKING:
 
@@ -42,6 +44,8 @@ class SlotVerify:
         ) -> tuple[mx.array, mx.array]: ...
 
         def _emit(self, seq: SlotSequence, token: int, logprobs: mx.array) -> Token: ...
+
+        def _extract(self, seq: SlotSequence) -> list[Any]: ...
 
     def _views(
         self,
@@ -55,6 +59,16 @@ class SlotVerify:
         windows = self.windows[start:end]
         plans = {w: plan(w) for w in dict.fromkeys(windows)}
         return [view(s, plans[w]) for s, w in zip(self._stores[start:end], windows, strict=True)]
+
+    def _prompt_in(self, seq: SlotSequence) -> None:
+        """With `prompt_ends`, the entry of a sequence whose decode step just fed its last
+        prompt token: its whole prompt is in, its first token sampled and not yet fed (a draft
+        model's layers caught up, as in `_finish`)."""
+        if not self.prompt_ends:
+            return
+        if self._spec is not None and self._spec.drafted is not None:
+            self._catch_up([seq])
+        self._ends.append(PromptEnd(seq.uid, self._extract(seq), list(seq.tokens)))
 
     def _catch_up(self, rows: list[SlotSequence]) -> None:
         """The draft model reads what it missed of these rows, in one forward (each row from
@@ -171,6 +185,8 @@ class SlotVerify:
         other_row = {i: k for k, i in enumerate(others)}  # row -> its place in `others`
         for i in others:  # processors read the context with the token fed now
             rows[i].tokens.append(table[i][0])
+            if i >= sampled:  # its last prompt token: the whole prompt is in
+                self._prompt_in(rows[i])
         other_tokens = other_lp = None
         if others:
             picked = mx.array(others)

@@ -117,6 +117,7 @@ class SoloScheduler:
             stop_tokens=self.stop_tokens,
             prefill_step_size=self.solo_step_size,
             checkpoints=[len(admission.cached) + end for end in ends],
+            keeps_prompt=self.prompt_ends,
         )
         self.stats.solo_sequences += 1
 
@@ -180,9 +181,13 @@ class SoloScheduler:
                 # The solo cache goes on decoding: the entry is a copy of it.
                 ends.append(PromptEnd(solo.uid, copy.deepcopy(solo.cache), list(solo.tokens)))
             return StepResult(ends, early)
+        ends = []
+        if solo.prompt_in is not None:  # the whole prompt is in (taken with `prompt_ends`)
+            ends.append(PromptEnd(solo.uid, *solo.prompt_in))
+            solo.prompt_in = None
         if token.finish_reason is not None:
             self._solo = None
-        return StepResult([], [*early, token])
+        return StepResult(ends, [*early, token])
 
     def drop(self, uids: Sequence[int]) -> None:
         if self._solo is not None and self._solo.uid in uids:

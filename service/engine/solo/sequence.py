@@ -16,14 +16,17 @@ quantized (mlx-lm's QuantizedKVCache, as the batch's entries are), on either sid
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from mlx_responses.service.engine.cache_bytes import cache_nbytes
 from mlx_responses.service.engine.scheduler import Token, chunk_to, sampled
 
 Sampler = Callable[[mx.array], mx.array]
+LogitsProcessor = Callable[[mx.array, mx.array], mx.array]
 
 
 def _token(y: mx.array) -> int:
@@ -65,9 +68,13 @@ class SoloSequence:
         stop_tokens: Collection[int],
         prefill_step_size: int,
         checkpoints: Sequence[int] = (),
+        keeps_prompt: bool = False,
+        logits_processors: Sequence[LogitsProcessor] = (),
     ) -> None:
         """`checkpoints`: token counts where a prefill chunk ends (`at_checkpoint` then), as
-        it does before the prompt's last token."""
+        it does before the prompt's last token; `keeps_prompt`: a copy of the cache is taken
+        once the whole prompt is in (`prompt_in`); `logits_processors` (grammar, penalties) see
+        every token so far and the logits, as in mlx-lm's `generate_step`."""
         self.model = model
         self.stream = stream
         self.uid = uid
@@ -81,9 +88,16 @@ class SoloSequence:
         self._pending: tuple[mx.array, mx.array] | None = None  # sampled, not fed, not sent
         self.generated = 0
         self.checkpoints = tuple(checkpoints)
+        self.logits_processors = list(logits_processors)
+        # What the processors see: every token fed (the last ones lazy), as generate_step keeps.
+        self._context: mx.array | None = None
         # The last step's chunk ended at a checkpoint, or at the prompt's last token (which
         # the next step feeds): where the worker may keep a copy of the cache.
         self.at_checkpoint = False
+        self.keeps_prompt = keeps_prompt
+        # The cache once the whole prompt was in, before its first token was fed (a copy), and
+        # its tokens: left by the step that sent the first token, for the worker to keep.
+        self.prompt_in: tuple[list[Any], list[int]] | None = None
 
     @classmethod
     def resumed(
@@ -123,11 +137,17 @@ class SoloSequence:
 
     @property
     def nbytes(self) -> int:
-        """The KV cache's bytes (counted against the prompt cache's budget)."""
-        return sum(c.nbytes for c in self.cache if c.keys is not None)
+        """The caches' bytes (counted against the prompt cache's budget)."""
+        return cache_nbytes(self.cache)
 
     def _forward(self, tokens: mx.array) -> tuple[mx.array, mx.array]:
         logits = self.model(tokens[None], cache=self.cache)[:, -1, :]
+        if self.logits_processors:
+            if self._context is None:
+                self._context = mx.array(self.tokens, mx.uint32)
+            self._context = mx.concatenate([self._context, tokens.astype(mx.uint32)])
+            for processor in self.logits_processors:
+                logits = processor(self._context, logits)
         y, logprobs = sampled(self.sampler, logits)  # greedy: logprobs left unevaluated
         return y, logprobs.squeeze(0)
 
@@ -150,6 +170,11 @@ class SoloSequence:
                 mx.async_eval(y)  # the log probabilities where read (`scheduler.sampled`)
                 self.tokens += self._rest
                 self._rest = []
+                if self.keeps_prompt:
+                    # A copy before the first token is fed (which updates the cache).
+                    kept = copy.deepcopy(self.cache)
+                    mx.async_eval([c.state for c in kept])
+                    self.prompt_in = (kept, list(self.tokens))
             else:
                 assert self._pending is not None
                 y, logprobs = self._pending

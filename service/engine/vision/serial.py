@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from mlx_responses.service.engine.cache_bytes import cache_nbytes
 from mlx_responses.service.engine.scheduler import (
     Admission,
     Alone,
@@ -148,7 +149,7 @@ class SerialScheduler:
     def nbytes(self) -> int:
         if self._running is None:
             return 0
-        return sum(int(getattr(c, "nbytes", 0)) for c in self._running.cache)
+        return cache_nbytes(self._running.cache)
 
     @property
     def waiting(self) -> int:

@@ -1,0 +1,49 @@
+"""Our workarounds for mlx-lm architectures that fail on a path mlx-lm's own tests do not
+take, applied to a model as it loads (`fix_model`); each one is to report upstream.
+
+- gemma2 (mlx-lm 0.32): its attention folds the query heads that share a KV head into 5-D
+  scores `(B, kv heads, repeats, L, S)` and adds a 4-D mask `(B, 1, L, S)` to them. One row
+  broadcasts; a batch of several does not (`[broadcast_shapes] (4,1,1,33) and (4,2,2,1,33)`:
+  mlx-lm's own `batch_generate` fails so with three prompts). The mask gains the repeats axis
+  (`(B, 1, 1, L, S)`), which is the mask it meant for every row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+from mlx_responses.service.engine.architectures import model_type
+
+
+def fix_model(model: Any) -> None:
+    """Applies the workarounds `model`'s architecture needs (most need none)."""
+    if model_type(model) == "gemma2":
+        _fix_gemma2(model)
+
+
+def _fix_gemma2(model: Any) -> None:
+    for layer in model.layers:
+        attention = layer.self_attn
+        if attention.repeats > 1 and not isinstance(attention, _Gemma2Attention):
+            attention.__class__ = _gemma2_attention(type(attention))
+
+
+_FIXED: dict[type, type] = {}
+
+
+class _Gemma2Attention:
+    """Marks an attention layer already fixed."""
+
+
+def _gemma2_attention(base: type) -> type:
+    """`base` (mlx-lm's gemma2 Attention) with its mask given the repeats axis."""
+    if base not in _FIXED:
+
+        def __call__(self: Any, x: mx.array, mask: Any = None, cache: Any = None) -> mx.array:
+            if isinstance(mask, mx.array) and mask.ndim == 4:
+                mask = mx.expand_dims(mask, 2)
+            return base.__call__(self, x, mask, cache)  # type: ignore[no-any-return]
+
+        _FIXED[base] = type(base.__name__, (_Gemma2Attention, base), {"__call__": __call__})
+    return _FIXED[base]
