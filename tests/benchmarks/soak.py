@@ -3,7 +3,8 @@
 Two random models are served: `main` (pinned) takes the steady traffic, `side` a burst at the
 start of each minute with `keep_alive: 5s`, so it unloads and reloads once a minute. The
 prompt cache's disk tier is bounded small (`--disk-mib`) and fed distinct long prompts, so it
-fills past its bound and evicts throughout. `--workers` threads loop over: Responses (plain,
+fills past its bound and evicts throughout; the response store keeps `--stored` responses (full
+within the warm-up). `--workers` threads loop over: Responses (plain,
 streamed, background polled to its end, background cancelled, a stream dropped after its first
 event), Chat Completions (streamed), Completions and Anthropic Messages; a shared prefix on half
 the prompts keeps the memory tier and the disk tier serving hits.
@@ -182,6 +183,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=6)
     parser.add_argument("--disk-mib", type=int, default=16, help="the disk tier's bound")
     parser.add_argument("--timeout", type=float, default=120.0, help="a request's seconds")
+    parser.add_argument("--stored", type=int, default=128, help="responses the store keeps")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -193,6 +195,9 @@ def main() -> None:
             "serve", "--model", str(main_model), "--model", str(side_model), "--pin", "main",
             "--prompt-cache-dir", str(disk), "--prompt-cache-disk-bytes", str(args.disk_mib * MIB),
             "--port", str(http), "--grpc-port", str(free_port()),
+            # Bounded so that the response store is full within the warm-up: its default (1,024
+            # responses kept an hour) still fills through a 15-minute run, which reads as growth.
+            "--responses-store-max-entries", str(args.stored),
         ) as proc:  # fmt: skip
             wait_status(http, 200, proc)
             report(soak(proc.proc.pid, f"http://127.0.0.1:{http}", args, disk), args)
