@@ -49,6 +49,9 @@ MIB = 1 << 20
 PREFIX = "You are a careful assistant for the harbour office. " * 30  # ~300 shared tokens
 FILLER = "The boats went out past the breakwater before dawn. "
 SAMPLE_EVERY = 5.0
+# Byte gauges of the core sampled beside RSS (what holds memory), by name and label filter.
+GAUGES = ("mlx_responses_mlx_active_memory_bytes", "mlx_responses_mlx_cache_memory_bytes",
+          "mlx_responses_store_bytes", "mlx_responses_prompt_cache_bytes")  # fmt: skip
 TERMINAL = ("completed", "incomplete", "failed", "cancelled")
 
 
@@ -208,6 +211,7 @@ def soak(pid: int, base: str, args: argparse.Namespace, disk: Path) -> dict[str,
     kinds = driver.kinds()
     end = time.monotonic() + args.minutes * 60
     samples: list[tuple[float, int, int, int]] = []  # (seconds, rss, open files, disk bytes)
+    gauges: list[dict[str, float]] = []  # GAUGES at each sample, summed over their labels
     started = time.monotonic()
 
     def worker(index: int) -> None:
@@ -232,6 +236,8 @@ def soak(pid: int, base: str, args: argparse.Namespace, disk: Path) -> dict[str,
         while not all(f.done() for f in futures):
             disk_bytes = sum(p.stat().st_size for p in disk.rglob("*") if p.is_file())
             samples.append((time.monotonic() - started, rss(pid), open_files(pid), disk_bytes))
+            scraped = scrape(f"{base}/metrics")
+            gauges.append({g: sum(v for (n, _), v in scraped.items() if n == g) for g in GAUGES})
             time.sleep(SAMPLE_EVERY)
         for f in futures:
             f.result()
@@ -239,6 +245,7 @@ def soak(pid: int, base: str, args: argparse.Namespace, disk: Path) -> dict[str,
     return {
         "driver": driver,
         "samples": samples,
+        "gauges": gauges,
         "side_unloads": value(
             metrics, "mlx_responses_model_unloads_total", model_name="side", reason="keep_alive"
         ),
@@ -275,6 +282,11 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> None:
                 f"{peak / unit:.0f} ({peak / early:.3f}x: the side model loaded)"
             )
             failed |= late > 1.1 * early
+        kept = result["gauges"][len(samples) - len(after) :]
+        for g in GAUGES:
+            early = statistics.median(x[g] for x in kept[:third])
+            late = statistics.median(x[g] for x in kept[-third:])
+            print(f"  {g}: {early / MIB:.1f} -> {late / MIB:.1f} MiB")
         print(
             f"disk tier: peak {max(s[3] for s in samples) / MIB:.1f} MiB on disk "
             f"(bound {args.disk_mib} MiB)"
