@@ -15,6 +15,7 @@ from mlx_responses.http_facade.config import FacadeSettings
 from mlx_responses.http_facade.conversations import add_conversation_routes
 from mlx_responses.http_facade.core_pool import CorePool
 from mlx_responses.http_facade.drain import install_drain
+from mlx_responses.http_facade.embeddings.routes import add_embeddings_routes
 from mlx_responses.http_facade.errors import (
     FALLBACK,
     GRPC_TABLE,
@@ -132,6 +133,7 @@ def create_app(
     add_routes(app)
     add_chat_routes(app)
     add_completions_routes(app)
+    add_embeddings_routes(app)
     add_anthropic_routes(app)
     add_page_routes(app)
     for prefix in ("/v1", ""):

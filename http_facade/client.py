@@ -9,9 +9,11 @@ import grpc
 from mlx_responses.http_facade.auth import forwarding_interceptors
 from mlx_responses.http_facade.errors import from_rpc_error
 from mlx_responses.http_facade.request_id import request_id_interceptors
+from mlx_responses.service.fan_out import METADATA_KEY as FAN_OUT_KEY
 
 from mlx_responses.v1 import (
     compaction_service_pb2,
+    embeddings_service_pb2,
     events_pb2,
     generation_service_pb2,
     responses_pb2,
@@ -65,6 +67,10 @@ class CoreEventStream:
         self._stream.cancel()
 
 
+def _fan_out(value: str | None) -> list[tuple[str, str]] | None:
+    return None if value is None else [(FAN_OUT_KEY, value)]
+
+
 class CoreClient:
     """Everything the façade asks of the core."""
 
@@ -99,11 +105,16 @@ class CoreClient:
         """Whether the core's health service reports SERVING."""
         return await self.rpc.serving(timeout=5)
 
-    async def create(self, params: responses_pb2.CreateResponseParams) -> responses_pb2.Response:
-        return await _call(self.rpc.create(params))
+    async def create(
+        self, params: responses_pb2.CreateResponseParams, fan_out: str | None = None
+    ) -> responses_pb2.Response:
+        """`fan_out`: the call's group (service/fan_out.py), for a request's choices."""
+        return await _call(self.rpc.create(params, metadata=_fan_out(fan_out)))
 
-    def stream(self, params: responses_pb2.CreateResponseParams) -> CoreEventStream:
-        return CoreEventStream(self.rpc.stream(params))
+    def stream(
+        self, params: responses_pb2.CreateResponseParams, fan_out: str | None = None
+    ) -> CoreEventStream:
+        return CoreEventStream(self.rpc.stream(params, metadata=_fan_out(fan_out)))
 
     async def count_input_tokens(self, params: responses_pb2.CreateResponseParams) -> int:
         return await _call(self.rpc.count_input_tokens(params, timeout=SHORT_DEADLINE_S))
@@ -138,6 +149,12 @@ class CoreClient:
         self, params: responses_pb2.CreateResponseParams, keep_tokens: int | None
     ) -> compaction_service_pb2.CompactResponseResponse:
         return await _call(self.rpc.compact(params, keep_tokens))
+
+    async def embed(
+        self, request: embeddings_service_pb2.CreateEmbeddingsRequest
+    ) -> embeddings_service_pb2.CreateEmbeddingsResponse:
+        # No deadline: the first request loads the model.
+        return await _call(self.rpc.embed(request))
 
     def stream_job_events(self, response_id: str, starting_after: int | None) -> CoreEventStream:
         return CoreEventStream(self.rpc.stream_job_events(response_id, starting_after))

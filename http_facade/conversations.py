@@ -27,9 +27,14 @@ def conversation_to_json(info: st.ConversationObject) -> dict[str, Any]:
     }
 
 
+JSON_WHITESPACE = b" \t\n\r"
+
+
 async def _body(request: web.Request) -> dict[str, Any]:
     raw = await read_body(request)  # Content-Encoding decoded or refused in the envelope
-    body = parse_body(raw) if raw.strip() else {}
+    # No body (the document's requestBody is optional) is only what JSON calls whitespace:
+    # bytes.strip() also drops \x0b and \x0c, and such a body created a conversation.
+    body = parse_body(raw) if raw.strip(JSON_WHITESPACE) else {}
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.", None, "invalid_type")
     return body

@@ -289,6 +289,14 @@ def text_to_json(text: pb.TextConfig) -> dict[str, Any]:
 
 def usage_to_json(usage: pb.Usage) -> dict[str, Any]:
     """Token usage with its details."""
+    output_details: dict[str, int] = {"reasoning_tokens": usage.reasoning_tokens}
+    if usage.draft_tokens:
+        # Speculative decoding's drafts, by OpenAI's Predicted Outputs names (chat's too); only
+        # when it drafted, so a response keeps OpenAI's own shape otherwise.
+        output_details["accepted_prediction_tokens"] = usage.accepted_draft_tokens
+        output_details["rejected_prediction_tokens"] = (
+            usage.draft_tokens - usage.accepted_draft_tokens
+        )
     return {
         "input_tokens": usage.input_tokens,
         "input_tokens_details": {
@@ -296,7 +304,7 @@ def usage_to_json(usage: pb.Usage) -> dict[str, Any]:
             "cache_write_tokens": usage.cache_write_tokens,
         },
         "output_tokens": usage.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "output_tokens_details": output_details,
         "total_tokens": usage.total_tokens,
     }
 

@@ -27,6 +27,7 @@ from mlx_responses.http_facade.anthropic import openapi as anthropic_openapi
 from mlx_responses.http_facade.cache_hints import BREAKPOINT_TTLS
 from mlx_responses.http_facade.chat import openapi as chat_openapi
 from mlx_responses.http_facade.completions import openapi as completions_openapi
+from mlx_responses.http_facade.embeddings import openapi as embeddings_openapi
 from mlx_responses.http_facade.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.openapi_kit import (
     BOOLEAN,
@@ -456,7 +457,12 @@ def _response_schemas() -> dict[str, Schema]:
             ("cached_tokens",), cached_tokens=INTEGER, cache_write_tokens=INTEGER
         ),
         output_tokens=INTEGER,
-        output_tokens_details=_obj(("reasoning_tokens",), reasoning_tokens=INTEGER),
+        output_tokens_details=_obj(
+            ("reasoning_tokens",),
+            reasoning_tokens=INTEGER,
+            accepted_prediction_tokens=INTEGER,
+            rejected_prediction_tokens=INTEGER,
+        ),
         total_tokens=INTEGER,
     )
     statuses = sorted({from_proto.status_name(v) for v in pb.ResponseStatus.values()})
@@ -631,6 +637,7 @@ def _operations() -> dict[Callable[..., Any], Operation]:
         routes.health: Operation(ok="Health", extra={"503": "Health"}),
         **chat_openapi.operations(),
         **completions_openapi.operations(),
+        **embeddings_openapi.operations(),
         **anthropic_openapi.operations(),
     }
 
@@ -701,6 +708,7 @@ def build_document(app: web.Application, version: str = "0") -> Schema:
                 **_response_schemas(),
                 **chat_openapi.schemas(),
                 **completions_openapi.schemas(),
+                **embeddings_openapi.schemas(),
                 **anthropic_openapi.schemas(),
             }
         },

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncGenerator, Awaitable, Iterable
 from typing import TypeVar
 
 from aiohttp import web
 from mlx_responses.http_facade.client import CoreClient, CoreEventStream
 from mlx_responses.http_facade.drain import STREAMS
+from mlx_responses.service.fan_out import fan_out_value
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -34,6 +36,12 @@ def choice_params(params: pb.CreateResponseParams, n: int) -> list[pb.CreateResp
     return copies
 
 
+def fan_out(params: list[pb.CreateResponseParams]) -> str | None:
+    """The group the calls of one request's choices carry, so the core admits them as one
+    unit (service/fan_out.py); None for a lone call."""
+    return fan_out_value(uuid.uuid4().hex, len(params)) if len(params) > 1 else None
+
+
 async def gather_all(calls: Iterable[Awaitable[T]]) -> list[T]:
     """Every result in order; the first failure cancels the others and is raised."""
     tasks = [asyncio.ensure_future(call) for call in calls]
@@ -48,7 +56,8 @@ async def create_all(
     client: CoreClient, params: list[pb.CreateResponseParams]
 ) -> list[pb.Response]:
     """Whole responses, one per choice."""
-    return await gather_all(client.create(p) for p in params)
+    group = fan_out(params)
+    return await gather_all(client.create(p, group) for p in params)
 
 
 class ChoiceStreams:
@@ -56,7 +65,8 @@ class ChoiceStreams:
 
     def __init__(self, client: CoreClient, params: list[pb.CreateResponseParams]) -> None:
         self.client = client
-        self.streams: list[CoreEventStream] = [client.stream(p) for p in params]
+        group = fan_out(params)
+        self.streams: list[CoreEventStream] = [client.stream(p, group) for p in params]
         self.firsts: list[Batch] = []
 
     async def open(self) -> None:

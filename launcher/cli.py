@@ -45,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         flags.add_arguments(parser, flags.TOP, env)
         for command in flags.COMMANDS:
             flags.add_arguments(commands.add_parser(command, help=helps[command]), command, env)
-    except EnvValueError as exc:
-        raise ConfigError(str(exc)) from exc
+    except EnvValueError as exc:  # as a flag's bad value: a usage error, exit 2
+        parser.error(str(exc))
     return parser
 
 

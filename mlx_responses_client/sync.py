@@ -12,6 +12,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mlx_responses.v1 import (
     compaction_service_pb2,
     compaction_service_pb2_grpc,
+    embeddings_service_pb2,
+    embeddings_service_pb2_grpc,
     events_pb2,
     generation_service_pb2,
     generation_service_pb2_grpc,
@@ -49,6 +51,7 @@ class Client:
         self._storage = storage_service_pb2_grpc.StorageServiceStub(channel)
         self._jobs = jobs_service_pb2_grpc.JobsServiceStub(channel)
         self._compaction = compaction_service_pb2_grpc.CompactionServiceStub(channel)
+        self._embeddings = embeddings_service_pb2_grpc.EmbeddingsServiceStub(channel)
         self._health = health_pb2_grpc.HealthStub(channel)
 
     @classmethod
@@ -325,3 +328,12 @@ class Client:
         if keep_tokens is not None:
             request.keep_tokens = keep_tokens
         return self._compaction.CompactResponse(request, metadata=metadata, timeout=timeout)
+
+    def embed(
+        self,
+        request: embeddings_service_pb2.CreateEmbeddingsRequest,
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> embeddings_service_pb2.CreateEmbeddingsResponse:
+        return self._embeddings.CreateEmbeddings(request, metadata=metadata, timeout=timeout)

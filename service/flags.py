@@ -371,6 +371,18 @@ MAX_QUEUED_REQUESTS = Flag(
     type=int,
 )
 _SIZE_SUFFIXES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+MAX_MEMORY = 1 << 60  # bytes: an exbibyte, beyond any machine (and int64-safe)
+
+
+def finite_float(text: str) -> float:
+    """A flag's number: finite (`nan`, `inf` and overflowing ones are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}: it must be finite")
+    return value
 
 
 def memory_size(text: str) -> float:
@@ -382,12 +394,18 @@ def memory_size(text: str) -> float:
     try:
         value = float(number)
     except ValueError:
+        value = math.nan
+    if not math.isfinite(value):  # also nan, inf, infinity: letters float() takes
         raise argparse.ArgumentTypeError(
             f"invalid memory size {text!r}: bytes (8589934592, 8G, 768M) or a fraction below 1"
-        ) from None
+        )
     if value <= 0 or (value >= 1 and scale == 1 and value != int(value)):
         raise argparse.ArgumentTypeError(
             f"invalid memory size {text!r}: a positive number of bytes or a fraction below 1"
+        )
+    if value * scale > MAX_MEMORY:
+        raise argparse.ArgumentTypeError(
+            f"invalid memory size {text!r}: more than {MAX_MEMORY >> 60} EiB"
         )
     return value * scale if value >= 1 or scale != 1 else value
 
@@ -499,8 +517,9 @@ SPECULATIVE = Flag(
     "--speculative",
     "speculative",
     "off",
-    "speculative decoding for greedy requests: ngram drafts from the context (prompt lookup), "
-    "draft from --draft-model; output is unchanged",
+    "speculative decoding: ngram drafts from the context (prompt lookup), draft from "
+    "--draft-model; greedy output is unchanged and sampled output keeps its distribution "
+    "(a seeded request's tokens are unchanged with ngram)",
     CORE_SIDE,
     choices=("off", "ngram", "draft"),
 )
@@ -605,7 +624,7 @@ STREAM_WINDOW_MS = Flag(
     "at most 0.1 s, when that is longer): cuts the per-token cost of events, gRPC and SSE "
     "when decoding is fast or streams are many",
     CORE_SIDE,
-    type=float,
+    type=finite_float,
 )
 BATCH_WAIT_MS = Flag(
     "--batch-wait-ms",
@@ -616,7 +635,7 @@ BATCH_WAIT_MS = Flag(
     "of one per arrival, for agents that fan out many requests at once; every request that "
     "finds the engine idle pays the wait (0: start at once)",
     CORE_SIDE,
-    type=float,
+    type=finite_float,
 )
 DISTRIBUTED = Flag(
     "--distributed",
@@ -637,7 +656,7 @@ DISTRIBUTED_TIMEOUT = Flag(
     "(a rank died or stalled): requests in flight fail, the core's health turns NOT_SERVING "
     "and stays so until the operator restarts the group",
     CORE_SIDE,
-    type=float,
+    type=finite_float,
 )
 HOSTED_TOOLS = Flag(
     "--hosted-tools",
@@ -685,7 +704,7 @@ REMOTE_MEDIA_TIMEOUT_SECS = Flag(
     10.0,
     "with --allow-remote-media: seconds one fetch may take",
     CORE_SIDE,
-    type=float,
+    type=finite_float,
 )
 IMAGE_ENCODING_CACHE_ENTRIES = Flag(
     "--image-encoding-cache-entries",
@@ -761,7 +780,7 @@ SHUTDOWN_GRACE_SECS = Flag(
     "on SIGTERM, seconds running requests, responses and background jobs get to finish before "
     "they are cancelled",
     COMMANDS,
-    type=float,
+    type=finite_float,
 )
 
 # --- the HTTP façade ------------------------------------------------------------------------

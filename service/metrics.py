@@ -49,6 +49,8 @@ class ModelMetrics:
         self._prompt = engine.prompt_tokens.labels(model_name)
         self._cached = engine.cached_tokens.labels(model_name)
         self._generated = engine.generation_tokens.labels(model_name)
+        self._drafted = engine.draft_tokens.labels(model_name)
+        self._accepted = engine.accepted_draft_tokens.labels(model_name)
         self._success = engine.success
         self._waits = engine.admission_waits.labels(model_name)
         self._wait_seconds = engine.admission_wait_seconds.labels(model_name)
@@ -65,6 +67,11 @@ class ModelMetrics:
         """A token was generated: TTFT for the first, inter-token latency for the others."""
         (self._ttft if first else self._itl).observe(since_previous)
         self._generated.inc()
+
+    def drafted(self, proposed: int, accepted: int) -> None:
+        """A verify step proposed `proposed` draft tokens for a request and kept `accepted`."""
+        self._drafted.inc(proposed)
+        self._accepted.inc(accepted)
 
     def finished(self, reason: str, elapsed: float) -> None:
         """A request left the engine ('stop', 'length', 'cancelled', 'error')."""
@@ -123,6 +130,19 @@ class EngineMetrics:
         )
         self.generation_tokens = Counter(
             f"{p}generation_tokens", "Generated tokens.", MODEL, registry=registry
+        )
+        # vLLM's spec_decode_num_draft_tokens and spec_decode_num_accepted_tokens.
+        self.draft_tokens = Counter(
+            f"{p}spec_decode_draft_tokens",
+            "Tokens drafted by speculative decoding (--speculative) and verified.",
+            MODEL,
+            registry=registry,
+        )
+        self.accepted_draft_tokens = Counter(
+            f"{p}spec_decode_accepted_tokens",
+            "Drafted tokens the verify kept (each a generated token one forward sooner).",
+            MODEL,
+            registry=registry,
         )
         self.success = Counter(
             f"{p}request_success",

@@ -13,6 +13,7 @@ from mlx_responses.service.core import Core
 from mlx_responses.service.models.pool import health_name
 from mlx_responses.service.rpc.auth import ApiKeyInterceptor
 from mlx_responses.service.rpc.compaction_service import CompactionServicer
+from mlx_responses.service.rpc.embeddings_service import EmbeddingsServicer
 from mlx_responses.service.rpc.generation_service import GenerationServicer
 from mlx_responses.service.rpc.hangups import quiet_hangup_logs
 from mlx_responses.service.rpc.interceptors import ErrorInterceptor
@@ -24,6 +25,8 @@ from mlx_responses.service.shutdown import DrainInterceptor, DrainReport, drain
 from mlx_responses.v1 import (
     compaction_service_pb2,
     compaction_service_pb2_grpc,
+    embeddings_service_pb2,
+    embeddings_service_pb2_grpc,
     generation_service_pb2,
     generation_service_pb2_grpc,
     jobs_service_pb2,
@@ -39,6 +42,7 @@ SERVICE_NAMES = (
     storage_service_pb2.DESCRIPTOR.services_by_name["StorageService"].full_name,
     jobs_service_pb2.DESCRIPTOR.services_by_name["JobsService"].full_name,
     compaction_service_pb2.DESCRIPTOR.services_by_name["CompactionService"].full_name,
+    embeddings_service_pb2.DESCRIPTOR.services_by_name["EmbeddingsService"].full_name,
 )
 
 # Token streams can carry large snapshots (the final response); allow generous messages.
@@ -159,6 +163,9 @@ async def start_core_server(
     jobs_service_pb2_grpc.add_JobsServiceServicer_to_server(JobsServicer(core), server)
     compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(
         CompactionServicer(core), server
+    )
+    embeddings_service_pb2_grpc.add_EmbeddingsServiceServicer_to_server(
+        EmbeddingsServicer(core), server
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -72,9 +72,9 @@ quiet_pip install -q --upgrade pip
 # (tools/mlx_backend.py; MLX_RESPONSES_BACKEND=cpu|cuda12|cuda overrides).
 BACKEND="$("$PYTHON" tools/mlx_backend.py)"
 if [ "$BACKEND" = "cpu" ]; then
-  quiet_pip install -q -e ".[dev,vision]"
+  quiet_pip install -q -e ".[dev,vision,embeddings]"
 else
-  quiet_pip install -q -e ".[dev,vision,$BACKEND]"
+  quiet_pip install -q -e ".[dev,vision,embeddings,$BACKEND]"
   # mlx-cpu (the default dependency) and mlx-cuda-* ship the same mlx/lib/libmlx.so: the CUDA
   # build must be the one on disk, whatever order pip installed them in.
   case "$BACKEND" in cuda) CUDA_PKG=mlx-cuda-13 ;; *) CUDA_PKG=mlx-cuda-12 ;; esac

@@ -95,7 +95,12 @@ def usage_json(responses: Sequence[pb.Response]) -> dict[str, Any]:
             "cache_write_tokens": responses[0].usage.cache_write_tokens,
         },
         "completion_tokens_details": {
-            "reasoning_tokens": sum(r.usage.reasoning_tokens for r in responses)
+            "reasoning_tokens": sum(r.usage.reasoning_tokens for r in responses),
+            # Speculative decoding's drafts kept and refused (OpenAI's Predicted Outputs names).
+            "accepted_prediction_tokens": sum(r.usage.accepted_draft_tokens for r in responses),
+            "rejected_prediction_tokens": sum(
+                r.usage.draft_tokens - r.usage.accepted_draft_tokens for r in responses
+            ),
         },
     }
 

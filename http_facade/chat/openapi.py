@@ -226,7 +226,12 @@ def _usage() -> Schema:
         prompt_tokens_details=obj(
             ("cached_tokens",), cached_tokens=INTEGER, cache_write_tokens=INTEGER
         ),
-        completion_tokens_details=obj(("reasoning_tokens",), reasoning_tokens=INTEGER),
+        completion_tokens_details=obj(
+            ("reasoning_tokens",),
+            reasoning_tokens=INTEGER,
+            accepted_prediction_tokens=INTEGER,
+            rejected_prediction_tokens=INTEGER,
+        ),
     )
 
 

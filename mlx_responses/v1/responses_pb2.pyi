@@ -599,7 +599,7 @@ class ContextManagement(_message.Message):
     def __init__(self, type: _Optional[str] = ..., compact_threshold: _Optional[int] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens", "reasoning_tokens", "cache_write_tokens", "breakpoint_write_tokens")
+    __slots__ = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens", "reasoning_tokens", "cache_write_tokens", "breakpoint_write_tokens", "draft_tokens", "accepted_draft_tokens")
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -607,6 +607,8 @@ class Usage(_message.Message):
     REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHE_WRITE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     BREAKPOINT_WRITE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_DRAFT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     input_tokens: int
     output_tokens: int
     total_tokens: int
@@ -614,7 +616,9 @@ class Usage(_message.Message):
     reasoning_tokens: int
     cache_write_tokens: int
     breakpoint_write_tokens: int
-    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ..., cache_write_tokens: _Optional[int] = ..., breakpoint_write_tokens: _Optional[int] = ...) -> None: ...
+    draft_tokens: int
+    accepted_draft_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ..., cache_write_tokens: _Optional[int] = ..., breakpoint_write_tokens: _Optional[int] = ..., draft_tokens: _Optional[int] = ..., accepted_draft_tokens: _Optional[int] = ...) -> None: ...
 
 class IncompleteDetails(_message.Message):
     __slots__ = ("reason",)

@@ -17,6 +17,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_responses.service.engine.commands import Submit
 from mlx_responses.service.engine.kv_store import KVStore
+from mlx_responses.service.engine.penalties import reads_context_only
 from mlx_responses.service.engine.scheduler import Admission, Sampler, segments
 from mlx_responses.service.engine.vision.side import Seen, VisionSide, encode_together, see
 
@@ -49,9 +50,10 @@ class Start:
             command.logits_processors,
             cache,
             command.prompt[:cached],
-            # NOTE: only greedy, unconstrained sequences speculate; the rest decode normally in
-            # the same step (grammar and penalty processors need per-token state).
-            speculate=s.temperature == 0 and not command.logits_processors,
+            # Greedy and sampled sequences speculate (`acceptance.py` keeps a sampled one's
+            # distribution), with penalties too; a grammar or a reasoning budget keeps state
+            # per token: those sequences decode normally in the same step.
+            speculate=reads_context_only(command.logits_processors),
             alone=alone,
             **(self.seen.admitted(cached, self.features) if self.seen is not None else {}),
         )

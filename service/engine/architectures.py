@@ -41,3 +41,17 @@ def why_not_batched(model: Any) -> str | None:
         if not hasattr(cache, "merge"):
             return f"its {type(cache).__name__} cannot join a batch with history"
     return None
+
+
+# model_type -> how it crashes the process on a CPU (a segfault: no error to catch), so the
+# engine refuses it there at load (report upstream).
+CRASHES_ON_CPU = {
+    "phi3small": "its block-sparse attention crashes MLX (a segfault) on a prompt of 16 tokens",
+}
+
+
+def why_unservable(model: Any, device: str) -> str | None:
+    """Why the engine refuses `model` on `device` ("cpu", "gpu") at load (None: it serves)."""
+    if device == "cpu":
+        return CRASHES_ON_CPU.get(model_type(model) or "")
+    return None

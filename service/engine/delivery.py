@@ -9,7 +9,8 @@ from typing import Any, Generic, TypeVar
 import mlx.core as mx
 import numpy as np
 from mlx_responses.service.engine.prompt_expiry import Lifetimes
-from mlx_responses.service.engine.requests import TokenLogprob
+from mlx_responses.service.engine.requests import Chunk, TokenLogprob
+from mlx_responses.service.engine.scheduler import Token
 
 S = TypeVar("S")  # the request's stream
 
@@ -49,6 +50,22 @@ class Active(Generic[S]):
         if tokens > self.prompt_tokens:
             return "assistant"
         return "system" if written == self.system_end else "user"
+
+    def chunk(self, token: Token, text: str, logprobs: tuple[TokenLogprob, ...]) -> Chunk:
+        """The chunk of its latest token (`generated` counts it): the first carries the prompt
+        tokens the cache held, the last those it wrote, a verify's first its drafts."""
+        finish = token.finish_reason
+        return Chunk(
+            text,
+            1,
+            finish,
+            cached_tokens=self.cached_tokens if self.generated == 1 else 0,
+            logprobs=logprobs,
+            token_ids=(token.token,),
+            cache_written=self.written_to - self.cached_tokens if finish else 0,
+            draft_tokens=token.drafted,
+            accepted_draft_tokens=token.accepted,
+        )
 
     def keyed(self, tokens: list[int]) -> list[int]:
         """An entry's `tokens` as its prompt-cache key (an image prompt's images standing in

@@ -32,7 +32,7 @@ from typing import Any, Protocol, cast
 import mlx.core as mx
 from mlx import nn
 from mlx.utils import tree_flatten
-from mlx_responses.service.engine.memory.budget import MemoryBudget, ModelAccount
+from mlx_responses.service.engine.memory.budget import MemoryBudget, MemoryLimitError, ModelAccount
 from mlx_responses.service.engine.memory.kv_layout import (
     activations,
     cache_windows,
@@ -285,6 +285,13 @@ def open_store(
     account.activations = activations(
         config, dtype, rows=prefill_rows, step=o.prefill_step_size, scores=device == "cpu"
     )
+    try:
+        account.check_room()
+    except MemoryLimitError:
+        account.close()
+        if prompt is not None:
+            prompt.close()
+        raise
     return KVStore(prompt, account, o.encoder)
 
 

@@ -8,6 +8,7 @@ either against the installed mlx-lm and fails by name when one is gone, before a
 from __future__ import annotations
 
 from mlx_lm import load
+from mlx_lm.models.base import create_attention_mask, create_ssm_mask
 from mlx_lm.models.cache import (
     ArraysCache,
     CacheList,
@@ -50,6 +51,8 @@ __all__ = [
     "apply_top_k",
     "apply_top_p",
     "can_trim_prompt_cache",
+    "create_attention_mask",
+    "create_ssm_mask",
     "greedy_sampler",
     "load",
     "load_architecture",

@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import mlx.core as mx
 from mlx import nn
+from mlx_responses.service.config import ConfigError
+from mlx_responses.service.engine.architectures import why_unservable
 from mlx_responses.service.engine.mlx_lm_compat import (
     KVCache,
     TokenizerWrapper,
@@ -53,6 +56,14 @@ def plain_caches(model: nn.Module) -> bool:
     return all(isinstance(c, KVCache) for c in make_prompt_cache(model))
 
 
+def _probe(model: nn.Module) -> None:
+    """Two tokens through the model and its own caches: what fails on every request (a kernel
+    this machine lacks: mlx-lm's bitnet and muse_spark are Metal-only) fails here instead."""
+    cache = make_prompt_cache(model)
+    logits = model(mx.array([[0, 1]]), cache=cache)
+    mx.eval(logits)
+
+
 def context_length_of(config: dict[str, Any]) -> int:
     """The context window a model config declares."""
     for key in (
@@ -61,7 +72,7 @@ def context_length_of(config: dict[str, Any]) -> int:
         "n_positions",
         "seq_length",
     ):
-        value = config.get(key) or config.get("text_config", {}).get(key)
+        value = config.get(key) or (config.get("text_config") or {}).get(key)
         if isinstance(value, int) and value > 0:
             return value
     return DEFAULT_CONTEXT
@@ -78,15 +89,43 @@ def sampling_defaults(folder: Path) -> tuple[float, float]:
     return float(config.get("temperature", 1.0)), float(config.get("top_p", 1.0))
 
 
+class UnservableModelError(ConfigError):
+    """A model this engine cannot serve, found when it loads: the message names its
+    architecture and why (never accepted, then failed on its first request)."""
+
+
 def load_model(path: Path, alias: str | None = None) -> LoadedModel:
-    """Loads `path` (a local folder, never a hub id) with mlx_lm."""
+    """Loads `path` (a local folder, never a hub id) with mlx_lm; raises UnservableModelError
+    for a model it cannot serve (an architecture mlx-lm lacks or cannot load or run here)."""
     folder = path.expanduser().resolve()
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder} is not an mlx-lm model folder (no config.json)")
     started = time.perf_counter()
-    model, tokenizer = load(str(folder))[:2]
-    fix_model(model)
     config = json.loads((folder / "config.json").read_text())
+    architecture = config.get("model_type")
+    try:
+        model, tokenizer = load(str(folder))[:2]
+    except SystemExit as exc:  # mlx-lm's olmo exits when its own package is missing
+        raise UnservableModelError(
+            f"{folder.name}: mlx-lm cannot load model type {architecture!r}: its module "
+            f"exited ({exc.code}: a package it needs is missing)"
+        ) from None
+    except OSError:
+        raise  # a file it cannot read: the folder may be still being copied in
+    except Exception as exc:
+        raise UnservableModelError(
+            f"{folder.name}: mlx-lm cannot load model type {architecture!r}: {exc}"
+        ) from exc
+    fix_model(model)
+    device = "cpu" if mx.default_device().type == mx.cpu else "gpu"
+    try:
+        if (why := why_unservable(model, device)) is not None:
+            raise RuntimeError(why)
+        _probe(model)
+    except Exception as exc:
+        raise UnservableModelError(
+            f"{folder.name}: model type {architecture!r} cannot run on this machine: {exc}"
+        ) from exc
     apply_window(model, config, alias or folder.name)
     temperature, top_p = sampling_defaults(folder)
     loaded = LoadedModel(
@@ -98,7 +137,7 @@ def load_model(path: Path, alias: str | None = None) -> LoadedModel:
         created=int(time.time()),
         vocab_size=int(
             config.get("vocab_size")
-            or config.get("text_config", {}).get("vocab_size")
+            or (config.get("text_config") or {}).get("vocab_size")
             or len(tokenizer)
         ),
         default_temperature=temperature,

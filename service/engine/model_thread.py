@@ -16,11 +16,13 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Generic, NoReturn, TypeVar
 
+from mlx_responses.service.engine.fan_out_groups import FanOutGroups
 from mlx_responses.service.engine.kv_store import KVStore
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.observer import ModelObserver
 from mlx_responses.service.engine.requests import EngineStoppedError, QueueFullError
 from mlx_responses.service.engine.supervision import stopped
+from mlx_responses.service.fan_out import FAN_OUT
 
 
 @dataclass
@@ -44,6 +46,7 @@ class ModelThread(ABC, Generic[R]):
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._in_flight = 0
+        self._groups = FanOutGroups()  # fan-outs admitted as one unit (service/fan_out.py)
         self._loaded: LoadedModel | None = None
         self.alive = False
         # Why the engine gave up, once it has (supervision.py): later submits are refused so.
@@ -103,9 +106,12 @@ class ModelThread(ABC, Generic[R]):
         self._released()
 
     def has_room(self) -> bool:
-        """Whether a submit now would be accepted (the queue not full)."""
+        """Whether a submit now would be accepted (the queue not full, or its fan-out's
+        group admitted)."""
+        group = FAN_OUT.get()
         with self._lock:
-            return self._in_flight < self._capacity
+            held = group is not None and self._groups.holds(group[0])
+            return held or self._in_flight < self._capacity
 
     def check_memory(self, prompt_tokens: int, max_tokens: int) -> None:
         """Raises MemoryLimitError for a request that could never fit the memory budget."""
@@ -117,15 +123,21 @@ class ModelThread(ABC, Generic[R]):
             self._metrics.refused(reason)
 
     def _admit(self) -> None:
-        """Counts a submitted request in; refuses it when stopped or full."""
+        """Counts a submitted request in; refuses it when stopped or full. A call of a
+        fan-out (service/fan_out.py) counts as its group: the first is admitted where one
+        request would be and reserves the group, the others pass on that reservation."""
         if not self.alive:
             if self.failure is not None:
                 raise EngineStoppedError(stopped(self.failure))
             raise EngineStoppedError("the generation worker is not running")
+        group = FAN_OUT.get()
         with self._lock:
+            self._in_flight -= self._groups.expire()
+            if group is not None and self._groups.take(group[0]):
+                return
             if self._in_flight >= self._capacity:
                 raise QueueFullError("the generation queue is full")
-            self._in_flight += 1
+            self._in_flight += self._groups.reserve(*group) if group is not None else 1
 
     # --- the subclass's part ---------------------------------------------------------------
     @property

@@ -18,6 +18,9 @@ class ModelObserver(Protocol):
     def token(self, since_previous: float, first: bool) -> None:
         """A token was generated, `since_previous` seconds after the last (or the submission)."""
 
+    def drafted(self, proposed: int, accepted: int) -> None:
+        """A verify step proposed `proposed` draft tokens for a request and kept `accepted`."""
+
     def finished(self, reason: str, elapsed: float) -> None:
         """A request ended (`stop`, `length`, `cancelled`, `error`) after `elapsed` seconds."""
 

@@ -70,7 +70,9 @@ class PromptCache:
         self, folder: Path, budget: int, loaded: LoadedModel, layout: str, draft: Path | None
     ) -> None:
         """Adds the disk tier: entries of this model, this KV `layout` and draft model."""
-        self.disk = open_disk(folder, budget, loaded, layout, draft, clock=self.clock)
+        self.disk = open_disk(
+            folder, budget, loaded, layout, draft, clock=self.clock, health=self.stats.disk
+        )
 
     def key(self, scope: str) -> str:
         """The model key for `scope`: one trie per model and owner."""

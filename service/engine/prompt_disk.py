@@ -26,6 +26,12 @@ lifetime (`ttl`, seconds) and when it expires (`expires`, Unix time: its last us
 The budget (`max_bytes`) holds over the whole directory: after each write the least recently
 used entries go. An expired entry is never served: it is deleted when found (at start, at a
 lookup); one without a lifetime is left to the budget.
+
+What is read back is checked before use (prompt_disk_check.py): a bad index row or entry file
+is dropped (logged once, counted in `DiskHealth` and /metrics) and the rest keeps serving;
+something under `entries/` that is no entry (a folder, a symlink) is never followed. A full
+disk or a read-only folder pauses the writes (reported as `degraded`) while reads go on; no
+failure of the tier fails a request: the prompt is prefilled from memory's answer instead.
 """
 
 from __future__ import annotations
@@ -48,53 +54,32 @@ from typing import Any, cast
 
 import mlx.core as mx
 import numpy as np
-from mlx.utils import tree_flatten, tree_unflatten
-from mlx_responses.service.engine.kv_quant import SequenceQuantizedKVCache
+from mlx.utils import tree_flatten
 from mlx_responses.service.engine.mlx_lm_compat import (
-    ArraysCache,
-    CacheList,
-    KVCache,
-    QuantizedKVCache,
-    RotatingKVCache,
     can_trim_prompt_cache,
     trim_prompt_cache,
 )
 from mlx_responses.service.engine.model import LoadedModel
+from mlx_responses.service.engine.prompt_disk_check import BadEntry, index_row, safe_name
+from mlx_responses.service.engine.prompt_disk_io import (
+    CLASSES,
+    DTYPES,
+    FORMAT,
+    degraded_reason,
+    read_entry,
+    sweep,
+)
+from mlx_responses.service.engine.requests import DiskHealth
 
 log = logging.getLogger(__name__)
 
-FORMAT = "mlx-responses-prompt-cache/1"
 BLOCK = 256  # tokens per chained hash
 # Entries waiting for the writer; more are dropped (never block the engine). A prompt whose
 # caches cannot be trimmed leaves several at once (its checkpoints: the system turn's end, where
 # the generation prompt begins, its last token's and its whole prompt's, the finished turn):
 # their arrays are the memory tier's, borrowed, not copies.
 MAX_PENDING = 6
-# The cache classes an entry may hold: those whose state round-trips (restore equals cold):
-# attention KV, plain, rotating (a sliding window) and quantized, and a recurrent model's state
-# (ArraysCache: conv and SSM arrays; CacheList: several caches in one layer, falcon_h1's).
-CLASSES: dict[str, type] = {
-    c.__name__: c
-    for c in (
-        KVCache,
-        RotatingKVCache,
-        QuantizedKVCache,
-        SequenceQuantizedKVCache,
-        ArraysCache,
-        CacheList,
-    )
-}
-# numpy dtype of each MLX dtype as stored (bfloat16 travels as its uint16 bits), and its
-# safetensors name.
-_DTYPES: dict[Any, tuple[str, str]] = {
-    mx.bfloat16: ("uint16", "BF16"),
-    mx.float16: ("float16", "F16"),
-    mx.float32: ("float32", "F32"),
-    mx.uint32: ("uint32", "U32"),
-    mx.int32: ("int32", "I32"),
-    mx.uint8: ("uint8", "U8"),
-}
-_NAMES = {name: (np_name, dtype) for dtype, (np_name, name) in _DTYPES.items()}
+PAUSE = 60.0  # seconds writes stay paused after the disk was full or read-only
 
 
 def model_identity(folder: Path, chat_template: str | None, layout: str, draft: Path | None) -> str:
@@ -120,17 +105,21 @@ def open_disk(
     draft: Path | None,
     *,
     clock: Callable[[], float] = time.time,
+    health: DiskHealth | None = None,
 ) -> PromptDisk | None:
     """The disk tier of `loaded`'s prompt cache (`layout`: its KV layout), where it is on
-    (`max_bytes` > 0) and `folder` can be used; None else (logged)."""
+    (`max_bytes` > 0) and `folder` can be used; None else (logged, and `health` says
+    "unavailable")."""
     if max_bytes <= 0:
         return None
+    health = health if health is not None else DiskHealth()
     template = getattr(loaded.tokenizer, "chat_template", None)
     try:
         identity = model_identity(loaded.path, template, layout, draft)
-        disk = PromptDisk(folder, max_bytes, identity, clock)
+        disk = PromptDisk(folder, max_bytes, identity, clock, health)
     except (OSError, sqlite3.Error) as exc:
         log.warning("prompt cache disk tier off: %s: %s", folder, exc)
+        health.degraded = "unavailable"
         return None
     log.info("prompt cache disk tier in %s (%d bytes at most)", folder, max_bytes)
     return disk
@@ -197,8 +186,10 @@ class PromptDisk:
         max_bytes: int,
         identity: str,
         clock: Callable[[], float] = time.time,
+        health: DiskHealth | None = None,
     ) -> None:
         self.directory = directory
+        self.health = health if health is not None else DiskHealth()
         self.clock = clock  # the lifetimes' (wall time)
         self.max_bytes = max_bytes
         self.identity = identity
@@ -208,6 +199,7 @@ class PromptDisk:
         self.errors = 0  # files skipped (corrupt, truncated, foreign) and deleted
         self.read_seconds = 0.0
         self.put_seconds = 0.0  # spent handing entries over, on the engine thread
+        self._paused_until = 0.0  # writes paused (disk full, read-only) until (monotonic)
         (directory / "entries").mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}  # ours (any scope), by file name
@@ -215,15 +207,7 @@ class PromptDisk:
         self._done: list[_Write] = []  # written: their borrowed arrays released here
         self._queue: SimpleQueue[Any] = SimpleQueue()
         with closing(self._connect()) as db:
-            for row in db.execute(
-                "SELECT name, key, length, digest, blocks, trimmable, bytes, ttl, expires "
-                "FROM entries WHERE key LIKE ?",
-                (identity[:32] + "%",),
-            ):
-                entry = _Entry(
-                    row[0], row[1], row[2], row[3], json.loads(row[4]), bool(row[5]), *row[6:]
-                )
-                self._entries[entry.name] = entry
+            self._load_index(db)
         self._sweep()
         self._expire()
         self._thread = threading.Thread(target=self._write_loop, name="prompt-disk", daemon=True)
@@ -246,6 +230,8 @@ class PromptDisk:
         self._done.clear()
         if len(tokens) < BLOCK or any(type(c).__name__ not in CLASSES for c in cache):
             return False
+        if self.health.degraded is not None and time.monotonic() < self._paused_until:
+            return False  # the disk is full or read-only: retried after the pause
         with self._lock:
             if self._pending >= MAX_PENDING:
                 log.debug("prompt disk: writer busy, an entry of %d tokens skipped", len(tokens))
@@ -256,7 +242,7 @@ class PromptDisk:
             items: list[list[Any]] = []
             for path, leaf in _flatten(c.state):
                 if isinstance(leaf, mx.array):
-                    if leaf.dtype not in _DTYPES:
+                    if leaf.dtype not in DTYPES:
                         return False
                     items.append([path, {"array": f"{i}.{path}"}])
                     leaves.append((f"{i}.{path}", leaf))
@@ -271,7 +257,7 @@ class PromptDisk:
         views = [a.view(mx.uint16) if a.dtype == mx.bfloat16 else a for _, a in leaves]
         mx.eval(views)
         arrays = [
-            (name, np.asarray(memoryview(cast(Any, v))), _DTYPES[a.dtype][1])
+            (name, np.asarray(memoryview(cast(Any, v))), DTYPES[a.dtype][1])
             for (name, a), v in zip(leaves, views, strict=True)
         ]
         data = _tokens_bytes(tokens)
@@ -298,14 +284,19 @@ class PromptDisk:
     def fetch(
         self, scope: str, prompt: list[int], cache: Any, rest: list[int]
     ) -> tuple[Any, list[int]]:
-        """The memory cache's answer (`cache`, `rest`), or the disk's where it holds more."""
+        """The memory cache's answer (`cache`, `rest`), or the disk's where it holds more
+        (any failure of the tier: the memory's answer, logged)."""
         have = len(prompt) - len(rest) if cache is not None else 0
         if len(prompt) - have <= BLOCK:
             return cache, rest  # little left to gain
-        hit = self.lookup(scope, prompt)
-        if hit is None or hit.usable <= have:
+        try:
+            hit = self.lookup(scope, prompt)
+            if hit is None or hit.usable <= have:
+                return cache, rest
+            loaded = self.load(hit, prompt)
+        except Exception:  # a request never fails for its disk tier
+            log.exception("prompt disk: a lookup failed; the prompt is served without it")
             return cache, rest
-        loaded = self.load(hit, prompt)
         if loaded is None or len(prompt) - len(loaded[1]) <= have:
             return cache, rest
         return loaded
@@ -343,22 +334,23 @@ class PromptDisk:
         started = time.perf_counter()
         path = self.directory / "entries" / hit.entry.name
         try:
-            tokens, cache = self._read(path, hit.entry)
+            tokens, cache = read_entry(path, hit.entry.key, hit.entry.length)
+            common = _common_prefix(tokens, prompt)
+            if common == len(tokens) and common < len(prompt):
+                rest = prompt[common:]
+            elif can_trim_prompt_cache(cache) and common > 0:
+                keep = min(len(prompt) - 1, common)
+                trim_prompt_cache(cache, len(tokens) - keep)
+                rest = prompt[keep:]
+            elif common == len(tokens):  # an exact hit the worker may still trim
+                rest = []
+            else:
+                return None
         except Exception as exc:  # any failure: never served
             self.errors += 1
+            self.health.drop("file")
             log.warning("prompt disk: %s skipped and deleted: %s", path.name, exc)
             self._forget(hit.entry)
-            return None
-        common = _common_prefix(tokens, prompt)
-        if common == len(tokens) and common < len(prompt):
-            rest = prompt[common:]
-        elif can_trim_prompt_cache(cache) and common > 0:
-            keep = min(len(prompt) - 1, common)
-            trim_prompt_cache(cache, len(tokens) - keep)
-            rest = prompt[keep:]
-        elif common == len(tokens):  # an exact hit the worker may still trim
-            rest = []
-        else:
             return None
         self.hits += 1
         self.hit_tokens += len(prompt) - len(rest)
@@ -411,46 +403,34 @@ class PromptDisk:
             self._entries.pop(entry.name, None)
         self._queue.put(("delete", entry.name))
 
+    def _load_index(self, db: sqlite3.Connection) -> None:
+        """Reads this identity's rows; a row that fails its check (prompt_disk_check.py) is
+        dropped: deleted with its file, logged, counted."""
+        rows = db.execute(
+            "SELECT rowid, name, key, length, digest, blocks, trimmable, bytes, ttl, expires "
+            "FROM entries WHERE key LIKE ?",
+            (self.identity[:32] + "%",),
+        ).fetchall()
+        for rowid, *columns in rows:
+            try:
+                entry = _Entry(*index_row(columns, BLOCK))
+            except BadEntry as exc:
+                log.warning("prompt disk: index row %r dropped: %s", columns[0], exc)
+                self.health.drop("row")
+                name = safe_name(columns[0])
+                with contextlib.suppress(OSError, sqlite3.Error):  # read-only: dropped here
+                    db.execute("DELETE FROM entries WHERE rowid=?", (rowid,))
+                    db.commit()
+                    if name is not None:
+                        (self.directory / "entries" / name).unlink(missing_ok=True)
+                continue
+            self._entries[entry.name] = entry
+
     def _sweep(self) -> None:
         """Deletes files the index does not list (a write cut short), once they are old."""
         with closing(self._connect()) as db:
             listed = {row[0] for row in db.execute("SELECT name FROM entries")}
-        cutoff = time.time() - 3600
-        for path in (self.directory / "entries").iterdir():
-            if path.name not in listed and path.stat().st_mtime < cutoff:
-                path.unlink(missing_ok=True)
-
-    def _read(self, path: Path, entry: _Entry) -> tuple[list[int], list[Any]]:
-        with path.open("rb") as f:
-            size = int.from_bytes(f.read(8), "little")
-            if not 0 < size < 1 << 26:
-                raise ValueError("not a safetensors file")
-            header = json.loads(f.read(size))
-            data = bytearray(os.fstat(f.fileno()).st_size - 8 - size)
-            if f.readinto(data) != len(data):
-                raise ValueError("truncated")
-        meta = header.pop("__metadata__", {})
-        if meta.get("format") != FORMAT or meta.get("identity") != entry.key:
-            raise ValueError("written for another model, template or KV layout")
-        if int(meta.get("crc32", "-1")) != zlib.crc32(data):
-            raise ValueError("checksum mismatch")
-        arrays: dict[str, Any] = {}
-        for name, spec in header.items():
-            np_name = _NAMES[spec["dtype"]][0]
-            start, end = spec["data_offsets"]
-            flat = np.frombuffer(
-                data, dtype=np_name, count=(end - start) // np.dtype(np_name).itemsize, offset=start
-            )
-            arrays[name] = flat.reshape(spec["shape"])
-        tokens: list[int] = arrays.pop("tokens").tolist()
-        if len(tokens) != entry.length:
-            raise ValueError("token count mismatch")
-        cache = []
-        for cls_name, items in json.loads(meta["layers"]):
-            leaves = [(leaf_path, _leaf(value, arrays, header)) for leaf_path, value in items]
-            cache.append(CLASSES[cls_name].from_state(tree_unflatten(leaves)))  # type: ignore[attr-defined]
-        mx.eval([c.state for c in cache])
-        return tokens, cache
+        sweep(self.directory / "entries", listed, self.health)
 
     # --- the writer thread -------------------------------------------------------------------
     def _write_loop(self) -> None:
@@ -473,13 +453,29 @@ class PromptDisk:
                     db.commit()
                 else:
                     self._delete(db, job[1])
-            except Exception:
-                log.exception("prompt disk: a write failed")
+            except Exception as exc:
+                self._failed(exc)
             finally:
                 if isinstance(job, _Write):
                     with self._lock:
                         self._pending -= 1
                         self._done.append(job)
+
+    def _failed(self, exc: Exception) -> None:
+        """A write, touch or delete failed: a full disk or a read-only folder pauses writes
+        (reported, logged once) while reads go on; anything else is logged."""
+        self.health.write_errors += 1
+        reason = degraded_reason(exc)
+        if isinstance(exc, BadEntry):
+            log.warning("prompt disk: %s", exc)
+            return
+        if reason is None:
+            log.error("prompt disk: a write failed", exc_info=exc)
+            return
+        if self.health.degraded != reason:
+            log.warning("prompt disk: writes paused for %.0fs (%s): %s", PAUSE, reason, exc)
+        self.health.degraded = reason
+        self._paused_until = time.monotonic() + PAUSE
 
     def _write(self, db: sqlite3.Connection, job: _Write) -> None:
         entry = job.entry
@@ -505,13 +501,20 @@ class PromptDisk:
         raw = json.dumps(header).encode()
         raw += b" " * (-len(raw) % 8)
         path = self.directory / "entries" / entry.name
+        if path.is_dir():
+            raise BadEntry(f"{path} is a folder: the entry is not written")
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with tmp.open("wb") as f:
-            f.write(len(raw).to_bytes(8, "little"))
-            f.write(raw)
-            for _, array, _ in tensors:
-                f.write(array.data.cast("B"))
-        os.replace(tmp, path)
+        try:
+            with tmp.open("wb") as f:
+                f.write(len(raw).to_bytes(8, "little"))
+                f.write(raw)
+                for _, array, _ in tensors:
+                    f.write(array.data.cast("B"))
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)  # a part written before the disk filled
+            raise
         entry.nbytes = path.stat().st_size
         db.execute(
             "INSERT OR REPLACE INTO entries (name, key, length, digest, blocks, trimmable, bytes,"
@@ -531,6 +534,9 @@ class PromptDisk:
         )
         db.commit()
         self.writes += 1
+        if self.health.degraded in ("disk_full", "read_only"):
+            log.info("prompt disk: writes resumed")
+            self.health.degraded = None
         with self._lock:
             self._entries[entry.name] = entry
         if entry.trimmable:  # the entries it extends only take space (as in memory)
@@ -553,17 +559,26 @@ class PromptDisk:
     def _trim(self, db: sqlite3.Connection) -> None:
         """Deletes the least recently used entries until the directory fits the budget."""
         total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM entries").fetchone()[0]
-        while total > self.max_bytes:
-            row = db.execute("SELECT name, bytes FROM entries ORDER BY last_use LIMIT 1").fetchone()
+        while isinstance(total, int) and total > self.max_bytes:
+            row = db.execute(
+                "SELECT rowid, name, bytes FROM entries ORDER BY last_use LIMIT 1"
+            ).fetchone()
             if row is None:
                 return
-            self._delete(db, row[0])
-            total -= row[1]
+            name = safe_name(row[1])
+            if name is not None:
+                self._delete(db, name)
+            else:  # another identity's bad row: only the row goes
+                db.execute("DELETE FROM entries WHERE rowid=?", (row[0],))
+                db.commit()
+            total -= row[2] if type(row[2]) is int else 0
 
     def _delete(self, db: sqlite3.Connection, name: str) -> None:
         with self._lock:
             self._entries.pop(name, None)
-        (self.directory / "entries" / name).unlink(missing_ok=True)
+        path = self.directory / "entries" / name
+        if not path.is_dir():  # a folder of that name is no entry of ours
+            path.unlink(missing_ok=True)
         db.execute("DELETE FROM entries WHERE name=?", (name,))
         db.commit()
 
@@ -571,14 +586,6 @@ class PromptDisk:
 def _flatten(state: Any) -> list[tuple[str, Any]]:
     """A cache state's leaves by path ("0", "0.1", ...), as `tree_unflatten` takes them back."""
     return cast(list[tuple[str, Any]], tree_flatten(state))
-
-
-def _leaf(value: Any, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> Any:
-    """A state leaf as read back: an array (by its tensor's name) or the value itself."""
-    if not isinstance(value, dict):
-        return value
-    leaf = mx.array(arrays[value["array"]])
-    return leaf.view(mx.bfloat16) if header[value["array"]]["dtype"] == "BF16" else leaf
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import mlx.core as mx
 
@@ -55,6 +55,9 @@ class Chunk:
     token_ids: tuple[int, ...] = ()
     # Prompt tokens this request wrote to the prompt cache beyond those it read (last chunk).
     cache_written: int = 0
+    # Speculation: tokens drafted for this request and those of them kept (`accepted`).
+    draft_tokens: int = 0
+    accepted_draft_tokens: int = 0
 
     def merged(self, later: Chunk) -> Chunk:
         """This chunk followed by `later` of the same request, as one chunk."""
@@ -67,7 +70,25 @@ class Chunk:
             self.logprobs + later.logprobs,
             self.token_ids + later.token_ids,
             later.cache_written,
+            self.draft_tokens + later.draft_tokens,
+            self.accepted_draft_tokens + later.accepted_draft_tokens,
         )
+
+
+@dataclass
+class DiskHealth:
+    """The prompt cache's disk tier as /metrics reports it (prompt_disk.py): what it dropped
+    as unreadable, by kind ("row": an index row, "file": an entry file, "junk": something
+    under entries/ that is no entry), writes that failed, and why it is degraded (None: it
+    is not; "disk_full", "read_only": writes paused, reads go on; "unavailable": the folder
+    or its index could not be opened, the tier is off)."""
+
+    dropped: dict[str, int] = field(default_factory=dict)
+    write_errors: int = 0
+    degraded: str | None = None
+
+    def drop(self, kind: str) -> None:
+        self.dropped[kind] = self.dropped.get(kind, 0) + 1
 
 
 @dataclass
@@ -108,3 +129,4 @@ class EngineStats:
     # scheduler rebuilt), and prompt-cache reads or writes that failed (its memory rebuilt).
     engine_restarts: int = 0
     prompt_cache_failures: int = 0
+    disk: DiskHealth = field(default_factory=DiskHealth)  # the prompt cache's disk tier

@@ -59,7 +59,7 @@ class Admission:
     logits_processors: list[LogitsProcessor] = field(default_factory=list)
     cache: list[Any] | None = None  # a prompt-cache entry to start from (the scheduler's now)
     cached: list[int] = field(default_factory=list)  # the tokens `cache` holds
-    speculate: bool = False  # greedy and unconstrained: it may draft
+    speculate: bool = False  # its processors read the context alone (no grammar): it may draft
     # No other request arrived with it: it may decode alone (`solo/`).
     alone: bool = True
     embeddings: mx.array | None = None
@@ -77,7 +77,8 @@ class Token:
     """One generated token of sequence `uid`; a finished one (`finish_reason` "stop" or
     "length") carries its prompt-cache entry (`prompt_cache`, `all_tokens`: the tokens it
     holds). `logprobs` (the step's log probabilities) may be unevaluated: computed where a
-    request reads them (`sampled`)."""
+    request reads them (`sampled`). The first token a verify step emits for a sequence carries
+    that verify's drafts proposed (`drafted`) and kept (`accepted`)."""
 
     uid: int
     token: int
@@ -85,6 +86,8 @@ class Token:
     finish_reason: str | None
     prompt_cache: list[Any] | None = None
     all_tokens: list[int] | None = None
+    drafted: int = 0
+    accepted: int = 0
 
 
 @dataclass

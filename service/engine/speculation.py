@@ -143,7 +143,8 @@ class SpeculationPolicy:
     """Which sequences draft, how far, and what their drafts achieved: one per scheduler
     (the slots' verify steps, the batch's `SpeculativeGenerationBatch`).
 
-    A scheduler marks the sequences that may draft (`eligible`: greedy, unconstrained, from
+    A scheduler marks the sequences that may draft (`eligible`: greedy or sampled, without a
+    grammar or other processor that keeps state, from
     `Admission.speculate`), asks for n-gram drafts (`ngram`) or the draft model's width
     (`draft_width`) for its candidates each step, and folds each verify back in (`verified`,
     or `rest` for a step without one); a finished or removed sequence is forgotten."""
@@ -155,6 +156,8 @@ class SpeculationPolicy:
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     verify_steps: int = 0
+    # Each sequence's drafts proposed and kept since the last `drain` (its tokens carry them).
+    unread: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def forget(self, uid: int) -> None:
         """Drops a sequence's drafting state (it finished or was removed)."""
@@ -172,11 +175,18 @@ class SpeculationPolicy:
         """Folds a sequence's part of a verify into its record and the counters."""
         self.drafted_tokens += drafted
         self.accepted_tokens += accepted
+        before = self.unread.get(uid, (0, 0))
+        self.unread[uid] = (before[0] + drafted, before[1] + accepted)
         record = self.record(uid)
         if drafted:
             record.accepted(drafted, accepted)
         else:
             record.rested()
+
+    def drain(self) -> dict[int, tuple[int, int]]:
+        """Each sequence's (drafted, accepted) since the last call."""
+        unread, self.unread = self.unread, {}
+        return unread
 
     def rest(self, candidates: list[Candidate]) -> None:
         """A step without a verify."""

@@ -253,9 +253,9 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
     def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:
         try:
             loaded = self._loaded = self.load()
-            if (vision := VisionSide.of(loaded, self.encoder)) is not None:  # slots or serial
+            if (vision := VisionSide.of(loaded, self.encoder)) is not None:  # slots, batch, serial
                 self._vision, self.solo, self.speculative, self.kv_bits = vision, False, "off", None
-                self.engine = "slots" if vision.batched else "serial"
+                self.engine = vision.engine
             self._batch_model = vision.language if vision and vision.batched else loaded.model
             plain = self.engine == "serial" or plain_caches(self._batch_model)  # keeps no entry
             if self.engine != "serial":
@@ -548,17 +548,10 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
                     # The finished turn's entry holds the whole prompt (and the reply).
                     tokens = list(r.all_tokens or ())
                     self._keep(entry, tokens, r.prompt_cache, entry.prompt_tokens)
-            cached = entry.cached_tokens if entry.generated == 1 else 0
             logprobs = token_logprobs(decode, r.token, r.logprobs, entry.logprobs)
-            chunk = Chunk(
-                detok.last_segment,
-                1,
-                finish,
-                cached_tokens=cached,
-                logprobs=logprobs,
-                token_ids=(r.token,),
-                cache_written=entry.written_to - entry.cached_tokens if finish else 0,
-            )
+            chunk = entry.chunk(r, detok.last_segment, logprobs)
+            if r.drafted and self._metrics is not None:
+                self._metrics.drafted(r.drafted, r.accepted)
             earlier = out.get(r.uid)
             out[r.uid] = (entry.stream, chunk if earlier is None else earlier[1].merged(chunk))
         self._emit_all(list(out.values()))

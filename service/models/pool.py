@@ -26,7 +26,6 @@ import ctypes
 import functools
 import gc
 import itertools
-import json
 import logging
 import math
 import sys
@@ -38,6 +37,9 @@ from typing import TYPE_CHECKING, Any
 from mlx_responses.service.config import ConfigError
 from mlx_responses.service.errors import Reason, ServiceError, invalid
 from mlx_responses.service.flags import KEEP_FOREVER, keep_alive_seconds
+from mlx_responses.service.models.disk_metrics import watch_prompt_disk
+from mlx_responses.service.models.embedding_config import embedding_folder
+from mlx_responses.service.models.folder_check import ModelFolderError, check_folder
 from mlx_responses.service.models.model_dir import check_model_dirs, scan_model_dirs
 from mlx_responses.service.models.source import ModelSource, resolve_model
 from mlx_responses.service.models.vision_config import vision_folder
@@ -130,6 +132,7 @@ class ServedModel:
     memory_bytes: int = 0  # its weights' bytes while loaded
     failure: Failure | None = None  # its engine gave up; cleared once it loads again
     last_failure: Failure | None = None  # the latest, kept (its back-off doubles the next)
+    embeds: bool = False  # an embedding model (models/embedding_config.py): /v1/embeddings only
 
     def idle(self) -> bool:
         return self.users == 0
@@ -168,16 +171,24 @@ def served_ids(sources: Sequence[ModelSource], aliases: Sequence[str]) -> list[s
 
 
 def describe(source: ModelSource, model_id: str) -> ServedModel:
-    """A configured model as listed before it loads: its context window from config.json."""
+    """A configured model as listed before it loads: its context window from config.json
+    (ModelFolderError where a file of its folder cannot be served: models/folder_check.py)."""
     from mlx_responses.service.engine.model import context_length_of
 
-    config = json.loads((source.folder / "config.json").read_text())
+    config = check_folder(source.folder)
     return ServedModel(
         id=model_id,
         source=source,
         context_length=context_length_of(config),
         created=int(time.time()),
+        embeds=embedding_folder(source.folder),
     )
+
+
+def unservable(name: str, why: str) -> ServiceError:
+    """The 400 of a request naming a model whose folder cannot be served (`why`: the
+    ModelFolderError's message, naming folder, file and field)."""
+    return invalid(f"The model '{name}' cannot be served: {why}", "model", "invalid_model")
 
 
 def weights_bytes(runtime: ModelRuntime) -> int:
@@ -203,6 +214,9 @@ class ModelPool:
         self._waiters: set[asyncio.Future[None]] = set()  # woken when a lease ends or a load
         self._expiring: set[asyncio.Task[None]] = set()  # keep-alive unloads under way
         self._resolved = False
+        # --model-dir folders found while serving whose files cannot be served, by name: the
+        # reason (a request naming one is a 400 saying it; the others are served as ever).
+        self._broken: dict[str, str] = {}
         self.draft: ModelSource | None = None  # --draft-model, for the first --model only
         # The process's memory budget (--memory-limit), shared by every model's engine; made
         # when the first model starts (it imports MLX).
@@ -225,7 +239,10 @@ class ModelPool:
             await asyncio.to_thread(resolve_model, path, s.allow_download) for path in s.models
         ]
         for source, model_id in zip(sources, served_ids(sources, s.model_aliases), strict=True):
-            self._add(describe(source, model_id))
+            try:
+                self._add(describe(source, model_id))
+            except ModelFolderError as exc:
+                raise ConfigError(f"--model {source.folder}: {exc}") from None
         check_model_dirs(s.model_dirs)
         self._scan(startup=True)
         for name in s.pins:
@@ -269,13 +286,23 @@ class ModelPool:
                 continue
             try:
                 model = describe(source, source.name)
-            except (OSError, ValueError) as exc:  # a folder still being copied in
-                log.warning("--model-dir folder %s: unreadable config.json (%s)", source, exc)
+            except ModelFolderError as exc:  # a folder still being copied in, or a bad one
+                if startup:
+                    raise ConfigError(f"--model-dir: {exc}") from None
+                if self._broken.get(source.name) != str(exc):
+                    log.warning("--model-dir: %s; not served", exc)
+                self._broken[source.name] = str(exc)
                 continue
+            except OSError as exc:
+                log.warning("--model-dir folder %s: unreadable (%s)", source.folder, exc)
+                continue
+            self._broken.pop(source.name, None)
             model.from_dir = True
             self._add(model)
             log.info("model %s found in --model-dir (%s)", model.id, source.folder)
         present = {source.folder for source in found}
+        names = {source.name for source in found}
+        self._broken = {n: why for n, why in self._broken.items() if n in names}
         for model in [m for m in self.models.values() if m.from_dir]:
             gone = model.source.folder not in present
             if gone and model.runtime is None and model.loading is None and model.idle():
@@ -298,19 +325,30 @@ class ModelPool:
             raise ServiceError(Reason.NOT_READY, "The model is still loading; retry shortly.")
         if name and name not in self._names:
             self.rescan()
+            if name in self._broken and name not in self._names:
+                raise unservable(name, self._broken[name])
         check_model(name, lambda n: n in self._names)
         return self._names[name]
 
     # --- leases ------------------------------------------------------------------------------
     async def acquire(
-        self, name: str, keep_alive: float | None = None, *, reason: str = "request"
+        self,
+        name: str,
+        keep_alive: float | None = None,
+        *,
+        reason: str = "request",
+        embeds: bool = False,
     ) -> Lease:
         """Holds the named model busy, loading it first if it is not loaded. `keep_alive`:
-        seconds it stays once idle (negative: for good; None: the server's --keep-alive)."""
+        seconds it stays once idle (negative: for good; None: the server's --keep-alive).
+        A request (`reason`) for what the model does not do is a 400 before it loads:
+        `embeds`, an embeddings request, for a generation model, or the other way round."""
         stay = request_keep_alive(keep_alive)
         model = self.find(name)
         if reason != "explicit":
             _refuse_failed(model)
+        if reason == "request" and model.embeds != embeds:
+            raise _wrong_kind(model)
         await self._wait_until(lambda: not model.draining)
         model.users += 1
         self._cancel_expiry(model)
@@ -433,7 +471,16 @@ class ModelPool:
                     self.metrics.model_loaded(model.id, reason, time.perf_counter() - started)
         except ConfigError:
             raise  # e.g. a draft model of another tokenizer: startup exits 2
+        except ModelFolderError as exc:  # its files changed since it was listed
+            log.warning("model %s: %s", model.id, exc)
+            raise unservable(model.id, str(exc)) from None
         except Exception as exc:
+            from mlx_responses.service.engine.memory.budget import MemoryLimitError
+
+            if isinstance(exc, MemoryLimitError):  # --memory-limit below what it needs
+                if reason == "startup":
+                    raise ConfigError(str(exc)) from None
+                raise invalid(str(exc), "model", "memory_limit_exceeded") from None
             log.exception("model %s failed to load", model.id)
             raise ServiceError(
                 Reason.INTERNAL, f"The model '{model.id}' could not be loaded: {exc}"
@@ -528,8 +575,13 @@ class ModelPool:
 
         s = self.settings
         started = time.perf_counter()
+        await asyncio.to_thread(check_folder, model.source.folder)
         if self.memory is None:
             self.memory = process_budget(s.memory_limit)
+        if model.embeds:
+            from mlx_responses.service.models.embedding_start import start_embedding
+
+            return await start_embedding(model.id, model.source.folder, s, self.memory)
         vision = vision_folder(model.source.folder)
         load: Callable[[], LoadedModel] = lambda: load_model(model.source.folder, model.id)  # noqa: E731
         if vision:
@@ -558,6 +610,7 @@ class ModelPool:
             leader.attach(worker)
             self.link = leader
         loaded = await worker.start()
+        watch_prompt_disk(self.metrics, model.id, worker.stats.disk)
         runtime: ModelRuntime
         if vision:
             from mlx_responses.service.models.vision_start import vision_runtime
@@ -611,6 +664,14 @@ class ModelPool:
         for model in self.loaded:
             assert model.runtime is not None
             model.runtime.worker.stop()
+
+
+def _wrong_kind(model: ServedModel) -> ServiceError:
+    if model.embeds:
+        what = "an embedding model: it serves /v1/embeddings, and generates nothing"
+    else:
+        what = "a generation model: it does not serve /v1/embeddings"
+    return invalid(f"The model '{model.id}' is {what}.", "model", "model_not_supported")
 
 
 _WHY = {

@@ -32,6 +32,7 @@ from mlx_responses.service.models.vision_tokens import (
     Placeholder,
     expand_images,
     image_placeholder,
+    placeholder_starts,
 )
 from mlx_responses.service.text.compaction_items import CompactionDecodeError
 from mlx_responses.service.text.media import (
@@ -41,7 +42,13 @@ from mlx_responses.service.text.media import (
     decode_part,
     has_media,
 )
-from mlx_responses.service.text.prompt import RenderedPrompt, render_prompt, tools_to_template
+from mlx_responses.service.text.prompt import (
+    RenderedPrompt,
+    generation_start,
+    render_prompt,
+    system_turn_end,
+    tools_to_template,
+)
 from mlx_responses.service.text.request_json import RequestJson
 from mlx_responses.service.text.retention import Retention
 
@@ -70,7 +77,7 @@ def load_vision_model(folder: Path, alias: str) -> LoadedModel:
         created=int(time.time()),
         vocab_size=int(
             config.get("vocab_size")
-            or config.get("text_config", {}).get("vocab_size")
+            or (config.get("text_config") or {}).get("vocab_size")
             or len(processor.tokenizer)
         ),
         default_temperature=temperature,
@@ -154,19 +161,30 @@ class VisionRuntime(ModelRuntime):
             )
         except ValueError as exc:
             raise invalid(str(exc), "input", "invalid_prompt") from exc
-        prompt = self._process(text, images) if images else text
+        points: tuple[int, ...] = ()
+        if images and self.worker.takes_checkpoints:
+            # A hybrid model's entries (Qwen3.5): where the system turn ends, and where the
+            # generation prompt begins (the next turn shares the prompt to there).
+            args = (tokenizer, messages, rendered_tools, dict(parsed.template_kwargs))
+            points = (system_turn_end(*args, text.tokens), generation_start(*args, text))
+        prompt = self._process(text, images, points) if images else text
         if params.cache_breakpoints:
             # NOTE: marks are not looked for in an image prompt (its images expand after the
             # template); the entry holds the whole prompt, so that is what a mark asked for.
             prompt = replace(prompt, marked_end=len(prompt.tokens))
         return prompt
 
-    def _process(self, text: RenderedPrompt, images: list[DecodedImage]) -> RenderedPrompt:
-        """The prompt's ids with each image's tokens in its part's place, and its pixels."""
+    def _process(
+        self, text: RenderedPrompt, images: list[DecodedImage], points: tuple[int, ...] = ()
+    ) -> RenderedPrompt:
+        """The prompt's ids with each image's tokens in its part's place, and its pixels;
+        `points`: the system turn's end and the generation prompt's start in the text's tokens
+        (0: none), carried to the expanded prompt's."""
         if self._placeholder is None:
             self._placeholder = image_placeholder(self.loaded.tokenizer)
         pictures = [_sized(image) for image in images]
         tokens, arrays = expand_images(text.tokens, self._placeholder, self.processor, pictures)
+        end, start = _expanded(points, text.tokens, tokens, self._placeholder) if points else (0, 0)
         inputs = VisionInputs(
             pixel_values=arrays.get("pixel_values"),
             image_grid_thw=arrays.get("image_grid_thw"),
@@ -174,7 +192,12 @@ class VisionRuntime(ModelRuntime):
             extra={k: v for k, v in arrays.items() if k not in NOT_PER_TOKEN},
         )
         return RenderedPrompt(
-            text=text.text, tokens=tokens, opens_reasoning=text.opens_reasoning, vision=inputs
+            text=text.text,
+            tokens=tokens,
+            opens_reasoning=text.opens_reasoning,
+            vision=inputs,
+            system_end=end,
+            generation_start=start,
         )
 
     def _enqueue(
@@ -191,6 +214,18 @@ class VisionRuntime(ModelRuntime):
         return self.worker.submit(
             tokens, sampling, processors, checkpoints, vision=inputs, retention=retention
         )
+
+
+def _expanded(
+    points: tuple[int, ...], text: list[int], tokens: list[int], placeholder: Placeholder
+) -> tuple[int, ...]:
+    """Positions in the text prompt's tokens, in the prompt with its images expanded: as they
+    were before the first image part, moved by what the images added after the last one, 0
+    inside them (or 0 already)."""
+    starts = placeholder_starts(text, placeholder)
+    first, last = starts[0], starts[-1] + len(placeholder.tokens)
+    grown = len(tokens) - len(text)
+    return tuple(p if 0 < p <= first else p + grown if p >= last else 0 for p in points)
 
 
 def _split(content: str, mark: str) -> list[dict[str, str]]:

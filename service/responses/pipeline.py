@@ -487,6 +487,7 @@ class ResponsePipeline:
             cached_tokens = 0
             cache_written = 0
             reasoning_tokens = 0
+            drafted = accepted = 0
             # Token logprobs wait here until the parser releases their text as answer text.
             pending: list[pb.Logprob] = []
             streamer = turn.tool_streamer
@@ -496,6 +497,8 @@ class ResponsePipeline:
                     output_tokens += chunk.tokens
                     cached_tokens = max(cached_tokens, chunk.cached_tokens)
                     cache_written = max(cache_written, chunk.cache_written)
+                    drafted += chunk.draft_tokens
+                    accepted += chunk.accepted_draft_tokens
                     if parser.channel is Channel.REASONING:
                         reasoning_tokens += chunk.tokens
                     pending += [logprob_to_pb(lp) for lp in chunk.logprobs]
@@ -529,6 +532,7 @@ class ResponsePipeline:
                         cached_tokens=cached_tokens,
                         reasoning_tokens=reasoning_tokens,
                         cache_written=cache_written,
+                        drafts=(drafted, accepted),
                     )
                 if events:
                     yield events
@@ -576,6 +580,7 @@ class ResponsePipeline:
         cached_tokens: int,
         reasoning_tokens: int,
         cache_written: int = 0,
+        drafts: tuple[int, int] = (0, 0),
     ) -> list[ev.ResponseEvent]:
         status = FINISH_STATUS[finish]
         input_tokens = len(turn.prompt.tokens)
@@ -589,6 +594,8 @@ class ResponsePipeline:
             reasoning_tokens=reasoning_tokens,
             cache_write_tokens=cache_written,
             breakpoint_write_tokens=max(0, marked - cached_tokens),
+            draft_tokens=drafts[0],
+            accepted_draft_tokens=drafts[1],
         )
         failure = None
         if status == pb.RESPONSE_STATUS_FAILED:

@@ -1,4 +1,5 @@
-"""The request id of the RPC being served: from `x-request-id` metadata, else generated."""
+"""The request id of the RPC being served: from `x-request-id` metadata, else generated; and
+its fan-out (`x-fan-out`: the choices of one HTTP request, admitted as one unit: fan_out.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from contextvars import ContextVar
 from typing import Any
 
 import grpc
+from mlx_responses.service.fan_out import FAN_OUT, parse_fan_out
+from mlx_responses.service.fan_out import METADATA_KEY as FAN_OUT_KEY
 from mlx_responses.service.rpc.interceptors import (
     OWN_SERVICES,
     StreamBehaviour,
@@ -32,10 +35,17 @@ def _request_id(context: grpc.aio.ServicerContext[Any, Any]) -> str:
     return f"rpc_{uuid.uuid4().hex}"
 
 
+def _bind(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    # NOTE: never reset: each RPC runs in a task (and a context) of its own.
+    REQUEST_ID.set(_request_id(context))
+    for key, value in context.invocation_metadata() or ():
+        if key == FAN_OUT_KEY and isinstance(value, str):
+            FAN_OUT.set(parse_fan_out(value))
+
+
 def _bind_unary(inner: UnaryBehaviour) -> UnaryBehaviour:
     async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        # NOTE: never reset: each RPC runs in a task (and a context) of its own.
-        REQUEST_ID.set(_request_id(context))
+        _bind(context)
         return await inner(request, context)
 
     return unary
@@ -45,7 +55,7 @@ def _bind_stream(inner: StreamBehaviour) -> StreamBehaviour:
     async def stream(
         request: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[Any]:
-        REQUEST_ID.set(_request_id(context))
+        _bind(context)
         async for message in inner(request, context):
             yield message
 

@@ -49,7 +49,7 @@ STAGES: dict[str, tuple[Any, str]] = {
     "step": (BatchScheduler, "step"),
     "extract": (GenerationBatch, "extract_cache"),
     "cache write": (PromptCache, "keep"),
-    "disk read": (PromptDisk, "lookup"),
+    "disk read": (PromptDisk, "fetch"),
     "give up": (BatchScheduler, "step"),
 }
 MIB = 1 << 20

@@ -8,6 +8,14 @@ policy's cost check off (self: the mechanics at full acceptance, never a gain si
 costs a target forward). Same model and run, so the ratios are comparable even on a noisy
 machine; absolute tokens/s are not. CPU ms per token (process time) is less sensitive to
 other load than wall time, and is reported next to it.
+
+`--temperature T` samples every stream at T (each from its own seed, `--seed` + its index, so
+the n-gram contenders emit the very tokens plain does): the drafts are then kept by exact
+speculative sampling (`engine/acceptance.py`) rather than greedy agreement. A random model's
+next-token distribution is nearly flat, so sampled it never repeats anything; `--sharpen S`
+scales its final norm (its logits) by S, and the truncated draft's with it, so that sampling at
+T follows the loops its greedy decoding falls into, as a trained model's does on text it
+repeats (the bundled tiny model is too small to copy a file).
 """
 
 from __future__ import annotations
@@ -33,6 +41,13 @@ def _wrong_drafter(token: int) -> Any:
             return [token] * len(super().draft(k))
 
     return WrongDrafter()
+
+
+def sharpened(model: Any, factor: float) -> Any:
+    """`model` with its logits scaled by `factor` (its final norm's weight)."""
+    if factor != 1.0:
+        model.model.norm.weight = model.model.norm.weight * factor
+    return model
 
 
 def truncated(folder: Path, layers: int) -> Any:
@@ -79,6 +94,8 @@ def _run(
     k: int,
     bad: int,
     drafts: dict[str, Any],
+    temperature: float = 0.0,
+    seed: int = 0,
 ) -> tuple[float, float, str]:
     """Decode tokens/s (wall), CPU ms per token and the drafting record of one contender."""
     from mlx_lm.generate import BatchGenerator
@@ -97,7 +114,11 @@ def _run(
         batch = SpeculativeGenerationBatch.empty(served, generator.sampler)
         batch.num_draft, batch.drafted = k, pair
         generator._generation_batch = batch
-    uids = generator.insert(prompts, max_tokens=[tokens] * len(prompts))
+    from mlx_responses.service.engine.seeded_sampler import Samplers
+
+    new = Samplers()
+    samplers = [new(temperature, 1.0, 0, seed + i) for i in range(len(prompts))]
+    uids = generator.insert(prompts, max_tokens=[tokens] * len(prompts), samplers=samplers)
     if batch is not None:
         batch.eligible.update(uids)
         if mode == "wrong":
@@ -142,6 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--draft-layers", type=int, default=2, help="layers of the truncated draft (default 2)"
     )
     parser.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES))
+    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
+    parser.add_argument("--seed", type=int, default=0, help="stream i samples from seed + i")
+    parser.add_argument("--prompt-tokens", type=int, default=400, help="the file's length")
+    parser.add_argument("--sharpen", type=float, default=1.0, help="logits scale (see above)")
     args = parser.parse_args(argv)
 
     from mlx_responses.service.engine.blas import preload_blas
@@ -151,8 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from mlx_lm import load
 
     model, tokenizer = load(str(args.model))[:2]
+    sharpened(model, args.sharpen)
     drafts = {
-        "draft": truncated(args.model, args.draft_layers),
+        "draft": sharpened(truncated(args.model, args.draft_layers), args.sharpen),
         "rand": random_draft(model, 128),
         "self": model,
     }
@@ -164,12 +190,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         wall: dict[str, list[float]] = {m: [] for m in modes}
         cpu: dict[str, list[float]] = {m: [] for m in modes}
         for r in range(args.repeats):
-            texts = [prompts.render(prompts.file_task(400)) for _ in range(n)]
+            texts = [prompts.render(prompts.file_task(args.prompt_tokens)) for _ in range(n)]
             shift = r % len(modes)
             for mode in modes[shift:] + modes[:shift]:  # rotated: no contender always first
                 k = args.num_draft_tokens
                 rate, ms, record = _run(
-                    model, texts, args.tokens, mode=mode, k=k, bad=bad, drafts=drafts
+                    model,
+                    texts,
+                    args.tokens,
+                    mode=mode,
+                    k=k,
+                    bad=bad,
+                    drafts=drafts,
+                    temperature=args.temperature,
+                    seed=args.seed + r * 1000,
                 )
                 print(f"  @{n} [{r}] {mode}: {rate:.1f} tok/s, {ms:.2f} cpu ms/tok, {record}")
                 wall[mode].append(rate)

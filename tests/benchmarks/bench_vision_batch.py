@@ -29,6 +29,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -45,6 +46,7 @@ from PIL import Image  # noqa: E402
 
 from tests.support.engine import collect  # noqa: E402
 from tests.support.processes import free_port, process, wait_status  # noqa: E402
+from tests.support.random_qwen3_5_vl import build_random_qwen3_5_vl  # noqa: E402
 from tests.support.random_vlm import build_random_vlm  # noqa: E402
 from tests.support.stack import Stack  # noqa: E402
 
@@ -200,9 +202,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=32, help="generated per request")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--family", choices=("qwen2_vl", "qwen3_5"), default="qwen2_vl")
+    parser.add_argument("--engine-only", action="store_true")
     args = parser.parse_args()
+    build = build_random_qwen3_5_vl if args.family == "qwen3_5" else build_random_vlm
+    if args.engine_only:
+        _engine_only(build, args.family, args.tokens, args.repeats)
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        folder = build_random_vlm(Path(tmp) / "tiny-vlm")
+        folder = build(Path(tmp) / "tiny-vlm")
         model = folder.name
         # Ours as its own process (`serve`, default flags), as mlx_vlm.server runs and as a
         # client meets it; then in this process (the stack the tests run), where the client's
@@ -220,7 +228,7 @@ def main() -> None:
         theirs = _mlx_vlm(folder, args.tokens, args.repeats)
         alone = _engine_alone(folder, args.tokens, args.repeats)
     print(
-        f"tiny random Qwen2-VL, {args.tokens} tokens per request, median of {args.repeats} "
+        f"tiny random {args.family}, {args.tokens} tokens per request, median of {args.repeats} "
         "(best in brackets):"
     )
     for n in LEVELS:
@@ -244,6 +252,29 @@ def main() -> None:
         + ", ".join(f"{n} at once {alone[n] * 1000:.0f} ms" for n in LEVELS)
         + f"; 4 at once against one: {alone[4] / alone[1]:.2f}x"
     )
+
+
+def _engine_only(build: Any, family: str, tokens: int, repeats: int) -> None:
+    """Our engine alone, batched, then one request at a time (the family not batched)."""
+    from mlx_responses.service.engine.vision import side
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = build(Path(tmp) / "tiny-vlm")
+        batched = _engine_alone(folder, tokens, repeats)
+        kept = side.BATCHED
+        side.BATCHED = tuple(f for f in kept if f != family)
+        try:
+            serial = _engine_alone(folder, tokens, repeats)
+        finally:
+            side.BATCHED = kept
+    print(
+        f"tiny random {family}, {tokens} tokens per request, our engine alone, best of {repeats}:"
+    )
+    for n in LEVELS:
+        print(
+            f"  {n} at once: batched {batched[n] * 1000:.0f} ms, one at a time "
+            f"{serial[n] * 1000:.0f} ms = {serial[n] / batched[n]:.2f}x"
+        )
 
 
 if __name__ == "__main__":

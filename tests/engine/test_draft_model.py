@@ -18,7 +18,7 @@ from mlx_responses.service.engine.speculation import SpeculationPolicy
 from mlx_responses.service.engine.worker import EngineWorker
 
 from tests.engine.test_speculative import PROMPTS, _ban
-from tests.support.engine import admit, collect, generate, greedy, step_tokens
+from tests.support.engine import admit, generate, greedy, step_tokens
 from tests.support.random_model import build_random_model
 
 
@@ -120,26 +120,6 @@ async def test_greedy_output_is_identical_with_a_draft_model(
     q8, _ = await generate(head32_target, requests, kv_bits=8, engine=engine)
     q8_fast, q8_stats = await generate(head32_target, requests, kv_bits=8, **on)
     assert q8_fast == q8 and q8_stats.verify_steps > 0
-
-
-@pytest.mark.parametrize("engine_kind", ["batch", "slots"])
-async def test_sampled_streams_decode_without_drafts(
-    head32_target: Path, always_draft: None, engine_kind: str
-) -> None:
-    engine = EngineWorker(
-        lambda: load_model(head32_target),
-        speculative="draft",
-        load_draft=lambda: load_model(head32_target),
-        engine=engine_kind,
-    )
-    loaded = await engine.start()
-    try:
-        sampled = SamplingParams(max_tokens=24, temperature=0.8)
-        ids = await collect(engine.submit(loaded.tokenizer.encode(PROMPTS[1]), sampled))
-    finally:
-        engine.stop()
-    assert len(ids) == 24
-    assert engine.stats.draft_tokens == 0  # temperature > 0: no speculation for that stream
 
 
 async def test_a_draft_model_with_another_tokenizer_fails_startup(

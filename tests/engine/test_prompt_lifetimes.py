@@ -8,6 +8,7 @@ comes from disk), the clock moving on between them.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -152,6 +153,9 @@ async def test_in_memory_retention_never_reaches_the_disk(
     assert not list((tmp_path / "entries").iterdir())
 
 
+NAME = f"{'0' * 48}-{'d' * 32}.safetensors"  # a valid entry's name (prompt_disk_check.py)
+
+
 def test_an_index_written_before_lifetimes_gains_them(tmp_path: Path) -> None:
     """A prompt-cache folder from before lifetimes (its index without `ttl` and `expires`):
     opening it adds the columns, and its entries stay, without an expiry."""
@@ -164,13 +168,13 @@ def test_an_index_written_before_lifetimes_gains_them(tmp_path: Path) -> None:
         )
         db.execute(
             "INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            ("old.safetensors", identity[:32] + "0" * 16, 300, "d", "[]", 1, 10, 0.0),
+            (NAME, identity[:32] + "0" * 16, 300, "d" * 32, json.dumps(["e" * 32]), 1, 10, 0.0),
         )
         db.commit()
     disk = PromptDisk(tmp_path, 1 << 30, identity, Clock())
     try:
         (entry,) = disk._entries.values()
-        assert entry.name == "old.safetensors" and entry.ttl is None and entry.expires is None
+        assert entry.name == NAME and entry.ttl is None and entry.expires is None
     finally:
         disk.close()
     with closing(sqlite3.connect(tmp_path / "index.sqlite")) as db:

@@ -41,7 +41,7 @@ STAGES: dict[str, tuple[Any, str, bool]] = {
     "step": (BatchScheduler, "step", True),
     "extract": (GenerationBatch, "extract_cache", True),
     "cache write": (PromptCache, "keep", False),
-    "disk read": (PromptDisk, "lookup", False),
+    "disk read": (PromptDisk, "fetch", False),
 }
 
 Ending = tuple[str | None, str | None, tuple[int, ...]]

@@ -122,6 +122,7 @@ def test_reflection_lists_every_service(channel: grpc.Channel) -> None:
         "mlx_responses.v1.StorageService",
         "mlx_responses.v1.JobsService",
         "mlx_responses.v1.CompactionService",
+        "mlx_responses.v1.EmbeddingsService",
         "grpc.health.v1.Health",
     } <= names
 

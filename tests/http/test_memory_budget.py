@@ -74,7 +74,7 @@ def test_a_request_that_can_never_fit_is_a_400_naming_its_size(budget_stack: Sta
         error = reply.json()["error"]
         assert error["type"] == "invalid_request_error"
         assert error["code"] == "memory_limit_exceeded" and error["param"] == "max_output_tokens"
-        assert "tokens of KV cache" in error["message"] and "--memory-limit" in error["message"]
+        assert " of KV cache (" in error["message"] and "--memory-limit" in error["message"]
     chat = _post(
         budget_stack,
         "/v1/chat/completions",
@@ -132,3 +132,15 @@ def test_the_metrics_show_memory_by_kind(budget_stack: Stack) -> None:
         assert f'mlx_responses_memory_bytes{{kind="{kind}",model_name="{name}"}}' in text, kind
     assert 'mlx_responses_memory_bytes{kind="runtime",model_name=""}' in text
     assert "mlx_responses_memory_limit_bytes " in text
+
+
+def test_a_limit_below_the_weights_fails_startup_with_the_figure(random_model: Path) -> None:
+    """--memory-limit 1K: the server does not start (it would refuse every request)."""
+    from mlx_responses.service.config import ConfigError
+
+    stack = Stack(random_model, memory_limit=1024.0)
+    try:
+        with pytest.raises(ConfigError, match=r"--memory-limit 0\.0 MiB is too small .* at least"):
+            stack.start()
+    finally:
+        stack.stop()

@@ -13,12 +13,14 @@ from mlx_responses.service.engine.commands import Cancel
 
 @contextlib.contextmanager
 def held_until(worker: Any, n: int, deadline_s: float = 120.0) -> Iterator[None]:
-    """While inside: the idle engine `worker` reads its queue only once `n` requests wait in
-    it, so they are admitted in one pass. The thread, blocked on an empty queue, is woken by a
-    cancel of nothing (a no-op) so that its next read is the held one."""
+    """While inside: the idle engine `worker`'s next read of its queue waits until `n`
+    requests wait in it, so they are admitted in one pass; later reads are as ever (the hold is
+    taken once, so a stop sent after the burst is never held). The thread, blocked on an empty
+    queue, is woken by a cancel of nothing (a no-op) so that its next read is the held one."""
     original = worker._next_commands
 
     def gathered(*, busy: bool, stream: Any = None) -> Any:
+        worker._next_commands = original
         if not busy:
             end = time.monotonic() + deadline_s
             while worker._commands.qsize() < n and time.monotonic() < end:

@@ -25,6 +25,7 @@ TOKENIZER_FILES = (
 )
 HIDDEN = 64
 LAYERS = 2
+MAX_PARAMETERS = 4_000_000
 
 # A small value for every field name that sizes a model, whichever architecture declares it.
 _SIZES: dict[str, Any] = {
@@ -417,6 +418,7 @@ ARCHITECTURES |= {
     "ministral3": {"rope_parameters": _MISTRAL_ROPE, "tie_word_embeddings": False},
     "mistral4": {"rope_parameters": _MISTRAL_ROPE, **_MLA},
     "muse_spark": {
+        "audio_config": {"out_hidden_size": HIDDEN},  # transformers checks it
         "text_config": {
             "post_norm_eps": 1e-5,
             "rope_parameters": _ROPE,
@@ -428,7 +430,7 @@ ARCHITECTURES |= {
             "num_local_experts": 4,
             "num_shared_experts": 0,  # mlx-lm implements its sparse layers only
             "moe_hidden_size": 32,
-        }
+        },
     },
     "nemotron-nas": {
         "block_configs": [
@@ -568,7 +570,85 @@ def build_zoo_model(model_type: str, out: Path, *, seed: int = 0) -> Path:
     mx.random.seed(seed)
     model_class, args_class = _get_classes(config)
     model = model_class(args_class.from_dict(config))
+    size = sum(v.size for _, v in tree_flatten(model.parameters()))  # lazy: nothing made yet
+    if size > MAX_PARAMETERS:
+        raise ValueError(f"{model_type}'s zoo model has {size:,} parameters: a size not set")
     mx.eval(model.parameters())
     weights = dict(tree_flatten(model.parameters()))
     mx.save_safetensors(str(out / "model.safetensors"), weights)
+    return out
+
+
+# Architectures the engine refuses at load (`model.UnservableModelError`), with a word of the
+# reason its message gives: mlx-lm cannot load or run them here.
+REFUSED = {
+    "bitnet": "No Metal back-end",  # a Metal-only kernel
+    "muse_spark": "No Metal back-end",  # a Metal-only kernel
+    "gear": "layer_types",  # transformers 5 rejects its config's layer types ("conv_mixer")
+    "olmo": "a package it needs is missing",  # mlx-lm's module exits without ai2-olmo
+    "prism_hadamard_qwen35": "Hadamard pack",  # weights only as a 2-bit Hadamard pack
+    "phi3small": "segfault",  # crashes MLX on a CPU: refused there (architectures.py)
+}
+
+
+# The same, as the docs' table says it (tools/zoo_table.py).
+REFUSED_WHY = {
+    "bitnet": "its kernels are Metal-only: no other device runs it",
+    "muse_spark": "its kernels are Metal-only: no other device runs it",
+    "gear": "transformers 5 rejects its config's layer types (`conv_mixer`) as mlx-lm loads "
+    "the tokenizer",
+    "olmo": "mlx-lm's module exits unless the `ai2-olmo` package is installed",
+    "prism_hadamard_qwen35": "mlx-lm loads it only as a 2-bit Hadamard weight pack",
+    "phi3small": "on a CPU only: its block-sparse attention crashes MLX (a segfault) on a "
+    "16-token prompt",
+}
+
+
+def text_architectures() -> list[str]:
+    """Every text `model_type` mlx-lm ships: its `mlx_lm.models` modules that define a model
+    and its arguments (olmo's, which exits on import without its own package, included)."""
+    import pkgutil
+
+    import mlx_lm.models
+
+    found = []
+    for module in pkgutil.iter_modules(mlx_lm.models.__path__):
+        if module.name == "olmo":
+            found.append(module.name)
+            continue
+        try:
+            loaded = _module(module.name)
+        except Exception:
+            continue
+        if hasattr(loaded, "Model") and hasattr(loaded, "ModelArgs"):
+            found.append(module.name)
+    return sorted(found)
+
+
+def write_unbuildable(model_type: str, out: Path) -> Path:
+    """A folder of `model_type` mlx-lm cannot build from random weights (its config and the
+    tokenizer, no weights): what loading it must refuse."""
+    base = json.loads((BUNDLED_MODEL / "config.json").read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        if (BUNDLED_MODEL / name).exists():
+            shutil.copy(BUNDLED_MODEL / name, out / name)
+    config = {"model_type": model_type, "vocab_size": base["vocab_size"]}
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    import mlx.core as mx
+
+    # A weights file, so that mlx-lm goes on to its architecture.
+    mx.save_safetensors(str(out / "model.safetensors"), {"unused": mx.zeros((1,))})
+    return out
+
+
+def quantize_zoo_model(src: Path, out: Path, bits: int = 4) -> Path:
+    """`src` quantized as `mlx_lm.convert -q` quantizes (group 64) into `out`."""
+    from mlx_lm import load
+    from mlx_lm.utils import quantize_model, save
+
+    model, tokenizer = load(str(src))[:2]
+    config = json.loads((src / "config.json").read_text())
+    model, config = quantize_model(model, config, 64, bits)
+    save(out, src, model, tokenizer, config)
     return out

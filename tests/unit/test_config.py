@@ -276,3 +276,32 @@ def test_lifecycle_flags() -> None:
     assert _parse(["--keep-alive", "-1"], {}).keep_alive == KEEP_FOREVER
     with pytest.raises(SystemExit):
         _parse(["--keep-alive", "soon"], {})
+
+
+@pytest.mark.parametrize("value", ["inf", "1e400", "nan", "NaNG", "1e308T", "banana"])
+def test_a_bad_memory_limit_exits_2_alike_as_flag_and_variable(
+    value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One parser (the flag's type) for --memory-limit and MLX_RESPONSES_MEMORY_LIMIT: each
+    bad value is a usage error (exit 2) naming it, never a traceback."""
+    from mlx_responses.launcher.cli import build_parser
+
+    with pytest.raises(SystemExit) as flag:
+        build_parser().parse_args(["serve", "--memory-limit", value])
+    assert flag.value.code == 2
+    assert f"invalid memory size {value!r}" in capsys.readouterr().err
+    monkeypatch.setenv("MLX_RESPONSES_MEMORY_LIMIT", value)
+    with pytest.raises(SystemExit) as variable:
+        build_parser()
+    assert variable.value.code == 2
+    err = capsys.readouterr().err
+    assert f"MLX_RESPONSES_MEMORY_LIMIT={value!r}: invalid memory size {value!r}" in err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999"])
+def test_a_float_flag_must_be_finite(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from mlx_responses.launcher.cli import build_parser
+
+    with pytest.raises(SystemExit) as flag:
+        build_parser().parse_args(["serve", f"--shutdown-grace-secs={value}"])
+    assert flag.value.code == 2 and "must be finite" in capsys.readouterr().err

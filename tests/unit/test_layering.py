@@ -64,6 +64,7 @@ TOP_FILES = {
     "flags": GROUND,
     "envelope": GROUND,
     "limits": GROUND,
+    "fan_out": GROUND,
     "__init__": GROUND,
 }
 
@@ -74,6 +75,7 @@ ALLOWED = {
         f"{NAMESPACE}.service.flags",
         f"{NAMESPACE}.service.envelope",
         f"{NAMESPACE}.service.limits",
+        f"{NAMESPACE}.service.fan_out",
     )
 }
 STDLIB_ONLY = (
@@ -81,6 +83,7 @@ STDLIB_ONLY = (
     "service/flags.py",
     "service/envelope.py",
     "service/limits.py",
+    "service/fan_out.py",
 )
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 from mlx_responses.service import flags as F
 from mlx_responses.service.engine.memory.budget import MemoryBudget, MemoryLimitError
 from mlx_responses.service.engine.memory.device import device_memory, resolve_limit
-from mlx_responses.service.engine.memory.kv_layout import KVLayout
+from mlx_responses.service.engine.memory.kv_layout import Activations, KVLayout
 
 MIB = 1 << 20
 # 4 KiB of KV a token: 8 layers x (K, V) x 2 heads x 32 x float32.
@@ -31,10 +32,41 @@ def test_a_request_that_can_never_fit_names_its_size_and_the_budget() -> None:
         account.check(prompt=16_000, max_output=4_000)
     assert refused.value.param == "max_output_tokens"  # the prompt alone would fit
     message = str(refused.value)
-    assert "20,000 tokens" in message and "100 MiB" in message and "70 MiB" in message
+    assert "20,000 tokens" in message and "100.0 MiB" in message and "70.0 MiB" in message
     with pytest.raises(MemoryLimitError) as refused:
         account.check(prompt=20_000, max_output=1)
     assert refused.value.param == "input"
+
+
+def _figures(text: str) -> list[float]:
+    return [float(f.replace(",", "")) for f in re.findall(r"([\d,]+\.\d) MiB", text)]
+
+
+def test_the_refusal_names_every_part_and_its_figures_add_up() -> None:
+    """KV (rounded to the cache's steps) and a prefill step's activations make up the need;
+    the room is the limit less the weights and the runtime."""
+    account = _budget().open("m", LAYOUT, context=65536, weights=10 * MIB)
+    account.activations = Activations(
+        rows=1, step=512, heads=4, hidden=512, intermediate=2048, dtype_bytes=4, scores=True
+    )
+    with pytest.raises(MemoryLimitError) as refused:
+        account.check(prompt=6_086, max_output=10_000)
+    message = str(refused.value)
+    need, kv, activations, room, limit, weights, runtime = _figures(message)
+    assert "of KV cache" in message and "of activations for a prefill step" in message
+    assert abs(need - (kv + activations)) <= 0.1 and abs(room - (limit - weights - runtime)) <= 0.1
+    assert kv == round(LAYOUT.bytes_for(16_086) / MIB, 1)  # 16,128 tokens at 4,096 bytes
+
+
+def test_a_limit_below_the_weights_is_refused_with_the_figure() -> None:
+    account = _budget(25 * MIB).open("m", LAYOUT, context=65536, weights=10 * MIB)
+    with pytest.raises(MemoryLimitError) as refused:
+        account.check_room()
+    message = str(refused.value)
+    assert "--memory-limit 25.0 MiB is too small for the model m" in message
+    assert "weights take 10.0 MiB and the runtime 20.0 MiB" in message
+    assert "at least 31 MiB" in message  # 30 MiB and one 256-token step of 4 KiB tokens
+    _budget(31 * MIB).open("m", LAYOUT, context=65536, weights=10 * MIB).check_room()
 
 
 def test_the_context_window_bounds_the_reservation() -> None:
@@ -125,7 +157,9 @@ def test_memory_sizes(text: str, value: float) -> None:
     assert F.memory_size(text) == value
 
 
-@pytest.mark.parametrize("text", ["", "lots", "-1G", "0", "1.5", "8X"])
+@pytest.mark.parametrize(
+    "text", ["", "lots", "-1G", "0", "1.5", "8X", "inf", "1e400", "nan", "NaNG", "1e308T", "-inf"]
+)
 def test_bad_memory_sizes(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         F.memory_size(text)

@@ -15,6 +15,7 @@ import llguidance
 import mlx.core as mx
 import numpy as np
 from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask_par
+from mlx_responses.service.engine.batch.feed import feed
 from mlx_responses.service.engine.batch.mlx_lm_compat import GenerationBatch
 from mlx_responses.service.engine.structured import GrammarProcessor
 
@@ -55,6 +56,7 @@ class GrammarGenerationBatch(GenerationBatch):
     """
 
     def _step(self) -> tuple[list[int], list[mx.array]]:
+        feed(self.model, self.uids, self.tokens)
         processors: list[Any] = self.logits_processors or [None] * len(self.uids)
         grammars = [grammar_of(p) for p in processors]
         if not any(grammars) or len({g.vocab_size for g in grammars if g is not None}) > 1:

@@ -11,6 +11,9 @@ leaves a one-token piece; then into the largest smaller pieces that leave none.
 
 from __future__ import annotations
 
+from typing import Any
+
+from mlx_responses.service.engine.batch.feed import feed
 from mlx_responses.service.engine.batch.mlx_lm_compat import PromptProcessingBatch
 
 
@@ -21,12 +24,20 @@ def piece_size(width: int, step: int) -> int:
 
 
 class PiecewisePromptBatch(PromptProcessingBatch):  # type: ignore[misc]
-    """mlx-lm's prompt batch with `piece_size` pieces."""
+    """mlx-lm's prompt batch with `piece_size` pieces; a model that takes per-row inputs is
+    told its rows before each chunk and each sequence's first step (`feed.py`)."""
 
     def prompt(self, tokens: list[list[int]]) -> None:
+        feed(self.model, self.uids, self.tokens)
         step = self.prefill_step_size
         self.prefill_step_size = piece_size(max((len(t) for t in tokens), default=0), step)
         try:
             super().prompt(tokens)
         finally:
             self.prefill_step_size = step
+
+    def generate(self, tokens: list[list[int]]) -> Any:
+        if any(len(t) > 1 for t in tokens):
+            self.prompt([t[:-1] for t in tokens])
+        feed(self.model, self.uids, self.tokens)
+        return super().generate([t[-1:] for t in tokens])

@@ -34,7 +34,6 @@ class BatchScheduler:
 
     # A rejected draft is trimmed off mlx-lm's batched caches: plain ones only (speculative.py).
     rewinds_any_window = False
-    takes_embeddings = False
 
     def __init__(
         self,
@@ -71,6 +70,9 @@ class BatchScheduler:
             generator._generation_batch = GrammarGenerationBatch.empty(model, generator.sampler)
         self._generator = generator
         self.speculates = speculate
+        # A model that keeps rows' embeddings and positions (`feed.py`: a hybrid VLM's).
+        self._rows = model if hasattr(model, "enter") else None
+        self.takes_embeddings = self._rows is not None
         self.prompt_ends = False
         self._theirs: dict[int, int] = {}  # our uid -> the generator's
         self._ours: dict[int, int] = {}  # the generator's uid -> ours
@@ -90,8 +92,12 @@ class BatchScheduler:
 
     # --- the Scheduler protocol ------------------------------------------------------------
     def admit(self, admission: Admission) -> None:
-        if admission.embeddings is not None:
+        if self._rows is None and (
+            admission.embeddings is not None or admission.positions is not None
+        ):
             raise ValueError("mlx-lm's batch takes token ids only")
+        if admission.deepstack is not None:
+            raise ValueError("mlx-lm's batch takes no deepstack features")
         cache = admission.cache
         (theirs,) = self._generator.insert_segments(
             [admission.segments],
@@ -104,15 +110,20 @@ class BatchScheduler:
         )
         self._theirs[admission.uid] = theirs
         self._ours[theirs] = admission.uid
+        if self._rows is not None:
+            base = len(admission.cached)
+            self._rows.enter(theirs, base, admission.embeddings, admission.positions)
         if self._spec is not None and admission.speculate:
-            # NOTE: only greedy, unconstrained sequences speculate; the rest decode normally
-            # in the same batch step (grammar/penalty processors need per-token state).
+            # A grammar's sequence decodes normally in the same batch step (its matcher keeps
+            # state per token); greedy and sampled ones, penalties too, may draft.
             self._spec.eligible.add(theirs)
 
     def _forget(self, uid: int) -> int | None:
         theirs = self._theirs.pop(uid, None)
         if theirs is not None:
             self._ours.pop(theirs, None)
+            if self._rows is not None:
+                self._rows.leave(theirs)
             if self._spec is not None:
                 self._spec.forget(theirs)
         return theirs
@@ -137,15 +148,17 @@ class BatchScheduler:
                     if (uid := self._ours.get(theirs)) is not None:
                         ends.append(PromptEnd(uid, cache, list(tokens)))
         out: list[Token] = []
+        unread = self._spec.policy.drain() if self._spec is not None else {}
         for r in responses:
             uid = self._ours.get(r.uid)
             if uid is None:
                 continue
             if r.finish_reason is not None:
                 self._forget(uid)
-            out.append(
-                Token(uid, r.token, r.logprobs, r.finish_reason, r.prompt_cache, r.all_tokens)
-            )
+            token = Token(uid, r.token, r.logprobs, r.finish_reason, r.prompt_cache, r.all_tokens)
+            if (counts := unread.pop(r.uid, None)) is not None:  # its first token of the step
+                token.drafted, token.accepted = counts
+            out.append(token)
         return StepResult(ends, out, generator._counters.prompt_tokens - before)
 
     def extract(self, uids: Sequence[int]) -> dict[int, tuple[list[Any], list[int]]]:
@@ -204,5 +217,8 @@ class BatchScheduler:
 
     def close(self) -> None:
         self._generator.close()
+        if self._rows is not None:
+            for theirs in self._theirs.values():
+                self._rows.leave(theirs)
         self._theirs.clear()
         self._ours.clear()

@@ -1,10 +1,11 @@
-"""Speculative decoding inside the batch: drafts of greedy sequences verified in one forward.
+"""Speculative decoding inside the batch: drafts of each sequence verified in one forward.
 
 Drafts come from the context (prompt lookup: the tokens that followed an earlier occurrence of
 the last n-gram) or from a small draft model run over the whole batch. The target model scores
-every sequence's pending token and its drafts in one pass, and the longest prefix of drafts
-that greedy decoding would have produced is accepted. Output is the greedy output (up to float
-rounding of a wider forward), only sooner.
+every sequence's pending token and its drafts in one pass. A greedy sequence keeps the longest
+prefix of drafts that greedy decoding would have produced: its output is the greedy output (up
+to float rounding of a wider forward), only sooner. A sampled one (or one with penalties) keeps
+drafts by exact speculative sampling (`acceptance.py`): its tokens keep their distribution.
 
 Whether a step drafts, and how far, is decided per step for the whole batch: a verify widens
 every row, so it runs only when the drafts' expected accepted tokens (from each sequence's own
@@ -18,6 +19,14 @@ from typing import Any, cast
 
 import mlx.core as mx
 from mlx_responses.service.engine import speculation
+from mlx_responses.service.engine.acceptance import (
+    Verdict,
+    judge,
+    next_drafts,
+    sampled_rule,
+    settle,
+    target_logprobs,
+)
 from mlx_responses.service.engine.batch.grammar_batch import GrammarGenerationBatch
 from mlx_responses.service.engine.batch.mlx_lm_compat import BatchKVCache
 from mlx_responses.service.engine.batch.quantized_cache import BatchQuantizedKVCache
@@ -26,12 +35,12 @@ from mlx_responses.service.engine.speculation import Candidate, SpeculationPolic
 
 
 class SpeculativeGenerationBatch(GrammarGenerationBatch):
-    """A GenerationBatch whose decode step verifies drafts of greedy sequences.
+    """A GenerationBatch whose decode step verifies drafts.
 
     With `drafted` set (its model is then a DraftedModel) drafts come from the draft model,
     else from n-gram lookup. NOTE: it works on GenerationBatch's state (pending tokens, caches,
-    matchers) of the pinned mlx-lm; sequences with logits processors or a non-greedy sampler
-    are never drafted for, and a step without drafts is the library's own step (with a draft
+    matchers) of the pinned mlx-lm; sequences with a processor that keeps state (a grammar) are
+    never drafted for, and a step without drafts is the library's own step (with a draft
     model, a step of the target alone).
     """
 
@@ -53,7 +62,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
 
     @property
     def eligible(self) -> set[int]:
-        """The uids that may draft (greedy, unconstrained)."""
+        """The uids that may draft (no grammar: `Admission.speculate`)."""
         return self.policy.eligible
 
     @property
@@ -172,12 +181,16 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         columns = [token]
         missed, self._missed = self._missed, []
         inputs = mx.concatenate([*missed, token], axis=1)
-        for _ in range(width):
+        # The sampled rows draw their drafts from their rule over the draft's logits (q).
+        rules = {i: rule for i in which if (rule := sampled_rule(self._sampler(i))) is not None}
+        log_q: dict[int, list[mx.array]] = {}
+        for j in range(width):
             logits = self.drafted.draft_logits(inputs, self.prompt_cache)
-            inputs = mx.argmax(logits, axis=-1).astype(mx.uint32)[:, None]
+            inputs = next_drafts(logits, rules, j, log_q)[:, None]
             columns.append(inputs)
         lengths = [min(width, room.get(i, 0)) for i in range(len(self.uids))]
-        return self._verify(mx.concatenate(columns, axis=1), lengths)
+        drawn_from = {i: mx.stack(q)[: lengths[i]] for i, q in log_q.items()}
+        return self._verify(mx.concatenate(columns, axis=1), lengths, drawn_from)
 
     def _target(self, inputs: mx.array) -> mx.array:
         if self.drafted is None:
@@ -186,8 +199,40 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         out = self.drafted.target(inputs, cache=self.prompt_cache[: self.drafted.split])
         return out
 
-    def _verify(self, inputs: mx.array, lengths: list[int]) -> list[Any]:
-        """Scores `inputs` (pending token, then drafts; row i's first `lengths[i]` are real)."""
+    def _sampler(self, i: int) -> Any:
+        return (self.samplers[i] if self.samplers else None) or self.fallback_sampler
+
+    def _processors(self, i: int) -> list[Any]:
+        return list((self.logits_processors or [])[i] or ())
+
+    def _judged(self, i: int) -> bool:
+        """Whether drafting row i decides by its own distribution (sampled or processed)."""
+        return sampled_rule(self._sampler(i)) is not None or bool(self._processors(i))
+
+    def _judge(
+        self, i: int, logits: mx.array, inputs: mx.array, n: int, log_q: mx.array | None
+    ) -> tuple[mx.array, Verdict]:
+        """Drafting row i's log probabilities at its n + 1 positions and its verdict
+        (`acceptance.py`): its processors read its context, the columns fed included."""
+        processors = self._processors(i)
+        context = inputs[:0]
+        if processors:  # the pending token joins the row's context now, drafts when kept
+            context = self._token_context[i].update_and_fetch(inputs[:1])
+        lp = target_logprobs(
+            logits[: n + 1],
+            processors,
+            lambda j: mx.concatenate([context, inputs[1 : j + 1].astype(context.dtype)]),
+        )
+        rule = sampled_rule(self._sampler(i))
+        if rule is None:  # greedy: the draw at each position is its argmax
+            return lp, Verdict(mx.argmax(lp, axis=-1), None)
+        return lp, judge(rule.scaled(lp), inputs[1 : n + 1], log_q, rule.keys(n + 1))
+
+    def _verify(
+        self, inputs: mx.array, lengths: list[int], log_q: dict[int, mx.array] | None = None
+    ) -> list[Any]:
+        """Scores `inputs` (pending token, then drafts; row i's first `lengths[i]` are real);
+        `log_q`: the log q a sampled row's drafts were drawn from (a draft model's)."""
         logits = self._target(inputs)
         self._current_tokens = inputs[:, 0]  # type: ignore[assignment]
 
@@ -209,7 +254,20 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
             first[i] = lp[0]
         logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
         greedy = mx.argmax(logprobs, axis=-1)
-        mx.eval(inputs, greedy, logprobs, list(sampled.values()), list(first.values()))
+        # Sampled or processed drafting rows: their own distribution at each position.
+        judged = {
+            i: self._judge(i, logits[i], inputs[i], n, (log_q or {}).get(i))
+            for i, n in enumerate(lengths)
+            if i not in sampled and self._judged(i)
+        }
+        mx.eval(
+            inputs,
+            greedy,
+            logprobs,
+            list(sampled.values()),
+            list(first.values()),
+            [(v.drawn, v.keep) for _, v in judged.values()],
+        )
         best: list[list[int]] = greedy.tolist()  # type: ignore[assignment]
         rows: list[list[int]] = inputs.tolist()  # type: ignore[assignment]
         self.policy.verify_steps += 1
@@ -224,13 +282,23 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
                 next_logprobs.append(first[i])
             else:
                 draft = rows[i][1 : 1 + n]
-                accepted = 0
-                while accepted < n and draft[accepted] == best[i][accepted]:
-                    out.append((draft[accepted], logprobs[i, accepted]))
-                    accepted += 1
+                row_lp = logprobs[i]
+                if i in judged:
+                    row_lp, verdict = judged[i]
+                    accepted, token = settle(verdict, draft)
+                    if (rule := sampled_rule(self._sampler(i))) is not None:
+                        rule.advance(accepted + 1)
+                    if self._processors(i) and accepted:
+                        self._token_context[i].update_and_fetch(mx.array(draft[:accepted]))
+                else:
+                    accepted = 0
+                    while accepted < n and draft[accepted] == best[i][accepted]:
+                        accepted += 1
+                    token = best[i][accepted]
+                out.extend((draft[j], row_lp[j]) for j in range(accepted))
                 self.policy.verified(self.uids[i], n, accepted)
-                next_tokens.append(best[i][accepted])
-                next_logprobs.append(logprobs[i, accepted])
+                next_tokens.append(token)
+                next_logprobs.append(row_lp[accepted])
             emitted.append(out)
 
         finish: list[str | None] = []

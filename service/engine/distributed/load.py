@@ -108,7 +108,7 @@ def load_shard(folder: Path, alias: str, mode: str, group: Any) -> LoadedModel:
         created=int(time.time()),
         vocab_size=int(
             raw.get("vocab_size")
-            or raw.get("text_config", {}).get("vocab_size")
+            or (raw.get("text_config") or {}).get("vocab_size")
             or config.get("vocab_size")
             or len(tokenizer)
         ),

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mlx_responses.service.engine.memory.kv_layout import Activations, KVLayout
+from mlx_responses.service.engine.memory.kv_layout import STEP, Activations, KVLayout
 
 
 def slot_rows(sequences: int, limit: int) -> int:
@@ -46,6 +46,11 @@ MIB = 1 << 20
 
 def mib(n_bytes: int) -> str:
     return f"{n_bytes / MIB:,.0f} MiB"
+
+
+def mib1(n_bytes: int) -> str:
+    """MiB to a tenth: figures that are summed in one message."""
+    return f"{n_bytes / MIB:,.1f} MiB"
 
 
 @dataclass
@@ -91,7 +96,8 @@ class ModelAccount:
 
     def check(self, prompt: int, max_output: int) -> None:
         """Raises MemoryLimitError if a sequence of `prompt` + `max_output` tokens could never
-        fit: more than the budget less the runtime and this model's weights."""
+        fit: more than the budget less the runtime and this model's weights. The message names
+        each part of what it needs (bytes_of's), so its figures add up."""
         limit = self.budget.limit
         if limit is None:
             return
@@ -102,13 +108,50 @@ class ModelAccount:
             return
         param = "input" if self.bytes_of([prompt]) > room else "max_output_tokens"
         raise MemoryLimitError(
-            f"This request needs {tokens:,} tokens of KV cache ({prompt:,} input + "
-            f"{tokens - prompt:,} output tokens, {mib(need)} at "
-            f"{self.layout.bytes_per_token:,} bytes a token), more than this server's memory "
-            f"budget leaves for one sequence: {mib(max(0, room))} of --memory-limit "
-            f"{mib(limit)} after the model's weights ({mib(self.weights)}) and the runtime "
-            f"({mib(self.budget.runtime)}).",
+            f"This request needs {mib1(need)} for {tokens:,} tokens ({prompt:,} input + "
+            f"{tokens - prompt:,} output tokens): {self._parts(tokens)}. That is more than "
+            f"this server's memory budget leaves for one sequence: {mib1(max(0, room))} of "
+            f"--memory-limit {mib1(limit)} after the model's weights ({mib1(self.weights)}) "
+            f"and the runtime ({mib1(self.budget.runtime)}).",
             param,
+        )
+
+    def _parts(self, tokens: int) -> str:
+        """What one sequence of `tokens` holds, part by part (summing to bytes_of's)."""
+        kv = self.layout.bytes_for(tokens)
+        held = -(-tokens // STEP) * STEP
+        parts = [
+            f"{mib1(kv)} of KV cache (held in steps of {STEP} tokens: {held:,} tokens at up to "
+            f"{self.layout.bytes_per_token:,} bytes a token)"
+        ]
+        floor = max(kv, self.scheduler_bytes) - kv
+        if floor:
+            parts.append(f"{mib1(floor)} more that the scheduler's fixed slots hold already")
+        if self.activations is not None:
+            parts.append(
+                f"{mib1(self.activations.bytes_for(1, tokens))} of activations for a prefill "
+                f"step of {self.activations.step:,} tokens"
+            )
+        return " + ".join(parts)
+
+    def check_room(self) -> None:
+        """Raises MemoryLimitError where the budget leaves this model no room for the
+        smallest sequence (one step of KV cache and a prefill step's activations) once its
+        weights and the runtime are counted: no request could ever be served."""
+        limit = self.budget.limit
+        if limit is None:
+            return
+        least = self.bytes_of([STEP])
+        room = limit - self.budget.runtime - self.weights
+        if room >= least:
+            return
+        raise MemoryLimitError(
+            f"--memory-limit {mib1(limit)} is too small for the model {self.model}: its "
+            f"weights take {mib1(self.weights)} and the runtime {mib1(self.budget.runtime)}, "
+            f"leaving {mib1(max(0, room))}, and the smallest request needs {mib1(least)} "
+            f"({self._parts(STEP)}). Set --memory-limit to at least "
+            f"{-(-(limit - room + least) // MIB):,} MiB, or leave it out.",
+            "model",
         )
 
     def shortfall(self, tokens: int) -> int:

@@ -12,8 +12,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
+from mlx_responses.service.engine.acceptance import (
+    Verdict,
+    judge,
+    next_drafts,
+    sampled_rule,
+    settle,
+    target_logprobs,
+)
 from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.scheduler import PromptEnd, Token
+from mlx_responses.service.engine.seeded_sampler import RuleSampler
 from mlx_responses.service.engine.slots.sequence import DecodeRows, SlotSequence
 from mlx_responses.service.engine.slots.store import (
     DecodePlan,
@@ -89,12 +98,13 @@ class SlotVerify:
         for seq in behind:
             seq.drafted_to = len(seq.tokens)
 
-    def _drafts(self, step: DecodeRows) -> tuple[mx.array, list[int]] | None:
+    def _drafts(self, step: DecodeRows) -> tuple[mx.array, list[int], dict[int, mx.array]] | None:
         """This step's verify input, a row per decoding sequence (its pending token, then its
         drafts, padded), and each one's count of real drafts; None: a plain decode step.
 
         Only rows that sampled their pending token draft (not one feeding its last prompt
-        token), when eligible (greedy, unconstrained) and with tokens left to generate."""
+        token), when eligible (no grammar: `Admission.speculate`) and with tokens left to
+        generate."""
         spec = self._spec
         assert spec is not None
         candidates, which = [], []
@@ -112,7 +122,7 @@ class SlotVerify:
 
     def _ngram_drafts(
         self, step: DecodeRows, candidates: list[Candidate], which: list[int]
-    ) -> tuple[mx.array, list[int]] | None:
+    ) -> tuple[mx.array, list[int], dict[int, mx.array]] | None:
         """`_drafts` from n-gram lookup (`which`: the candidates' rows)."""
         spec = self._spec
         assert spec is not None
@@ -134,12 +144,13 @@ class SlotVerify:
             [token, *draft] + [0] * (width - len(draft))
             for token, draft in zip(values, drafts, strict=True)
         ]
-        return mx.array(table, dtype=mx.uint32), [len(d) for d in drafts]
+        return mx.array(table, dtype=mx.uint32), [len(d) for d in drafts], {}
 
     def _model_drafts(
         self, step: DecodeRows, candidates: list[Candidate], which: list[int]
-    ) -> tuple[mx.array, list[int]] | None:
-        """`_drafts` from the draft model, greedy, one forward per draft position over the
+    ) -> tuple[mx.array, list[int], dict[int, mx.array]] | None:
+        """`_drafts` from the draft model (greedy; a sampled row draws from its rule over the
+        draft's logits), one forward per draft position over the
         slots up to the highest in use, as a decode step (free and prefilling slots ride
         along); nothing waited for."""
         spec = self._spec
@@ -156,18 +167,55 @@ class SlotVerify:
                 DecodeView, lambda w: DecodePlan(lengths, step.slots, w), start=self._split
             )
 
-        table = draft_columns(spec.drafted, step.inputs.astype(mx.uint32), width, views)
+        # The sampled rows draw their drafts (rows of the draft forward: slots).
+        rules = {
+            step.rows[i].slot: rule
+            for i in which
+            if (rule := sampled_rule(step.rows[i].sampler)) is not None
+        }
+        table, by_slot = draft_columns(
+            spec.drafted, step.inputs.astype(mx.uint32), width, views, rules
+        )
         if step.slots != list(range(len(step.lengths))):
             table = table[mx.array(step.slots)]
         rooms = dict(zip(which, (c.room for c in candidates), strict=True))
-        return table, [min(width, rooms.get(i, 0)) for i in range(len(step.rows))]
+        counts = [min(width, rooms.get(i, 0)) for i in range(len(step.rows))]
+        log_q = {
+            i: by_slot[seq.slot][: counts[i]]
+            for i, seq in enumerate(step.rows)
+            if seq.slot in by_slot
+        }
+        return table, counts, log_q
 
-    def _verify(self, step: DecodeRows, inputs: mx.array, counts: list[int]) -> list[Token]:
+    def _judge(
+        self, seq: SlotSequence, logits: mx.array, table: list[int], n: int, log_q: mx.array | None
+    ) -> tuple[mx.array, Verdict]:
+        """A sampled or processed drafting row's log probabilities at its n + 1 positions and
+        its verdict (`acceptance.py`): its processors read its tokens and the columns fed."""
+        lp = target_logprobs(
+            logits[: n + 1],
+            seq.processors,
+            lambda j: mx.array(seq.tokens + table[: j + 1], dtype=mx.uint32),
+        )
+        rule = sampled_rule(seq.sampler)
+        if rule is None:  # greedy: the draw at each position is its argmax
+            return lp, Verdict(mx.argmax(lp, axis=-1), None)
+        return lp, judge(rule.scaled(lp), table[1 : 1 + n], log_q, rule.keys(n + 1))
+
+    def _verify(
+        self,
+        step: DecodeRows,
+        inputs: mx.array,
+        counts: list[int],
+        log_q: dict[int, mx.array] | None = None,
+    ) -> list[Token]:
         """One forward over each row's pending token and drafts (`inputs`, as `_drafts` gives);
-        a drafting row keeps its drafts up to the first greedy decoding would not have made,
+        a greedy drafting row keeps its drafts up to the first greedy decoding would not have
+        made, a sampled (or processed) one those `acceptance.py` keeps,
         the others sample their pending token's successor as a decode step would."""
         spec = self._spec
         assert spec is not None
+        log_q = log_q or {}
         rows, sampled, slots = step.rows, step.sampled, step.slots
         width = inputs.shape[1]
         # Only the decoding rows: a free or prefilling slot would widen the forward for nothing
@@ -193,7 +241,17 @@ class SlotVerify:
             other_tokens, other_lp = self._sample([rows[i] for i in others], logits[picked, 0])
         logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
         greedy = mx.argmax(logprobs, axis=-1)
-        mx.eval(greedy, [] if other_tokens is None else other_tokens)
+        # Sampled or processed drafting rows: their own distribution at each position.
+        judged: dict[int, tuple[mx.array, Verdict]] = {}
+        for i, seq in enumerate(rows):
+            rule = sampled_rule(seq.sampler)
+            if drafting[i] and (rule is not None or seq.processors):
+                judged[i] = self._judge(seq, logits[i], table[i], counts[i], log_q.get(i))
+        mx.eval(
+            greedy,
+            [] if other_tokens is None else other_tokens,
+            [(v.drawn, v.keep) for _, v in judged.values()],
+        )
         best: list[list[int]] = greedy.tolist()  # type: ignore[assignment]
         picks: list[int] = [] if other_tokens is None else other_tokens.tolist()  # type: ignore[assignment]
 
@@ -202,12 +260,21 @@ class SlotVerify:
         for i, seq in enumerate(rows):
             out = [] if i >= sampled else [(table[i][0], step.current_lp[i])]  # type: ignore[index]
             if drafting[i]:
-                n, accepted = counts[i], 0
-                while accepted < n and table[i][1 + accepted] == best[i][accepted]:
-                    out.append((table[i][1 + accepted], logprobs[i, accepted]))
-                    accepted += 1
+                n, row_lp = counts[i], logprobs[i]
+                draft = table[i][1 : 1 + n]
+                if i in judged:
+                    row_lp, verdict = judged[i]
+                    accepted, token = settle(verdict, draft)
+                    if (rule := sampled_rule(seq.sampler)) is not None:
+                        rule.advance(accepted + 1)
+                else:
+                    accepted = 0
+                    while accepted < n and draft[accepted] == best[i][accepted]:
+                        accepted += 1
+                    token = best[i][accepted]
+                out.extend((draft[j], row_lp[j]) for j in range(accepted))
                 spec.verified(seq.uid, n, accepted)
-                following.append((best[i][accepted], logprobs[i, accepted]))
+                following.append((token, row_lp[accepted]))
             else:
                 k = other_row[i]
                 assert other_lp is not None
@@ -222,12 +289,15 @@ class SlotVerify:
 
         responses: list[Token] = []
         still: list[int] = []
+        unread = spec.drain()
         for i, (seq, out) in enumerate(zip(rows, emitted, strict=True)):
             finished = False
-            for token, lp in out:
+            for k, (token, lp) in enumerate(out):
                 if drafting[i]:
                     seq.tokens.append(token)
                 response = self._emit(seq, token, lp)
+                if k == 0 and seq.uid in unread:
+                    response.drafted, response.accepted = unread[seq.uid]
                 responses.append(response)
                 finished = response.finish_reason is not None
                 if finished:
@@ -246,14 +316,21 @@ class SlotVerify:
 
 
 def draft_columns(
-    drafted: DraftedModel, first: mx.array, width: int, views: Callable[[int], list[Any]]
-) -> mx.array:
-    """[rows, width + 1]: `first` (each row's pending token) then `width` greedy draft tokens.
+    drafted: DraftedModel,
+    first: mx.array,
+    width: int,
+    views: Callable[[int], list[Any]],
+    rules: dict[int, RuleSampler] | None = None,
+) -> tuple[mx.array, dict[int, mx.array]]:
+    """[rows, width + 1]: `first` (each row's pending token) then `width` draft tokens, greedy
+    but for the rows in `rules` (by row, sampled), which draw them from their rule over the
+    draft's logits: their log q per draft, [width, vocabulary], come back by row.
 
     `views(j)` gives the draft layers' caches for the j-th draft forward (each row writing the
     j-th position past its length). Lazy: nothing is evaluated here."""
     columns = [first[:, None]]
+    log_q: dict[int, list[mx.array]] = {}
     for j in range(width):
         logits = drafted.draft(columns[-1], cache=views(j))[:, -1, : drafted.vocab_size]
-        columns.append(mx.argmax(logits, axis=-1).astype(mx.uint32)[:, None])
-    return mx.concatenate(columns, axis=1)
+        columns.append(next_drafts(logits, rules or {}, j, log_q)[:, None])
+    return mx.concatenate(columns, axis=1), {r: mx.stack(q) for r, q in log_q.items()}

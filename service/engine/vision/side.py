@@ -22,6 +22,7 @@ import mlx.core as mx
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.vision.cache_key import keyed_tokens
 from mlx_responses.service.engine.vision.encoder import ImageEncoder
+from mlx_responses.service.engine.vision.hybrid import HYBRID, HybridLanguage
 from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.language import VisionLanguage, is_vision_model
 from mlx_responses.service.engine.vision.positions import MRoPE
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 # experts change nothing here) or 1D RoPE from the cache offset (LLaVA and Mistral 3, tested on
 # random ones). Others (sliding windows, their own masks) decode one sequence at a time through
 # mlx-vlm's own step (`serial.py`).
-BATCHED = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "llava", "mistral3")
+BATCHED = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "llava", "mistral3", *HYBRID)
 # Of those, the families whose language side varies: the text configs' `model_type`s batched.
 # mlx-vlm's `mistral3` holds Mistral Small 3.1/3.2 (a plain Mistral); Ministral 3's language
 # side (`ministral3`: its attention scale from the first row's cache offset, sliding windows)
@@ -45,7 +46,7 @@ LANGUAGES = {"mistral3": ("mistral",)}
 # Of those, the families positioned by M-RoPE (`positions.py`; Qwen3-VL interleaves the three
 # ids' frequencies, inside its model, from the same ids); the others' (1D RoPE) positions run on
 # from each row's cache offset, as a text model's.
-MROPE = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+MROPE = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", *HYBRID)
 
 
 def see(
@@ -126,7 +127,16 @@ class VisionSide:
         # through mlx-vlm's own step (`serial.py`).
         self.batched = _batched(self.family, loaded.model.config)
         self.n_tokens = len(loaded.tokenizer)
-        self.language = VisionLanguage(loaded.model, self.n_tokens) if self.batched else None
+        # The batch that decodes its sequences: our slots (plain KV), mlx-lm's batch (a hybrid
+        # language side: recurrent state per row, `hybrid.py`), or one at a time (`serial.py`).
+        self.engine = "slots" if self.family not in HYBRID else "batch"
+        if not self.batched:
+            self.engine = "serial"
+        self.language: VisionLanguage | HybridLanguage | None = None
+        if self.engine == "slots":
+            self.language = VisionLanguage(loaded.model, self.n_tokens)
+        elif self.engine == "batch":
+            self.language = HybridLanguage(loaded.model, self.n_tokens)
         self.encoder = encoder
         self.image_token: int = _image_token(loaded.model.config)
         # The token between an image's rows of placeholders (Pixtral's `[IMG_BREAK]`): its

@@ -1,0 +1,1 @@
+"""POST /v1/embeddings: OpenAI's Embeddings API over the core's EmbeddingsService."""

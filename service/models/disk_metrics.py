@@ -1,0 +1,64 @@
+"""/metrics for the prompt cache's disk tier: what it dropped as unreadable, the writes that
+failed, and whether it is degraded (a full disk, a read-only folder, an index it could not
+open)."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from typing import Protocol
+
+from mlx_responses.service.metrics import PREFIX, CoreMetrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+
+class DiskCounters(Protocol):
+    """engine/requests.py's DiskHealth, as read here."""
+
+    dropped: dict[str, int]
+    write_errors: int
+    degraded: str | None
+
+
+class _DiskCollector(Collector):
+    def __init__(self) -> None:
+        self.models: dict[str, DiskCounters] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        dropped = CounterMetricFamily(
+            f"{PREFIX}prompt_disk_dropped",
+            "Disk-tier rows and files dropped as unreadable, by kind (row: an index row, file: "
+            "an entry file, junk: something under entries/ that is no entry).",
+            labels=("model_name", "kind"),
+        )
+        errors = CounterMetricFamily(
+            f"{PREFIX}prompt_disk_write_errors",
+            "Disk-tier writes, touches and deletes that failed.",
+            labels=("model_name",),
+        )
+        degraded = GaugeMetricFamily(
+            f"{PREFIX}prompt_disk_degraded",
+            "1 while the disk tier is degraded, by reason (disk_full, read_only: writes "
+            "paused, reads go on; unavailable: the tier is off).",
+            labels=("model_name", "reason"),
+        )
+        for name, health in list(self.models.items()):
+            for kind, count in sorted(health.dropped.items()):
+                dropped.add_metric([name, kind], count)
+            errors.add_metric([name], health.write_errors)
+            if health.degraded is not None:
+                degraded.add_metric([name, health.degraded], 1)
+        yield from (dropped, errors, degraded)
+
+
+_collectors: weakref.WeakKeyDictionary[object, _DiskCollector] = weakref.WeakKeyDictionary()
+
+
+def watch_prompt_disk(metrics: CoreMetrics, model_name: str, health: DiskCounters) -> None:
+    """Reports `health` as the model's disk-tier metrics (a reload replaces the old ones)."""
+    collector = _collectors.get(metrics.registry)
+    if collector is None:
+        collector = _collectors[metrics.registry] = _DiskCollector()
+        metrics.registry.register(collector)
+    collector.models[model_name] = health
