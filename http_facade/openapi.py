@@ -586,6 +586,9 @@ def _response_schemas() -> dict[str, Schema]:
             memory_bytes=INTEGER,
             expires_at=_nullable(INTEGER),
             pinned=BOOLEAN,
+            failure=_nullable(
+                _obj(("message", "reload_after"), message=STRING, reload_after=INTEGER)
+            ),
         ),
         "ModelList": _obj(
             ("object", "data"),

@@ -255,6 +255,11 @@ def _model_json(m: Model) -> dict[str, Any]:
         "memory_bytes": m.memory_bytes,
         "expires_at": m.expires_at if m.HasField("expires_at") else None,
         "pinned": m.pinned,
+        "failure": (
+            {"message": m.failure.message, "reload_after": m.failure.reload_after}
+            if m.HasField("failure")
+            else None
+        ),
     }
 
 

@@ -55,6 +55,7 @@ class ModelMetrics:
         self._waits = engine.admission_waits.labels(model_name)
         self._wait_seconds = engine.admission_wait_seconds.labels(model_name)
         self._refused = engine.refused
+        self._failures = engine.engine_failures
         self._model_name = model_name
 
     def prompt(self, tokens: int, cached: int) -> None:
@@ -86,6 +87,10 @@ class ModelMetrics:
         """A request was refused before it ran: 'memory' (it can never fit the budget, a 400)
         or 'queue_full' (a 503)."""
         self._refused.labels(self._model_name, reason).inc()
+
+    def engine_failed(self, outcome: str) -> None:
+        """The engine's loop failed: 'restarted' or 'stopped' (it gave up)."""
+        self._failures.labels(self._model_name, outcome).inc()
 
 
 class EngineMetrics:
@@ -163,6 +168,13 @@ class EngineMetrics:
             "Requests refused before they ran: memory (can never fit --memory-limit, 400) or "
             "queue_full (503).",
             (*MODEL, "reason"),
+            registry=registry,
+        )
+        self.engine_failures = Counter(
+            f"{p}engine_failures",
+            "Failures of a model's engine loop: restarted (the requests it held failed, the "
+            "next are served) or stopped (it failed repeatedly: the model is unloaded).",
+            (*MODEL, "outcome"),
             registry=registry,
         )
 

@@ -10,6 +10,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from mlx_responses.service.core import Core
+from mlx_responses.service.models.pool import health_name
 from mlx_responses.service.rpc.auth import ApiKeyInterceptor
 from mlx_responses.service.rpc.compaction_service import CompactionServicer
 from mlx_responses.service.rpc.embeddings_service import EmbeddingsServicer
@@ -65,9 +66,32 @@ class CoreServer:
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def set_serving(self) -> None:
-        """Marks every service SERVING (after the model loaded)."""
+        """Marks every service SERVING (after the model loaded), and each model but one whose
+        engine failed (`models/<id>`: NOT_SERVING while it is unloaded after failing)."""
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        for model in list(self.core.models.models.values()):
+            await self._model_health(model.id, serving=model.failure is None)
+
+    async def _model_health(self, model_id: str, *, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse
+        await self.health.set(
+            health_name(model_id), status.SERVING if serving else status.NOT_SERVING
+        )
+
+    def follow_models(self) -> None:
+        """A model's health entry follows its engine: NOT_SERVING once it gave up, SERVING
+        once it loaded again (the core's own entries stay SERVING: its other models serve,
+        and a request loads that one again after its back-off)."""
+
+        def changed(model_id: str, serving: bool) -> None:  # on the loop
+            task = asyncio.get_running_loop().create_task(
+                self._model_health(model_id, serving=serving)
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        self.core.models.on_health = changed
 
     async def set_not_serving(self) -> None:
         """Marks every service NOT_SERVING (the distributed group serving the model is lost:
@@ -163,4 +187,6 @@ async def start_core_server(
     log.info(
         "gRPC core listening on %s:%d (%s)", host, bound, "TLS" if credentials else "plaintext"
     )
-    return CoreServer(server, bound, health_servicer, core)
+    core_server = CoreServer(server, bound, health_servicer, core)
+    core_server.follow_models()
+    return core_server

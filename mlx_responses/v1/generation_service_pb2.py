@@ -26,7 +26,7 @@ from mlx_responses.v1 import events_pb2 as mlx__responses_dot_v1_dot_events__pb2
 from mlx_responses.v1 import responses_pb2 as mlx__responses_dot_v1_dot_responses__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)mlx_responses/v1/generation_service.proto\x12\x10mlx_responses.v1\x1a\x1dmlx_responses/v1/events.proto\x1a mlx_responses/v1/responses.proto\"O\n\x15\x43reateResponseRequest\x12\x36\n\x06params\x18\x01 \x01(\x0b\x32&.mlx_responses.v1.CreateResponseParams\"F\n\x16\x43reateResponseResponse\x12,\n\x08response\x18\x01 \x01(\x0b\x32\x1a.mlx_responses.v1.Response\"O\n\x15StreamResponseRequest\x12\x36\n\x06params\x18\x01 \x01(\x0b\x32&.mlx_responses.v1.CreateResponseParams\"I\n\x16StreamResponseResponse\x12/\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1f.mlx_responses.v1.ResponseEvent\"Q\n\x17\x43ountInputTokensRequest\x12\x36\n\x06params\x18\x01 \x01(\x0b\x32&.mlx_responses.v1.CreateResponseParams\"0\n\x18\x43ountInputTokensResponse\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\"\x13\n\x11ListModelsRequest\"\xba\x01\n\x05Model\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x03\x12\x10\n\x08owned_by\x18\x03 \x01(\t\x12\x0c\n\x04path\x18\x04 \x01(\t\x12\x16\n\x0e\x63ontext_length\x18\x05 \x01(\x03\x12\x0e\n\x06loaded\x18\x06 \x01(\x08\x12\x14\n\x0cmemory_bytes\x18\x07 \x01(\x03\x12\x17\n\nexpires_at\x18\x08 \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06pinned\x18\t \x01(\x08\x42\r\n\x0b_expires_at\"=\n\x12ListModelsResponse\x12\'\n\x06models\x18\x01 \x03(\x0b\x32\x17.mlx_responses.v1.Model\"Y\n\x10LoadModelRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x1f\n\x12keep_alive_seconds\x18\x02 \x01(\x01H\x00\x88\x01\x01\x42\x15\n\x13_keep_alive_seconds\";\n\x11LoadModelResponse\x12&\n\x05model\x18\x01 \x01(\x0b\x32\x17.mlx_responses.v1.Model\"#\n\x12UnloadModelRequest\x12\r\n\x05model\x18\x01 \x01(\t\"=\n\x13UnloadModelResponse\x12&\n\x05model\x18\x01 \x01(\x0b\x32\x17.mlx_responses.v1.Model2\xd5\x04\n\x11GenerationService\x12\x63\n\x0e\x43reateResponse\x12\'.mlx_responses.v1.CreateResponseRequest\x1a(.mlx_responses.v1.CreateResponseResponse\x12\x65\n\x0eStreamResponse\x12\'.mlx_responses.v1.StreamResponseRequest\x1a(.mlx_responses.v1.StreamResponseResponse0\x01\x12i\n\x10\x43ountInputTokens\x12).mlx_responses.v1.CountInputTokensRequest\x1a*.mlx_responses.v1.CountInputTokensResponse\x12W\n\nListModels\x12#.mlx_responses.v1.ListModelsRequest\x1a$.mlx_responses.v1.ListModelsResponse\x12T\n\tLoadModel\x12\".mlx_responses.v1.LoadModelRequest\x1a#.mlx_responses.v1.LoadModelResponse\x12Z\n\x0bUnloadModel\x12$.mlx_responses.v1.UnloadModelRequest\x1a%.mlx_responses.v1.UnloadModelResponseBPZNgithub.com/mlx-responses/mlx-responses/gen/go/mlx_responses/v1;mlx_responsesv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)mlx_responses/v1/generation_service.proto\x12\x10mlx_responses.v1\x1a\x1dmlx_responses/v1/events.proto\x1a mlx_responses/v1/responses.proto\"O\n\x15\x43reateResponseRequest\x12\x36\n\x06params\x18\x01 \x01(\x0b\x32&.mlx_responses.v1.CreateResponseParams\"F\n\x16\x43reateResponseResponse\x12,\n\x08response\x18\x01 \x01(\x0b\x32\x1a.mlx_responses.v1.Response\"O\n\x15StreamResponseRequest\x12\x36\n\x06params\x18\x01 \x01(\x0b\x32&.mlx_responses.v1.CreateResponseParams\"I\n\x16StreamResponseResponse\x12/\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1f.mlx_responses.v1.ResponseEvent\"Q\n\x17\x43ountInputTokensRequest\x12\x36\n\x06params\x18\x01 \x01(\x0b\x32&.mlx_responses.v1.CreateResponseParams\"0\n\x18\x43ountInputTokensResponse\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\"\x13\n\x11ListModelsRequest\"\xeb\x01\n\x05Model\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x03\x12\x10\n\x08owned_by\x18\x03 \x01(\t\x12\x0c\n\x04path\x18\x04 \x01(\t\x12\x16\n\x0e\x63ontext_length\x18\x05 \x01(\x03\x12\x0e\n\x06loaded\x18\x06 \x01(\x08\x12\x14\n\x0cmemory_bytes\x18\x07 \x01(\x03\x12\x17\n\nexpires_at\x18\x08 \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06pinned\x18\t \x01(\x08\x12/\n\x07\x66\x61ilure\x18\n \x01(\x0b\x32\x1e.mlx_responses.v1.ModelFailureB\r\n\x0b_expires_at\"5\n\x0cModelFailure\x12\x0f\n\x07message\x18\x01 \x01(\t\x12\x14\n\x0creload_after\x18\x02 \x01(\x03\"=\n\x12ListModelsResponse\x12\'\n\x06models\x18\x01 \x03(\x0b\x32\x17.mlx_responses.v1.Model\"Y\n\x10LoadModelRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x1f\n\x12keep_alive_seconds\x18\x02 \x01(\x01H\x00\x88\x01\x01\x42\x15\n\x13_keep_alive_seconds\";\n\x11LoadModelResponse\x12&\n\x05model\x18\x01 \x01(\x0b\x32\x17.mlx_responses.v1.Model\"#\n\x12UnloadModelRequest\x12\r\n\x05model\x18\x01 \x01(\t\"=\n\x13UnloadModelResponse\x12&\n\x05model\x18\x01 \x01(\x0b\x32\x17.mlx_responses.v1.Model2\xd5\x04\n\x11GenerationService\x12\x63\n\x0e\x43reateResponse\x12\'.mlx_responses.v1.CreateResponseRequest\x1a(.mlx_responses.v1.CreateResponseResponse\x12\x65\n\x0eStreamResponse\x12\'.mlx_responses.v1.StreamResponseRequest\x1a(.mlx_responses.v1.StreamResponseResponse0\x01\x12i\n\x10\x43ountInputTokens\x12).mlx_responses.v1.CountInputTokensRequest\x1a*.mlx_responses.v1.CountInputTokensResponse\x12W\n\nListModels\x12#.mlx_responses.v1.ListModelsRequest\x1a$.mlx_responses.v1.ListModelsResponse\x12T\n\tLoadModel\x12\".mlx_responses.v1.LoadModelRequest\x1a#.mlx_responses.v1.LoadModelResponse\x12Z\n\x0bUnloadModel\x12$.mlx_responses.v1.UnloadModelRequest\x1a%.mlx_responses.v1.UnloadModelResponseBPZNgithub.com/mlx-responses/mlx-responses/gen/go/mlx_responses/v1;mlx_responsesv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -49,17 +49,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTMODELSREQUEST']._serialized_start=570
   _globals['_LISTMODELSREQUEST']._serialized_end=589
   _globals['_MODEL']._serialized_start=592
-  _globals['_MODEL']._serialized_end=778
-  _globals['_LISTMODELSRESPONSE']._serialized_start=780
-  _globals['_LISTMODELSRESPONSE']._serialized_end=841
-  _globals['_LOADMODELREQUEST']._serialized_start=843
-  _globals['_LOADMODELREQUEST']._serialized_end=932
-  _globals['_LOADMODELRESPONSE']._serialized_start=934
-  _globals['_LOADMODELRESPONSE']._serialized_end=993
-  _globals['_UNLOADMODELREQUEST']._serialized_start=995
-  _globals['_UNLOADMODELREQUEST']._serialized_end=1030
-  _globals['_UNLOADMODELRESPONSE']._serialized_start=1032
-  _globals['_UNLOADMODELRESPONSE']._serialized_end=1093
-  _globals['_GENERATIONSERVICE']._serialized_start=1096
-  _globals['_GENERATIONSERVICE']._serialized_end=1693
+  _globals['_MODEL']._serialized_end=827
+  _globals['_MODELFAILURE']._serialized_start=829
+  _globals['_MODELFAILURE']._serialized_end=882
+  _globals['_LISTMODELSRESPONSE']._serialized_start=884
+  _globals['_LISTMODELSRESPONSE']._serialized_end=945
+  _globals['_LOADMODELREQUEST']._serialized_start=947
+  _globals['_LOADMODELREQUEST']._serialized_end=1036
+  _globals['_LOADMODELRESPONSE']._serialized_start=1038
+  _globals['_LOADMODELRESPONSE']._serialized_end=1097
+  _globals['_UNLOADMODELREQUEST']._serialized_start=1099
+  _globals['_UNLOADMODELREQUEST']._serialized_end=1134
+  _globals['_UNLOADMODELRESPONSE']._serialized_start=1136
+  _globals['_UNLOADMODELRESPONSE']._serialized_end=1197
+  _globals['_GENERATIONSERVICE']._serialized_start=1200
+  _globals['_GENERATIONSERVICE']._serialized_end=1797
 # @@protoc_insertion_point(module_scope)

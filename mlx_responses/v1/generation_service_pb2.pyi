@@ -49,7 +49,7 @@ class ListModelsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Model(_message.Message):
-    __slots__ = ("id", "created", "owned_by", "path", "context_length", "loaded", "memory_bytes", "expires_at", "pinned")
+    __slots__ = ("id", "created", "owned_by", "path", "context_length", "loaded", "memory_bytes", "expires_at", "pinned", "failure")
     ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
     OWNED_BY_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +59,7 @@ class Model(_message.Message):
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     PINNED_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
     id: str
     created: int
     owned_by: str
@@ -68,7 +69,16 @@ class Model(_message.Message):
     memory_bytes: int
     expires_at: int
     pinned: bool
-    def __init__(self, id: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., path: _Optional[str] = ..., context_length: _Optional[int] = ..., loaded: _Optional[bool] = ..., memory_bytes: _Optional[int] = ..., expires_at: _Optional[int] = ..., pinned: _Optional[bool] = ...) -> None: ...
+    failure: ModelFailure
+    def __init__(self, id: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., path: _Optional[str] = ..., context_length: _Optional[int] = ..., loaded: _Optional[bool] = ..., memory_bytes: _Optional[int] = ..., expires_at: _Optional[int] = ..., pinned: _Optional[bool] = ..., failure: _Optional[_Union[ModelFailure, _Mapping]] = ...) -> None: ...
+
+class ModelFailure(_message.Message):
+    __slots__ = ("message", "reload_after")
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RELOAD_AFTER_FIELD_NUMBER: _ClassVar[int]
+    message: str
+    reload_after: int
+    def __init__(self, message: _Optional[str] = ..., reload_after: _Optional[int] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
     __slots__ = ("models",)

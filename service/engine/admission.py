@@ -63,15 +63,22 @@ class AdmissionQueue(Generic[C]):
         """The requests from the head that fit now in `kv`, each with its uid (its memory is
         reserved under it); the waits of those that waited go to the stats and `observer`."""
         out: list[tuple[C, int]] = []
+        taken: list[_Held[C]] = []
         while self._held:
             held = self._held[0]
             uid = uids()
-            if kv is not None and not kv.admit(
-                uid, len(held.command.prompt), held.command.sampling.max_tokens
-            ):
+            try:
+                fits = kv is None or kv.admit(
+                    uid, len(held.command.prompt), held.command.sampling.max_tokens
+                )
+            except BaseException:
+                # Those taken wait again at the head (the engine restarts: supervision.py).
+                self._held.extendleft(reversed(taken))
+                raise
+            if not fits:
                 held.waited = True
                 break
-            self._held.popleft()
+            taken.append(self._held.popleft())
             if held.waited:
                 waited = time.perf_counter() - held.since
                 self._stats.admission_waits += 1

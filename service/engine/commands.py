@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,15 +69,20 @@ class Cancel:
 Command = Submit | Cancel | WarmUp | Stop
 
 
-def unserved(commands: queue.SimpleQueue[Any], waiting: Sequence[Submit]) -> list[GenerationStream]:
-    """When the engine's loop has ended: the streams of `waiting` (for memory) and of the
-    requests still queued in `commands`; a queued warm-up is told the engine stopped."""
+def unserved(
+    commands: queue.SimpleQueue[Any], waiting: Sequence[Submit], read: Iterable[Command] = ()
+) -> list[GenerationStream]:
+    """When the engine's loop has ended: the streams of `waiting` (for memory), of the
+    requests it had `read` and not taken, and of those still queued in `commands`; a warm-up
+    among them is told the engine stopped."""
     streams = [command.stream for command in waiting]
+    left = list(read)
     with contextlib.suppress(queue.Empty):
         while True:
-            command = commands.get_nowait()
-            if isinstance(command, Submit):
-                streams.append(command.stream)
-            elif isinstance(command, WarmUp) and not command.done.done():
-                command.done.set_exception(EngineStoppedError("the engine stopped"))
+            left.append(commands.get_nowait())
+    for command in left:
+        if isinstance(command, Submit):
+            streams.append(command.stream)
+        elif isinstance(command, WarmUp) and not command.done.done():
+            command.done.set_exception(EngineStoppedError("the engine stopped"))
     return streams

@@ -24,6 +24,7 @@ the store still reports the model's memory by kind for the metrics.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -43,6 +44,8 @@ from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.prompt_cache import PromptCache
 from mlx_responses.service.engine.prompt_expiry import Lifetimes
 from mlx_responses.service.engine.requests import EngineStats
+
+log = logging.getLogger(__name__)
 
 
 class ImageCache(Protocol):
@@ -77,10 +80,15 @@ class KVStore:
 
     # --- the engine thread ---------------------------------------------------------------------
     def fetch(self, prompt: list[int], scope: str) -> tuple[list[Any] | None, list[int]]:
-        """The cache of the longest cached prefix of `prompt` and the tokens still to prefill."""
+        """The cache of the longest cached prefix of `prompt` and the tokens still to prefill.
+        A read that fails (memory or disk tier) is a miss, and the memory tier is rebuilt."""
         if self.prompt is None:
             return None, prompt
-        return self.prompt.fetch(prompt, scope)
+        try:
+            return self.prompt.fetch(prompt, scope)
+        except Exception:
+            self._failed("read")
+            return None, prompt
 
     def keep(
         self,
@@ -96,8 +104,25 @@ class KVStore:
         `retention` says, evicted as its `kind` (`PromptCache.keep`)."""
         if self.prompt is None:
             return
-        self.prompt.keep(scope, tokens, cache, retention, end, kind=kind)
+        try:
+            self.prompt.keep(scope, tokens, cache, retention, end, kind=kind)
+        except Exception:  # the request goes on; the entry is not kept
+            self._failed("write")
+            return
         self._counted()
+
+    def rebuild(self) -> None:
+        """The prompt cache's memory tier anew, empty (after a failure of the engine or of the
+        cache itself: what it held may be half-written); the disk tier keeps its entries."""
+        if self.prompt is not None:
+            self.prompt.rebuild()
+            self._counted()
+
+    def _failed(self, what: str) -> None:
+        log.exception("the prompt cache failed to %s an entry; its memory tier is rebuilt", what)
+        if self.prompt is not None:
+            self.prompt.stats.prompt_cache_failures += 1
+        self.rebuild()
 
     def sync(self, live: Container[int], live_bytes: int) -> None:
         """Releases the reservations of sequences no longer in `live` (finished, cancelled or

@@ -21,6 +21,7 @@ from mlx_responses.service.engine.kv_store import KVStore
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.observer import ModelObserver
 from mlx_responses.service.engine.requests import EngineStoppedError, QueueFullError
+from mlx_responses.service.engine.supervision import stopped
 from mlx_responses.service.fan_out import FAN_OUT
 
 
@@ -48,6 +49,8 @@ class ModelThread(ABC, Generic[R]):
         self._groups = FanOutGroups()  # fan-outs admitted as one unit (service/fan_out.py)
         self._loaded: LoadedModel | None = None
         self.alive = False
+        # Why the engine gave up, once it has (supervision.py): later submits are refused so.
+        self.failure: str | None = None
         self._stopped = threading.Event()  # the thread parked or ended
         # The model's KV memory (kv_store.py: made by the engine once the model is loaded; an
         # engine without one holds no budget) and its observer (the metrics).
@@ -124,6 +127,8 @@ class ModelThread(ABC, Generic[R]):
         fan-out (service/fan_out.py) counts as its group: the first is admitted where one
         request would be and reserves the group, the others pass on that reservation."""
         if not self.alive:
+            if self.failure is not None:
+                raise EngineStoppedError(stopped(self.failure))
             raise EngineStoppedError("the generation worker is not running")
         group = FAN_OUT.get()
         with self._lock:

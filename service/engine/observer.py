@@ -30,6 +30,9 @@ class ModelObserver(Protocol):
     def refused(self, reason: str) -> None:
         """A request was refused before it ran: `memory` (a 400) or `queue_full` (a 503)."""
 
+    def engine_failed(self, outcome: str) -> None:
+        """The engine's loop failed: `restarted` (it went on) or `stopped` (it gave up)."""
+
 
 class EngineObserver(Protocol):
     """Hands each loaded model its observer."""

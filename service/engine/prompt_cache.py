@@ -59,6 +59,7 @@ class PromptCache:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.alias = alias
+        self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.stats = stats
         self.clock = clock  # the lifetimes' (wall time: the disk's outlive the process)
@@ -118,6 +119,11 @@ class PromptCache:
         if self.disk is not None and not (retention is not None and retention.memory_only):
             self.disk.put(key, tokens, cache, ttl)
         self.stats.prompt_cache_bytes = self.memory.nbytes
+
+    def rebuild(self) -> None:
+        """An empty memory tier in place of this one (the disk tier stays)."""
+        self.memory = ExpiringPromptCache(self.max_entries, self.max_bytes, self.clock)
+        self.stats.prompt_cache_bytes = 0
 
     def trim(self, n_bytes: int) -> None:
         """Evicts the least recently used entries until the memory tier holds `n_bytes` at

@@ -125,4 +125,8 @@ class EngineStats:
     admission_waits: int = 0
     admission_wait_seconds: float = 0.0
     prompt_cache_evictions: int = 0
+    # Failures the engine survived (supervision.py): passes of its loop that failed (the
+    # scheduler rebuilt), and prompt-cache reads or writes that failed (its memory rebuilt).
+    engine_restarts: int = 0
+    prompt_cache_failures: int = 0
     disk: DiskHealth = field(default_factory=DiskHealth)  # the prompt cache's disk tier

@@ -31,7 +31,6 @@ from mlx_responses.service.engine.commands import (
     Command,
     Submit,
     stops,
-    unserved,
 )
 from mlx_responses.service.engine.delivery import Active, token_logprobs
 from mlx_responses.service.engine.distributed.link import Lockstep
@@ -60,6 +59,8 @@ from mlx_responses.service.engine.schedulers import (
 )
 from mlx_responses.service.engine.seeded_sampler import Samplers
 from mlx_responses.service.engine.stream import GenerationStream
+from mlx_responses.service.engine.supervised_loop import Held, Supervised
+from mlx_responses.service.engine.supervision import Restarts
 from mlx_responses.service.engine.vision.side import ImageEncoder, VisionInputs, VisionSide
 from mlx_responses.service.engine.warm_up import WarmsUp, WarmUp
 from mlx_responses.service.flags import Prefill, prefill_for_device
@@ -74,7 +75,7 @@ def device_kind() -> str:
 
 
 @dataclass
-class EngineWorker(ModelThread[LoadedModel], WarmsUp):
+class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
     """Owns the model and its scheduler on a dedicated thread.
 
     The model is loaded on that thread too: MLX state never touches another thread.
@@ -120,6 +121,11 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
     clock: Callable[[], float] = time.time  # the prompt-cache entries' lifetimes' (tests: any)
     memory: MemoryBudget | None = None  # the process's budget (--memory-limit; kv_store.py)
     link: Lockstep | None = None  # in a group, commands cross the ranks (distributed/lockstep)
+    # Failures within a window after which the engine gives up (supervision.py).
+    restarts: Restarts = field(default_factory=Restarts)
+    # Called on the engine thread with the reason once the engine gave up (the pool unloads
+    # the model; supervision.py).
+    on_failure: Callable[[str], None] | None = None
     # The prefill settings resolved for the device, on the MLX thread before the first step.
     _prefill: Prefill = field(init=False, repr=False)
 
@@ -312,76 +318,50 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp):
         ready.set_result(loaded)
         self._serve(scheduler)
 
-    def _serve(self, scheduler: Scheduler) -> None:
-        """The thread's loop: commands in, one step, tokens out, until a Stop."""
-        active: dict[int, Active[GenerationStream]] = {}
-        by_stream: dict[int, int] = {}
-        joined = False  # whether this step's admissions already took a second pass
-        try:
-            while True:
-                commands, alone = self._next_commands(
-                    busy=bool(active or self._waiting), stream=scheduler.stream
-                )
-                for command in commands:
-                    if isinstance(command, Stop):
-                        self._release = command.release
-                        for entry in active.values():
-                            self._finished(entry, "cancelled")
-                            self._emit(entry.stream, Chunk("", 0, "cancelled"))
-                        for waiting in self._waiting.drain():
-                            self._emit(waiting.stream, Chunk("", 0, "cancelled"))
-                        return
-                    if isinstance(command, Submit):
-                        self._waiting.offer(command)
-                    elif isinstance(command, WarmUp):  # at load, before the model serves
-                        self._warm_up(scheduler, command, busy=bool(active))
-                    else:
-                        self._cancel(scheduler, command, active, by_stream)
-                # Requests start, first come first served, as the KV store finds them memory.
-                self.kv.sync(active, scheduler.nbytes)
-                if admitted := self._waiting.admit(
-                    self.kv, self._metrics, lambda: next(self._uids)
-                ):
-                    self._start(scheduler, admitted, alone, active, by_stream)
-                    # What came while these were admitted (an image's tower call takes a
-                    # while) is admitted before the step, so it starts in the same one: once
-                    # a step, so arrivals cannot hold the step back. Not in a group (its
-                    # ranks run one pass per step).
-                    if not joined and self.link is None and self._commands.qsize():
-                        joined = True
-                        continue
-                if not active:
-                    time.sleep(0.01 if self._waiting else 0)  # waits for another model's memory
-                    continue
-                joined = False
-                try:
-                    self._step(scheduler, active, by_stream)
-                    self._outbox.flush(time.perf_counter())
-                except Exception as exc:  # a failed step fails its batch, not the server
-                    log.exception("decode step failed; failing %d requests", len(active))
-                    for entry in active.values():
-                        self._finished(entry, "error")
-                        self._emit(entry.stream, Chunk("", 0, "error", error=str(exc)))
-                    active.clear()
-                    by_stream.clear()
-                    self._count(active)
-                    scheduler.close()
-                    scheduler = self._new_scheduler()
-        except BaseException:
-            # Outside a step (admission, a cancel, a warm-up): the loop cannot go on.
-            log.exception("engine %s stopped on an error; failing what it held", self.name)
-            raise
-        finally:
-            self.alive = False
-            scheduler.close()
-            # What it held and what waited fail now, rather than wait for a loop that is gone.
-            for stream in [entry.stream for entry in active.values()] + unserved(
-                self._commands, self._waiting.drain()
-            ):
-                self._emit(stream, Chunk("", 0, "error", error="generation worker stopped"))
-            if not self._release:
-                self._park()
-            self._stopped.set()
+    def _pass(self, scheduler: Scheduler, held: Held) -> bool:
+        """One pass of the loop: the commands, admissions and a step; False on a Stop."""
+        active, by_stream = held.active, held.by_stream
+        commands, alone = self._next_commands(
+            busy=bool(active or self._waiting), stream=scheduler.stream
+        )
+        held.commands.extend(commands)
+        while held.commands:  # one at a time: a command that fails leaves the rest queued
+            command = held.commands.popleft()
+            if isinstance(command, Stop):
+                self._release = command.release
+                for entry in active.values():
+                    self._finished(entry, "cancelled")
+                    self._emit(entry.stream, Chunk("", 0, "cancelled"))
+                for waiting in [*self._waiting.drain(), *held.submits()]:
+                    self._emit(waiting.stream, Chunk("", 0, "cancelled"))
+                return False
+            if isinstance(command, Submit):
+                self._waiting.offer(command)
+            elif isinstance(command, WarmUp):  # at load, before the model serves
+                self._warm_up(scheduler, command, busy=bool(active))
+            else:
+                self._cancel(scheduler, command, active, by_stream)
+        # Requests start, first come first served, as the KV store finds them memory.
+        self.kv.sync(active, scheduler.nbytes)
+        if admitted := self._waiting.admit(self.kv, self._metrics, lambda: next(self._uids)):
+            held.in_hand = [command for command, _ in admitted]
+            self._start(scheduler, admitted, alone, active, by_stream)
+            held.in_hand = []
+            # What came while these were admitted (an image's tower call takes a while) is
+            # admitted before the step, so it starts in the same one: once a step, so arrivals
+            # cannot hold the step back. Not in a group (its ranks run one pass per step).
+            if not held.joined and self.link is None and self._commands.qsize():
+                held.joined = True
+                return True
+        if not active:
+            time.sleep(0.01 if self._waiting else 0)  # waits for another model's memory
+            return True
+        held.joined = False
+        held.stepping = True
+        self._step(scheduler, active, by_stream)
+        self._outbox.flush(time.perf_counter())
+        held.stepping = False
+        return True
 
     def _next_commands(self, *, busy: bool, stream: Any = None) -> tuple[list[Command], bool]:
         """The commands before the next step, and whether one among them may decode alone

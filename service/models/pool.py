@@ -11,6 +11,11 @@ idle and been unloaded (so it cannot starve the load). Once idle, a model stays 
 `keep_alive` of its latest request (the server's `--keep-alive` when it gave none), then
 unloads; `--pin` keeps one loaded for good. Load and unload are also explicit (`load`,
 `unload`: an unload of a busy model is refused, MODEL_BUSY).
+
+A model whose engine fails repeatedly (service/engine/supervision.py) is unloaded and marked
+failed: its health entry (`health_name`) turns NOT_SERVING, `ListModels` shows why, and its
+requests are refused (503) for a back-off, which doubles with each such failure in a row; the
+first request after it loads the model again (an explicit load at once).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import functools
 import gc
 import itertools
 import logging
+import math
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -56,7 +62,27 @@ log = logging.getLogger(__name__)
 
 # Why a model loaded or unloaded (the metrics' `reason` label).
 LOAD_REASONS = ("startup", "request", "explicit")
-UNLOAD_REASONS = ("keep_alive", "lru", "explicit")
+UNLOAD_REASONS = ("keep_alive", "lru", "explicit", "failed")
+# Seconds a model whose engine gave up stays unloaded: doubled for each time in a row (its
+# previous failure less than RESET_AFTER seconds before), up to BACKOFF_MAX.
+BACKOFF = 5.0
+BACKOFF_MAX = 300.0
+RESET_AFTER = 600.0
+
+
+def health_name(model_id: str) -> str:
+    """A model's entry in the gRPC health service: SERVING, or NOT_SERVING while failed."""
+    return f"models/{model_id}"
+
+
+@dataclass
+class Failure:
+    """Why a model's engine gave up, when (Unix seconds) and from when it may load again."""
+
+    message: str
+    at: float
+    reload_after: float
+    in_a_row: int = 1
 
 
 def check_model(model: str, accepts: Callable[[str], bool]) -> None:
@@ -105,6 +131,8 @@ class ServedModel:
     expiry: asyncio.TimerHandle | None = None  # the keep-alive timer while idle
     expires_at: float | None = None  # Unix seconds the timer fires
     memory_bytes: int = 0  # its weights' bytes while loaded
+    failure: Failure | None = None  # its engine gave up; cleared once it loads again
+    last_failure: Failure | None = None  # the latest, kept (its back-off doubles the next)
     embeds: bool = False  # an embedding model (models/embedding_config.py): /v1/embeddings only
 
     def idle(self) -> bool:
@@ -196,6 +224,12 @@ class ModelPool:
         self.memory: MemoryBudget | None = None
         # In a distributed group: rank 0's end of the lockstep (its health follows it).
         self.link: Leader | None = None
+        # Told (model id, serving) when a model's engine gave up and when it loaded again
+        # (the core's gRPC health service: service/server.py).
+        self.on_health: Callable[[str, bool], None] | None = None
+        self._unloading: set[asyncio.Task[None]] = set()  # unloads of failed models
+        # Seconds of the first back-off (tests: shorter).
+        self.backoff = BACKOFF
 
     # --- configuration -----------------------------------------------------------------------
     async def resolve(self) -> None:
@@ -312,6 +346,8 @@ class ModelPool:
         `embeds`, an embeddings request, for a generation model, or the other way round."""
         stay = request_keep_alive(keep_alive)
         model = self.find(name)
+        if reason != "explicit":
+            _refuse_failed(model)
         if reason == "request" and model.embeds != embeds:
             raise _wrong_kind(model)
         await self._wait_until(lambda: not model.draining)
@@ -432,6 +468,7 @@ class ModelPool:
                     runtime = await self._start(model)
                     model.memory_bytes = weights_bytes(runtime)
                     model.runtime = runtime
+                    self._watch(model, runtime)
                     self.metrics.model_loaded(model.id, reason, time.perf_counter() - started)
         except ConfigError:
             raise  # e.g. a draft model of another tokenizer: startup exits 2
@@ -452,6 +489,52 @@ class ModelPool:
         finally:
             model.loading = None
             self._notify()
+
+    # --- engine failures -----------------------------------------------------------------------
+    def _watch(self, model: ServedModel, runtime: ModelRuntime) -> None:
+        """The model's engine tells the pool (on this loop) when it gives up; a model that
+        failed before serves again."""
+        loop = asyncio.get_running_loop()
+        worker = runtime.worker
+
+        def failed(reason: str) -> None:  # on the engine thread
+            with contextlib.suppress(RuntimeError):  # the loop closed (process exit)
+                loop.call_soon_threadsafe(self._engine_failed, model, runtime, reason)
+
+        worker.on_failure = failed
+        if model.failure is not None:
+            model.failure = None
+            self._health(model, serving=True)
+
+    def _engine_failed(self, model: ServedModel, runtime: ModelRuntime, reason: str) -> None:
+        """The engine of `runtime` gave up: the model is marked failed and unloaded."""
+        if model.runtime is not runtime:
+            return
+        now = time.time()
+        before = model.last_failure
+        in_a_row = before.in_a_row + 1 if before and now - before.at < RESET_AFTER else 1
+        backoff = min(BACKOFF_MAX, self.backoff * 2 ** (in_a_row - 1))
+        model.failure = model.last_failure = Failure(reason, now, now + backoff, in_a_row)
+        log.error(
+            "model %s: its engine failed repeatedly (%s); unloaded, it loads again on a "
+            "request in %gs",
+            model.id,
+            reason,
+            backoff,
+        )
+        self._health(model, serving=False)
+        task = asyncio.create_task(self._unload_failed(model, runtime), name=f"fail-{model.id}")
+        self._unloading.add(task)
+        task.add_done_callback(self._unloading.discard)
+
+    async def _unload_failed(self, model: ServedModel, runtime: ModelRuntime) -> None:
+        async with self._load_lock:
+            if model.runtime is runtime:  # not unloaded meanwhile
+                await self._unload(model, "failed")
+
+    def _health(self, model: ServedModel, *, serving: bool) -> None:
+        if self.on_health is not None:
+            self.on_health(model.id, serving)
 
     async def _make_room(self, model: ServedModel) -> None:
         """Unloads least recently used idle models until one more fits the limit (pinned
@@ -577,7 +660,7 @@ class ModelPool:
         """Process shutdown: stops every engine (the threads park; see EngineWorker.stop)."""
         for model in self.models.values():
             self._cancel_expiry(model)
-        for task in list(self._expiring):
+        for task in [*self._expiring, *self._unloading]:
             task.cancel()
         for model in self.loaded:
             assert model.runtime is not None
@@ -594,6 +677,7 @@ def _wrong_kind(model: ServedModel) -> ServiceError:
 
 _WHY = {
     "keep_alive": "idle past its keep_alive",
+    "failed": "its engine failed repeatedly",
     "lru": "least recently used; --max-loaded-models {}",
     "explicit": "asked to",
 }
@@ -608,6 +692,19 @@ def _refuse_busy(model: ServedModel) -> None:
             "job(s)); retry once they finish.",
             param="model",
         )
+
+
+def _refuse_failed(model: ServedModel) -> None:
+    """NOT_READY (503) for a request to a model whose engine gave up, until its back-off ends."""
+    failure = model.failure
+    if failure is None or time.time() >= failure.reload_after:
+        return
+    wait = max(1, math.ceil(failure.reload_after - time.time()))
+    raise ServiceError(
+        Reason.NOT_READY,
+        f"The model '{model.id}' was unloaded after its engine failed repeatedly "
+        f"({failure.message}); it loads again on a request in {wait}s.",
+    )
 
 
 def _trim_heap() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
 
@@ -103,4 +104,7 @@ def model_proto(m: ServedModel) -> gen.Model:
     )
     if m.expires_at is not None:
         model.expires_at = int(m.expires_at)
+    if m.failure is not None:  # unloaded after its engine failed
+        model.failure.message = m.failure.message
+        model.failure.reload_after = math.ceil(m.failure.reload_after)
     return model

@@ -1,0 +1,209 @@
+"""Fault injection at each stage of the engine (service/engine/supervision.py), over HTTP.
+
+A core and façade run in this process (tests/support/stack.py) on a random model with the
+prompt cache's disk tier, mlx-lm's batch engine. Each round arms a one-shot failure at one
+stage (in turn: admission, step, extract, cache write, disk read, and "give up": a failure under
+a restart limit of 1, so the engine gives up and the model is unloaded and reloaded after its
+back-off), sends `--concurrency` `/v1/responses` requests at once (distinct prompts of ~600
+tokens, 16 output tokens: each misses the memory tier and reads the disk tier), then one more
+request once they ended. Checked and printed: every request ended (200, completed or failed
+with a message; for "give up" a 503 naming the failure during the back-off is allowed), the
+request after each fault completed, the fault fired, and the process's RSS after the rounds
+against before (after warm-up rounds without faults): within 10%. Not a test.
+
+    .venv/bin/python tests/benchmarks/bench_engine_faults.py [--rounds 100] [--concurrency 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from mlx_lm.generate import GenerationBatch
+from mlx_responses.service.engine import worker as worker_module
+from mlx_responses.service.engine.batch.scheduler import BatchScheduler
+from mlx_responses.service.engine.prompt_cache import PromptCache
+from mlx_responses.service.engine.prompt_disk import PromptDisk
+from mlx_responses.service.engine.supervision import Restarts
+
+from tests.support.random_model import build_random_model
+from tests.support.stack import Stack
+
+TEXT = "The harbour town woke early and the boats went out past the breakwater. " * 15
+DONE = ("completed", "incomplete")  # the random model ends at max_output_tokens
+STAGES: dict[str, tuple[Any, str]] = {
+    "admission": (worker_module, "look_up"),
+    "step": (BatchScheduler, "step"),
+    "extract": (GenerationBatch, "extract_cache"),
+    "cache write": (PromptCache, "keep"),
+    "disk read": (PromptDisk, "fetch"),
+    "give up": (BatchScheduler, "step"),
+}
+MIB = 1 << 20
+
+
+def rss() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+class Fault:
+    """A one-shot failure armed at one stage at a time; counts the failures it raised."""
+
+    def __init__(self) -> None:
+        self.armed: str | None = None
+        self.fired = Counter[str]()
+        self._originals: dict[str, Callable[..., Any]] = {}
+        for stage, (owner, name) in STAGES.items():
+            if stage == "give up":
+                continue
+            original = getattr(owner, name)
+            setattr(owner, name, self._wrap(stage, original))
+
+    def _wrap(self, stage: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            armed = self.armed
+            if armed is not None and (armed == stage or (armed == "give up" and stage == "step")):
+                self.armed = None
+                self.fired[armed] += 1
+                raise RuntimeError(f"injected {armed} failure")
+            return original(*args, **kwargs)
+
+        return wrapper
+
+
+def respond(base: str, model: str, text: str) -> tuple[int, dict[str, Any]]:
+    body = {"model": model, "input": text, "max_output_tokens": 16}
+    reply = httpx.post(f"{base}/v1/responses", json=body, timeout=300)
+    return reply.status_code, reply.json()
+
+
+def ended(status: int, body: dict[str, Any], stage: str) -> str:
+    """How one request ended: "completed", "failed" (with a message) or "refused" (503 while a
+    failed model backs off); anything else raises."""
+    if status == 200 and body.get("status") in DONE:
+        return "completed"
+    if status == 200 and body.get("status") == "failed" and body["error"]["message"]:
+        return "failed"
+    if status == 503 and stage == "give up" and "failed repeatedly" in body["error"]["message"]:
+        return "refused"
+    raise RuntimeError(f"{stage}: a request ended {status} {body}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--warm-up", type=int, default=12, help="rounds without faults first")
+    args = parser.parse_args()
+    logging.disable(logging.CRITICAL)  # each fault logs its traceback: only the figures here
+    with tempfile.TemporaryDirectory() as tmp:
+        model_path = build_random_model(Path(tmp) / "random-chat", hidden_size=128, layers=4)
+        stack = Stack(
+            model_path,
+            engine="batch",
+            prompt_cache_dir=Path(tmp) / "prompt-cache",
+            prompt_cache_disk_bytes=256 * MIB,
+            no_prompt_cache_disk=False,
+        )
+        stack.start()
+        try:
+            run(stack, args)
+        finally:
+            stack.stop()
+
+
+def run(stack: Stack, args: argparse.Namespace) -> None:
+    assert stack.core is not None
+    pool = stack.core.models
+    pool.backoff = 0.5
+    model = pool.default.id
+    base = stack.base_url
+    fault = Fault()
+    pool_of = ThreadPoolExecutor(args.concurrency)
+
+    def lenient() -> None:
+        """Single faults never give up: the rounds measure restarts (and "give up" its own);
+        each give-up backs off as a first one does (not doubled: a round is no repeat)."""
+        pool.default.last_failure = None
+        runtime = pool.default.runtime
+        if runtime is not None:
+            runtime.worker.restarts = Restarts(limit=10**9)
+
+    def round_(number: int, stage: str | None) -> Counter[str]:
+        texts = [f"Round {number}, request {i}. {TEXT}" for i in range(args.concurrency)]
+        runtime = pool.default.runtime
+        if stage == "give up" and runtime is not None:
+            runtime.worker.restarts = Restarts(limit=1)
+        fault.armed = stage
+        replies = list(pool_of.map(lambda t: respond(base, model, t), texts))
+        fault.armed = None
+        outcomes = Counter(ended(status, body, stage or "-") for status, body in replies)
+        # The next request completes (after a give-up: once the back-off ends, it reloads).
+        deadline = time.monotonic() + 60
+        while True:
+            status, body = respond(base, model, f"After round {number}. {TEXT}")
+            if status == 200 and body["status"] in DONE:
+                break
+            if time.monotonic() > deadline or ended(status, body, stage or "-") == "failed":
+                raise RuntimeError(f"round {number} ({stage}): the next request {status} {body}")
+            time.sleep(0.1)
+        lenient()
+        return outcomes
+
+    lenient()
+    started = time.perf_counter()
+    for number in range(args.warm_up):
+        round_(-1 - number, None)
+    gc.collect()
+    before = rss()
+    worst = before
+    totals = {stage: Counter[str]() for stage in STAGES}
+    stages = list(STAGES)
+    for number in range(args.rounds):
+        stage = stages[number % len(stages)]
+        totals[stage] += round_(number, stage)
+        worst = max(worst, rss())
+        if (number + 1) % 10 == 0:
+            print(f"round {number + 1}: RSS {rss() / MIB:.0f} MiB", file=sys.stderr, flush=True)
+    gc.collect()
+    after = rss()
+    elapsed = time.perf_counter() - started
+    print(
+        f"{args.rounds} rounds of {args.concurrency} concurrent requests, a fault each "
+        f"({elapsed:.0f}s with {args.warm_up} warm-up rounds)"
+    )
+    print(f"{'stage':<12} {'rounds':>6} {'fired':>5} {'completed':>9} {'failed':>6} {'503':>4}")
+    for stage in STAGES:
+        rounds = sum(1 for n in range(args.rounds) if stages[n % len(stages)] == stage)
+        t = totals[stage]
+        print(
+            f"{stage:<12} {rounds:>6} {fault.fired[stage]:>5} {t['completed']:>9} "
+            f"{t['failed']:>6} {t['refused']:>4}"
+        )
+    print("every request ended; the request after each fault completed")
+    print(
+        f"RSS before {before / MIB:.0f} MiB, after {after / MIB:.0f} MiB "
+        f"({after / before:.3f}x), peak {worst / MIB:.0f} MiB ({worst / before:.3f}x)"
+    )
+    if after > 1.1 * before:
+        raise SystemExit("RSS did not return within 10% of before")
+
+
+if __name__ == "__main__":
+    main()
