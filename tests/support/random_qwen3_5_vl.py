@@ -34,9 +34,11 @@ def build_random_qwen3_5_vl(
     seed: int = 0,
     tokenizer_from: Path = BUNDLED_MODEL,
     family: str = "qwen3_5",
+    full_attention_interval: int = 2,
 ) -> Path:
     """Writes config.json, model.safetensors, the tokenizer and the processor configs.
-    `family`: "qwen3_5" or "qwen3_5_moe"."""
+    `family`: "qwen3_5" or "qwen3_5_moe"; `full_attention_interval`: every how many layers one
+    is full attention (Qwen3.5's own is 4)."""
     import importlib
 
     import mlx.core as mx
@@ -71,7 +73,7 @@ def build_random_qwen3_5_vl(
             "vocab_size": base["vocab_size"],
             "max_position_embeddings": 4096,
             "eos_token_id": base.get("eos_token_id"),
-            "full_attention_interval": 2,
+            "full_attention_interval": full_attention_interval,
             "linear_num_value_heads": 4,
             "linear_num_key_heads": 2,
             "linear_key_head_dim": 16,
