@@ -180,7 +180,8 @@ def converse(
             **(extra or {}),
         }
         reply = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=600)
-        reply.raise_for_status()
+        if reply.status_code != 200:
+            raise RuntimeError(f"{url} turn {turn + 1}: {reply.status_code} {reply.text[:500]}")
         data = reply.json()
         usage = data["usage"]
         details = usage.get("prompt_tokens_details") or {}
@@ -259,7 +260,11 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-hybrid-"))
     hybrid, plain = build("qwen3_5", root / "qwen3_5"), build("qwen3", root / "qwen3")
     vlm = build_random_qwen3_5_vl(
-        root / "qwen3_5_vl", hidden_size=HIDDEN, layers=LAYERS, full_attention_interval=4
+        root / "qwen3_5_vl",
+        hidden_size=HIDDEN,
+        layers=LAYERS,
+        full_attention_interval=4,
+        context=65536,
     )
     from mlx_responses.service.engine.model import load_model
 
