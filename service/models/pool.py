@@ -30,6 +30,7 @@ import logging
 import math
 import sys
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -496,10 +497,15 @@ class ModelPool:
         failed before serves again."""
         loop = asyncio.get_running_loop()
         worker = runtime.worker
+        # Weakly: the worker (whose thread may stay parked) must not keep an unloaded
+        # runtime, and its weights, alive through this callback.
+        held = weakref.ref(runtime)
 
         def failed(reason: str) -> None:  # on the engine thread
+            if (alive := held()) is None:
+                return
             with contextlib.suppress(RuntimeError):  # the loop closed (process exit)
-                loop.call_soon_threadsafe(self._engine_failed, model, runtime, reason)
+                loop.call_soon_threadsafe(self._engine_failed, model, alive, reason)
 
         worker.on_failure = failed
         if model.failure is not None:

@@ -38,7 +38,7 @@ def _go_package(proto: Path) -> str:
 
 def test_every_proto_declares_the_one_go_import_path() -> None:
     protos = sorted((ROOT / "proto/mlx_responses/v1").glob("*.proto"))
-    assert len(protos) == 6
+    assert len(protos) == 7
     assert {_go_package(p) for p in protos} == {f"{IMPORT_PATH};mlx_responsesv1"}
     assert IMPORT_PATH in (ROOT / "examples/go/mlxclient/main.go").read_text()
     assert IMPORT_PATH in (ROOT / "docs/api/grpc.md").read_text()
