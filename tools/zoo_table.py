@@ -98,7 +98,15 @@ def render(rows: list[Row]) -> str:
         )
     lines += ["", "| Refused at load | Why |", "|---|---|"]
     lines += [f"| {r.architecture} | {r.refused} |" for r in refused]
+    lines += ["", "| Served, not 4-bit | Why |", "|---|---|"]
+    lines += [f"| {a} | {why} |" for a, why in sorted(_not_quantized().items())]
     return "\n".join(lines)
+
+
+def _not_quantized() -> dict[str, str]:
+    from tests.support.zoo import NOT_QUANTIZED
+
+    return NOT_QUANTIZED
 
 
 def table() -> str:
