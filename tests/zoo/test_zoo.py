@@ -12,8 +12,9 @@ The expensive paths rotate over the architectures, by their place in the sorted 
 cores): 4-bit quantized (mlx-lm's quantization; equal to mlx-lm's greedy tokens of the
 quantized model, with our workarounds of `engine/model_fixes.py` where mlx-lm's own fails;
 `NOT_QUANTIZED` names what mlx-lm cannot quantize), ngram speculation (drafts proposed where
-the scheduler offers them; the same tokens; drafts are not asserted: a random model's
-continuations rarely repeat its context), and a restart that reads the first engine's entry
+the scheduler offers them, as the docs' table says, its startup log saying why not elsewhere;
+the same tokens; drafts are not asserted: a random model's continuations rarely repeat its
+context), and a restart that reads the first engine's entry
 from the disk tier (where it keeps the model's caches: KV kinds, not yet a recurrent state).
 
 `MLX_RESPONSES_ZOO_ALL=1` runs every expensive path on every architecture instead (one test per
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -43,6 +45,7 @@ from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.worker import EngineWorker
 
 from tests.support.zoo import NOT_QUANTIZED, REFUSED, text_architectures
+from tools.zoo_table import row
 
 ARCHITECTURES = text_architectures()
 SERVED = [a for a in ARCHITECTURES if a not in REFUSED]
@@ -110,9 +113,11 @@ async def _started(path: Path, **settings: Any) -> EngineWorker:
 async def test_architecture_serves(
     model_type: str,
     expensive: str,
+    *,
     zoo_model: Callable[[str], Path],
     zoo_quantized: Callable[[str], Path],
     tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     path = zoo_model(model_type)
     model, tokenizer = load(str(path))[:2]
@@ -125,7 +130,11 @@ async def test_architecture_serves(
         settings["speculative"] = "ngram"
     if expensive == "disk":
         settings |= {"prompt_cache_dir": tmp_path, "prompt_cache_disk_bytes": 1 << 30}
-    engine = await _started(path, **settings)
+    with caplog.at_level(logging.WARNING):
+        engine = await _started(path, **settings)
+    if expensive == "ngram":  # offered where the docs' table says so, else the log says why not
+        refused = any("--speculative ngram has no effect" in r.message for r in caplog.records)
+        assert refused == (row(model_type).drafts != "yes"), row(model_type).drafts
     try:
         ids, _, _ = await _one(engine, prompts[0])  # streamed: chunk by chunk as they come
         assert ids == expected[0], "alone"
