@@ -10,18 +10,24 @@ Completions, on:
   its recurrent state cannot be trimmed, so only checkpoints of the whole cache serve);
 - ours on a plain KV model of the same size (qwen3: every entry can be cut back);
 - `mlx_lm.server` on each of the two (its checkpoints: the system prompt's end, the user
-  segment's end before the thinking tail, the finished turn).
+  segment's end before the thinking tail, the finished turn);
+- the same Qwen3.5 as a VLM folder (mlx-vlm's `qwen3_5`, random weights of the same shape with a
+  vision tower: mlx-vlm loads no text-only Qwen3.5 folder, its config wants M-RoPE), served by
+  ours, `mlx_lm.server` (it drops the vision weights) and `mlx_vlm.server`, both as it ships (no
+  prompt cache) and with its opt-in prompt cache (`APC_ENABLED=1`: exact-prefix snapshots for a
+  hybrid cache; the disk tier off, as ours).
 
 Prints, per turn, the prompt tokens and the tokens each server prefilled (prompt less the
 `cached_tokens` it reports), then the totals and the wall time of each conversation. Not a test.
 
     flock /tmp/bench.lock .venv/bin/python tests/benchmarks/bench_hybrid_agent.py \\
-        [--system-tokens 8000] [--turns 10] [--no-mlx-lm]
+        [--system-tokens 8000] [--turns 10] [--no-mlx-lm] [--no-vlm]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -40,6 +46,7 @@ sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
 from bench_serving import free_port, server_process, wait_mlx_lm  # noqa: E402
 
+from tests.support.random_qwen3_5_vl import build_random_qwen3_5_vl  # noqa: E402
 from tests.support.stack import Stack  # noqa: E402
 from tests.support.zoo import TOKENIZER_FILES  # noqa: E402
 
@@ -151,9 +158,11 @@ def system_prompt(words: int) -> str:
     )
 
 
-def converse(url: str, model: str, system: str, turns: int) -> tuple[list[tuple[int, int]], float]:
+def converse(
+    url: str, model: str, system: str, turns: int, extra: dict[str, Any] | None = None
+) -> tuple[list[tuple[int, int]], float]:
     """The conversation over Chat Completions at `url`: each turn's (prompt tokens, cached
-    tokens), and the seconds it took."""
+    tokens), and the seconds it took. `extra`: fields added to each request's body."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system},
         {"role": "user", "content": "Fix the failing test in the parser module."},
@@ -168,9 +177,11 @@ def converse(url: str, model: str, system: str, turns: int) -> tuple[list[tuple[
             "max_tokens": 24,
             "temperature": 0.0,
             "chat_template_kwargs": THINKING,
+            **(extra or {}),
         }
         reply = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=600)
-        reply.raise_for_status()
+        if reply.status_code != 200:
+            raise RuntimeError(f"{url} turn {turn + 1}: {reply.status_code} {reply.text[:500]}")
         data = reply.json()
         usage = data["usage"]
         details = usage.get("prompt_tokens_details") or {}
@@ -212,14 +223,49 @@ def mlx_lm(path: Path, system: str, turns: int) -> tuple[list[tuple[int, int]], 
         return converse(f"http://127.0.0.1:{port}", str(path), system, turns)
 
 
+def wait_mlx_vlm(proc: subprocess.Popen[bytes], name: str, port: int, timeout: float) -> None:
+    """Until `/health` names the loaded model."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode} (.bench/logs/{name}.log)")
+        with contextlib.suppress(httpx.HTTPError):
+            health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=30)
+            if health.status_code == 200 and health.json().get("loaded_model"):
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"{name} never answered")
+
+
+def mlx_vlm(path: Path, system: str, turns: int, apc: bool) -> tuple[list[tuple[int, int]], float]:
+    """`mlx_vlm.server` on a VLM folder; `apc`: its opt-in prompt cache, in memory only."""
+    port = free_port()
+    argv = [sys.executable, "-m", "mlx_vlm.server", "--model", str(path)]
+    argv += ["--host", "127.0.0.1", "--port", str(port)]
+    env = dict(os.environ) | {"APC_ENABLED": "1" if apc else "0", "APC_DISK_ENABLED": "0"}
+    name = f"mlx_vlm-{path.name}{'-apc' if apc else ''}"
+    with server_process(name, argv, env) as proc:
+        wait_mlx_vlm(proc, name, port, 300)
+        # mlx-vlm reads thinking from its own field, not from chat_template_kwargs.
+        return converse(f"http://127.0.0.1:{port}", str(path), system, turns, THINKING)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--system-tokens", type=int, default=8000)
     parser.add_argument("--turns", type=int, default=10)
-    parser.add_argument("--no-mlx-lm", action="store_true", help="ours only")
+    parser.add_argument("--no-mlx-lm", action="store_true", help="no mlx_lm.server")
+    parser.add_argument("--no-vlm", action="store_true", help="no Qwen3.5 VLM folder")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-hybrid-"))
     hybrid, plain = build("qwen3_5", root / "qwen3_5"), build("qwen3", root / "qwen3")
+    vlm = build_random_qwen3_5_vl(
+        root / "qwen3_5_vl",
+        hidden_size=HIDDEN,
+        layers=LAYERS,
+        full_attention_interval=4,
+        context=65536,
+    )
     from mlx_responses.service.engine.model import load_model
 
     tokenizer = load_model(hybrid).tokenizer
@@ -234,20 +280,26 @@ def main() -> None:
     if not args.no_mlx_lm:
         runs["mlx_lm.server qwen3.5"] = mlx_lm(hybrid, system, args.turns)
         runs["mlx_lm.server plain KV"] = mlx_lm(plain, system, args.turns)
+    if not args.no_vlm:
+        runs["ours qwen3.5 VL"] = ours(vlm, system, args.turns)
+        if not args.no_mlx_lm:
+            runs["mlx_lm.server qwen3.5 VL"] = mlx_lm(vlm, system, args.turns)
+        runs["mlx_vlm.server qwen3.5 VL"] = mlx_vlm(vlm, system, args.turns, apc=False)
+        runs["mlx_vlm.server APC qwen3.5 VL"] = mlx_vlm(vlm, system, args.turns, apc=True)
     load = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout
     print(f"hybrid agent conversation: hidden {HIDDEN}, {LAYERS} layers, {args.turns} turns")
     print(f"system prompt {len(tokenizer.encode(system))} tokens; load: {load.strip()}")
     # NOTE: transformers picks the tokenizer class by model_type, so the two models may count
     # the same text in different tokens: each column has its own prompt.
     names = list(runs)
-    print("turn  " + "  ".join(f"{n:>24}" for n in names))
-    print("      " + "  ".join(f"{'prompt / prefilled':>24}" for _ in names))
+    print("turn  " + "  ".join(f"{n:>30}" for n in names))
+    print("      " + "  ".join(f"{'prompt / prefilled':>30}" for _ in names))
     for turn in range(args.turns):
         cells = [runs[n][0][turn] for n in names]
-        print(f"{turn + 1:>4}  " + "  ".join(f"{p:>12} / {p - c:>9}" for p, c in cells))
+        print(f"{turn + 1:>4}  " + "  ".join(f"{p:>17} / {p - c:>10}" for p, c in cells))
     totals = {n: (sum(p for p, _ in runs[n][0]), sum(p - c for p, c in runs[n][0])) for n in names}
-    print(" all  " + "  ".join(f"{t[0]:>12} / {t[1]:>9}" for t in totals.values()))
-    print(" s    " + "  ".join(f"{runs[n][1]:>24.1f}" for n in names))
+    print(" all  " + "  ".join(f"{t[0]:>17} / {t[1]:>10}" for t in totals.values()))
+    print(" s    " + "  ".join(f"{runs[n][1]:>30.1f}" for n in names))
     for n in names:
         prompt, prefilled = totals[n]
         print(f"{n}: prefilled {prefilled} of {prompt} prompt tokens ({prefilled / prompt:.1%})")

@@ -190,6 +190,10 @@ def _run_codex_sessions(
         str(grpc_port),
         "--hosted-tools",
         "drop",
+        # Its own disk tier: the session's shared one holds other Codex runs' checkpoints of
+        # the same instructions (every 4,096 tokens), which a "first" session would read.
+        "--prompt-cache-dir",
+        str(tmp_path / "prompt-cache"),
     ) as server:
         _wait_healthy(http, server)
         runs = [

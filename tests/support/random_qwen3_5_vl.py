@@ -34,9 +34,12 @@ def build_random_qwen3_5_vl(
     seed: int = 0,
     tokenizer_from: Path = BUNDLED_MODEL,
     family: str = "qwen3_5",
+    full_attention_interval: int = 2,
+    context: int = 4096,
 ) -> Path:
     """Writes config.json, model.safetensors, the tokenizer and the processor configs.
-    `family`: "qwen3_5" or "qwen3_5_moe"."""
+    `family`: "qwen3_5" or "qwen3_5_moe"; `full_attention_interval`: every how many layers one
+    is full attention (Qwen3.5's own is 4); `context`: max_position_embeddings."""
     import importlib
 
     import mlx.core as mx
@@ -69,9 +72,9 @@ def build_random_qwen3_5_vl(
             "head_dim": 16,
             "rms_norm_eps": 1e-6,
             "vocab_size": base["vocab_size"],
-            "max_position_embeddings": 4096,
+            "max_position_embeddings": context,
             "eos_token_id": base.get("eos_token_id"),
-            "full_attention_interval": 2,
+            "full_attention_interval": full_attention_interval,
             "linear_num_value_heads": 4,
             "linear_num_key_heads": 2,
             "linear_key_head_dim": 16,
