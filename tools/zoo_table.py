@@ -66,7 +66,11 @@ def row(model_type: str) -> Row:
     kinds = sorted({type(c).__name__ for c in make_prompt_cache(model)})
     cpu, gpu = (resolve_engine("auto", model, device) for device in ("cpu", "gpu"))
     plain = plain_caches(model)
-    drafts = cpu == "slots" or (cpu == "batch" and plain)
+    drafts = "yes"
+    if cpu == "serial":
+        drafts = "no: one at a time"
+    elif cpu == "batch" and not plain:  # the startup log says so too (worker.py)
+        drafts = "no: caches cannot rewind"
     return Row(
         model_type,
         caches=", ".join(kinds),
@@ -75,7 +79,7 @@ def row(model_type: str) -> Row:
         batched="no: one at a time" if cpu == "serial" else "yes",
         prompt_cache="any shared prefix" if plain else "exact prefixes (checkpoints)",
         disk="yes" if all(k in CLASSES for k in kinds) else "no",
-        drafts="yes" if drafts else "no",
+        drafts=drafts,
     )
 
 
@@ -98,7 +102,15 @@ def render(rows: list[Row]) -> str:
         )
     lines += ["", "| Refused at load | Why |", "|---|---|"]
     lines += [f"| {r.architecture} | {r.refused} |" for r in refused]
+    lines += ["", "| Served, not 4-bit | Why |", "|---|---|"]
+    lines += [f"| {a} | {why} |" for a, why in sorted(_not_quantized().items())]
     return "\n".join(lines)
+
+
+def _not_quantized() -> dict[str, str]:
+    from tests.support.zoo import NOT_QUANTIZED
+
+    return NOT_QUANTIZED
 
 
 def table() -> str:

@@ -6,6 +6,11 @@ take, applied to a model as it loads (`fix_model`); each one is to report upstre
   broadcasts; a batch of several does not (`[broadcast_shapes] (4,1,1,33) and (4,2,2,1,33)`:
   mlx-lm's own `batch_generate` fails so with three prompts). The mask gains the repeats axis
   (`(B, 1, 1, L, S)`), which is the mask it meant for every row.
+- seed_oss (mlx-lm 0.32) with tied embeddings computes its logits as
+  `h @ embed_tokens.weight.T`: quantized, that weight is packed (`[matmul] ... (1,9,64) ...
+  (8,3456)` on its first request; mlx-lm's own `generate` fails so). The logits come from
+  `embed_tokens.as_linear(h)` instead, as every other tied mlx-lm model computes them (the same
+  product where the embedding is not quantized).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ def fix_model(model: Any) -> None:
     """Applies the workarounds `model`'s architecture needs (most need none)."""
     if model_type(model) == "gemma2":
         _fix_gemma2(model)
+    if model_type(model) == "seed_oss" and getattr(model, "tie_word_embeddings", False):
+        _fix_tied_head(model)
 
 
 def _fix_gemma2(model: Any) -> None:
@@ -47,3 +54,20 @@ def _gemma2_attention(base: type) -> type:
 
         _FIXED[base] = type(base.__name__, (_Gemma2Attention, base), {"__call__": __call__})
     return _FIXED[base]
+
+
+class _TiedHead:
+    """Marks a model whose tied head is already fixed."""
+
+
+def _fix_tied_head(model: Any) -> None:
+    base = type(model)
+    if isinstance(model, _TiedHead):
+        return
+    if base not in _FIXED:
+
+        def __call__(self: Any, inputs: mx.array, cache: Any = None) -> mx.array:
+            return self.model.embed_tokens.as_linear(self.model(inputs, cache=cache))  # type: ignore[no-any-return]
+
+        _FIXED[base] = type(base.__name__, (_TiedHead, base), {"__call__": __call__})
+    model.__class__ = _FIXED[base]

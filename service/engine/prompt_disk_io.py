@@ -54,6 +54,7 @@ DTYPES: dict[Any, tuple[str, str]] = {
     mx.float32: ("float32", "F32"),
     mx.uint32: ("uint32", "U32"),
     mx.int32: ("int32", "I32"),
+    mx.int64: ("int64", "I64"),  # longcat_flash_ngram's context of token ids
     mx.uint8: ("uint8", "U8"),
 }
 _NAMES = {name: np_name for np_name, name in DTYPES.values()}

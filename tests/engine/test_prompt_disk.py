@@ -269,3 +269,29 @@ async def test_a_stalled_disk_never_stalls_the_engine(
 async def _drain(stream: Any) -> None:
     async for _ in stream.batches():
         pass
+
+
+def test_every_dtype_a_cache_state_holds_round_trips(tmp_path: Path) -> None:
+    """A state of token ids in int64 (longcat_flash_ngram's n-gram context) beside bf16 and
+    int32 ones is written and read back exactly (an int64 leaf was never written: no restart
+    served that model from disk)."""
+    from mlx_responses.service.engine.mlx_lm_compat import ArraysCache, CacheList, KVCache
+
+    tokens = list(range(BLOCK + 5))
+    context = ArraysCache(size=1)
+    context[0] = mx.array([[7, 8, 9]], dtype=mx.int64)
+    kv = KVCache()
+    keys = mx.arange(2 * len(tokens) * 4).reshape(1, 2, len(tokens), 4)
+    kv.update_and_fetch(keys.astype(mx.bfloat16), keys.astype(mx.int32))
+    cache = [context, CacheList(kv)]
+    disk = PromptDisk(tmp_path, 1 << 30, "ab" * 32)
+    try:
+        assert disk.put("", tokens, cache)
+        disk.flush()
+        hit = disk.lookup("", [*tokens, 1])
+        assert hit is not None
+        loaded = disk.load(hit, [*tokens, 1])
+        assert loaded is not None and loaded[1] == [1]
+        _assert_same(cache, loaded[0])
+    finally:
+        disk.close()

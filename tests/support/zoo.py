@@ -604,6 +604,14 @@ REFUSED_WHY = {
 }
 
 
+# Architectures served, but not 4-bit: mlx-lm 0.32 cannot quantize them (the zoo's quantized
+# path skips them with this reason; the docs' table names them).
+NOT_QUANTIZED = {
+    "afm7": "mlx-lm 0.32 cannot quantize afm7: its `FusedLinear.to_quantized` takes no "
+    "`mode`, which `nn.quantize` passes",
+}
+
+
 def text_architectures() -> list[str]:
     """Every text `model_type` mlx-lm ships: its `mlx_lm.models` modules that define a model
     and its arguments (olmo's, which exits on import without its own package, included)."""

@@ -10,16 +10,24 @@ greedy tokens equal mlx-lm's own `generate_step` on the same model every time.
 The expensive paths rotate over the architectures, by their place in the sorted list (index
 % 3; all three on every architecture would not fit the suite's budget of 3.5 minutes on 2
 cores): 4-bit quantized (mlx-lm's quantization; equal to mlx-lm's greedy tokens of the
-quantized model), ngram speculation (drafts proposed where the scheduler offers them; the same
-tokens; drafts are not asserted: a random model's continuations rarely repeat its context),
-and a restart that reads the first engine's entry from the disk tier (where it keeps the
-model's caches: KV kinds, not yet a recurrent state).
+quantized model, with our workarounds of `engine/model_fixes.py` where mlx-lm's own fails;
+`NOT_QUANTIZED` names what mlx-lm cannot quantize), ngram speculation (drafts proposed where
+the scheduler offers them, as the docs' table says, its startup log saying why not elsewhere;
+the same tokens; drafts are not asserted: a random model's continuations rarely repeat its
+context), and a restart that reads the first engine's entry
+from the disk tier (where it keeps the model's caches: KV kinds, not yet a recurrent state).
+
+`MLX_RESPONSES_ZOO_ALL=1` runs every expensive path on every architecture instead (one test per
+architecture and path, `test_architecture_serves[llama-ngram]`; the cheap paths run on each
+path's engine): what the issue's acceptance asks, too slow for CI (see docs/development.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import logging
+import os
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,12 +38,14 @@ from mlx_lm import load
 from mlx_lm.generate import generate_step
 from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.model import UnservableModelError, load_model
+from mlx_responses.service.engine.model_fixes import fix_model
 from mlx_responses.service.engine.prompt_disk import BLOCK
 from mlx_responses.service.engine.prompt_disk import CLASSES as DISK_CLASSES
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.worker import EngineWorker
 
-from tests.support.zoo import REFUSED, text_architectures
+from tests.support.zoo import NOT_QUANTIZED, REFUSED, text_architectures
+from tools.zoo_table import row
 
 ARCHITECTURES = text_architectures()
 SERVED = [a for a in ARCHITECTURES if a not in REFUSED]
@@ -47,8 +57,14 @@ MORE = " And then, what happened next?"
 LONG = "The harbour town woke early, and the boats came home with the tide. " * 20
 
 
-def _expensive(model_type: str) -> str:
-    return EXPENSIVE[SERVED.index(model_type) % len(EXPENSIVE)]
+ALL_PATHS = os.environ.get("MLX_RESPONSES_ZOO_ALL", "") not in ("", "0")
+
+
+def _cases() -> list[Any]:
+    """(architecture, expensive path): CI's rotation, or every path with `MLX_RESPONSES_ZOO_ALL`."""
+    if ALL_PATHS:
+        return [pytest.param(m, p, id=f"{m}-{p}") for m in SERVED for p in EXPENSIVE]
+    return [pytest.param(m, EXPENSIVE[i % len(EXPENSIVE)], id=m) for i, m in enumerate(SERVED)]
 
 
 def _reference(model: Any, prompt: list[int], ends: Collection[int]) -> tuple[int, ...]:
@@ -93,12 +109,15 @@ async def _started(path: Path, **settings: Any) -> EngineWorker:
     return engine
 
 
-@pytest.mark.parametrize("model_type", SERVED)
+@pytest.mark.parametrize(("model_type", "expensive"), _cases())
 async def test_architecture_serves(
     model_type: str,
+    expensive: str,
+    *,
     zoo_model: Callable[[str], Path],
     zoo_quantized: Callable[[str], Path],
     tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     path = zoo_model(model_type)
     model, tokenizer = load(str(path))[:2]
@@ -106,13 +125,16 @@ async def test_architecture_serves(
     prompts = [tokenizer.encode(p) for p in PROMPTS]
     expected = [_reference(model, p, ends) for p in prompts]
     chained = [*prompts[0], *expected[0], *tokenizer.encode(MORE)]
-    expensive = _expensive(model_type)
     settings: dict[str, Any] = {}
     if expensive == "ngram":
         settings["speculative"] = "ngram"
     if expensive == "disk":
         settings |= {"prompt_cache_dir": tmp_path, "prompt_cache_disk_bytes": 1 << 30}
-    engine = await _started(path, **settings)
+    with caplog.at_level(logging.WARNING):
+        engine = await _started(path, **settings)
+    if expensive == "ngram":  # offered where the docs' table says so, else the log says why not
+        refused = any("--speculative ngram has no effect" in r.message for r in caplog.records)
+        assert refused == (row(model_type).drafts != "yes"), row(model_type).drafts
     try:
         ids, _, _ = await _one(engine, prompts[0])  # streamed: chunk by chunk as they come
         assert ids == expected[0], "alone"
@@ -139,8 +161,11 @@ async def test_architecture_serves(
         finally:
             await restarted.unload()
     if expensive == "quantized":
+        if model_type in NOT_QUANTIZED:
+            pytest.skip(NOT_QUANTIZED[model_type])
         quantized = zoo_quantized(model_type)
         q_model = load(str(quantized))[0]
+        fix_model(q_model)  # where mlx-lm's own fails (seed_oss's tied head): our workaround
         q_expected = [_reference(q_model, p, ends) for p in prompts]
         engine = await _started(quantized)
         try:
