@@ -331,16 +331,8 @@ def render_probe(
     """The tokens of `messages` rendered without a generation prompt (a prefix of a prompt's
     conversation); None when the template refuses them (a probe is an optimisation: a
     template may refuse an empty message, or a conversation ending where this one does)."""
-    try:
-        with template_time_limit():
-            text = _renderer(tokenizer).apply_chat_template(
-                messages,
-                tools=tools,
-                add_generation_prompt=False,
-                tokenize=False,
-                **template_kwargs,
-            )
-    except Exception:
+    text = _render_text(tokenizer, messages, tools, template_kwargs)
+    if text is None:
         return None
     data = data_texts(messages)
     # Per owner under --isolate-keys: a hit is faster, and no key may learn what another sent.

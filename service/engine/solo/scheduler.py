@@ -13,7 +13,6 @@ behind is down to one unconstrained sequence with nobody waiting, it hands it ba
 from __future__ import annotations
 
 import copy
-import itertools
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -104,19 +103,13 @@ class SoloScheduler:
         )
 
     def _start(self, admission: Admission) -> None:
-        ends = itertools.accumulate(len(part) for part in admission.segments[:-1])
-        self._solo = SoloSequence(
+        self._solo = SoloSequence.admitted(
+            admission,
             self.model,
             self.behind.stream,
-            uid=admission.uid,
-            prompt=admission.prompt,
-            cache=admission.cache if admission.cache is not None else self.new_cache(),
-            cached=admission.cached,
-            sampler=admission.sampler,
-            max_tokens=admission.max_tokens,
+            new_cache=self.new_cache,
             stop_tokens=self.stop_tokens,
             prefill_step_size=self.solo_step_size,
-            checkpoints=[len(admission.cached) + end for end in ends],
             keeps_prompt=self.prompt_ends,
         )
         self.stats.solo_sequences += 1

@@ -17,13 +17,14 @@ quantized (mlx-lm's QuantizedKVCache, as the batch's entries are), on either sid
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
 from mlx_responses.service.engine.cache_bytes import cache_nbytes
-from mlx_responses.service.engine.scheduler import Token, chunk_to, sampled
+from mlx_responses.service.engine.scheduler import Admission, Token, chunk_to, sampled
 
 Sampler = Callable[[mx.array], mx.array]
 LogitsProcessor = Callable[[mx.array, mx.array], mx.array]
@@ -98,6 +99,38 @@ class SoloSequence:
         # The cache once the whole prompt was in, before its first token was fed (a copy), and
         # its tokens: left by the step that sent the first token, for the worker to keep.
         self.prompt_in: tuple[list[Any], list[int]] | None = None
+
+    @classmethod
+    def admitted(
+        cls,
+        admission: Admission,
+        model: Any,
+        stream: Any,
+        *,
+        new_cache: Callable[[], list[Any]],
+        stop_tokens: Collection[int],
+        prefill_step_size: int,
+        keeps_prompt: bool = False,
+        logits_processors: Sequence[LogitsProcessor] = (),
+    ) -> SoloSequence:
+        """The sequence of `admission`, from its cached prefix (else a new cache), with a
+        checkpoint where each of its prompt's segments but the last ends."""
+        ends = itertools.accumulate(len(part) for part in admission.segments[:-1])
+        return cls(
+            model,
+            stream,
+            uid=admission.uid,
+            prompt=admission.prompt,
+            cache=admission.cache if admission.cache is not None else new_cache(),
+            cached=admission.cached,
+            sampler=admission.sampler,
+            max_tokens=admission.max_tokens,
+            stop_tokens=stop_tokens,
+            prefill_step_size=prefill_step_size,
+            checkpoints=[len(admission.cached) + end for end in ends],
+            keeps_prompt=keeps_prompt,
+            logits_processors=logits_processors,
+        )
 
     @classmethod
     def resumed(

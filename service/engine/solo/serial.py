@@ -12,7 +12,6 @@ path does.
 from __future__ import annotations
 
 import copy
-import itertools
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
@@ -65,19 +64,13 @@ class SerialScheduler:
         self._queue.append(admission)
 
     def _start(self, admission: Admission) -> SoloSequence:
-        ends = itertools.accumulate(len(part) for part in admission.segments[:-1])
-        return SoloSequence(
+        return SoloSequence.admitted(
+            admission,
             self.model,
             self._stream,
-            uid=admission.uid,
-            prompt=admission.prompt,
-            cache=admission.cache if admission.cache is not None else self.new_cache(),
-            cached=admission.cached,
-            sampler=admission.sampler,
-            max_tokens=admission.max_tokens,
+            new_cache=self.new_cache,
             stop_tokens=self.stop_tokens,
             prefill_step_size=self.prefill_step_size,
-            checkpoints=[len(admission.cached) + end for end in ends],
             logits_processors=admission.logits_processors,
         )
 
