@@ -20,9 +20,8 @@ from typing import Any
 
 from mlx_responses.service.config import BUNDLED_MODEL
 
-from tests.support.random_model import _end_ids
-from tests.support.random_qwen3_vl import MAX_PIXELS, MERGE, MIN_PIXELS, PATCH
-from tests.support.random_vlm import _never_end, _write_tokenizer
+from tests.support.random_qwen3_vl import MERGE, PATCH, write_model
+from tests.support.random_vlm import _write_tokenizer
 
 
 def build_random_qwen3_5_vl(
@@ -41,9 +40,6 @@ def build_random_qwen3_5_vl(
     `family`: "qwen3_5" or "qwen3_5_moe"; `full_attention_interval`: every how many layers one
     is full attention (Qwen3.5's own is 4); `context`: max_position_embeddings."""
     import importlib
-
-    import mlx.core as mx
-    from mlx.utils import tree_flatten
 
     module = importlib.import_module(f"mlx_vlm.models.{family}")
 
@@ -113,27 +109,5 @@ def build_random_qwen3_5_vl(
             "shared_expert_intermediate_size": hidden_size,
             "norm_topk_prob": True,
         }
-    (out / "config.json").write_text(json.dumps(config, indent=2))
-    image_processor = {
-        "image_processor_type": "Qwen2VLImageProcessorFast",
-        "processor_class": "Qwen3VLProcessor",
-        "patch_size": PATCH,
-        "temporal_patch_size": 2,
-        "merge_size": MERGE,
-        "size": {"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS},
-        "image_mean": [0.5, 0.5, 0.5],
-        "image_std": [0.5, 0.5, 0.5],
-    }
-    (out / "preprocessor_config.json").write_text(json.dumps(image_processor, indent=2))
-    (out / "video_preprocessor_config.json").write_text(json.dumps(image_processor, indent=2))
-    (out / "processor_config.json").write_text(
-        json.dumps({"processor_class": "Qwen3VLProcessor"}, indent=2)
-    )
-    mx.random.seed(seed)
-    model_config = module.ModelConfig.from_dict(json.loads(json.dumps(config)))
-    model = module.Model(model_config)
-    _never_end(model, sorted(_end_ids(tokenizer_from, config["eos_token_id"])))
-    mx.eval(model.parameters())
-    weights = dict(tree_flatten(model.parameters()))
-    mx.save_safetensors(str(out / "model.safetensors"), weights)
+    write_model(out, module, config, seed=seed, tokenizer_from=tokenizer_from)
     return out

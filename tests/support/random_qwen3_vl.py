@@ -42,9 +42,6 @@ def build_random_qwen3_vl(
     `family`: "qwen3_vl" or "qwen3_vl_moe"."""
     import importlib
 
-    import mlx.core as mx
-    from mlx.utils import tree_flatten
-
     module = importlib.import_module(f"mlx_vlm.models.{family}")
 
     out.mkdir(parents=True, exist_ok=True)
@@ -106,6 +103,18 @@ def build_random_qwen3_vl(
             "moe_intermediate_size": hidden_size,
             "norm_topk_prob": True,
         }
+    write_model(out, module, config, seed=seed, tokenizer_from=tokenizer_from)
+    return out
+
+
+def write_model(
+    out: Path, module: Any, config: dict[str, Any], *, seed: int, tokenizer_from: Path
+) -> None:
+    """Writes `config`, the Qwen-VL processor configs and random weights of mlx-vlm's `module`
+    (seeded, its end tokens never sampled) into `out`."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
     (out / "config.json").write_text(json.dumps(config, indent=2))
     image_processor = {
         "image_processor_type": "Qwen2VLImageProcessorFast",
@@ -128,4 +137,3 @@ def build_random_qwen3_vl(
     _never_end(model, sorted(_end_ids(tokenizer_from, config["eos_token_id"])))
     mx.eval(model.parameters())
     mx.save_safetensors(str(out / "model.safetensors"), dict(tree_flatten(model.parameters())))
-    return out
