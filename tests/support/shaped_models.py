@@ -6,14 +6,10 @@ set; for the prompt cache's checkpoints (`tests/engine/test_prompt_checkpoints.p
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 from typing import Any
 
-from mlx_responses.service.config import BUNDLED_MODEL
-
-from tests.support.zoo import TOKENIZER_FILES, zoo_config
+from tests.support.zoo import build_zoo_model
 
 # What each shape sets beyond the zoo's config.
 SHAPES: dict[str, dict[str, Any]] = {
@@ -28,21 +24,4 @@ SHAPES: dict[str, dict[str, Any]] = {
 
 def build_shaped(model_type: str, out: Path, *, seed: int = 0) -> Path:
     """Writes `model_type`'s shaped model (config.json, model.safetensors, tokenizer) in `out`."""
-    import mlx.core as mx
-    from mlx.utils import tree_flatten
-    from mlx_lm.utils import _get_classes
-
-    base = json.loads((BUNDLED_MODEL / "config.json").read_text())
-    config = zoo_config(model_type, base["vocab_size"]) | SHAPES[model_type]
-    config["eos_token_id"] = base.get("eos_token_id")
-    out.mkdir(parents=True, exist_ok=True)
-    for name in TOKENIZER_FILES:
-        if (BUNDLED_MODEL / name).exists():
-            shutil.copy(BUNDLED_MODEL / name, out / name)
-    (out / "config.json").write_text(json.dumps(config, indent=2))
-    mx.random.seed(seed)
-    model_class, args_class = _get_classes(config)
-    model = model_class(args_class.from_dict(config))
-    mx.eval(model.parameters())
-    mx.save_safetensors(str(out / "model.safetensors"), dict(tree_flatten(model.parameters())))
-    return out
+    return build_zoo_model(model_type, out, seed=seed, overrides=SHAPES[model_type])

@@ -553,14 +553,17 @@ def zoo_config(model_type: str, vocab_size: int) -> dict[str, Any]:
     return config | extra
 
 
-def build_zoo_model(model_type: str, out: Path, *, seed: int = 0) -> Path:
-    """Writes `model_type`'s zoo model (config.json, model.safetensors, tokenizer) into `out`."""
+def build_zoo_model(
+    model_type: str, out: Path, *, seed: int = 0, overrides: dict[str, Any] | None = None
+) -> Path:
+    """Writes `model_type`'s zoo model (config.json, model.safetensors, tokenizer) into `out`;
+    `overrides`: what to set beyond the zoo's config (a window, say)."""
     import mlx.core as mx
     from mlx.utils import tree_flatten
     from mlx_lm.utils import _get_classes
 
     base = json.loads((BUNDLED_MODEL / "config.json").read_text())
-    config = zoo_config(model_type, base["vocab_size"])
+    config = zoo_config(model_type, base["vocab_size"]) | (overrides or {})
     config["eos_token_id"] = base.get("eos_token_id")
     out.mkdir(parents=True, exist_ok=True)
     for name in TOKENIZER_FILES:
