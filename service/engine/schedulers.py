@@ -2,8 +2,9 @@
 
 The worker drives whatever this returns through `scheduler.Scheduler` alone: the slots or
 mlx-lm's batch, with the solo path in front of either when lone sequences may decode alone
-(not while speculating: the solo path does not draft), or one sequence at a time for an
-architecture mlx-lm's batch decodes wrong (`architectures.py`).
+(with n-gram drafts too, `solo/drafting.py`; not with a draft model, which the solo path does
+not run), or one sequence at a time for an architecture mlx-lm's batch decodes wrong
+(`architectures.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mlx_responses.service.engine.scheduler import Scheduler
 from mlx_responses.service.engine.slots import SlotScheduler, layer_windows, slots_serve
 from mlx_responses.service.engine.solo import SerialScheduler as TextSerialScheduler
 from mlx_responses.service.engine.solo import SoloScheduler
+from mlx_responses.service.engine.solo.drafting import SoloDrafts
 from mlx_responses.service.engine.speculation import SpeculationPolicy
 from mlx_responses.service.engine.vision.serial import SerialScheduler
 from mlx_responses.service.engine.vision.side import VisionSide
@@ -134,7 +136,7 @@ def new_scheduler(
             speculate=speculate,
             num_draft_tokens=num_draft_tokens,
         )
-    if not solo or speculate:
+    if not solo or drafted is not None:
         return behind
     return SoloScheduler(
         behind,
@@ -143,4 +145,5 @@ def new_scheduler(
         prefill_step_size=prefill_step_size,
         new_cache=new_cache,
         stats=stats,
+        drafts=SoloDrafts(num_draft_tokens) if speculate else None,
     )

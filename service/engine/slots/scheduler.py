@@ -569,6 +569,8 @@ class SlotScheduler(SlotVerify):
         )
         self.slots[seq.slot] = None
         self._pending = None
+        if self._spec is not None:
+            self._spec.forget(seq.uid)
         self._release_if_idle()
         return alone
 
