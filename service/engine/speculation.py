@@ -12,13 +12,13 @@ verifies come back through `verified` (or `rest` for a step without one).
 Adaptive, per sequence (`DraftRecord`): a sequence's draft length starts short, doubles toward
 `--num-draft-tokens` while whole drafts are kept, and falls to just past the running mean of
 what its verifies keep when one refuses; a sequence whose acceptance estimate sinks near zero
-pauses drafting for a while (4 steps, doubling on each failed retry up to 64), then retries with
-one token. Per step, for the whole batch (`best_width`): a verify widens every row, so it runs
-only when the drafts' expected kept tokens beat what the wider forward costs: a cost model,
-`OVERHEAD_TOKENS` fitted by `tests/benchmarks/bench_speculative.py` (why a constant and not
-step times measured in the loop: see the constant). A draft model reads nothing on steps that
-do not draft: its cache lags the target's and catches up when it is needed (at most `MAX_LAG`
-behind).
+pauses drafting for a while (4 steps, doubling on each failed retry up to 64), then retries
+with one token. A sampled sequence drafts only alone (`SAMPLED_BATCH`). Per step, for the
+whole batch (`best_width`): a verify widens every row, so it runs only when the drafts'
+expected kept tokens beat what the wider forward costs: a cost model, `OVERHEAD_TOKENS`
+fitted by `tests/benchmarks/bench_speculative.py` (why a constant and not step times measured
+in the loop: see the constant). A draft model reads nothing on steps that do not draft: its
+cache lags the target's and catches up when it is needed (at most `MAX_LAG` behind).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
+
+from mlx_responses.service.engine.acceptance import sampled_rule
 
 if TYPE_CHECKING:
     from mlx_responses.service.engine.draft_model import DraftedModel
@@ -44,6 +46,12 @@ FIRST_PAUSE, LONGEST_PAUSE = 4, 64  # steps paused: the first time, and at most 
 # mostly the previous step's forward (each overlaps the next with its bookkeeping), and on a
 # shared machine it is the neighbours' load as much as ours.
 OVERHEAD_TOKENS = 12
+# Sampled rows draft alone only (the solo path, one row): in a batch, a sampled row's verify
+# (its distribution at each position, a draw per position: `acceptance.py`) cost more CPU
+# than its kept drafts saved: bench_speculative.py --served, 8 streams at temperature 0.7 on a
+# prompt tiny-chat repeats, 2.0-2.1 CPU ms per token with drafts (75% kept) against 1.6
+# without; alone, 2.7-3.1 against 3.1-4.2. A batch-size threshold, measured.
+SAMPLED_BATCH = 1
 # A draft model's cache lags the target's on steps that do not draft; it catches up in one
 # forward over the missed tokens when needed, or when it lags this far (bounds that forward).
 MAX_LAG = 32
@@ -213,6 +221,7 @@ class SpeculationPolicy:
     num_draft: int
     drafted: DraftedModel | None = None  # None: n-gram drafts
     eligible: set[int] = field(default_factory=set)
+    sampled: set[int] = field(default_factory=set)  # eligible and sampled (`SAMPLED_BATCH`)
     records: dict[int, DraftRecord] = field(default_factory=dict)
     drafted_tokens: int = 0
     accepted_tokens: int = 0
@@ -220,9 +229,16 @@ class SpeculationPolicy:
     # Each sequence's drafts proposed and kept since the last `drain` (its tokens carry them).
     unread: dict[int, tuple[int, int]] = field(default_factory=dict)
 
+    def admit(self, uid: int, sampler: object) -> None:
+        """A sequence that may draft (`Admission.speculate`), sampled by `sampler`."""
+        self.eligible.add(uid)
+        if sampled_rule(sampler) is not None:
+            self.sampled.add(uid)
+
     def forget(self, uid: int) -> None:
         """Drops a sequence's drafting state (it finished or was removed)."""
         self.eligible.discard(uid)
+        self.sampled.discard(uid)
         self.records.pop(uid, None)
 
     def record(self, uid: int) -> DraftRecord:
@@ -240,12 +256,14 @@ class SpeculationPolicy:
         self.unread[uid] = (before[0] + drafted, before[1] + accepted)
         self.record(uid).accepted(drafted, accepted, self.num_draft)
 
-    def _allow(self, candidates: list[Candidate]) -> list[int]:
-        """Lowers each candidate's room to its own draft length (0: paused); the indices of
-        those that may draft."""
+    def _allow(self, candidates: list[Candidate], rows: int) -> list[int]:
+        """Lowers each candidate's room to its own draft length (0: paused, or sampled in a
+        batch of more than `SAMPLED_BATCH` rows); the indices of those that may draft."""
         drafting = []
         for i, candidate in enumerate(candidates):
             candidate.room = self.record(candidate.uid).allowed(candidate.room)
+            if rows > SAMPLED_BATCH and candidate.uid in self.sampled:
+                candidate.room = 0
             if candidate.room:
                 drafting.append(i)
         return drafting
@@ -270,7 +288,7 @@ class SpeculationPolicy:
         when a lookup may draft, so a step that will not draft keeps its overlap of the next
         forward with this one's bookkeeping."""
         ready: list[tuple[int, NgramDrafter]] = []
-        allowed = set(self._allow(candidates))
+        allowed = set(self._allow(candidates, rows))
         for i, candidate in enumerate(candidates):
             drafter = self.record(candidate.uid)
             assert isinstance(drafter, NgramDrafter)
@@ -300,6 +318,6 @@ class SpeculationPolicy:
         draft: its part of the verify is its pending token alone)."""
         drafter = drafter or self.drafted
         assert drafter is not None
-        allowed = self._allow(candidates)
+        allowed = self._allow(candidates, rows)
         likely = [(self.record(candidates[i].uid).rate, candidates[i].room) for i in allowed]
         return best_width(likely, rows, drafter.cost_ratio())

@@ -83,7 +83,9 @@ async def _decode(
     submitted = [
         worker.submit(
             prompt,
-            SamplingParams(max_tokens=tokens, temperature=temperature, seed=seed + i),
+            SamplingParams(
+                max_tokens=tokens, temperature=temperature, seed=None if seed < 0 else seed + i
+            ),
         )
         for i in range(streams)
     ]

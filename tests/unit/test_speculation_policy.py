@@ -136,3 +136,19 @@ def test_ngram_drafts_take_each_sequences_own_length() -> None:
     drafts = policy.ngram([first, second], lambda: [5, 5], rows=2)
     assert drafts is not None
     assert [len(d) for d in drafts] == [2, 8]
+
+
+def test_a_sampled_sequence_drafts_alone_but_not_in_a_batch() -> None:
+    from mlx_responses.service.engine.seeded_sampler import RuleSampler
+
+    policy = SpeculationPolicy(CAP)
+    policy.admit(1, RuleSampler(0.7, 1.0, 0, None))
+    policy.admit(2, None)  # greedy
+    loop = [5, 6, 7] * 6
+    assert policy.sampled == {1} and policy.eligible == {1, 2}
+    alone = policy.ngram([Candidate(1, CAP, loop)], lambda: [5], rows=1)
+    assert alone is not None and alone[0]
+    batched = policy.ngram([Candidate(1, CAP, loop), Candidate(2, CAP, loop)], lambda: [5, 5], 2)
+    assert batched is not None and batched[0] == [] and batched[1]
+    policy.forget(1)
+    assert policy.sampled == set()

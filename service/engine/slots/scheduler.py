@@ -187,7 +187,7 @@ class SlotScheduler(SlotVerify):
         )
         self._queue.append(seq)
         if self._spec is not None and admission.speculate:
-            self._spec.eligible.add(seq.uid)
+            self._spec.admit(seq.uid, admission.sampler)
 
     def drop(self, uids: Sequence[int]) -> None:
         """Frees their slots (their pending tokens are dropped at the next step)."""

@@ -10,13 +10,13 @@ the first its argmax disagrees with; a sampled one's by the point-mass rule,
 `acceptance.py`, with the keys its sampler would use: a seeded request's tokens are the
 same with and without drafting), and the refused positions are trimmed off the cache.
 
-Only caches that can be trimmed draft (plain, quantized, a window not yet full); a sequence
-with logits processors never runs here.
+Only caches that can be trimmed draft (plain, quantized, a window the verify does not fill); a
+sequence with logits processors never runs here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
 from mlx_responses.service.engine.acceptance import Verdict, judge, sampled_rule, settle
@@ -26,6 +26,14 @@ from mlx_responses.service.engine.speculation import Candidate, SpeculationPolic
 
 if TYPE_CHECKING:
     from mlx_responses.service.engine.solo.sequence import SoloSequence
+
+
+def _rewinds(cache: list[Any], width: int) -> bool:
+    """Whether `width` positions fed to `cache` can be trimmed off again: a window (a rotating
+    cache) only while they fit in it unrotated."""
+    if not can_trim_prompt_cache(cache):
+        return False
+    return all(c.offset + width <= getattr(c, "max_size", c.offset + width) for c in cache)
 
 
 class SoloDrafts:
@@ -46,7 +54,7 @@ class SoloDrafts:
         room = min(self.policy.num_draft, seq.max_tokens - seq.generated - 1)
         if pending is None or room <= 0 or seq.logits_processors:
             return None
-        if not can_trim_prompt_cache(seq.cache):
+        if not _rewinds(seq.cache, room + 1):
             return None
         candidate = Candidate(seq.uid, room, seq.tokens)
         value: list[int] = []
