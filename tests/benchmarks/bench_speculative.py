@@ -162,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--served", action="store_true", help="the engine worker on tiny-chat (see above)"
     )
+    parser.add_argument("--seeded", action="store_true", help="--served: seeded streams at 0.7")
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--num-draft-tokens", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs; medians")

@@ -5,11 +5,13 @@ repeats and on one it does not. Called by `bench_speculative.py --served`.
 
 The model is tiny-chat with its sliding window off (the draft model needs plain caches; the
 window is 2,048 tokens, so it never slides here); the draft is that model cut to its first
-layer (same embeddings and head). Each stream samples from its own seed (seed + its index):
-with n-gram drafts a seeded stream's tokens are the very tokens it samples without them, so
-the contenders decode the same text. Decode tok/s counts every token after a stream's first,
-over the time from the first stream's first token to the last stream's last; CPU ms per
-token (process time) beside it. Contenders run one after another, rotated per repeat; medians.
+layer (same embeddings and head). Sampled streams are unseeded, as agents send them (the
+contenders decode different text of the same prompt); with `--seeded` each samples from its
+own seed (seed + its index), and with n-gram drafts a seeded stream's tokens are the very
+tokens it samples without them (the seeded path draws each position with its own key:
+dearer). Decode tok/s counts every token after a stream's first, over the time from the first
+stream's first token to the last stream's last; CPU ms per token (process time) beside it.
+Contenders run one after another, rotated per repeat; medians.
 """
 
 from __future__ import annotations
@@ -73,9 +75,15 @@ async def _timed(stream: Any, marks: list[tuple[float, int]]) -> None:
 
 
 async def _decode(
-    worker: Any, prompt: list[int], streams: int, temperature: float, *, seed: int, tokens: int
+    worker: Any,
+    prompt: list[int],
+    streams: int,
+    temperature: float,
+    *,
+    seed: int | None,
+    tokens: int,
 ) -> tuple[float, float, int]:
-    """Aggregate decode tok/s, CPU ms per token, tokens."""
+    """Aggregate decode tok/s, CPU ms per token, tokens (`seed`: stream i's is seed + i)."""
     from mlx_responses.service.engine.requests import SamplingParams
 
     marks: list[list[tuple[float, int]]] = [[] for _ in range(streams)]
@@ -84,7 +92,7 @@ async def _decode(
         worker.submit(
             prompt,
             SamplingParams(
-                max_tokens=tokens, temperature=temperature, seed=None if seed < 0 else seed + i
+                max_tokens=tokens, temperature=temperature, seed=None if seed is None else seed + i
             ),
         )
         for i in range(streams)
@@ -101,8 +109,9 @@ async def _cell(
     workers: dict[str, Any], prompt: list[int], streams: int, temperature: float, *, args: Any
 ) -> tuple[dict[str, float], dict[str, float], dict[str, str], dict[str, list[float]]]:
     """One cell's medians (tok/s, CPU ms per token), drafts kept/proposed, and all rates."""
+    seeded = args.seeded and temperature > 0
     for worker in workers.values():  # warm: each contender once
-        await _decode(worker, prompt, streams, temperature, seed=args.seed, tokens=8)
+        await _decode(worker, prompt, streams, temperature, seed=None, tokens=8)
     rates: dict[str, list[float]] = {m: [] for m in CONTENDERS}
     costs: dict[str, list[float]] = {m: [] for m in CONTENDERS}
     kept: dict[str, list[int]] = {m: [0, 0] for m in CONTENDERS}
@@ -115,7 +124,7 @@ async def _cell(
                 prompt,
                 streams,
                 temperature,
-                seed=args.seed + 100 * r,
+                seed=args.seed + 100 * r if seeded else None,
                 tokens=args.tokens,
             )
             rates[mode].append(rate)
