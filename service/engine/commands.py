@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlx_responses.service.engine.model_thread import Stop
-from mlx_responses.service.engine.prompt_expiry import Lifetimes
+from mlx_responses.service.engine.prompt_cache.expiry import Lifetimes
 from mlx_responses.service.engine.requests import (
     EngineStoppedError,
     LogitsProcessor,

@@ -3,7 +3,7 @@
 Requests cross into the thread through a queue, read in one place (`_next_commands`); the
 worker turns each into an `Admission` (its prompt-cache prefix, sampler, checkpoints) for the
 scheduler (`scheduler.py`; which one: `schedulers.py`), steps it, keeps prompt-cache entries
-(`prompt_cache.py`), and hands generated text back to the asyncio loop with
+(`prompt_cache/cache.py`), and hands generated text back to the asyncio loop with
 `loop.call_soon_threadsafe` (`outbox.py`). Cancellation is honoured between steps.
 """
 
@@ -43,7 +43,7 @@ from mlx_responses.service.engine.model import LoadedModel, plain_caches
 from mlx_responses.service.engine.model_thread import ModelThread, Stop
 from mlx_responses.service.engine.observer import EngineObserver
 from mlx_responses.service.engine.outbox import Outbox
-from mlx_responses.service.engine.prompt_expiry import Lifetimes
+from mlx_responses.service.engine.prompt_cache.expiry import Lifetimes
 from mlx_responses.service.engine.requests import (
     Chunk,
     EngineStats,
@@ -94,7 +94,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
     prompt_cache_max_bytes: int = 1 << 30
     # Caches that cannot be trimmed: a prefill also stops for an entry every this many tokens
     checkpoint_interval: int = CHECKPOINT_INTERVAL
-    # The prompt cache's disk tier (prompt_disk.py): its folder (None: none) and byte budget.
+    # The prompt cache's disk tier (prompt_cache/disk.py): its folder (None: none) and byte budget.
     prompt_cache_dir: Path | None = None
     prompt_cache_disk_bytes: int = 0
     # "off", "ngram" (prompt-lookup drafts) or "draft" (drafts of `load_draft`'s model), for
@@ -207,7 +207,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
     @property
     def takes_checkpoints(self) -> bool:
         """Whether prompts leave prompt-cache entries where their prefill ends (and at their
-        `checkpoints`): the model's caches cannot be trimmed back (`prompt_cache.py`)."""
+        `checkpoints`): the model's caches cannot be trimmed back (`prompt_cache/cache.py`)."""
         return self._checkpointing
 
     def cancel(self, stream: GenerationStream) -> None:
@@ -504,7 +504,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
         self, entry: Active[GenerationStream], tokens: list[int], cache: list[Any], written: int
     ) -> None:
         """Puts a prompt-cache entry of `entry`'s in memory and on disk (a checkpoint's, or a
-        finished turn's: `prompt_cache.py`); `written`: the prompt tokens it holds."""
+        finished turn's: `prompt_cache/cache.py`); `written`: the prompt tokens it holds."""
         kind = entry.kind(len(tokens), written)
         self.kv.keep(entry.scope, entry.keyed(tokens), cache, entry.retention, written, kind=kind)
         entry.written_to = max(entry.written_to, written)

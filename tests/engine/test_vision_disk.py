@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("mlx_vlm")
-from mlx_responses.service.engine.prompt_disk import BLOCK
+from mlx_responses.service.engine.prompt_cache.disk import BLOCK
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.worker import EngineWorker

@@ -8,8 +8,8 @@
 mlx-lm's private names (a `._x` attribute that mlx-lm's own classes define, an import of a
 `_`-prefixed mlx-lm name) are read under `batch/` only, each listed in
 `batch/mlx_lm_compat.py`'s tables; the one exception is the prompt cache's trie
-(`prompt_trie.py`, mlx-lm's LRUPromptCache indexed, and `prompt_expiry.py` over it), whose
-names are listed in `engine/mlx_lm_compat.py`. No file of the engine is over 600 lines.
+(`prompt_cache/trie.py`, mlx-lm's LRUPromptCache indexed, and `prompt_cache/expiry.py` over
+it), whose names are listed in `engine/mlx_lm_compat.py`. No file of the engine is over 600 lines.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ MAX_LINES = 600
 # Files outside batch/ allowed mlx-lm private names, and the table (in engine/mlx_lm_compat.py)
 # that lists them.
 PRIVATE_OUTSIDE_BATCH = {
-    "prompt_trie.py": ("PROMPT_CACHE_INTERNALS", "PROMPT_TRIE_INTERNALS"),
-    "prompt_expiry.py": ("PROMPT_CACHE_INTERNALS", "PROMPT_TRIE_INTERNALS"),
+    "prompt_cache/trie.py": ("PROMPT_CACHE_INTERNALS", "PROMPT_TRIE_INTERNALS"),
+    "prompt_cache/expiry.py": ("PROMPT_CACHE_INTERNALS", "PROMPT_TRIE_INTERNALS"),
 }
 
 

@@ -7,7 +7,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mlx_responses.service.engine.mlx_lm_compat import KVCache, LRUPromptCache, PromptTrie
-from mlx_responses.service.engine.prompt_trie import IndexedPromptTrie, new_prompt_cache
+from mlx_responses.service.engine.prompt_cache.trie import IndexedPromptTrie, new_prompt_cache
 
 # A small alphabet and short sequences: shared prefixes, prefixes of each other, equal-length
 # ties below one node, sequences ending inside others.

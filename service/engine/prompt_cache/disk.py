@@ -1,7 +1,7 @@
 """The prompt cache's disk tier: KV caches of long prompts kept across restarts.
 
 Coding agents resend the same long prefix (tens of thousands of tokens) on every request; the
-in-memory prompt cache (`prompt_trie.py`) serves it within one process, and this tier serves it
+in-memory prompt cache (`trie.py`) serves it within one process, and this tier serves it
 after a restart. The worker hands each entry it inserts into the memory cache to `put` (on the
 engine thread: the arrays are evaluated there and their buffers borrowed, never copied), and a
 background thread writes it; at admission, `fetch` reads an entry back where the disk holds a
@@ -27,7 +27,7 @@ The budget (`max_bytes`) holds over the whole directory: after each write the le
 used entries go. An expired entry is never served: it is deleted when found (at start, at a
 lookup); one without a lifetime is left to the budget.
 
-What is read back is checked before use (prompt_disk_check.py): a bad index row or entry file
+What is read back is checked before use (disk_check.py): a bad index row or entry file
 is dropped (logged once, counted in `DiskHealth` and /metrics) and the rest keeps serving;
 something under `entries/` that is no entry (a folder, a symlink) is never followed. A full
 disk or a read-only folder pauses the writes (reported as `degraded`) while reads go on; no
@@ -60,8 +60,8 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     trim_prompt_cache,
 )
 from mlx_responses.service.engine.model import LoadedModel
-from mlx_responses.service.engine.prompt_disk_check import BadEntry, index_row, safe_name
-from mlx_responses.service.engine.prompt_disk_io import (
+from mlx_responses.service.engine.prompt_cache.disk_check import BadEntry, index_row, safe_name
+from mlx_responses.service.engine.prompt_cache.disk_io import (
     CLASSES,
     DTYPES,
     FORMAT,
@@ -404,7 +404,7 @@ class PromptDisk:
         self._queue.put(("delete", entry.name))
 
     def _load_index(self, db: sqlite3.Connection) -> None:
-        """Reads this identity's rows; a row that fails its check (prompt_disk_check.py) is
+        """Reads this identity's rows; a row that fails its check (disk_check.py) is
         dropped: deleted with its file, logged, counted."""
         rows = db.execute(
             "SELECT rowid, name, key, length, digest, blocks, trimmable, bytes, ttl, expires "
