@@ -23,9 +23,11 @@ Index. `index.sqlite` (shared by the processes using the directory) lists every 
 identity, token count, digest, the chained hashes of its 256-token blocks, whether its cache can
 be trimmed, its bytes and last use, and, for an entry written under a client's lifetime, that
 lifetime (`ttl`, seconds) and when it expires (`expires`, Unix time: its last use plus `ttl`).
-The budget (`max_bytes`) holds over the whole directory: after each write the least recently
-used entries go. An expired entry is never served: it is deleted when found (at start, at a
-lookup); one without a lifetime is left to the budget.
+The budget (`max_bytes`) holds over the whole directory, the index's own files included: before
+each write the least recently used entries go until the new file fits beside the rest (an entry
+that cannot fit is not written), so the folder never holds more, not even mid-write. An
+expired entry is never served: it is deleted when found (at start, at a lookup); one without a
+lifetime is left to the budget.
 
 What is read back is checked before use (disk_check.py): a bad index row or entry file
 is dropped (logged once, counted in `DiskHealth` and /metrics) and the rest keeps serving;
@@ -503,6 +505,10 @@ class PromptDisk:
         path = self.directory / "entries" / entry.name
         if path.is_dir():
             raise BadEntry(f"{path} is a folder: the entry is not written")
+        # Room first: the folder never holds more than its budget, not even while it is written.
+        if not self._trim(db, room=8 + len(raw) + offset):
+            log.debug("prompt disk: an entry of %d bytes does not fit the budget", offset)
+            return
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         try:
             with tmp.open("wb") as f:
@@ -556,15 +562,18 @@ class PromptDisk:
             ):
                 yield other
 
-    def _trim(self, db: sqlite3.Connection) -> None:
-        """Deletes the least recently used entries until the directory fits the budget."""
+    def _trim(self, db: sqlite3.Connection, room: int = 0) -> bool:
+        """Deletes the least recently used entries until the directory (its entries and the
+        index itself) fits the budget with `room` bytes more (an entry about to be written);
+        False where it cannot (nothing left to delete)."""
         total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM entries").fetchone()[0]
-        while isinstance(total, int) and total > self.max_bytes:
+        total = (total if isinstance(total, int) else 0) + self._index_bytes() + room
+        while total > self.max_bytes:
             row = db.execute(
                 "SELECT rowid, name, bytes FROM entries ORDER BY last_use LIMIT 1"
             ).fetchone()
             if row is None:
-                return
+                return False
             name = safe_name(row[1])
             if name is not None:
                 self._delete(db, name)
@@ -572,6 +581,15 @@ class PromptDisk:
                 db.execute("DELETE FROM entries WHERE rowid=?", (row[0],))
                 db.commit()
             total -= row[2] if type(row[2]) is int else 0
+        return True
+
+    def _index_bytes(self) -> int:
+        """Bytes of the index's files (the database and its journal while one is open)."""
+        held = 0
+        for suffix in ("", "-journal", "-wal"):
+            with contextlib.suppress(OSError):
+                held += (self.directory / f"index.sqlite{suffix}").stat().st_size
+        return held
 
     def _delete(self, db: sqlite3.Connection, name: str) -> None:
         with self._lock:
