@@ -35,6 +35,7 @@ from mlx_responses.service.engine.commands import (
 from mlx_responses.service.engine.delivery import Active, token_logprobs
 from mlx_responses.service.engine.distributed.link import Lockstep
 from mlx_responses.service.engine.draft_model import paired_with_draft
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.kv_quant import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.kv_store import open_store
 from mlx_responses.service.engine.memory.budget import MemoryBudget
@@ -61,7 +62,7 @@ from mlx_responses.service.engine.seeded_sampler import Samplers
 from mlx_responses.service.engine.stream import GenerationStream
 from mlx_responses.service.engine.supervised_loop import Held, Supervised
 from mlx_responses.service.engine.supervision import Restarts
-from mlx_responses.service.engine.vision.side import ImageEncoder, VisionInputs, VisionSide
+from mlx_responses.service.engine.vision.side import ImageEncoder, VisionSide
 from mlx_responses.service.engine.warm_up import WarmsUp, WarmUp
 from mlx_responses.service.flags import Prefill, prefill_for_device
 from mlx_responses.service.ids import OWNER

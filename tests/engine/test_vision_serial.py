@@ -10,8 +10,8 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 import pytest
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.scheduler import Admission, Token
-from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.serial import SerialScheduler
 from mlx_responses.service.models.vision_tokens import _processed
 from PIL import Image

@@ -10,6 +10,11 @@ mlx-lm's private names (a `._x` attribute that mlx-lm's own classes define, an i
 `batch/mlx_lm_compat.py`'s tables; the one exception is the prompt cache's trie
 (`prompt_cache/trie.py`, mlx-lm's LRUPromptCache indexed, and `prompt_cache/expiry.py` over
 it), whose names are listed in `engine/mlx_lm_compat.py`. No file of the engine is over 600 lines.
+
+No circle and no arrow back up, at any level of the engine's folders
+(tests/support/import_graph.py): the files and subfolders of each folder stand on floors, each
+above all it imports (the data the protocol carries, `image_prompt.py`, below the seam; the
+lockstep link typed against `distributed/link.py`'s protocols, not the worker).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.import_graph import import_graph, loops
 from tests.support.imports import absolute_imports
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,6 +178,10 @@ def test_mlx_lm_private_names_are_read_under_batch_only_and_listed(
     assert offending == []
 
 
+def test_no_circle_and_no_arrow_back_up_in_the_engine() -> None:
+    assert loops(import_graph(ENGINE, PREFIX), ENGINE) == []
+
+
 def test_no_engine_file_is_over_600_lines() -> None:
     long = [
         f"{_rel(path)}: {n} lines"
@@ -223,3 +233,44 @@ def test_a_private_mlx_lm_read_outside_batch_or_unlisted_is_caught(
     # A file's own private attributes are its own, whatever mlx-lm calls its.
     path, tree = _fake("slots/x.py", "class A:\n    def f(self):\n        self._stream = 1\n")
     assert private_offences(path, tree, private) == []
+
+
+def test_a_planted_circle_or_arrow_back_up_in_the_engine_is_caught() -> None:
+    graph = dict(import_graph(ENGINE, PREFIX))
+    seam, below = ENGINE / "scheduler.py", ENGINE / "image_prompt.py"
+    assert below in graph[seam]
+    # The seam importing the vision side again: vision/ imports scheduler.py, an arrow back up.
+    planted = {**graph, seam: graph[seam] | {ENGINE / "vision" / "positions.py"}}
+    (found,) = loops(planted, ENGINE)
+    assert found.startswith(".: scheduler.py <-> vision/ (scheduler.py -> vision/positions.py; ")
+    # The data below the seam importing the seam: a circle of two files.
+    planted = {**graph, below: graph[below] | {seam}}
+    assert loops(planted, ENGINE) == [
+        ".: image_prompt.py <-> scheduler.py "
+        "(image_prompt.py -> scheduler.py; scheduler.py -> image_prompt.py)"
+    ]
+
+
+def test_the_loops_are_read_from_the_files_imports(tmp_path: Path) -> None:
+    """On disk: a circle inside a subfolder, an arrow back up into it, function-local and
+    TYPE_CHECKING imports counted, a package's face not."""
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "top.py": "from pkg.sub import a\n",
+        "ground.py": "",
+        "sub/__init__.py": "from pkg.sub.a import A\n",
+        "sub/a.py": "from pkg import ground\nA = 1\ndef f():\n    from pkg.sub import b\n",
+        "sub/b.py": "import typing\nif typing.TYPE_CHECKING:\n    from pkg.sub.a import A\n",
+    }
+    for name, text in files.items():
+        (root / name).write_text(text)
+    graph = import_graph(root, "pkg")
+    assert loops(graph, root) == [
+        "sub/: sub/a.py <-> sub/b.py (sub/a.py -> sub/b.py; sub/b.py -> sub/a.py)"
+    ]
+    (root / "sub" / "b.py").write_text("from pkg.top import x\n")
+    assert loops(import_graph(root, "pkg"), root) == [
+        ".: sub/ <-> top.py (sub/b.py -> top.py; top.py -> sub/a.py)"
+    ]
