@@ -9,7 +9,11 @@ mlx-lm's private names (a `._x` attribute that mlx-lm's own classes define, an i
 `_`-prefixed mlx-lm name) are read under `batch/` only, each listed in
 `batch/mlx_lm_compat.py`'s tables; the one exception is the prompt cache's trie
 (`prompt_cache/trie.py`, mlx-lm's LRUPromptCache indexed, and `prompt_cache/expiry.py` over
-it), whose names are listed in `engine/mlx_lm_compat.py`. No file of the engine is over 600 lines.
+it), whose names are listed in `engine/mlx_lm_compat.py`.
+
+A class is one file, split by responsibility, never by length: no class declares private
+attributes it does not set (a mixin's view of its host's state: a Protocol of `_x` members, a
+bare `_x: T` in a class body none of its methods assigns).
 
 No circle and no arrow back up, at any level of the engine's folders
 (tests/support/import_graph.py): the files and subfolders of each folder stand on floors, each
@@ -33,7 +37,8 @@ ENGINE = ROOT / "service" / "engine"
 PREFIX = "mlx_responses.service.engine"
 SCHEDULERS = ("batch", "slots", "solo")
 COMPOSERS = ("schedulers.py",)  # may import every scheduler package
-MAX_LINES = 600
+# Mixins whose host's split is under way on its own branch (SlotScheduler's).
+MIXINS_IN_SPLIT = {"slots/verify.py"}
 # Files outside batch/ allowed mlx-lm private names, and the table (in engine/mlx_lm_compat.py)
 # that lists them.
 PRIVATE_OUTSIDE_BATCH = {
@@ -182,13 +187,48 @@ def test_no_circle_and_no_arrow_back_up_in_the_engine() -> None:
     assert loops(import_graph(ENGINE, PREFIX), ENGINE) == []
 
 
-def test_no_engine_file_is_over_600_lines() -> None:
-    long = [
-        f"{_rel(path)}: {n} lines"
+def host_declarations(tree: ast.AST) -> list[str]:
+    """The private attributes each class of `tree` declares without setting them: a
+    Protocol's `_x` members, and, outside a dataclass (whose fields are its own), a bare
+    `_x: T` in its body that none of its methods assigns (`self._x = ...`)."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        bases = {ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases}
+        decorators = {ast.unparse(d).split("(")[0].rsplit(".", 1)[-1] for d in node.decorator_list}
+        set_here = {
+            n.attr
+            for n in ast.walk(node)
+            if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "self"
+        }
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                name, bare = item.name, False
+            elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                name, bare = item.target.id, item.value is None
+            else:
+                continue
+            if not name.startswith("_") or name.startswith("__"):
+                continue
+            if "Protocol" in bases or (
+                bare and "dataclass" not in decorators and name not in set_here
+            ):
+                found.append(f"{node.name}.{name}")
+    return found
+
+
+def test_no_class_declares_its_hosts_private_attributes() -> None:
+    offending = [
+        f"{_rel(path)}: {name}"
         for path in _files()
-        if (n := len(path.read_text().splitlines())) > MAX_LINES
+        if _rel(path) not in MIXINS_IN_SPLIT
+        for name in host_declarations(ast.parse(path.read_text()))
     ]
-    assert long == []
+    assert offending == []
 
 
 # --- the checks catch what they are for --------------------------------------------------
@@ -274,3 +314,14 @@ def test_the_loops_are_read_from_the_files_imports(tmp_path: Path) -> None:
     assert loops(import_graph(root, "pkg"), root) == [
         ".: sub/ <-> top.py (sub/b.py -> top.py; top.py -> sub/a.py)"
     ]
+
+
+def test_a_mixin_declaring_its_hosts_state_is_caught() -> None:
+    _, tree = _fake(
+        "warm_up.py",
+        "class _Engine(Protocol):\n    _commands: Any\n    def _new_cache(self) -> Any: ...\n"
+        "class Mixin:\n    _stores: list\n    _own: int\n"
+        "    def f(self) -> None:\n        self._own = 1\n"
+        "@dataclass\nclass Fields:\n    _x: int\n",
+    )
+    assert host_declarations(tree) == ["_Engine._commands", "_Engine._new_cache", "Mixin._stores"]
