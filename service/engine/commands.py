@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.model_thread import Stop
 from mlx_responses.service.engine.prompt_cache.expiry import Lifetimes
 from mlx_responses.service.engine.requests import (
@@ -18,7 +19,6 @@ from mlx_responses.service.engine.requests import (
     SamplingParams,
 )
 from mlx_responses.service.engine.stream import GenerationStream
-from mlx_responses.service.engine.vision.side import VisionInputs
 from mlx_responses.service.engine.warm_up import WarmUp
 from mlx_responses.service.flags import PROMPT_CHECKPOINT_TOKENS
 

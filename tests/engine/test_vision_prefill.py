@@ -10,6 +10,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 import pytest
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.slots.store import (
     DecodePlan,
     DecodeView,
@@ -18,7 +19,6 @@ from mlx_responses.service.engine.slots.store import (
     Store,
 )
 from mlx_responses.service.engine.vision.encoder import ImageEncoder, VisionPrompt
-from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.language import VisionLanguage
 from mlx_responses.service.engine.vision.positions import (
     MRoPE,

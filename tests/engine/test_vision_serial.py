@@ -10,9 +10,9 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 import pytest
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.scheduler import Admission, Token
-from mlx_responses.service.engine.vision.inputs import VisionInputs
-from mlx_responses.service.engine.vision.serial import SerialScheduler
+from mlx_responses.service.engine.vision.serial import VisionSerialScheduler
 from mlx_responses.service.models.vision_tokens import _processed
 from PIL import Image
 
@@ -105,7 +105,7 @@ def test_serial_scheduler_decodes_as_mlx_vlm_one_at_a_time(
     prompts.append((text_ids, None))
     assert want[0] != want[1], "the images make no difference: a weak test"
 
-    scheduler = SerialScheduler(
+    scheduler = VisionSerialScheduler(
         model, n_tokens=len(processor.tokenizer), stop_tokens=(), prefill_step_size=3
     )
     for uid, (ids, images) in enumerate(prompts):
@@ -131,7 +131,7 @@ def test_serial_scheduler_drops_a_queued_and_the_running_sequence(
     """A cancelled sequence, running or waiting, is gone: the next one runs."""
     model, processor, _, _ = family
     ids = processor.tokenizer.encode("a text prompt", add_special_tokens=False)
-    scheduler = SerialScheduler(
+    scheduler = VisionSerialScheduler(
         model, n_tokens=len(processor.tokenizer), stop_tokens=(), prefill_step_size=64
     )
     for uid in range(3):
