@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mlx_responses.http_facade.cache_hints import BREAKPOINT_TTLS, PROMPT_CACHE_MODES, RETENTIONS
 from mlx_responses.http_facade.chat import routes
-from mlx_responses.http_facade.chat.to_proto import MAX_N, SCALAR_PARAMS
-from mlx_responses.http_facade.keep_alive import KEEP_ALIVE_SCHEMA
-from mlx_responses.http_facade.openapi_kit import (
+from mlx_responses.http_facade.chat.to_proto import SCALAR_PARAMS
+from mlx_responses.http_facade.kit.cache_hints import (
+    prompt_cache_lifetimes,
+)
+from mlx_responses.http_facade.kit.openapi import (
     BOOLEAN,
     INTEGER,
     NON_EMPTY_STRING,
@@ -22,24 +23,12 @@ from mlx_responses.http_facade.openapi_kit import (
     array,
     integer,
     nullable,
-    number,
     obj,
     ref,
-    stop_sequences,
 )
-from mlx_responses.http_facade.to_proto import TOOL_CHOICE_MODES
-from mlx_responses.service.limits import MAX_STOP_SEQUENCES, MAX_TOP_LOGPROBS
-
-# `sampling()`'s fields, shared with legacy completions, with the core's ranges.
-SAMPLING: dict[str, Schema] = {
-    "temperature": nullable(number(0, 2)),
-    "top_p": nullable(number(0, 1)),
-    "presence_penalty": nullable(number(-2, 2)),
-    "frequency_penalty": nullable(number(-2, 2)),
-    "stop": nullable(stop_sequences(MAX_STOP_SEQUENCES)),
-    "seed": nullable(integer()),
-    "keep_alive": KEEP_ALIVE_SCHEMA,
-}
+from mlx_responses.http_facade.kit.sampling import MAX_N, SAMPLING
+from mlx_responses.http_facade.kit.tools import function_tool_schema, tool_choice_schema
+from mlx_responses.service.limits import MAX_TOP_LOGPROBS
 
 FINISH_REASONS = ["stop", "length", "tool_calls"]
 # Left out of the schema (as input_image is from CreateResponseRequest): a text model refuses
@@ -61,63 +50,6 @@ def operations() -> dict[Callable[..., Any], Operation]:
             streams=True,
             stream_event="ChatCompletionStreamEvent",
             stream_done=True,
-        ),
-    }
-
-
-def function_tool_schema(type_required: bool = False) -> Schema:
-    """A function tool as `_tool` takes it: nested under `function`, or flat (Responses' shape).
-
-    Chat's `type` defaults to function; Responses requires it.
-    """
-    fields = {
-        "name": STRING,
-        "description": OPT_STRING,
-        "parameters": nullable(OBJECT),
-        "strict": nullable(BOOLEAN),
-    }
-    kind = ("type",) if type_required else ()
-    nested = obj((*kind, "function"), type={"const": "function"}, function=obj(("name",), **fields))
-    flat = obj((*kind, "name"), type={"const": "function"}, function={"type": "null"}, **fields)
-    return {"anyOf": [nested, flat]}
-
-
-def tool_choice_schema() -> Schema:
-    """What `to_proto._tool_choice` takes."""
-    named = obj(("name",), name=STRING)
-    return {
-        "anyOf": [
-            {"enum": sorted(TOOL_CHOICE_MODES)},
-            obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING),
-            obj(
-                ("type", "function"),
-                type={"const": "function"},
-                name={"type": "null"},
-                function=named,
-            ),
-            obj(
-                ("type", "tools"),
-                type={"const": "allowed_tools"},
-                mode={"enum": ["auto", "required"]},
-                tools=array(
-                    obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING)
-                ),
-            ),
-        ]
-    }
-
-
-def prompt_cache_lifetimes() -> dict[str, Schema]:
-    """`prompt_cache_retention` and `prompt_cache_options` (Responses and Chat: cache_hints.py)."""
-    return {
-        "prompt_cache_retention": nullable({"enum": list(RETENTIONS)}),
-        "prompt_cache_options": nullable(
-            obj(
-                mode=nullable({"enum": list(PROMPT_CACHE_MODES)}),
-                ttl=nullable({"enum": list(BREAKPOINT_TTLS)}),
-                prewarm=nullable(BOOLEAN),
-                comparison_response_id=OPT_STRING,
-            )
         ),
     }
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mlx_responses.http_facade.chat.openapi import SAMPLING
-from mlx_responses.http_facade.chat.to_proto import MAX_N
 from mlx_responses.http_facade.completions import routes
 from mlx_responses.http_facade.completions.to_proto import MAX_LOGPROBS, MAX_PROMPTS
-from mlx_responses.http_facade.openapi_kit import (
+from mlx_responses.http_facade.kit.openapi import (
     BOOLEAN,
     INTEGER,
     NON_EMPTY_STRING,
@@ -24,6 +22,7 @@ from mlx_responses.http_facade.openapi_kit import (
     obj,
     ref,
 )
+from mlx_responses.http_facade.kit.sampling import MAX_N, SAMPLING
 
 
 def operations() -> dict[Callable[..., Any], Operation]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_responses.http_facade.chat.to_proto import choices, include_usage, sampling
-from mlx_responses.http_facade.errors import invalid
-from mlx_responses.http_facade.to_proto import _expect, _flag, _integer
+from mlx_responses.http_facade.kit.decode import expect, flag, integer
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.sampling import choices, include_usage, sampling
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -32,7 +32,7 @@ class CompletionRequest:
 def _prompts(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
-    _expect(value, list, "prompt", "a string or an array of strings")
+    expect(value, list, "prompt", "a string or an array of strings")
     if not value or not all(isinstance(p, str) for p in value):
         raise invalid(
             "Invalid 'prompt': expected a string or a non-empty array of strings (token-id "
@@ -57,12 +57,12 @@ def completion_from_json(body: Any) -> CompletionRequest:
     if body.get("suffix") is not None:
         raise invalid("'suffix' (insertion) is not supported.", "suffix", "unsupported_value")
     n = choices(body)
-    if body.get("best_of") is not None and _integer(body["best_of"], "best_of") != n:
+    if body.get("best_of") is not None and integer(body["best_of"], "best_of") != n:
         raise invalid("'best_of' other than 'n' is not supported.", "best_of", "unsupported_value")
-    echo = _flag(body, "echo")
+    echo = flag(body, "echo")
     logprobs = None
     if body.get("logprobs") is not None:
-        logprobs = _integer(body["logprobs"], "logprobs")
+        logprobs = integer(body["logprobs"], "logprobs")
         if not 0 <= logprobs <= MAX_LOGPROBS:
             raise invalid(
                 f"Invalid 'logprobs': {logprobs}; must be between 0 and {MAX_LOGPROBS}.",
@@ -76,22 +76,22 @@ def completion_from_json(body: Any) -> CompletionRequest:
                 "unsupported_value",
             )
     base = pb.CreateResponseParams(
-        model=_expect(body["model"], str, "model", "a string"), store=False
+        model=expect(body["model"], str, "model", "a string"), store=False
     )
     base.max_output_tokens = DEFAULT_MAX_TOKENS
     if body.get("max_tokens") is not None:
-        base.max_output_tokens = _integer(body["max_tokens"], "max_tokens")
+        base.max_output_tokens = integer(body["max_tokens"], "max_tokens")
         if base.max_output_tokens < 1:
             raise invalid(
                 "Invalid 'max_tokens': must be at least 1.", "max_tokens", "invalid_value"
             )
     sampling(body, base)
     if body.get("user") is not None:
-        base.user = _expect(body["user"], str, "user", "a string")
+        base.user = expect(body["user"], str, "user", "a string")
     if logprobs is not None:
         base.include.append(LOGPROBS_INCLUDE)
         base.top_logprobs = logprobs
-    stream = _flag(body, "stream")
+    stream = flag(body, "stream")
     base.stream = stream
     prompts = []
     for text in _prompts(body["prompt"]):

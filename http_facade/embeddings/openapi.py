@@ -12,8 +12,8 @@ from mlx_responses.http_facade.embeddings.to_proto import (
     MAX_INPUTS,
     TOKEN_ID_MAX,
 )
-from mlx_responses.http_facade.keep_alive import KEEP_ALIVE_SCHEMA
-from mlx_responses.http_facade.openapi_kit import (
+from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
+from mlx_responses.http_facade.kit.openapi import (
     INTEGER,
     NON_EMPTY_STRING,
     NUMBER,

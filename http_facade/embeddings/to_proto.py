@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_responses.http_facade.errors import invalid
-from mlx_responses.http_facade.keep_alive import keep_alive_from
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.keep_alive import keep_alive_from
 
 from mlx_responses.v1 import embeddings_service_pb2 as em
 

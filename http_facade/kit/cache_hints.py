@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.openapi import BOOLEAN, OPT_STRING, Schema, nullable, obj
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -170,3 +171,18 @@ def lifetimes(body: dict[str, Any], params: pb.CreateResponseParams) -> None:
                 mark.ttl_seconds = min(mark.ttl_seconds, bound)
     if ttl is not None:
         params.prompt_cache_ttl_seconds = ttl
+
+
+def prompt_cache_lifetimes() -> dict[str, Schema]:
+    """`prompt_cache_retention` and `prompt_cache_options` (Responses and Chat: cache_hints.py)."""
+    return {
+        "prompt_cache_retention": nullable({"enum": list(RETENTIONS)}),
+        "prompt_cache_options": nullable(
+            obj(
+                mode=nullable({"enum": list(PROMPT_CACHE_MODES)}),
+                ttl=nullable({"enum": list(BREAKPOINT_TTLS)}),
+                prewarm=nullable(BOOLEAN),
+                comparison_response_id=OPT_STRING,
+            )
+        ),
+    }
