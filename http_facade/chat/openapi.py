@@ -1,4 +1,4 @@
-"""The OpenAPI schemas and operations of Chat Completions and legacy Completions."""
+"""The OpenAPI schemas and operations of Chat Completions (its request: chat/protocol.py)."""
 
 from __future__ import annotations
 
@@ -6,40 +6,22 @@ from collections.abc import Callable
 from typing import Any
 
 from mlx_responses.http_facade.chat import routes
-from mlx_responses.http_facade.chat.to_proto import SCALAR_PARAMS
-from mlx_responses.http_facade.kit.cache_hints import (
-    prompt_cache_lifetimes,
-)
+from mlx_responses.http_facade.chat.protocol import FIELDS
+from mlx_responses.http_facade.kit.fields import request_schema
 from mlx_responses.http_facade.kit.openapi import (
-    BOOLEAN,
     INTEGER,
-    NON_EMPTY_STRING,
     NUMBER,
-    OBJECT,
     OPT_STRING,
     STRING,
     Operation,
     Schema,
     array,
-    integer,
     nullable,
     obj,
     ref,
 )
-from mlx_responses.http_facade.kit.sampling import MAX_N, SAMPLING
-from mlx_responses.http_facade.kit.tools import function_tool_schema, tool_choice_schema
-from mlx_responses.service.limits import MAX_TOP_LOGPROBS
 
 FINISH_REASONS = ["stop", "length", "tool_calls"]
-# Left out of the schema (as input_image is from CreateResponseRequest): a text model refuses
-# images, so no request holding one is valid for every model.
-IMAGE_NOTE = (
-    "A user message's content may also hold image parts for a vision model: "
-    '`{"type": "image_url", "image_url": {"url": "data:image/png;base64,...", "detail": '
-    '"auto|low|high"}}` (`image_url` may be the URL string itself; http(s) URLs need '
-    "`--allow-remote-media`). A text-only model refuses them with a 400 `unsupported_content` "
-    "naming `messages[i].content[j].type`."
-)
 
 
 def operations() -> dict[Callable[..., Any], Operation]:
@@ -55,92 +37,16 @@ def operations() -> dict[Callable[..., Any], Operation]:
 
 
 def _request() -> Schema:
-    breakpoint = obj(("mode",), mode={"const": "explicit"}, ttl=nullable({"enum": ["30m", "12h"]}))
-    text_part = obj(
-        ("type", "text"),
-        type={"const": "text"},
-        text=STRING,
-        prompt_cache_breakpoint=nullable(breakpoint),  # cache_hints.py
-    )
-    content = {"anyOf": [STRING, array(text_part)]}
-    tool_call = obj(
-        ("id", "function"),
-        id=STRING,
-        function=obj(("name",), name=STRING, arguments={"anyOf": [STRING, OBJECT]}),
-    )
-    message = {
-        "anyOf": [
-            {
-                **obj(
-                    ("role", "content"),
-                    role={"enum": ["system", "developer", "user"]},
-                    content=content,
-                ),
-                "description": IMAGE_NOTE,
-            },
-            obj(
-                ("role",),
-                role={"const": "assistant"},
-                content=nullable(content),
-                tool_calls=nullable(array(tool_call)),
-                reasoning_content=OPT_STRING,
-                reasoning=OPT_STRING,
-            ),
-            obj(
-                ("role", "tool_call_id"),
-                role={"const": "tool"},
-                tool_call_id=STRING,
-                content=content,
-            ),
-        ]
-    }
-    response_format = {
-        "anyOf": [
-            obj(("type",), type={"enum": ["text", "json_object"]}),
-            obj(
-                ("type", "json_schema"),
-                type={"const": "json_schema"},
-                json_schema=obj(
-                    ("name",),
-                    name=STRING,
-                    schema=OBJECT,
-                    description=OPT_STRING,
-                    strict=nullable(BOOLEAN),
-                ),
-            ),
-        ]
-    }
-    scalars = {
-        key: nullable({"type": "boolean" if kind is bool else "string"})
-        for key, kind in SCALAR_PARAMS.items()
-    }
-    return {
-        "type": "object",
-        "required": ["model", "messages"],
-        "description": "Unknown fields are accepted and ignored. Nothing is stored.",
-        "properties": {
-            **scalars,
-            "model": NON_EMPTY_STRING,
-            "messages": {**array(message), "minItems": 1},
-            "tools": nullable(array(function_tool_schema())),
-            "tool_choice": nullable(tool_choice_schema()),
-            "response_format": nullable(response_format),
-            "stream": nullable(BOOLEAN),
-            "stream_options": nullable(obj(include_usage=nullable(BOOLEAN))),
-            "max_tokens": nullable(integer(1)),
-            "max_completion_tokens": nullable(integer(1)),
-            **SAMPLING,
-            "n": nullable(integer(1, MAX_N)),
-            "logprobs": nullable(BOOLEAN),
-            "top_logprobs": nullable(integer(0, MAX_TOP_LOGPROBS)),
-            "reasoning_effort": OPT_STRING,
-            "chat_template_kwargs": nullable(OBJECT),
-            **prompt_cache_lifetimes(),
-        },
+    """What `chat_from_json` takes (the fuzz test holds them together)."""
+    return request_schema(
+        FIELDS,
+        "Unknown fields are accepted and ignored. Nothing is stored.",
         # `top_logprobs` needs `logprobs: true`.
-        "if": {"required": ["top_logprobs"], "properties": {"top_logprobs": INTEGER}},
-        "then": {"required": ["logprobs"], "properties": {"logprobs": {"const": True}}},
-    }
+        **{
+            "if": {"required": ["top_logprobs"], "properties": {"top_logprobs": INTEGER}},
+            "then": {"required": ["logprobs"], "properties": {"logprobs": {"const": True}}},
+        },
+    )
 
 
 def _logprobs() -> Schema:

@@ -1,4 +1,5 @@
-"""Decodes a Chat Completions body into CreateResponseParams (plus what only chat needs)."""
+"""Decodes a Chat Completions body (chat/protocol.py declares it) into CreateResponseParams,
+plus what only chat needs; the structured fields (messages, tools, response_format) by hand."""
 
 from __future__ import annotations
 
@@ -6,15 +7,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlx_responses.http_facade.chat.protocol import FIELDS
 from mlx_responses.http_facade.kit.cache_hints import chat_breakpoints, lifetimes
-from mlx_responses.http_facade.kit.decode import expect, flag, integer, scalar
+from mlx_responses.http_facade.kit.decode import expect
 from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.fields import fill, read, required
 from mlx_responses.http_facade.kit.media import IMAGE_DETAILS, MediaPaths, url_image
 from mlx_responses.http_facade.kit.sampling import (
-    choices,
     include_usage,
-    max_tokens,
-    sampling,
+    stop_and_keep_alive,
     template_kwargs,
 )
 from mlx_responses.http_facade.kit.tools import function_tool, tool_choice
@@ -22,15 +23,6 @@ from mlx_responses.http_facade.kit.tools import function_tool, tool_choice
 from mlx_responses.v1 import responses_pb2 as pb
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
-# Top-level scalars copied onto CreateResponseParams under the same name.
-SCALAR_PARAMS: dict[str, type | tuple[type, ...]] = {
-    "model": str,
-    "user": str,
-    "safety_identifier": str,
-    "prompt_cache_key": str,
-    "service_tier": str,
-    "parallel_tool_calls": bool,
-}
 MESSAGE_ROLES = ("system", "developer", "user", "assistant", "tool")
 ROLES: dict[str, pb.Role] = {
     "system": pb.ROLE_SYSTEM,
@@ -238,20 +230,13 @@ def function_tools(value: Any) -> list[pb.Tool]:
 
 
 def chat_from_json(body: Any) -> ChatRequest:
-    """A chat completions body as a ChatRequest; unknown fields are ignored."""
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.", None, "invalid_type")
-    if body.get("model") is None:
-        raise invalid("Missing required parameter: 'model'.", "model", "missing_required_parameter")
-    if body.get("messages") is None:
-        raise invalid(
-            "Missing required parameter: 'messages'.", "messages", "missing_required_parameter"
-        )
+    """A chat completions body (chat/protocol.py declares it) as a ChatRequest; unknown fields
+    are ignored."""
+    body = required(FIELDS, body, "Missing required parameter: '{}'.")
+    values = read(FIELDS, body)
     # Chat completions are not stored: a turn lives in the client's message list.
     params = pb.CreateResponseParams(store=False)
-    for key, kind in SCALAR_PARAMS.items():
-        if body.get(key) is not None:
-            setattr(params, key, scalar(body[key], key, kind))
+    fill(FIELDS, values, params)
     media = chat_media()
     params.input.extend(messages_to_items(body["messages"], media))
     # The items of a prefix of the messages, images allowed (their paths are not kept).
@@ -259,33 +244,31 @@ def chat_from_json(body: Any) -> ChatRequest:
         chat_breakpoints(body["messages"], lambda m: messages_to_items(m, chat_media()))
     )
     lifetimes(body, params)
-    params.stream = flag(body, "stream")
-    cap = max_tokens(body, "max_completion_tokens", "max_tokens")
+    params.stream = bool(values["stream"])
+    cap = values["max_completion_tokens"] or values["max_tokens"]
     if cap is not None:
         params.max_output_tokens = cap
-    sampling(body, params)
+    stop_and_keep_alive(body, params)
     if body.get("tools") is not None:
         params.tools.extend(function_tools(body["tools"]))
     if body.get("tool_choice") is not None:
         params.tool_choice.CopyFrom(tool_choice(body["tool_choice"]))
     if body.get("response_format") is not None:
         params.text.CopyFrom(response_format(body["response_format"]))
-    logprobs = flag(body, "logprobs")
-    if body.get("top_logprobs") is not None:
-        top = integer(body["top_logprobs"], "top_logprobs", 2**31 - 1)
+    logprobs = bool(values["logprobs"])
+    if values["top_logprobs"] is not None:
         if not logprobs:
             raise invalid("'top_logprobs' requires 'logprobs' to be true.", "top_logprobs")
-        params.top_logprobs = top
+        params.top_logprobs = values["top_logprobs"]
     if logprobs:
         params.include.append(LOGPROBS_INCLUDE)
-    effort = body.get("reasoning_effort")
+    effort = values["reasoning_effort"]
     if effort is not None:
-        expect(effort, str, "reasoning_effort", "a string")
         params.reasoning.effort = effort
     kwargs = template_kwargs(body, reasoning_effort=effort)
     if kwargs is not None:
         params.chat_template_kwargs_json = kwargs
-    return ChatRequest(params, choices(body), logprobs, include_usage(body), media)
+    return ChatRequest(params, values["n"] or 1, logprobs, include_usage(body), media)
 
 
 def chat_image(part: dict[str, Any], where: str, paths: MediaPaths) -> pb.ContentPart:

@@ -1,17 +1,15 @@
-"""The sampling fields Chat, Completions and Anthropic share (`stop`, `seed`, `n`, the output
-cap, `stream_options`, `chat_template_kwargs`): their decoders and their OpenAPI schemas."""
+"""The request fields Chat, Completions and Anthropic share, declared once (kit/fields.py), and
+the decoders of the structured ones (`stop`, `stream_options`, `chat_template_kwargs`)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from mlx_responses.http_facade.kit.decode import expect, flag, integer, number
-from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.decode import expect, flag
+from mlx_responses.http_facade.kit.fields import Field
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA, read_keep_alive
-from mlx_responses.http_facade.kit.openapi import Schema, nullable
-from mlx_responses.http_facade.kit.openapi import integer as integer_schema
-from mlx_responses.http_facade.kit.openapi import number as number_schema
+from mlx_responses.http_facade.kit.openapi import BOOLEAN, nullable, obj
 from mlx_responses.http_facade.kit.openapi import stop_sequences as stop_schema
 from mlx_responses.service.limits import MAX_STOP_SEQUENCES
 
@@ -19,16 +17,35 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 MAX_N = 16
 
-# `sampling()`'s fields, shared with legacy completions, with the core's ranges.
-SAMPLING: dict[str, Schema] = {
-    "temperature": nullable(number_schema(0, 2)),
-    "top_p": nullable(number_schema(0, 1)),
-    "presence_penalty": nullable(number_schema(-2, 2)),
-    "frequency_penalty": nullable(number_schema(-2, 2)),
-    "stop": nullable(stop_schema(MAX_STOP_SEQUENCES)),
-    "seed": nullable(integer_schema()),
-    "keep_alive": KEEP_ALIVE_SCHEMA,
-}
+MODEL = Field("model", "string", "The model to answer.", to="model", required=True)
+STREAM = Field("stream", "boolean", "Whether the answer streams as server-sent events.")
+USER = Field("user", "string", "An id of the end user, recorded with the turn.", to="user")
+N = Field("n", "integer", "How many choices to generate.", minimum=1, maximum=MAX_N)
+STREAM_OPTIONS = Field(
+    "stream_options",
+    "object",
+    "`include_usage`: a last chunk carries the usage.",
+    schema=obj(include_usage=nullable(BOOLEAN)),
+)
+TEMPLATE_KWARGS = Field(
+    "chat_template_kwargs", "object", "Extra arguments of the model's chat template (vLLM's)."
+)
+# The core enforces the ranges of the sampling fields (the façade checks type and proto range).
+SAMPLING = (
+    Field("temperature", "number", "Sampling temperature.", "temperature", 0, 2, checked=False),
+    Field("top_p", "number", "Nucleus sampling mass.", "top_p", 0, 1, checked=False),
+    Field("presence_penalty", "number", "", "presence_penalty", -2, 2, checked=False),
+    Field("frequency_penalty", "number", "", "frequency_penalty", -2, 2, checked=False),
+    Field(
+        "stop",
+        "stop",
+        "Where generation stops: a string or up to "
+        f"{MAX_STOP_SEQUENCES} strings (not in the output).",
+        schema=stop_schema(MAX_STOP_SEQUENCES),
+    ),
+    Field("seed", "integer", "Makes sampling reproducible.", "seed"),
+    Field("keep_alive", "keep_alive", schema=KEEP_ALIVE_SCHEMA),
+)
 
 
 def stop_sequences(value: Any, param: str) -> list[str]:
@@ -41,50 +58,16 @@ def stop_sequences(value: Any, param: str) -> list[str]:
 
 def template_kwargs(body: dict[str, Any], **extra: Any) -> str | None:
     """`chat_template_kwargs` (vLLM's extension) with `extra` on top, as JSON text."""
-    kwargs: dict[str, Any] = {}
-    if body.get("chat_template_kwargs") is not None:
-        kwargs.update(
-            expect(body["chat_template_kwargs"], dict, "chat_template_kwargs", "an object")
-        )
+    kwargs: dict[str, Any] = dict(TEMPLATE_KWARGS.read(body) or {})
     kwargs.update({k: v for k, v in extra.items() if v is not None})
     return json.dumps(kwargs) if kwargs else None
 
 
-def max_tokens(body: dict[str, Any], *names: str) -> int | None:
-    """The first of `names` present, as an output cap of at least 1 (each present is checked)."""
-    caps = []
-    for name in names:
-        if body.get(name) is not None:
-            value = integer(body[name], name)
-            if value < 1:
-                raise invalid(
-                    f"Invalid '{name}': {value}; must be at least 1.", name, "invalid_value"
-                )
-            caps.append(value)
-    return caps[0] if caps else None
-
-
-def sampling(body: dict[str, Any], params: pb.CreateResponseParams) -> None:
-    """`stop`, `seed`, `n`-independent sampling fields and `keep_alive`, shared by chat and
-    completions."""
+def stop_and_keep_alive(body: dict[str, Any], params: pb.CreateResponseParams) -> None:
+    """The structured SAMPLING fields onto `params` (`fill` sets the others)."""
     if body.get("stop") is not None:
         params.stop.extend(stop_sequences(body["stop"], "stop"))
-    if body.get("seed") is not None:
-        params.seed = integer(body["seed"], "seed")
     read_keep_alive(body, params)
-    for key in ("temperature", "top_p", "presence_penalty", "frequency_penalty"):
-        if body.get(key) is not None:
-            setattr(params, key, number(body[key], key))
-
-
-def choices(body: dict[str, Any]) -> int:
-    """`n`: how many choices, 1 to MAX_N."""
-    if body.get("n") is None:
-        return 1
-    n = integer(body["n"], "n")
-    if not 1 <= n <= MAX_N:
-        raise invalid(f"Invalid 'n': {n}; must be between 1 and {MAX_N}.", "n", "invalid_value")
-    return n
 
 
 def include_usage(body: dict[str, Any]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mlx_responses.http_facade.kit.cache_hints import BREAKPOINT_TTLS, prompt_cache_lifetimes
+from mlx_responses.http_facade.kit.cache_hints import BREAKPOINT_TTLS, LIFETIME_FIELDS
 from mlx_responses.http_facade.kit.decode import INT64_MAX
 from mlx_responses.http_facade.kit.decode import NUMBER as NUMBER_TYPES
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
@@ -275,7 +275,7 @@ def _request_schemas() -> dict[str, Schema]:
         include=_nullable({"type": "array", "items": STRING}),
         chat_template_kwargs=_nullable({"type": "object"}),
         keep_alive=KEEP_ALIVE_SCHEMA,
-        **prompt_cache_lifetimes(),
+        **{f.name: f.json_schema() for f in LIFETIME_FIELDS},
     )
     properties["truncation"] = _nullable({"const": "disabled"})
     create = {
