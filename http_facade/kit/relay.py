@@ -13,8 +13,8 @@ from collections.abc import AsyncGenerator, Awaitable, Iterable
 from typing import TypeVar
 
 from aiohttp import web
-from mlx_responses.http_facade.client import CoreClient, CoreEventStream
-from mlx_responses.http_facade.drain import STREAMS
+from mlx_responses.http_facade.kit.client import CoreClient, CoreEventStream
+from mlx_responses.http_facade.kit.drain import STREAMS
 from mlx_responses.service.fan_out import fan_out_value
 
 from mlx_responses.v1 import events_pb2 as ev

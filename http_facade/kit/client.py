@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, TypeVar
 
 import grpc
-from mlx_responses.http_facade.auth import forwarding_interceptors
-from mlx_responses.http_facade.errors import from_rpc_error
-from mlx_responses.http_facade.request_id import request_id_interceptors
+from mlx_responses.http_facade.kit.auth import forwarding_interceptors
+from mlx_responses.http_facade.kit.errors import from_rpc_error
+from mlx_responses.http_facade.kit.request_id import request_id_interceptors
 from mlx_responses.service.fan_out import METADATA_KEY as FAN_OUT_KEY
 
 from mlx_responses.v1 import (

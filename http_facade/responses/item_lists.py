@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlx_responses.http_facade.errors import invalid
-from mlx_responses.http_facade.from_proto import item_to_json
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.responses.from_proto import item_to_json
 from multidict import MultiMapping
 
 from mlx_responses.v1 import storage_service_pb2 as st

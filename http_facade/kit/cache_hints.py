@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.fields import Field
+from mlx_responses.http_facade.kit.openapi import BOOLEAN, OPT_STRING, nullable, obj
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -170,3 +172,25 @@ def lifetimes(body: dict[str, Any], params: pb.CreateResponseParams) -> None:
                 mark.ttl_seconds = min(mark.ttl_seconds, bound)
     if ttl is not None:
         params.prompt_cache_ttl_seconds = ttl
+
+
+# `prompt_cache_retention` and `prompt_cache_options` (Responses and Chat), read by `lifetimes`.
+LIFETIME_FIELDS = (
+    Field(
+        "prompt_cache_retention",
+        "retention",
+        "The longest a prompt-cache entry of this request is kept after its last use.",
+        schema={"enum": list(RETENTIONS)},
+    ),
+    Field(
+        "prompt_cache_options",
+        "object",
+        "`ttl`: how long this request's prompt-cache entries are kept after their last use.",
+        schema=obj(
+            mode=nullable({"enum": list(PROMPT_CACHE_MODES)}),
+            ttl=nullable({"enum": list(BREAKPOINT_TTLS)}),
+            prewarm=nullable(BOOLEAN),
+            comparison_response_id=OPT_STRING,
+        ),
+    ),
+)

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
-from mlx_responses.http_facade.client import CoreClient, CoreEventStream
-from mlx_responses.http_facade.errors import OpenAIError
+from mlx_responses.http_facade.kit.client import CoreClient, CoreEventStream
+from mlx_responses.http_facade.kit.errors import OpenAIError
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import WSMsgType, web
-from mlx_responses.http_facade.beta_features import check_compaction_trigger
-from mlx_responses.http_facade.core_pool import CorePool
-from mlx_responses.http_facade.errors import REASON_TABLE, REQUEST_TOO_LARGE, OpenAIError, invalid
-from mlx_responses.http_facade.from_proto import event_to_json
-from mlx_responses.http_facade.json_body import parse_text
-from mlx_responses.http_facade.to_proto import params_from_json
+from mlx_responses.http_facade.kit.core_pool import CorePool
+from mlx_responses.http_facade.kit.errors import (
+    REASON_TABLE,
+    REQUEST_TOO_LARGE,
+    OpenAIError,
+    invalid,
+)
+from mlx_responses.http_facade.kit.json_body import parse_text
+from mlx_responses.http_facade.responses.beta_features import check_compaction_trigger
+from mlx_responses.http_facade.responses.from_proto import event_to_json
+from mlx_responses.http_facade.responses.to_proto import params_from_json
 
 from mlx_responses.v1 import events_pb2 as ev
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from mlx_responses.http_facade.affinity import Affinity
-from mlx_responses.http_facade.client import CHANNEL_OPTIONS, CoreClient
-from mlx_responses.http_facade.core_load import LoadCounter
+from mlx_responses.http_facade.kit.affinity import Affinity
+from mlx_responses.http_facade.kit.client import CHANNEL_OPTIONS, CoreClient
+from mlx_responses.http_facade.kit.core_load import LoadCounter
 
 from mlx_responses.v1 import responses_pb2 as pb
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiohttp import web
-from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.kit.errors import invalid
 
 from mlx_responses.v1 import responses_pb2 as pb
 

@@ -1,14 +1,9 @@
-"""Renders Responses events as SSE frames, each whole frame in one write."""
+"""Server-sent events: the headers, and each payload as one whole frame (one write)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any
-
-from mlx_responses.http_facade.from_proto import event_to_json
-
-from mlx_responses.v1 import events_pb2 as ev
 
 SSE_HEADERS = {
     "Content-Type": "text/event-stream; charset=utf-8",
@@ -22,11 +17,6 @@ def frame(payload: dict[str, Any]) -> bytes:
     """`event: <type>` and one-line `data:` JSON; ensure_ascii keeps it one line."""
     data = json.dumps(payload, separators=(",", ":"))
     return f"event: {payload['type']}\ndata: {data}\n\n".encode()
-
-
-def frames(events: Iterable[ev.ResponseEvent]) -> bytes:
-    """Whole frames of a batch of events, to be written together."""
-    return b"".join(frame(event_to_json(e)) for e in events)
 
 
 def data_frame(payload: dict[str, Any] | str) -> bytes:

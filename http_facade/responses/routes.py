@@ -8,59 +8,32 @@ import logging
 from typing import Any
 
 from aiohttp import web
-from mlx_responses.http_facade.beta_features import check_compaction_trigger
-from mlx_responses.http_facade.body import read_body
-from mlx_responses.http_facade.client import CoreClient, CoreEventStream
-from mlx_responses.http_facade.core_pool import CorePool
-from mlx_responses.http_facade.drain import SHUTDOWN_MESSAGE, STREAMS
-from mlx_responses.http_facade.errors import (
-    MODEL_NOT_FOUND,
+from mlx_responses.http_facade.kit.client import CoreClient, CoreEventStream
+from mlx_responses.http_facade.kit.decode import integer
+from mlx_responses.http_facade.kit.drain import SHUTDOWN_MESSAGE, STREAMS
+from mlx_responses.http_facade.kit.errors import (
     STREAM_BROKEN_CODE,
     OpenAIError,
     invalid,
 )
-from mlx_responses.http_facade.from_proto import item_to_json, response_to_json, usage_to_json
-from mlx_responses.http_facade.hangups import decide, decides_on_hangup
-from mlx_responses.http_facade.item_lists import page_query, page_to_json, query_int
-from mlx_responses.http_facade.json_body import parse_body
-from mlx_responses.http_facade.keep_alive import keep_alive_from
-from mlx_responses.http_facade.sse import SSE_HEADERS, frame, frames
-from mlx_responses.http_facade.to_proto import _integer, params_from_json
-from mlx_responses.http_facade.websocket import responses_socket
+from mlx_responses.http_facade.kit.hangups import decide, decides_on_hangup
+from mlx_responses.http_facade.kit.requests import CORES, core, read_json, remember, routed
+from mlx_responses.http_facade.kit.sse import SSE_HEADERS, frame
+from mlx_responses.http_facade.responses.beta_features import check_compaction_trigger
+from mlx_responses.http_facade.responses.from_proto import (
+    event_to_json,
+    item_to_json,
+    response_to_json,
+    usage_to_json,
+)
+from mlx_responses.http_facade.responses.item_lists import page_query, page_to_json, query_int
+from mlx_responses.http_facade.responses.to_proto import params_from_json
+from mlx_responses.http_facade.responses.websocket import responses_socket
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
-from mlx_responses.v1.generation_service_pb2 import Model
 
 log = logging.getLogger(__name__)
-
-CORES = web.AppKey("core_pool", CorePool)
-AFFINITY = web.RequestKey("affinity", str)  # the affinity key a request was routed by
-
-
-def core(request: web.Request) -> CoreClient:
-    """The core for a request that names no prompt (a SERVING one, round robin)."""
-    return request.app[CORES].pick()
-
-
-def routed(request: web.Request, params: pb.CreateResponseParams) -> CoreClient:
-    """The core for a request with a prompt: the one most likely to hold its prefix in cache
-    (--core-routing); a response it creates is remembered there for the turns chained on it."""
-    client, key = request.app[CORES].route(params)
-    request[AFFINITY] = key
-    return client
-
-
-def remember(request: web.Request, response_id: str) -> None:
-    """Tells the pool which key made `response_id` (a routed request's)."""
-    key = request.get(AFFINITY)
-    if key is not None and response_id:
-        request.app[CORES].created(key, response_id)
-
-
-async def read_json(request: web.Request) -> Any:
-    """The parsed body, or a 400 for malformed JSON."""
-    return parse_body(await read_body(request))
 
 
 @decides_on_hangup
@@ -82,6 +55,11 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     response = await client.create(params)
     remember(request, response.id)
     return web.json_response(response_to_json(response))
+
+
+def _frames(events: list[ev.ResponseEvent]) -> bytes:
+    """Whole frames of a batch of events, to be written together."""
+    return b"".join(frame(event_to_json(e)) for e in events)
 
 
 def _snapshot(batch: list[ev.ResponseEvent]) -> pb.Response | None:
@@ -124,7 +102,7 @@ async def _write_stream(
 ) -> web.StreamResponse:
     """Writes the events of an accepted stream (its first batch read already)."""
     await response.prepare(request)
-    await response.write(frames(first))
+    await response.write(_frames(first))
     last = first[-1] if first else None
     last_snapshot = _snapshot(first)
     # Tracked by its response id, so a shutdown can end it with a terminal event.
@@ -137,7 +115,7 @@ async def _write_stream(
         broke = None
         try:
             async for batch in stream.rest():
-                await response.write(frames(batch))
+                await response.write(_frames(batch))
                 last = batch[-1]
                 last_snapshot = _snapshot(batch) or last_snapshot
         except OpenAIError as error:
@@ -226,7 +204,7 @@ async def compact(request: web.Request) -> web.Response:
     params = params_from_json(body)
     keep = body.get("keep_tokens") if isinstance(body, dict) else None
     if keep is not None:
-        keep = _integer(keep, "keep_tokens")
+        keep = integer(keep, "keep_tokens")
         if keep < 0:
             raise invalid("Invalid 'keep_tokens': out of range.", "keep_tokens", "invalid_value")
     reply = await routed(request, params).compact(params, keep)
@@ -242,72 +220,8 @@ async def compact(request: web.Request) -> web.Response:
     )
 
 
-def _model_json(m: Model) -> dict[str, Any]:
-    # context_length (the config's max_position_embeddings) sizes keep_tokens and thresholds;
-    # the rest says whether it is in memory, what its weights take and when it leaves.
-    return {
-        "id": m.id,
-        "object": "model",
-        "created": m.created,
-        "owned_by": m.owned_by,
-        "context_length": m.context_length,
-        "loaded": m.loaded,
-        "memory_bytes": m.memory_bytes,
-        "expires_at": m.expires_at if m.HasField("expires_at") else None,
-        "pinned": m.pinned,
-        "failure": (
-            {"message": m.failure.message, "reload_after": m.failure.reload_after}
-            if m.HasField("failure")
-            else None
-        ),
-    }
-
-
-async def list_models(request: web.Request) -> web.Response:
-    """GET /v1/models: every model the server serves, loaded or not."""
-    models = await core(request).list_models()
-    return web.json_response({"object": "list", "data": [_model_json(m) for m in models]})
-
-
-async def get_model(request: web.Request) -> web.Response:
-    """GET /v1/models/{model}: one served model."""
-    name = request.match_info["model"]
-    for m in await core(request).list_models():
-        if m.id == name:
-            return web.json_response(_model_json(m))
-    raise OpenAIError(MODEL_NOT_FOUND, f"The model '{name}' does not exist.", param="model")
-
-
-async def load_model(request: web.Request) -> web.Response:
-    """POST /v1/models/{model}/load: loads the model now (on every serving core)."""
-    body = await read_json(request) if request.can_read_body else {}
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.", None, "invalid_type")
-    keep_alive = keep_alive_from(body)
-    name = request.match_info["model"]
-    cores = request.app[CORES].healthy()
-    models = await asyncio.gather(*(c.client.load_model(name, keep_alive) for c in cores))
-    return web.json_response(_model_json(models[0]))
-
-
-async def unload_model(request: web.Request) -> web.Response:
-    """POST /v1/models/{model}/unload: unloads the model now (on every serving core); 409
-    model_busy while a request uses it."""
-    name = request.match_info["model"]
-    cores = request.app[CORES].healthy()
-    models = await asyncio.gather(*(c.client.unload_model(name) for c in cores))
-    return web.json_response(_model_json(models[0]))
-
-
-async def health(request: web.Request) -> web.Response:
-    """GET /health: 200 only while a core reports SERVING."""
-    if await request.app[CORES].serving():
-        return web.json_response({"status": "ok"})
-    return web.json_response({"status": "unavailable"}, status=503)
-
-
-def add_routes(app: web.Application) -> None:
-    """Mounts every endpoint under /v1 and bare (seed aliases)."""
+def add_responses_routes(app: web.Application) -> None:
+    """Mounts the Responses endpoints under /v1 and bare (seed aliases)."""
     # An id is never one of the fixed names beside it: GET /v1/responses/compact is a 405
     # (Allow: POST), not a lookup of a response named "compact".
     one = "{response_id:(?!compact$|input_tokens$)[^{}/]+}"
@@ -320,10 +234,3 @@ def add_routes(app: web.Application) -> None:
         app.router.add_delete(f"{prefix}/responses/{one}", delete_response)
         app.router.add_post(f"{prefix}/responses/{one}/cancel", cancel_response)
         app.router.add_get(f"{prefix}/responses/{one}/input_items", list_input_items)
-        app.router.add_get(f"{prefix}/models", list_models)
-        # Repo ids (org/name) are model ids too: the id may hold a slash. A path ending in
-        # /load or /unload is those POST routes' (GET there is a 405 that allows POST only).
-        app.router.add_get(f"{prefix}/models/{{model:(?!.*/(?:load|unload)$).+}}", get_model)
-        app.router.add_post(f"{prefix}/models/{{model:.+}}/load", load_model)
-        app.router.add_post(f"{prefix}/models/{{model:.+}}/unload", unload_model)
-    app.router.add_get("/health", health)

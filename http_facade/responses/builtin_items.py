@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlx_responses.http_facade.errors import invalid
-from mlx_responses.http_facade.openapi_kit import OPT_STRING, STRING, Schema, obj
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.openapi import OPT_STRING, STRING, Schema, obj
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mlx_responses.http_facade import builtin_items
-from mlx_responses.http_facade.media_parts import media_to_json
+from mlx_responses.http_facade.responses import builtin_items
+from mlx_responses.http_facade.responses.media_parts import media_to_json
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb

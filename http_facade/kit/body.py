@@ -10,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp.http_exceptions import ContentEncodingError
 from aiohttp.web_protocol import RequestPayloadError
-from mlx_responses.http_facade.errors import (
+from mlx_responses.http_facade.kit.errors import (
     INVALID_CONTENT_ENCODING,
     UNSUPPORTED_CONTENT_ENCODING,
     OpenAIError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mlx_responses.http_facade.errors import INVALID_JSON, OpenAIError
+from mlx_responses.http_facade.kit.errors import INVALID_JSON, OpenAIError
 
 # OpenAI's own bodies nest a handful of levels (a JSON schema a few more); deeper is abuse, and
 # the recursive decoders behind the façade (json, protobuf, the grammar compiler) have limits.

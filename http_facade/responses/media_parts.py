@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.media import IMAGE_DETAILS
 
 from mlx_responses.v1 import responses_pb2 as pb
-
-IMAGE_DETAILS = ("auto", "low", "high", "original")
 
 
 def _optional_str(part: dict[str, Any], key: str, where: str) -> str | None:

@@ -16,9 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlx_responses.http_facade.errors import OpenAIError, invalid
-from mlx_responses.http_facade.media_parts import IMAGE_DETAILS
-from mlx_responses.http_facade.to_proto import _expect
+from mlx_responses.http_facade.kit.errors import OpenAIError
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -26,8 +24,8 @@ from mlx_responses.v1 import responses_pb2 as pb
 CORE_PART = re.compile(r"input\[(\d+)\]\.content\[(\d+)\]((?:\.[a-z_]+)?)")
 # The core's name of a whole item: `input[3]`.
 CORE_ITEM = re.compile(r"input\[(\d+)\]")
-# Anthropic's image source media types (its API refuses any other).
-ANTHROPIC_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+# What `detail` an image may ask for (OpenAI's).
+IMAGE_DETAILS = ("auto", "low", "high", "original")
 # The core item a dialect's tool output becomes.
 OUTPUT = "function_call_output"
 
@@ -129,51 +127,6 @@ class MediaPaths:
         return f"{self.noun} type '{kind}'"
 
 
-def _url_image(url: str, detail: str) -> pb.ContentPart:
+def url_image(url: str, detail: str) -> pb.ContentPart:
+    """An `input_image` part of a URL (a data: URL too), as the core takes it."""
     return pb.ContentPart(input_image=pb.VisionInputImage(image_url=url, detail=detail))
-
-
-def chat_image(part: dict[str, Any], where: str, paths: MediaPaths) -> pb.ContentPart:
-    """`{"type": "image_url", "image_url": {"url", "detail"}}`, or `image_url` as a bare URL."""
-    value = part.get("image_url")
-    if isinstance(value, str):
-        paths.add(where, ".image_url", "image_url")
-        return _url_image(value, "")
-    image: dict[str, Any] = _expect(value, dict, f"{where}.image_url", "an object or a string")
-    url = _expect(image.get("url"), str, f"{where}.image_url.url", "a string")
-    detail = image.get("detail")
-    if detail is not None and (not isinstance(detail, str) or detail not in IMAGE_DETAILS):
-        raise invalid(
-            f"Invalid 'detail' {detail!r}: expected one of {', '.join(IMAGE_DETAILS)}.",
-            f"{where}.image_url.detail",
-            "invalid_value",
-        )
-    paths.add(where, ".image_url.url", "image_url")
-    return _url_image(url, detail or "")
-
-
-def anthropic_image(block: dict[str, Any], where: str, paths: MediaPaths) -> pb.ContentPart:
-    """An `image` block: a `base64` source as a data: URL, a `url` source as that URL."""
-    source = _expect(block.get("source"), dict, f"{where}.source", "an object")
-    kind = source.get("type")
-    if kind == "base64":
-        mime = _expect(source.get("media_type"), str, f"{where}.source.media_type", "a string")
-        if mime not in ANTHROPIC_MEDIA_TYPES:
-            raise invalid(
-                f"Invalid 'media_type' {mime!r}: expected one of "
-                f"{', '.join(ANTHROPIC_MEDIA_TYPES)}.",
-                f"{where}.source.media_type",
-                "invalid_value",
-            )
-        data = _expect(source.get("data"), str, f"{where}.source.data", "a string")
-        paths.add(where, ".source.data", "image")
-        return _url_image(f"data:{mime};base64,{data}", "")
-    if kind == "url":
-        url = _expect(source.get("url"), str, f"{where}.source.url", "a string")
-        paths.add(where, ".source.url", "image")
-        return _url_image(url, "")
-    raise invalid(
-        f"Invalid 'source.type' {kind!r}: expected base64 or url (this server has no Files API).",
-        f"{where}.source.type",
-        "invalid_value",
-    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.service.flags import KEEP_ALIVE_PATTERN, keep_alive_seconds
 
 from mlx_responses.v1 import responses_pb2 as pb

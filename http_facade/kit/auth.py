@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextvars import ContextVar
 from typing import Any
 
 import grpc
 from aiohttp import web
 from aiohttp.typedefs import Middleware
-from mlx_responses.http_facade.errors import INVALID_API_KEY, MISSING_API_KEY, OpenAIError
-from mlx_responses.http_facade.page import PAGE_PATHS
+from mlx_responses.http_facade.kit.errors import INVALID_API_KEY, MISSING_API_KEY, OpenAIError
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-# Open to probes and load balancers, as the core's health service is; and the page (code
-# only: what it shows comes from the API, with the key typed into it).
-OPEN_PATHS = frozenset({"/health", *PAGE_PATHS})
 # The caller's key, for the core calls its handler makes (contextvars follow asyncio tasks).
 FORWARDED_KEY: ContextVar[str | None] = ContextVar("forwarded_api_key", default=None)
 
@@ -57,14 +53,16 @@ def key_matches(token: str, keys: Sequence[str]) -> bool:
     return matched
 
 
-def auth_middleware(keys: Sequence[str]) -> Middleware:
-    """Refuses requests without a configured key (when keys are set); forwards the caller's key."""
+def auth_middleware(keys: Sequence[str], open_paths: Collection[str] = ()) -> Middleware:
+    """Refuses requests without a configured key (when keys are set), but to `open_paths`;
+    forwards the caller's key."""
     accepted = tuple(keys)
+    opened = frozenset(open_paths)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         token = request_key(request)
-        if accepted and request.path not in OPEN_PATHS:
+        if accepted and request.path not in opened:
             if token is None:
                 raise OpenAIError(
                     MISSING_API_KEY,

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
-from mlx_responses.http_facade.body import read_body
-from mlx_responses.http_facade.errors import invalid
-from mlx_responses.http_facade.from_proto import item_to_json
-from mlx_responses.http_facade.item_lists import include_values, page_query, page_to_json
-from mlx_responses.http_facade.json_body import parse_body
-from mlx_responses.http_facade.routes import core
-from mlx_responses.http_facade.to_proto import item_from_json
+from mlx_responses.http_facade.kit.body import read_body
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.json_body import parse_body
+from mlx_responses.http_facade.kit.requests import core
+from mlx_responses.http_facade.responses.from_proto import item_to_json
+from mlx_responses.http_facade.responses.item_lists import include_values, page_query, page_to_json
+from mlx_responses.http_facade.responses.to_proto import item_from_json
 
 from mlx_responses.v1 import responses_pb2 as pb
 from mlx_responses.v1 import storage_service_pb2 as st
