@@ -226,6 +226,8 @@ def test_the_text_protocol_imports_no_mlx() -> None:
 def test_no_circle_and_no_arrow_back_up_in_any_folder_of_the_service() -> None:
     service = ROOT / "service"
     assert loops(import_graph(service, f"{NAMESPACE}.service"), service) == []
+
+
 FACADE = f"{NAMESPACE}.http_facade"
 KIT = "kit"
 DIALECTS = ("responses", "chat", "completions", "anthropic", "embeddings")
