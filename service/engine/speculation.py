@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mlx_responses.service.engine.draft_model import DraftedModel
+    from mlx_responses.service.engine.mtp import MTPModel
 
 NGRAM_SIZES = (3, 2)  # longest first; single tokens repeat too often to be worth a verify
 PRIOR_RATE = 0.6  # assumed per-token acceptance of a sequence that has not drafted yet
@@ -150,7 +151,7 @@ class SpeculationPolicy:
     or `rest` for a step without one); a finished or removed sequence is forgotten."""
 
     num_draft: int
-    drafted: DraftedModel | None = None  # None: n-gram drafts
+    drafted: DraftedModel | MTPModel | None = None  # None: n-gram drafts
     eligible: set[int] = field(default_factory=set)
     records: dict[int, DraftRecord] = field(default_factory=dict)
     drafted_tokens: int = 0

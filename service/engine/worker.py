@@ -41,6 +41,7 @@ from mlx_responses.service.engine.memory.budget import MemoryBudget
 from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.model import LoadedModel, plain_caches
 from mlx_responses.service.engine.model_thread import ModelThread, Stop
+from mlx_responses.service.engine.mtp import load_mtp
 from mlx_responses.service.engine.observer import EngineObserver
 from mlx_responses.service.engine.outbox import Outbox
 from mlx_responses.service.engine.prompt_expiry import Lifetimes
@@ -101,6 +102,9 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
     # greedy sequences
     speculative: str = "off"
     num_draft_tokens: int = 4
+    # Draft with the checkpoint's own MTP head where it has one (mtp.py), unless `speculative`
+    # asks for another drafter.
+    mtp: bool = True
     load_draft: Callable[[], LoadedModel] | None = None
     kv_bits: int | None = None  # 4 or 8: quantized KV for live and prompt-cached sequences
     # Seconds a stream's tokens may be held and merged into one chunk (its first token never
@@ -265,6 +269,8 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
             if self.speculative == "draft":
                 self._batch_model, self._draft_path = paired_with_draft(loaded, self.load_draft)
                 models.append(self._batch_model.draft)
+            elif self._with_mtp(loaded):
+                models.append(self._batch_model.head)
             if self.kv_bits is not None:
                 groups = [kv_group_size(m) for m in models]
                 self._kv_group = None if None in groups else min(g for g in groups if g)
@@ -296,6 +302,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
                 device=device,
                 slots=self.engine == "slots",
                 draft=self._draft_path,
+                mtp=self.speculative == "mtp",
             )
             self._checkpointing = self.kv.prompt is not None and not plain
             scheduler = self._new_scheduler()
@@ -393,6 +400,22 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
         if self.link is not None:  # rank 0 of a group: what it read runs an iteration later
             return self.link.send(commands, alone, stream, busy)
         return commands, alone
+
+    def _with_mtp(self, loaded: LoadedModel) -> bool:
+        """Pairs the model with its checkpoint's MTP head (on by default where it ships one,
+        off with --no-mtp or another --speculative): speculation becomes "mtp"."""
+        if not self.mtp or self.speculative != "off" or self._vision is not None:
+            return False
+        paired = load_mtp(self._batch_model, loaded.path)
+        if paired is None:
+            return False
+        if self.engine != "batch":
+            log.warning(
+                "%s's MTP head drafts in mlx-lm's batch only (--engine batch)", loaded.alias
+            )
+            return False
+        self._batch_model, self.speculative = paired, "mtp"
+        return True
 
     def _new_cache(self) -> list[Any]:
         """An empty cache for one sequence: quantized under --kv-bits (when the model's KV can

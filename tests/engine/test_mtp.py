@@ -1,0 +1,82 @@
+"""The checkpoint's own MTP head drafting (service/engine/mtp.py, batch/speculative.py): greedy
+output is the output without it, alone and four at once, on a hybrid (Qwen3.5-shaped) model
+whose recurrent states are computed again after a rejected draft."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
+from mlx_responses.service.engine.mtp import MTPModel, load_mtp, mtp_weights
+from mlx_responses.service.engine.requests import SamplingParams
+
+from tests.engine.test_speculative import PROMPTS
+from tests.support.engine import generate, greedy
+from tests.support.mtp_head import add_mtp_head
+from tests.support.zoo import build_zoo_model
+
+
+@pytest.fixture(scope="module")
+def qwen35_mtp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The zoo's random Qwen3.5 with a random MTP head in its checkpoint."""
+    folder = build_zoo_model("qwen3_5", tmp_path_factory.mktemp("qwen35") / "model")
+    return add_mtp_head(folder)
+
+
+@pytest.fixture
+def always_draft(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drafts at every step, whatever the head costs: the mechanics under test, not the policy."""
+    monkeypatch.setattr(MTPModel, "cost_ratio", lambda self: 0.0)
+
+
+def test_the_head_is_read_from_the_checkpoint(qwen35_mtp: Path) -> None:
+    from mlx_lm.utils import load_model
+
+    weights = mtp_weights(qwen35_mtp)
+    assert weights and all(k.startswith("mtp.") for k in weights)
+    model, _ = load_model(qwen35_mtp)
+    paired = load_mtp(model, qwen35_mtp)
+    assert paired is not None and len(paired.head.layers) == 1
+    # A checkpoint without the tensors has no head.
+    assert load_mtp(model, qwen35_mtp.parent) is None
+
+
+async def test_greedy_output_is_identical_with_the_mtp_head(
+    qwen35_mtp: Path, always_draft: None
+) -> None:
+    requests = greedy(PROMPTS[:4], 24)
+    # Two turns: the second starts from prompt-cache entries holding the head's caches too.
+    plain, _ = await generate(qwen35_mtp, requests, turns=2, engine="batch", mtp=False)
+    fast, stats = await generate(qwen35_mtp, requests, turns=2, engine="batch", num_draft_tokens=3)
+    assert fast == plain
+    # A random head's drafts are rejected: every verify computes the recurrent states again.
+    assert stats.verify_steps > 0 and stats.draft_tokens > 0
+    (single,), alone = await generate(qwen35_mtp, requests[:1], engine="batch", num_draft_tokens=3)
+    assert single == plain[0] and alone.verify_steps > 0
+
+
+async def test_a_sampled_request_drafts_with_the_head(qwen35_mtp: Path, always_draft: None) -> None:
+    """A seeded, sampled request speculates too (exact acceptance, acceptance.py): it drafts
+    and ends as asked; its distribution is the statistical test's (test_speculative_sampling)."""
+    sampled = [(PROMPTS[0], SamplingParams(max_tokens=24, temperature=0.7, seed=1), [])]
+    (out,), stats = await generate(qwen35_mtp, sampled, engine="batch")
+    assert len(out) == 24 and stats.draft_tokens > 0
+
+
+async def test_a_verify_that_keeps_rejected_recurrent_state_is_caught(
+    qwen35_mtp: Path, always_draft: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planted wrong: a verify that leaves the recurrent states as the rejected drafts left
+    them (no recompute) changes the greedy output, so the identity above can fail."""
+    requests = greedy(PROMPTS[:4], 24)
+    plain, _ = await generate(qwen35_mtp, requests, engine="batch", mtp=False)
+
+    def keep_without_recompute(self: SpeculativeGenerationBatch, inputs, kept) -> None:  # type: ignore[no-untyped-def]
+        self._before = []
+        original(self, inputs, kept)
+
+    original = SpeculativeGenerationBatch._keep_mtp
+    monkeypatch.setattr(SpeculativeGenerationBatch, "_keep_mtp", keep_without_recompute)
+    wrong, _ = await generate(qwen35_mtp, requests, engine="batch", num_draft_tokens=3)
+    assert wrong != plain
