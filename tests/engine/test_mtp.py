@@ -5,16 +5,22 @@ whose recurrent states are computed again after a rejected draft."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import mlx.core as mx
 import pytest
+from mlx_responses.service.engine.batch import speculative
 from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
+from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.mtp import MTPModel, load_mtp, mtp_weights
 from mlx_responses.service.engine.requests import SamplingParams
 
-from tests.engine.test_speculative import PROMPTS
+from tests.engine.test_speculative import PROMPTS as SPECULATIVE_PROMPTS
 from tests.support.engine import generate, greedy
 from tests.support.mtp_head import add_mtp_head
 from tests.support.zoo import build_zoo_model
+
+PROMPTS = (*SPECULATIVE_PROMPTS, "Count with me: one, two, three, four")
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +51,7 @@ def test_the_head_is_read_from_the_checkpoint(qwen35_mtp: Path) -> None:
 async def test_greedy_output_is_identical_with_the_mtp_head(
     qwen35_mtp: Path, always_draft: None
 ) -> None:
-    requests = greedy(PROMPTS[:4], 24)
+    requests = greedy(PROMPTS, 24)
     # Two turns: the second starts from prompt-cache entries holding the head's caches too.
     plain, _ = await generate(qwen35_mtp, requests, turns=2, engine="batch", mtp=False)
     fast, stats = await generate(qwen35_mtp, requests, turns=2, engine="batch", num_draft_tokens=3)
@@ -69,7 +75,7 @@ async def test_a_verify_that_keeps_rejected_recurrent_state_is_caught(
 ) -> None:
     """Planted wrong: a verify that leaves the recurrent states as the rejected drafts left
     them (no recompute) changes the greedy output, so the identity above can fail."""
-    requests = greedy(PROMPTS[:4], 24)
+    requests = greedy(PROMPTS, 24)
     plain, _ = await generate(qwen35_mtp, requests, engine="batch", mtp=False)
 
     def keep_without_recompute(self: SpeculativeGenerationBatch, inputs, kept) -> None:  # type: ignore[no-untyped-def]
@@ -80,3 +86,41 @@ async def test_a_verify_that_keeps_rejected_recurrent_state_is_caught(
     monkeypatch.setattr(SpeculativeGenerationBatch, "_keep_mtp", keep_without_recompute)
     wrong, _ = await generate(qwen35_mtp, requests, engine="batch", num_draft_tokens=3)
     assert wrong != plain
+
+
+async def test_drafts_kept_whole_or_in_part_leave_the_output_unchanged(
+    qwen35_mtp: Path, always_draft: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's drafts replaced by the greedy output itself (an oracle), wrong after the
+    first on some rows: verifies keep all drafts, or a part (recurrent states computed again
+    for those rows only), and the output stays the greedy one."""
+    requests = greedy(PROMPTS, 24)
+    plain, _ = await generate(qwen35_mtp, requests, engine="batch", mtp=False)
+    tokenizer = load_model(qwen35_mtp).tokenizer
+    pairs = zip(requests, plain, strict=True)
+    expected = [tokenizer.encode(text) + list(out) for (text, _, _), out in pairs]
+    batch: list[SpeculativeGenerationBatch] = []
+    draft, drafts = SpeculativeGenerationBatch._mtp_draft, speculative.next_drafts
+
+    def seen(self: SpeculativeGenerationBatch, *args: Any) -> Any:
+        batch[:] = [self]
+        return draft(self, *args)
+
+    def oracle(logits: mx.array, rules: Any, position: int, log_q: Any) -> mx.array:
+        drafts(logits, rules, position, log_q)
+        (current,) = batch
+        pending: list[int] = current._next_tokens.tolist()  # type: ignore[assignment]
+        out = []
+        for row, token in zip(current.tokens, pending, strict=True):
+            context = [*row, token]
+            full = next(e for e in expected if e[: len(context)] == context)
+            at = len(context) + position
+            good = full[at] if at < len(full) else 0
+            out.append(good + (1 if position and len(context) % 2 else 0))
+        return mx.array(out, dtype=mx.uint32)
+
+    monkeypatch.setattr(SpeculativeGenerationBatch, "_mtp_draft", seen)
+    monkeypatch.setattr(speculative, "next_drafts", oracle)
+    fast, stats = await generate(qwen35_mtp, requests, engine="batch", num_draft_tokens=3)
+    assert fast == plain
+    assert stats.draft_tokens > stats.accepted_tokens > stats.verify_steps > 0

@@ -451,7 +451,8 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         self._before, self._verified = [], None
 
     def _compact(self) -> None:
-        first = self.prompt_cache[0]
+        # The padding of the KV caches (a recurrent state has none).
+        first = next(c for c in self.prompt_cache if not isinstance(c, ArraysCache))
         padding = first.left_padding.tolist()
         if max(padding) - min(padding) <= max(64, first.size() // 4):
             return
