@@ -110,7 +110,7 @@ def new_scheduler(
             prefill_step_size=prefill_step_size,
             new_cache=new_cache,
         )
-    speculate = speculative in ("ngram", "draft", "mtp")
+    speculate = speculative in ("ngram", "draft", "mtp", "eagle3", "dflash")
     drafted = model if isinstance(model, DraftedModel) else None
     behind: Scheduler
     if engine == "slots":

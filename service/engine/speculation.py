@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mlx_responses.service.engine.draft_model import DraftedModel
-    from mlx_responses.service.engine.mtp import MTPModel
+    from mlx_responses.service.engine.heads import HeadedModel
 
 NGRAM_SIZES = (3, 2)  # longest first; single tokens repeat too often to be worth a verify
 PRIOR_RATE = 0.6  # assumed per-token acceptance of a sequence that has not drafted yet
@@ -151,7 +151,8 @@ class SpeculationPolicy:
     or `rest` for a step without one); a finished or removed sequence is forgotten."""
 
     num_draft: int
-    drafted: DraftedModel | MTPModel | None = None  # None: n-gram drafts
+    drafted: DraftedModel | None = None  # None: n-gram drafts (or the MTP head's)
+    head: HeadedModel | None = None  # a head on the target's hidden states drafts (heads.py)
     eligible: set[int] = field(default_factory=set)
     records: dict[int, DraftRecord] = field(default_factory=dict)
     drafted_tokens: int = 0
@@ -168,7 +169,8 @@ class SpeculationPolicy:
     def record(self, uid: int) -> DraftRecord:
         record = self.records.get(uid)
         if record is None:
-            record = NgramDrafter() if self.drafted is None else DraftRecord()
+            ngram = self.drafted is None and self.head is None
+            record = NgramDrafter() if ngram else DraftRecord()
             self.records[uid] = record
         return record
 
@@ -225,8 +227,9 @@ class SpeculationPolicy:
         return [draft[:width] for draft in drafts]
 
     def draft_width(self, candidates: list[Candidate], rows: int) -> int:
-        """How far the draft model drafts this step (0: not at all); `rows` is the forward's
-        batch."""
-        assert self.drafted is not None
+        """How far the draft model (or MTP head) drafts this step (0: not at all); `rows` is
+        the forward's batch."""
+        drafter = self.drafted or self.head
+        assert drafter is not None
         likely = [(self.record(c.uid).rate, c.room) for c in candidates]
-        return best_width(likely, rows, self.drafted.cost_ratio())
+        return best_width(likely, rows, drafter.cost_ratio())

@@ -34,7 +34,9 @@ from mlx_responses.service.engine.commands import (
 )
 from mlx_responses.service.engine.delivery import Active, token_logprobs
 from mlx_responses.service.engine.distributed.link import Lockstep
+from mlx_responses.service.engine.draft_folder import head_kind, load_head
 from mlx_responses.service.engine.draft_model import paired_with_draft
+from mlx_responses.service.engine.heads import HeadedModel
 from mlx_responses.service.engine.kv_quant import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.kv_store import open_store
 from mlx_responses.service.engine.memory.budget import MemoryBudget
@@ -106,6 +108,8 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
     # asks for another drafter.
     mtp: bool = True
     load_draft: Callable[[], LoadedModel] | None = None
+    # The --draft-model folder: an EAGLE-3 or DFlash head's drafts as a head (draft_folder.py)
+    draft_folder: Path | None = None
     kv_bits: int | None = None  # 4 or 8: quantized KV for live and prompt-cached sequences
     # Seconds a stream's tokens may be held and merged into one chunk (its first token never
     # waits; 0: every step's tokens leave at once).
@@ -147,6 +151,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
         self._waiting = AdmissionQueue[Submit](self.stats)
         self._draft_path: Path | None = None
         self._vision: VisionSide | None = None  # a vision model's (vision/side.py)
+        self._head: str | None = None  # the drafting head's kind (and folder), if one drafts
 
     # --- called from asyncio -------------------------------------------------------------
     @property
@@ -266,11 +271,19 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
                 self.engine = resolve_engine(self.engine, self._batch_model, device_kind())
             self.speculative = speculation_for(self.engine, self.speculative, loaded.alias)
             models = [loaded.model]
-            if self.speculative == "draft":
+            if self.speculative == "draft" and head_kind(self.draft_folder) is not None:
+                assert self.draft_folder is not None
+                vocab = loaded.vocab_size or len(loaded.tokenizer)
+                self._with_head(loaded, load_head(self._batch_model, self.draft_folder, vocab))
+                models.append(self._batch_model.head)
+            elif self.speculative == "draft":
                 self._batch_model, self._draft_path = paired_with_draft(loaded, self.load_draft)
                 models.append(self._batch_model.draft)
-            elif self._with_mtp(loaded):
-                models.append(self._batch_model.head)
+            elif self.mtp and self.speculative == "off" and self._vision is None:
+                paired = load_mtp(self._batch_model, loaded.path)
+                if paired is not None:
+                    self._with_head(loaded, paired)
+                    models.append(paired.head)
             if self.kv_bits is not None:
                 groups = [kv_group_size(m) for m in models]
                 self._kv_group = None if None in groups else min(g for g in groups if g)
@@ -302,7 +315,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
                 device=device,
                 slots=self.engine == "slots",
                 draft=self._draft_path,
-                mtp=self.speculative == "mtp",
+                head=self._head,
             )
             self._checkpointing = self.kv.prompt is not None and not plain
             scheduler = self._new_scheduler()
@@ -401,21 +414,19 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
             return self.link.send(commands, alone, stream, busy)
         return commands, alone
 
-    def _with_mtp(self, loaded: LoadedModel) -> bool:
-        """Pairs the model with its checkpoint's MTP head (on by default where it ships one,
-        off with --no-mtp or another --speculative): speculation becomes "mtp"."""
-        if not self.mtp or self.speculative != "off" or self._vision is not None:
-            return False
-        paired = load_mtp(self._batch_model, loaded.path)
-        if paired is None:
-            return False
-        if self.engine != "batch":
-            log.warning(
-                "%s's MTP head drafts in mlx-lm's batch only (--engine batch)", loaded.alias
-            )
-            return False
-        self._batch_model, self.speculative = paired, "mtp"
-        return True
+    def _with_head(self, loaded: LoadedModel, headed: HeadedModel) -> None:
+        """The model drafts with a head on its hidden states (its checkpoint's MTP head, on by
+        default where it ships one, off with --no-mtp or another --speculative; an EAGLE-3
+        or DFlash folder): speculation becomes the head's kind, on mlx-lm's batch (the
+        slots do not hold a head's caches)."""
+        if self.engine == "slots":
+            log.info("%s drafts with its %s head on mlx-lm's batch", loaded.alias, headed.kind)
+            self.engine = "batch"
+        self._batch_model, self.speculative = headed, headed.kind
+        # Part of the disk tier's identity: entries hold the head's caches too.
+        self._head = headed.kind
+        if headed.kind in ("eagle3", "dflash"):
+            self._head += f":{self.draft_folder}"
 
     def _new_cache(self) -> list[Any]:
         """An empty cache for one sequence: quantized under --kv-bits (when the model's KV can

@@ -9,7 +9,7 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from mlx_responses.service.engine.batch import speculative
+from mlx_responses.service.engine import heads
 from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.mtp import MTPModel, load_mtp, mtp_weights
@@ -82,8 +82,8 @@ async def test_a_verify_that_keeps_rejected_recurrent_state_is_caught(
         self._before = []
         original(self, inputs, kept)
 
-    original = SpeculativeGenerationBatch._keep_mtp
-    monkeypatch.setattr(SpeculativeGenerationBatch, "_keep_mtp", keep_without_recompute)
+    original = SpeculativeGenerationBatch._keep_head
+    monkeypatch.setattr(SpeculativeGenerationBatch, "_keep_head", keep_without_recompute)
     wrong, _ = await generate(qwen35_mtp, requests, engine="batch", num_draft_tokens=3)
     assert wrong != plain
 
@@ -100,7 +100,7 @@ async def test_drafts_kept_whole_or_in_part_leave_the_output_unchanged(
     pairs = zip(requests, plain, strict=True)
     expected = [tokenizer.encode(text) + list(out) for (text, _, _), out in pairs]
     batch: list[SpeculativeGenerationBatch] = []
-    draft, drafts = SpeculativeGenerationBatch._mtp_draft, speculative.next_drafts
+    draft, drafts = SpeculativeGenerationBatch._head_draft, heads.next_drafts
 
     def seen(self: SpeculativeGenerationBatch, *args: Any) -> Any:
         batch[:] = [self]
@@ -119,8 +119,8 @@ async def test_drafts_kept_whole_or_in_part_leave_the_output_unchanged(
             out.append(good + (1 if position and len(context) % 2 else 0))
         return mx.array(out, dtype=mx.uint32)
 
-    monkeypatch.setattr(SpeculativeGenerationBatch, "_mtp_draft", seen)
-    monkeypatch.setattr(speculative, "next_drafts", oracle)
+    monkeypatch.setattr(SpeculativeGenerationBatch, "_head_draft", seen)
+    monkeypatch.setattr(heads, "next_drafts", oracle)
     fast, stats = await generate(qwen35_mtp, requests, engine="batch", num_draft_tokens=3)
     assert fast == plain
     assert stats.draft_tokens > stats.accepted_tokens > stats.verify_steps > 0

@@ -5,14 +5,12 @@ in a safetensors file of their own beside the model's."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
 from mlx_lm.utils import load_model
-from mlx_responses.service.engine.architectures import model_type
-from mlx_responses.service.engine.mtp import FAMILIES, _text_config
+from mlx_responses.service.engine.mtp import new_head
 
 NORMS = (
     "norm.weight",
@@ -25,9 +23,8 @@ NORMS = (
 def add_mtp_head(folder: Path, *, seed: int = 3) -> Path:
     """Writes a random MTP head for the model in `folder` (`model-mtp.safetensors`)."""
     model, _ = load_model(folder)
-    drafter = importlib.import_module(FAMILIES[model_type(model) or ""])
     mx.random.seed(seed)
-    head = drafter.Model(drafter.ModelConfig.from_dict({"text_config": _text_config(model)}))
+    head = new_head(model)
     weights = {}
     for name, value in tree_flatten(head.parameters()):
         norm = name.endswith(NORMS) and value.ndim == 1

@@ -31,8 +31,8 @@ from mlx_responses.service.engine.batch.grammar_batch import GrammarGenerationBa
 from mlx_responses.service.engine.batch.mlx_lm_compat import BatchKVCache
 from mlx_responses.service.engine.batch.quantized_cache import BatchQuantizedKVCache
 from mlx_responses.service.engine.draft_model import DraftedModel
+from mlx_responses.service.engine.heads import HeadedModel
 from mlx_responses.service.engine.mlx_lm_compat import ArraysCache
-from mlx_responses.service.engine.mtp import MTPModel
 from mlx_responses.service.engine.speculation import Candidate, SpeculationPolicy
 
 
@@ -52,17 +52,18 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         self._missed: list[mx.array] = []
         # Which sequences draft and how far: the policy the slots use too.
         self.policy = SpeculationPolicy(0)
-        # The checkpoint's own MTP head (its model is then an MTPModel; `use_mtp`).
-        self.mtp: MTPModel | None = None
+        # A drafting head reading the target's hidden states (an MTP or EAGLE-3 head: its
+        # model is then a HeadedModel; `use_head`).
+        self.headed: HeadedModel | None = None
         # A verify's target hidden states, and the recurrent states before it (`_keep`).
         self._verified: mx.array | None = None
         self._before: list[tuple[Any, tuple[list[Any], Any, Any]]] = []
         super().__init__(*args, **kwargs)
 
-    def use_mtp(self, model: MTPModel) -> None:
-        """Drafts come from the model's own MTP head."""
-        self.mtp = model
-        self.policy.drafted = model
+    def use_head(self, model: HeadedModel) -> None:
+        """Drafts come from the model's head (heads.py)."""
+        self.headed = model
+        self.policy.head = model
 
     @property
     def num_draft(self) -> int:
@@ -145,11 +146,11 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
     def next(self) -> list[Any]:
         if not self.uids or self.num_draft <= 0 or not self.eligible.intersection(self.uids):
             return super().next()
-        # Rejected drafts are trimmed off plain caches; with an MTP head, recurrent states are
-        # computed again up to the kept positions (`_keep`).
-        rewinds = BatchKVCache | BatchQuantizedKVCache
-        if self.mtp is not None:
-            rewinds = rewinds | ArraysCache
+        # Rejected drafts are trimmed off plain caches; with a head, recurrent states are
+        # computed again up to the kept positions (`_keep_head`).
+        rewinds: tuple[type, ...] = (BatchKVCache, BatchQuantizedKVCache)
+        if self.headed is not None:
+            rewinds = (*rewinds, ArraysCache)
         if not all(isinstance(c, rewinds) for c in self.prompt_cache):
             return super().next()
         # The rows that may draft this step (`which`), as the policy's candidates.
@@ -157,8 +158,8 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         candidates = [Candidate(self.uids[i], self._room(i), self.tokens[i]) for i in which]
         responses = None
         if candidates:
-            if self.mtp is not None:
-                responses = self._mtp_draft(candidates, which)
+            if self.headed is not None:
+                responses = self._head_draft(candidates, which)
             elif self.drafted is None:
                 responses = self._ngram(candidates, which)
             else:
@@ -211,48 +212,37 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         drawn_from = {i: mx.stack(q)[: lengths[i]] for i, q in log_q.items()}
         return self._verify(mx.concatenate(columns, axis=1), lengths, drawn_from)
 
-    def _mtp_draft(self, candidates: list[Candidate], which: list[int]) -> list[Any] | None:
-        """Drafts of the MTP head, from each row's kept hidden state and pending token (not
-        waited for): one head forward per draft position over the whole batch, one graph with
-        the verify. A sampled row draws its drafts from its rule over the head's logits."""
-        mtp = self.mtp
-        assert mtp is not None
+    def _head_draft(self, candidates: list[Candidate], which: list[int]) -> list[Any] | None:
+        """Drafts of the head (`HeadedModel.drafts`) from each row's pending token (not waited
+        for), over the whole batch: one graph with the verify. A sampled row draws its drafts
+        from its rule over the head's logits."""
+        headed = self.headed
+        assert headed is not None
         width = self.policy.draft_width(candidates, len(self.uids))
         if not width:
             return None
         room = {i: c.room for i, c in zip(which, candidates, strict=True)}
         rules = {i: rule for i in which if (rule := sampled_rule(self._sampler(i))) is not None}
         log_q: dict[int, list[mx.array]] = {}
-        token = self._next_tokens[:, None]
-        columns = [token]
-        hidden = mtp.kept(self.prompt_cache, len(self.uids))
-        for j in range(width):
-            hidden = mtp.draft_hidden(token, hidden, self.prompt_cache)
-            token = next_drafts(mtp.project(hidden)[:, -1, :], rules, j, log_q)[:, None]
-            columns.append(token)
-        # The head's first position is the one a step without drafts reads; the others read
-        # its own hidden states, and the verify reads them again from the target's.
-        if width > 1:
-            for c in self.prompt_cache[mtp.split : -1]:
-                c.trim(width - 1)
+        pending = self._next_tokens
+        drafts = headed.drafts(pending, width, self.prompt_cache, rules, log_q)
+        columns = [pending[:, None], *drafts]
         lengths = [min(width, room.get(i, 0)) for i in range(len(self.uids))]
         drawn_from = {i: mx.stack(q)[: lengths[i]] for i, q in log_q.items()}
         return self._verify(mx.concatenate(columns, axis=1), lengths, drawn_from)
 
     def _target(self, inputs: mx.array) -> mx.array:
-        if self.mtp is not None:
-            mtp = self.mtp
+        if self.headed is not None:
+            headed = self.headed
             self._before = [
                 (c, (list(c.cache), c.left_padding, c.lengths))
-                for c in self.prompt_cache[: mtp.split]
+                for c in self.prompt_cache[: headed.split]
                 if isinstance(c, ArraysCache)
             ]
-            hidden = mtp.hidden(inputs, self.prompt_cache)
-            if inputs.shape[1] > 1:  # the head reads the drafts' positions from the target's
-                mtp.draft_hidden(inputs[:, 1:], hidden[:, :-1], self.prompt_cache)
-            self._verified = hidden
-            out: mx.array = mtp.project(hidden)
-            return out
+            logits, features = headed.forward(inputs, self.prompt_cache)
+            headed.read_verified(inputs, features, self.prompt_cache)
+            self._verified = features
+            return logits
         if self.drafted is None:
             out: mx.array = self.model(inputs, cache=self.prompt_cache)
             return out
@@ -412,8 +402,8 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         (it never read its own last draft), so when a row kept them all the draft reads it now.
         """
         width = inputs.shape[1]
-        if self.mtp is not None:
-            self._keep_mtp(inputs, kept)
+        if self.headed is not None:
+            self._keep_head(inputs, kept)
         elif self.drafted is None:
             _drop(self.prompt_cache, [width - n for n in kept])
         else:
@@ -428,26 +418,25 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         if min(kept) != max(kept):
             self._compact()
 
-    def _keep_mtp(self, inputs: mx.array, kept: list[int]) -> None:
-        """`_keep` with an MTP head: the target's and the head's KV lose the rejected positions
+    def _keep_head(self, inputs: mx.array, kept: list[int]) -> None:
+        """`_keep` with a head: the target's and the head's KV lose the rejected positions
         alike; recurrent states, which cannot, are computed again from before the verify over
         each row's kept positions only (one more target forward, only when a row rejected);
-        each row keeps the target's hidden state at its last kept position."""
-        mtp = self.mtp
-        assert mtp is not None and self._verified is not None
+        each row keeps the target's features at its last kept position."""
+        headed = self.headed
+        assert headed is not None and self._verified is not None
         width = inputs.shape[1]
         plain = [c for c in self.prompt_cache[:-1] if not isinstance(c, ArraysCache)]
         if self._before and min(kept) < width:
-            for c in plain[: len(plain) - len(mtp.head.layers)]:
+            for c in plain[: len(plain) - len(headed.head.layers)]:
                 c.trim(width)
             for c, (arrays, padding, _) in self._before:
                 c.state = (arrays, padding, mx.array(kept))
-            mtp.hidden(inputs, self.prompt_cache)
+            headed.forward(inputs, self.prompt_cache)
             for c, (_, padding, lengths) in self._before:
                 c.left_padding, c.lengths = padding, lengths
         _drop(plain, [width - n for n in kept])
-        at = mx.array([n - 1 for n in kept])[:, None, None]
-        self.prompt_cache[-1][0] = mx.take_along_axis(self._verified, at, axis=1)
+        headed.keep(self.prompt_cache, self._verified, kept)
         self._before, self._verified = [], None
 
     def _compact(self) -> None:
