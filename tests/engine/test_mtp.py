@@ -14,6 +14,7 @@ from mlx_responses.service.engine.batch.speculative import SpeculativeGeneration
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.mtp import MTPModel, load_mtp, mtp_weights
 from mlx_responses.service.engine.requests import SamplingParams
+from mlx_responses.service.engine.worker import EngineWorker
 
 from tests.engine.test_speculative import PROMPTS as SPECULATIVE_PROMPTS
 from tests.support.engine import generate, greedy
@@ -53,7 +54,8 @@ async def test_greedy_output_is_identical_with_the_mtp_head(
 ) -> None:
     requests = greedy(PROMPTS, 24)
     # Two turns: the second starts from prompt-cache entries holding the head's caches too.
-    plain, _ = await generate(qwen35_mtp, requests, turns=2, engine="batch", mtp=False)
+    plain, off = await generate(qwen35_mtp, requests, turns=2, engine="batch", mtp=False)
+    assert off.verify_steps == 0 and off.prompt_cache_hits > 0  # --no-mtp: no drafts
     fast, stats = await generate(qwen35_mtp, requests, turns=2, engine="batch", num_draft_tokens=3)
     assert fast == plain
     # A random head's drafts are rejected: every verify computes the recurrent states again.
@@ -62,12 +64,31 @@ async def test_greedy_output_is_identical_with_the_mtp_head(
     assert single == plain[0] and alone.verify_steps > 0
 
 
-async def test_a_sampled_request_drafts_with_the_head(qwen35_mtp: Path, always_draft: None) -> None:
-    """A seeded, sampled request speculates too (exact acceptance, acceptance.py): it drafts
-    and ends as asked; its distribution is the statistical test's (test_speculative_sampling)."""
-    sampled = [(PROMPTS[0], SamplingParams(max_tokens=24, temperature=0.7, seed=1), [])]
-    (out,), stats = await generate(qwen35_mtp, sampled, engine="batch")
-    assert len(out) == 24 and stats.draft_tokens > 0
+async def test_sampled_requests_draft_with_the_head_and_count_their_drafts(
+    qwen35_mtp: Path, always_draft: None
+) -> None:
+    """Sampled requests speculate too (exact acceptance: acceptance.py, whose rule the
+    chi-square test holds): a seeded one is reproducible, and the drafts proposed and kept
+    reach each stream's chunks (the response's usage) and the engine's counters."""
+    worker = EngineWorker(lambda: load_model(qwen35_mtp), engine="batch", num_draft_tokens=3)
+    loaded = await worker.start()
+    try:
+        sampling = SamplingParams(max_tokens=24, temperature=0.7, seed=1)
+        prompt: Any = loaded.tokenizer.encode(PROMPTS[0])
+        drafted: list[int] = []
+        runs = []
+        for _ in range(2):
+            tokens, proposed = [], 0
+            async for chunks in worker.submit(prompt, sampling).batches():
+                for chunk in chunks:
+                    tokens.extend(chunk.token_ids)
+                    proposed += chunk.draft_tokens
+            runs.append(tokens)
+            drafted.append(proposed)
+    finally:
+        worker.stop()
+    assert runs[0] == runs[1] and len(runs[0]) == 24
+    assert sum(drafted) == worker.stats.draft_tokens > 0
 
 
 async def test_a_verify_that_keeps_rejected_recurrent_state_is_caught(
