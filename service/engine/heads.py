@@ -25,6 +25,14 @@ from mlx_responses.service.engine.mlx_lm_compat import ArraysCache, KVCache, mak
 from mlx_responses.service.engine.seeded_sampler import RuleSampler
 
 
+def _embedding(target: Any) -> Any:
+    """The target's token embedding (an mlx-lm model's, or a vision model's language side's)."""
+    inner = getattr(target, "inner", None)
+    if inner is None:
+        inner = getattr(target, "language_model", target).model
+    return inner.embed_tokens
+
+
 def _parameters(module: Any) -> int:
     weights: Any = tree_flatten(module.parameters())
     return sum(int(w.nbytes) for _, w in weights)
@@ -45,8 +53,7 @@ class HeadedModel:
         self.target = target
         self.head = head
         self.features = features
-        lm = getattr(target, "language_model", target)
-        self._embed = lm.model.embed_tokens
+        self._embed = _embedding(target)
         self.split = len(make_prompt_cache(target))  # the first head cache
         self.layers = [*target.layers, *head.layers]
         self._cost: float | None = None
@@ -55,8 +62,16 @@ class HeadedModel:
         """A draft position's cost next to a target forward: their weights' bytes, as a ratio
         (the head's own, not the target's embeddings it shares)."""
         if self._cost is None:
-            self._cost = _parameters(self.head) / max(1, _parameters(self.target))
+            target = getattr(self.target, "language", self.target)  # a VLM's: its text side
+            self._cost = _parameters(self.head) / max(1, _parameters(target))
         return self._cost
+
+    def __getattr__(self, name: str) -> Any:
+        """A vision model's language side takes its rows' inputs beyond token ids (`enter`,
+        `leave`, `feed`: `vision/hybrid.py`, `batch/feed.py`): said to the target."""
+        if name in ("enter", "leave", "feed"):
+            return getattr(self.target, name)
+        raise AttributeError(name)
 
     def make_cache(self) -> list[Any]:
         head = [KVCache() for _ in self.head.layers]

@@ -25,7 +25,7 @@ from typing import Any
 import mlx.core as mx
 from mlx import nn
 from mlx_responses.service.engine.architectures import model_type
-from mlx_responses.service.engine.heads import HeadedModel
+from mlx_responses.service.engine.heads import HeadedModel, _embedding
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,11 @@ def mtp_weights(path: Path) -> dict[str, mx.array]:
 
 def text_config(model: Any) -> dict[str, Any]:
     """The target's text arguments as mlx-vlm's Qwen3.5 config reads them (its rope parameters
-    complete: text positions are one position on every mrope section, any split serves)."""
+    complete: text positions are one position on every mrope section, any split serves); a
+    vision model's language side (`vision/hybrid.py`) has mlx-vlm's own."""
+    vlm = getattr(model, "vlm", None)
+    if vlm is not None:
+        return dict(dataclasses.asdict(vlm.config.text_config))
     lm = getattr(model, "language_model", model)
     args = dataclasses.asdict(lm.args)
     rope = dict(args.get("rope_parameters") or {})
@@ -104,20 +108,32 @@ def load_mtp(model: Any, path: Path) -> MTPModel | None:
 
 class MTPModel(HeadedModel):
     """The target with its MTP head (mlx-vlm's class): the head reads the target's last
-    (normed) hidden state and predicts through the target's output head."""
+    (normed) hidden state and predicts through the target's output head. The target is an
+    mlx-lm model, or a vision model's hybrid language side (`vision/hybrid.py`, which gives
+    its hidden states itself)."""
 
     kind = "mtp"
 
     def __init__(self, target: Any, head: Any) -> None:
+        super().__init__(target, head, _embedding(target).weight.shape[-1])
+        if hasattr(target, "forward_hidden"):
+            self.project = target.project
+            self._forward = target.forward_hidden
+            return
         lm = getattr(target, "language_model", target)
-        super().__init__(target, head, lm.model.embed_tokens.weight.shape[-1])
-        self._inner = lm.model
         tied = getattr(lm, "args", None) is not None and lm.args.tie_word_embeddings
         self.project = lm.model.embed_tokens.as_linear if tied else lm.lm_head
+        inner = lm.model
+
+        def forward(inputs: mx.array, cache: list[Any]) -> tuple[mx.array, mx.array]:
+            hidden: mx.array = inner(inputs, cache)
+            return self.project(hidden), hidden
+
+        self._forward = forward
 
     def forward(self, inputs: mx.array, cache: list[Any]) -> tuple[mx.array, mx.array]:
-        hidden: mx.array = self._inner(inputs, cache[: self.split])
-        return self.project(hidden), hidden
+        logits, hidden = self._forward(inputs, cache[: self.split])
+        return logits, hidden
 
     def draft_logits(self, hidden: mx.array) -> mx.array:
         out: mx.array = self.project(hidden)

@@ -279,7 +279,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
             elif self.speculative == "draft":
                 self._batch_model, self._draft_path = paired_with_draft(loaded, self.load_draft)
                 models.append(self._batch_model.draft)
-            elif self.mtp and self.speculative == "off" and self._vision is None:
+            elif self.mtp and self.speculative == "off" and self._hybrid_or_text():
                 paired = load_mtp(self._batch_model, loaded.path)
                 if paired is not None:
                     self._with_head(loaded, paired)
@@ -413,6 +413,11 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
         if self.link is not None:  # rank 0 of a group: what it read runs an iteration later
             return self.link.send(commands, alone, stream, busy)
         return commands, alone
+
+    def _hybrid_or_text(self) -> bool:
+        """A text model, or a vision model batched in mlx-lm's batch (Qwen3.5's, whose
+        checkpoints ship an MTP head): where a head may draft."""
+        return self._vision is None or self._vision.engine == "batch"
 
     def _with_head(self, loaded: LoadedModel, headed: HeadedModel) -> None:
         """The model drafts with a head on its hidden states (its checkpoint's MTP head, on by

@@ -11,14 +11,18 @@ import mlx.core as mx
 import pytest
 from mlx_responses.service.engine import heads
 from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
+from mlx_responses.service.engine.mlx_lm_compat import ArraysCache
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.mtp import MTPModel, load_mtp, mtp_weights
 from mlx_responses.service.engine.requests import SamplingParams
+from mlx_responses.service.engine.vision.hybrid import HybridLanguage
 from mlx_responses.service.engine.worker import EngineWorker
+from mlx_responses.service.models.vision_runtime import load_vision_model
 
 from tests.engine.test_speculative import PROMPTS as SPECULATIVE_PROMPTS
 from tests.support.engine import generate, greedy
 from tests.support.mtp_head import add_mtp_head
+from tests.support.random_qwen3_5_vl import build_random_qwen3_5_vl
 from tests.support.zoo import build_zoo_model
 
 PROMPTS = (*SPECULATIVE_PROMPTS, "Count with me: one, two, three, four")
@@ -28,6 +32,14 @@ PROMPTS = (*SPECULATIVE_PROMPTS, "Count with me: one, two, three, four")
 def qwen35_mtp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The zoo's random Qwen3.5 with a random MTP head in its checkpoint."""
     folder = build_zoo_model("qwen3_5", tmp_path_factory.mktemp("qwen35") / "model")
+    return add_mtp_head(folder)
+
+
+@pytest.fixture(scope="module")
+def qwen35_vl_mtp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random Qwen3.5 VLM (as Qwen3.5 checkpoints ship: a vision tower beside the hybrid
+    language model) with a random MTP head in its checkpoint."""
+    folder = build_random_qwen3_5_vl(tmp_path_factory.mktemp("qwen35vl") / "model")
     return add_mtp_head(folder)
 
 
@@ -49,19 +61,45 @@ def test_the_head_is_read_from_the_checkpoint(qwen35_mtp: Path) -> None:
     assert load_mtp(model, qwen35_mtp.parent) is None
 
 
+@pytest.mark.parametrize("shape", ["text", "vlm"])
 async def test_greedy_output_is_identical_with_the_mtp_head(
-    qwen35_mtp: Path, always_draft: None
+    shape: str,
+    qwen35_mtp: Path,
+    qwen35_vl_mtp: Path,
+    always_draft: None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """On a text Qwen3.5, and on a VLM one (its language side in mlx-lm's batch,
+    `vision/hybrid.py`: every forward, a verify's and its recompute's too, is told where its
+    rows stand, which the random model's output alone would hardly show)."""
+    folder = qwen35_mtp if shape == "text" else qwen35_vl_mtp
+    load = load_model if shape == "text" else lambda p: load_vision_model(p, "qwen3.5")
+    told: list[bool] = []
+    forward = HybridLanguage.forward_hidden
+
+    def spy(self: HybridLanguage, inputs: mx.array, cache: Any = None) -> Any:
+        kv = next(c for c in cache if not isinstance(c, ArraysCache))
+        offsets = kv.offset.tolist() if isinstance(kv.offset, mx.array) else [kv.offset]
+        told.append(self._starts == offsets or len(self._fed) != inputs.shape[0])
+        return forward(self, inputs, cache)
+
+    monkeypatch.setattr(HybridLanguage, "forward_hidden", spy)
     requests = greedy(PROMPTS, 24)
     # Two turns: the second starts from prompt-cache entries holding the head's caches too.
-    plain, off = await generate(qwen35_mtp, requests, turns=2, engine="batch", mtp=False)
+    run: dict[str, Any] = {"engine": "batch", "loader": load}
+    plain, off = await generate(folder, requests, turns=2, mtp=False, **run)
     assert off.verify_steps == 0 and off.prompt_cache_hits > 0  # --no-mtp: no drafts
-    fast, stats = await generate(qwen35_mtp, requests, turns=2, engine="batch", num_draft_tokens=3)
+    fast, stats = await generate(
+        folder, requests, turns=2, engine="batch", loader=load, num_draft_tokens=3
+    )
     assert fast == plain
     # A random head's drafts are rejected: every verify computes the recurrent states again.
     assert stats.verify_steps > 0 and stats.draft_tokens > 0
-    (single,), alone = await generate(qwen35_mtp, requests[:1], engine="batch", num_draft_tokens=3)
+    (single,), alone = await generate(
+        folder, requests[:1], engine="batch", loader=load, num_draft_tokens=3
+    )
     assert single == plain[0] and alone.verify_steps > 0
+    assert all(told) and (shape == "text") == (not told)
 
 
 async def test_sampled_requests_draft_with_the_head_and_count_their_drafts(

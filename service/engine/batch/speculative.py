@@ -27,6 +27,7 @@ from mlx_responses.service.engine.acceptance import (
     settle,
     target_logprobs,
 )
+from mlx_responses.service.engine.batch.feed import feed
 from mlx_responses.service.engine.batch.grammar_batch import GrammarGenerationBatch
 from mlx_responses.service.engine.batch.mlx_lm_compat import BatchKVCache
 from mlx_responses.service.engine.batch.quantized_cache import BatchQuantizedKVCache
@@ -239,6 +240,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
                 for c in self.prompt_cache[: headed.split]
                 if isinstance(c, ArraysCache)
             ]
+            feed(headed, self.uids, self.tokens)
             logits, features = headed.forward(inputs, self.prompt_cache)
             headed.read_verified(inputs, features, self.prompt_cache)
             self._verified = features
@@ -432,6 +434,9 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
                 c.trim(width)
             for c, (arrays, padding, _) in self._before:
                 c.state = (arrays, padding, mx.array(kept))
+            # From where the verify started (the rows' tokens now hold what they kept).
+            before = [t[: len(t) - n] for t, n in zip(self.tokens, kept, strict=True)]
+            feed(headed, self.uids, before)
             headed.forward(inputs, self.prompt_cache)
             for c, (_, padding, lengths) in self._before:
                 c.left_padding, c.lengths = padding, lengths

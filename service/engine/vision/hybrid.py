@@ -97,6 +97,17 @@ class HybridLanguage:
 
     # --- the forward -----------------------------------------------------------------------
     def __call__(self, inputs: mx.array, cache: list[Any] | None = None) -> mx.array:
+        return self.forward_hidden(inputs, cache)[0]
+
+    def project(self, hidden: mx.array) -> mx.array:
+        """Logits over the tokenizer's ids from last hidden states."""
+        logits: mx.array = self._decodable(hidden, self.language.lm_head(hidden))
+        return logits
+
+    def forward_hidden(
+        self, inputs: mx.array, cache: list[Any] | None = None
+    ) -> tuple[mx.array, mx.array]:
+        """The forward's logits and last (normed) hidden states (what an MTP head reads)."""
         rows, width = inputs.shape
         fed = self._fed if len(self._fed) == rows else [-1] * rows
         starts = self._starts if len(self._starts) == rows else [0] * rows
@@ -113,8 +124,7 @@ class HybridLanguage:
             positions = mx.array(np.stack(spans, axis=1))  # [3, rows, width]
         self._starts = [s + width for s in starts]
         out = self._layers(h, cache, positions)
-        logits: mx.array = self._decodable(inputs, self.language.lm_head(out))
-        return logits
+        return self.project(out), out
 
     def _layers(self, h: mx.array, cache: list[Any] | None, positions: mx.array | None) -> mx.array:
         """mlx-vlm's layer loop on mlx-lm's caches, masks and (text alone) positions."""
