@@ -37,6 +37,11 @@ def load_head(model: Any, path: Path, vocab_size: int) -> HeadedModel:
     DraftModelError when the head cannot draft for it (another vocabulary or width)."""
     from mlx_vlm.speculative.drafters import load_drafter
 
+    if hasattr(model, "forward_hidden"):  # a VLM's language side runs its own layer loop
+        raise DraftModelError(
+            f"--draft-model {path}: EAGLE-3 and DFlash heads draft for text models only"
+        )
+
     loaded: tuple[Any, str] = load_drafter(str(path))
     head, kind = loaded
     head.bind(model)

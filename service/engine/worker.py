@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
+from mlx_responses.service.engine import drafting
 from mlx_responses.service.engine.admission import AdmissionQueue
 from mlx_responses.service.engine.admitted import look_up
 from mlx_responses.service.engine.commands import (
@@ -34,16 +35,12 @@ from mlx_responses.service.engine.commands import (
 )
 from mlx_responses.service.engine.delivery import Active, token_logprobs
 from mlx_responses.service.engine.distributed.link import Lockstep
-from mlx_responses.service.engine.draft_folder import head_kind, load_head
-from mlx_responses.service.engine.draft_model import paired_with_draft
-from mlx_responses.service.engine.heads import HeadedModel
 from mlx_responses.service.engine.kv_quant import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.kv_store import open_store
 from mlx_responses.service.engine.memory.budget import MemoryBudget
 from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.model import LoadedModel, plain_caches
 from mlx_responses.service.engine.model_thread import ModelThread, Stop
-from mlx_responses.service.engine.mtp import load_mtp
 from mlx_responses.service.engine.observer import EngineObserver
 from mlx_responses.service.engine.outbox import Outbox
 from mlx_responses.service.engine.prompt_expiry import Lifetimes
@@ -271,19 +268,22 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
                 self.engine = resolve_engine(self.engine, self._batch_model, device_kind())
             self.speculative = speculation_for(self.engine, self.speculative, loaded.alias)
             models = [loaded.model]
-            if self.speculative == "draft" and head_kind(self.draft_folder) is not None:
-                assert self.draft_folder is not None
-                vocab = loaded.vocab_size or len(loaded.tokenizer)
-                self._with_head(loaded, load_head(self._batch_model, self.draft_folder, vocab))
-                models.append(self._batch_model.head)
-            elif self.speculative == "draft":
-                self._batch_model, self._draft_path = paired_with_draft(loaded, self.load_draft)
-                models.append(self._batch_model.draft)
-            elif self.mtp and self.speculative == "off" and self._hybrid_or_text():
-                paired = load_mtp(self._batch_model, loaded.path)
-                if paired is not None:
-                    self._with_head(loaded, paired)
-                    models.append(paired.head)
+            chosen = drafting.choose(
+                loaded,
+                self._batch_model,
+                speculative=self.speculative,
+                # A head rides in mlx-lm's batch: a text model's, or a VLM's batched there.
+                mtp=self.mtp and (vision is None or vision.engine == "batch"),
+                draft_folder=self.draft_folder,
+                load_draft=self.load_draft,
+            )
+            self._batch_model, self.speculative = chosen.model, chosen.speculative
+            self._draft_path, self._head = chosen.draft_path, chosen.head
+            if chosen.weights is not None:
+                models.append(chosen.weights)
+            if chosen.head is not None and self.engine == "slots":
+                log.info("%s drafts with a %s head on mlx-lm's batch", loaded.alias, chosen.head)
+                self.engine = "batch"  # the slots do not hold a head's caches
             if self.kv_bits is not None:
                 groups = [kv_group_size(m) for m in models]
                 self._kv_group = None if None in groups else min(g for g in groups if g)
@@ -413,25 +413,6 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
         if self.link is not None:  # rank 0 of a group: what it read runs an iteration later
             return self.link.send(commands, alone, stream, busy)
         return commands, alone
-
-    def _hybrid_or_text(self) -> bool:
-        """A text model, or a vision model batched in mlx-lm's batch (Qwen3.5's, whose
-        checkpoints ship an MTP head): where a head may draft."""
-        return self._vision is None or self._vision.engine == "batch"
-
-    def _with_head(self, loaded: LoadedModel, headed: HeadedModel) -> None:
-        """The model drafts with a head on its hidden states (its checkpoint's MTP head, on by
-        default where it ships one, off with --no-mtp or another --speculative; an EAGLE-3
-        or DFlash folder): speculation becomes the head's kind, on mlx-lm's batch (the
-        slots do not hold a head's caches)."""
-        if self.engine == "slots":
-            log.info("%s drafts with its %s head on mlx-lm's batch", loaded.alias, headed.kind)
-            self.engine = "batch"
-        self._batch_model, self.speculative = headed, headed.kind
-        # Part of the disk tier's identity: entries hold the head's caches too.
-        self._head = headed.kind
-        if headed.kind in ("eagle3", "dflash"):
-            self._head += f":{self.draft_folder}"
 
     def _new_cache(self) -> list[Any]:
         """An empty cache for one sequence: quantized under --kv-bits (when the model's KV can

@@ -129,21 +129,29 @@ async def test_sampled_requests_draft_with_the_head_and_count_their_drafts(
     assert sum(drafted) == worker.stats.draft_tokens > 0
 
 
+@pytest.mark.parametrize("shape", ["text", "vlm"])
 async def test_a_verify_that_keeps_rejected_recurrent_state_is_caught(
-    qwen35_mtp: Path, always_draft: None, monkeypatch: pytest.MonkeyPatch
+    shape: str,
+    qwen35_mtp: Path,
+    qwen35_vl_mtp: Path,
+    always_draft: None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Planted wrong: a verify that leaves the recurrent states as the rejected drafts left
-    them (no recompute) changes the greedy output, so the identity above can fail."""
+    them (no recompute on the text model, no roll-back from the recorded states on the VLM)
+    changes the greedy output, so the identity above can fail."""
+    folder = qwen35_mtp if shape == "text" else qwen35_vl_mtp
+    load = load_model if shape == "text" else lambda p: load_vision_model(p, "qwen3.5")
     requests = greedy(PROMPTS, 24)
-    plain, _ = await generate(qwen35_mtp, requests, engine="batch", mtp=False)
+    plain, _ = await generate(folder, requests, engine="batch", mtp=False, loader=load)
 
-    def keep_without_recompute(self: SpeculativeGenerationBatch, inputs, kept) -> None:  # type: ignore[no-untyped-def]
-        self._before = []
+    def keep_without_rollback(self: SpeculativeGenerationBatch, inputs: Any, kept: Any) -> None:
+        self._before, self._recorded = [], None
         original(self, inputs, kept)
 
     original = SpeculativeGenerationBatch._keep_head
-    monkeypatch.setattr(SpeculativeGenerationBatch, "_keep_head", keep_without_recompute)
-    wrong, _ = await generate(qwen35_mtp, requests, engine="batch", num_draft_tokens=3)
+    monkeypatch.setattr(SpeculativeGenerationBatch, "_keep_head", keep_without_rollback)
+    wrong, _ = await generate(folder, requests, engine="batch", num_draft_tokens=3, loader=load)
     assert wrong != plain
 
 

@@ -35,6 +35,7 @@ from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.heads import HeadedModel
 from mlx_responses.service.engine.mlx_lm_compat import ArraysCache
 from mlx_responses.service.engine.speculation import Candidate, SpeculationPolicy
+from mlx_responses.service.engine.vision.hybrid import roll_back
 
 
 class SpeculativeGenerationBatch(GrammarGenerationBatch):
@@ -59,6 +60,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         # A verify's target hidden states, and the recurrent states before it (`_keep`).
         self._verified: mx.array | None = None
         self._before: list[tuple[Any, tuple[list[Any], Any, Any]]] = []
+        self._recorded: list[tuple[Any, mx.array, mx.array]] | None = None
         super().__init__(*args, **kwargs)
 
     def use_head(self, model: HeadedModel) -> None:
@@ -241,7 +243,14 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
                 if isinstance(c, ArraysCache)
             ]
             feed(headed, self.uids, self.tokens)
+            # A target that records its recurrent states per position rolls back from them.
+            recorder = headed.target if hasattr(headed.target, "record") else None
+            self._recorded = None if recorder is None else []
+            if recorder is not None:
+                recorder.record = self._recorded
             logits, features = headed.forward(inputs, self.prompt_cache)
+            if recorder is not None:
+                recorder.record = None
             headed.read_verified(inputs, features, self.prompt_cache)
             self._verified = features
             return logits
@@ -422,14 +431,18 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
 
     def _keep_head(self, inputs: mx.array, kept: list[int]) -> None:
         """`_keep` with a head: the target's and the head's KV lose the rejected positions
-        alike; recurrent states, which cannot, are computed again from before the verify over
-        each row's kept positions only (one more target forward, only when a row rejected);
-        each row keeps the target's features at its last kept position."""
+        alike; recurrent states, which cannot, are rolled back to each row's kept positions
+        from the states the verify recorded after each position (a VLM's language side,
+        `vision/hybrid.py`), else computed again from before the verify over them (one more
+        target forward, only when a row rejected); each row keeps the target's features at
+        its last kept position."""
         headed = self.headed
         assert headed is not None and self._verified is not None
         width = inputs.shape[1]
         plain = [c for c in self.prompt_cache[:-1] if not isinstance(c, ArraysCache)]
-        if self._before and min(kept) < width:
+        if self._recorded is not None and min(kept) < width:
+            roll_back(self._recorded, kept)
+        elif self._before and min(kept) < width:
             for c in plain[: len(plain) - len(headed.head.layers)]:
                 c.trim(width)
             for c, (arrays, padding, _) in self._before:
@@ -442,7 +455,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
                 c.left_padding, c.lengths = padding, lengths
         _drop(plain, [width - n for n in kept])
         headed.keep(self.prompt_cache, self._verified, kept)
-        self._before, self._verified = [], None
+        self._before, self._verified, self._recorded = [], None, None
 
     def _compact(self) -> None:
         # The padding of the KV caches (a recurrent state has none).
