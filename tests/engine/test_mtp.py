@@ -38,8 +38,9 @@ def qwen35_mtp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def qwen35_vl_mtp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random Qwen3.5 VLM (as Qwen3.5 checkpoints ship: a vision tower beside the hybrid
-    language model) with a random MTP head in its checkpoint."""
-    folder = build_random_qwen3_5_vl(tmp_path_factory.mktemp("qwen35vl") / "model")
+    language model; its output head tied to its embeddings, as the small ones) with a random
+    MTP head in its checkpoint."""
+    folder = build_random_qwen3_5_vl(tmp_path_factory.mktemp("qwen35vl") / "model", tied=True)
     return add_mtp_head(folder)
 
 

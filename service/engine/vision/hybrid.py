@@ -106,8 +106,11 @@ class HybridLanguage:
         return self.forward_hidden(inputs, cache)[0]
 
     def project(self, hidden: mx.array) -> mx.array:
-        """Logits over the tokenizer's ids from last hidden states."""
-        logits: mx.array = self._decodable(hidden, self.language.lm_head(hidden))
+        """Logits over the tokenizer's ids from last hidden states (through the token
+        embeddings where the checkpoint ties them to its head, as small Qwen3.5s do)."""
+        head = getattr(self.language, "lm_head", None)
+        out = head(hidden) if head is not None else self.inner.embed_tokens.as_linear(hidden)
+        logits: mx.array = self._decodable(hidden, out)
         return logits
 
     def forward_hidden(
