@@ -1,7 +1,7 @@
 """What drafts for a served model, chosen once at its load: a draft model or a drafting head of
-a --draft-model folder (`--speculative draft`), the checkpoint's own MTP head (on by default
-where it ships one, unless --no-mtp or another --speculative), or nothing new (n-gram drafts
-or none: `--speculative ngram|off`)."""
+a --draft-model folder (`--speculative draft`), the checkpoint's own MTP head (where it ships
+one, in place of n-gram drafts, `--speculative ngram`, the default: unless --no-mtp), or
+nothing new (n-gram drafts, or none: `--speculative off`)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def choose(
     load_draft: Callable[[], LoadedModel] | None,
 ) -> Drafting:
     """`model` (the served model's batched side) with what drafts for it; `mtp`: whether its
-    checkpoint's own MTP head may draft (the flag, and a model whose batch can hold it)."""
+    checkpoint's own MTP head may draft in place of n-gram drafts (--no-mtp not given,
+    `--speculative ngram` asked, and a model whose batch can hold the head)."""
     if speculative == "draft" and head_kind(draft_folder) is not None:
         assert draft_folder is not None
         vocab = loaded.vocab_size or len(loaded.tokenizer)
@@ -51,7 +52,7 @@ def choose(
     if speculative == "draft":
         pair, path = paired_with_draft(loaded, load_draft)
         return Drafting(pair, speculative, pair.draft, draft_path=path)
-    if mtp and speculative == "off":
+    if mtp and speculative != "draft":
         paired = load_mtp(model, loaded.path)
         if paired is not None:
             return _headed(paired, paired.kind)

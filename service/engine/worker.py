@@ -259,6 +259,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
     def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:
         try:
             loaded = self._loaded = self.load()
+            asked = self.speculative  # a vision model's is off (its head may still draft)
             if (vision := VisionSide.of(loaded, self.encoder)) is not None:  # slots, batch, serial
                 self._vision, self.solo, self.speculative, self.kv_bits = vision, False, "off", None
                 self.engine = vision.engine
@@ -268,12 +269,13 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
                 self.engine = resolve_engine(self.engine, self._batch_model, device_kind())
             self.speculative = speculation_for(self.engine, self.speculative, loaded.alias)
             models = [loaded.model]
+            # A head rides in mlx-lm's batch: a text model's, or a VLM's batched there.
+            holds_head = self.engine != "serial" and (vision is None or vision.engine == "batch")
             chosen = drafting.choose(
                 loaded,
                 self._batch_model,
                 speculative=self.speculative,
-                # A head rides in mlx-lm's batch: a text model's, or a VLM's batched there.
-                mtp=self.mtp and (vision is None or vision.engine == "batch"),
+                mtp=self.mtp and asked == "ngram" and holds_head,
                 draft_folder=self.draft_folder,
                 load_draft=self.load_draft,
             )

@@ -87,18 +87,15 @@ async def test_greedy_output_is_identical_with_the_mtp_head(
     monkeypatch.setattr(HybridLanguage, "forward_hidden", spy)
     requests = greedy(PROMPTS, 24)
     # Two turns: the second starts from prompt-cache entries holding the head's caches too.
-    run: dict[str, Any] = {"engine": "batch", "loader": load}
-    plain, off = await generate(folder, requests, turns=2, mtp=False, **run)
-    assert off.verify_steps == 0 and off.prompt_cache_hits > 0  # --no-mtp: no drafts
-    fast, stats = await generate(
-        folder, requests, turns=2, engine="batch", loader=load, num_draft_tokens=3
-    )
+    run: dict[str, Any] = {"engine": "batch", "loader": load, "speculative": "ngram"}
+    # Without drafting (--speculative off: no head either).
+    plain, off = await generate(folder, requests, turns=2, **(run | {"speculative": "off"}))
+    assert off.verify_steps == 0 and off.prompt_cache_hits > 0
+    fast, stats = await generate(folder, requests, turns=2, num_draft_tokens=3, **run)
     assert fast == plain
     # A random head's drafts are rejected: every verify computes the recurrent states again.
     assert stats.verify_steps > 0 and stats.draft_tokens > 0
-    (single,), alone = await generate(
-        folder, requests[:1], engine="batch", loader=load, num_draft_tokens=3
-    )
+    (single,), alone = await generate(folder, requests[:1], num_draft_tokens=3, **run)
     assert single == plain[0] and alone.verify_steps > 0
     assert all(told) and (shape == "text") == (not told)
 
@@ -109,7 +106,9 @@ async def test_sampled_requests_draft_with_the_head_and_count_their_drafts(
     """Sampled requests speculate too (exact acceptance: acceptance.py, whose rule the
     chi-square test holds): a seeded one is reproducible, and the drafts proposed and kept
     reach each stream's chunks (the response's usage) and the engine's counters."""
-    worker = EngineWorker(lambda: load_model(qwen35_mtp), engine="batch", num_draft_tokens=3)
+    worker = EngineWorker(
+        lambda: load_model(qwen35_mtp), engine="batch", speculative="ngram", num_draft_tokens=3
+    )
     loaded = await worker.start()
     try:
         sampling = SamplingParams(max_tokens=24, temperature=0.7, seed=1)
@@ -144,6 +143,7 @@ async def test_a_verify_that_keeps_rejected_recurrent_state_is_caught(
     folder = qwen35_mtp if shape == "text" else qwen35_vl_mtp
     load = load_model if shape == "text" else lambda p: load_vision_model(p, "qwen3.5")
     requests = greedy(PROMPTS, 24)
+    on: dict[str, Any] = {"engine": "batch", "loader": load, "speculative": "ngram"}
     plain, _ = await generate(folder, requests, engine="batch", mtp=False, loader=load)
 
     def keep_without_rollback(self: SpeculativeGenerationBatch, inputs: Any, kept: Any) -> None:
@@ -152,7 +152,7 @@ async def test_a_verify_that_keeps_rejected_recurrent_state_is_caught(
 
     original = SpeculativeGenerationBatch._keep_head
     monkeypatch.setattr(SpeculativeGenerationBatch, "_keep_head", keep_without_rollback)
-    wrong, _ = await generate(folder, requests, engine="batch", num_draft_tokens=3, loader=load)
+    wrong, _ = await generate(folder, requests, num_draft_tokens=3, **on)
     assert wrong != plain
 
 
@@ -189,6 +189,8 @@ async def test_drafts_kept_whole_or_in_part_leave_the_output_unchanged(
 
     monkeypatch.setattr(SpeculativeGenerationBatch, "_head_draft", seen)
     monkeypatch.setattr(heads, "next_drafts", oracle)
-    fast, stats = await generate(qwen35_mtp, requests, engine="batch", num_draft_tokens=3)
+    fast, stats = await generate(
+        qwen35_mtp, requests, engine="batch", speculative="ngram", num_draft_tokens=3
+    )
     assert fast == plain
     assert stats.draft_tokens > stats.accepted_tokens > stats.verify_steps > 0
