@@ -4,12 +4,13 @@ whose recurrent states are computed again after a rejected draft."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
 import pytest
-from mlx_responses.service.engine import heads
+from mlx_responses.service.engine import heads, speculation
 from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
 from mlx_responses.service.engine.mlx_lm_compat import ArraysCache
 from mlx_responses.service.engine.model import load_model
@@ -45,6 +46,21 @@ def qwen35_vl_mtp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
+def intermittent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drafts on 3 steps out of every 10: on the other 7 the head's caches lag the target's,
+    reading what they missed at 5 behind, when drafting resumes, and before rows join, leave
+    or leave an entry."""
+    calls = itertools.count()
+    width = speculation.best_width
+
+    def schedule(*args: Any, **kwargs: Any) -> int:
+        return width(*args, **kwargs) if next(calls) % 10 >= 7 else 0
+
+    monkeypatch.setattr(speculation, "best_width", schedule)
+    monkeypatch.setattr(speculation, "MAX_LAG", 5)
+
+
+@pytest.fixture
 def always_draft(monkeypatch: pytest.MonkeyPatch) -> None:
     """Drafts at every step, whatever the head costs: the mechanics under test, not the policy."""
     monkeypatch.setattr(MTPModel, "cost_ratio", lambda self: 0.0)
@@ -62,17 +78,25 @@ def test_the_head_is_read_from_the_checkpoint(qwen35_mtp: Path) -> None:
     assert load_mtp(model, qwen35_mtp.parent) is None
 
 
-@pytest.mark.parametrize("shape", ["text", "vlm"])
+@pytest.mark.parametrize(
+    ("shape", "policy"), [("text", "always"), ("vlm", "always"), ("text", "intermittent")]
+)
 async def test_greedy_output_is_identical_with_the_mtp_head(
+    *,
     shape: str,
+    policy: str,
     qwen35_mtp: Path,
     qwen35_vl_mtp: Path,
     always_draft: None,
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     """On a text Qwen3.5, and on a VLM one (its language side in mlx-lm's batch,
     `vision/hybrid.py`: every forward, a verify's and its recompute's too, is told where its
-    rows stand, which the random model's output alone would hardly show)."""
+    rows stand, which the random model's output alone would hardly show); drafting always,
+    or now and then (the head's caches lagging in between)."""
+    if policy == "intermittent":
+        request.getfixturevalue("intermittent")
     folder = qwen35_mtp if shape == "text" else qwen35_vl_mtp
     load = load_model if shape == "text" else lambda p: load_vision_model(p, "qwen3.5")
     told: list[bool] = []
@@ -85,6 +109,21 @@ async def test_greedy_output_is_identical_with_the_mtp_head(
         return forward(self, inputs, cache)
 
     monkeypatch.setattr(HybridLanguage, "forward_hidden", spy)
+    # After every step, the head's caches hold each row's positions but those it has not
+    # read yet (the lag): a verify trims both alike, a catch-up reads what was missed.
+    aligned: list[bool] = []
+    step = SpeculativeGenerationBatch.next
+
+    def checked(self: SpeculativeGenerationBatch) -> Any:
+        out = step(self)
+        if self.uids and self.headed is not None:
+            kvs = [c for c in self.prompt_cache[:-1] if not isinstance(c, ArraysCache)]
+            target, head = kvs[0].offset.tolist(), kvs[-1].offset.tolist()
+            lag = len(self._unread)
+            aligned.append(all(h + lag == t for h, t in zip(head, target, strict=True)))
+        return out
+
+    monkeypatch.setattr(SpeculativeGenerationBatch, "next", checked)
     requests = greedy(PROMPTS, 24)
     # Two turns: the second starts from prompt-cache entries holding the head's caches too.
     run: dict[str, Any] = {"engine": "batch", "loader": load, "speculative": "ngram"}
@@ -98,6 +137,7 @@ async def test_greedy_output_is_identical_with_the_mtp_head(
     (single,), alone = await generate(folder, requests[:1], num_draft_tokens=3, **run)
     assert single == plain[0] and alone.verify_steps > 0
     assert all(told) and (shape == "text") == (not told)
+    assert aligned and all(aligned)
 
 
 async def test_sampled_requests_draft_with_the_head_and_count_their_drafts(

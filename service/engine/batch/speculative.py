@@ -61,12 +61,25 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         self._verified: mx.array | None = None
         self._before: list[tuple[Any, tuple[list[Any], Any, Any]]] = []
         self._recorded: list[tuple[Any, mx.array, mx.array]] | None = None
+        # What the target read alone (its inputs and features, [batch, 1] each step): the
+        # head's caches lag by as many positions in every row, as a draft model's do.
+        self._unread: list[tuple[mx.array, mx.array]] = []
         super().__init__(*args, **kwargs)
 
     def use_head(self, model: HeadedModel) -> None:
-        """Drafts come from the model's head (heads.py)."""
+        """Drafts come from the model's head (heads.py); a step that does not draft runs the
+        target alone (the library calls `self.model`), the head reading what it missed when
+        it drafts next (or before its caches are extracted or joined, or at `MAX_LAG`)."""
         self.headed = model
         self.policy.head = model
+
+        def alone(inputs: mx.array, cache: list[Any], **kwargs: Any) -> mx.array:
+            return self._head_alone(inputs, cache)
+
+        hook = getattr(model, "feed", None)
+        if hook is not None:  # a VLM's language side is told its rows (batch/feed.py)
+            alone.feed = hook  # type: ignore[attr-defined]
+        self.model = cast(Any, alone)
 
     @property
     def num_draft(self) -> int:
@@ -118,8 +131,23 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         out: mx.array = self.drafted.target(inputs, cache=cache[: self.drafted.split], **kwargs)
         return out
 
+    def _head_alone(self, inputs: mx.array, cache: list[Any]) -> mx.array:
+        """The forward of a step that does not draft: the head reads it later."""
+        assert self.headed is not None
+        if len(self._unread) >= speculation.MAX_LAG:
+            self._catch_up()
+        logits, features = self.headed.forward(inputs, cache)
+        self._unread.append((inputs, features))
+        return logits
+
     def _catch_up(self) -> None:
-        """The draft reads what it missed, in one forward (before its cache is used or moved)."""
+        """The draft (or head) reads what it missed, in one forward (before its cache is used
+        or moved)."""
+        if self._unread and self.headed is not None:
+            unread, self._unread = self._unread, []
+            inputs = mx.concatenate([i for i, _ in unread], axis=1)
+            features = mx.concatenate([f for _, f in unread], axis=1)
+            self.headed.read(inputs, features, self.prompt_cache)
         if self._missed and self.drafted is not None:
             missed, self._missed = self._missed, []
             self.drafted.draft_reads(mx.concatenate(missed, axis=1), self.prompt_cache)
@@ -138,6 +166,9 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         if self._missed:
             missed = mx.concatenate(self._missed, axis=1)
             self._missed = [missed[mx.array(keep)]] if keep else []
+        if self._unread:
+            rows = mx.array(keep)
+            self._unread = [(i[rows], f[rows]) for i, f in self._unread] if keep else []
 
     def forget(self, uid: int) -> None:
         """Drops a sequence's drafting state (it finished or was removed)."""
@@ -224,6 +255,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         width = self.policy.draft_width(candidates, len(self.uids))
         if not width:
             return None
+        self._catch_up()
         room = {i: c.room for i, c in zip(which, candidates, strict=True)}
         rules = {i: rule for i in which if (rule := sampled_rule(self._sampler(i))) is not None}
         log_q: dict[int, list[mx.array]] = {}
