@@ -536,6 +536,18 @@ DRAFT_MODEL = Flag(
     type=Path,
     shown_default="none",
 )
+NO_MTP = Flag(
+    "--no-mtp",
+    "no_mtp",
+    False,
+    "do not draft with the checkpoint's own multi-token-prediction head (its mtp.* weights: "
+    "Qwen3.5's); by default a model that ships one drafts with it in place of --speculative "
+    "ngram's drafts (--speculative off or draft: not either)",
+    CORE_SIDE,
+    env="MLX_RESPONSES_NO_MTP",
+    type=None,
+    action="store_true",
+)
 NUM_DRAFT_TOKENS = Flag(
     "--num-draft-tokens",
     "num_draft_tokens",
@@ -867,6 +879,7 @@ FLAGS: tuple[Flag[Any], ...] = (
     DEFAULT_MAX_OUTPUT_TOKENS,
     SPECULATIVE,
     DRAFT_MODEL,
+    NO_MTP,
     NUM_DRAFT_TOKENS,
     KV_BITS,
     MAX_PREFILL_TOKENS_PER_STEP,

@@ -2,9 +2,9 @@
 
 The worker drives whatever this returns through `scheduler.Scheduler` alone: the slots or
 mlx-lm's batch, with the solo path in front of either when lone sequences may decode alone
-(with n-gram drafts too, `solo/drafting.py`; not with a draft model, which the solo path does
-not run), or one sequence at a time for an architecture mlx-lm's batch decodes wrong
-(`architectures.py`).
+(with n-gram drafts too, `solo/drafting.py`; not with a draft model or a drafting head,
+which the solo path does not run), or one sequence at a time for an architecture mlx-lm's
+batch decodes wrong (`architectures.py`).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def new_scheduler(
             prefill_step_size=prefill_step_size,
             new_cache=new_cache,
         )
-    speculate = speculative in ("ngram", "draft")
+    speculate = speculative in ("ngram", "draft", "mtp", "eagle3", "dflash")
     drafted = model if isinstance(model, DraftedModel) else None
     behind: Scheduler
     if engine == "slots":
@@ -135,8 +135,8 @@ def new_scheduler(
             speculate=speculate,
             num_draft_tokens=num_draft_tokens,
         )
-    if not solo or drafted is not None:
-        return behind
+    if not solo or (speculate and speculative != "ngram"):
+        return behind  # a model drafter (a draft model, a head) drafts behind
     return SoloScheduler(
         behind,
         model,
@@ -144,5 +144,5 @@ def new_scheduler(
         prefill_step_size=prefill_step_size,
         new_cache=new_cache,
         stats=stats,
-        drafts=SoloDrafts(num_draft_tokens) if speculate else None,
+        drafts=SoloDrafts(num_draft_tokens) if speculative == "ngram" else None,
     )

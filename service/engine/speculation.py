@@ -32,6 +32,7 @@ from mlx_responses.service.engine.acceptance import sampled_rule
 
 if TYPE_CHECKING:
     from mlx_responses.service.engine.draft_model import DraftedModel
+    from mlx_responses.service.engine.heads import HeadedModel
 
 NGRAM_SIZES = (3, 2)  # longest first; single tokens repeat too often to be worth a verify
 PRIOR_RATE = 0.6  # assumed per-token acceptance of a sequence that has not drafted yet
@@ -219,7 +220,8 @@ class SpeculationPolicy:
     removed sequence is forgotten."""
 
     num_draft: int
-    drafted: DraftedModel | None = None  # None: n-gram drafts
+    drafted: DraftedModel | None = None  # None: n-gram drafts (or the MTP head's)
+    head: HeadedModel | None = None  # a head on the target's hidden states drafts (heads.py)
     eligible: set[int] = field(default_factory=set)
     sampled: set[int] = field(default_factory=set)  # eligible and sampled (`SAMPLED_BATCH`)
     records: dict[int, DraftRecord] = field(default_factory=dict)
@@ -244,7 +246,8 @@ class SpeculationPolicy:
     def record(self, uid: int) -> DraftRecord:
         record = self.records.get(uid)
         if record is None:
-            record = NgramDrafter() if self.drafted is None else DraftRecord()
+            ngram = self.drafted is None and self.head is None
+            record = NgramDrafter() if ngram else DraftRecord()
             self.records[uid] = record
         return record
 
@@ -313,10 +316,10 @@ class SpeculationPolicy:
         self, candidates: list[Candidate], rows: int, drafter: Drafter | None = None
     ) -> int:
         """How far a drafter the scheduler runs drafts this step (0: not at all); `rows` is
-        the forward's batch, `drafter` the draft model's pair unless given (an MTP head, ...).
+        the forward's batch, `drafter` the draft model's pair or the MTP head unless given.
         Each candidate's `room` comes back lowered to its own draft length (0: it does not
         draft: its part of the verify is its pending token alone)."""
-        drafter = drafter or self.drafted
+        drafter = drafter or self.drafted or self.head
         assert drafter is not None
         allowed = self._allow(candidates, rows)
         likely = [(self.record(candidates[i].uid).rate, candidates[i].room) for i in allowed]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mlx_responses.service.engine.model import load_model
+from mlx_responses.service.engine.model import LoadedModel, load_model
 from mlx_responses.service.engine.requests import EngineStats, SamplingParams
 from mlx_responses.service.engine.scheduler import Admission
 from mlx_responses.service.engine.worker import EngineWorker
@@ -29,10 +30,16 @@ async def collect(stream: Any, sizes: list[int] | None = None) -> tuple[int, ...
 
 
 async def generate(
-    path: Path, requests: list[Request], turns: int = 1, **worker: Any
+    path: Path,
+    requests: list[Request],
+    turns: int = 1,
+    *,
+    loader: Callable[[Path], LoadedModel] = load_model,
+    **worker: Any,
 ) -> tuple[list[tuple[int, ...]], EngineStats]:
-    """Runs `requests` concurrently on a fresh worker, `turns` times; the last turn's ids."""
-    engine = EngineWorker(lambda: load_model(path), **worker)
+    """Runs `requests` concurrently on a fresh worker, `turns` times; the last turn's ids
+    (`loader`: how the worker loads `path`; a VLM's is `load_vision_model`)."""
+    engine = EngineWorker(lambda: loader(path), **worker)
     loaded = await engine.start()
     try:
         outputs: list[tuple[int, ...]] = []

@@ -115,6 +115,12 @@ def test_speculative_flags() -> None:
         _parse(["--draft-model", "/models/small"], {})
 
 
+def test_no_mtp_flag_and_env() -> None:
+    assert _parse([], {}).no_mtp is False  # a checkpoint's own MTP head drafts by default
+    assert _parse(["--no-mtp"], {}).no_mtp is True
+    assert _parse([], {"MLX_RESPONSES_NO_MTP": "1"}).no_mtp is True
+
+
 def test_kv_bits_flag() -> None:
     assert _parse(["--kv-bits", "8"], {}).kv_bits == 8
     assert _parse([], {}).kv_bits is None
