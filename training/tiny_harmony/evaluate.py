@@ -35,13 +35,17 @@ def _read(tokenizer: Any, ids: list[int], names: tuple[str, ...]) -> list[Any]:
     return [*reader.feed(ids), *reader.finish()]
 
 
-def _generate(model: Any, tokenizer: Any, prompt: Any, cache: Any = None) -> list[int]:
+def _generate(
+    model: Any, tokenizer: Any, prompt: Any, cache: Any = None, max_tokens: int = 48
+) -> list[int]:
     from mlx_lm.generate import stream_generate
     from mlx_responses.service.text.harmony import add_stops
 
     add_stops(tokenizer)
     kwargs = {"prompt_cache": cache} if cache is not None else {}
-    return [r.token for r in stream_generate(model, tokenizer, prompt, max_tokens=48, **kwargs)]
+    return [
+        r.token for r in stream_generate(model, tokenizer, prompt, max_tokens=max_tokens, **kwargs)
+    ]
 
 
 def _turn(model: Any, tokenizer: Any, messages: list[dict[str, Any]], tools: Any) -> list[Any]:
@@ -131,7 +135,9 @@ def codex_scores(folder: Path, n: int, seed: int = 1) -> dict[str, float]:
             current_date=date,
         )  # fmt: skip
         ids = tokenizer.encode(prompt[len(text) :], add_special_tokens=False)
-        made = _read(tokenizer, _generate(model, tokenizer, ids, prefixed.copies(system, 1)), names)
+        made = _read(
+            tokenizer, _generate(model, tokenizer, ids, prefixed.copies(system, 1), 96), names
+        )
         if messages[-1]["role"] == "tool":
             kinds = [s.channel for s in made if s.channel is not Channel.BOUNDARY]
             answers += 1

@@ -37,8 +37,7 @@ CONFIG: dict[str, Any] = {
     "layer_types": ["sliding_attention", "full_attention"],
     "rms_norm_eps": 1e-5,
     "rope_theta": 150000,
-    # Codex's default request is ~18.8k tokens (training/tiny_harmony/codex.py).
-    "max_position_embeddings": 32768,
+    "max_position_embeddings": 4096,
     "tie_word_embeddings": False,
 }
 
@@ -102,6 +101,12 @@ def main() -> None:
         help="every Nth step learns Codex turns behind its system turn (prefixed.py); 0: never",
     )
     parser.add_argument("--codex-batch", type=int, default=4)
+    parser.add_argument(
+        "--max-position",
+        type=int,
+        default=CONFIG["max_position_embeddings"],
+        help="the context the config declares (Codex's default request is ~18.8k tokens)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every step")
     parser.add_argument("--save-every", type=int, default=0, help="write the weights every N steps")
     parser.add_argument(
@@ -126,6 +131,7 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(args.out))
     config = {
         **CONFIG,
+        "max_position_embeddings": args.max_position,
         "vocab_size": json.loads((BUNDLED_MODEL / "config.json").read_text())["vocab_size"],
     }
     mx.random.seed(args.seed)
