@@ -14,8 +14,8 @@ import pytest
 from training.tiny_drafter.measure import Acceptance, acceptance, held_out_prompts, load
 
 MODEL_DIR = Path(__file__).resolve().parents[2] / "service" / "assets" / "tiny-qwen35-mtp"
-# The committed head accepts 48% (63 of 130) of its drafts on these prompts (greedy, 6 per behaviour, 48
-# tokens each); an untrained head accepts about 10%. The floor sits under the figure.
+# The committed head accepts 48% (63 of 130) of its drafts on these prompts (greedy, 6 per
+# behaviour, 48 tokens each); an untrained head accepts about 10%. The floor sits under that.
 FLOOR = 0.3
 
 
