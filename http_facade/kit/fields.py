@@ -38,7 +38,14 @@ class Field:
     limit: int = INT64_MAX  # an integer's proto field range (int64 unless narrower)
     enum: tuple[str, ...] = ()
     required: bool = False
-    schema: Schema | None = None  # a structured field: what its hand-written decoder takes
+    # What it takes, where its type does not say it all: a structured field's (its type names
+    # the hand-written decoder that reads it), or a plain field's narrower than its checks.
+    schema: Schema | None = None
+
+    @property
+    def plain(self) -> bool:
+        """Whether `read` checks it (its type is a JSON type, an enum, or null)."""
+        return self.type in TYPES or self.type in ("enum", "null")
 
     def json_schema(self) -> Schema:
         """The field's OpenAPI schema: what `read` takes (and what the core checks after)."""
@@ -81,7 +88,7 @@ class Field:
                 )
         elif self.type == "null":
             raise invalid(f"'{name}' is not supported.", name, "unsupported_value")
-        elif self.schema is None:
+        else:
             article = ARTICLE.get(self.type, "a")
             value = expect(value, TYPES[self.type], name, f"{article} {self.type}")
         if self.checked and self._outside(value):
@@ -117,7 +124,7 @@ def required(fields: Iterable[Field], body: Any, missing: str) -> dict[str, Any]
 def read(fields: Iterable[Field], body: dict[str, Any]) -> dict[str, Any]:
     """Each plain field's checked value (None: absent); the structured ones are left to the
     dialect's hand-written decoders."""
-    return {f.name: f.read(body) for f in fields if f.schema is None}
+    return {f.name: f.read(body) for f in fields if f.plain}
 
 
 def fill(fields: Iterable[Field], values: dict[str, Any], params: Any) -> None:
