@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from mlx_responses.http_facade.anthropic.cache_control import TTLS
 from mlx_responses.http_facade.kit.decode import INT32_MAX
-from mlx_responses.http_facade.kit.fields import Field
+from mlx_responses.http_facade.kit.fields import Field, Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import (
     BOOLEAN,
@@ -118,7 +118,7 @@ thinking_config = {
 }
 
 TEMPERATURE, TOP_P = SAMPLING[:2]
-FIELDS = (
+FIELDS = Fields(
     MODEL,
     Field(
         "messages",
@@ -174,4 +174,6 @@ FIELDS = (
     Field("keep_alive", "keep_alive", schema=KEEP_ALIVE_SCHEMA),
 )
 # count_tokens takes a Messages body without its output cap.
-COUNT_FIELDS = tuple(replace(f, required=False) if f.name == "max_tokens" else f for f in FIELDS)
+COUNT_FIELDS = Fields(
+    *(replace(f, required=False) if f.name == "max_tokens" else f for f in FIELDS)
+)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mlx_responses.http_facade.kit.cache_hints import LIFETIME_FIELDS
 from mlx_responses.http_facade.kit.decode import INT32_MAX
-from mlx_responses.http_facade.kit.fields import Field
+from mlx_responses.http_facade.kit.fields import Field, Fields
 from mlx_responses.http_facade.kit.openapi import (
     BOOLEAN,
     OBJECT,
@@ -91,7 +91,7 @@ response_format = {
     ]
 }
 
-FIELDS = (
+FIELDS = Fields(
     MODEL,
     Field(
         "messages",

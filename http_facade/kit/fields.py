@@ -73,24 +73,29 @@ class Field:
     def read(self, body: dict[str, Any]) -> Any:
         """The body's value, checked for type, proto range and bounds; None when absent."""
         value = body.get(self.name)
-        if value is None:
-            return None
-        name = self.name
-        if self.type == "integer":
+        return None if value is None else self.check(value)
+
+    def check(self, value: Any) -> Any:
+        """`value` (not null) checked for type, proto range and bounds."""
+        kind, name = self.type, self.name
+        if kind in ("string", "boolean"):
+            if type(value) is not (str if kind == "string" else bool):
+                expect(value, TYPES[kind], name, f"a {kind}")
+            return value
+        if kind == "integer":
             value = integer(value, name, self.limit)
-        elif self.type == "number":
+        elif kind == "number":
             value = number(value, name)
-        elif self.type == "enum":
+        elif kind == "enum":
             if not isinstance(value, str) or value not in self.enum:
                 expected = " or ".join(repr(v) for v in self.enum)
                 raise invalid(
                     f"Invalid '{name}': {value!r}; expected {expected}.", name, "invalid_value"
                 )
-        elif self.type == "null":
+        elif kind == "null":
             raise invalid(f"'{name}' is not supported.", name, "unsupported_value")
         else:
-            article = ARTICLE.get(self.type, "a")
-            value = expect(value, TYPES[self.type], name, f"{article} {self.type}")
+            value = expect(value, TYPES[kind], name, f"{ARTICLE.get(kind, 'a')} {kind}")
         if self.checked and self._outside(value):
             raise invalid(f"Invalid '{name}': {value}; {self._bounds()}.", name, "invalid_value")
         return value
@@ -106,32 +111,49 @@ class Field:
         return f"must be between {self.minimum} and {self.maximum}"
 
 
+class Fields(tuple[Field, ...]):
+    """A request's fields, in order, indexed by name."""
+
+    def __new__(cls, *fields: Field) -> Fields:
+        return super().__new__(cls, fields)
+
+    def __init__(self, *fields: Field) -> None:
+        self.by_name = {f.name: f for f in fields if f.plain}
+        self.required = tuple(f.name for f in fields if f.required)
+
+
 def _admits_null(schema: Schema) -> bool:
     return {"type": "null"} in schema.get("anyOf", ())
 
 
-def required(fields: Iterable[Field], body: Any, missing: str) -> dict[str, Any]:
+def required(fields: Fields, body: Any, missing: str) -> dict[str, Any]:
     """`body` as a JSON object holding every required field (`missing` formats a refusal)."""
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.", None, "invalid_type")
-    for field in fields:
-        if field.required and body.get(field.name) is None:
-            name = field.name
+    for name in fields.required:
+        if body.get(name) is None:
             raise invalid(missing.format(name), name, "missing_required_parameter")
     return body
 
 
-def read(fields: Iterable[Field], body: dict[str, Any]) -> dict[str, Any]:
-    """Each plain field's checked value (None: absent); the structured ones are left to the
-    dialect's hand-written decoders."""
-    return {f.name: f.read(body) for f in fields if f.plain}
+def read(fields: Fields, body: dict[str, Any]) -> dict[str, Any]:
+    """The checked value of each plain field the body gives (not null); the structured ones
+    are left to the dialect's hand-written decoders."""
+    index = fields.by_name
+    return {
+        name: index[name].check(value)
+        for name, value in body.items()
+        if name in index and value is not None
+    }
 
 
-def fill(fields: Iterable[Field], values: dict[str, Any], params: Any) -> None:
+def fill(fields: Fields, values: dict[str, Any], params: Any) -> None:
     """Sets `params`' core field of each field that fills one and has a value."""
-    for field in fields:
-        if field.to is not None and values.get(field.name) is not None:
-            setattr(params, field.to, values[field.name])
+    index = fields.by_name
+    for name, value in values.items():
+        to = index[name].to
+        if to is not None:
+            setattr(params, to, value)
 
 
 def request_schema(fields: Iterable[Field], description: str, **extra: Any) -> Schema:

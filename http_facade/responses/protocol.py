@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mlx_responses.http_facade.kit.cache_hints import LIFETIME_FIELDS
 from mlx_responses.http_facade.kit.decode import INT32_MAX
-from mlx_responses.http_facade.kit.fields import Field
+from mlx_responses.http_facade.kit.fields import Field, Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import (
     BOOLEAN,
@@ -91,7 +91,7 @@ json_schema_format = obj(
     strict=nullable(BOOLEAN),
 )
 
-FIELDS = (
+FIELDS = Fields(
     MODEL,
     Field(
         "input",

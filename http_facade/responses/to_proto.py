@@ -376,7 +376,7 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
         params.include.extend(
             expect(v, str, f"include[{i}]", "a string") for i, v in enumerate(include)
         )
-    if values["chat_template_kwargs"] is not None:
-        params.chat_template_kwargs_json = json.dumps(values["chat_template_kwargs"])
+    if values.get("chat_template_kwargs") is not None:
+        params.chat_template_kwargs_json = json.dumps(values.get("chat_template_kwargs"))
     read_keep_alive(body, params)
     return params
