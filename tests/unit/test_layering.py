@@ -23,6 +23,10 @@ interpreter): `service/flags.py`, the one declaration of every flag of both comm
 façade and the core's metrics endpoint) answers with, and `service/limits.py`, the request limits
 the core enforces and the façade's OpenAPI document states.
 
+Inside every folder of `service/` too, no circle and no arrow back up: its files and subfolders
+stand on floors, each above all it imports (tests/support/import_graph.py; the engine's folders
+are held by tests/unit/test_engine_layering.py, which shows a planted one caught).
+
 Inside `http_facade/`, the dialects (`responses/`, `chat/`, `completions/`, `anthropic/`,
 `embeddings/`) are siblings over one kit (`kit/`): a dialect imports the kit and itself, never
 another dialect nor the app above them; the kit imports only itself; and no file imports a
@@ -39,6 +43,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.import_graph import import_graph, loops
 from tests.support.imports import absolute_imports
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -216,6 +221,11 @@ def test_the_text_protocol_imports_no_mlx() -> None:
         if name.split(".")[0] in ("mlx", "mlx_lm") or _tier_of_module(name) == "engine"
     )
     assert offending == []
+
+
+def test_no_circle_and_no_arrow_back_up_in_any_folder_of_the_service() -> None:
+    service = ROOT / "service"
+    assert loops(import_graph(service, f"{NAMESPACE}.service"), service) == []
 
 
 FACADE = f"{NAMESPACE}.http_facade"

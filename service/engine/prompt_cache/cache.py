@@ -1,8 +1,8 @@
 """One model's prompt cache: KV caches of earlier prompts, found by their longest token prefix.
 
-Entries live in memory (mlx-lm's LRU prompt cache over an indexed trie, `prompt_trie.py`),
+Entries live in memory (mlx-lm's LRU prompt cache over an indexed trie, `trie.py`),
 bounded by entries and bytes (the live sequences' bytes count against the same budget:
-`trim`), and, with `--prompt-cache-dir`, on disk (`prompt_disk.py`), which outlives the
+`trim`), and, with `--prompt-cache-dir`, on disk (`disk.py`), which outlives the
 process. Keys are per model and, under `--isolate-keys`, per owner (`scope`), so no key learns
 from a hit what another key has sent.
 
@@ -13,7 +13,7 @@ but for its last token (the worker's `checkpoints`, `Scheduler.prompt_ends`).
 
 An entry written under a client's lifetime (`ttl`: Anthropic `cache_control.ttl`, OpenAI
 `prompt_cache_options` and `prompt_cache_retention`; service/text/retention.py) expires `ttl`
-seconds after its last use, in memory (`prompt_expiry.py`) and on disk; an expired entry is
+seconds after its last use, in memory (`expiry.py`) and on disk; an expired entry is
 never served and is removed. An entry written without one is left to the LRU bounds.
 
 A finished turn's entry serves only a prompt that extends it token for token. The next turn
@@ -35,8 +35,8 @@ from typing import Any
 
 from mlx_responses.service.engine.mlx_lm_compat import can_trim_prompt_cache, trim_prompt_cache
 from mlx_responses.service.engine.model import LoadedModel
-from mlx_responses.service.engine.prompt_disk import PromptDisk, open_disk
-from mlx_responses.service.engine.prompt_expiry import ExpiringPromptCache, Lifetimes
+from mlx_responses.service.engine.prompt_cache.disk import PromptDisk, open_disk
+from mlx_responses.service.engine.prompt_cache.expiry import ExpiringPromptCache, Lifetimes
 from mlx_responses.service.engine.requests import EngineStats
 
 # The entries' kinds, as mlx-lm's LRU evicts them: the least recently used of the kind that

@@ -5,7 +5,7 @@ outlives it: another version, a crash mid-write, a full disk or a person may hav
 and files this version cannot serve. Each format is checked here, in one place, before
 anything is built from it: `index_row` for a row of the index, `entry_header` for an entry
 file's safetensors header and `entry_layers` for the cache layout in its metadata. Each
-raises `BadEntry` naming the field; the tier drops what fails (prompt_disk.py) and keeps
+raises `BadEntry` naming the field; the tier drops what fails (disk.py) and keeps
 serving the rest.
 """
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from mlx_responses.service.engine.mlx_lm_compat import can_trim_prompt_cache
-from mlx_responses.service.engine.prompt_trie import IndexedPromptTrie, new_prompt_cache
-from mlx_responses.service.engine.prompt_trie import _key as sequence_key
+from mlx_responses.service.engine.prompt_cache.trie import IndexedPromptTrie, new_prompt_cache
+from mlx_responses.service.engine.prompt_cache.trie import _key as sequence_key
 
 Clock = Callable[[], float]
 

@@ -1,5 +1,5 @@
-"""The disk tier's files as read back (prompt_disk.py writes them): an entry file rebuilt
-into its cache once every part of it is checked (prompt_disk_check.py), the `entries/` folder
+"""The disk tier's files as read back (disk.py writes them): an entry file rebuilt
+into its cache once every part of it is checked (disk_check.py), the `entries/` folder
 swept of what no entry is, and what an OS error means for the tier."""
 
 from __future__ import annotations
@@ -26,7 +26,11 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     QuantizedKVCache,
     RotatingKVCache,
 )
-from mlx_responses.service.engine.prompt_disk_check import BadEntry, entry_header, entry_layers
+from mlx_responses.service.engine.prompt_cache.disk_check import (
+    BadEntry,
+    entry_header,
+    entry_layers,
+)
 from mlx_responses.service.engine.requests import DiskHealth
 
 log = logging.getLogger(__name__)

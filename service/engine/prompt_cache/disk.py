@@ -1,7 +1,7 @@
 """The prompt cache's disk tier: KV caches of long prompts kept across restarts.
 
 Coding agents resend the same long prefix (tens of thousands of tokens) on every request; the
-in-memory prompt cache (`prompt_trie.py`) serves it within one process, and this tier serves it
+in-memory prompt cache (`trie.py`) serves it within one process, and this tier serves it
 after a restart. The worker hands each entry it inserts into the memory cache to `put` (on the
 engine thread: the arrays are evaluated there and their buffers borrowed, never copied), and a
 background thread writes it; at admission, `fetch` reads an entry back where the disk holds a
@@ -23,11 +23,13 @@ Index. `index.sqlite` (shared by the processes using the directory) lists every 
 identity, token count, digest, the chained hashes of its 256-token blocks, whether its cache can
 be trimmed, its bytes and last use, and, for an entry written under a client's lifetime, that
 lifetime (`ttl`, seconds) and when it expires (`expires`, Unix time: its last use plus `ttl`).
-The budget (`max_bytes`) holds over the whole directory: after each write the least recently
-used entries go. An expired entry is never served: it is deleted when found (at start, at a
-lookup); one without a lifetime is left to the budget.
+The budget (`max_bytes`) holds over the whole directory, the index's own files included: before
+each write the least recently used entries go until the new file fits beside the rest (an entry
+that cannot fit is not written), so the folder never holds more, not even mid-write. An
+expired entry is never served: it is deleted when found (at start, at a lookup); one without a
+lifetime is left to the budget.
 
-What is read back is checked before use (prompt_disk_check.py): a bad index row or entry file
+What is read back is checked before use (disk_check.py): a bad index row or entry file
 is dropped (logged once, counted in `DiskHealth` and /metrics) and the rest keeps serving;
 something under `entries/` that is no entry (a folder, a symlink) is never followed. A full
 disk or a read-only folder pauses the writes (reported as `degraded`) while reads go on; no
@@ -60,8 +62,8 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     trim_prompt_cache,
 )
 from mlx_responses.service.engine.model import LoadedModel
-from mlx_responses.service.engine.prompt_disk_check import BadEntry, index_row, safe_name
-from mlx_responses.service.engine.prompt_disk_io import (
+from mlx_responses.service.engine.prompt_cache.disk_check import BadEntry, index_row, safe_name
+from mlx_responses.service.engine.prompt_cache.disk_io import (
     CLASSES,
     DTYPES,
     FORMAT,
@@ -404,7 +406,7 @@ class PromptDisk:
         self._queue.put(("delete", entry.name))
 
     def _load_index(self, db: sqlite3.Connection) -> None:
-        """Reads this identity's rows; a row that fails its check (prompt_disk_check.py) is
+        """Reads this identity's rows; a row that fails its check (disk_check.py) is
         dropped: deleted with its file, logged, counted."""
         rows = db.execute(
             "SELECT rowid, name, key, length, digest, blocks, trimmable, bytes, ttl, expires "
@@ -503,6 +505,10 @@ class PromptDisk:
         path = self.directory / "entries" / entry.name
         if path.is_dir():
             raise BadEntry(f"{path} is a folder: the entry is not written")
+        # Room first: the folder never holds more than its budget, not even while it is written.
+        if not self._trim(db, room=8 + len(raw) + offset):
+            log.debug("prompt disk: an entry of %d bytes does not fit the budget", offset)
+            return
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         try:
             with tmp.open("wb") as f:
@@ -556,15 +562,18 @@ class PromptDisk:
             ):
                 yield other
 
-    def _trim(self, db: sqlite3.Connection) -> None:
-        """Deletes the least recently used entries until the directory fits the budget."""
+    def _trim(self, db: sqlite3.Connection, room: int = 0) -> bool:
+        """Deletes the least recently used entries until the directory (its entries and the
+        index itself) fits the budget with `room` bytes more (an entry about to be written);
+        False where it cannot (nothing left to delete)."""
         total = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM entries").fetchone()[0]
-        while isinstance(total, int) and total > self.max_bytes:
+        total = (total if isinstance(total, int) else 0) + self._index_bytes() + room
+        while total > self.max_bytes:
             row = db.execute(
                 "SELECT rowid, name, bytes FROM entries ORDER BY last_use LIMIT 1"
             ).fetchone()
             if row is None:
-                return
+                return False
             name = safe_name(row[1])
             if name is not None:
                 self._delete(db, name)
@@ -572,6 +581,15 @@ class PromptDisk:
                 db.execute("DELETE FROM entries WHERE rowid=?", (row[0],))
                 db.commit()
             total -= row[2] if type(row[2]) is int else 0
+        return True
+
+    def _index_bytes(self) -> int:
+        """Bytes of the index's files (the database and its journal while one is open)."""
+        held = 0
+        for suffix in ("", "-journal", "-wal"):
+            with contextlib.suppress(OSError):
+                held += (self.directory / f"index.sqlite{suffix}").stat().st_size
+        return held
 
     def _delete(self, db: sqlite3.Connection, name: str) -> None:
         with self._lock:
