@@ -256,10 +256,11 @@ def chat_from_json(body: Any) -> ChatRequest:
     if body.get("response_format") is not None:
         params.text.CopyFrom(response_format(body["response_format"]))
     logprobs = bool(values.get("logprobs"))
-    if values.get("top_logprobs") is not None:
+    top = values.get("top_logprobs")
+    if top is not None:
         if not logprobs:
             raise invalid("'top_logprobs' requires 'logprobs' to be true.", "top_logprobs")
-        params.top_logprobs = values.get("top_logprobs")
+        params.top_logprobs = top
     if logprobs:
         params.include.append(LOGPROBS_INCLUDE)
     effort = values.get("reasoning_effort")
