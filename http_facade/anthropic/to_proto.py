@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mlx_responses.http_facade.anthropic.cache_control import input_point, marked, ttl_of
+from mlx_responses.http_facade.anthropic.cache_control import marked, ttl_of
 from mlx_responses.http_facade.anthropic.protocol import COUNT_FIELDS, FIELDS, TOOL_CHOICE_MODES
+from mlx_responses.http_facade.kit.cache_hints import input_point
 from mlx_responses.http_facade.kit.decode import expect, flag, integer, lookup
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.fields import fill, read, required

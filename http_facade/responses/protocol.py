@@ -15,7 +15,7 @@ from mlx_responses.http_facade.kit.openapi import (
     obj,
     ref,
 )
-from mlx_responses.http_facade.kit.sampling import MODEL, SAMPLING, TEMPLATE_KWARGS
+from mlx_responses.http_facade.kit.sampling import MODEL, OPENAI_SCALARS, SAMPLING, TEMPLATE_KWARGS
 from mlx_responses.http_facade.kit.tools import (
     BUILTIN_TOOL_TYPES,
     function_tool_schema,
@@ -106,20 +106,12 @@ FIELDS = Fields(
         },
     ),
     Field("instructions", "string", "A system message for this turn.", "instructions"),
-    Field("user", "string", "An id of the end user, recorded with the turn.", "user"),
-    Field("safety_identifier", "string", "An id of the end user, recorded.", "safety_identifier"),
-    Field(
-        "prompt_cache_key", "string", "Routes and names a shared prompt prefix.", "prompt_cache_key"
-    ),
-    Field("service_tier", "string", "Echoed.", "service_tier"),
+    *OPENAI_SCALARS,
     Field(
         "previous_response_id", "string", "The response this turn follows.", "previous_response_id"
     ),
     Field("truncation", "string", "Only disabled.", "truncation", schema={"const": "disabled"}),
     Field("store", "boolean", "Whether the response is stored (default true).", "store"),
-    Field(
-        "parallel_tool_calls", "boolean", "Several tool calls in one turn.", "parallel_tool_calls"
-    ),
     Field("stream", "boolean", "Whether the answer streams as server-sent events.", "stream"),
     Field("background", "boolean", "Answer at once, generate in the background.", "background"),
     Field(
