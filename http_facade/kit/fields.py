@@ -24,7 +24,7 @@ TYPES: dict[str, type | tuple[type, ...]] = {
 ARTICLE = {"integer": "an", "object": "an", "array": "an"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Field:
     """One top-level field of a request body; null is taken as absent."""
 
@@ -118,7 +118,8 @@ class Fields(tuple[Field, ...]):
         return super().__new__(cls, fields)
 
     def __init__(self, *fields: Field) -> None:
-        self.by_name = {f.name: f for f in fields if f.plain}
+        self.checks = {f.name: f.check for f in fields if f.plain}
+        self.targets = {f.name: f.to for f in fields if f.plain and f.to is not None}
         self.required = tuple(f.name for f in fields if f.required)
 
 
@@ -139,19 +140,19 @@ def required(fields: Fields, body: Any, missing: str) -> dict[str, Any]:
 def read(fields: Fields, body: dict[str, Any]) -> dict[str, Any]:
     """The checked value of each plain field the body gives (not null); the structured ones
     are left to the dialect's hand-written decoders."""
-    index = fields.by_name
+    checks = fields.checks
     return {
-        name: index[name].check(value)
+        name: checks[name](value)
         for name, value in body.items()
-        if name in index and value is not None
+        if value is not None and name in checks
     }
 
 
 def fill(fields: Fields, values: dict[str, Any], params: Any) -> None:
     """Sets `params`' core field of each field that fills one and has a value."""
-    index = fields.by_name
+    targets = fields.targets
     for name, value in values.items():
-        to = index[name].to
+        to = targets.get(name)
         if to is not None:
             setattr(params, to, value)
 
