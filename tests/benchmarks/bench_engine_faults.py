@@ -6,10 +6,11 @@ stage (in turn: admission, step, extract, cache write, disk read, and "give up":
 a restart limit of 1, so the engine gives up and the model is unloaded and reloaded after its
 back-off), sends `--concurrency` `/v1/responses` requests at once (distinct prompts of ~600
 tokens, 16 output tokens: each misses the memory tier and reads the disk tier), then one more
-request once they ended. Checked and printed: every request ended (200, completed or failed
-with a message; for "give up" a 503 naming the failure during the back-off is allowed), the
-request after each fault completed, the fault fired, and the process's RSS after the rounds
-against before (after warm-up rounds without faults): within 10%. Not a test.
+request once they ended; `--rounds` rounds at each stage, one stage after another. Checked and
+printed, by stage: every request ended (200, completed or failed with a message; for "give up"
+a 503 naming the failure during the back-off is allowed), the request after each fault
+completed, the fault fired, and the process's RSS after the stage's rounds against before them
+(and at the end against after the warm-up rounds without faults): within 10%. Not a test.
 
     .venv/bin/python tests/benchmarks/bench_engine_faults.py [--rounds 100] [--concurrency 8]
 """
@@ -107,7 +108,7 @@ def ended(status: int, body: dict[str, Any], stage: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=100, help="rounds of each stage")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--warm-up", type=int, default=12, help="rounds without faults first")
     args = parser.parse_args()
@@ -171,37 +172,46 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
     for number in range(args.warm_up):
         round_(-1 - number, None)
     gc.collect()
-    before = rss()
-    worst = before
+    first = rss()
     totals = {stage: Counter[str]() for stage in STAGES}
-    stages = list(STAGES)
-    for number in range(args.rounds):
-        stage = stages[number % len(stages)]
-        totals[stage] += round_(number, stage)
-        worst = max(worst, rss())
-        if (number + 1) % 10 == 0:
-            print(f"round {number + 1}: RSS {rss() / MIB:.0f} MiB", file=sys.stderr, flush=True)
-    gc.collect()
-    after = rss()
-    elapsed = time.perf_counter() - started
-    print(
-        f"{args.rounds} rounds of {args.concurrency} concurrent requests, a fault each "
-        f"({elapsed:.0f}s with {args.warm_up} warm-up rounds)"
-    )
-    print(f"{'stage':<12} {'rounds':>6} {'fired':>5} {'completed':>9} {'failed':>6} {'503':>4}")
+    figures: dict[str, tuple[int, int, int]] = {}  # stage: RSS before, after, peak
+    number = 0
     for stage in STAGES:
-        rounds = sum(1 for n in range(args.rounds) if stages[n % len(stages)] == stage)
-        t = totals[stage]
-        print(
-            f"{stage:<12} {rounds:>6} {fault.fired[stage]:>5} {t['completed']:>9} "
-            f"{t['failed']:>6} {t['refused']:>4}"
-        )
-    print("every request ended; the request after each fault completed")
+        gc.collect()
+        before = worst = rss()
+        for _ in range(args.rounds):
+            totals[stage] += round_(number, stage)
+            number += 1
+            worst = max(worst, rss())
+            if number % 10 == 0:
+                print(f"round {number} ({stage}): RSS {rss() / MIB:.0f} MiB", file=sys.stderr)
+        gc.collect()
+        figures[stage] = (before, rss(), worst)
+    elapsed = time.perf_counter() - started
+    last = rss()
     print(
-        f"RSS before {before / MIB:.0f} MiB, after {after / MIB:.0f} MiB "
-        f"({after / before:.3f}x), peak {worst / MIB:.0f} MiB ({worst / before:.3f}x)"
+        f"{args.rounds} rounds of {args.concurrency} concurrent requests at each stage, a fault "
+        f"each round ({elapsed:.0f}s with {args.warm_up} warm-up rounds)"
     )
-    if after > 1.1 * before:
+    print(
+        f"{'stage':<12} {'fired':>5} {'completed':>9} {'failed':>6} {'503':>4} {'next ok':>7} "
+        f"{'RSS before':>10} {'after':>6} {'peak':>6} {'after/before':>12}"
+    )
+    failed = False
+    for stage in STAGES:
+        t = totals[stage]
+        before, after, worst = figures[stage]
+        print(
+            f"{stage:<12} {fault.fired[stage]:>5} {t['completed']:>9} {t['failed']:>6} "
+            f"{t['refused']:>4} {args.rounds:>7} {before / MIB:>9.0f}M {after / MIB:>5.0f}M "
+            f"{worst / MIB:>5.0f}M {after / before:>11.3f}x"
+        )
+        failed |= after > 1.1 * before
+    print("every request ended; the request after each fault completed")
+    print(f"RSS after warm-up {first / MIB:.0f} MiB, at the end {last / MIB:.0f} MiB "
+          f"({last / first:.3f}x)")  # fmt: skip
+    failed |= last > 1.1 * first
+    if failed:
         raise SystemExit("RSS did not return within 10% of before")
 
 
