@@ -110,6 +110,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=100, help="rounds of each stage")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--stages", nargs="+", choices=list(STAGES), default=list(STAGES), help="in this order"
+    )
     parser.add_argument("--warm-up", type=int, default=12, help="rounds without faults first")
     args = parser.parse_args()
     logging.disable(logging.CRITICAL)  # each fault logs its traceback: only the figures here
@@ -173,43 +176,43 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
         round_(-1 - number, None)
     gc.collect()
     first = rss()
-    totals = {stage: Counter[str]() for stage in STAGES}
-    figures: dict[str, tuple[int, int, int]] = {}  # stage: RSS before, after, peak
+    print(
+        f"{args.rounds} rounds of {args.concurrency} concurrent requests at each stage, a fault "
+        f"each round, after {args.warm_up} warm-up rounds without ({first / MIB:.0f} MiB)"
+    )
+    print(
+        f"{'stage':<12} {'fired':>5} {'completed':>9} {'failed':>6} {'503':>4} {'next ok':>7} "
+        f"{'RSS before':>10} {'after':>6} {'peak':>6} {'after/before':>12}",
+        flush=True,
+    )
+    failed = False
     number = 0
-    for stage in STAGES:
+    for stage in args.stages:
         gc.collect()
         before = worst = rss()
+        totals = Counter[str]()
         for _ in range(args.rounds):
-            totals[stage] += round_(number, stage)
+            totals += round_(number, stage)
             number += 1
             worst = max(worst, rss())
             if number % 10 == 0:
                 print(f"round {number} ({stage}): RSS {rss() / MIB:.0f} MiB", file=sys.stderr)
         gc.collect()
-        figures[stage] = (before, rss(), worst)
-    elapsed = time.perf_counter() - started
-    last = rss()
-    print(
-        f"{args.rounds} rounds of {args.concurrency} concurrent requests at each stage, a fault "
-        f"each round ({elapsed:.0f}s with {args.warm_up} warm-up rounds)"
-    )
-    print(
-        f"{'stage':<12} {'fired':>5} {'completed':>9} {'failed':>6} {'503':>4} {'next ok':>7} "
-        f"{'RSS before':>10} {'after':>6} {'peak':>6} {'after/before':>12}"
-    )
-    failed = False
-    for stage in STAGES:
-        t = totals[stage]
-        before, after, worst = figures[stage]
+        after = rss()
+        # Every request ended and each round's next request completed, or round_ raised.
         print(
-            f"{stage:<12} {fault.fired[stage]:>5} {t['completed']:>9} {t['failed']:>6} "
-            f"{t['refused']:>4} {args.rounds:>7} {before / MIB:>9.0f}M {after / MIB:>5.0f}M "
-            f"{worst / MIB:>5.0f}M {after / before:>11.3f}x"
+            f"{stage:<12} {fault.fired[stage]:>5} {totals['completed']:>9} {totals['failed']:>6} "
+            f"{totals['refused']:>4} {args.rounds:>7} {before / MIB:>9.0f}M {after / MIB:>5.0f}M "
+            f"{worst / MIB:>5.0f}M {after / before:>11.3f}x",
+            flush=True,
         )
         failed |= after > 1.1 * before
+    last = rss()
     print("every request ended; the request after each fault completed")
-    print(f"RSS after warm-up {first / MIB:.0f} MiB, at the end {last / MIB:.0f} MiB "
-          f"({last / first:.3f}x)")  # fmt: skip
+    print(
+        f"RSS after warm-up {first / MIB:.0f} MiB, at the end {last / MIB:.0f} MiB "
+        f"({last / first:.3f}x); {time.perf_counter() - started:.0f}s"
+    )
     failed |= last > 1.1 * first
     if failed:
         raise SystemExit("RSS did not return within 10% of before")
