@@ -10,7 +10,8 @@ request once they ended; `--rounds` rounds at each stage, one stage after anothe
 printed, by stage: every request ended (200, completed or failed with a message; for "give up"
 a 503 naming the failure during the back-off is allowed), the request after each fault
 completed, the fault fired, and the process's RSS after the stage's rounds against before them
-(and at the end against after the warm-up rounds without faults): within 10%. Not a test.
+(each after `--settle` rounds without faults; and at the end against after the warm-up): within
+10%. Not a test.
 
     .venv/bin/python tests/benchmarks/bench_engine_faults.py [--rounds 100] [--concurrency 8]
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import logging
 import sys
 import tempfile
@@ -113,6 +115,9 @@ def main() -> None:
     parser.add_argument(
         "--stages", nargs="+", choices=list(STAGES), default=list(STAGES), help="in this order"
     )
+    parser.add_argument(
+        "--settle", type=int, default=3, help="rounds without faults before and after a stage"
+    )
     parser.add_argument("--warm-up", type=int, default=12, help="rounds without faults first")
     args = parser.parse_args()
     logging.disable(logging.CRITICAL)  # each fault logs its traceback: only the figures here
@@ -187,9 +192,19 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
     )
     failed = False
     number = 0
-    for stage in args.stages:
+
+    quiet = itertools.count(-1 - args.warm_up, -1)  # distinct prompts: cold, as the others
+
+    def settled() -> int:
+        """RSS after `--settle` rounds without faults (the caches as the faults' rounds leave
+        them differ: a stage's failures rebuild the memory tier, another's keep it)."""
+        for _ in range(args.settle):
+            round_(next(quiet), None)
         gc.collect()
-        before = worst = rss()
+        return rss()
+
+    for stage in args.stages:
+        before = worst = settled()
         totals = Counter[str]()
         for _ in range(args.rounds):
             totals += round_(number, stage)
@@ -197,8 +212,8 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
             worst = max(worst, rss())
             if number % 10 == 0:
                 print(f"round {number} ({stage}): RSS {rss() / MIB:.0f} MiB", file=sys.stderr)
-        gc.collect()
-        after = rss()
+        after = settled()
+        worst = max(worst, after)
         # Every request ended and each round's next request completed, or round_ raised.
         print(
             f"{stage:<12} {fault.fired[stage]:>5} {totals['completed']:>9} {totals['failed']:>6} "
