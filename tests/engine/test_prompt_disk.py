@@ -18,7 +18,7 @@ import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
 from mlx_responses.service.engine.model import load_model
-from mlx_responses.service.engine.prompt_disk import BLOCK, MAX_PENDING, PromptDisk
+from mlx_responses.service.engine.prompt_cache.disk import BLOCK, MAX_PENDING, PromptDisk
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.worker import EngineWorker
 
