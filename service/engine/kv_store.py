@@ -109,7 +109,31 @@ class KVStore:
         except Exception:  # the request goes on; the entry is not kept
             self._failed("write")
             return
+        self._fit()  # the caches back within what the budget leaves them, at once
+
+    def entry_room(self, tokens: int) -> bool:
+        """Whether a copy of a live sequence's KV (`tokens`) may be made as a prompt-cache
+        entry now (asked by a scheduler before it copies, `Scheduler.entry_room`): the copy
+        sits beside the store that still holds the sequence, so under a budget the prompt
+        cache first gives back the room for it; where even an empty cache leaves none, no
+        copy is made (the request goes on; nothing is kept). Without a prompt cache: never."""
+        if self.prompt is None:
+            return False
+        account = self.account
+        if account is None:
+            return True
+        room = account.cache_room()
+        if room is None:
+            return True
         self._counted()
+        need = account.layout.bytes_for(tokens)
+        others = account.caches() - self.prompt.memory.nbytes  # images, the disk's writes
+        if need > room - others:
+            return False
+        if self.prompt.memory.nbytes > room - others - need:
+            self.prompt.trim(room - others - need)
+            self._counted()
+        return True
 
     def rebuild(self) -> None:
         """The prompt cache's memory tier anew, empty (after a failure of the engine or of the
@@ -168,11 +192,20 @@ class KVStore:
         if self.account is not None:
             with self.account.budget.lock:
                 self.account.scheduler_bytes = live_bytes
-        prompt, images = self.prompt, self.images
+        prompt = self.prompt
         if prompt is not None:
             prompt.trim(prompt.max_bytes - live_bytes)
+        self._fit()
+
+    def _fit(self) -> None:
+        """Trims the caches to what the budget leaves beside everything else (the prompt
+        cache first, as in `admit`), the disk writer's borrowed entries counted (they cannot
+        be trimmed: they go once written)."""
+        self._counted()
+        prompt, images = self.prompt, self.images
         room = self.account.cache_room() if self.account is not None else None
         if room is not None:
+            room -= self._disk_held()
             encoded = images.nbytes if images is not None else 0
             if prompt is not None and prompt.memory.nbytes > room - encoded:
                 prompt.trim(room - encoded)
@@ -181,6 +214,13 @@ class KVStore:
                 images.trim(room - kept)
         self._counted()
 
+    def _disk_held(self) -> int:
+        """Bytes of entries the disk tier's writer holds (queued, or written and not yet
+        released): alive whether or not the memory tier still keeps them."""
+        prompt = self.prompt
+        disk = prompt.disk if prompt is not None else None
+        return disk.held_bytes() if disk is not None else 0
+
     def _counted(self) -> None:
         """The caches' bytes into the stats and the account."""
         if self.prompt is not None:
@@ -188,7 +228,9 @@ class KVStore:
         if self.account is not None:
             with self.account.budget.lock:
                 if self.prompt is not None:
-                    self.account.prompt_cache = self.prompt.memory.nbytes
+                    # The memory tier and what the disk's writer holds (an entry in both is
+                    # counted twice while it is written: the budget errs high).
+                    self.account.prompt_cache = self.prompt.memory.nbytes + self._disk_held()
                 if self.images is not None:
                     self.account.image_cache = self.images.nbytes
 

@@ -146,6 +146,10 @@ class Scheduler(Protocol):
     # Settings the worker changes between steps.
     prefill_step_size: int  # a prompt's chunk per step (fair prefill sets it)
     prompt_ends: bool  # hand back entries at segment ends (`StepResult.ends`)
+    # Asked with a sequence's tokens before a scheduler copies its KV out of a store it keeps
+    # holding (the slots): whether the memory budget has room for that copy (no: no entry).
+    # A scheduler whose entries are the sequence's own caches, or mlx-lm's, never asks.
+    entry_room: Callable[[int], bool]
 
     @property
     def stream(self) -> Any:

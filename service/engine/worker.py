@@ -298,6 +298,7 @@ class EngineWorker(ModelThread[LoadedModel]):
             vision=self._vision,
         )
         scheduler.prompt_ends = self._checkpointing
+        scheduler.entry_room = self.kv.entry_room  # copies of live KV within the budget
         return scheduler
 
     def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:

@@ -290,6 +290,12 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="8,32")
     parser.add_argument("--lengths", default="1024,4096,16384")
     parser.add_argument("--disks", default="on,off")
+    parser.add_argument(
+        "--requests-by-length",
+        default="",
+        help="requests per prompt length in the sweep, e.g. 16384:8 (past what the budget "
+        "admits at once; the rest: --requests)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     try:
@@ -306,8 +312,13 @@ def main() -> None:
         )
         if args.sweep:
             missed = 0
+            table: list[str] = []
+            by_length = dict(
+                (int(k), int(v))
+                for k, v in (pair.split(":") for pair in args.requests_by_length.split(",") if pair)
+            )
             for length in (int(n) for n in args.lengths.split(",")):
-                texts = prompts(folder, args.requests, length)
+                texts = prompts(folder, by_length.get(length, args.requests), length)
                 for api in args.apis.split(","):
                     for batch in (int(b) for b in args.batch_sizes.split(",")):
                         for disk in args.disks.split(","):
@@ -323,6 +334,14 @@ def main() -> None:
                             missed += result["peak"] > 1.1 * limit or not result["alive"]
                             cell = f"{api:>11} batch {batch:>2} disk {disk:>3} {length:>6} tok"
                             print(_line(cell, result, limit), flush=True)
+                            table.append(
+                                f"| {api} | {batch} | {disk} | {length:,} x {len(texts)} | "
+                                f"{result['peak'] / MIB:,.0f} | {result['peak'] / limit:.2f} | "
+                                f"{'yes' if result['alive'] else 'KILLED'} |"
+                            )
+            print("| API | batch | disk | tokens x requests | peak RSS MiB | / limit | alive |")
+            print("|---|---|---|---|---|---|---|")
+            print("\n".join(table))
             print(f"cells over limit + 10% or killed: {missed}")
             return
         texts = prompts(folder, args.requests, args.prompt_tokens)

@@ -26,13 +26,14 @@ def test_the_layout_is_4_kib_a_token() -> None:
 
 def test_a_request_that_can_never_fit_names_its_size_and_the_budget() -> None:
     account = _budget().open("m", LAYOUT, context=65536, weights=10 * MIB)
-    # 100 MiB less 20 of runtime and 10 of weights leaves 70 MiB: 17,920 tokens.
-    account.check(prompt=16_000, max_output=1_000)
+    # 100 MiB less 20 of runtime and 10 of weights leaves 70 MiB: 15,928 tokens (4 KiB each,
+    # and 1/8 more while a layer's cache is copied).
+    account.check(prompt=14_000, max_output=1_000)
     with pytest.raises(MemoryLimitError) as refused:
-        account.check(prompt=16_000, max_output=4_000)
+        account.check(prompt=14_000, max_output=4_000)
     assert refused.value.param == "max_output_tokens"  # the prompt alone would fit
     message = str(refused.value)
-    assert "20,000 tokens" in message and "100.0 MiB" in message and "70.0 MiB" in message
+    assert "18,000 tokens" in message and "100.0 MiB" in message and "70.0 MiB" in message
     with pytest.raises(MemoryLimitError) as refused:
         account.check(prompt=20_000, max_output=1)
     assert refused.value.param == "input"
@@ -43,8 +44,8 @@ def _figures(text: str) -> list[float]:
 
 
 def test_the_refusal_names_every_part_and_its_figures_add_up() -> None:
-    """KV (rounded to the cache's steps) and a prefill step's activations make up the need;
-    the room is the limit less the weights and the runtime."""
+    """KV (rounded to the cache's steps), a layer's copy as it grows and a prefill step's
+    activations make up the need; the room is the limit less the weights and the runtime."""
     account = _budget().open("m", LAYOUT, context=65536, weights=10 * MIB)
     account.activations = Activations(
         rows=1, step=512, heads=4, hidden=512, intermediate=2048, dtype_bytes=4, scores=True
@@ -52,10 +53,13 @@ def test_the_refusal_names_every_part_and_its_figures_add_up() -> None:
     with pytest.raises(MemoryLimitError) as refused:
         account.check(prompt=6_086, max_output=10_000)
     message = str(refused.value)
-    need, kv, activations, room, limit, weights, runtime = _figures(message)
+    need, kv, copy, activations, room, limit, weights, runtime = _figures(message)
     assert "of KV cache" in message and "of activations for a prefill step" in message
-    assert abs(need - (kv + activations)) <= 0.1 and abs(room - (limit - weights - runtime)) <= 0.1
+    assert "while a layer's cache is copied" in message
+    assert abs(need - (kv + copy + activations)) <= 0.1
+    assert abs(room - (limit - weights - runtime)) <= 0.1
     assert kv == round(LAYOUT.bytes_for(16_086) / MIB, 1)  # 16,128 tokens at 4,096 bytes
+    assert copy == round(LAYOUT.bytes_for(16_086) / 8 / MIB, 1)  # one layer of 8
 
 
 def test_a_limit_below_the_weights_is_refused_with_the_figure() -> None:
@@ -65,8 +69,9 @@ def test_a_limit_below_the_weights_is_refused_with_the_figure() -> None:
     message = str(refused.value)
     assert "--memory-limit 25.0 MiB is too small for the model m" in message
     assert "weights take 10.0 MiB and the runtime 20.0 MiB" in message
-    assert "at least 31 MiB" in message  # 30 MiB and one 256-token step of 4 KiB tokens
-    _budget(31 * MIB).open("m", LAYOUT, context=65536, weights=10 * MIB).check_room()
+    # 30 MiB and one 256-token step of 4 KiB tokens (1 MiB, and 1/8 more as it is copied).
+    assert "at least 32 MiB" in message
+    _budget(32 * MIB).open("m", LAYOUT, context=65536, weights=10 * MIB).check_room()
 
 
 def test_the_context_window_bounds_the_reservation() -> None:
@@ -84,26 +89,27 @@ def test_no_limit_admits_everything() -> None:
 
 def test_live_sequences_are_a_rectangle_and_leave_room_when_released() -> None:
     account = _budget().open("m", LAYOUT, context=65536, weights=10 * MIB)
-    # 70 MiB for KV: four sequences of 4,096 tokens (16 MiB each) fit, a fifth does not.
-    for uid in range(4):
+    # 70 MiB for KV: three sequences of 4,096 tokens (16 MiB each, and 1/8 of all of them
+    # while a layer's cache is copied) fit, a fourth does not.
+    for uid in range(3):
         assert account.shortfall(4096) == 0
         account.admit(uid, 4096)
-    assert account.shortfall(4096) == 10 * MIB  # 20 + 10 + 5 x 16 = 110
+    assert account.shortfall(4096) == 2 * MIB  # 20 + 10 + 4 x 16 x 9/8 = 102
     account.release(0)
     assert account.shortfall(4096) == 0
     # A short sequence beside long ones is held as long as they (one padded rectangle).
-    assert account.live_bytes(256) == 4 * 16 * MIB
+    assert account.live_bytes(256) == 3 * 18 * MIB
 
 
 def test_the_prompt_cache_counts_and_gets_what_is_left() -> None:
     account = _budget().open("m", LAYOUT, context=65536, weights=10 * MIB)
     account.admit(1, 4096)
-    assert account.cache_room() == 100 * MIB - 20 * MIB - 10 * MIB - 16 * MIB
+    assert account.cache_room() == 100 * MIB - 20 * MIB - 10 * MIB - 18 * MIB
     account.prompt_cache = 50 * MIB
-    assert account.shortfall(4096) == 12 * MIB  # the cache must give 12 MiB back first
+    assert account.shortfall(4096) == 16 * MIB  # the cache must give 16 MiB back first
     assert account.held() == {
         "weights": 10 * MIB,
-        "kv": 16 * MIB,
+        "kv": 18 * MIB,  # as reserved: 16 MiB, and a layer's copy
         "prompt_cache": 50 * MIB,
         "image_cache": 0,
     }
@@ -117,8 +123,8 @@ def test_the_image_encodings_count_beside_the_prompt_cache() -> None:
     other = budget.open("o", LAYOUT, context=65536, weights=0)
     account.admit(1, 4096)
     account.prompt_cache, account.image_cache = 30 * MIB, 20 * MIB
-    assert account.shortfall(4096) == 12 * MIB  # 20 + 10 + 2 x 16 + 30 + 20 = 112
-    assert other.cache_room() == 100 * MIB - 20 * MIB - 10 * MIB - 16 * MIB - 50 * MIB
+    assert account.shortfall(4096) == 16 * MIB  # 20 + 10 + 2 x 18 + 30 + 20 = 116
+    assert other.cache_room() == 100 * MIB - 20 * MIB - 10 * MIB - 18 * MIB - 50 * MIB
     assert account.held()["image_cache"] == 20 * MIB
     assert budget.by_model()["m"]["image_cache"] == 20 * MIB
 
@@ -186,7 +192,8 @@ def test_the_fixed_slots_hold_rows_in_steps() -> None:
     account = _budget(1 << 40).open("m", LAYOUT, context=65536, weights=0)
     account.slots, account.max_rows = True, 16
     one = LAYOUT.bytes_for(4096)
-    assert account.bytes_of([4096] * 3) == 4 * one  # 4 rows for 3
-    assert account.bytes_of([4096] * 9) == 16 * one  # 16 for 9
+    # A layer's copy beside them (1/8: 8 layers).
+    assert account.bytes_of([4096] * 3) == 4 * one * 9 // 8  # 4 rows for 3
+    assert account.bytes_of([4096] * 9) == 16 * one * 9 // 8  # 16 for 9
     account.scheduler_bytes = 20 * one  # what the scheduler reports is a floor
-    assert account.bytes_of([4096]) == 20 * one
+    assert account.bytes_of([4096]) == 20 * one * 9 // 8

@@ -10,7 +10,7 @@ mlx-lm's private names; nothing outside `batch/` may (`mlx_lm_compat.py` lists t
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from mlx_responses.service.engine.batch.grammar_batch import GrammarGenerationBatch
@@ -77,6 +77,7 @@ class BatchScheduler:
         self._rows = model if hasattr(model, "enter") else None
         self.takes_embeddings = self._rows is not None
         self.prompt_ends = False
+        self.entry_room: Callable[[int], bool] = lambda tokens: True  # never asked
         self._theirs: dict[int, int] = {}  # our uid -> the generator's
         self._ours: dict[int, int] = {}  # the generator's uid -> ours
 

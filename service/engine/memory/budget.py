@@ -90,9 +90,16 @@ class ModelAccount:
         longest = max(tokens)
         rows = slot_rows(len(tokens), self.max_rows) if self.slots else len(tokens)
         kv = max(rows * self.layout.bytes_for(longest), self.scheduler_bytes)
+        kv += self._copy(kv)
         if self.activations is not None:
             kv += self.activations.bytes_for(len(tokens), longest)
         return kv
+
+    def _copy(self, kv: int) -> int:
+        """What a step holds beside live KV of `kv` bytes while it copies it: a cache grows,
+        merges or is written by scatter one layer at a time (concatenate: the layer's old keys
+        and values beside its new), so one layer's share."""
+        return -(-kv // max(1, self.layout.layers))
 
     def check(self, prompt: int, max_output: int) -> None:
         """Raises MemoryLimitError if a sequence of `prompt` + `max_output` tokens could never
@@ -127,6 +134,10 @@ class ModelAccount:
         floor = max(kv, self.scheduler_bytes) - kv
         if floor:
             parts.append(f"{mib1(floor)} more that the scheduler's fixed slots hold already")
+        parts.append(
+            f"{mib1(self._copy(kv + floor))} while a layer's cache is copied as it grows "
+            f"(1/{self.layout.layers} of it)"
+        )
         if self.activations is not None:
             parts.append(
                 f"{mib1(self.activations.bytes_for(1, tokens))} of activations for a prefill "
@@ -188,15 +199,12 @@ class ModelAccount:
             return max(0, limit - others - self.weights - self.live_bytes())
 
     def held(self) -> dict[str, int]:
-        """This model's memory by kind: weights, kv (live, reserved), prompt_cache and
-        image_cache."""
+        """This model's memory by kind: weights, kv (live, as reserved), prompt_cache (its
+        memory tier and the disk writer's entries) and image_cache; they sum to what the
+        budget counts."""
         with self.budget.lock:
-            tokens = list(self.live.values())
-            kv = 0
-            if tokens:
-                rows = slot_rows(len(tokens), self.max_rows) if self.slots else len(tokens)
-                kv = rows * self.layout.bytes_for(max(tokens))
-            kv = max(kv, self.scheduler_bytes)
+            # As reserved: with a layer's copy and a prefill step's activations (bytes_of).
+            kv = self.live_bytes() if self.live else self.scheduler_bytes
             return {
                 "weights": self.weights,
                 "kv": kv,

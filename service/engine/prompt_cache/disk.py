@@ -168,6 +168,7 @@ class _Write:
     tokens: np.ndarray
     layers: list[list[Any]]
     arrays: list[tuple[str, np.ndarray, str]]  # name, borrowed buffer, safetensors dtype
+    nbytes: int  # of the borrowed arrays
     owners: list[mx.array] = field(default_factory=list)  # released on the engine thread
 
 
@@ -207,6 +208,7 @@ class PromptDisk:
         self._entries: dict[str, _Entry] = {}  # ours (any scope), by file name
         self._pending = 0
         self._done: list[_Write] = []  # written: their borrowed arrays released here
+        self._held = 0  # bytes of the arrays queued and written jobs borrow (engine thread)
         self._queue: SimpleQueue[Any] = SimpleQueue()
         with closing(self._connect()) as db:
             self._load_index(db)
@@ -228,8 +230,20 @@ class PromptDisk:
         finally:
             self.put_seconds += time.perf_counter() - started
 
+    def held_bytes(self) -> int:
+        """Bytes of the entries the writer holds (queued or being written): alive until
+        written, whatever the memory tier keeps. Written jobs' arrays are released here (on
+        the engine thread, as they were borrowed)."""
+        self._reap()
+        return self._held
+
+    def _reap(self) -> None:
+        with self._lock:
+            done, self._done = self._done, []
+        self._held -= sum(job.nbytes for job in done)
+
     def _put(self, scope: str, tokens: list[int], cache: list[Any], ttl: float | None) -> bool:
-        self._done.clear()
+        self._reap()
         if len(tokens) < BLOCK or any(type(c).__name__ not in CLASSES for c in cache):
             return False
         if self.health.degraded is not None and time.monotonic() < self._paused_until:
@@ -280,7 +294,8 @@ class PromptDisk:
         with self._lock:
             self._pending += 1
         tokens_array = np.frombuffer(data, dtype="<i4")
-        self._queue.put(_Write(entry, tokens_array, layers, arrays, owners=views))
+        self._held += nbytes
+        self._queue.put(_Write(entry, tokens_array, layers, arrays, nbytes, owners=views))
         return True
 
     def fetch(

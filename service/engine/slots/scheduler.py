@@ -167,6 +167,10 @@ class SlotScheduler:
         self._ends: list[PromptEnd] = []
         # Where the steps run (a sequence decoded alone runs there too).
         self.stream = mx.default_stream(mx.default_device())
+        # Asked before a sequence's keys are copied out as a prompt-cache entry (its tokens):
+        # whether the memory budget has room for the copy beside the slots, which still hold
+        # them (the worker's KV store makes room, `KVStore.entry_room`); no: no entry.
+        self.entry_room: Callable[[int], bool] = lambda tokens: True
 
     # --- the Scheduler protocol ------------------------------------------------------------
     def admit(self, admission: Admission) -> None:
@@ -267,7 +271,10 @@ class SlotScheduler:
         return {
             seq.uid: (self._extract(seq), list(seq.tokens))
             for seq in self.slots
-            if seq is not None and seq.uid in wanted and seq.tokens
+            if seq is not None
+            and seq.uid in wanted
+            and seq.tokens
+            and self.entry_room(len(seq.tokens))
         }
 
     # --- steps -----------------------------------------------------------------------------
@@ -366,9 +373,11 @@ class SlotScheduler:
         inputs = mx.array([chunk + [0] * (width - len(chunk)) for chunk in chunks], mx.uint32)
         rows = [(s.vision, len(s.tokens), c) for s, c in zip(waiting, chunks, strict=True)]
         extra = chunk_inputs(self.model, rows, width)
+        # The store grows once to hold the whole prompts (their last token: the decode step's).
+        reach = max(len(s.tokens) + len(s.pending) + 1 for s in waiting)
         self._forward(
             inputs,
-            self._views(PrefillView, lambda w: PrefillPlan(slots, starts, width, w)),
+            self._views(PrefillView, lambda w: PrefillPlan(slots, starts, width, w, reach)),
             extra=extra,
         )
         mx.async_eval([(s.keys, s.values) for s in self._stores])  # not the logits
@@ -377,7 +386,8 @@ class SlotScheduler:
             seq.tokens += chunk
             seq.drafted_to = len(seq.tokens)  # a prefill forward is the draft's too
             self._prefilled += len(chunk)
-            if self.prompt_ends and (not seq.pending or len(seq.tokens) in seq.stops):
+            ends = self.prompt_ends and (not seq.pending or len(seq.tokens) in seq.stops)
+            if ends and self.entry_room(len(seq.tokens)):
                 self._ends.append(PromptEnd(seq.uid, self._extract(seq), list(seq.tokens)))
             if not seq.pending:
                 self._join(seq)
@@ -550,16 +560,18 @@ class SlotScheduler:
             cache, all_tokens = self._finish(seq)
         return Token(seq.uid, token, logprobs, finish, cache, all_tokens)
 
-    def _finish(self, seq: SlotSequence) -> tuple[list[Any], list[int]]:
+    def _finish(self, seq: SlotSequence) -> tuple[list[Any] | None, list[int]]:
         """A finished sequence leaves its slot: its prompt-cache entry (a draft model's
-        layers caught up: the entry holds both at one offset) and tokens."""
+        layers caught up: the entry holds both at one offset; None where the budget has no
+        room for the copy) and tokens."""
         if self._spec is not None:
             self._spec.forget(seq.uid)
             if self._verifier is not None and self._spec.drafted is not None:
                 self._verifier.catch_up([seq])
         self.slots[seq.slot] = None
         self._vacated = True
-        return self._extract(seq), list(seq.tokens)
+        entry = self._extract(seq) if self.entry_room(len(seq.tokens)) else None
+        return entry, list(seq.tokens)
 
     def take_alone(self) -> Alone | None:
         """The only sequence held, out of its slot, when it decodes unconstrained and nothing

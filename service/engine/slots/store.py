@@ -268,11 +268,19 @@ class PrefillPlan:
     row's first query (0 without a window)."""
 
     def __init__(
-        self, slots: list[int], starts: list[int], width: int, window: int | None = None
+        self,
+        slots: list[int],
+        starts: list[int],
+        width: int,
+        window: int | None = None,
+        reach: int = 0,
     ) -> None:
         self.slots, self.starts, self.width = slots, starts, width
         rows = len(slots)
         self.end = max(starts) + width  # the positions every row's attention spans
+        # The positions the store is grown to: the rows' whole prompts (`reach`), so a long
+        # prompt grows it once, not at each chunk (each growth copies the store).
+        self.reach = max(self.end, reach)
         self.lo = 0 if window is None else window_start(min(starts), window)
         # The rows' slots are first..first+rows-1 (-1: they are not consecutive).
         self.first = slots[0] if slots == list(range(slots[0], slots[0] + rows)) else -1
@@ -309,7 +317,7 @@ class PrefillView(_View):
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Held, Held]:
         store, plan = self.store, self.plan
-        store.ensure(keys, values, max(plan.slots) + 1, plan.end)
+        store.ensure(keys, values, max(plan.slots) + 1, plan.reach)
         rows = len(plan.slots)
         if plan.uniform:
             first, start = plan.first, plan.starts[0]

@@ -82,6 +82,14 @@ class SoloScheduler:
         self.behind.prompt_ends = on
 
     @property
+    def entry_room(self) -> Callable[[int], bool]:
+        return self.behind.entry_room
+
+    @entry_room.setter
+    def entry_room(self, room: Callable[[int], bool]) -> None:
+        self.behind.entry_room = room
+
+    @property
     def stream(self) -> Any:
         return self.behind.stream
 

@@ -48,6 +48,7 @@ class TextSerialScheduler:
         self.prefill_step_size = prefill_step_size
         self.new_cache = new_cache
         self.prompt_ends = False
+        self.entry_room: Callable[[int], bool] = lambda tokens: True  # never asked
         self._stream = mx.new_stream(mx.default_device())
         self._queue: deque[Admission] = deque()
         self._running: SoloSequence | None = None

@@ -13,7 +13,7 @@ It keeps no prompt-cache entry (its sequences are always prefilled whole).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,7 @@ class VisionSerialScheduler:
         self.stop_tokens = frozenset(stop_tokens)
         self.prefill_step_size = prefill_step_size
         self.prompt_ends = False
+        self.entry_room: Callable[[int], bool] = lambda tokens: True  # never asked
         self._decodable = decodable_only(n_tokens)
         self._queue: deque[Admission] = deque()
         self._running: _Running | None = None
