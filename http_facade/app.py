@@ -8,15 +8,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 import grpc
 from aiohttp import web
 from mlx_responses.http_facade.anthropic.routes import add_anthropic_routes
-from mlx_responses.http_facade.auth import auth_middleware
 from mlx_responses.http_facade.chat.routes import add_chat_routes
 from mlx_responses.http_facade.completions.routes import add_completions_routes
 from mlx_responses.http_facade.config import FacadeSettings
-from mlx_responses.http_facade.conversations import add_conversation_routes
-from mlx_responses.http_facade.core_pool import CorePool
-from mlx_responses.http_facade.drain import install_drain
 from mlx_responses.http_facade.embeddings.routes import add_embeddings_routes
-from mlx_responses.http_facade.errors import (
+from mlx_responses.http_facade.kit.auth import auth_middleware
+from mlx_responses.http_facade.kit.core_pool import CorePool
+from mlx_responses.http_facade.kit.drain import install_drain
+from mlx_responses.http_facade.kit.errors import (
     FALLBACK,
     GRPC_TABLE,
     METHOD_NOT_ALLOWED,
@@ -27,14 +26,17 @@ from mlx_responses.http_facade.errors import (
     anthropic_error_body,
     speaks_anthropic,
 )
-from mlx_responses.http_facade.hangups import hangup_middleware
+from mlx_responses.http_facade.kit.hangups import hangup_middleware
+from mlx_responses.http_facade.kit.request_id import install_request_ids
+from mlx_responses.http_facade.kit.requests import CORES
 from mlx_responses.http_facade.metrics import MetricsSource, install_metrics
+from mlx_responses.http_facade.models import add_model_routes
 from mlx_responses.http_facade.openapi import install_openapi
-from mlx_responses.http_facade.page import add_page_routes
+from mlx_responses.http_facade.page import PAGE_PATHS, add_page_routes
 from mlx_responses.http_facade.protocol_errors import FacadeRunner
-from mlx_responses.http_facade.request_id import install_request_ids
-from mlx_responses.http_facade.routes import CORES, add_routes
-from mlx_responses.http_facade.websocket import install_websockets
+from mlx_responses.http_facade.responses.conversations import add_conversation_routes
+from mlx_responses.http_facade.responses.routes import add_responses_routes
+from mlx_responses.http_facade.responses.websocket import install_websockets
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,9 @@ log = logging.getLogger(__name__)
 CLIENT_CLOSED_REQUEST = GRPC_TABLE[grpc.StatusCode.CANCELLED].status
 
 SETTINGS = web.AppKey("facade_settings", FacadeSettings)
+# Open to probes and load balancers, as the core's health service is; and the page (code
+# only: what it shows comes from the API, with the key typed into it).
+OPEN_PATHS = frozenset({"/health", *PAGE_PATHS})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -110,7 +115,11 @@ def create_app(
     """
     settings = settings or FacadeSettings()
     app = web.Application(
-        middlewares=[error_middleware, hangup_middleware, auth_middleware(settings.api_keys)],
+        middlewares=[
+            error_middleware,
+            hangup_middleware,
+            auth_middleware(settings.api_keys, OPEN_PATHS),
+        ],
         client_max_size=settings.max_request_bytes,
     )
     app[SETTINGS] = settings
@@ -130,7 +139,8 @@ def create_app(
         await app[CORES].close()
 
     app.cleanup_ctx.append(core_channel)
-    add_routes(app)
+    add_responses_routes(app)
+    add_model_routes(app)
     add_chat_routes(app)
     add_completions_routes(app)
     add_embeddings_routes(app)

@@ -22,15 +22,15 @@ from aiohttp import web
 from aiohttp.http_exceptions import ContentEncodingError
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
-from mlx_responses.http_facade.body import unsupported_encoding
-from mlx_responses.http_facade.errors import (
+from mlx_responses.http_facade.kit.body import unsupported_encoding
+from mlx_responses.http_facade.kit.errors import (
     BAD_HTTP_REQUEST,
     FALLBACK,
     OpenAIError,
     anthropic_error_body,
     speaks_anthropic,
 )
-from mlx_responses.http_facade.hangups import SparingRequestHandler, giving_fates
+from mlx_responses.http_facade.kit.hangups import SparingRequestHandler, giving_fates
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any
 
-from mlx_responses.http_facade import request_id as http_request_id
+from mlx_responses.http_facade.kit import request_id as http_request_id
 from mlx_responses.service.rpc import request_id as rpc_request_id
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"

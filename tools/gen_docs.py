@@ -2,7 +2,7 @@
 and the gRPC status-code table of docs/api/grpc.md (a region between two markers).
 
 Run `python -m tools.gen_docs` after changing a flag in `service/flags.py` or a row of an error
-table (`service/errors.py`, `http_facade/errors.py`); a test and `mkdocs build --strict` (the hook
+table (`service/errors.py`, `http_facade/kit/errors.py`); a test and `mkdocs build --strict` (the hook
 tools/mkdocs_hooks.py) fail while the committed text is stale.
 """
 
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from mlx_responses.http_facade.errors import REASON_TABLE
+from mlx_responses.http_facade.kit.errors import REASON_TABLE
 from mlx_responses.service.errors import GRPC_TABLE
 from mlx_responses.service.flags import COMMANDS, FLAGS, TOP, Flag
 

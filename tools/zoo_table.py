@@ -55,7 +55,7 @@ def row(model_type: str) -> Row:
     """What the engine does with `model_type`."""
     from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
     from mlx_responses.service.engine.model import plain_caches
-    from mlx_responses.service.engine.prompt_disk import CLASSES
+    from mlx_responses.service.engine.prompt_cache.disk import CLASSES
     from mlx_responses.service.engine.schedulers import resolve_engine
 
     from tests.support.zoo import REFUSED_WHY

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlx_responses.http_facade.cache_hints import TTL_SECONDS, max_ttl
-from mlx_responses.http_facade.errors import invalid
+from mlx_responses.http_facade.kit.cache_hints import TTL_SECONDS, max_ttl
+from mlx_responses.http_facade.kit.errors import invalid
 
 from mlx_responses.v1 import responses_pb2 as pb
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mlx_responses.http_facade.errors import FALLBACK, OpenAIError
+from mlx_responses.http_facade.kit.errors import FALLBACK, OpenAIError
 
 from mlx_responses.v1 import responses_pb2 as pb
 

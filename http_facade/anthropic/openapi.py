@@ -8,9 +8,10 @@ from typing import Any
 from mlx_responses.http_facade.anthropic import routes
 from mlx_responses.http_facade.anthropic.cache_control import TTLS
 from mlx_responses.http_facade.anthropic.to_proto import TOOL_CHOICE_MODES
-from mlx_responses.http_facade.errors import ANTHROPIC_ERROR_TYPES
-from mlx_responses.http_facade.keep_alive import KEEP_ALIVE_SCHEMA
-from mlx_responses.http_facade.openapi_kit import (
+from mlx_responses.http_facade.kit.decode import INT32_MAX
+from mlx_responses.http_facade.kit.errors import ANTHROPIC_ERROR_TYPES
+from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
+from mlx_responses.http_facade.kit.openapi import (
     BOOLEAN,
     INTEGER,
     NON_EMPTY_STRING,
@@ -27,7 +28,6 @@ from mlx_responses.http_facade.openapi_kit import (
     ref,
     stop_sequences,
 )
-from mlx_responses.http_facade.to_proto import INT32_MAX
 from mlx_responses.service.limits import MAX_STOP_SEQUENCES
 
 STOP_REASONS = ["end_turn", "max_tokens", "stop_sequence", "tool_use"]

@@ -9,10 +9,10 @@ from aiohttp import web
 from mlx_responses.http_facade.anthropic.from_proto import message_json
 from mlx_responses.http_facade.anthropic.stream import MessageEvents
 from mlx_responses.http_facade.anthropic.to_proto import anthropic_media, messages_from_json
-from mlx_responses.http_facade.errors import OpenAIError, anthropic_error_body
-from mlx_responses.http_facade.relay import ChoiceStreams
-from mlx_responses.http_facade.routes import read_json, routed
-from mlx_responses.http_facade.sse import SSE_HEADERS, frame
+from mlx_responses.http_facade.kit.errors import OpenAIError, anthropic_error_body
+from mlx_responses.http_facade.kit.relay import ChoiceStreams
+from mlx_responses.http_facade.kit.requests import read_json, routed
+from mlx_responses.http_facade.kit.sse import SSE_HEADERS, frame
 
 log = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ import json
 from typing import Any
 
 from mlx_responses.http_facade.anthropic.cache_control import input_point, marked, ttl_of
-from mlx_responses.http_facade.chat.to_proto import stop_sequences, template_kwargs
-from mlx_responses.http_facade.dialect_media import MediaPaths, anthropic_image
-from mlx_responses.http_facade.errors import invalid
-from mlx_responses.http_facade.keep_alive import read_keep_alive
-from mlx_responses.http_facade.to_proto import _expect, _flag, _float, _integer, _lookup
+from mlx_responses.http_facade.kit.decode import expect, flag, integer, lookup, number
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.keep_alive import read_keep_alive
+from mlx_responses.http_facade.kit.media import MediaPaths, url_image
+from mlx_responses.http_facade.kit.sampling import stop_sequences, template_kwargs
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -23,6 +23,8 @@ TOOL_CHOICE_MODES = {
 }
 # NOTE: Claude Code (2.1) sends `system` messages inside `messages` too; they render in place.
 MESSAGE_ROLES = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT, "system": pb.ROLE_SYSTEM}
+# Anthropic's image source media types (its API refuses any other).
+ANTHROPIC_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 # Custom (client) tools carry no type, or `custom`; any other type is an Anthropic server tool.
 CUSTOM_TOOL_TYPES = (None, "custom")
 
@@ -41,7 +43,7 @@ def _unsupported(kind: str, where: str) -> Exception:
 
 
 def _text_block(block: dict[str, Any], where: str) -> str:
-    return str(_expect(block.get("text"), str, f"{where}.text", "a string"))
+    return str(expect(block.get("text"), str, f"{where}.text", "a string"))
 
 
 def _tool_result_text(content: Any, where: str) -> str:
@@ -50,10 +52,10 @@ def _tool_result_text(content: Any, where: str) -> str:
         return ""
     if isinstance(content, str):
         return content
-    _expect(content, list, where, "a string or an array of content blocks")
+    expect(content, list, where, "a string or an array of content blocks")
     texts = []
     for i, block in enumerate(content):
-        _expect(block, dict, f"{where}[{i}]", "an object")
+        expect(block, dict, f"{where}[{i}]", "an object")
         kind = block.get("type")
         if kind == "image":
             # NOTE: a tool output is text in the core (FunctionCallOutputItem.output).
@@ -133,10 +135,10 @@ def _blocks(
     if isinstance(content, str):
         items.text(content)
         return items.items
-    _expect(content, list, where, "a string or an array of content blocks")
+    expect(content, list, where, "a string or an array of content blocks")
     for i, block in enumerate(content):
         at = f"{where}[{i}]"
-        _expect(block, dict, at, "an object")
+        expect(block, dict, at, "an object")
         if marks is not None and i and marked(content[i - 1], f"{where}[{i - 1}]"):
             items.mark(ttl_of(content[i - 1]))
         kind = block.get("type")
@@ -145,27 +147,27 @@ def _blocks(
         elif kind == "image" and role == pb.ROLE_USER:
             items.image(anthropic_image(block, at, media))
         elif kind == "thinking" and role == pb.ROLE_ASSISTANT:
-            thinking = _expect(block.get("thinking"), str, f"{at}.thinking", "a string")
+            thinking = expect(block.get("thinking"), str, f"{at}.thinking", "a string")
             reasoning = pb.ReasoningItem(content=[pb.ReasoningText(text=thinking)])
             items.add(pb.Item(reasoning=reasoning))
         elif kind == "redacted_thinking" and role == pb.ROLE_ASSISTANT:
             continue  # opaque data of another server: nothing to render
         elif kind == "tool_use" and role == pb.ROLE_ASSISTANT:
             arguments = block.get("input", {})
-            _expect(arguments, dict, f"{at}.input", "an object")
+            expect(arguments, dict, f"{at}.input", "an object")
             call = pb.FunctionCallItem(
-                call_id=_expect(block.get("id"), str, f"{at}.id", "a string"),
-                name=_expect(block.get("name"), str, f"{at}.name", "a string"),
+                call_id=expect(block.get("id"), str, f"{at}.id", "a string"),
+                name=expect(block.get("name"), str, f"{at}.name", "a string"),
                 arguments=json.dumps(arguments),
                 status=pb.ITEM_STATUS_COMPLETED,
             )
             items.add(pb.Item(function_call=call))
         elif kind == "tool_result" and role == pb.ROLE_USER:
             output = _tool_result_text(block.get("content"), f"{at}.content")
-            if _flag(block, "is_error", f"{at}.is_error"):
+            if flag(block, "is_error", f"{at}.is_error"):
                 output = f"Error: {output}"
             result = pb.FunctionCallOutputItem(
-                call_id=_expect(block.get("tool_use_id"), str, f"{at}.tool_use_id", "a string"),
+                call_id=expect(block.get("tool_use_id"), str, f"{at}.tool_use_id", "a string"),
                 output=output,
             )
             items.add(pb.Item(function_call_output=result))
@@ -191,10 +193,10 @@ def _system(value: Any, marks: list[Mark]) -> pb.Item:
     if isinstance(value, str):
         text = value
     else:
-        _expect(value, list, "system", "a string or an array of text blocks")
+        expect(value, list, "system", "a string or an array of text blocks")
         texts = []
         for i, block in enumerate(value):
-            _expect(block, dict, f"system[{i}]", "an object")
+            expect(block, dict, f"system[{i}]", "an object")
             if block.get("type") != "text":
                 raise _unsupported(str(block.get("type")), f"system[{i}]")
             texts.append(_text_block(block, f"system[{i}]"))
@@ -213,7 +215,7 @@ def messages_to_items(
     """`system` + `messages` as Responses input items (`media` records where images stood);
     `breakpoints` takes their cache_control breakpoints (a top-level `cache_control` marks the
     last item)."""
-    messages = _expect(body.get("messages"), list, "messages", "an array")
+    messages = expect(body.get("messages"), list, "messages", "an array")
     if not messages:
         raise invalid("'messages' must not be empty.", "messages", "empty_array")
     items = []
@@ -222,8 +224,8 @@ def messages_to_items(
         items.append(_system(body["system"], marks))
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
-        _expect(message, dict, where, "an object")
-        role = _lookup(MESSAGE_ROLES, message.get("role"))
+        expect(message, dict, where, "an object")
+        role = lookup(MESSAGE_ROLES, message.get("role"))
         if role is None:
             raise invalid(
                 f"Invalid 'role' {message.get('role')!r}: expected user, assistant or system.",
@@ -244,11 +246,11 @@ def messages_to_items(
 
 
 def _tools(value: Any, breakpoints: list[pb.CacheBreakpoint]) -> list[pb.Tool]:
-    _expect(value, list, "tools", "an array")
+    expect(value, list, "tools", "an array")
     tools = []
     for i, tool in enumerate(value):
         where = f"tools[{i}]"
-        _expect(tool, dict, where, "an object")
+        expect(tool, dict, where, "an object")
         if marked(tool, where) and isinstance(tool.get("name"), str):
             mark = pb.CacheBreakpoint(tool=tool["name"])
             if (ttl := ttl_of(tool)) is not None:
@@ -258,23 +260,23 @@ def _tools(value: Any, breakpoints: list[pb.CacheBreakpoint]) -> list[pb.Tool]:
         if kind not in CUSTOM_TOOL_TYPES:
             # A server tool (web search, code execution, ...): the core's hosted-tool policy
             # refuses or drops it, as it does for Responses.
-            kind = _expect(kind, str, f"{where}.type", "a string")
+            kind = expect(kind, str, f"{where}.type", "a string")
             tools.append(pb.Tool(hosted=pb.HostedTool(type=kind)))
             continue
-        fn = pb.FunctionTool(name=_expect(tool.get("name"), str, f"{where}.name", "a string"))
+        fn = pb.FunctionTool(name=expect(tool.get("name"), str, f"{where}.name", "a string"))
         if tool.get("description") is not None:
-            fn.description = _expect(tool["description"], str, f"{where}.description", "a string")
+            fn.description = expect(tool["description"], str, f"{where}.description", "a string")
         schema = tool.get("input_schema", {"type": "object"})
-        fn.parameters_json = json.dumps(_expect(schema, dict, f"{where}.input_schema", "an object"))
+        fn.parameters_json = json.dumps(expect(schema, dict, f"{where}.input_schema", "an object"))
         tools.append(pb.Tool(function=fn))
     return tools
 
 
-def _tool_choice(value: Any, params: pb.CreateResponseParams) -> None:
-    _expect(value, dict, "tool_choice", "an object")
+def tool_choice(value: Any, params: pb.CreateResponseParams) -> None:
+    expect(value, dict, "tool_choice", "an object")
     kind = value.get("type")
     if kind == "tool":
-        name = _expect(value.get("name"), str, "tool_choice.name", "a string")
+        name = expect(value.get("name"), str, "tool_choice.name", "a string")
         params.tool_choice.function_name = name
     elif isinstance(kind, str) and kind in TOOL_CHOICE_MODES:
         params.tool_choice.mode = TOOL_CHOICE_MODES[kind]
@@ -285,7 +287,7 @@ def _tool_choice(value: Any, params: pb.CreateResponseParams) -> None:
             "invalid_value",
         )
     if value.get("disable_parallel_tool_use") is not None:
-        disable = _expect(
+        disable = expect(
             value["disable_parallel_tool_use"],
             bool,
             "tool_choice.disable_parallel_tool_use",
@@ -300,10 +302,10 @@ def _thinking(value: Any, params: pb.CreateResponseParams) -> bool | None:
     NOTE: Anthropic requires budget_tokens >= 1024; a small local model thinks in far fewer,
     so any budget of at least 1 is taken.
     """
-    _expect(value, dict, "thinking", "an object")
+    expect(value, dict, "thinking", "an object")
     kind = value.get("type")
     if kind == "enabled":
-        budget = _integer(value.get("budget_tokens"), "thinking.budget_tokens")
+        budget = integer(value.get("budget_tokens"), "thinking.budget_tokens")
         if budget < 1:
             raise invalid(
                 "'thinking.budget_tokens' must be at least 1.",
@@ -335,13 +337,13 @@ def messages_from_json(
         if body.get(name) is None:
             raise invalid(f"{name}: Field required", name, "missing_required_parameter")
     params = pb.CreateResponseParams(
-        model=_expect(body["model"], str, "model", "a string"), store=False
+        model=expect(body["model"], str, "model", "a string"), store=False
     )
     breakpoints: list[pb.CacheBreakpoint] = []
     media = media if media is not None else anthropic_media()
     params.input.extend(messages_to_items(body, media, breakpoints))
     if body.get("max_tokens") is not None:
-        cap = _integer(body["max_tokens"], "max_tokens")
+        cap = integer(body["max_tokens"], "max_tokens")
         if cap < 1:
             raise invalid("max_tokens: must be at least 1.", "max_tokens", "invalid_value")
         params.max_output_tokens = cap
@@ -349,23 +351,50 @@ def messages_from_json(
         params.stop.extend(stop_sequences(body["stop_sequences"], "stop_sequences"))
     for key in ("temperature", "top_p"):
         if body.get(key) is not None:
-            setattr(params, key, _float(body[key], key))
+            setattr(params, key, number(body[key], key))
     if body.get("top_k") is not None:
-        params.top_k = _integer(body["top_k"], "top_k", 2**31 - 1)
+        params.top_k = integer(body["top_k"], "top_k", 2**31 - 1)
     if body.get("tools") is not None:
         params.tools.extend(_tools(body["tools"], breakpoints))
     params.cache_breakpoints.extend(breakpoints)
     if body.get("tool_choice") is not None:
-        _tool_choice(body["tool_choice"], params)
+        tool_choice(body["tool_choice"], params)
     thinking = _thinking(body["thinking"], params) if body.get("thinking") is not None else None
     kwargs = template_kwargs(body, enable_thinking=thinking)
     if kwargs is not None:
         params.chat_template_kwargs_json = kwargs
     metadata = body.get("metadata")
     if metadata is not None:
-        _expect(metadata, dict, "metadata", "an object")
+        expect(metadata, dict, "metadata", "an object")
         if metadata.get("user_id") is not None:
-            params.user = _expect(metadata["user_id"], str, "metadata.user_id", "a string")
-    params.stream = _flag(body, "stream")
+            params.user = expect(metadata["user_id"], str, "metadata.user_id", "a string")
+    params.stream = flag(body, "stream")
     read_keep_alive(body, params)
     return params
+
+
+def anthropic_image(block: dict[str, Any], where: str, paths: MediaPaths) -> pb.ContentPart:
+    """An `image` block: a `base64` source as a data: URL, a `url` source as that URL."""
+    source = expect(block.get("source"), dict, f"{where}.source", "an object")
+    kind = source.get("type")
+    if kind == "base64":
+        mime = expect(source.get("media_type"), str, f"{where}.source.media_type", "a string")
+        if mime not in ANTHROPIC_MEDIA_TYPES:
+            raise invalid(
+                f"Invalid 'media_type' {mime!r}: expected one of "
+                f"{', '.join(ANTHROPIC_MEDIA_TYPES)}.",
+                f"{where}.source.media_type",
+                "invalid_value",
+            )
+        data = expect(source.get("data"), str, f"{where}.source.data", "a string")
+        paths.add(where, ".source.data", "image")
+        return url_image(f"data:{mime};base64,{data}", "")
+    if kind == "url":
+        url = expect(source.get("url"), str, f"{where}.source.url", "a string")
+        paths.add(where, ".source.url", "image")
+        return url_image(url, "")
+    raise invalid(
+        f"Invalid 'source.type' {kind!r}: expected base64 or url (this server has no Files API).",
+        f"{where}.source.type",
+        "invalid_value",
+    )

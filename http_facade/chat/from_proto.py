@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mlx_responses.http_facade.errors import FALLBACK, OpenAIError
+from mlx_responses.http_facade.kit.finish import finish_reason
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -29,19 +29,6 @@ def logprob_json(lp: pb.Logprob) -> dict[str, Any]:
         "bytes": list(lp.token_bytes),
         "top_logprobs": [top_logprob_json(t) for t in lp.top_logprobs],
     }
-
-
-def finish_reason(response: pb.Response) -> str:
-    """`tool_calls`, `length` or `stop`; a failed or cancelled turn raises."""
-    if response.status == pb.RESPONSE_STATUS_FAILED:
-        raise OpenAIError(FALLBACK, response.error.message or "generation failed")
-    if response.status == pb.RESPONSE_STATUS_CANCELLED:
-        raise OpenAIError(FALLBACK, "generation was cancelled")
-    if any(item.WhichOneof("item") == "function_call" for item in response.output):
-        return "tool_calls"
-    if response.status == pb.RESPONSE_STATUS_INCOMPLETE:
-        return "length"
-    return "stop"
 
 
 def tool_call_json(call: pb.FunctionCallItem) -> dict[str, Any]:

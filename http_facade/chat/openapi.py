@@ -1,56 +1,27 @@
-"""The OpenAPI schemas and operations of Chat Completions and legacy Completions."""
+"""The OpenAPI schemas and operations of Chat Completions (its request: chat/protocol.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from mlx_responses.http_facade.cache_hints import BREAKPOINT_TTLS, PROMPT_CACHE_MODES, RETENTIONS
 from mlx_responses.http_facade.chat import routes
-from mlx_responses.http_facade.chat.to_proto import MAX_N, SCALAR_PARAMS
-from mlx_responses.http_facade.keep_alive import KEEP_ALIVE_SCHEMA
-from mlx_responses.http_facade.openapi_kit import (
-    BOOLEAN,
+from mlx_responses.http_facade.chat.protocol import FIELDS
+from mlx_responses.http_facade.kit.fields import request_schema
+from mlx_responses.http_facade.kit.openapi import (
     INTEGER,
-    NON_EMPTY_STRING,
     NUMBER,
-    OBJECT,
     OPT_STRING,
     STRING,
     Operation,
     Schema,
     array,
-    integer,
     nullable,
-    number,
     obj,
     ref,
-    stop_sequences,
 )
-from mlx_responses.http_facade.to_proto import TOOL_CHOICE_MODES
-from mlx_responses.service.limits import MAX_STOP_SEQUENCES, MAX_TOP_LOGPROBS
-
-# `sampling()`'s fields, shared with legacy completions, with the core's ranges.
-SAMPLING: dict[str, Schema] = {
-    "temperature": nullable(number(0, 2)),
-    "top_p": nullable(number(0, 1)),
-    "presence_penalty": nullable(number(-2, 2)),
-    "frequency_penalty": nullable(number(-2, 2)),
-    "stop": nullable(stop_sequences(MAX_STOP_SEQUENCES)),
-    "seed": nullable(integer()),
-    "keep_alive": KEEP_ALIVE_SCHEMA,
-}
 
 FINISH_REASONS = ["stop", "length", "tool_calls"]
-# Left out of the schema (as input_image is from CreateResponseRequest): a text model refuses
-# images, so no request holding one is valid for every model.
-IMAGE_NOTE = (
-    "A user message's content may also hold image parts for a vision model: "
-    '`{"type": "image_url", "image_url": {"url": "data:image/png;base64,...", "detail": '
-    '"auto|low|high"}}` (`image_url` may be the URL string itself; http(s) URLs need '
-    "`--allow-remote-media`). A text-only model refuses them with a 400 `unsupported_content` "
-    "naming `messages[i].content[j].type`."
-)
 
 
 def operations() -> dict[Callable[..., Any], Operation]:
@@ -65,150 +36,17 @@ def operations() -> dict[Callable[..., Any], Operation]:
     }
 
 
-def function_tool_schema(type_required: bool = False) -> Schema:
-    """A function tool as `_tool` takes it: nested under `function`, or flat (Responses' shape).
-
-    Chat's `type` defaults to function; Responses requires it.
-    """
-    fields = {
-        "name": STRING,
-        "description": OPT_STRING,
-        "parameters": nullable(OBJECT),
-        "strict": nullable(BOOLEAN),
-    }
-    kind = ("type",) if type_required else ()
-    nested = obj((*kind, "function"), type={"const": "function"}, function=obj(("name",), **fields))
-    flat = obj((*kind, "name"), type={"const": "function"}, function={"type": "null"}, **fields)
-    return {"anyOf": [nested, flat]}
-
-
-def tool_choice_schema() -> Schema:
-    """What `to_proto._tool_choice` takes."""
-    named = obj(("name",), name=STRING)
-    return {
-        "anyOf": [
-            {"enum": sorted(TOOL_CHOICE_MODES)},
-            obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING),
-            obj(
-                ("type", "function"),
-                type={"const": "function"},
-                name={"type": "null"},
-                function=named,
-            ),
-            obj(
-                ("type", "tools"),
-                type={"const": "allowed_tools"},
-                mode={"enum": ["auto", "required"]},
-                tools=array(
-                    obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING)
-                ),
-            ),
-        ]
-    }
-
-
-def prompt_cache_lifetimes() -> dict[str, Schema]:
-    """`prompt_cache_retention` and `prompt_cache_options` (Responses and Chat: cache_hints.py)."""
-    return {
-        "prompt_cache_retention": nullable({"enum": list(RETENTIONS)}),
-        "prompt_cache_options": nullable(
-            obj(
-                mode=nullable({"enum": list(PROMPT_CACHE_MODES)}),
-                ttl=nullable({"enum": list(BREAKPOINT_TTLS)}),
-                prewarm=nullable(BOOLEAN),
-                comparison_response_id=OPT_STRING,
-            )
-        ),
-    }
-
-
 def _request() -> Schema:
-    breakpoint = obj(("mode",), mode={"const": "explicit"}, ttl=nullable({"enum": ["30m", "12h"]}))
-    text_part = obj(
-        ("type", "text"),
-        type={"const": "text"},
-        text=STRING,
-        prompt_cache_breakpoint=nullable(breakpoint),  # cache_hints.py
-    )
-    content = {"anyOf": [STRING, array(text_part)]}
-    tool_call = obj(
-        ("id", "function"),
-        id=STRING,
-        function=obj(("name",), name=STRING, arguments={"anyOf": [STRING, OBJECT]}),
-    )
-    message = {
-        "anyOf": [
-            {
-                **obj(
-                    ("role", "content"),
-                    role={"enum": ["system", "developer", "user"]},
-                    content=content,
-                ),
-                "description": IMAGE_NOTE,
-            },
-            obj(
-                ("role",),
-                role={"const": "assistant"},
-                content=nullable(content),
-                tool_calls=nullable(array(tool_call)),
-                reasoning_content=OPT_STRING,
-                reasoning=OPT_STRING,
-            ),
-            obj(
-                ("role", "tool_call_id"),
-                role={"const": "tool"},
-                tool_call_id=STRING,
-                content=content,
-            ),
-        ]
-    }
-    response_format = {
-        "anyOf": [
-            obj(("type",), type={"enum": ["text", "json_object"]}),
-            obj(
-                ("type", "json_schema"),
-                type={"const": "json_schema"},
-                json_schema=obj(
-                    ("name",),
-                    name=STRING,
-                    schema=OBJECT,
-                    description=OPT_STRING,
-                    strict=nullable(BOOLEAN),
-                ),
-            ),
-        ]
-    }
-    scalars = {
-        key: nullable({"type": "boolean" if kind is bool else "string"})
-        for key, kind in SCALAR_PARAMS.items()
-    }
-    return {
-        "type": "object",
-        "required": ["model", "messages"],
-        "description": "Unknown fields are accepted and ignored. Nothing is stored.",
-        "properties": {
-            **scalars,
-            "model": NON_EMPTY_STRING,
-            "messages": {**array(message), "minItems": 1},
-            "tools": nullable(array(function_tool_schema())),
-            "tool_choice": nullable(tool_choice_schema()),
-            "response_format": nullable(response_format),
-            "stream": nullable(BOOLEAN),
-            "stream_options": nullable(obj(include_usage=nullable(BOOLEAN))),
-            "max_tokens": nullable(integer(1)),
-            "max_completion_tokens": nullable(integer(1)),
-            **SAMPLING,
-            "n": nullable(integer(1, MAX_N)),
-            "logprobs": nullable(BOOLEAN),
-            "top_logprobs": nullable(integer(0, MAX_TOP_LOGPROBS)),
-            "reasoning_effort": OPT_STRING,
-            "chat_template_kwargs": nullable(OBJECT),
-            **prompt_cache_lifetimes(),
-        },
+    """What `chat_from_json` takes (the fuzz test holds them together)."""
+    return request_schema(
+        FIELDS,
+        "Unknown fields are accepted and ignored. Nothing is stored.",
         # `top_logprobs` needs `logprobs: true`.
-        "if": {"required": ["top_logprobs"], "properties": {"top_logprobs": INTEGER}},
-        "then": {"required": ["logprobs"], "properties": {"logprobs": {"const": True}}},
-    }
+        **{
+            "if": {"required": ["top_logprobs"], "properties": {"top_logprobs": INTEGER}},
+            "then": {"required": ["logprobs"], "properties": {"logprobs": {"const": True}}},
+        },
+    )
 
 
 def _logprobs() -> Schema:

@@ -9,10 +9,10 @@ from aiohttp import web
 from mlx_responses.http_facade.chat.from_proto import chat_id, completion_json, usage_json
 from mlx_responses.http_facade.chat.stream import ChoiceChunker
 from mlx_responses.http_facade.chat.to_proto import ChatRequest, chat_from_json
-from mlx_responses.http_facade.errors import FALLBACK, OpenAIError
-from mlx_responses.http_facade.relay import ChoiceStreams, choice_params, create_all
-from mlx_responses.http_facade.routes import read_json, routed
-from mlx_responses.http_facade.sse import SSE_HEADERS, data_frame
+from mlx_responses.http_facade.kit.errors import FALLBACK, OpenAIError
+from mlx_responses.http_facade.kit.relay import ChoiceStreams, choice_params, create_all
+from mlx_responses.http_facade.kit.requests import read_json, routed
+from mlx_responses.http_facade.kit.sse import SSE_HEADERS, data_frame
 
 from mlx_responses.v1 import responses_pb2 as pb
 

@@ -5,11 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlx_responses.http_facade.chat.from_proto import (
-    SYSTEM_FINGERPRINT,
-    finish_reason,
-    logprob_json,
-)
+from mlx_responses.http_facade.chat.from_proto import SYSTEM_FINGERPRINT, logprob_json
+from mlx_responses.http_facade.kit.finish import finish_reason
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb

@@ -1,4 +1,5 @@
-"""Decodes a Chat Completions body into CreateResponseParams (plus what only chat needs)."""
+"""Decodes a Chat Completions body (chat/protocol.py declares it) into CreateResponseParams,
+plus what only chat needs; the structured fields (messages, tools, response_format) by hand."""
 
 from __future__ import annotations
 
@@ -6,34 +7,22 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlx_responses.http_facade.cache_hints import chat_breakpoints, lifetimes
-from mlx_responses.http_facade.dialect_media import MediaPaths, chat_image
-from mlx_responses.http_facade.errors import invalid
-from mlx_responses.http_facade.keep_alive import read_keep_alive
-from mlx_responses.http_facade.to_proto import (
-    MEDIA_PARTS,
-    _expect,
-    _flag,
-    _float,
-    _integer,
-    _scalar,
-    _tool,
-    _tool_choice,
+from mlx_responses.http_facade.chat.protocol import FIELDS
+from mlx_responses.http_facade.kit.cache_hints import chat_breakpoints, lifetimes
+from mlx_responses.http_facade.kit.decode import expect
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.fields import fill, read, required
+from mlx_responses.http_facade.kit.media import IMAGE_DETAILS, MediaPaths, url_image
+from mlx_responses.http_facade.kit.sampling import (
+    include_usage,
+    stop_and_keep_alive,
+    template_kwargs,
 )
+from mlx_responses.http_facade.kit.tools import function_tool, tool_choice
 
 from mlx_responses.v1 import responses_pb2 as pb
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
-MAX_N = 16
-# Top-level scalars copied onto CreateResponseParams under the same name.
-SCALAR_PARAMS: dict[str, type | tuple[type, ...]] = {
-    "model": str,
-    "user": str,
-    "safety_identifier": str,
-    "prompt_cache_key": str,
-    "service_tier": str,
-    "parallel_tool_calls": bool,
-}
 MESSAGE_ROLES = ("system", "developer", "user", "assistant", "tool")
 ROLES: dict[str, pb.Role] = {
     "system": pb.ROLE_SYSTEM,
@@ -41,7 +30,7 @@ ROLES: dict[str, pb.Role] = {
     "user": pb.ROLE_USER,
 }
 # Chat content part types that carry media other than images; refused here.
-CHAT_MEDIA_PARTS = {"input_audio", "file", *MEDIA_PARTS}
+CHAT_MEDIA_PARTS = {"input_audio", "file"}
 
 
 def chat_media() -> MediaPaths:
@@ -65,14 +54,14 @@ def _parts(content: Any, param: str, media: MediaPaths | None) -> list[pb.Conten
     consecutive texts join into one part, so a text-only message renders as it always has."""
     if isinstance(content, str):
         return [pb.ContentPart(input_text=pb.InputText(text=content))]
-    _expect(content, list, param, "a string or an array of content parts")
+    expect(content, list, param, "a string or an array of content parts")
     parts: list[pb.ContentPart] = []
     for i, part in enumerate(content):
         where = f"{param}[{i}]"
-        _expect(part, dict, where, "an object")
+        expect(part, dict, where, "an object")
         kind = part.get("type")
         if kind == "text":
-            text = _expect(part.get("text"), str, f"{where}.text", "a string")
+            text = expect(part.get("text"), str, f"{where}.text", "a string")
             if parts and parts[-1].WhichOneof("part") == "input_text":
                 parts[-1].input_text.text += text
             else:
@@ -115,7 +104,7 @@ def _assistant(message: dict[str, Any], param: str) -> list[pb.Item]:
     items = []
     for key in ("reasoning_content", "reasoning"):
         if message.get(key) is not None:
-            text = _expect(message[key], str, f"{param}.{key}", "a string")
+            text = expect(message[key], str, f"{param}.{key}", "a string")
             break
     else:
         text = ""
@@ -128,22 +117,20 @@ def _assistant(message: dict[str, Any], param: str) -> list[pb.Item]:
             items.append(_message(pb.ROLE_ASSISTANT, text))
     calls = message.get("tool_calls")
     if calls is not None:
-        _expect(calls, list, f"{param}.tool_calls", "an array")
+        expect(calls, list, f"{param}.tool_calls", "an array")
         for i, call in enumerate(calls):
             where = f"{param}.tool_calls[{i}]"
-            _expect(call, dict, where, "an object")
-            fn = _expect(call.get("function"), dict, f"{where}.function", "an object")
+            expect(call, dict, where, "an object")
+            fn = expect(call.get("function"), dict, f"{where}.function", "an object")
             arguments = fn.get("arguments", "")
             if isinstance(arguments, dict):
                 arguments = json.dumps(arguments)
             items.append(
                 pb.Item(
                     function_call=pb.FunctionCallItem(
-                        call_id=_expect(call.get("id"), str, f"{where}.id", "a string"),
-                        name=_expect(fn.get("name"), str, f"{where}.function.name", "a string"),
-                        arguments=_expect(
-                            arguments, str, f"{where}.function.arguments", "a string"
-                        ),
+                        call_id=expect(call.get("id"), str, f"{where}.id", "a string"),
+                        name=expect(fn.get("name"), str, f"{where}.function.name", "a string"),
+                        arguments=expect(arguments, str, f"{where}.function.arguments", "a string"),
                         status=pb.ITEM_STATUS_COMPLETED,
                     )
                 )
@@ -154,13 +141,13 @@ def _assistant(message: dict[str, Any], param: str) -> list[pb.Item]:
 def messages_to_items(messages: Any, media: MediaPaths | None = None) -> list[pb.Item]:
     """Chat `messages` as Responses input items (the same history renders the same prompt);
     user messages may carry images where `media` is given (it records where they stood)."""
-    _expect(messages, list, "messages", "an array")
+    expect(messages, list, "messages", "an array")
     if not messages:
         raise invalid("'messages' must not be empty.", "messages", "empty_array")
     items: list[pb.Item] = []
     for i, message in enumerate(messages):
         param = f"messages[{i}]"
-        _expect(message, dict, param, "an object")
+        expect(message, dict, param, "an object")
         role = message.get("role")
         if role in ("system", "developer", "user"):
             if message.get("content") is None:
@@ -175,7 +162,7 @@ def messages_to_items(messages: Any, media: MediaPaths | None = None) -> list[pb
         elif role == "assistant":
             items.extend(_assistant(message, param))
         elif role == "tool":
-            call_id = _expect(message.get("tool_call_id"), str, f"{param}.tool_call_id", "a string")
+            call_id = expect(message.get("tool_call_id"), str, f"{param}.tool_call_id", "a string")
             output = _text(message.get("content", ""), f"{param}.content")
             if media is not None:
                 media.add_output(param, ".tool_call_id", "tool message")
@@ -195,7 +182,7 @@ def messages_to_items(messages: Any, media: MediaPaths | None = None) -> list[pb
 
 def response_format(value: Any) -> pb.TextConfig:
     """`response_format` as the Responses `text` configuration."""
-    _expect(value, dict, "response_format", "an object")
+    expect(value, dict, "response_format", "an object")
     config = pb.TextConfig()
     kind = value.get("type")
     if kind == "text":
@@ -203,19 +190,19 @@ def response_format(value: Any) -> pb.TextConfig:
     elif kind == "json_object":
         config.json_object.SetInParent()
     elif kind == "json_schema":
-        spec = _expect(value.get("json_schema"), dict, "response_format.json_schema", "an object")
+        spec = expect(value.get("json_schema"), dict, "response_format.json_schema", "an object")
         schema = spec.get("schema", {"type": "object"})
-        _expect(schema, dict, "response_format.json_schema.schema", "an object")
+        expect(schema, dict, "response_format.json_schema.schema", "an object")
         js = pb.TextFormatJsonSchema(
-            name=_expect(spec.get("name"), str, "response_format.json_schema.name", "a string"),
+            name=expect(spec.get("name"), str, "response_format.json_schema.name", "a string"),
             schema_json=json.dumps(schema),
         )
         if spec.get("description") is not None:
-            js.description = _expect(
+            js.description = expect(
                 spec["description"], str, "response_format.json_schema.description", "a string"
             )
         if spec.get("strict") is not None:
-            js.strict = _expect(
+            js.strict = expect(
                 spec["strict"], bool, "response_format.json_schema.strict", "a boolean"
             )
         config.json_schema.CopyFrom(js)
@@ -226,102 +213,30 @@ def response_format(value: Any) -> pb.TextConfig:
     return config
 
 
-def stop_sequences(value: Any, param: str) -> list[str]:
-    """`stop`: a string or an array of strings."""
-    if isinstance(value, str):
-        return [value]
-    _expect(value, list, param, "a string or an array of strings")
-    return [_expect(s, str, f"{param}[{i}]", "a string") for i, s in enumerate(value)]
-
-
 def function_tools(value: Any) -> list[pb.Tool]:
     """Chat `tools`: function tools only (chat has no hosted tools)."""
-    _expect(value, list, "tools", "an array")
+    expect(value, list, "tools", "an array")
     tools = []
     for i, tool in enumerate(value):
-        _expect(tool, dict, f"tools[{i}]", "an object")
+        expect(tool, dict, f"tools[{i}]", "an object")
         if tool.get("type", "function") != "function":
             raise invalid(
                 f"Unsupported tool type {tool.get('type')!r}: only function tools exist here.",
                 f"tools[{i}].type",
                 "unsupported_tool",
             )
-        tools.append(_tool({**tool, "type": "function"}, f"tools[{i}]"))
+        tools.append(function_tool(tool, f"tools[{i}]"))
     return tools
 
 
-def template_kwargs(body: dict[str, Any], **extra: Any) -> str | None:
-    """`chat_template_kwargs` (vLLM's extension) with `extra` on top, as JSON text."""
-    kwargs: dict[str, Any] = {}
-    if body.get("chat_template_kwargs") is not None:
-        kwargs.update(
-            _expect(body["chat_template_kwargs"], dict, "chat_template_kwargs", "an object")
-        )
-    kwargs.update({k: v for k, v in extra.items() if v is not None})
-    return json.dumps(kwargs) if kwargs else None
-
-
-def max_tokens(body: dict[str, Any], *names: str) -> int | None:
-    """The first of `names` present, as an output cap of at least 1 (each present is checked)."""
-    caps = []
-    for name in names:
-        if body.get(name) is not None:
-            value = _integer(body[name], name)
-            if value < 1:
-                raise invalid(
-                    f"Invalid '{name}': {value}; must be at least 1.", name, "invalid_value"
-                )
-            caps.append(value)
-    return caps[0] if caps else None
-
-
-def sampling(body: dict[str, Any], params: pb.CreateResponseParams) -> None:
-    """`stop`, `seed`, `n`-independent sampling fields and `keep_alive`, shared by chat and
-    completions."""
-    if body.get("stop") is not None:
-        params.stop.extend(stop_sequences(body["stop"], "stop"))
-    if body.get("seed") is not None:
-        params.seed = _integer(body["seed"], "seed")
-    read_keep_alive(body, params)
-    for key in ("temperature", "top_p", "presence_penalty", "frequency_penalty"):
-        if body.get(key) is not None:
-            setattr(params, key, _float(body[key], key))
-
-
-def choices(body: dict[str, Any]) -> int:
-    """`n`: how many choices, 1 to MAX_N."""
-    if body.get("n") is None:
-        return 1
-    n = _integer(body["n"], "n")
-    if not 1 <= n <= MAX_N:
-        raise invalid(f"Invalid 'n': {n}; must be between 1 and {MAX_N}.", "n", "invalid_value")
-    return n
-
-
-def include_usage(body: dict[str, Any]) -> bool:
-    """`stream_options.include_usage`."""
-    options = body.get("stream_options")
-    if options is None:
-        return False
-    _expect(options, dict, "stream_options", "an object")
-    return _flag(options, "include_usage", "stream_options.include_usage")
-
-
 def chat_from_json(body: Any) -> ChatRequest:
-    """A chat completions body as a ChatRequest; unknown fields are ignored."""
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.", None, "invalid_type")
-    if body.get("model") is None:
-        raise invalid("Missing required parameter: 'model'.", "model", "missing_required_parameter")
-    if body.get("messages") is None:
-        raise invalid(
-            "Missing required parameter: 'messages'.", "messages", "missing_required_parameter"
-        )
+    """A chat completions body (chat/protocol.py declares it) as a ChatRequest; unknown fields
+    are ignored."""
+    body = required(FIELDS, body, "Missing required parameter: '{}'.")
+    values = read(FIELDS, body)
     # Chat completions are not stored: a turn lives in the client's message list.
     params = pb.CreateResponseParams(store=False)
-    for key, kind in SCALAR_PARAMS.items():
-        if body.get(key) is not None:
-            setattr(params, key, _scalar(body[key], key, kind))
+    fill(FIELDS, values, params)
     media = chat_media()
     params.input.extend(messages_to_items(body["messages"], media))
     # The items of a prefix of the messages, images allowed (their paths are not kept).
@@ -329,30 +244,47 @@ def chat_from_json(body: Any) -> ChatRequest:
         chat_breakpoints(body["messages"], lambda m: messages_to_items(m, chat_media()))
     )
     lifetimes(body, params)
-    params.stream = _flag(body, "stream")
-    cap = max_tokens(body, "max_completion_tokens", "max_tokens")
+    params.stream = bool(values["stream"])
+    cap = values["max_completion_tokens"] or values["max_tokens"]
     if cap is not None:
         params.max_output_tokens = cap
-    sampling(body, params)
+    stop_and_keep_alive(body, params)
     if body.get("tools") is not None:
         params.tools.extend(function_tools(body["tools"]))
     if body.get("tool_choice") is not None:
-        params.tool_choice.CopyFrom(_tool_choice(body["tool_choice"]))
+        params.tool_choice.CopyFrom(tool_choice(body["tool_choice"]))
     if body.get("response_format") is not None:
         params.text.CopyFrom(response_format(body["response_format"]))
-    logprobs = _flag(body, "logprobs")
-    if body.get("top_logprobs") is not None:
-        top = _integer(body["top_logprobs"], "top_logprobs", 2**31 - 1)
+    logprobs = bool(values["logprobs"])
+    if values["top_logprobs"] is not None:
         if not logprobs:
             raise invalid("'top_logprobs' requires 'logprobs' to be true.", "top_logprobs")
-        params.top_logprobs = top
+        params.top_logprobs = values["top_logprobs"]
     if logprobs:
         params.include.append(LOGPROBS_INCLUDE)
-    effort = body.get("reasoning_effort")
+    effort = values["reasoning_effort"]
     if effort is not None:
-        _expect(effort, str, "reasoning_effort", "a string")
         params.reasoning.effort = effort
     kwargs = template_kwargs(body, reasoning_effort=effort)
     if kwargs is not None:
         params.chat_template_kwargs_json = kwargs
-    return ChatRequest(params, choices(body), logprobs, include_usage(body), media)
+    return ChatRequest(params, values["n"] or 1, logprobs, include_usage(body), media)
+
+
+def chat_image(part: dict[str, Any], where: str, paths: MediaPaths) -> pb.ContentPart:
+    """`{"type": "image_url", "image_url": {"url", "detail"}}`, or `image_url` as a bare URL."""
+    value = part.get("image_url")
+    if isinstance(value, str):
+        paths.add(where, ".image_url", "image_url")
+        return url_image(value, "")
+    image: dict[str, Any] = expect(value, dict, f"{where}.image_url", "an object or a string")
+    url = expect(image.get("url"), str, f"{where}.image_url.url", "a string")
+    detail = image.get("detail")
+    if detail is not None and (not isinstance(detail, str) or detail not in IMAGE_DETAILS):
+        raise invalid(
+            f"Invalid 'detail' {detail!r}: expected one of {', '.join(IMAGE_DETAILS)}.",
+            f"{where}.image_url.detail",
+            "invalid_value",
+        )
+    paths.add(where, ".image_url.url", "image_url")
+    return url_image(url, detail or "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mlx_responses.http_facade.chat.from_proto import finish_reason
+from mlx_responses.http_facade.kit.finish import finish_reason
 
 from mlx_responses.v1 import responses_pb2 as pb
 

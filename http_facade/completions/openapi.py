@@ -5,25 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mlx_responses.http_facade.chat.openapi import SAMPLING
-from mlx_responses.http_facade.chat.to_proto import MAX_N
 from mlx_responses.http_facade.completions import routes
-from mlx_responses.http_facade.completions.to_proto import MAX_LOGPROBS, MAX_PROMPTS
-from mlx_responses.http_facade.openapi_kit import (
-    BOOLEAN,
+from mlx_responses.http_facade.completions.protocol import FIELDS
+from mlx_responses.http_facade.kit.fields import request_schema
+from mlx_responses.http_facade.kit.openapi import (
     INTEGER,
-    NON_EMPTY_STRING,
     NUMBER,
-    OPT_STRING,
     STRING,
     Operation,
     Schema,
     array,
-    integer,
     nullable,
     obj,
     ref,
 )
+from mlx_responses.http_facade.kit.sampling import MAX_N
 
 
 def operations() -> dict[Callable[..., Any], Operation]:
@@ -55,28 +51,10 @@ def _best_of() -> Schema:
 
 def _request() -> Schema:
     """What `completion_from_json` takes (the fuzz test holds them together)."""
-    prompt = {"type": "string", "minLength": 1}
-    return {
-        "type": "object",
-        "required": ["model", "prompt"],
-        "description": "Unknown fields are accepted and ignored. The prompt is raw text.",
-        "properties": {
-            "model": NON_EMPTY_STRING,
-            "prompt": {
-                "anyOf": [prompt, {**array(prompt), "minItems": 1, "maxItems": MAX_PROMPTS}]
-            },
-            "suffix": {"type": "null", "description": "Insertion is not supported."},
-            "max_tokens": nullable(integer(1)),
-            **SAMPLING,
-            "n": nullable(integer(1, MAX_N)),
-            "best_of": nullable(integer(1, MAX_N)),
-            "logprobs": nullable(integer(0, MAX_LOGPROBS)),
-            "echo": nullable(BOOLEAN),
-            "stream": nullable(BOOLEAN),
-            "stream_options": nullable(obj(include_usage=nullable(BOOLEAN))),
-            "user": OPT_STRING,
-        },
-        "allOf": [
+    return request_schema(
+        FIELDS,
+        "Unknown fields are accepted and ignored. The prompt is raw text.",
+        allOf=[
             _best_of(),
             {
                 # `echo` with `logprobs` is not supported (no prompt logprobs).
@@ -84,7 +62,7 @@ def _request() -> Schema:
                 "then": {"properties": {"echo": {"enum": [False, None]}}},
             },
         ],
-    }
+    )
 
 
 def schemas() -> dict[str, Schema]:

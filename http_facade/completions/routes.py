@@ -7,7 +7,6 @@ import logging
 from typing import Any
 
 from aiohttp import web
-from mlx_responses.http_facade.chat.from_proto import finish_reason
 from mlx_responses.http_facade.completions.from_proto import (
     completion_id,
     completion_json,
@@ -15,10 +14,11 @@ from mlx_responses.http_facade.completions.from_proto import (
     usage_json,
 )
 from mlx_responses.http_facade.completions.to_proto import CompletionRequest, completion_from_json
-from mlx_responses.http_facade.errors import OpenAIError
-from mlx_responses.http_facade.relay import ChoiceStreams, choice_params, create_all
-from mlx_responses.http_facade.routes import read_json, routed
-from mlx_responses.http_facade.sse import SSE_HEADERS, data_frame
+from mlx_responses.http_facade.kit.errors import OpenAIError
+from mlx_responses.http_facade.kit.finish import finish_reason
+from mlx_responses.http_facade.kit.relay import ChoiceStreams, choice_params, create_all
+from mlx_responses.http_facade.kit.requests import read_json, routed
+from mlx_responses.http_facade.kit.sse import SSE_HEADERS, data_frame
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb

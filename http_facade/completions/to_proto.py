@@ -1,20 +1,27 @@
-"""Decodes a legacy Completions body: one CreateResponseParams per prompt, raw text prompts."""
+"""Decodes a legacy Completions body (completions/protocol.py declares it): one
+CreateResponseParams per prompt, raw text prompts."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_responses.http_facade.chat.to_proto import choices, include_usage, sampling
-from mlx_responses.http_facade.errors import invalid
-from mlx_responses.http_facade.to_proto import _expect, _flag, _integer
+from mlx_responses.http_facade.completions.protocol import (
+    DEFAULT_MAX_TOKENS,
+    FIELDS,
+    MAX_PROMPTS,
+)
+from mlx_responses.http_facade.kit.decode import expect
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.fields import fill, read, required
+from mlx_responses.http_facade.kit.sampling import (
+    include_usage,
+    stop_and_keep_alive,
+)
 
 from mlx_responses.v1 import responses_pb2 as pb
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
-DEFAULT_MAX_TOKENS = 16  # the legacy API's own default
-MAX_LOGPROBS = 5
-MAX_PROMPTS = 16
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,7 @@ class CompletionRequest:
 def _prompts(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
-    _expect(value, list, "prompt", "a string or an array of strings")
+    expect(value, list, "prompt", "a string or an array of strings")
     if not value or not all(isinstance(p, str) for p in value):
         raise invalid(
             "Invalid 'prompt': expected a string or a non-empty array of strings (token-id "
@@ -47,56 +54,29 @@ def _prompts(value: Any) -> list[str]:
 
 def completion_from_json(body: Any) -> CompletionRequest:
     """A legacy completions body; unknown fields are ignored."""
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.", None, "invalid_type")
-    for name in ("model", "prompt"):
-        if body.get(name) is None:
-            raise invalid(
-                f"Missing required parameter: '{name}'.", name, "missing_required_parameter"
-            )
-    if body.get("suffix") is not None:
-        raise invalid("'suffix' (insertion) is not supported.", "suffix", "unsupported_value")
-    n = choices(body)
-    if body.get("best_of") is not None and _integer(body["best_of"], "best_of") != n:
+    body = required(FIELDS, body, "Missing required parameter: '{}'.")
+    values = read(FIELDS, body)
+    n = values["n"] or 1
+    if values["best_of"] is not None and values["best_of"] != n:
         raise invalid("'best_of' other than 'n' is not supported.", "best_of", "unsupported_value")
-    echo = _flag(body, "echo")
-    logprobs = None
-    if body.get("logprobs") is not None:
-        logprobs = _integer(body["logprobs"], "logprobs")
-        if not 0 <= logprobs <= MAX_LOGPROBS:
-            raise invalid(
-                f"Invalid 'logprobs': {logprobs}; must be between 0 and {MAX_LOGPROBS}.",
-                "logprobs",
-                "invalid_value",
-            )
-        if echo:
-            raise invalid(
-                "'echo' with 'logprobs' is not supported (no prompt logprobs).",
-                "echo",
-                "unsupported_value",
-            )
-    base = pb.CreateResponseParams(
-        model=_expect(body["model"], str, "model", "a string"), store=False
-    )
-    base.max_output_tokens = DEFAULT_MAX_TOKENS
-    if body.get("max_tokens") is not None:
-        base.max_output_tokens = _integer(body["max_tokens"], "max_tokens")
-        if base.max_output_tokens < 1:
-            raise invalid(
-                "Invalid 'max_tokens': must be at least 1.", "max_tokens", "invalid_value"
-            )
-    sampling(body, base)
-    if body.get("user") is not None:
-        base.user = _expect(body["user"], str, "user", "a string")
+    logprobs, echo = values["logprobs"], bool(values["echo"])
+    if logprobs is not None and echo:
+        raise invalid(
+            "'echo' with 'logprobs' is not supported (no prompt logprobs).",
+            "echo",
+            "unsupported_value",
+        )
+    base = pb.CreateResponseParams(store=False, max_output_tokens=DEFAULT_MAX_TOKENS)
+    fill(FIELDS, values, base)
+    stop_and_keep_alive(body, base)
     if logprobs is not None:
         base.include.append(LOGPROBS_INCLUDE)
         base.top_logprobs = logprobs
-    stream = _flag(body, "stream")
-    base.stream = stream
+    base.stream = bool(values["stream"])
     prompts = []
     for text in _prompts(body["prompt"]):
         params = pb.CreateResponseParams()
         params.CopyFrom(base)
         params.prompt = text
         prompts.append(params)
-    return CompletionRequest(prompts, n, echo, logprobs, include_usage(body), stream)
+    return CompletionRequest(prompts, n, echo, logprobs, include_usage(body), base.stream)

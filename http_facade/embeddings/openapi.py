@@ -6,24 +6,15 @@ from collections.abc import Callable
 from typing import Any
 
 from mlx_responses.http_facade.embeddings import routes
-from mlx_responses.http_facade.embeddings.to_proto import (
-    ENCODING_FORMATS,
-    MAX_DIMENSIONS,
-    MAX_INPUTS,
-    TOKEN_ID_MAX,
-)
-from mlx_responses.http_facade.keep_alive import KEEP_ALIVE_SCHEMA
-from mlx_responses.http_facade.openapi_kit import (
+from mlx_responses.http_facade.embeddings.protocol import FIELDS
+from mlx_responses.http_facade.kit.fields import request_schema
+from mlx_responses.http_facade.kit.openapi import (
     INTEGER,
-    NON_EMPTY_STRING,
     NUMBER,
-    OPT_STRING,
     STRING,
     Operation,
     Schema,
     array,
-    integer,
-    nullable,
     obj,
 )
 
@@ -34,33 +25,7 @@ def operations() -> dict[Callable[..., Any], Operation]:
 
 def _request() -> Schema:
     """What `embeddings_from_json` takes (the fuzz test holds them together)."""
-    token_ids = {**array(integer(0, TOKEN_ID_MAX)), "minItems": 1}
-    return {
-        "type": "object",
-        "required": ["model", "input"],
-        "description": "Unknown fields are accepted and ignored.",
-        "properties": {
-            "model": NON_EMPTY_STRING,
-            "input": {
-                "anyOf": [
-                    NON_EMPTY_STRING,
-                    {**array(NON_EMPTY_STRING), "minItems": 1, "maxItems": MAX_INPUTS},
-                    token_ids,
-                    {**array(token_ids), "minItems": 1, "maxItems": MAX_INPUTS},
-                ],
-                "description": "A text, texts, token ids, or arrays of token ids.",
-            },
-            "encoding_format": nullable({"enum": list(ENCODING_FORMATS)}),
-            "dimensions": {
-                **nullable(integer(1, MAX_DIMENSIONS)),
-                "description": "Only for a model trained for shortened vectors (Matryoshka): "
-                "the first `dimensions` components, renormalised; other models take only "
-                "their own width.",
-            },
-            "user": OPT_STRING,
-            "keep_alive": KEEP_ALIVE_SCHEMA,
-        },
-    }
+    return request_schema(FIELDS, "Unknown fields are accepted and ignored.")
 
 
 def schemas() -> dict[str, Schema]:

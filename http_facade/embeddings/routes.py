@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 from mlx_responses.http_facade.embeddings.from_proto import embeddings_json
 from mlx_responses.http_facade.embeddings.to_proto import embeddings_from_json
-from mlx_responses.http_facade.routes import core, read_json
+from mlx_responses.http_facade.kit.requests import core, read_json
 
 
 async def create_embeddings(request: web.Request) -> web.Response:

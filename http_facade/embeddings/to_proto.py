@@ -5,15 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_responses.http_facade.errors import invalid
-from mlx_responses.http_facade.keep_alive import keep_alive_from
+from mlx_responses.http_facade.embeddings.protocol import FIELDS, MAX_INPUTS, TOKEN_ID_MAX
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.fields import fill, read, required
+from mlx_responses.http_facade.kit.keep_alive import keep_alive_from
 
 from mlx_responses.v1 import embeddings_service_pb2 as em
-
-MAX_INPUTS = 2048  # OpenAI's bound on inputs per request
-MAX_DIMENSIONS = 1 << 20
-TOKEN_ID_MAX = (1 << 31) - 1
-ENCODING_FORMATS = ("float", "base64")
 
 INPUT_HELP = (
     "expected a non-empty string, an array of non-empty strings, an array of token ids or an "
@@ -58,48 +55,15 @@ def inputs_from_json(value: Any) -> list[em.EmbeddingInput]:
 
 
 def embeddings_from_json(body: Any) -> EmbeddingsRequest:
-    """An Embeddings body; unknown fields are ignored (as OpenAI's SDKs may send more)."""
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.", None, "invalid_type")
-    for name in ("model", "input"):
-        if body.get(name) is None:
-            raise invalid(
-                f"Missing required parameter: '{name}'.", name, "missing_required_parameter"
-            )
-    model = body["model"]
-    if not isinstance(model, str) or not model:
+    """An Embeddings body (embeddings/protocol.py declares it); unknown fields are ignored (as
+    OpenAI's SDKs may send more)."""
+    body = required(FIELDS, body, "Missing required parameter: '{}'.")
+    values = read(FIELDS, body)
+    if not values["model"]:
         raise invalid("Invalid 'model': expected a non-empty string.", "model", "invalid_type")
-    request = em.CreateEmbeddingsRequest(model=model, inputs=inputs_from_json(body["input"]))
-    encoding = body.get("encoding_format")
-    if encoding is None:
-        encoding = "float"
-    if encoding not in ENCODING_FORMATS:
-        raise invalid(
-            f"Invalid 'encoding_format': {encoding!r}; expected 'float' or 'base64'.",
-            "encoding_format",
-            "invalid_value",
-        )
-    dimensions = body.get("dimensions")
-    if dimensions is not None:
-        if isinstance(dimensions, float) and dimensions.is_integer():
-            dimensions = int(dimensions)
-        if not isinstance(dimensions, int) or isinstance(dimensions, bool):
-            raise invalid(
-                "Invalid type for 'dimensions': expected an integer.", "dimensions", "invalid_type"
-            )
-        if not 1 <= dimensions <= MAX_DIMENSIONS:
-            raise invalid(
-                f"Invalid 'dimensions': {dimensions}; must be at least 1.",
-                "dimensions",
-                "invalid_value",
-            )
-        request.dimensions = dimensions
-    user = body.get("user")
-    if user is not None:
-        if not isinstance(user, str):
-            raise invalid("Invalid type for 'user': expected a string.", "user", "invalid_type")
-        request.user = user
+    request = em.CreateEmbeddingsRequest(inputs=inputs_from_json(body["input"]))
+    fill(FIELDS, values, request)
     keep = keep_alive_from(body)
     if keep is not None:
         request.keep_alive_seconds = keep
-    return EmbeddingsRequest(request, encoding)
+    return EmbeddingsRequest(request, values["encoding_format"] or "float")

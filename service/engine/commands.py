@@ -10,15 +10,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.model_thread import Stop
-from mlx_responses.service.engine.prompt_expiry import Lifetimes
+from mlx_responses.service.engine.prompt_cache.expiry import Lifetimes
 from mlx_responses.service.engine.requests import (
     EngineStoppedError,
     LogitsProcessor,
     SamplingParams,
 )
 from mlx_responses.service.engine.stream import GenerationStream
-from mlx_responses.service.engine.vision.side import VisionInputs
 from mlx_responses.service.engine.warm_up import WarmUp
 from mlx_responses.service.flags import PROMPT_CHECKPOINT_TOKENS
 

@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 
 import mlx.core as mx
 import numpy as np
-from mlx_responses.service.engine.prompt_expiry import Lifetimes
+from mlx_responses.service.engine.prompt_cache.expiry import Lifetimes
 from mlx_responses.service.engine.requests import Chunk, TokenLogprob
 from mlx_responses.service.engine.scheduler import Token
 

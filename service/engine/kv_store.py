@@ -12,10 +12,10 @@ The worker asks this store, and nothing else, about KV memory:
   (its encodings save more work a byte: a 1,000-token image's is ~7 MB on Qwen2.5-VL-7B, the
   KV of its tokens ~57 MB), and then the request waits;
 - `fetch` / `keep` / `settle`: the prompt cache's entries and checkpoints (memory tier and disk
-  tier, `prompt_cache.py`), bounded by `--prompt-cache-max-bytes` less the live sequences' bytes
-  (as the scheduler reports them) and by what the budget leaves beside the image encodings;
-  those (`vision/encoder.py`, bounded by their own flags) by what it leaves beside the prompt
-  cache.
+  tier, `prompt_cache/cache.py`), bounded by `--prompt-cache-max-bytes` less the live
+  sequences' bytes (as the scheduler reports them) and by what the budget leaves beside the
+  image encodings; those (`vision/encoder.py`, bounded by their own flags) by what it leaves
+  beside the prompt cache.
 
 Without a budget (`--memory-limit` unset on a CPU) admission is by count only, as before, and
 the store still reports the model's memory by kind for the metrics.
@@ -41,8 +41,8 @@ from mlx_responses.service.engine.memory.kv_layout import (
 )
 from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.model import LoadedModel
-from mlx_responses.service.engine.prompt_cache import PromptCache
-from mlx_responses.service.engine.prompt_expiry import Lifetimes
+from mlx_responses.service.engine.prompt_cache.cache import PromptCache
+from mlx_responses.service.engine.prompt_cache.expiry import Lifetimes
 from mlx_responses.service.engine.requests import EngineStats
 
 log = logging.getLogger(__name__)

@@ -67,7 +67,7 @@ __all__ = [
 # What the slots engine reads and sets on prompt-cache entries (service/engine/slots/); its own
 # caches speak the protocol mlx-lm's attention layers call: `offset`, `update_and_fetch`,
 # `make_mask` (checked end to end by tests/engine/test_slots.py). The prompt cache's disk tier
-# (prompt_disk.py) writes each entry's `state` and rebuilds it with `from_state` (round trips
+# (prompt_cache/disk.py) writes each entry's `state` and rebuilds it with `from_state` (round trips
 # checked by tests/engine/test_prompt_disk.py).
 KV_CACHE_INTERNALS = (
     "keys",
@@ -79,10 +79,11 @@ KV_CACHE_INTERNALS = (
     "update_and_fetch",
 )
 
-# The prompt cache's trie, which service/engine/prompt_trie.py replaces with an indexed one: the
-# attribute that holds it, and what the subclass overrides or reads (mlx-lm's nested-dict nodes,
-# "__value__" marking a sequence's end, are read by the restated search).
-# service/engine/prompt_expiry.py takes one expired entry out of its LRU order and byte counts.
+# The prompt cache's trie, which service/engine/prompt_cache/trie.py replaces with an indexed
+# one: the attribute that holds it, and what the subclass overrides or reads (mlx-lm's
+# nested-dict nodes, "__value__" marking a sequence's end, are read by the restated search).
+# service/engine/prompt_cache/expiry.py takes one expired entry out of its LRU order and byte
+# counts.
 PROMPT_CACHE_INTERNALS = ("_trie", "_lru", "_n_bytes", "_n_bytes_by_type")
 PROMPT_TRIE_INTERNALS = ("_trie", "add", "pop", "pop_prefixes", "search", "get")
 

@@ -77,7 +77,7 @@ class Chunk:
 
 @dataclass
 class DiskHealth:
-    """The prompt cache's disk tier as /metrics reports it (prompt_disk.py): what it dropped
+    """The prompt cache's disk tier as /metrics reports it (prompt_cache/disk.py): what it dropped
     as unreadable, by kind ("row": an index row, "file": an entry file, "junk": something
     under entries/ that is no entry), writes that failed, and why it is degraded (None: it
     is not; "disk_full", "read_only": writes paused, reads go on; "unavailable": the folder

@@ -24,10 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import mlx.core as mx
+from mlx_responses.service.engine.image_prompt import Deepstack, RowPositions, VisionInputs
 from mlx_responses.service.engine.mlx_lm_compat import greedy_sampler
-from mlx_responses.service.engine.vision.deepstack import Deepstack
-from mlx_responses.service.engine.vision.inputs import VisionInputs
-from mlx_responses.service.engine.vision.positions import RowPositions
 
 Sampler = Callable[[mx.array], mx.array]
 LogitsProcessor = Callable[[mx.array, mx.array], mx.array]
@@ -45,9 +43,9 @@ class Admission:
     (`[positions, hidden]`, aligned with the concatenated segments; a vision model's image
     features merged in), for a scheduler that `takes_embeddings`; None: token ids only.
     `positions`: its rotary positions where they are not each token's index (M-RoPE: a vision
-    model's image prompt, `vision/positions.py`), absolute, for the same schedulers.
+    model's image prompt, `image_prompt.py`), absolute, for the same schedulers.
     `deepstack`: a Qwen3-VL image prompt's deepstack features of its image tokens past `cache`
-    (`vision/deepstack.py`), for the same schedulers.
+    (`image_prompt.py`), for the same schedulers.
     `images`: an image prompt's processed images, for a scheduler that runs the vision tower
     itself (`vision/serial.py`, a family the slots do not batch); None otherwise.
     """

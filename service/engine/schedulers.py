@@ -19,10 +19,9 @@ from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.requests import EngineStats
 from mlx_responses.service.engine.scheduler import Scheduler
 from mlx_responses.service.engine.slots import SlotScheduler, layer_windows, slots_serve
-from mlx_responses.service.engine.solo import SerialScheduler as TextSerialScheduler
-from mlx_responses.service.engine.solo import SoloScheduler
+from mlx_responses.service.engine.solo import SoloScheduler, TextSerialScheduler
 from mlx_responses.service.engine.speculation import SpeculationPolicy
-from mlx_responses.service.engine.vision.serial import SerialScheduler
+from mlx_responses.service.engine.vision.serial import VisionSerialScheduler
 from mlx_responses.service.engine.vision.side import VisionSide
 from mlx_responses.service.flags import Prefill
 
@@ -97,7 +96,7 @@ def new_scheduler(
     alone (`solo/`). A vision model of a family the slots do not batch (`vision.batched`
     false) decodes one sequence at a time, as mlx-vlm does (`vision/serial.py`)."""
     if vision is not None and not vision.batched:
-        return SerialScheduler(
+        return VisionSerialScheduler(
             vision.model,
             n_tokens=vision.n_tokens,
             stop_tokens=stop_tokens,

@@ -3,8 +3,13 @@
 Requests cross into the thread through a queue, read in one place (`_next_commands`); the
 worker turns each into an `Admission` (its prompt-cache prefix, sampler, checkpoints) for the
 scheduler (`scheduler.py`; which one: `schedulers.py`), steps it, keeps prompt-cache entries
-(`prompt_cache.py`), and hands generated text back to the asyncio loop with
+(`prompt_cache/cache.py`), and hands generated text back to the asyncio loop with
 `loop.call_soon_threadsafe` (`outbox.py`). Cancellation is honoured between steps.
+
+The loop runs under supervision (`_serve`; `supervision.py` says what it does): a pass that
+fails fails what it held and the loop goes on with a new scheduler and prompt-cache memory,
+until the engine has failed too often, when it ends and tells its owner (the model pool unloads
+the model). A warm-up at load runs through the same scheduler (`warm_up.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import itertools
 import logging
 import queue
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +38,11 @@ from mlx_responses.service.engine.commands import (
     Command,
     Submit,
     stops,
+    unserved,
 )
 from mlx_responses.service.engine.delivery import Active, token_logprobs
 from mlx_responses.service.engine.distributed.link import Lockstep
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.kv_quant import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.kv_store import open_store
 from mlx_responses.service.engine.memory.budget import MemoryBudget
@@ -43,14 +51,14 @@ from mlx_responses.service.engine.model import LoadedModel, plain_caches
 from mlx_responses.service.engine.model_thread import ModelThread, Stop
 from mlx_responses.service.engine.observer import EngineObserver
 from mlx_responses.service.engine.outbox import Outbox
-from mlx_responses.service.engine.prompt_expiry import Lifetimes
+from mlx_responses.service.engine.prompt_cache.expiry import Lifetimes
 from mlx_responses.service.engine.requests import (
     Chunk,
     EngineStats,
     LogitsProcessor,
     SamplingParams,
 )
-from mlx_responses.service.engine.scheduler import Scheduler, Token
+from mlx_responses.service.engine.scheduler import Admission, Scheduler, Token
 from mlx_responses.service.engine.schedulers import (
     SCHEDULED_BY,
     new_scheduler,
@@ -59,10 +67,16 @@ from mlx_responses.service.engine.schedulers import (
 )
 from mlx_responses.service.engine.seeded_sampler import Samplers
 from mlx_responses.service.engine.stream import GenerationStream
-from mlx_responses.service.engine.supervised_loop import Held, Supervised
-from mlx_responses.service.engine.supervision import Restarts
-from mlx_responses.service.engine.vision.side import ImageEncoder, VisionInputs, VisionSide
-from mlx_responses.service.engine.warm_up import WarmsUp, WarmUp
+from mlx_responses.service.engine.supervision import (
+    Restarts,
+    ended,
+    failure_reason,
+    restarted,
+    stopped,
+)
+from mlx_responses.service.engine.vision.side import ImageEncoder, VisionSide
+from mlx_responses.service.engine.warm_up import MAX_TOKENS as WARM_UP_TOKENS
+from mlx_responses.service.engine.warm_up import WarmUp, warm
 from mlx_responses.service.flags import Prefill, prefill_for_device
 from mlx_responses.service.ids import OWNER
 
@@ -74,8 +88,28 @@ def device_kind() -> str:
     return "gpu" if mx.default_device().type == mx.gpu else "cpu"
 
 
+class _GaveUp(Exception):
+    """The engine failed too often to go on (supervision.Restarts)."""
+
+
 @dataclass
-class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
+class Held:
+    """What the loop holds across passes: sequences running (`active`, by uid; `by_stream`:
+    the uid of each stream), commands read and not yet taken, requests being admitted now."""
+
+    active: dict[int, Active[GenerationStream]] = field(default_factory=dict)
+    by_stream: dict[int, int] = field(default_factory=dict)
+    commands: deque[Command] = field(default_factory=deque)
+    in_hand: list[Submit] = field(default_factory=list)
+    joined: bool = False  # whether this step's admissions already took a second pass
+    stepping: bool = False  # in a decode step
+
+    def submits(self) -> list[Submit]:
+        return [c for c in self.commands if isinstance(c, Submit)]
+
+
+@dataclass
+class EngineWorker(ModelThread[LoadedModel]):
     """Owns the model and its scheduler on a dedicated thread.
 
     The model is loaded on that thread too: MLX state never touches another thread.
@@ -94,7 +128,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
     prompt_cache_max_bytes: int = 1 << 30
     # Caches that cannot be trimmed: a prefill also stops for an entry every this many tokens
     checkpoint_interval: int = CHECKPOINT_INTERVAL
-    # The prompt cache's disk tier (prompt_disk.py): its folder (None: none) and byte budget.
+    # The prompt cache's disk tier (prompt_cache/disk.py): its folder (None: none) and byte budget.
     prompt_cache_dir: Path | None = None
     prompt_cache_disk_bytes: int = 0
     # "off", "ngram" (prompt-lookup drafts) or "draft" (drafts of `load_draft`'s model), for
@@ -213,12 +247,22 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
     @property
     def takes_checkpoints(self) -> bool:
         """Whether prompts leave prompt-cache entries where their prefill ends (and at their
-        `checkpoints`): the model's caches cannot be trimmed back (`prompt_cache.py`)."""
+        `checkpoints`): the model's caches cannot be trimmed back (`prompt_cache/cache.py`)."""
         return self._checkpointing
 
     def cancel(self, stream: GenerationStream) -> None:
         """Asks the thread to drop `stream`'s sequence before its next step."""
         self._commands.put(Cancel(stream))
+
+    def warm_up(
+        self, prompt: Sequence[int], processors: Sequence[LogitsProcessor] = ()
+    ) -> asyncio.Future[float]:
+        """Generates a few tokens of `prompt` on the engine thread, at the model's default
+        sampling, leaving no trace (warm_up.py); resolves to the seconds it took (0: skipped,
+        requests being served)."""
+        command = WarmUp(list(prompt), list(processors))
+        self._commands.put(command)
+        return asyncio.wrap_future(command.done)
 
     # --- the MLX thread --------------------------------------------------------------------
     def _emit(self, stream: GenerationStream, chunk: Chunk) -> None:
@@ -340,6 +384,89 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
         ready.set_result(loaded)
         self._serve(scheduler)
 
+    def _serve(self, scheduler: Scheduler) -> None:
+        """The thread's loop: passes until a Stop, each failure survived (`_restart`) until
+        the engine gives up."""
+        held = Held()
+        try:
+            while True:
+                try:
+                    if not self._pass(scheduler, held):
+                        return
+                except Exception as exc:
+                    if self.link is not None and not held.stepping:
+                        # A group's ranks must run alike: none restarts alone but from a
+                        # failed step (every rank fails it: they run the same batch).
+                        raise
+                    scheduler = self._restart(scheduler, held, exc)
+        except BaseException as exc:
+            # The loop cannot go on (it gave up, or could not rebuild): what it held and what
+            # waited fail, and its owner unloads the model (service/models/pool.py).
+            if self.failure is None:
+                self.failure = ended(exc)
+            if isinstance(exc, _GaveUp):  # its failure is logged (`_restart`)
+                log.error("engine %s stopped: %s", self.name, self.failure)
+            else:
+                log.exception("engine %s stopped: %s", self.name, self.failure)
+        finally:
+            self.alive = False
+            with contextlib.suppress(Exception):
+                scheduler.close()
+            # What it held and what waited fail now, rather than wait for a loop that is gone.
+            error = "generation worker stopped" if self.failure is None else stopped(self.failure)
+            streams = [e.stream for e in held.active.values()]
+            streams += unserved(self._commands, self._waiting.drain(), held.commands)
+            for stream in streams:
+                self._emit(stream, Chunk("", 0, "error", error=error))
+            # Its owner unloads the model, whose unload joins the thread: it ends. NOTE: not
+            # in a group, whose ranks park as before (the group's loss is its own report).
+            if self.failure is not None and self.link is None:
+                self._release = True
+                if self.on_failure is not None:
+                    self.on_failure(self.failure)
+            if not self._release:
+                self._park()
+            self._stopped.set()
+
+    def _restart(self, scheduler: Scheduler, held: Held, exc: Exception) -> Scheduler:
+        """A pass failed: the requests it held (running, or being admitted) fail with an error
+        that says so, and a new scheduler and prompt-cache memory replace the old; requests
+        still waiting are served next. Raises _GaveUp when the engine has failed too often."""
+        gave_up = self.restarts.failed()
+        log.exception(
+            "engine %s failed (%d time(s) within %gs); failing %d requests and %s",
+            self.name,
+            self.restarts.recent,
+            self.restarts.window,
+            len(held.active) + len(held.in_hand),
+            "stopping it" if gave_up else "restarting it",
+        )
+        reason = failure_reason(exc, self.restarts.recent, self.restarts.window)
+        if gave_up:
+            self.failure = reason  # before they hear of it: later submits are refused so
+        else:
+            self.stats.engine_restarts += 1
+        if self._metrics is not None:
+            self._metrics.engine_failed("stopped" if gave_up else "restarted")
+        error = stopped(reason) if gave_up else restarted(exc)
+        for entry in held.active.values():
+            self._finished(entry, "error")
+        streams = {id(e.stream): e.stream for e in held.active.values()}
+        streams.update((id(c.stream), c.stream) for c in held.in_hand)
+        self._emit_all([(s, Chunk("", 0, "error", error=error)) for s in streams.values()])
+        held.active.clear()
+        held.by_stream.clear()
+        held.in_hand = []
+        held.joined = held.stepping = False
+        self._count(held.active)
+        with contextlib.suppress(Exception):
+            scheduler.close()
+        self.kv.sync((), 0)  # their reservations go
+        self.kv.rebuild()
+        if gave_up:
+            raise _GaveUp(reason) from exc
+        return self._new_scheduler()
+
     def _pass(self, scheduler: Scheduler, held: Held) -> bool:
         """One pass of the loop: the commands, admissions and a step; False on a Stop."""
         active, by_stream = held.active, held.by_stream
@@ -422,6 +549,24 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
         if self._kv_group is not None and self.kv_bits is not None:
             return new_sequence_cache(self._batch_model, self._kv_group, self.kv_bits)
         return make_prompt_cache(self._batch_model)
+
+    def _warm_up(self, scheduler: Scheduler, command: WarmUp, busy: bool) -> None:
+        """Runs a warm-up as a request without a cached prefix, at the model's default
+        sampling; never beside requests (they would see its steps)."""
+        if busy:
+            command.done.set_result(0.0)
+            return
+        loaded = self.loaded
+        admission = Admission(
+            next(self._uids),
+            [command.prompt],
+            WARM_UP_TOKENS,
+            self._samplers(loaded.default_temperature, loaded.default_top_p, 0, None),
+            command.processors,
+            # As a request's without a cached prefix: the scheduler's own, or quantized.
+            self._new_cache() if self._kv_group is not None else None,
+        )
+        warm(scheduler, admission, command.done, self.stats)
 
     def _start(
         self,
@@ -526,7 +671,7 @@ class EngineWorker(ModelThread[LoadedModel], WarmsUp, Supervised):
         self, entry: Active[GenerationStream], tokens: list[int], cache: list[Any], written: int
     ) -> None:
         """Puts a prompt-cache entry of `entry`'s in memory and on disk (a checkpoint's, or a
-        finished turn's: `prompt_cache.py`); `written`: the prompt tokens it holds."""
+        finished turn's: `prompt_cache/cache.py`); `written`: the prompt tokens it holds."""
         kind = entry.kind(len(tokens), written)
         self.kv.keep(entry.scope, entry.keyed(tokens), cache, entry.retention, written, kind=kind)
         entry.written_to = max(entry.written_to, written)

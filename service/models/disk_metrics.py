@@ -4,13 +4,12 @@ open)."""
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 from mlx_responses.service.metrics import PREFIX, CoreMetrics
+from mlx_responses.service.models.per_model_metrics import watch
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 
 class DiskCounters(Protocol):
@@ -21,44 +20,33 @@ class DiskCounters(Protocol):
     degraded: str | None
 
 
-class _DiskCollector(Collector):
-    def __init__(self) -> None:
-        self.models: dict[str, DiskCounters] = {}
-
-    def collect(self) -> Iterator[Metric]:
-        dropped = CounterMetricFamily(
-            f"{PREFIX}prompt_disk_dropped",
-            "Disk-tier rows and files dropped as unreadable, by kind (row: an index row, file: "
-            "an entry file, junk: something under entries/ that is no entry).",
-            labels=("model_name", "kind"),
-        )
-        errors = CounterMetricFamily(
-            f"{PREFIX}prompt_disk_write_errors",
-            "Disk-tier writes, touches and deletes that failed.",
-            labels=("model_name",),
-        )
-        degraded = GaugeMetricFamily(
-            f"{PREFIX}prompt_disk_degraded",
-            "1 while the disk tier is degraded, by reason (disk_full, read_only: writes "
-            "paused, reads go on; unavailable: the tier is off).",
-            labels=("model_name", "reason"),
-        )
-        for name, health in list(self.models.items()):
-            for kind, count in sorted(health.dropped.items()):
-                dropped.add_metric([name, kind], count)
-            errors.add_metric([name], health.write_errors)
-            if health.degraded is not None:
-                degraded.add_metric([name, health.degraded], 1)
-        yield from (dropped, errors, degraded)
-
-
-_collectors: weakref.WeakKeyDictionary[object, _DiskCollector] = weakref.WeakKeyDictionary()
+def _families(models: Sequence[tuple[str, DiskCounters]]) -> Iterator[Metric]:
+    dropped = CounterMetricFamily(
+        f"{PREFIX}prompt_disk_dropped",
+        "Disk-tier rows and files dropped as unreadable, by kind (row: an index row, file: "
+        "an entry file, junk: something under entries/ that is no entry).",
+        labels=("model_name", "kind"),
+    )
+    errors = CounterMetricFamily(
+        f"{PREFIX}prompt_disk_write_errors",
+        "Disk-tier writes, touches and deletes that failed.",
+        labels=("model_name",),
+    )
+    degraded = GaugeMetricFamily(
+        f"{PREFIX}prompt_disk_degraded",
+        "1 while the disk tier is degraded, by reason (disk_full, read_only: writes "
+        "paused, reads go on; unavailable: the tier is off).",
+        labels=("model_name", "reason"),
+    )
+    for name, health in models:
+        for kind, count in sorted(health.dropped.items()):
+            dropped.add_metric([name, kind], count)
+        errors.add_metric([name], health.write_errors)
+        if health.degraded is not None:
+            degraded.add_metric([name, health.degraded], 1)
+    yield from (dropped, errors, degraded)
 
 
 def watch_prompt_disk(metrics: CoreMetrics, model_name: str, health: DiskCounters) -> None:
     """Reports `health` as the model's disk-tier metrics (a reload replaces the old ones)."""
-    collector = _collectors.get(metrics.registry)
-    if collector is None:
-        collector = _collectors[metrics.registry] = _DiskCollector()
-        metrics.registry.register(collector)
-    collector.models[model_name] = health
+    watch(metrics, _families, model_name, health)

@@ -120,8 +120,8 @@ async def run_follower(
     signal: exit 0)."""
     from mlx_responses.service.engine.distributed.channel import Channel
     from mlx_responses.service.engine.distributed.lockstep import Follower
-    from mlx_responses.service.models.pool import served_ids
     from mlx_responses.service.models.processors import build_processors
+    from mlx_responses.service.models.source import served_ids
     from mlx_responses.service.text.grammars import GrammarFactory
 
     source = resolve_model(settings.models[0], settings.allow_download)

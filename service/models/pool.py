@@ -31,7 +31,7 @@ import math
 import sys
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,7 @@ from mlx_responses.service.models.disk_metrics import watch_prompt_disk
 from mlx_responses.service.models.embedding_config import embedding_folder
 from mlx_responses.service.models.folder_check import ModelFolderError, check_folder
 from mlx_responses.service.models.model_dir import check_model_dirs, scan_model_dirs
-from mlx_responses.service.models.source import ModelSource, resolve_model
+from mlx_responses.service.models.source import ModelSource, resolve_model, served_ids
 from mlx_responses.service.models.vision_config import vision_folder
 from mlx_responses.service.text.harmony import add_stops
 
@@ -158,18 +158,6 @@ class Lease:
         if not self.released:
             self.released = True
             self.pool.release(self.model)
-
-
-def served_ids(sources: Sequence[ModelSource], aliases: Sequence[str]) -> list[str]:
-    """The id of each model: the i-th `--model-alias` names the i-th `--model`, the rest keep
-    their own names (folder name or repo id); two models of one name are a ConfigError."""
-    ids = [*aliases, *(source.name for source in sources[len(aliases) :])]
-    twice = sorted({i for i in ids if ids.count(i) > 1})
-    if twice:
-        raise ConfigError(
-            f"several --model entries are named {', '.join(twice)}; name them with --model-alias"
-        )
-    return ids
 
 
 def describe(source: ModelSource, model_id: str) -> ServedModel:

@@ -1,10 +1,14 @@
-"""Where `--model` points: a local folder, or a Hugging Face repo id in the local hub cache."""
+"""Where `--model` points: a local folder, or a Hugging Face repo id in the local hub cache; and
+the id each configured model is served under."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from mlx_responses.service.config import ConfigError
 
 # `org/name` (one slash, the hub's characters): anything else is a path.
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
@@ -51,3 +55,15 @@ def resolve_model(model: Path, allow_download: bool = False) -> ModelSource:
     except Exception as exc:  # the hub's network and repo errors
         raise ModelNotFoundError(f"--model {repo_id}: {type(exc).__name__}: {exc}") from exc
     return ModelSource(folder, repo_id)
+
+
+def served_ids(sources: Sequence[ModelSource], aliases: Sequence[str]) -> list[str]:
+    """The id of each model: the i-th `--model-alias` names the i-th `--model`, the rest keep
+    their own names (folder name or repo id); two models of one name are a ConfigError."""
+    ids = [*aliases, *(source.name for source in sources[len(aliases) :])]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise ConfigError(
+            f"several --model entries are named {', '.join(twice)}; name them with --model-alias"
+        )
+    return ids

@@ -18,12 +18,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.model import LoadedModel, context_length_of, sampling_defaults
 from mlx_responses.service.engine.requests import (
     LogitsProcessor,
     SamplingParams,
 )
-from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.worker import EngineWorker, GenerationStream
 from mlx_responses.service.errors import invalid
 from mlx_responses.service.models.runtime import ModelRuntime

@@ -178,7 +178,7 @@ class RenderedPrompt:
     text: str
     tokens: list[int]
     opens_reasoning: bool
-    # A vision model's processed images (service/engine/vision/inputs.py VisionInputs).
+    # A vision model's processed images (service/engine/image_prompt.py VisionInputs).
     vision: Any = None
     # Where the leading system turn (instructions, developer messages, tools) ends in `tokens`:
     # the prefix other conversations under that turn share (0: not looked for, or none).

@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from mlx_lm.generate import GenerationBatch
 from mlx_responses.service.engine import worker as worker_module
 from mlx_responses.service.engine.batch.scheduler import BatchScheduler
-from mlx_responses.service.engine.prompt_cache import PromptCache
-from mlx_responses.service.engine.prompt_disk import PromptDisk
+from mlx_responses.service.engine.prompt_cache.cache import PromptCache
+from mlx_responses.service.engine.prompt_cache.disk import PromptDisk
 from mlx_responses.service.engine.supervision import Restarts
 
 from tests.support.random_model import build_random_model

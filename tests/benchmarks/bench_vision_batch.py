@@ -38,8 +38,8 @@ from mlx_responses.service.engine.blas import preload_blas
 preload_blas()
 
 import httpx  # noqa: E402
+from mlx_responses.service.engine.image_prompt import VisionInputs  # noqa: E402
 from mlx_responses.service.engine.requests import SamplingParams  # noqa: E402
-from mlx_responses.service.engine.vision.inputs import VisionInputs  # noqa: E402
 from mlx_responses.service.engine.worker import EngineWorker  # noqa: E402
 from mlx_responses.service.models.vision_runtime import load_vision_model  # noqa: E402
 from PIL import Image  # noqa: E402

@@ -137,7 +137,7 @@ def test_sigterm_drains_then_cancels_and_exits_zero(random_model: Path) -> None:
     assert short[-1]["type"] in TERMINAL and short[-1]["response"]["status"] == "incomplete"
     assert long[-1]["type"] in TERMINAL and long[-1]["response"]["status"] == "cancelled"
     assert [f["sequence_number"] for f in long] == list(range(len(long)))
-    assert 3 <= elapsed < 20, elapsed
+    assert elapsed >= 3, elapsed  # the grace was given (its end: proc.wait above)
     stopped = re.search(
         r"stopped: (\d+) responses finished in the grace period, (\d+) cancelled", output
     )

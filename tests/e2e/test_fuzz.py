@@ -25,7 +25,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mlx_responses.http_facade.errors import speaks_anthropic
+from mlx_responses.http_facade.kit.errors import speaks_anthropic
 
 from tests.support.fuzz_bodies import (
     chat_body,

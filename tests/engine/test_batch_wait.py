@@ -4,7 +4,9 @@ batch; without it the first starts alone and is handed to the batch at the secon
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +21,77 @@ TOKENS = 48
 TEXTS = ("Count forever", "hello there my friend", "one two three")
 
 
+class _Company:
+    """The engine's command queue, with a burst's later requests arriving while the engine
+    waits for company (`batch_wait`: a read with a timeout): each such read first has the next
+    request submitted (`send`, on the event loop) and then takes it, so each arrives within the
+    wait however slow the machine; with none left to send the wait passes at once, empty, as it
+    would at its end. `timeouts`: the waits the engine took, each its timeout."""
+
+    def __init__(self, commands: Any, send: list[Callable[[], None]]) -> None:
+        self._commands = commands
+        self._send = send
+        self.timeouts: list[float] = []
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        if timeout is None:
+            return self._commands.get(block)
+        self.timeouts.append(timeout)
+        if self._send:
+            self._send.pop(0)()
+        if not self._commands.qsize():
+            raise queue.Empty
+        return self._commands.get_nowait()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._commands, name)
+
+
 async def _burst(
     random_model: Path, batch_wait: float
 ) -> tuple[list[tuple[int, ...]], EngineStats]:
-    """Three requests 5 ms apart on an idle engine; their tokens and the engine's counters."""
+    """Three requests on an idle engine, their tokens and the engine's counters. With a wait,
+    the second and third arrive while it waits for company (`_Company`); without one, once the
+    first is decoding."""
     engine = EngineWorker(
         lambda: load_model(random_model), stream_window=0.0, batch_wait=batch_wait
     )
     loaded = await engine.start()
+    loop = asyncio.get_running_loop()
     sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
+    streams: list[Any] = []
+
+    async def submit(text: str) -> None:
+        streams.append(engine.submit(loaded.tokenizer.encode(text), sampling))
+
+    def arrive(text: str) -> Callable[[], None]:  # on the engine's thread, as it waits
+        return lambda: asyncio.run_coroutine_threadsafe(submit(text), loop).result(60)
+
     try:
-        streams = []
-        for text in TEXTS:
-            streams.append(engine.submit(loaded.tokenizer.encode(text), sampling))
-            await asyncio.sleep(0.005)
-        outputs = await asyncio.gather(*(collect(stream) for stream in streams))
+        if batch_wait:
+            engine._commands = _Company(engine._commands, [arrive(t) for t in TEXTS[1:]])  # type: ignore[assignment]
+        await submit(TEXTS[0])
+        first = asyncio.create_task(collect(streams[0]))
+        if not batch_wait:
+            while not engine.stats.generated_tokens:  # the first decodes alone
+                await asyncio.sleep(0.001)
+            for text in TEXTS[1:]:
+                await submit(text)
+        while len(streams) < len(TEXTS) and not first.done():
+            await asyncio.sleep(0.001)
+        for text in TEXTS[len(streams) :]:  # an engine that never waited: they come after
+            await submit(text)
+        outputs = [await first, *await asyncio.gather(*(collect(s) for s in streams[1:]))]
     finally:
         engine.stop()
-    return list(outputs), engine.stats
+    return outputs, engine.stats
 
 
-@pytest.mark.parametrize("batch_wait", [0.0, 0.05])
+# A wait long enough never to end on its own: `_Company` ends it once the burst is in.
+WAIT = 60.0
+
+
+@pytest.mark.parametrize("batch_wait", [0.0, WAIT])
 async def test_a_burst_on_an_idle_engine_starts_as_one_batch_with_the_wait(
     random_model: Path, batch_wait: float
 ) -> None:
@@ -56,22 +108,19 @@ async def test_a_burst_on_an_idle_engine_starts_as_one_batch_with_the_wait(
 
 
 async def test_a_lone_request_waits_once_and_decodes_alone(random_model: Path) -> None:
-    """Nothing else comes: after the wait the request takes the solo path as before."""
-    engine = EngineWorker(lambda: load_model(random_model), stream_window=0.0, batch_wait=0.02)
+    """Nothing else comes: after one wait for company (`batch_wait`, its whole length) the
+    request takes the solo path as before."""
+    engine = EngineWorker(lambda: load_model(random_model), stream_window=0.0, batch_wait=WAIT)
     loaded = await engine.start()
+    company = engine._commands = _Company(engine._commands, [])  # type: ignore[assignment]
     try:
-        loop = asyncio.get_running_loop()
-        start = loop.time()
         stream = engine.submit(
             loaded.tokenizer.encode(TEXTS[0]), SamplingParams(max_tokens=4, temperature=0.0)
         )
-        first = None
-        async for chunks in stream.batches():
-            if first is None and any(chunk.tokens for chunk in chunks):
-                first = loop.time() - start
+        assert len(await collect(stream)) == 4
+        assert company.timeouts == [WAIT]  # it waited for company, once
     finally:
         engine.stop()
-    assert first is not None and first >= 0.02  # it waited for company
     assert engine.stats.solo_sequences == 1 and engine.stats.handovers == 0
 
 

@@ -8,6 +8,7 @@ empty, so what it reads comes from disk.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -17,7 +18,7 @@ import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
 from mlx_responses.service.engine.model import load_model
-from mlx_responses.service.engine.prompt_disk import BLOCK, MAX_PENDING, PromptDisk
+from mlx_responses.service.engine.prompt_cache.disk import BLOCK, MAX_PENDING, PromptDisk
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.worker import EngineWorker
 
@@ -293,5 +294,45 @@ def test_every_dtype_a_cache_state_holds_round_trips(tmp_path: Path) -> None:
         loaded = disk.load(hit, [*tokens, 1])
         assert loaded is not None and loaded[1] == [1]
         _assert_same(cache, loaded[0])
+    finally:
+        disk.close()
+
+
+def test_the_folder_never_holds_more_than_its_budget_not_even_mid_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Distinct entries past the budget: at every file written (the moment the new file takes
+    its name, the old ones not yet deleted) the folder, its index included, holds at most the
+    budget; the newest entry is kept. Before: the new file was written first and the oldest
+    deleted after, and the index was not counted (the soak's 16 MiB bound read 17-19 MiB)."""
+    from mlx_responses.service.engine.mlx_lm_compat import KVCache
+
+    def entry(i: int) -> tuple[list[int], list[Any]]:
+        tokens = [i, *range(1, BLOCK + 8)]
+        kv = KVCache()
+        keys = mx.full((1, 2, len(tokens), 16), float(i))
+        kv.update_and_fetch(keys, keys)
+        return tokens, [kv]
+
+    folder = tmp_path / "bounded"
+    seen: list[int] = []
+    replace = os.replace
+
+    def measured(src: Any, dst: Any) -> None:
+        replace(src, dst)
+        seen.append(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()))
+
+    monkeypatch.setattr(os, "replace", measured)
+    one = 2 * 2 * (BLOCK + 8) * 16 * 4  # an entry's arrays (its file: a little more)
+    budget = int(3.5 * one)
+    disk = PromptDisk(folder, budget, "cd" * 32)
+    try:
+        for i in range(6):
+            assert disk.put("", *entry(i))
+            disk.flush()
+        assert disk.writes == 6 and len(seen) == 6
+        assert max(seen) <= budget, (seen, budget)
+        last = entry(5)[0]
+        assert disk.lookup("", [*last, 1]) is not None
     finally:
         disk.close()

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mlx_responses.service.engine import prompt_disk
 from mlx_responses.service.engine.model import load_model
+from mlx_responses.service.engine.prompt_cache import disk as prompt_disk
 
 from tests.engine.test_prompt_disk import TEXT, _run, _serve
 

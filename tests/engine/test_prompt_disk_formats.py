@@ -14,8 +14,8 @@ import mlx.core as mx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mlx_responses.service.engine.mlx_lm_compat import KVCache
-from mlx_responses.service.engine.prompt_disk import BLOCK, PromptDisk
-from mlx_responses.service.engine.prompt_disk_check import BadEntry, entry_header, index_row
+from mlx_responses.service.engine.prompt_cache.disk import BLOCK, PromptDisk
+from mlx_responses.service.engine.prompt_cache.disk_check import BadEntry, entry_header, index_row
 
 IDENTITY = "ab" * 32
 TOKENS = list(range(BLOCK + 17))

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from mlx_responses.service.engine.model import load_model
-from mlx_responses.service.engine.prompt_disk import BLOCK, PromptDisk
+from mlx_responses.service.engine.prompt_cache.disk import BLOCK, PromptDisk
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.worker import EngineWorker
 from mlx_responses.service.text.retention import Retention
@@ -153,7 +153,7 @@ async def test_in_memory_retention_never_reaches_the_disk(
     assert not list((tmp_path / "entries").iterdir())
 
 
-NAME = f"{'0' * 48}-{'d' * 32}.safetensors"  # a valid entry's name (prompt_disk_check.py)
+NAME = f"{'0' * 48}-{'d' * 32}.safetensors"  # a valid entry's name (prompt_cache/disk_check.py)
 
 
 def test_an_index_written_before_lifetimes_gains_them(tmp_path: Path) -> None:

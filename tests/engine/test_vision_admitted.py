@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 pytest.importorskip("mlx_vlm")
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.memory.budget import MemoryBudget
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.vision.encoder import ImageEncoder
-from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.worker import EngineWorker
 from mlx_responses.service.models.vision_runtime import load_vision_model
 from PIL import Image

@@ -10,7 +10,7 @@ from mlx_responses.service.engine.kv_store import KVStore
 from mlx_responses.service.engine.memory.budget import MemoryBudget
 from mlx_responses.service.engine.memory.kv_layout import KVLayout
 from mlx_responses.service.engine.mlx_lm_compat import KVCache
-from mlx_responses.service.engine.prompt_cache import PromptCache
+from mlx_responses.service.engine.prompt_cache.cache import PromptCache
 from mlx_responses.service.engine.requests import EngineStats
 from mlx_responses.service.engine.vision.encoder import ImageEncoder
 

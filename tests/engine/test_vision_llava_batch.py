@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("mlx_vlm")
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.requests import SamplingParams
-from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.worker import EngineWorker
 from mlx_responses.service.models.vision_runtime import load_vision_model
 from mlx_responses.service.models.vision_tokens import _processed

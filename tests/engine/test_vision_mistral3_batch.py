@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("mlx_vlm")
-from mlx_responses.service.engine.vision.inputs import VisionInputs
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.vision.side import ImageEncoder, VisionSide
 from mlx_responses.service.engine.worker import EngineWorker
 from mlx_responses.service.models.vision_runtime import load_vision_model

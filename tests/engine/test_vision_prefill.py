@@ -10,6 +10,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 import pytest
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.slots.store import (
     DecodePlan,
     DecodeView,
@@ -18,7 +19,6 @@ from mlx_responses.service.engine.slots.store import (
     Store,
 )
 from mlx_responses.service.engine.vision.encoder import ImageEncoder, VisionPrompt
-from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.language import VisionLanguage
 from mlx_responses.service.engine.vision.positions import (
     MRoPE,
@@ -27,6 +27,7 @@ from mlx_responses.service.engine.vision.positions import (
 )
 from PIL import Image
 
+from tests.support.mlx_vlm_greedy import greedy_tokens
 from tests.support.random_vlm import IMAGE_PART, build_random_vlm
 
 MAX_TOKENS = 12
@@ -60,39 +61,16 @@ def _processed(processor: Any, text: str, sizes: tuple[tuple[int, int, int], ...
     return {key: np.array(value) for key, value in out.items()}
 
 
-def _decodable(n: int) -> Any:
-    def mask(tokens: Any, logits: mx.array) -> mx.array:
-        return mx.where(mx.arange(logits.shape[-1]) < n, logits, -mx.inf)
-
-    return mask
-
-
 def _mlx_vlm_greedy(model: Any, processor: Any, arrays: dict) -> list[int]:
-    from mlx_vlm import stream_generate
-
-    extra = {}
-    if "pixel_values" in arrays:
-        extra = {
-            "pixel_values": mx.array(arrays["pixel_values"]),
-            "image_grid_thw": mx.array(arrays["image_grid_thw"]),
-        }
-    tokens = []
-    for result in stream_generate(
+    """mlx-vlm's own greedy tokens for a processed prompt (its images' arrays, if any)."""
+    return greedy_tokens(
         model,
         processor,
-        "",
-        input_ids=mx.array(arrays["input_ids"]),
-        max_tokens=MAX_TOKENS,
-        sampler=lambda logprobs: mx.argmax(logprobs, axis=-1),
-        logits_processors=[_decodable(len(processor.tokenizer))],
-        **extra,
-    ):
-        if result.token is None:
-            break
-        tokens.append(int(result.token))
-        if result.finish_reason is not None:
-            break
-    return tokens[:MAX_TOKENS]
+        [int(t) for t in arrays["input_ids"][0]],
+        MAX_TOKENS,
+        pixel_values=arrays.get("pixel_values"),
+        image_grid_thw=arrays.get("image_grid_thw"),
+    )
 
 
 def _requests(

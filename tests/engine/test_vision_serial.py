@@ -10,13 +10,14 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 import pytest
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.scheduler import Admission, Token
-from mlx_responses.service.engine.vision.inputs import VisionInputs
-from mlx_responses.service.engine.vision.serial import SerialScheduler
+from mlx_responses.service.engine.vision.serial import VisionSerialScheduler
 from mlx_responses.service.models.vision_tokens import _processed
 from PIL import Image
 
 from tests.support import random_gemma3, random_llava
+from tests.support.mlx_vlm_greedy import greedy_tokens
 
 MAX_TOKENS = 10
 # Each family: its builder, how a prompt spells an image, and the image's tokens.
@@ -57,32 +58,11 @@ def _mlx_vlm_greedy(
     *,
     extra: dict[str, np.ndarray] | None = None,
 ) -> list[int]:
-    """mlx-vlm's own greedy tokens for a prompt (never an id past the tokenizer's); `extra`:
-    the processor's other arrays (Mistral 3's `image_sizes`)."""
-    from mlx_vlm import stream_generate
-
-    n = len(processor.tokenizer)
-    tokens = []
-    for result in stream_generate(
-        model,
-        processor,
-        "",
-        input_ids=mx.array([ids]),
-        pixel_values=None if pixels is None else mx.array(pixels),
-        mask=mx.ones((1, len(ids)), mx.int32),  # as mlx-vlm's processor gives it
-        max_tokens=max_tokens,
-        sampler=_greedy,
-        logits_processors=[
-            lambda _, logits: mx.where(mx.arange(logits.shape[-1]) < n, logits, -mx.inf)
-        ],
-        **{key: mx.array(value) for key, value in (extra or {}).items()},
-    ):
-        if result.token is None:
-            break
-        tokens.append(int(result.token))
-        if result.finish_reason is not None:
-            break
-    return tokens[:max_tokens]
+    """mlx-vlm's own greedy tokens for a prompt, with the attention mask its processor gives;
+    `extra`: the processor's other arrays (Mistral 3's `image_sizes`)."""
+    return greedy_tokens(
+        model, processor, ids, max_tokens, mask=True, pixel_values=pixels, **(extra or {})
+    )
 
 
 def test_serial_scheduler_decodes_as_mlx_vlm_one_at_a_time(
@@ -105,7 +85,7 @@ def test_serial_scheduler_decodes_as_mlx_vlm_one_at_a_time(
     prompts.append((text_ids, None))
     assert want[0] != want[1], "the images make no difference: a weak test"
 
-    scheduler = SerialScheduler(
+    scheduler = VisionSerialScheduler(
         model, n_tokens=len(processor.tokenizer), stop_tokens=(), prefill_step_size=3
     )
     for uid, (ids, images) in enumerate(prompts):
@@ -131,7 +111,7 @@ def test_serial_scheduler_drops_a_queued_and_the_running_sequence(
     """A cancelled sequence, running or waiting, is gone: the next one runs."""
     model, processor, _, _ = family
     ids = processor.tokenizer.encode("a text prompt", add_special_tokens=False)
-    scheduler = SerialScheduler(
+    scheduler = VisionSerialScheduler(
         model, n_tokens=len(processor.tokenizer), stop_tokens=(), prefill_step_size=64
     )
     for uid in range(3):

@@ -24,8 +24,8 @@ from mlx_lm.generate import GenerationBatch
 from mlx_responses.service.engine import worker as worker_module
 from mlx_responses.service.engine.batch.scheduler import BatchScheduler
 from mlx_responses.service.engine.model import load_model
-from mlx_responses.service.engine.prompt_cache import PromptCache
-from mlx_responses.service.engine.prompt_disk import PromptDisk
+from mlx_responses.service.engine.prompt_cache.cache import PromptCache
+from mlx_responses.service.engine.prompt_cache.disk import PromptDisk
 from mlx_responses.service.engine.requests import EngineStoppedError, SamplingParams
 from mlx_responses.service.engine.supervision import Restarts
 from mlx_responses.service.engine.worker import EngineWorker

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any
 
 import httpx
 import pytest
+from mlx_responses.service.text import template_guard
 
 from tests.support.stack import Stack
 
@@ -57,31 +59,52 @@ def test_templates_render_in_the_sandbox(allowing: Stack) -> None:
     assert "unsafe" in reply.json()["error"]["message"] or "access" in reply.text
 
 
-def test_a_hostile_template_neither_holds_the_core_nor_runs_forever(allowing: Stack) -> None:
+class _HeldClock:
+    """The template guard's clock (service/text/template_guard.py): still until `released`, then
+    past every deadline. A render started before the release runs for as long as the test
+    needs (however slow the machine) and stops at its next line after it; `lines` counts the
+    traced template lines that read it."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.lines = 0
+
+    def monotonic(self) -> float:
+        self.lines += 1
+        return math.inf if self.released.is_set() else 0.0
+
+
+def test_a_hostile_template_neither_holds_the_core_nor_runs_forever(
+    allowing: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Behaviour, not a stopwatch: other requests complete while the hostile render is still
-    under way (its reply only comes at the template deadline), and the render is then stopped
-    by that deadline (the message says so) rather than finishing."""
+    under way (the guard's clock is held, so it cannot reach its deadline meanwhile), and the
+    render is then stopped by that deadline (the message says so) rather than finishing."""
     hostile: dict[str, Any] = {}
     probe = _body(allowing, max_output_tokens=2)
     assert httpx.post(f"{allowing.base_url}/v1/responses", json=probe, timeout=30).is_success
-    rendering = threading.Event()
+    clock = _HeldClock()
+    monkeypatch.setattr(template_guard, "time", clock)
 
     def send() -> None:
         body = _body(allowing, chat_template_kwargs={"chat_template": HOSTILE})
-        rendering.set()
         hostile["reply"] = httpx.post(f"{allowing.base_url}/v1/responses", json=body, timeout=120)
 
     thread = threading.Thread(target=send)
     thread.start()
-    rendering.wait(10)
-    time.sleep(0.5)  # the hostile request has reached the core and is rendering
-    assert "reply" not in hostile
-    for _ in range(3):
-        other = httpx.post(f"{allowing.base_url}/v1/responses", json=probe, timeout=30)
-        assert other.status_code == 200, other.text
-    # All three were served before the hostile render's deadline ended it.
-    assert "reply" not in hostile
-    thread.join(60)
+    try:
+        # The hostile request has reached the core and is rendering: its loop's lines tick.
+        while clock.lines < 10_000 and thread.is_alive():
+            time.sleep(0.01)
+        assert "reply" not in hostile
+        for _ in range(3):
+            other = httpx.post(f"{allowing.base_url}/v1/responses", json=probe, timeout=30)
+            assert other.status_code == 200, other.text
+        # All three were served while the hostile render went on.
+        assert "reply" not in hostile
+    finally:
+        clock.released.set()  # its deadline has passed: it stops at its next line
+        thread.join(60)
     reply = hostile["reply"]
     assert reply.status_code == 400, reply.text
     assert reply.json()["error"]["code"] == "invalid_prompt"

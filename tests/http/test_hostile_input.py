@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 from mlx_responses.http_facade.config import DEFAULT_MAX_REQUEST_BYTES
-from mlx_responses.http_facade.errors import MAX_ERROR_MESSAGE_BYTES
+from mlx_responses.http_facade.kit.errors import MAX_ERROR_MESSAGE_BYTES
 
 from tests.support.stack import Stack
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from jsonschema import Draft202012Validator
-from mlx_responses.http_facade.drain import STREAMS, DrainReport
+from mlx_responses.http_facade.kit.drain import STREAMS, DrainReport
 
 from tests.support.stack import Stack
 

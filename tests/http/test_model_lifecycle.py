@@ -18,7 +18,7 @@ import pytest
 from google.protobuf import descriptor_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from mlx_responses.service.config import BUNDLED_MODEL, ConfigError
-from mlx_responses.service.engine.prompt_disk import PromptDisk
+from mlx_responses.service.engine.prompt_cache.disk import PromptDisk
 from mlx_responses.service.models.vision_runtime import VisionRuntime
 
 from mlx_responses_client import Client

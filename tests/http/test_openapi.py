@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 from jsonschema import Draft202012Validator
-from mlx_responses.http_facade.to_proto import SCALAR_PARAMS
+from mlx_responses.http_facade.responses.to_proto import SCALAR_PARAMS
 from openapi_spec_validator import validate as validate_spec
 
 from tests.support.stack import Stack

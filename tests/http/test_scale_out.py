@@ -365,7 +365,13 @@ def test_one_balanced_address_uses_grpc_round_robin_and_health(topo: Topology) -
         assert sorted(served) == ["a", "a", "b", "b"]
         # gRPC's client-side health check drops core a from the rotation.
         topo.run(topo.servers["a"].health.set("", health_pb2.HealthCheckResponse.NOT_SERVING))
-        time.sleep(1.0)  # the health update reaches the channel's own watch
+        # The health update reaches the channel's own watch (however long that takes here):
+        # two calls in a row on b, which the rotation never gives while a is in it.
+        recent = [_served_by(topo, "balanced")[1] for _ in range(2)]
+        while recent[-2:] != ["b", "b"]:
+            assert len(recent) < 1000, recent[-10:]  # a guard against a hang
+            time.sleep(0.01)
+            recent.append(_served_by(topo, "balanced")[1])
         assert [_served_by(topo, "balanced")[1] for _ in range(3)] == ["b", "b", "b"]
     finally:
         topo.run(topo.servers["a"].set_serving())

@@ -12,12 +12,11 @@ import pytest
 
 pytest.importorskip("mlx_vlm")
 from mlx_responses.service.models.vision_runtime import VisionRuntime
-from mlx_responses.service.responses.validation import validate_params
 
-from mlx_responses.v1 import responses_pb2 as pb
 from tests.http.test_dialect_vision import _encodings
 from tests.http.test_vision_text import _png
 from tests.support.hold import held_until
+from tests.support.mlx_vlm_greedy import mlx_vlm_text
 from tests.support.stack import Stack
 
 TOKENS = 10
@@ -138,7 +137,7 @@ def test_another_image_at_the_same_place_is_not_served_from_the_cache(vlm_stack:
 def test_batched_greedy_tokens_are_mlx_vlms_own(vlm_stack: Stack) -> None:
     """Four image requests at once, each what mlx-vlm's generate gives it alone (what the
     one-at-a-time engine gave)."""
-    from mlx_vlm import load, stream_generate
+    from mlx_vlm import load
 
     runtime = _runtime(vlm_stack)
     requests = [
@@ -146,44 +145,10 @@ def test_batched_greedy_tokens_are_mlx_vlms_own(vlm_stack: Stack) -> None:
     ]
     with ThreadPoolExecutor(4) as pool:
         replies = list(pool.map(lambda items: _create(vlm_stack, input=items), requests))
-    model, processor = load(str(runtime.loaded.path))
-    n_tokens = len(processor.tokenizer)
-
-    def decodable(tokens: Any, logits: Any) -> Any:
-        import mlx.core as mx
-
-        return mx.where(mx.arange(logits.shape[-1]) < n_tokens, logits, -mx.inf)
-
+    reference = load(str(runtime.loaded.path))
     for items, reply in zip(requests, replies, strict=True):
-        import mlx.core as mx
-
-        message = pb.Item()
-        message.message.role = pb.ROLE_USER
-        message.message.content.add().input_text.text = items[0]["content"][0]["text"]
-        message.message.content.add().input_image.image_url = items[0]["content"][1]["image_url"]
-        params = pb.CreateResponseParams(model=vlm_stack.settings.models[0].name)
-        params.input.append(message)
-        prompt = runtime.render_request(
-            params, validate_params(params, runtime.loaded.accepts_name), list(params.input)
-        )
-        assert prompt.vision is not None
-        tokens = []
-        for result in stream_generate(
-            model,
-            processor,
-            "",
-            input_ids=mx.array([prompt.tokens]),
-            pixel_values=mx.array(prompt.vision.pixel_values),
-            image_grid_thw=mx.array(prompt.vision.image_grid_thw),
-            max_tokens=TOKENS,
-            sampler=lambda logprobs: mx.argmax(logprobs, axis=-1),
-            logits_processors=[decodable],
-        ):
-            if result.token is None:
-                break
-            tokens.append(int(result.token))
-        want = runtime.loaded.tokenizer.decode(tokens[:TOKENS])
-        assert _text(reply) == want
+        text, url = items[0]["content"][0]["text"], items[0]["content"][1]["image_url"]
+        assert _text(reply) == mlx_vlm_text(vlm_stack, text, url, TOKENS, loaded=reference)
 
 
 def test_a_text_request_decodes_beside_image_requests_unchanged(vlm_stack: Stack) -> None:

@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("mlx_vlm")
-from mlx_responses.service.models.vision_runtime import VisionRuntime
-from mlx_responses.service.responses.validation import validate_params
 
-from mlx_responses.v1 import responses_pb2 as pb
 from tests.http.test_vision import _metric
 from tests.http.test_vision_batch import TOKENS, _cached, _create, _text, _user
 from tests.http.test_vision_text import _png
+from tests.support.hold import held_until
+from tests.support.mlx_vlm_greedy import mlx_vlm_text
 from tests.support.random_qwen3_5_vl import build_random_qwen3_5_vl
 from tests.support.random_vlm import MEDIA_LIMITS
 from tests.support.stack import Stack
@@ -35,61 +34,27 @@ def qwen35_stack(tmp_path_factory: pytest.TempPathFactory, store_url: str) -> It
         yield s
 
 
-def _mlx_vlm_text(stack: Stack, text: str, url: str) -> str:
-    """mlx-vlm's own greedy text for a one-image user message, as our runtime renders it."""
-    import mlx.core as mx
-    from mlx_vlm import load, stream_generate
-
-    assert stack.core is not None
-    runtime = stack.core.models.default.runtime
-    assert isinstance(runtime, VisionRuntime)
-    message = pb.Item()
-    message.message.role = pb.ROLE_USER
-    message.message.content.add().input_text.text = text
-    message.message.content.add().input_image.image_url = url
-    params = pb.CreateResponseParams(model=stack.settings.models[0].name)
-    params.input.append(message)
-    prompt = runtime.render_request(
-        params, validate_params(params, runtime.loaded.accepts_name), list(params.input)
-    )
-    assert prompt.vision is not None and prompt.vision.image_grid_thw is not None
-    model, processor = load(str(runtime.loaded.path))
-    n_tokens = len(processor.tokenizer)
-    tokens = []
-    for result in stream_generate(
-        model,
-        processor,
-        "",
-        input_ids=mx.array([prompt.tokens]),
-        pixel_values=mx.array(prompt.vision.pixel_values),
-        image_grid_thw=mx.array(prompt.vision.image_grid_thw),
-        max_tokens=TOKENS,
-        sampler=lambda logprobs: mx.argmax(logprobs, axis=-1),
-        logits_processors=[
-            lambda _, logits: mx.where(mx.arange(logits.shape[-1]) < n_tokens, logits, -mx.inf)
-        ],
-    ):
-        if result.token is None:
-            break
-        tokens.append(int(result.token))
-    return str(runtime.loaded.tokenizer.decode(tokens[:TOKENS]))
-
-
 def test_image_requests_at_once_are_batched_each_mlx_vlms_text(qwen35_stack: Stack) -> None:
     """Three image requests and a text one at once: they decode together (the batch held more
     than one), and each image request's text is mlx-vlm's greedy text for its prompt."""
     parts = [
         (f"Picture {k}, what is it?", _png(50 + 20 * k, 40, (60 * k, 90, 30))) for k in range(3)
     ]
-    want = [_mlx_vlm_text(qwen35_stack, text, url) for text, url in parts]
+    want = [mlx_vlm_text(qwen35_stack, text, url, TOKENS) for text, url in parts]
     assert len(set(want)) == len(want), "the images make no difference: a weak test"
     story = [{"role": "user", "content": "Tell me a story about a lighthouse."}]
-    with ThreadPoolExecutor(4) as pool:
+    assert qwen35_stack.core is not None
+    # Held until all four have arrived: the batch forms from what is there, however slow the
+    # machine.
+    with (
+        held_until(qwen35_stack.core.models.default.runtime.worker, 4),
+        ThreadPoolExecutor(4) as pool,
+    ):
         together = [pool.submit(_create, qwen35_stack, input=[_user(*p)]) for p in parts]
         text = pool.submit(_create, qwen35_stack, input=story)
         assert [_text(f.result()) for f in together] == want
         assert text.result()["usage"]["output_tokens"] == TOKENS
-    assert qwen35_stack.engine_stats.max_batch_seen > 1
+    assert qwen35_stack.engine_stats.max_batch_seen == 4
 
 
 def test_checkpoints_serve_the_next_turn_and_a_new_conversation(qwen35_stack: Stack) -> None:

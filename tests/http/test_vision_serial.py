@@ -6,17 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import pytest
 
 pytest.importorskip("mlx_vlm")
-from mlx_responses.service.models.vision_runtime import VisionRuntime
-from mlx_responses.service.responses.validation import validate_params
 
-from mlx_responses.v1 import responses_pb2 as pb
 from tests.http.test_vision_batch import _create, _text, _user
 from tests.http.test_vision_text import _png
+from tests.support.mlx_vlm_greedy import mlx_vlm_text
 from tests.support.random_gemma3 import build_random_gemma3
 from tests.support.random_vlm import MEDIA_LIMITS
 from tests.support.stack import Stack
@@ -33,52 +30,13 @@ def gemma3_stack(tmp_path_factory: pytest.TempPathFactory, store_url: str) -> It
         yield s
 
 
-def _mlx_vlm_text(stack: Stack, items: list[dict[str, Any]]) -> str:
-    """mlx-vlm's own greedy text for the request's prompt, as our runtime renders it."""
-    import mlx.core as mx
-    from mlx_vlm import load, stream_generate
-
-    assert stack.core is not None
-    runtime = stack.core.models.default.runtime
-    assert isinstance(runtime, VisionRuntime)
-    message = pb.Item()
-    message.message.role = pb.ROLE_USER
-    message.message.content.add().input_text.text = items[0]["content"][0]["text"]
-    message.message.content.add().input_image.image_url = items[0]["content"][1]["image_url"]
-    params = pb.CreateResponseParams(model=stack.settings.models[0].name)
-    params.input.append(message)
-    prompt = runtime.render_request(
-        params, validate_params(params, runtime.loaded.accepts_name), list(params.input)
-    )
-    assert prompt.vision is not None and prompt.vision.pixel_values is not None
-    model, processor = load(str(runtime.loaded.path))
-    n_tokens = len(processor.tokenizer)
-    tokens = []
-    for result in stream_generate(
-        model,
-        processor,
-        "",
-        input_ids=mx.array([prompt.tokens]),
-        pixel_values=mx.array(prompt.vision.pixel_values),
-        mask=mx.ones((1, len(prompt.tokens)), mx.int32),  # as mlx-vlm's processor gives it
-        max_tokens=TOKENS,
-        sampler=lambda logprobs: mx.argmax(logprobs, axis=-1),
-        logits_processors=[
-            lambda _, logits: mx.where(mx.arange(logits.shape[-1]) < n_tokens, logits, -mx.inf)
-        ],
-    ):
-        if result.token is None:
-            break
-        tokens.append(int(result.token))
-    return str(runtime.loaded.tokenizer.decode(tokens[:TOKENS]))
-
-
 def test_an_image_request_answers_with_mlx_vlms_greedy_text(gemma3_stack: Stack) -> None:
     items = [_user("What is in this picture?", _png(60, 40, (200, 30, 90)))]
     reply = _create(gemma3_stack, input=items, max_output_tokens=TOKENS)
     assert reply["status"] == "incomplete"  # at its token cap
     assert reply["usage"]["output_tokens"] == TOKENS
-    assert _text(reply) == _mlx_vlm_text(gemma3_stack, items)
+    text, url = items[0]["content"][0]["text"], items[0]["content"][1]["image_url"]
+    assert _text(reply) == mlx_vlm_text(gemma3_stack, text, url, TOKENS, mask=True)
 
 
 def test_concurrent_requests_are_served_one_at_a_time(gemma3_stack: Stack) -> None:

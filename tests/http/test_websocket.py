@@ -15,7 +15,7 @@ import openai
 import pytest
 from mlx_responses.http_facade.app import start_facade
 from mlx_responses.http_facade.config import FacadeSettings
-from mlx_responses.http_facade.websocket import MAX_MESSAGE
+from mlx_responses.http_facade.responses.websocket import MAX_MESSAGE
 
 from tests.support.stack import Stack
 
@@ -291,7 +291,7 @@ def test_a_plain_get_is_not_a_socket(stack: Stack) -> None:
 
 def test_one_socket_cannot_queue_without_bound(random_stack: Stack) -> None:
     """A lane's queue and the number of lanes are bounded: the excess gets error events."""
-    from mlx_responses.http_facade.websocket import MAX_LANES, MAX_QUEUED_PER_LANE
+    from mlx_responses.http_facade.responses.websocket import MAX_LANES, MAX_QUEUED_PER_LANE
 
     client = openai.OpenAI(base_url=f"{random_stack.base_url}/v1", api_key="x", max_retries=0)
     with client.responses.connect() as connection:

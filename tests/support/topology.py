@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 from aiohttp import web
 from mlx_responses.http_facade.app import start_facade
 from mlx_responses.http_facade.config import FacadeSettings
-from mlx_responses.http_facade.core_pool import CorePool
-from mlx_responses.http_facade.routes import CORES
+from mlx_responses.http_facade.kit.core_pool import CorePool
+from mlx_responses.http_facade.kit.requests import CORES
 from mlx_responses.service.config import Settings
 from mlx_responses.service.core import Core
 from mlx_responses.service.server import CoreServer, start_core_server

@@ -8,7 +8,7 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from mlx_responses.service.engine.vision.inputs import VisionInputs
+from mlx_responses.service.engine.image_prompt import VisionInputs
 
 WIDTH = 4096
 MIB = 1 << 20

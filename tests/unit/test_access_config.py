@@ -6,12 +6,12 @@ import logging
 from pathlib import Path
 
 import pytest
-from mlx_responses.http_facade import auth as facade_auth
 from mlx_responses.http_facade.config import (
     FacadeConfigError,
     FacadeSettings,
     facade_settings_from_args,
 )
+from mlx_responses.http_facade.kit import auth as facade_auth
 from mlx_responses.launcher.cli import build_parser
 from mlx_responses.launcher.exposure import is_loopback, warn_if_exposed
 from mlx_responses.service.config import ConfigError, Settings, settings_from_args

@@ -7,10 +7,10 @@ from collections import Counter
 from typing import Any, cast
 
 import grpc
-from mlx_responses.http_facade.affinity import Affinity
-from mlx_responses.http_facade.client import CoreClient
-from mlx_responses.http_facade.core_load import LoadCounter
-from mlx_responses.http_facade.core_pool import BUSY_SLACK, CorePool, PooledCore
+from mlx_responses.http_facade.kit.affinity import Affinity
+from mlx_responses.http_facade.kit.client import CoreClient
+from mlx_responses.http_facade.kit.core_load import LoadCounter
+from mlx_responses.http_facade.kit.core_pool import BUSY_SLACK, CorePool, PooledCore
 
 from mlx_responses.v1 import responses_pb2 as pb
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from mlx_responses.http_facade.anthropic.stream import MessageEvents
 from mlx_responses.http_facade.anthropic.to_proto import messages_from_json
-from mlx_responses.http_facade.errors import (
+from mlx_responses.http_facade.kit.errors import (
     ANTHROPIC_ERROR_TYPES,
     FALLBACK,
     GRPC_TABLE,

@@ -10,10 +10,10 @@ from typing import Any
 
 import llguidance
 import pytest
-from mlx_responses.http_facade import builtin_items
-from mlx_responses.http_facade.errors import OpenAIError
-from mlx_responses.http_facade.from_proto import event_to_json
-from mlx_responses.http_facade.to_proto import item_from_json, params_from_json
+from mlx_responses.http_facade.kit.errors import OpenAIError
+from mlx_responses.http_facade.responses import builtin_items
+from mlx_responses.http_facade.responses.from_proto import event_to_json
+from mlx_responses.http_facade.responses.to_proto import item_from_json, params_from_json
 from mlx_responses.service.errors import ServiceError
 from mlx_responses.service.responses import builtin_tools as lowering
 from mlx_responses.service.responses.events import EventAssembler

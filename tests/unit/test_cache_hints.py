@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from mlx_responses.http_facade.anthropic.to_proto import messages_from_json
 from mlx_responses.http_facade.chat.to_proto import chat_from_json
-from mlx_responses.http_facade.errors import OpenAIError
-from mlx_responses.http_facade.to_proto import item_from_json, params_from_json
+from mlx_responses.http_facade.kit.errors import OpenAIError
+from mlx_responses.http_facade.responses.to_proto import item_from_json, params_from_json
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.text.cache_breakpoints import (
     MAX_BREAKPOINTS,

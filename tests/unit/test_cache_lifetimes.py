@@ -11,10 +11,10 @@ import mlx.core as mx
 import pytest
 from mlx_responses.http_facade.anthropic.to_proto import messages_from_json
 from mlx_responses.http_facade.chat.to_proto import chat_from_json
-from mlx_responses.http_facade.errors import OpenAIError
-from mlx_responses.http_facade.to_proto import params_from_json
+from mlx_responses.http_facade.kit.errors import OpenAIError
+from mlx_responses.http_facade.responses.to_proto import params_from_json
 from mlx_responses.service.engine.mlx_lm_compat import KVCache, RotatingKVCache
-from mlx_responses.service.engine.prompt_expiry import ExpiringPromptCache
+from mlx_responses.service.engine.prompt_cache.expiry import ExpiringPromptCache
 from mlx_responses.service.text.cache_breakpoints import Mark, mark_retention
 from mlx_responses.service.text.key_prefixes import KeyPrefixes
 from mlx_responses.service.text.retention import UNBOUNDED, Retention

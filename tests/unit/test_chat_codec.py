@@ -7,8 +7,8 @@ import json
 import pytest
 from mlx_responses.http_facade.chat.stream import ChoiceChunker
 from mlx_responses.http_facade.chat.to_proto import chat_from_json
-from mlx_responses.http_facade.errors import OpenAIError
-from mlx_responses.http_facade.relay import choice_params
+from mlx_responses.http_facade.kit.errors import OpenAIError
+from mlx_responses.http_facade.kit.relay import choice_params
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb

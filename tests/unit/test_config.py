@@ -16,8 +16,7 @@ from mlx_responses.service.config import (
     settings_from_args,
 )
 from mlx_responses.service.flags import KEEP_ALIVE_PATTERN, KEEP_FOREVER, keep_alive_seconds
-from mlx_responses.service.models.pool import served_ids
-from mlx_responses.service.models.source import ModelSource
+from mlx_responses.service.models.source import ModelSource, served_ids
 
 SEED_TABLE = {
     "--responses-store-max-entries": (1024, "LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES"),

@@ -7,7 +7,7 @@ import socket
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
-from mlx_responses.http_facade.core_pool import CorePool
+from mlx_responses.http_facade.kit.core_pool import CorePool
 
 
 def _dead_port() -> int:

@@ -22,11 +22,11 @@ from jsonschema import Draft202012Validator
 from mlx_responses.http_facade.anthropic.to_proto import messages_from_json
 from mlx_responses.http_facade.chat.to_proto import chat_from_json
 from mlx_responses.http_facade.completions.to_proto import completion_from_json
-from mlx_responses.http_facade.conversations import create_from_json
-from mlx_responses.http_facade.errors import OpenAIError, invalid
-from mlx_responses.http_facade.json_body import parse_body
+from mlx_responses.http_facade.kit.errors import OpenAIError, invalid
+from mlx_responses.http_facade.kit.json_body import parse_body
 from mlx_responses.http_facade.openapi import build_document
-from mlx_responses.http_facade.to_proto import params_from_json
+from mlx_responses.http_facade.responses.conversations import create_from_json
+from mlx_responses.http_facade.responses.to_proto import params_from_json
 
 from tests.support.fuzz_bodies import (
     chat_body,

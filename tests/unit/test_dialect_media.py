@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from mlx_responses.http_facade.anthropic.to_proto import anthropic_media, messages_from_json
 from mlx_responses.http_facade.chat.to_proto import chat_from_json
-from mlx_responses.http_facade.errors import INVALID_REQUEST, OpenAIError, invalid
+from mlx_responses.http_facade.kit.errors import INVALID_REQUEST, OpenAIError, invalid
 
 from mlx_responses.v1 import responses_pb2 as pb
 

@@ -105,3 +105,22 @@ def test_every_docs_page_is_listed_in_the_index() -> None:
     pages = {p.resolve() for p in DOCS.rglob("*.md") if p != DOCS / "index.md"}
     missing = sorted(str(p.relative_to(DOCS)) for p in pages - linked)
     assert not missing, f"docs/index.md does not list: {missing}"
+
+
+def _pages_linked(text: str, base: Path) -> set[Path]:
+    """The docs pages `text` (a page under `base`) links to, resolved."""
+    return {
+        (base / target).resolve()
+        for target in re.findall(r"\]\(([^)#\s]+\.md)", text)
+        if not target.startswith(("http://", "https://"))
+    }
+
+
+def test_the_index_lists_what_the_readme_lists() -> None:
+    """The README's list of the docs and docs/index.md name the same pages (each but itself)."""
+    readme = _pages_linked((ROOT / "README.md").read_text(), ROOT)
+    index = _pages_linked((DOCS / "index.md").read_text(), DOCS)
+    home = (DOCS / "index.md").resolve()
+    in_readme_only = sorted(str(p.relative_to(ROOT)) for p in readme - index - {home})
+    in_index_only = sorted(str(p.relative_to(ROOT)) for p in index - readme)
+    assert (in_readme_only, in_index_only) == ([], [])

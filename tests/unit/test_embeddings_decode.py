@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from mlx_responses.http_facade.embeddings.from_proto import vector_json
 from mlx_responses.http_facade.embeddings.to_proto import MAX_INPUTS, embeddings_from_json
-from mlx_responses.http_facade.errors import OpenAIError
+from mlx_responses.http_facade.kit.errors import OpenAIError
 from mlx_responses.service.engine.embedding.forward import chunks, padded, pooled
 from mlx_responses.service.engine.embedding.load import st_pooling
 from mlx_responses.service.models.embedding_runtime import truncated

@@ -7,7 +7,7 @@ from typing import Any
 import grpc
 import pytest
 from grpc_status import rpc_status
-from mlx_responses.http_facade.errors import GRPC_TABLE, REASON_TABLE, from_rpc_error
+from mlx_responses.http_facade.kit.errors import GRPC_TABLE, REASON_TABLE, from_rpc_error
 from mlx_responses.service.errors import GRPC_TABLE as CORE_TABLE
 from mlx_responses.service.errors import Reason, ServiceError, to_rpc_status
 
@@ -71,7 +71,7 @@ def test_unknown_code_is_500() -> None:
 
 
 def test_echoed_values_are_bounded_on_both_sides() -> None:
-    from mlx_responses.http_facade.errors import MAX_ERROR_MESSAGE_BYTES, OpenAIError
+    from mlx_responses.http_facade.kit.errors import MAX_ERROR_MESSAGE_BYTES, OpenAIError
     from mlx_responses.service.errors import MAX_ERROR_FIELD_BYTES
     from mlx_responses.service.errors import MAX_ERROR_MESSAGE_BYTES as CORE_MAX
 
@@ -137,7 +137,7 @@ def test_every_http_surface_builds_the_same_envelope() -> None:
     """The façade and the core's metrics endpoint answer 401s from one builder and rows."""
     import json
 
-    from mlx_responses.http_facade import errors as facade_errors
+    from mlx_responses.http_facade.kit import errors as facade_errors
     from mlx_responses.service import envelope
     from mlx_responses.service.rpc import metrics_server
 

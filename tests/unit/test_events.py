@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from mlx_responses.http_facade.from_proto import EVENT_NAMES, event_to_json
+from mlx_responses.http_facade.responses.from_proto import EVENT_NAMES, event_to_json
 from mlx_responses.service.responses.events import EventAssembler
 
 from mlx_responses.v1 import responses_pb2 as pb

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mlx_responses.http_facade.errors import OpenAIError
-from mlx_responses.http_facade.json_body import MAX_NESTING_DEPTH, parse_body
-from mlx_responses.http_facade.to_proto import params_from_json
+from mlx_responses.http_facade.kit.errors import OpenAIError
+from mlx_responses.http_facade.kit.json_body import MAX_NESTING_DEPTH, parse_body
+from mlx_responses.http_facade.responses.to_proto import params_from_json
 
 
 @pytest.mark.parametrize(

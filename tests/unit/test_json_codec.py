@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mlx_responses.http_facade.errors import OpenAIError
-from mlx_responses.http_facade.from_proto import item_to_json, response_to_json
-from mlx_responses.http_facade.to_proto import item_from_json, params_from_json
+from mlx_responses.http_facade.kit.errors import OpenAIError
+from mlx_responses.http_facade.responses.from_proto import item_to_json, response_to_json
+from mlx_responses.http_facade.responses.to_proto import item_from_json, params_from_json
 
 from mlx_responses.v1 import responses_pb2 as pb
 

@@ -22,6 +22,15 @@ interpreter): `service/flags.py`, the one declaration of every flag of both comm
 `service/envelope.py`, the one builder of the OpenAI error envelope every HTTP surface (the
 façade and the core's metrics endpoint) answers with, and `service/limits.py`, the request limits
 the core enforces and the façade's OpenAPI document states.
+
+Inside every folder of `service/` too, no circle and no arrow back up: its files and subfolders
+stand on floors, each above all it imports (tests/support/import_graph.py; the engine's folders
+are held by tests/unit/test_engine_layering.py, which shows a planted one caught).
+
+Inside `http_facade/`, the dialects (`responses/`, `chat/`, `completions/`, `anthropic/`,
+`embeddings/`) are siblings over one kit (`kit/`): a dialect imports the kit and itself, never
+another dialect nor the app above them; the kit imports only itself; and no file imports a
+`_private` name of another. The top level holds the app and its own wiring alone.
 """
 
 from __future__ import annotations
@@ -29,10 +38,12 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from tests.support.import_graph import import_graph, loops
 from tests.support.imports import absolute_imports
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,7 +152,7 @@ def test_the_modules_the_facade_may_import_use_the_standard_library_only(file: s
 
 def test_the_facade_settings_and_errors_pull_neither_the_core_nor_mlx() -> None:
     code = (
-        f"import sys, {NAMESPACE}.http_facade.config, {NAMESPACE}.http_facade.errors; "
+        f"import sys, {NAMESPACE}.http_facade.config, {NAMESPACE}.http_facade.kit.errors; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm') "
         f"or m.startswith('{NAMESPACE}.service')))"
     )
@@ -210,3 +221,76 @@ def test_the_text_protocol_imports_no_mlx() -> None:
         if name.split(".")[0] in ("mlx", "mlx_lm") or _tier_of_module(name) == "engine"
     )
     assert offending == []
+
+
+def test_no_circle_and_no_arrow_back_up_in_any_folder_of_the_service() -> None:
+    service = ROOT / "service"
+    assert loops(import_graph(service, f"{NAMESPACE}.service"), service) == []
+
+
+FACADE = f"{NAMESPACE}.http_facade"
+KIT = "kit"
+DIALECTS = ("responses", "chat", "completions", "anthropic", "embeddings")
+APP = "app"
+# `http_facade/`'s top level: the app and its own wiring (the page's files are the app's too).
+APP_FILES = {"__init__", "app", "config", "metrics", "models", "openapi", "page", "protocol_errors"}
+FOLDERS = {KIT, *DIALECTS, "page"}
+
+
+def _facade_part(parts: Sequence[str]) -> str:
+    """The kit, a dialect, or the app: where a module of `http_facade` (its path parts) lies."""
+    return parts[0] if parts[0] in (KIT, *DIALECTS) else APP
+
+
+def facade_violations(imports: dict[str, list[str]]) -> list[str]:
+    """The imports that break the façade's rule; `imports` maps each façade file (its path in
+    `http_facade/`) to the absolute imports it makes."""
+    found = []
+    for file, names in imports.items():
+        here = _facade_part(Path(file).parts)
+        for name in names:
+            if not name.startswith(FACADE + "."):
+                continue
+            parts = name.removeprefix(FACADE + ".").split(".")
+            there = _facade_part(parts)
+            if any(p.startswith("_") and not p.startswith("__") for p in parts):
+                found.append(f"{file} imports a private name: {name}")
+            elif here in DIALECTS and there in DIALECTS and there != here:
+                found.append(f"{file} imports another dialect: {name}")
+            elif here in DIALECTS and there == APP:
+                found.append(f"{file} imports the app above it: {name}")
+            elif here == KIT and there != KIT:
+                found.append(f"{file} (the kit) imports {name}")
+    return sorted(found)
+
+
+def _facade_imports() -> dict[str, list[str]]:
+    root = ROOT / "http_facade"
+    return {str(path.relative_to(root)): _imports(path) for path in _files("http_facade")}
+
+
+def test_facade_dialects_are_siblings_over_one_kit() -> None:
+    assert facade_violations(_facade_imports()) == []
+
+
+@pytest.mark.parametrize(
+    ("file", "planted", "why"),
+    [
+        ("anthropic/to_proto.py", f"{FACADE}.chat.to_proto.template_kwargs", "another dialect"),
+        ("chat/to_proto.py", f"{FACADE}.kit.decode._private_helper", "a private name"),
+        ("completions/routes.py", f"{FACADE}.models.core", "the app above it"),
+        ("kit/decode.py", f"{FACADE}.responses.to_proto.params_from_json", "(the kit) imports"),
+    ],
+)
+def test_the_facade_rule_fails_when_an_import_is_planted(file: str, planted: str, why: str) -> None:
+    imports = _facade_imports()
+    assert file in imports
+    imports[file] = [*imports[file], planted]
+    assert facade_violations(imports) == [next(v for v in facade_violations(imports) if why in v)]
+
+
+def test_the_facade_top_level_holds_the_app_the_kit_and_the_dialects() -> None:
+    root = ROOT / "http_facade"
+    files = {p.stem for p in root.glob("*.py")}
+    folders = {p.name for p in root.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert (files - APP_FILES, folders - FOLDERS) == (set(), set())

@@ -7,7 +7,7 @@ import logging
 import sys
 
 import pytest
-from mlx_responses.http_facade import request_id as http_request_id
+from mlx_responses.http_facade.kit import request_id as http_request_id
 from mlx_responses.launcher.logs import JsonFormatter, RequestIdFilter
 from mlx_responses.service.config import ConfigError, Settings
 from mlx_responses.service.rpc import request_id as rpc_request_id

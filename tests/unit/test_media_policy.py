@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from mlx_responses.http_facade.to_proto import params_from_json
+from mlx_responses.http_facade.responses.to_proto import params_from_json
 from mlx_responses.service.errors import ServiceError
 from mlx_responses.service.responses.media_policy import PLACEHOLDERS, MediaPolicy
 

@@ -6,8 +6,8 @@ import itertools
 import logging
 
 import pytest
-from mlx_responses.http_facade.from_proto import event_to_json
-from mlx_responses.http_facade.to_proto import params_from_json
+from mlx_responses.http_facade.responses.from_proto import event_to_json
+from mlx_responses.http_facade.responses.to_proto import params_from_json
 from mlx_responses.service.errors import ServiceError
 from mlx_responses.service.responses.events import EventAssembler
 from mlx_responses.service.responses.tool_policy import HostedToolPolicy, qualified_name

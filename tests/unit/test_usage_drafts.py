@@ -4,7 +4,7 @@ names, in the Responses and Chat Completions shapes."""
 from __future__ import annotations
 
 from mlx_responses.http_facade.chat.from_proto import usage_json
-from mlx_responses.http_facade.from_proto import usage_to_json
+from mlx_responses.http_facade.responses.from_proto import usage_to_json
 
 from mlx_responses.v1 import responses_pb2 as pb
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from mlx_responses.service.engine.requests import EngineStats
 from mlx_responses.service.engine.schedulers import new_scheduler
-from mlx_responses.service.engine.vision.serial import SerialScheduler
+from mlx_responses.service.engine.vision.serial import VisionSerialScheduler
 from mlx_responses.service.engine.vision.side import ImageEncoder, VisionSide
 from mlx_responses.service.flags import Prefill
 
@@ -60,7 +60,7 @@ def test_a_vision_model_outside_the_qwen_vl_family_is_served_one_at_a_time() -> 
         new_cache=list,
         vision=side,
     )
-    assert isinstance(scheduler, SerialScheduler)
+    assert isinstance(scheduler, VisionSerialScheduler)
     assert not scheduler.takes_embeddings and scheduler.take_alone() is None
 
 

@@ -39,8 +39,8 @@ from mlx_lm.generate import generate_step
 from mlx_responses.service.engine.mlx_lm_compat import make_prompt_cache
 from mlx_responses.service.engine.model import UnservableModelError, load_model
 from mlx_responses.service.engine.model_fixes import fix_model
-from mlx_responses.service.engine.prompt_disk import BLOCK
-from mlx_responses.service.engine.prompt_disk import CLASSES as DISK_CLASSES
+from mlx_responses.service.engine.prompt_cache.disk import BLOCK
+from mlx_responses.service.engine.prompt_cache.disk import CLASSES as DISK_CLASSES
 from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.worker import EngineWorker
 

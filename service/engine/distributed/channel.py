@@ -21,13 +21,10 @@ one collective they wait for) and go on pipelined.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import mlx.core as mx
 import numpy as np
-
-if TYPE_CHECKING:
-    from mlx_responses.service.engine.distributed.doorbell import Doorbell
 
 # Bytes of the first collective: a 4-byte length, then as much of the message as fits.
 HEADER_BYTES = 512
@@ -38,6 +35,17 @@ _PARK = 1 << 31
 
 class ChannelError(RuntimeError):
     """The group failed under a collective (a peer lost, a message that does not decode)."""
+
+
+class Bell(Protocol):
+    """What parked ranks wait on (doorbell.py's `Doorbell`): rank 0 rings, another rank waits
+    for a ring; either raises ChannelError when the other end is gone."""
+
+    def ring(self) -> None: ...
+
+    def wait(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Channel:
@@ -58,7 +66,7 @@ class Channel:
         self._zeros_made: mx.array | None = None
         # Where the group has one (the handshake set it up): what parked ranks wait on, and
         # whether they wait on it now.
-        self.bell: Doorbell | None = None
+        self.bell: Bell | None = None
         self.parked = False
 
     @property

@@ -1,10 +1,13 @@
-"""What the engine asks of its lockstep link (lockstep.py implements it): the worker reads its
-commands through it, so that every rank of a group runs the same ones."""
+"""The seam between the engine and its lockstep link (lockstep.py implements it): what the
+worker asks of the link (it reads its commands through it, so that every rank of a group runs
+the same ones), and what the link asks of the engine it serves (`Engine`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Protocol
+
+from mlx_responses.service.engine.stream import Cancels
 
 
 class Lockstep(Protocol):
@@ -31,3 +34,10 @@ class Lockstep(Protocol):
     def receive(self, stream: Any) -> tuple[list[Any], bool]:
         """Another rank: the commands rank 0 runs now, and its solo decision."""
         ...
+
+
+class Engine(Cancels, Protocol):
+    """The engine a link serves (the worker): its streams' requests are dropped through it
+    (`cancel`), and it refuses new requests once the group is lost (`alive` false)."""
+
+    alive: bool

@@ -40,10 +40,10 @@ import numpy as np
 from mlx_responses.service.engine.commands import Cancel, Submit
 from mlx_responses.service.engine.distributed import doorbell
 from mlx_responses.service.engine.distributed.channel import Channel, ChannelError
+from mlx_responses.service.engine.distributed.link import Engine
 from mlx_responses.service.engine.model_thread import Stop
 from mlx_responses.service.engine.requests import Chunk, LogitsProcessor, SamplingParams
 from mlx_responses.service.engine.stream import GenerationStream
-from mlx_responses.service.engine.worker import EngineWorker
 
 log = logging.getLogger(__name__)
 
@@ -229,9 +229,9 @@ class Leader(_Link):
         self._numbers: weakref.WeakKeyDictionary[GenerationStream, int] = (
             weakref.WeakKeyDictionary()
         )
-        self._worker: EngineWorker | None = None
+        self._worker: Engine | None = None
 
-    def attach(self, worker: EngineWorker) -> None:
+    def attach(self, worker: Engine) -> None:
         """The engine whose requests fail when the link breaks."""
         self._worker = worker
 
@@ -330,7 +330,7 @@ class Follower(_Link):
         self._streams: dict[int, GenerationStream] = {}
         self._new_stream: Callable[[], GenerationStream] | None = None
 
-    def attach(self, worker: EngineWorker) -> None:
+    def attach(self, worker: Engine) -> None:
         """The engine these commands are for."""
         inline = cast(asyncio.AbstractEventLoop, _Inline())
         self._new_stream = lambda: FollowerStream(worker, inline)

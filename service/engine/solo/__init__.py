@@ -3,6 +3,6 @@ sequences one at a time that way (`serial.py`)."""
 
 from mlx_responses.service.engine.solo.scheduler import SoloScheduler
 from mlx_responses.service.engine.solo.sequence import Handover, SoloSequence
-from mlx_responses.service.engine.solo.serial import SerialScheduler
+from mlx_responses.service.engine.solo.serial import TextSerialScheduler
 
-__all__ = ["Handover", "SerialScheduler", "SoloScheduler", "SoloSequence"]
+__all__ = ["Handover", "SoloScheduler", "SoloSequence", "TextSerialScheduler"]

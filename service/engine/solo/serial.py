@@ -27,7 +27,7 @@ from mlx_responses.service.engine.scheduler import (
 from mlx_responses.service.engine.solo.sequence import SoloSequence
 
 
-class SerialScheduler:
+class TextSerialScheduler:
     """A `scheduler.Scheduler` that decodes its sequences one after another."""
 
     rewinds_any_window = False

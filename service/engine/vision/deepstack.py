@@ -5,8 +5,8 @@ the image tokens' hidden states after its first layers (layer k's output gets fe
 The encoder caches an image's encoding as one array, its main features and each deepstack
 layer's side by side (`joined`: [tokens, (1 + layers) * hidden]), so that one image's slice,
 several images' concatenation and the cache treat it as they treat Qwen2-VL's [tokens, hidden].
-A prompt carries them as a `Deepstack`: which of its positions are image tokens and their
-features in order; a prefill chunk takes the features of the image tokens inside it
+A prompt carries them as a `Deepstack` (`image_prompt.py`): which of its positions are image
+tokens and their features in order; a prefill chunk takes the features of the image tokens inside it
 (`Deepstack.chunk`), and a batched forward the rows' masks ([rows, width], a host array:
 mlx-vlm's language model finds each row's image tokens with numpy, so a device array would sync
 the step at every deepstack layer) and their features, row after row ([layers, n, hidden]).
@@ -15,10 +15,10 @@ the step at every deepstack layer) and their features, row after row ([layers, n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
+from mlx_responses.service.engine.image_prompt import Deepstack
 
 
 def joined(features: mx.array | tuple[mx.array, Sequence[mx.array]]) -> mx.array:
@@ -38,30 +38,6 @@ def split(features: mx.array, hidden: int) -> tuple[mx.array, mx.array | None]:
         return features, None
     stack = features[:, hidden:].reshape(features.shape[0], layers, hidden)
     return features[:, :hidden], stack.transpose(1, 0, 2)
-
-
-@dataclass
-class Deepstack:
-    """A prompt's deepstack features from a prompt position on: `mask` (one per position,
-    True at an image token) and `features` ([layers, image tokens, hidden], in order)."""
-
-    mask: np.ndarray
-    features: mx.array
-
-    def __post_init__(self) -> None:
-        # Image tokens before each position: where a chunk's features start.
-        self._before = np.concatenate([[0], np.cumsum(self.mask)])
-
-    def past(self, start: int) -> Deepstack:
-        """These features from position `start` on (past what a prompt cache holds)."""
-        return Deepstack(self.mask[start:], self.features[:, int(self._before[start]) :])
-
-    def chunk(self, at: int, length: int) -> tuple[np.ndarray, mx.array | None]:
-        """Positions at..at+length-1 (from this one's first): their mask, and the features
-        of the image tokens among them (None: none)."""
-        mask = self.mask[at : at + length]
-        lo, hi = int(self._before[at]), int(self._before[min(at + length, len(self.mask))])
-        return mask, self.features[:, lo:hi] if hi > lo else None
 
 
 def chunk_deepstack(

@@ -19,14 +19,26 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from mlx_responses.service.engine.vision.deepstack import Deepstack, joined, split
-from mlx_responses.service.engine.vision.inputs import VisionCacheStats, VisionInputs
+from mlx_responses.service.engine.image_prompt import TEXT, Deepstack, RowPositions, VisionInputs
+from mlx_responses.service.engine.vision.deepstack import joined, split
 from mlx_responses.service.engine.vision.pixtral import (
     merges_patches,
     pixtral_features,
     pixtral_images,
 )
-from mlx_responses.service.engine.vision.positions import TEXT, MRoPE, RowPositions, row_positions
+from mlx_responses.service.engine.vision.positions import MRoPE, row_positions
+
+
+@dataclass
+class VisionCacheStats:
+    """Image-encoding cache counters (read by /metrics)."""
+
+    hits: int = 0
+    misses: int = 0
+    encode_seconds: float = 0.0  # spent in the vision tower (misses)
+    tower_calls: int = 0  # calls of the tower: images admitted together share one
+    entries: int = 0
+    bytes: int = 0  # the cached encodings' (`ImageEncoder.nbytes`)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 from mlx import nn
+from mlx_responses.service.engine.image_prompt import TEXT, RowPositions
 from mlx_responses.service.engine.mlx_lm_compat import (
     ArraysCache,
     KVCache,
@@ -40,7 +41,6 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     create_ssm_mask,
 )
 from mlx_responses.service.engine.vision.language import decodable_only
-from mlx_responses.service.engine.vision.positions import TEXT, RowPositions
 
 # The vision families whose language side is hybrid (recurrent layers beside attention):
 # mlx-vlm's `model_type`s, decoded in mlx-lm's batch through `HybridLanguage`.

@@ -8,8 +8,8 @@ images' grids (`MRoPE.positions`: what mlx-vlm's `get_rope_index` computes, in n
 no cost to the step: theirs syncs the device per image and walks the prompt in Python, ~1.4 ms
 of the engine's thread per request on the tests' tiny model); past its images a token's ids are
 its index plus the prompt's `delta` (the largest id + 1 - the prompt's length; 0 for text
-alone), which is all a decode step needs. A batch forward takes one [3, rows, width] array:
-each row its own.
+alone), which is all a decode step needs (a `RowPositions`, `image_prompt.py`). A batch forward
+takes one [3, rows, width] array: each row its own.
 """
 
 from __future__ import annotations
@@ -20,34 +20,7 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-
-
-@dataclass(frozen=True)
-class RowPositions:
-    """One sequence's positions: the prompt's ids while they differ from index + delta
-    (`table`, [3, n]: up to its last image token; None for text alone), `delta` past them."""
-
-    table: np.ndarray | None = None
-    delta: int = 0
-
-    @property
-    def plain(self) -> bool:
-        """Each token at its index: what a text model's cache offset gives."""
-        return self.table is None and self.delta == 0
-
-    def span(self, start: int, length: int) -> np.ndarray:
-        """[3, length]: the ids of tokens start..start+length-1."""
-        out = np.empty((3, length), np.int32)
-        held = 0 if self.table is None else max(0, min(length, self.table.shape[1] - start))
-        if held:
-            assert self.table is not None
-            out[:, :held] = self.table[:, start : start + held]
-        if held < length:
-            out[:, held:] = np.arange(start + held, start + length, dtype=np.int32) + self.delta
-        return out
-
-
-TEXT = RowPositions()
+from mlx_responses.service.engine.image_prompt import TEXT, RowPositions
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
-from mlx_responses.service.engine.vision.deepstack import Deepstack, chunk_deepstack
+from mlx_responses.service.engine.image_prompt import Deepstack
+from mlx_responses.service.engine.vision.deepstack import chunk_deepstack
 from mlx_responses.service.engine.vision.positions import (
     TEXT,
     RowPositions,

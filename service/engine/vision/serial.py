@@ -37,7 +37,7 @@ class _Running:
     generated: int = 0
 
 
-class SerialScheduler:
+class VisionSerialScheduler:
     """One sequence at a time through mlx-vlm's `generate_step`; the rest queued."""
 
     rewinds_any_window = False

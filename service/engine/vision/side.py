@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.model import LoadedModel
 from mlx_responses.service.engine.vision.cache_key import keyed_tokens
 from mlx_responses.service.engine.vision.encoder import ImageEncoder
 from mlx_responses.service.engine.vision.hybrid import HYBRID, HybridLanguage
-from mlx_responses.service.engine.vision.inputs import VisionInputs
 from mlx_responses.service.engine.vision.language import VisionLanguage, is_vision_model
 from mlx_responses.service.engine.vision.positions import MRoPE
 
-__all__ = ["ImageEncoder", "Seen", "VisionInputs", "VisionSide", "encode_together", "see"]
+__all__ = ["ImageEncoder", "Seen", "VisionSide", "encode_together", "see"]
 
 log = logging.getLogger(__name__)
 

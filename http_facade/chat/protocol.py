@@ -1,0 +1,138 @@
+"""The Chat Completions request, declared once: the decoder and /openapi.json read it."""
+
+from __future__ import annotations
+
+from mlx_responses.http_facade.kit.cache_hints import LIFETIME_FIELDS
+from mlx_responses.http_facade.kit.decode import INT32_MAX
+from mlx_responses.http_facade.kit.fields import Field
+from mlx_responses.http_facade.kit.openapi import (
+    BOOLEAN,
+    OBJECT,
+    OPT_STRING,
+    STRING,
+    array,
+    nullable,
+    obj,
+)
+from mlx_responses.http_facade.kit.sampling import (
+    MODEL,
+    SAMPLING,
+    STREAM,
+    STREAM_OPTIONS,
+    TEMPLATE_KWARGS,
+    USER,
+    N,
+)
+from mlx_responses.http_facade.kit.tools import function_tool_schema, tool_choice_schema
+from mlx_responses.service.limits import MAX_TOP_LOGPROBS
+
+# Left out of the schema (as input_image is from CreateResponseRequest): a text model refuses
+# images, so no request holding one is valid for every model.
+IMAGE_NOTE = (
+    "A user message's content may also hold image parts for a vision model: "
+    '`{"type": "image_url", "image_url": {"url": "data:image/png;base64,...", "detail": '
+    '"auto|low|high"}}` (`image_url` may be the URL string itself; http(s) URLs need '
+    "`--allow-remote-media`). A text-only model refuses them with a 400 `unsupported_content` "
+    "naming `messages[i].content[j].type`."
+)
+breakpoint = obj(("mode",), mode={"const": "explicit"}, ttl=nullable({"enum": ["30m", "12h"]}))
+text_part = obj(
+    ("type", "text"),
+    type={"const": "text"},
+    text=STRING,
+    prompt_cache_breakpoint=nullable(breakpoint),  # cache_hints.py
+)
+content = {"anyOf": [STRING, array(text_part)]}
+tool_call = obj(
+    ("id", "function"),
+    id=STRING,
+    function=obj(("name",), name=STRING, arguments={"anyOf": [STRING, OBJECT]}),
+)
+message = {
+    "anyOf": [
+        {
+            **obj(
+                ("role", "content"),
+                role={"enum": ["system", "developer", "user"]},
+                content=content,
+            ),
+            "description": IMAGE_NOTE,
+        },
+        obj(
+            ("role",),
+            role={"const": "assistant"},
+            content=nullable(content),
+            tool_calls=nullable(array(tool_call)),
+            reasoning_content=OPT_STRING,
+            reasoning=OPT_STRING,
+        ),
+        obj(
+            ("role", "tool_call_id"),
+            role={"const": "tool"},
+            tool_call_id=STRING,
+            content=content,
+        ),
+    ]
+}
+response_format = {
+    "anyOf": [
+        obj(("type",), type={"enum": ["text", "json_object"]}),
+        obj(
+            ("type", "json_schema"),
+            type={"const": "json_schema"},
+            json_schema=obj(
+                ("name",),
+                name=STRING,
+                schema=OBJECT,
+                description=OPT_STRING,
+                strict=nullable(BOOLEAN),
+            ),
+        ),
+    ]
+}
+
+FIELDS = (
+    MODEL,
+    Field(
+        "messages",
+        "messages",
+        "The conversation so far, oldest first.",
+        required=True,
+        schema={**array(message), "minItems": 1},
+    ),
+    USER,
+    Field("safety_identifier", "string", "An id of the end user, recorded.", "safety_identifier"),
+    Field(
+        "prompt_cache_key", "string", "Routes and names a shared prompt prefix.", "prompt_cache_key"
+    ),
+    Field("service_tier", "string", "Echoed.", "service_tier"),
+    Field(
+        "parallel_tool_calls", "boolean", "Several tool calls in one turn.", "parallel_tool_calls"
+    ),
+    Field(
+        "tools", "tools", "Function tools the model may call.", schema=array(function_tool_schema())
+    ),
+    Field(
+        "tool_choice", "tool_choice", "Whether and which tool to call.", schema=tool_choice_schema()
+    ),
+    Field("response_format", "response_format", "Structured output.", schema=response_format),
+    STREAM,
+    STREAM_OPTIONS,
+    Field("max_tokens", "integer", "Output cap (max_completion_tokens first).", minimum=1),
+    Field("max_completion_tokens", "integer", "Output cap.", minimum=1),
+    *SAMPLING,
+    N,
+    Field("logprobs", "boolean", "Token logprobs in the answer."),
+    Field(
+        "top_logprobs",
+        "integer",
+        "Alternatives per token (needs `logprobs`).",
+        minimum=0,
+        maximum=MAX_TOP_LOGPROBS,
+        checked=False,
+        limit=INT32_MAX,
+    ),
+    Field("reasoning_effort", "string", "Passed to the chat template and the core."),
+    TEMPLATE_KWARGS,
+    *LIFETIME_FIELDS,
+)

@@ -1,0 +1,1 @@
+"""The pieces the dialects share: decoding, tools, request handling, errors, SSE framing."""

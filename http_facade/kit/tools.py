@@ -1,0 +1,150 @@
+"""Tools and tool_choice as the OpenAI dialects send them: function tools (nested under
+`function`, Chat's shape, or flat, Responses'), and a tool_choice mode, name or allowed list."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mlx_responses.http_facade.kit.decode import expect, one_of, optional_str, required_str
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.openapi import (
+    BOOLEAN,
+    OBJECT,
+    OPT_STRING,
+    STRING,
+    Schema,
+    array,
+    nullable,
+    obj,
+)
+
+from mlx_responses.v1 import responses_pb2 as pb
+
+TOOL_CHOICE_MODES = {
+    "none": pb.TOOL_CHOICE_MODE_NONE,
+    "auto": pb.TOOL_CHOICE_MODE_AUTO,
+    "required": pb.TOOL_CHOICE_MODE_REQUIRED,
+}
+# Client-run built-in tools (Responses' shell, local_shell, apply_patch): a tool_choice may
+# name one by its type.
+BUILTIN_TOOL_TYPES = ("shell", "local_shell", "apply_patch")
+
+
+def function_tool(tool: dict[str, Any], param: str) -> pb.Tool:
+    """A function tool: its fields under `function`, or beside `type`."""
+    spec = tool
+    if tool.get("function") is not None:
+        spec = expect(tool["function"], dict, f"{param}.function", "an object")
+    fn = pb.FunctionTool(name=required_str(spec, "name", param))
+    description = optional_str(spec, "description", param)
+    if description is not None:
+        fn.description = description
+    parameters = spec.get("parameters")
+    if parameters is not None:
+        expect(parameters, dict, f"{param}.parameters", "an object")
+        fn.parameters_json = json.dumps(parameters)
+    if spec.get("strict") is not None:
+        fn.strict = expect(spec["strict"], bool, f"{param}.strict", "a boolean")
+    return pb.Tool(function=fn)
+
+
+def tool_choice(value: Any) -> pb.ToolChoice:
+    """A mode (`auto`, ...), a named function or custom tool, a built-in type, or allowed_tools."""
+    if isinstance(value, str):
+        if value not in TOOL_CHOICE_MODES:
+            raise invalid(
+                f"Invalid 'tool_choice' {value!r}: expected none, auto or required.",
+                "tool_choice",
+                "invalid_value",
+            )
+        return pb.ToolChoice(mode=TOOL_CHOICE_MODES[value])
+    expect(value, dict, "tool_choice", "a string or an object")
+    if value.get("type") == "function":
+        name = value.get("name")
+        if name is None and isinstance(value.get("function"), dict):
+            name = value["function"].get("name")
+        return pb.ToolChoice(function_name=expect(name, str, "tool_choice.name", "a string"))
+    if value.get("type") == "custom":
+        name = value.get("name")
+        return pb.ToolChoice(custom_name=expect(name, str, "tool_choice.name", "a string"))
+    if value.get("type") == "allowed_tools":
+        return pb.ToolChoice(allowed_tools=_allowed_tools(value))
+    if one_of(set(BUILTIN_TOOL_TYPES), value.get("type")):
+        return pb.ToolChoice(builtin_type=value["type"])
+    raise invalid(
+        f"Unsupported tool_choice type {value.get('type')!r}: "
+        "only function and custom tools exist here.",
+        "tool_choice",
+        "unsupported_tool",
+    )
+
+
+def _allowed_tools(value: dict[str, Any]) -> pb.AllowedTools:
+    mode = value.get("mode", "auto")
+    if mode not in ("auto", "required"):
+        raise invalid(
+            f"Invalid 'tool_choice.mode' {mode!r}: expected auto or required.",
+            "tool_choice.mode",
+            "invalid_value",
+        )
+    tools = expect(value.get("tools"), list, "tool_choice.tools", "an array")
+    names = []
+    for i, tool in enumerate(tools):
+        param = f"tool_choice.tools[{i}]"
+        expect(tool, dict, param, "an object")
+        if one_of(set(BUILTIN_TOOL_TYPES), tool.get("type")):
+            names.append(tool["type"])  # a built-in tool is called by its type
+            continue
+        if tool.get("type") not in ("function", "custom"):
+            raise invalid(
+                f"Unsupported allowed tool type {tool.get('type')!r}: "
+                "only function and custom tools exist.",
+                f"{param}.type",
+                "unsupported_tool",
+            )
+        names.append(required_str(tool, "name", param))
+    return pb.AllowedTools(mode=TOOL_CHOICE_MODES[mode], names=names)
+
+
+def function_tool_schema(type_required: bool = False) -> Schema:
+    """A function tool as `function_tool` takes it: nested under `function`, or flat
+    (Responses' shape).
+
+    Chat's `type` defaults to function; Responses requires it.
+    """
+    fields = {
+        "name": STRING,
+        "description": OPT_STRING,
+        "parameters": nullable(OBJECT),
+        "strict": nullable(BOOLEAN),
+    }
+    kind = ("type",) if type_required else ()
+    nested = obj((*kind, "function"), type={"const": "function"}, function=obj(("name",), **fields))
+    flat = obj((*kind, "name"), type={"const": "function"}, function={"type": "null"}, **fields)
+    return {"anyOf": [nested, flat]}
+
+
+def tool_choice_schema() -> Schema:
+    """What `tool_choice` takes."""
+    named = obj(("name",), name=STRING)
+    return {
+        "anyOf": [
+            {"enum": sorted(TOOL_CHOICE_MODES)},
+            obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING),
+            obj(
+                ("type", "function"),
+                type={"const": "function"},
+                name={"type": "null"},
+                function=named,
+            ),
+            obj(
+                ("type", "tools"),
+                type={"const": "allowed_tools"},
+                mode={"enum": ["auto", "required"]},
+                tools=array(
+                    obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING)
+                ),
+            ),
+        ]
+    }

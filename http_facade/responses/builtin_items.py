@@ -1,0 +1,421 @@
+"""JSON <-> proto for the built-in client tools `shell`, `local_shell`, `apply_patch`: the tools,
+their calls and the client's outputs, in the shapes of the OpenAI Python SDK's types
+(`openai.types.responses`: FunctionShellTool, ResponseFunctionShellToolCall(Output),
+LocalShellCall(Output), ResponseApplyPatchToolCall(Output)). Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.openapi import OPT_STRING, STRING, Schema, obj
+
+from mlx_responses.v1 import events_pb2 as ev
+from mlx_responses.v1 import responses_pb2 as pb
+
+TOOL_TYPES = ("shell", "local_shell", "apply_patch")
+ITEM_TYPES = (
+    "shell_call",
+    "shell_call_output",
+    "local_shell_call",
+    "local_shell_call_output",
+    "apply_patch_call",
+    "apply_patch_call_output",
+)
+STATUS = {
+    "in_progress": pb.ITEM_STATUS_IN_PROGRESS,
+    "completed": pb.ITEM_STATUS_COMPLETED,
+    "incomplete": pb.ITEM_STATUS_INCOMPLETE,
+}
+STATUS_NAME = {v: k for k, v in STATUS.items()}
+OPERATIONS = {
+    "create_file": pb.APPLY_PATCH_OPERATION_TYPE_CREATE_FILE,
+    "update_file": pb.APPLY_PATCH_OPERATION_TYPE_UPDATE_FILE,
+    "delete_file": pb.APPLY_PATCH_OPERATION_TYPE_DELETE_FILE,
+}
+OPERATION_NAME = {v: k for k, v in OPERATIONS.items()}
+PATCH_OUTPUT = {
+    "completed": pb.APPLY_PATCH_OUTPUT_STATUS_COMPLETED,
+    "failed": pb.APPLY_PATCH_OUTPUT_STATUS_FAILED,
+}
+PATCH_OUTPUT_NAME = {v: k for k, v in PATCH_OUTPUT.items()}
+SHELL_COMMAND_EVENTS = (
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_ADDED,
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA,
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_DONE,
+)
+
+
+# --- JSON -> proto -------------------------------------------------------------------------
+def _typed(value: Any, kind: type | tuple[type, ...], param: str, what: str) -> Any:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise invalid(f"Invalid type for '{param}': expected {what}.", param, "invalid_type")
+    return value
+
+
+def _str(obj: dict[str, Any], key: str, param: str, *, required: bool = False) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise invalid(f"Missing required parameter: '{param}.{key}'.", f"{param}.{key}")
+        return None
+    text: str = _typed(value, str, f"{param}.{key}", "a string")
+    return text
+
+
+INT32 = (-(2**31), 2**31 - 1)
+COUNT = (0, 2**63 - 1)  # milliseconds and lengths: int64, not negative
+
+
+def _int(obj: dict[str, Any], key: str, param: str, bounds: tuple[int, int] = COUNT) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():  # JSON's 2.0 is an integer
+        value = int(value)
+    number = int(_typed(value, int, f"{param}.{key}", "an integer"))
+    if not bounds[0] <= number <= bounds[1]:
+        raise invalid(
+            f"Invalid '{param}.{key}': expected an integer from {bounds[0]} to {bounds[1]}.",
+            f"{param}.{key}",
+            "invalid_value",
+        )
+    return number
+
+
+def _object(obj: dict[str, Any], key: str, param: str) -> dict[str, Any]:
+    if obj.get(key) is None:
+        raise invalid(f"Missing required parameter: '{param}.{key}'.", f"{param}.{key}")
+    value: dict[str, Any] = _typed(obj[key], dict, f"{param}.{key}", "an object")
+    return value
+
+
+def _strings(obj: dict[str, Any], key: str, param: str) -> list[str]:
+    values = _typed(obj.get(key), list, f"{param}.{key}", "an array of strings")
+    return [_typed(v, str, f"{param}.{key}[{i}]", "a string") for i, v in enumerate(values)]
+
+
+def _choice(table: dict[str, Any], value: Any, param: str, default: Any) -> Any:
+    if value is None:
+        return default
+    if not isinstance(value, str) or value not in table:
+        expected = ", ".join(table)
+        raise invalid(f"Invalid '{param}': expected one of {expected}.", param, "invalid_value")
+    return table[value]
+
+
+def tool_from_json(tool: dict[str, Any], param: str) -> pb.Tool:
+    """A `shell`, `local_shell` or `apply_patch` tool; a hosted shell (a container environment,
+    run by OpenAI) is a hosted tool, refused or dropped as `--hosted-tools` says."""
+    kind = tool["type"]
+    if kind == "shell":
+        environment = tool.get("environment")
+        if environment is not None:
+            _typed(environment, dict, f"{param}.environment", "an object")
+            if environment.get("type", "local") != "local":
+                return pb.Tool(hosted=pb.HostedTool(type="shell"))
+        return pb.Tool(shell=pb.ShellTool())
+    if kind == "local_shell":
+        return pb.Tool(local_shell=pb.LocalShellTool())
+    return pb.Tool(apply_patch=pb.ApplyPatchTool())
+
+
+def _outcome(value: Any, param: str) -> pb.ShellCallOutcome:
+    if value is None:
+        return pb.ShellCallOutcome(exit_code=0)
+    _typed(value, dict, param, "an object")
+    if value.get("type") == "timeout":
+        return pb.ShellCallOutcome(timeout=True)
+    if value.get("type") != "exit":
+        raise invalid(f"Invalid '{param}.type': expected exit or timeout.", f"{param}.type")
+    return pb.ShellCallOutcome(exit_code=_int(value, "exit_code", param, INT32) or 0)
+
+
+def _shell_output(item: dict[str, Any], param: str) -> pb.ShellCallOutputItem:
+    out = pb.ShellCallOutputItem(
+        id=_str(item, "id", param) or "",
+        call_id=_str(item, "call_id", param, required=True),
+        status=_choice(STATUS, item.get("status"), f"{param}.status", 0),
+    )
+    entries = _typed(item.get("output"), list, f"{param}.output", "an array")
+    for i, entry in enumerate(entries):
+        where = f"{param}.output[{i}]"
+        _typed(entry, dict, where, "an object")
+        out.output.append(
+            pb.ShellCallOutputContent(
+                stdout=_str(entry, "stdout", where) or "",
+                stderr=_str(entry, "stderr", where) or "",
+                outcome=_outcome(entry.get("outcome"), f"{where}.outcome"),
+            )
+        )
+    limit = _int(item, "max_output_length", param)
+    if limit is not None:
+        out.max_output_length = limit
+    return out
+
+
+def _shell_call(item: dict[str, Any], param: str) -> pb.ShellCallItem:
+    action = _object(item, "action", param)
+    where = f"{param}.action"
+    call = pb.ShellCallItem(
+        id=_str(item, "id", param) or "",
+        call_id=_str(item, "call_id", param, required=True),
+        action=pb.ShellCallAction(commands=_strings(action, "commands", where)),
+        status=_choice(STATUS, item.get("status"), f"{param}.status", 0),
+    )
+    for key in ("timeout_ms", "max_output_length"):
+        value = _int(action, key, where)
+        if value is not None:
+            setattr(call.action, key, value)
+    return call
+
+
+def _local_shell_call(item: dict[str, Any], param: str) -> pb.LocalShellCallItem:
+    action = _object(item, "action", param)
+    where = f"{param}.action"
+    if action.get("type") not in (None, "exec"):
+        raise invalid(f"Invalid '{where}.type': expected exec.", f"{where}.type", "invalid_value")
+    exec_action = pb.LocalShellExecAction(command=_strings(action, "command", where))
+    env = {} if action.get("env") is None else action["env"]
+    _typed(env, dict, f"{where}.env", "an object")
+    for key, value in env.items():
+        exec_action.env[key] = _typed(value, str, f"{where}.env.{key}", "a string")
+    timeout = _int(action, "timeout_ms", where)
+    if timeout is not None:
+        exec_action.timeout_ms = timeout
+    for key in ("user", "working_directory"):
+        text = _str(action, key, where)
+        if text is not None:
+            setattr(exec_action, key, text)
+    return pb.LocalShellCallItem(
+        id=_str(item, "id", param) or "",
+        call_id=_str(item, "call_id", param, required=True),
+        action=exec_action,
+        status=_choice(STATUS, item.get("status"), f"{param}.status", 0),
+    )
+
+
+def _apply_patch_call(item: dict[str, Any], param: str) -> pb.ApplyPatchCallItem:
+    operation = _object(item, "operation", param)
+    where = f"{param}.operation"
+    op = pb.ApplyPatchOperation(
+        type=_choice(OPERATIONS, operation.get("type"), f"{where}.type", None),
+        path=_str(operation, "path", where, required=True),
+    )
+    if op.type == pb.APPLY_PATCH_OPERATION_TYPE_UNSPECIFIED:
+        raise invalid(f"Missing required parameter: '{where}.type'.", f"{where}.type")
+    diff = _str(operation, "diff", where, required=op.type != OPERATIONS["delete_file"])
+    if diff is not None:
+        op.diff = diff
+    return pb.ApplyPatchCallItem(
+        id=_str(item, "id", param) or "",
+        call_id=_str(item, "call_id", param, required=True),
+        operation=op,
+        status=_choice(STATUS, item.get("status"), f"{param}.status", 0),
+    )
+
+
+def item_from_json(item: dict[str, Any], param: str) -> pb.Item:
+    """One of ITEM_TYPES as an input item."""
+    kind = item["type"]
+    if kind == "shell_call":
+        return pb.Item(shell_call=_shell_call(item, param))
+    if kind == "shell_call_output":
+        return pb.Item(shell_call_output=_shell_output(item, param))
+    if kind == "local_shell_call":
+        return pb.Item(local_shell_call=_local_shell_call(item, param))
+    if kind == "local_shell_call_output":
+        # OpenAI names the call by `id`; the Agents SDK sends `call_id`.
+        call_id = _str(item, "call_id", param)
+        item_id = _str(item, "id", param, required=call_id is None) or ""
+        out = pb.LocalShellCallOutputItem(
+            id=item_id if call_id is not None else "",
+            call_id=call_id if call_id is not None else item_id,
+            output=_str(item, "output", param, required=True),
+            status=_choice(STATUS, item.get("status"), f"{param}.status", 0),
+        )
+        return pb.Item(local_shell_call_output=out)
+    if kind == "apply_patch_call":
+        return pb.Item(apply_patch_call=_apply_patch_call(item, param))
+    result = pb.ApplyPatchCallOutputItem(
+        id=_str(item, "id", param) or "",
+        call_id=_str(item, "call_id", param, required=True),
+        status=_choice(PATCH_OUTPUT, item.get("status"), f"{param}.status", None)
+        or pb.APPLY_PATCH_OUTPUT_STATUS_COMPLETED,
+    )
+    output = _str(item, "output", param)
+    if output is not None:
+        result.output = output
+    return pb.Item(apply_patch_call_output=result)
+
+
+# --- proto -> JSON -------------------------------------------------------------------------
+def _opt(message: Any, name: str) -> Any:
+    return getattr(message, name) if message.HasField(name) else None
+
+
+def _outcome_json(outcome: pb.ShellCallOutcome) -> dict[str, Any]:
+    if outcome.WhichOneof("outcome") == "timeout":
+        return {"type": "timeout"}
+    return {"type": "exit", "exit_code": outcome.exit_code}
+
+
+def item_to_json(item: pb.Item) -> dict[str, Any] | None:
+    """A built-in call or output item as its JSON; None for any other item."""
+    kind = item.WhichOneof("item")
+    if kind not in ITEM_TYPES:
+        return None
+    message = getattr(item, kind)
+    out: dict[str, Any] = {"id": message.id, "type": kind, "call_id": message.call_id}
+    if kind == "shell_call":
+        action = message.action
+        out["action"] = {
+            "commands": list(action.commands),
+            "timeout_ms": _opt(action, "timeout_ms"),
+            "max_output_length": _opt(action, "max_output_length"),
+        }
+        out["environment"] = None
+    elif kind == "shell_call_output":
+        out["output"] = [
+            {"stdout": e.stdout, "stderr": e.stderr, "outcome": _outcome_json(e.outcome)}
+            for e in message.output
+        ]
+        out["max_output_length"] = _opt(message, "max_output_length")
+    elif kind == "local_shell_call":
+        action = message.action
+        out["action"] = {
+            "type": "exec",
+            "command": list(action.command),
+            "env": dict(action.env),
+            "timeout_ms": _opt(action, "timeout_ms"),
+            "user": _opt(action, "user"),
+            "working_directory": _opt(action, "working_directory"),
+        }
+    elif kind == "local_shell_call_output":
+        out["output"] = message.output
+    elif kind == "apply_patch_call":
+        op = message.operation
+        operation: dict[str, Any] = {"type": OPERATION_NAME.get(op.type), "path": op.path}
+        if op.HasField("diff"):
+            operation["diff"] = op.diff
+        out["operation"] = operation
+    else:
+        out["status"] = PATCH_OUTPUT_NAME.get(message.status, "completed")
+        out["output"] = _opt(message, "output")
+        return out
+    out["status"] = STATUS_NAME.get(message.status, "completed")
+    return out
+
+
+def tool_to_json(tool: pb.Tool) -> dict[str, Any] | None:
+    """A built-in tool as offered; None for any other tool."""
+    kind = tool.WhichOneof("tool")
+    if kind == "shell":
+        return {"type": "shell", "environment": {"type": "local"}}
+    if kind in TOOL_TYPES:
+        return {"type": kind}
+    return None
+
+
+def shell_command_event(event: ev.ResponseEvent) -> dict[str, Any]:
+    """The fields of a `response.shell_call_command.*` event (its command's index in
+    `content_index`)."""
+    if event.type == ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA:
+        d = event.text_delta
+        return {"output_index": d.output_index, "command_index": d.content_index, "delta": d.delta}
+    t = event.text_done
+    return {"output_index": t.output_index, "command_index": t.content_index, "command": t.text}
+
+
+def item_schemas() -> list[Schema]:
+    """The OpenAPI schemas of ITEM_TYPES (input and output items alike)."""
+    status = {"enum": [*STATUS, None]}
+    array = {"type": "array", "items": STRING}
+
+    def item(kind: str, required: tuple[str, ...], **fields: Schema) -> Schema:
+        common = {"type": {"const": kind}, "id": OPT_STRING, "call_id": STRING, "status": status}
+        return obj(("type", "call_id", *required), **{**common, **fields})
+
+    optional_int = {"type": ["integer", "null"], "minimum": COUNT[0], "maximum": COUNT[1]}
+    outcome = {
+        "anyOf": [
+            obj(  # an absent or null exit_code is 0
+                ("type",),
+                type={"const": "exit"},
+                exit_code={"type": ["integer", "null"], "minimum": INT32[0], "maximum": INT32[1]},
+            ),
+            obj(("type",), type={"const": "timeout"}),
+        ]
+    }
+    # Absent or null: empty output, exit code 0.
+    entry = obj(
+        (),
+        stdout=OPT_STRING,
+        stderr=OPT_STRING,
+        outcome={"anyOf": [*outcome["anyOf"], {"type": "null"}]},
+    )
+    # A V4A diff for a file created or updated; a deletion needs none.
+    operation = {
+        "anyOf": [
+            obj(
+                ("type", "path", "diff"),
+                type={"enum": ["create_file", "update_file"]},
+                path=STRING,
+                diff=STRING,
+            ),
+            obj(("type", "path"), type={"const": "delete_file"}, path=STRING, diff=OPT_STRING),
+        ]
+    }
+    return [
+        item(
+            "shell_call",
+            ("action",),
+            action=obj(
+                ("commands",),
+                commands=array,
+                timeout_ms=optional_int,
+                max_output_length=optional_int,
+            ),
+        ),
+        item(
+            "shell_call_output",
+            ("output",),
+            output={"type": "array", "items": entry},
+            max_output_length=optional_int,
+        ),
+        item(
+            "local_shell_call",
+            ("action",),
+            action=obj(
+                ("command",),
+                type={"enum": ["exec", None]},
+                command=array,
+                env={"type": ["object", "null"], "additionalProperties": STRING},
+                timeout_ms=optional_int,
+                user=OPT_STRING,
+                working_directory=OPT_STRING,
+            ),
+        ),
+        {
+            **obj(
+                ("type", "output"),
+                type={"const": "local_shell_call_output"},
+                id=OPT_STRING,
+                call_id=OPT_STRING,
+                output=STRING,
+                status=status,
+            ),
+            "anyOf": [
+                {"required": ["call_id"], "properties": {"call_id": STRING}},
+                {"required": ["id"], "properties": {"id": STRING}},
+            ],
+            "description": "`id` names the call when `call_id` is absent.",
+        },
+        item("apply_patch_call", ("operation",), operation=operation),
+        item(
+            "apply_patch_call_output",
+            (),
+            status={"enum": [*PATCH_OUTPUT, None]},
+            output=OPT_STRING,
+        ),
+    ]
