@@ -516,12 +516,15 @@ DEFAULT_MAX_OUTPUT_TOKENS = Flag(
 SPECULATIVE = Flag(
     "--speculative",
     "speculative",
-    "off",
+    "ngram",
     "speculative decoding: ngram drafts from the context (prompt lookup), draft from "
-    "--draft-model; greedy output is unchanged and sampled output keeps its distribution "
-    "(a seeded request's tokens are unchanged with ngram)",
+    "--draft-model, off (none) for neither; greedy output is unchanged and sampled output keeps "
+    "its distribution (a seeded request's tokens are unchanged with ngram); each sequence's "
+    "draft length follows what its drafts keep, and drafting steps aside where it would cost "
+    "more than it saves",
     CORE_SIDE,
-    choices=("off", "ngram", "draft"),
+    env="MLX_RESPONSES_SPECULATIVE",
+    choices=("off", "none", "ngram", "draft"),
 )
 DRAFT_MODEL = Flag(
     "--draft-model",
@@ -549,7 +552,7 @@ NUM_DRAFT_TOKENS = Flag(
     "--num-draft-tokens",
     "num_draft_tokens",
     4,
-    "most tokens drafted per sequence and step when --speculative is on",
+    "most tokens drafted per sequence and step (each sequence's draft length adapts below it)",
     CORE_SIDE,
     type=int,
 )

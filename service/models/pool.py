@@ -742,7 +742,8 @@ def engine_worker(
     from mlx_responses.service.models.distributed import group_prompt_cache
 
     s = settings
-    speculative = "off" if s.speculative == "draft" and draft is None else s.speculative
+    off = s.speculative == "none" or (s.speculative == "draft" and draft is None)
+    speculative = "off" if off else s.speculative
     cache_entries, disk = s.prompt_cache_max_entries, not s.no_prompt_cache_disk
     if link is not None:
         cache_entries, disk = group_prompt_cache(s)

@@ -101,7 +101,10 @@ def test_prompt_checkpoint_tokens_flag() -> None:
 def test_speculative_flags() -> None:
     settings = _parse(["--speculative", "ngram", "--num-draft-tokens", "6"], {})
     assert (settings.speculative, settings.num_draft_tokens) == ("ngram", 6)
-    assert _parse([], {}).speculative == "off"
+    assert _parse([], {}).speculative == "ngram"  # on by default
+    assert _parse(["--speculative", "off"], {}).speculative == "off"
+    assert _parse(["--speculative", "none"], {}).speculative == "none"  # served as off
+    assert _parse([], {"MLX_RESPONSES_SPECULATIVE": "off"}).speculative == "off"
     with pytest.raises(ConfigError):
         _parse(["--num-draft-tokens", "0"], {})
     drafted = _parse(["--speculative", "draft", "--draft-model", "/models/small"], {})

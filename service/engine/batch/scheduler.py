@@ -119,7 +119,7 @@ class BatchScheduler:
         if self._spec is not None and admission.speculate:
             # A grammar's sequence decodes normally in the same batch step (its matcher keeps
             # state per token); greedy and sampled ones, penalties too, may draft.
-            self._spec.eligible.add(theirs)
+            self._spec.policy.admit(theirs, admission.sampler)
 
     def _forget(self, uid: int) -> int | None:
         theirs = self._theirs.pop(uid, None)

@@ -197,7 +197,7 @@ class SlotScheduler:
         )
         self._queue.append(seq)
         if self._spec is not None and admission.speculate:
-            self._spec.eligible.add(seq.uid)
+            self._spec.admit(seq.uid, admission.sampler)
 
     def drop(self, uids: Sequence[int]) -> None:
         """Frees their slots (their pending tokens are dropped at the next step)."""
@@ -581,6 +581,8 @@ class SlotScheduler:
         )
         self.slots[seq.slot] = None
         self._pending = None
+        if self._spec is not None:
+            self._spec.forget(seq.uid)
         self._release_if_idle()
         return alone
 
