@@ -2,9 +2,9 @@
 
 The worker drives whatever this returns through `scheduler.Scheduler` alone: the slots or
 mlx-lm's batch, with the solo path in front of either when lone sequences may decode alone
-(with n-gram drafts too, `solo/drafting.py`; not with a draft model, which the solo path does
-not run), or one sequence at a time for an architecture mlx-lm's batch decodes wrong
-(`architectures.py`).
+(with n-gram drafts too, `solo/drafting.py`; not with a draft model or a drafting head,
+which the solo path does not run), or one sequence at a time for an architecture mlx-lm's
+batch decodes wrong (`architectures.py`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from mlx_responses.service.config import ConfigError
 from mlx_responses.service.engine.architectures import why_not_batched
 from mlx_responses.service.engine.batch.scheduler import BatchScheduler
 from mlx_responses.service.engine.draft_model import DraftedModel
-from mlx_responses.service.engine.heads import HeadedModel
 from mlx_responses.service.engine.requests import EngineStats
 from mlx_responses.service.engine.scheduler import Scheduler
 from mlx_responses.service.engine.slots import SlotScheduler, layer_windows, slots_serve
@@ -136,8 +135,8 @@ def new_scheduler(
             speculate=speculate,
             num_draft_tokens=num_draft_tokens,
         )
-    if not solo or drafted is not None or isinstance(model, HeadedModel):
-        return behind  # the solo path runs neither a draft model nor a head
+    if not solo or (speculate and speculative != "ngram"):
+        return behind  # a model drafter (a draft model, a head) drafts behind
     return SoloScheduler(
         behind,
         model,
@@ -145,5 +144,5 @@ def new_scheduler(
         prefill_step_size=prefill_step_size,
         new_cache=new_cache,
         stats=stats,
-        drafts=SoloDrafts(num_draft_tokens) if speculate else None,
+        drafts=SoloDrafts(num_draft_tokens) if speculative == "ngram" else None,
     )

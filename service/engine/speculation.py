@@ -316,9 +316,9 @@ class SpeculationPolicy:
         self, candidates: list[Candidate], rows: int, drafter: Drafter | None = None
     ) -> int:
         """How far a drafter the scheduler runs drafts this step (0: not at all); `rows` is
-        the forward's batch, `drafter` the draft model's pair or the head unless given (an
-        MTP head, ...). Each candidate's `room` comes back lowered to its own draft length
-        (0: it does not draft: its part of the verify is its pending token alone)."""
+        the forward's batch, `drafter` the draft model's pair or the MTP head unless given.
+        Each candidate's `room` comes back lowered to its own draft length (0: it does not
+        draft: its part of the verify is its pending token alone)."""
         drafter = drafter or self.drafted or self.head
         assert drafter is not None
         allowed = self._allow(candidates, rows)
