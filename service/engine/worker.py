@@ -685,7 +685,9 @@ class EngineWorker(ModelThread[LoadedModel]):
         """A decode step's tokens: detokenized, counted, and handed to the outbox per stream."""
         now = time.perf_counter()
         self.stats.decode_steps += 1
-        self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(responses))
+        # Sequences, not tokens: a verify step sends several tokens of each.
+        rows = len({r.uid for r in responses})
+        self.stats.max_batch_seen = max(self.stats.max_batch_seen, rows)
         eos = self.loaded.tokenizer.eos_token_ids
         decode = self.loaded.tokenizer.decode
         # One chunk per stream and step, however many tokens speculation accepted.

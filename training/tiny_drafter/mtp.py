@@ -153,8 +153,8 @@ def main() -> None:
     parser.add_argument(
         "--data", type=Path, default=Path("build/tiny-qwen35/own.json"), help="generations"
     )
-    parser.add_argument("--prompts", type=int, default=600)
-    parser.add_argument("--max-tokens", type=int, default=160)
+    parser.add_argument("--prompts", type=int, default=160)
+    parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
