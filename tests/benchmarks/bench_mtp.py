@@ -1,22 +1,27 @@
-"""A checkpoint's own MTP head, served: our server with it vs. without it (--no-mtp), and vs.
-`mlx_vlm.server --draft-model <same folder> --draft-kind mtp`, all on one checkpoint in one run.
+"""A checkpoint's own MTP head, served: our server drafting with it vs. not drafting
+(--speculative off), and vs. `mlx_vlm.server --draft-model <same folder> --draft-kind mtp`, all
+on one checkpoint in one run (by default the trained tiny Qwen3.5, service/assets/tiny-qwen35-mtp).
 
-Figures (decode tok/s: first streamed token to last, medians over --repeats interleaved runs):
-- one stream, greedy: with the head vs. without (goal >= 1.5x);
-- one stream, temperature 0.7 (seeded): with vs. without (goal >= 1.3x);
+The requests are the trained model's held-out conversations (tiny-chat's echo and think
+prompts, the ones its head's acceptance was measured on: training/tiny_drafter), each streamed.
+Decode tok/s is aggregated over the requests of a contender: their tokens after the first over
+their first-to-last-token times, so short answers weigh by their length. Contenders alternate
+request by request (no contender always first). Figures, each with its goal:
+- one stream, greedy: with the head vs. without drafting (goal >= 1.5x);
+- one stream, temperature 0.7: with vs. without (goal >= 1.3x);
 - --streams streams at once, greedy (aggregate decode tok/s): with vs. without (goal >= 1.0x);
 - one stream, greedy: ours with the head vs. mlx_vlm.server with it (goal >= 1.0x).
-Each server runs in its own process; the machine's load is printed beside the figures.
+Each server runs in its own process; the load average is printed beside the figures.
 
-    python tests/benchmarks/bench_mtp.py --model service/assets/tiny-qwen35-mtp
+    flock /tmp/bench.lock python tests/benchmarks/bench_mtp.py
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
-import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -27,67 +32,113 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
+sys.path.insert(0, str(REPO))
 
 from bench_serving import (  # noqa: E402
     BIN,
     HTTP_TIMEOUT,
+    StreamResult,
     free_port,
     load_average,
-    mlx_lm_body,
-    ours_body,
     run_concurrent,
     server_process,
     stream_mlx_lm,
     stream_ours,
-    wait_mlx_lm,
     wait_ours,
 )
 
-PROMPTS = (
-    "Tell me a short story about a fox who finds a lantern.",
-    "Explain how rain forms, step by step.",
-    "Write a list of five things to pack for a camping trip.",
-    "Describe your favourite season and why.",
-    "What does a gardener do in spring?",
-    "Give me directions to make a cup of tea.",
-    "Write a short poem about the sea.",
-    "Summarize the plot of a detective story in a few sentences.",
-)
+Messages = list[dict[str, str]]
 
 
-def _one(kind: str, base: str, body: dict[str, Any], timeout: float) -> float:
-    """Decode tok/s of one streamed request."""
+def conversations(n: int) -> list[Messages]:
+    """`n` of tiny-chat's held-out conversations (half echo, half think)."""
+    from training.tiny_chat.data import eval_prompts
 
-    async def go() -> float:
+    half = max(1, (n + 1) // 2)
+    found = [p.messages for b in ("echo", "think") for p in eval_prompts(b, half)]
+    return found[:n]
+
+
+def ours(alias: str, messages: Messages, tokens: int, temperature: float) -> dict[str, Any]:
+    return {
+        "model": alias,
+        "input": messages,
+        "stream": True,
+        "max_output_tokens": tokens,
+        "temperature": temperature,
+    }
+
+
+def theirs(model: Path, messages: Messages, tokens: int, temperature: float) -> dict[str, Any]:
+    return {
+        "model": str(model),
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": tokens,
+        "temperature": temperature,
+    }
+
+
+def one(kind: str, base: str, body: dict[str, Any], timeout: float) -> StreamResult:
+    """One streamed request."""
+
+    async def go() -> StreamResult:
         async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as client:
             fn = stream_ours if kind == "ours" else stream_mlx_lm
-            result = await asyncio.wait_for(fn(client, base, body), timeout)
-        return result.decode_tps
+            return await asyncio.wait_for(fn(client, base, body), timeout)
 
     return asyncio.run(go())
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
+def wait_vlm(proc: Any, port: int, folder: Path, timeout: float) -> None:
+    """Until mlx_vlm.server answers a one-token chat completion (it names its model)."""
+    deadline = time.monotonic() + timeout
+    body = theirs(folder, [{"role": "user", "content": "hi"}], 1, 0.0) | {"stream": False}
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mlx_vlm.server exited with {proc.returncode}")
+        with contextlib.suppress(httpx.HTTPError):
+            url = f"http://127.0.0.1:{port}/v1/chat/completions"
+            if httpx.post(url, json=body, timeout=30).status_code == 200:
+                return
+        time.sleep(0.5)
+    raise RuntimeError("mlx_vlm.server never answered")
 
 
-def _ratio(a: float, b: float) -> float:
-    return a / b if b > 0 else float("nan")
+class Tally:
+    """A contender's streamed requests: tokens after the first, and their decode seconds."""
+
+    def __init__(self) -> None:
+        self.tokens = 0
+        self.seconds = 0.0
+        self.requests = 0
+
+    def add(self, result: StreamResult) -> None:
+        self.requests += 1
+        if result.first is not None and result.last is not None and result.tokens > 1:
+            self.tokens += result.tokens - 1
+            self.seconds += result.last - result.first
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", type=Path, default=REPO / "service/assets/tiny-qwen35-mtp")
-    parser.add_argument("--tokens", type=int, default=128, help="output tokens per request")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=24, help="conversations per figure")
+    parser.add_argument("--tokens", type=int, default=64, help="max output tokens each")
     parser.add_argument("--streams", type=int, default=8)
-    parser.add_argument("--num-draft-tokens", type=int, default=3)
+    parser.add_argument("--num-draft-tokens", type=int, default=4)
     parser.add_argument("--no-mlx-vlm", action="store_true", help="skip mlx_vlm.server")
     parser.add_argument("--timeout", type=float, default=600.0)
     args = parser.parse_args(argv)
     folder = args.model.resolve()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    t = args.timeout
+    t, n, alias = args.timeout, args.streams, folder.name
+    chats = conversations(args.requests)
 
     def serve(http: int, *flags: str) -> list[str]:
         return [
@@ -100,108 +151,102 @@ def main(argv: Sequence[str] | None = None) -> int:
             "--grpc-port",
             str(free_port()),
             "--max-batch-size",
-            str(max(8, args.streams)),
+            str(max(8, n)),
             "--num-draft-tokens",
             str(args.num_draft_tokens),
             "--no-prompt-cache-disk",
             *flags,
         ]
 
-    mtp_port, plain_port, vlm_port = free_port(), free_port(), free_port()
-    bases = {
-        "mtp": f"http://127.0.0.1:{mtp_port}",
-        "plain": f"http://127.0.0.1:{plain_port}",
-        "mlx_vlm": f"http://127.0.0.1:{vlm_port}",
-    }
-    vlm_argv = [
-        sys.executable,
-        "-m",
-        "mlx_vlm.server",
-        "--model",
-        str(folder),
-        "--draft-model",
-        str(folder),
-        "--draft-kind",
-        "mtp",
-        "--port",
-        str(vlm_port),
-        "--host",
-        "127.0.0.1",
-    ]
-    alias = folder.name
-    figures: dict[str, list[float]] = {}
+    ports = {"mtp": free_port(), "off": free_port(), "mlx_vlm": free_port()}
+    base = {k: f"http://127.0.0.1:{p}" for k, p in ports.items()}
+    tallies: dict[str, Tally] = {}
 
-    def record(name: str, value: float) -> None:
-        figures.setdefault(name, []).append(value)
-        print(f"  {name}: {value:.1f} tok/s", flush=True)
+    def tally(name: str) -> Tally:
+        return tallies.setdefault(name, Tally())
 
+    started = time.strftime("%H:%M")
+    load_before = load_average()
     with (
-        server_process("mtp", serve(mtp_port), env) as mtp,
-        server_process("plain", serve(plain_port, "--no-mtp"), env) as plain,
+        server_process("mtp", serve(ports["mtp"]), env) as mtp,
+        server_process("off", serve(ports["off"], "--speculative", "off"), env) as off,
     ):
-        wait_ours(mtp, mtp_port, t)
-        wait_ours(plain, plain_port, t)
-        # Warm both (first requests compile and fill the prompt cache's structures).
-        for base in (bases["mtp"], bases["plain"]):
-            _one("ours", base, ours_body(alias, PROMPTS[0], 8), t)
-        for r in range(args.repeats):
-            text = PROMPTS[r % len(PROMPTS)]
-            order = ("mtp", "plain") if r % 2 == 0 else ("plain", "mtp")
-            for which in order:
-                greedy = ours_body(alias, text, args.tokens)
-                record(f"{which}.greedy.1", _one("ours", bases[which], greedy, t))
-                sampled = ours_body(alias, text, args.tokens, temperature=0.7, seed=r)
-                record(f"{which}.t07.1", _one("ours", bases[which], sampled, t))
-                bodies = [
-                    ours_body(alias, PROMPTS[(r + i) % len(PROMPTS)], args.tokens)
-                    for i in range(args.streams)
-                ]
-                pid = (mtp if which == "mtp" else plain).pid
-                run = asyncio.run(run_concurrent("ours", bases[which], bodies, t, pid))
-                record(f"{which}.greedy.{args.streams}", run.decode_tps)
+        wait_ours(mtp, ports["mtp"], t)
+        wait_ours(off, ports["off"], t)
+        for which in ("mtp", "off"):  # warm: the first requests build what later ones reuse
+            one("ours", base[which], ours(alias, chats[0], 8, 0.0), t)
+        for temperature, label in ((0.0, "greedy"), (0.7, "t07")):
+            for i, chat in enumerate(chats):
+                order = ("mtp", "off") if i % 2 == 0 else ("off", "mtp")
+                for which in order:
+                    body = ours(alias, chat, args.tokens, temperature)
+                    tally(f"{which}.{label}.1").add(one("ours", base[which], body, t))
+        for r in range(max(1, args.requests // n)):
+            group = [chats[(r * n + i) % len(chats)] for i in range(n)]
+            for which in ("mtp", "off") if r % 2 == 0 else ("off", "mtp"):
+                bodies = [ours(alias, chat, args.tokens, 0.0) for chat in group]
+                pid = (mtp if which == "mtp" else off).pid
+                run = asyncio.run(run_concurrent("ours", base[which], bodies, t, pid))
+                window = run.decode_window
+                agg = tally(f"{which}.greedy.{n}")
+                agg.tokens += sum(max(0, k - 1) for k in run.tokens)
+                agg.seconds += window
+                agg.requests += len(bodies)
     if not args.no_mlx_vlm:
+        vlm_argv = [
+            sys.executable,
+            "-m",
+            "mlx_vlm.server",
+            "--model",
+            str(folder),
+            "--draft-model",
+            str(folder),
+            "--draft-kind",
+            "mtp",
+            "--port",
+            str(ports["mlx_vlm"]),
+            "--host",
+            "127.0.0.1",
+        ]
         with (
-            server_process("mtp", serve(mtp_port), env) as mtp,
+            server_process("mtp", serve(ports["mtp"]), env) as mtp,
             server_process("mlx_vlm", vlm_argv, env) as vlm,
         ):
-            wait_ours(mtp, mtp_port, t)
-            wait_mlx_lm(vlm, vlm_port, t)
-            _one("ours", bases["mtp"], ours_body(alias, PROMPTS[0], 8), t)
-            _one("mlx_vlm", bases["mlx_vlm"], mlx_lm_body(PROMPTS[0], 8), t)
-            for r in range(args.repeats):
-                text = PROMPTS[r % len(PROMPTS)]
-                bodies_by = {
-                    "ours": ("ours", bases["mtp"], ours_body(alias, text, args.tokens)),
-                    "mlx_vlm": ("mlx_vlm", bases["mlx_vlm"], mlx_lm_body(text, args.tokens)),
-                }
-                names = ["ours", "mlx_vlm"] if r % 2 == 0 else ["mlx_vlm", "ours"]
-                for name in names:
-                    kind, base, body = bodies_by[name]
-                    record(f"side.{name}.greedy.1", _one(kind, base, body, t))
-    m = {name: _median(values) for name, values in figures.items()}
-    n = args.streams
-    print(f"\nmodel {folder}, {args.tokens} tokens/request, load {load_average():.2f}")
+            wait_ours(mtp, ports["mtp"], t)
+            wait_vlm(vlm, ports["mlx_vlm"], folder, t)
+            one("ours", base["mtp"], ours(alias, chats[0], 8, 0.0), t)
+            one("mlx_vlm", base["mlx_vlm"], theirs(folder, chats[0], 8, 0.0), t)
+            for i, chat in enumerate(chats):
+                mine = ours(alias, chat, args.tokens, 0.0)
+                other = theirs(folder, chat, args.tokens, 0.0)
+                runs = [
+                    ("side.ours", "ours", base["mtp"], mine),
+                    ("side.mlx_vlm", "mlx_vlm", base["mlx_vlm"], other),
+                ]
+                for name, kind, url, body in runs if i % 2 == 0 else runs[::-1]:
+                    tally(name).add(one(kind, url, body, t))
+    rates = {name: tt.rate for name, tt in tallies.items()}
+    for name, tt in sorted(tallies.items()):
+        print(f"  {name}: {tt.tokens} tokens in {tt.seconds:.2f}s over {tt.requests} requests")
+    print(
+        f"\nmodel {folder.name}, {len(chats)} conversations, <= {args.tokens} tokens each, "
+        f"started {started}, load {load_before:.2f} before, {load_average():.2f} after"
+    )
     rows = [
-        ("1 stream greedy, MTP vs none", m["mtp.greedy.1"], m["plain.greedy.1"], 1.5),
-        ("1 stream t=0.7, MTP vs none", m["mtp.t07.1"], m["plain.t07.1"], 1.3),
-        (f"{n} streams greedy, MTP vs none", m[f"mtp.greedy.{n}"], m[f"plain.greedy.{n}"], 1.0),
+        ("1 stream greedy, MTP vs no drafting", "mtp.greedy.1", "off.greedy.1", 1.5),
+        ("1 stream t=0.7, MTP vs no drafting", "mtp.t07.1", "off.t07.1", 1.3),
+        (f"{n} streams greedy, MTP vs no drafting", f"mtp.greedy.{n}", f"off.greedy.{n}", 1.0),
     ]
     if not args.no_mlx_vlm:
-        rows.append(
-            (
-                "1 stream greedy, ours vs mlx_vlm.server",
-                m["side.ours.greedy.1"],
-                m["side.mlx_vlm.greedy.1"],
-                1.0,
-            )
-        )
+        rows.append(("1 stream greedy, ours vs mlx_vlm.server", "side.ours", "side.mlx_vlm", 1.0))
     summary = []
     for label, a, b, goal in rows:
-        ratio = _ratio(a, b)
+        ratio = rates[a] / rates[b] if rates[b] > 0 else float("nan")
         verdict = "meets" if ratio >= goal else "MISSES"
-        print(f"{label:<44}{a:>9.1f} vs {b:>9.1f} tok/s  {ratio:5.2f}x  ({verdict} {goal}x)")
-        summary.append(f"{label.replace(' ', '_')}={ratio:.2f}")
-    print("bench: " + " ".join(summary), f"time={time.strftime('%H:%M')}")
+        figures = f"{rates[a]:>8.1f} vs {rates[b]:>8.1f} tok/s {ratio:5.2f}x"
+        print(f"{label:<44}{figures} ({verdict} {goal}x)")
+        summary.append(f"{label.replace(' ', '_').replace(',', '')}={ratio:.2f}")
+    print("bench: " + " ".join(summary))
     return 0
 
 

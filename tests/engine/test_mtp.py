@@ -234,3 +234,27 @@ async def test_drafts_kept_whole_or_in_part_leave_the_output_unchanged(
     )
     assert fast == plain
     assert stats.draft_tokens > stats.accepted_tokens > stats.verify_steps > 0
+
+
+TRAINED = Path(__file__).resolve().parents[2] / "service" / "assets" / "tiny-qwen35-mtp"
+
+
+async def test_the_trained_head_keeps_the_output_and_most_of_its_drafts() -> None:
+    """The trained tiny Qwen3.5 (service/assets/tiny-qwen35-mtp, a VLM as Qwen3.5 ships, its
+    head trained on its own continuations): greedy output identical with its head drafting
+    and without, four at once and alone, and many of its drafts kept (real acceptance, so
+    whole drafts and partial ones both occur)."""
+    from training.tiny_chat.data import eval_prompts
+
+    loaded = load_vision_model(TRAINED, "tiny")
+    chats = [p.messages for b in ("echo", "think") for p in eval_prompts(b, 2)]
+    render = loaded.tokenizer.apply_chat_template
+    texts = [render(c, add_generation_prompt=True, tokenize=False) for c in chats]
+    requests = greedy(texts, 32)
+    run: dict[str, Any] = {"engine": "batch", "loader": lambda p: load_vision_model(p, "tiny")}
+    plain, _ = await generate(TRAINED, requests, speculative="off", **run)
+    fast, stats = await generate(TRAINED, requests, speculative="ngram", **run)
+    assert fast == plain
+    assert stats.accepted_tokens >= 0.3 * stats.draft_tokens > 0
+    (single,), alone = await generate(TRAINED, requests[:1], speculative="ngram", **run)
+    assert single == plain[0] and alone.accepted_tokens > 0
