@@ -2,8 +2,8 @@
 and the gRPC status-code table of docs/api/grpc.md (a region between two markers).
 
 Run `python -m tools.gen_docs` after changing a flag in `service/flags.py` or a row of an error
-table (`service/errors.py`, `http_facade/kit/errors.py`); a test and `mkdocs build --strict` (the hook
-tools/mkdocs_hooks.py) fail while the committed text is stale.
+table (`service/errors.py`, `http_facade/kit/errors.py`); a test and `mkdocs build --strict`
+(the hook tools/mkdocs_hooks.py) fail while the committed text is stale.
 """
 
 from __future__ import annotations
