@@ -7,7 +7,7 @@ BUF := npx --yes @bufbuild/buf@$(BUF_VERSION)
 # shallow or without tags). Compare against a tag instead: make lint BREAKING_AGAINST='.git#tag=v0.2.0'
 BREAKING_AGAINST ?= contract/v0.1.1.binpb
 
-.PHONY: setup serve test test-redis lint docs proto model model-gpt-oss bench bench-overhead bench-stores bench-structured contract-baseline
+.PHONY: setup serve test test-redis lint docs proto model model-gpt-oss model-qwen35-mtp bench bench-overhead bench-stores bench-structured contract-baseline
 
 $(VENV)/.installed: pyproject.toml tools/setup.sh tools/mlx_backend.py
 	bash tools/setup.sh
@@ -56,6 +56,20 @@ model: setup  ## retrain the bundled tiny chat model (service/assets/tiny-chat),
 
 model-gpt-oss: setup  ## retrain the tiny gpt-oss (service/assets/tiny-gpt-oss): harmony, ~15 min of CPU
 	nice -n 15 $(PY) -m training.tiny_harmony.train --out service/assets/tiny-gpt-oss --stop-after 741 --cpu-seconds 100000 --wall-seconds 100000
+
+# The tiny Qwen3.5 for speculative decoding (training/tiny_drafter): tiny-chat grafted into a
+# Qwen3.5 hybrid and fine-tuned, then its own MTP head and an EAGLE-3 drafter trained on its own
+# generations. ~7 + 19 + 28 min wall under nice -n 15 on the shared 2 cores (load 18-30).
+QWEN35 := build/tiny-qwen35
+model-qwen35-mtp: setup  ## retrain service/assets/tiny-qwen35-mtp (+ its MTP head) and tiny-qwen35-eagle3
+	rm -rf $(QWEN35)
+	nice -n 15 $(PY) -m training.tiny_drafter.target --out $(QWEN35)/target --steps 120 --lr 1.5e-4 --new-scale 0.5 --max-len 200
+	nice -n 15 $(PY) -m training.tiny_drafter.mtp --target $(QWEN35)/target --data $(QWEN35)/own.json --prompts 160 --max-tokens 96 --steps 150 --context 48
+	nice -n 15 $(PY) -m training.tiny_drafter.eagle3 --target $(QWEN35)/target --out $(QWEN35)/eagle3 --data $(QWEN35)/own.json --steps 300 --context 160
+	rm -rf service/assets/tiny-qwen35-mtp service/assets/tiny-qwen35-eagle3
+	cp -r $(QWEN35)/target service/assets/tiny-qwen35-mtp
+	cp -r $(QWEN35)/eagle3 service/assets/tiny-qwen35-eagle3
+	$(PY) -m training.tiny_drafter.measure --target service/assets/tiny-qwen35-mtp
 
 bench: setup  ## performance benchmark (prints figures; not a test)
 	$(PY) tests/benchmarks/bench_serving.py $(ARGS)

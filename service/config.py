@@ -74,6 +74,7 @@ class Settings:
     blas: str = F.BLAS.default
     speculative: str = F.SPECULATIVE.default
     num_draft_tokens: int = F.NUM_DRAFT_TOKENS.default
+    no_mtp: bool = F.NO_MTP.default
     draft_model: Path | None = F.DRAFT_MODEL.default
     kv_bits: int | None = F.KV_BITS.default
     # None: the device's default (flags.prefill_for_device, resolved by the engine)

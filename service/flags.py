@@ -516,12 +516,15 @@ DEFAULT_MAX_OUTPUT_TOKENS = Flag(
 SPECULATIVE = Flag(
     "--speculative",
     "speculative",
-    "off",
+    "ngram",
     "speculative decoding: ngram drafts from the context (prompt lookup), draft from "
-    "--draft-model; greedy output is unchanged and sampled output keeps its distribution "
-    "(a seeded request's tokens are unchanged with ngram)",
+    "--draft-model, off (none) for neither; greedy output is unchanged and sampled output keeps "
+    "its distribution (a seeded request's tokens are unchanged with ngram); each sequence's "
+    "draft length follows what its drafts keep, and drafting steps aside where it would cost "
+    "more than it saves",
     CORE_SIDE,
-    choices=("off", "ngram", "draft"),
+    env="MLX_RESPONSES_SPECULATIVE",
+    choices=("off", "none", "ngram", "draft"),
 )
 DRAFT_MODEL = Flag(
     "--draft-model",
@@ -533,11 +536,23 @@ DRAFT_MODEL = Flag(
     type=Path,
     shown_default="none",
 )
+NO_MTP = Flag(
+    "--no-mtp",
+    "no_mtp",
+    False,
+    "do not draft with the checkpoint's own multi-token-prediction head (its mtp.* weights: "
+    "Qwen3.5's); by default a model that ships one drafts with it in place of --speculative "
+    "ngram's drafts (--speculative off or draft: not either)",
+    CORE_SIDE,
+    env="MLX_RESPONSES_NO_MTP",
+    type=None,
+    action="store_true",
+)
 NUM_DRAFT_TOKENS = Flag(
     "--num-draft-tokens",
     "num_draft_tokens",
     4,
-    "most tokens drafted per sequence and step when --speculative is on",
+    "most tokens drafted per sequence and step (each sequence's draft length adapts below it)",
     CORE_SIDE,
     type=int,
 )
@@ -864,6 +879,7 @@ FLAGS: tuple[Flag[Any], ...] = (
     DEFAULT_MAX_OUTPUT_TOKENS,
     SPECULATIVE,
     DRAFT_MODEL,
+    NO_MTP,
     NUM_DRAFT_TOKENS,
     KV_BITS,
     MAX_PREFILL_TOKENS_PER_STEP,

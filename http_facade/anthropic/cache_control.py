@@ -24,8 +24,6 @@ from typing import Any
 from mlx_responses.http_facade.kit.cache_hints import TTL_SECONDS, max_ttl
 from mlx_responses.http_facade.kit.errors import invalid
 
-from mlx_responses.v1 import responses_pb2 as pb
-
 TTLS = ("5m", "1h")
 
 
@@ -69,15 +67,3 @@ def ttl_of(block: dict[str, Any]) -> int | None:
 def _ttl(value: Any) -> int | None:
     ttl = value.get("ttl") if isinstance(value, dict) else None
     return TTL_SECONDS[ttl] if isinstance(ttl, str) else None
-
-
-def input_point(item: int, chars: int | None = None, ttl: int | None = None) -> pb.CacheBreakpoint:
-    """After `input[item]` (after its first `chars` characters of text, for a message); `ttl`:
-    its entry's lifetime in seconds, if stated."""
-    point = pb.InputPoint(item=item)
-    if chars is not None:
-        point.chars = chars
-    mark = pb.CacheBreakpoint(input=point)
-    if ttl is not None:
-        mark.ttl_seconds = ttl
-    return mark

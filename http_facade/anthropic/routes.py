@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 from aiohttp import web
 from mlx_responses.http_facade.anthropic.from_proto import message_json
-from mlx_responses.http_facade.anthropic.stream import MessageEvents
+from mlx_responses.http_facade.anthropic.stream import MessageFrames
 from mlx_responses.http_facade.anthropic.to_proto import anthropic_media, messages_from_json
-from mlx_responses.http_facade.kit.errors import OpenAIError, anthropic_error_body
+from mlx_responses.http_facade.kit.errors import OpenAIError
 from mlx_responses.http_facade.kit.relay import ChoiceStreams
 from mlx_responses.http_facade.kit.requests import read_json, routed
-from mlx_responses.http_facade.kit.sse import SSE_HEADERS, frame
+from mlx_responses.http_facade.kit.sse import write_stream
 
 log = logging.getLogger(__name__)
 
@@ -34,19 +33,7 @@ async def create_message(request: web.Request) -> web.StreamResponse:
             await streams.open()
         except OpenAIError as error:
             raise media.rename(error, params) from None
-        renderer = MessageEvents()
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        await response.prepare(request)
-        try:
-            async with contextlib.aclosing(streams.events(request)) as events:
-                async for _, batch in events:
-                    payloads = [p for event in batch for p in renderer.feed(event)]
-                    await response.write(b"".join(frame(p) for p in payloads))
-        except OpenAIError as error:
-            log.error("messages stream broke: %s", error.message)
-            await response.write(frame(anthropic_error_body(error)))
-        await response.write_eof()
-        return response
+        return await write_stream(request, streams.events(request), MessageFrames())
     finally:
         streams.cancel()
 

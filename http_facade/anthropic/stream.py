@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlx_responses.http_facade.anthropic.from_proto import message_id, stop_reason, usage_json
+from mlx_responses.http_facade.kit.errors import OpenAIError, anthropic_error_body
+from mlx_responses.http_facade.kit.sse import frame
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -117,3 +119,23 @@ class MessageEvents:
             out.append({"type": "content_block_delta", "index": index, "delta": delta})
         out.append({"type": "content_block_stop", "index": index})
         return out
+
+
+@dataclass
+class MessageFrames:
+    """A Messages stream's frames (kit/sse.py writes them); a broken stream ends with an
+    Anthropic `error` event."""
+
+    events: MessageEvents = field(default_factory=MessageEvents)
+
+    def head(self) -> bytes:
+        return b""
+
+    def frames(self, index: int, event: ev.ResponseEvent) -> bytes:
+        return b"".join(frame(p) for p in self.events.feed(event))
+
+    def tail(self) -> bytes:
+        return b""
+
+    def broken(self, error: OpenAIError) -> bytes:
+        return frame(anthropic_error_body(error))

@@ -1,13 +1,17 @@
-"""Decodes an Anthropic Messages body into CreateResponseParams (the same items as Responses)."""
+"""Decodes an Anthropic Messages body (anthropic/protocol.py declares it) into
+CreateResponseParams, the same items as Responses; the structured fields by hand."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from mlx_responses.http_facade.anthropic.cache_control import input_point, marked, ttl_of
-from mlx_responses.http_facade.kit.decode import expect, flag, integer, lookup, number
+from mlx_responses.http_facade.anthropic.cache_control import marked, ttl_of
+from mlx_responses.http_facade.anthropic.protocol import COUNT_FIELDS, FIELDS, TOOL_CHOICE_MODES
+from mlx_responses.http_facade.kit.cache_hints import input_point
+from mlx_responses.http_facade.kit.decode import expect, flag, integer, lookup
 from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.fields import fill, read, required
 from mlx_responses.http_facade.kit.keep_alive import read_keep_alive
 from mlx_responses.http_facade.kit.media import MediaPaths, url_image
 from mlx_responses.http_facade.kit.sampling import stop_sequences, template_kwargs
@@ -16,11 +20,6 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 # Block types that carry media other than images (`image` blocks reach the core as input_image).
 MEDIA_BLOCKS = {"document", "search_result", "container_upload"}
-TOOL_CHOICE_MODES = {
-    "auto": pb.TOOL_CHOICE_MODE_AUTO,
-    "any": pb.TOOL_CHOICE_MODE_REQUIRED,
-    "none": pb.TOOL_CHOICE_MODE_NONE,
-}
 # NOTE: Claude Code (2.1) sends `system` messages inside `messages` too; they render in place.
 MESSAGE_ROLES = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT, "system": pb.ROLE_SYSTEM}
 # Anthropic's image source media types (its API refuses any other).
@@ -272,7 +271,7 @@ def _tools(value: Any, breakpoints: list[pb.CacheBreakpoint]) -> list[pb.Tool]:
     return tools
 
 
-def tool_choice(value: Any, params: pb.CreateResponseParams) -> None:
+def _tool_choice(value: Any, params: pb.CreateResponseParams) -> None:
     expect(value, dict, "tool_choice", "an object")
     kind = value.get("type")
     if kind == "tool":
@@ -328,37 +327,24 @@ def _thinking(value: Any, params: pb.CreateResponseParams) -> bool | None:
 def messages_from_json(
     body: Any, *, count_only: bool = False, media: MediaPaths | None = None
 ) -> pb.CreateResponseParams:
-    """A Messages (or count_tokens) body as CreateResponseParams; unknown fields are ignored.
-    `media`, if given, learns where the request's images stood."""
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.", None, "invalid_type")
-    required = ("model", "messages") if count_only else ("model", "messages", "max_tokens")
-    for name in required:
-        if body.get(name) is None:
-            raise invalid(f"{name}: Field required", name, "missing_required_parameter")
-    params = pb.CreateResponseParams(
-        model=expect(body["model"], str, "model", "a string"), store=False
-    )
+    """A Messages (or count_tokens) body (anthropic/protocol.py declares them) as
+    CreateResponseParams; unknown fields are ignored. `media`, if given, learns where the
+    request's images stood."""
+    fields = COUNT_FIELDS if count_only else FIELDS
+    body = required(fields, body, "{}: Field required")
+    values = read(fields, body)
+    params = pb.CreateResponseParams(store=False)
+    fill(fields, values, params)
     breakpoints: list[pb.CacheBreakpoint] = []
     media = media if media is not None else anthropic_media()
     params.input.extend(messages_to_items(body, media, breakpoints))
-    if body.get("max_tokens") is not None:
-        cap = integer(body["max_tokens"], "max_tokens")
-        if cap < 1:
-            raise invalid("max_tokens: must be at least 1.", "max_tokens", "invalid_value")
-        params.max_output_tokens = cap
     if body.get("stop_sequences") is not None:
         params.stop.extend(stop_sequences(body["stop_sequences"], "stop_sequences"))
-    for key in ("temperature", "top_p"):
-        if body.get(key) is not None:
-            setattr(params, key, number(body[key], key))
-    if body.get("top_k") is not None:
-        params.top_k = integer(body["top_k"], "top_k", 2**31 - 1)
     if body.get("tools") is not None:
         params.tools.extend(_tools(body["tools"], breakpoints))
     params.cache_breakpoints.extend(breakpoints)
     if body.get("tool_choice") is not None:
-        tool_choice(body["tool_choice"], params)
+        _tool_choice(body["tool_choice"], params)
     thinking = _thinking(body["thinking"], params) if body.get("thinking") is not None else None
     kwargs = template_kwargs(body, enable_thinking=thinking)
     if kwargs is not None:
@@ -368,7 +354,7 @@ def messages_from_json(
         expect(metadata, dict, "metadata", "an object")
         if metadata.get("user_id") is not None:
             params.user = expect(metadata["user_id"], str, "metadata.user_id", "a string")
-    params.stream = flag(body, "stream")
+    params.stream = bool(values.get("stream"))
     read_keep_alive(body, params)
     return params
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mlx_responses.http_facade.kit.cache_hints import LIFETIME_FIELDS
 from mlx_responses.http_facade.kit.decode import INT32_MAX
-from mlx_responses.http_facade.kit.fields import Field
+from mlx_responses.http_facade.kit.fields import Field, Fields
 from mlx_responses.http_facade.kit.openapi import (
     BOOLEAN,
     OBJECT,
@@ -16,11 +16,11 @@ from mlx_responses.http_facade.kit.openapi import (
 )
 from mlx_responses.http_facade.kit.sampling import (
     MODEL,
+    OPENAI_SCALARS,
     SAMPLING,
     STREAM,
     STREAM_OPTIONS,
     TEMPLATE_KWARGS,
-    USER,
     N,
 )
 from mlx_responses.http_facade.kit.tools import function_tool_schema, tool_choice_schema
@@ -91,7 +91,7 @@ response_format = {
     ]
 }
 
-FIELDS = (
+FIELDS = Fields(
     MODEL,
     Field(
         "messages",
@@ -100,15 +100,7 @@ FIELDS = (
         required=True,
         schema={**array(message), "minItems": 1},
     ),
-    USER,
-    Field("safety_identifier", "string", "An id of the end user, recorded.", "safety_identifier"),
-    Field(
-        "prompt_cache_key", "string", "Routes and names a shared prompt prefix.", "prompt_cache_key"
-    ),
-    Field("service_tier", "string", "Echoed.", "service_tier"),
-    Field(
-        "parallel_tool_calls", "boolean", "Several tool calls in one turn.", "parallel_tool_calls"
-    ),
+    *OPENAI_SCALARS,
     Field(
         "tools", "tools", "Function tools the model may call.", schema=array(function_tool_schema())
     ),

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 from aiohttp import web
-from mlx_responses.http_facade.chat.from_proto import chat_id, completion_json, usage_json
-from mlx_responses.http_facade.chat.stream import ChoiceChunker
+from mlx_responses.http_facade.chat.from_proto import chat_id, completion_json
+from mlx_responses.http_facade.chat.stream import ChatFrames, ChoiceChunker
 from mlx_responses.http_facade.chat.to_proto import ChatRequest, chat_from_json
 from mlx_responses.http_facade.kit.errors import FALLBACK, OpenAIError
 from mlx_responses.http_facade.kit.relay import ChoiceStreams, choice_params, create_all
 from mlx_responses.http_facade.kit.requests import read_json, routed
-from mlx_responses.http_facade.kit.sse import SSE_HEADERS, data_frame
+from mlx_responses.http_facade.kit.sse import write_stream
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -55,27 +54,8 @@ async def stream_chat(
             ChoiceChunker(chat_id(opening.id), opening.created_at, opening.model, i, chat.logprobs)
             for i in range(chat.n)
         ]
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        await response.prepare(request)
-        try:
-            async with contextlib.aclosing(streams.events(request)) as events:
-                async for index, batch in events:
-                    chunks = [c for event in batch for c in chunkers[index].feed(event)]
-                    await response.write(b"".join(data_frame(c) for c in chunks))
-        except OpenAIError as error:
-            # The SDK raises on a `data` payload with a top-level `error`.
-            log.error("chat stream broke: %s", error.message)
-            await response.write(data_frame(error.body()))
-            await response.write_eof()
-            return response
-        finals = [c.final for c in chunkers if c.final is not None]
-        if chat.include_usage and finals:
-            usage = chunkers[0].chunk({})
-            usage.update(choices=[], usage=usage_json(finals))
-            await response.write(data_frame(usage))
-        await response.write(data_frame("[DONE]"))
-        await response.write_eof()
-        return response
+        render = ChatFrames(chunkers, chat.include_usage)
+        return await write_stream(request, streams.events(request), render)
     finally:
         streams.cancel()
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlx_responses.http_facade.chat.from_proto import SYSTEM_FINGERPRINT, logprob_json
+from mlx_responses.http_facade.chat.from_proto import SYSTEM_FINGERPRINT, logprob_json, usage_json
+from mlx_responses.http_facade.kit.errors import OpenAIError
 from mlx_responses.http_facade.kit.finish import finish_reason
+from mlx_responses.http_facade.kit.sse import data_frame
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -84,3 +86,31 @@ class ChoiceChunker:
             self.final = event.snapshot.response
             out.append(self.chunk({}, finish_reason=finish_reason(self.final)))
         return out
+
+
+@dataclass
+class ChatFrames:
+    """A chat stream's frames (kit/sse.py writes them): each choice's chunks, then the usage
+    chunk (when asked) and `[DONE]`; a broken stream ends with the error (the SDK raises on a
+    `data` payload with a top-level `error`)."""
+
+    chunkers: list[ChoiceChunker]
+    include_usage: bool = False
+
+    def head(self) -> bytes:
+        return b""
+
+    def frames(self, index: int, event: ev.ResponseEvent) -> bytes:
+        return b"".join(data_frame(c) for c in self.chunkers[index].feed(event))
+
+    def tail(self) -> bytes:
+        finals = [c.final for c in self.chunkers if c.final is not None]
+        out = b""
+        if self.include_usage and finals:
+            usage = self.chunkers[0].chunk({})
+            usage.update(choices=[], usage=usage_json(finals))
+            out = data_frame(usage)
+        return out + data_frame("[DONE]")
+
+    def broken(self, error: OpenAIError) -> bytes:
+        return data_frame(error.body())

@@ -244,8 +244,8 @@ def chat_from_json(body: Any) -> ChatRequest:
         chat_breakpoints(body["messages"], lambda m: messages_to_items(m, chat_media()))
     )
     lifetimes(body, params)
-    params.stream = bool(values["stream"])
-    cap = values["max_completion_tokens"] or values["max_tokens"]
+    params.stream = bool(values.get("stream"))
+    cap = values.get("max_completion_tokens") or values.get("max_tokens")
     if cap is not None:
         params.max_output_tokens = cap
     stop_and_keep_alive(body, params)
@@ -255,20 +255,21 @@ def chat_from_json(body: Any) -> ChatRequest:
         params.tool_choice.CopyFrom(tool_choice(body["tool_choice"]))
     if body.get("response_format") is not None:
         params.text.CopyFrom(response_format(body["response_format"]))
-    logprobs = bool(values["logprobs"])
-    if values["top_logprobs"] is not None:
+    logprobs = bool(values.get("logprobs"))
+    top = values.get("top_logprobs")
+    if top is not None:
         if not logprobs:
             raise invalid("'top_logprobs' requires 'logprobs' to be true.", "top_logprobs")
-        params.top_logprobs = values["top_logprobs"]
+        params.top_logprobs = top
     if logprobs:
         params.include.append(LOGPROBS_INCLUDE)
-    effort = values["reasoning_effort"]
+    effort = values.get("reasoning_effort")
     if effort is not None:
         params.reasoning.effort = effort
     kwargs = template_kwargs(body, reasoning_effort=effort)
     if kwargs is not None:
         params.chat_template_kwargs_json = kwargs
-    return ChatRequest(params, values["n"] or 1, logprobs, include_usage(body), media)
+    return ChatRequest(params, values.get("n") or 1, logprobs, include_usage(body), media)
 
 
 def chat_image(part: dict[str, Any], where: str, paths: MediaPaths) -> pb.ContentPart:

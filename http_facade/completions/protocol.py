@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlx_responses.http_facade.kit.fields import Field
+from mlx_responses.http_facade.kit.fields import Field, Fields
 from mlx_responses.http_facade.kit.openapi import array
 from mlx_responses.http_facade.kit.sampling import (
     MAX_N,
@@ -19,7 +19,7 @@ MAX_LOGPROBS = 5
 MAX_PROMPTS = 16
 PROMPT = {"type": "string", "minLength": 1}
 
-FIELDS = (
+FIELDS = Fields(
     MODEL,
     Field(
         "prompt",

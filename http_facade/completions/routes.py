@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -18,7 +18,7 @@ from mlx_responses.http_facade.kit.errors import OpenAIError
 from mlx_responses.http_facade.kit.finish import finish_reason
 from mlx_responses.http_facade.kit.relay import ChoiceStreams, choice_params, create_all
 from mlx_responses.http_facade.kit.requests import read_json, routed
-from mlx_responses.http_facade.kit.sse import SSE_HEADERS, data_frame
+from mlx_responses.http_facade.kit.sse import data_frame, write_stream
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -57,49 +57,62 @@ def _chunk(opening: pb.Response, index: int, text: str, **extra: Any) -> dict[st
     }
 
 
+@dataclass
+class CompletionFrames:
+    """A legacy completions stream's frames (kit/sse.py writes them): the echoed prompts, each
+    choice's text deltas and finish, then the usage chunk (when asked) and `[DONE]`."""
+
+    opening: pb.Response
+    req: CompletionRequest
+    texts: list[str]
+    choices: int
+    finals: dict[int, pb.Response] = field(default_factory=dict)
+    offsets: dict[int, int] = field(default_factory=dict)
+
+    def head(self) -> bytes:
+        if not self.req.echo:
+            return b""
+        n = self.req.n
+        return b"".join(
+            data_frame(_chunk(self.opening, i, self.texts[i // n])) for i in range(self.choices)
+        )
+
+    def frames(self, index: int, event: ev.ResponseEvent) -> bytes:
+        if event.type == ev.EVENT_TYPE_OUTPUT_TEXT_DELTA and event.text_delta.delta:
+            delta = event.text_delta
+            extra = {}
+            offset = self.offsets.get(index, 0)
+            if self.req.logprobs is not None:
+                extra["logprobs"] = logprobs_json(delta.logprobs, offset)
+            self.offsets[index] = offset + len(delta.delta)
+            return data_frame(_chunk(self.opening, index, delta.delta, **extra))
+        if event.type in TERMINAL:
+            self.finals[index] = event.snapshot.response
+            reason = finish_reason(self.finals[index])
+            return data_frame(_chunk(self.opening, index, "", finish_reason=reason))
+        return b""
+
+    def tail(self) -> bytes:
+        out = b""
+        if self.req.include_usage and self.finals:
+            usage = _chunk(self.opening, 0, "")
+            ordered = [self.finals[i] for i in sorted(self.finals)]
+            usage.update(choices=[], usage=usage_json(ordered, self.req.n))
+            out = data_frame(usage)
+        return out + data_frame("[DONE]")
+
+    def broken(self, error: OpenAIError) -> bytes:
+        return data_frame(error.body())
+
+
 async def _stream(
     request: web.Request, streams: ChoiceStreams, req: CompletionRequest, texts: list[str]
 ) -> web.StreamResponse:
     try:
         await streams.open()
         opening = next(e.snapshot.response for e in streams.firsts[0] if e.HasField("snapshot"))
-        finals: dict[int, pb.Response] = {}
-        offsets = dict.fromkeys(range(len(streams.streams)), 0)
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        await response.prepare(request)
-        if req.echo:
-            for index in offsets:
-                await response.write(data_frame(_chunk(opening, index, texts[index // req.n])))
-        try:
-            async with contextlib.aclosing(streams.events(request)) as events:
-                async for index, batch in events:
-                    out = b""
-                    for event in batch:
-                        if event.type == ev.EVENT_TYPE_OUTPUT_TEXT_DELTA and event.text_delta.delta:
-                            delta = event.text_delta
-                            extra = {}
-                            if req.logprobs is not None:
-                                extra["logprobs"] = logprobs_json(delta.logprobs, offsets[index])
-                            offsets[index] += len(delta.delta)
-                            out += data_frame(_chunk(opening, index, delta.delta, **extra))
-                        elif event.type in TERMINAL:
-                            finals[index] = event.snapshot.response
-                            reason = finish_reason(finals[index])
-                            out += data_frame(_chunk(opening, index, "", finish_reason=reason))
-                    await response.write(out)
-        except OpenAIError as error:
-            log.error("completions stream broke: %s", error.message)
-            await response.write(data_frame(error.body()))
-            await response.write_eof()
-            return response
-        if req.include_usage and finals:
-            usage = _chunk(opening, 0, "")
-            ordered = [finals[i] for i in sorted(finals)]
-            usage.update(choices=[], usage=usage_json(ordered, req.n))
-            await response.write(data_frame(usage))
-        await response.write(data_frame("[DONE]"))
-        await response.write_eof()
-        return response
+        render = CompletionFrames(opening, req, texts, len(streams.streams))
+        return await write_stream(request, streams.events(request), render)
     finally:
         streams.cancel()
 

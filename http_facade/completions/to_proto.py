@@ -56,10 +56,10 @@ def completion_from_json(body: Any) -> CompletionRequest:
     """A legacy completions body; unknown fields are ignored."""
     body = required(FIELDS, body, "Missing required parameter: '{}'.")
     values = read(FIELDS, body)
-    n = values["n"] or 1
-    if values["best_of"] is not None and values["best_of"] != n:
+    n = values.get("n") or 1
+    if values.get("best_of") is not None and values.get("best_of") != n:
         raise invalid("'best_of' other than 'n' is not supported.", "best_of", "unsupported_value")
-    logprobs, echo = values["logprobs"], bool(values["echo"])
+    logprobs, echo = values.get("logprobs"), bool(values.get("echo"))
     if logprobs is not None and echo:
         raise invalid(
             "'echo' with 'logprobs' is not supported (no prompt logprobs).",
@@ -72,7 +72,7 @@ def completion_from_json(body: Any) -> CompletionRequest:
     if logprobs is not None:
         base.include.append(LOGPROBS_INCLUDE)
         base.top_logprobs = logprobs
-    base.stream = bool(values["stream"])
+    base.stream = bool(values.get("stream"))
     prompts = []
     for text in _prompts(body["prompt"]):
         params = pb.CreateResponseParams()

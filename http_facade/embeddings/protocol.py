@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlx_responses.http_facade.kit.fields import Field
+from mlx_responses.http_facade.kit.fields import Field, Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import NON_EMPTY_STRING, array, integer
 from mlx_responses.http_facade.kit.sampling import MODEL, USER
@@ -13,7 +13,7 @@ TOKEN_ID_MAX = (1 << 31) - 1
 ENCODING_FORMATS = ("float", "base64")
 TOKEN_IDS = {**array(integer(0, TOKEN_ID_MAX)), "minItems": 1}
 
-FIELDS = (
+FIELDS = Fields(
     MODEL,
     Field(
         "input",

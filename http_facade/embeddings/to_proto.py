@@ -59,11 +59,11 @@ def embeddings_from_json(body: Any) -> EmbeddingsRequest:
     OpenAI's SDKs may send more)."""
     body = required(FIELDS, body, "Missing required parameter: '{}'.")
     values = read(FIELDS, body)
-    if not values["model"]:
+    if not values.get("model"):
         raise invalid("Invalid 'model': expected a non-empty string.", "model", "invalid_type")
     request = em.CreateEmbeddingsRequest(inputs=inputs_from_json(body["input"]))
     fill(FIELDS, values, request)
     keep = keep_alive_from(body)
     if keep is not None:
         request.keep_alive_seconds = keep
-    return EmbeddingsRequest(request, values["encoding_format"] or "float")
+    return EmbeddingsRequest(request, values.get("encoding_format") or "float")

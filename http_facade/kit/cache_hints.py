@@ -77,7 +77,9 @@ def _seconds(ttl: Any) -> int | None:
     return TTL_SECONDS[ttl] if isinstance(ttl, str) else None
 
 
-def _point(item: int, chars: int | None, ttl: int | None = None) -> pb.CacheBreakpoint:
+def input_point(item: int, chars: int | None = None, ttl: int | None = None) -> pb.CacheBreakpoint:
+    """After `input[item]` (after its first `chars` characters of text, for a message); `ttl`:
+    its entry's lifetime in seconds, if stated."""
     point = pb.InputPoint(item=item)
     if chars is not None:
         point.chars = chars
@@ -93,7 +95,7 @@ def input_breakpoints(value: Any) -> list[pb.CacheBreakpoint]:
     if not isinstance(value, list):
         return []
     return [
-        _point(i, chars, ttl)
+        input_point(i, chars, ttl)
         for i, item in enumerate(value)
         if isinstance(item, dict)
         for chars, ttl in _marked(item.get("content"), f"input[{i}].content")
@@ -115,9 +117,9 @@ def chat_breakpoints(
         start = len(items_of(messages[:i])) if i else 0
         end = len(items_of(messages[: i + 1]))
         if message.get("role") in ("system", "developer", "user"):
-            breakpoints += [_point(start, chars, ttl) for chars, ttl in marks]
+            breakpoints += [input_point(start, chars, ttl) for chars, ttl in marks]
         elif end > start:  # an assistant turn with nothing to render makes no item
-            breakpoints.append(_point(end - 1, None, max_ttl([ttl for _, ttl in marks])))
+            breakpoints.append(input_point(end - 1, None, max_ttl([ttl for _, ttl in marks])))
     return breakpoints
 
 

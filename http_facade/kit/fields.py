@@ -24,7 +24,7 @@ TYPES: dict[str, type | tuple[type, ...]] = {
 ARTICLE = {"integer": "an", "object": "an", "array": "an"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Field:
     """One top-level field of a request body; null is taken as absent."""
 
@@ -38,7 +38,14 @@ class Field:
     limit: int = INT64_MAX  # an integer's proto field range (int64 unless narrower)
     enum: tuple[str, ...] = ()
     required: bool = False
-    schema: Schema | None = None  # a structured field: what its hand-written decoder takes
+    # What it takes, where its type does not say it all: a structured field's (its type names
+    # the hand-written decoder that reads it), or a plain field's narrower than its checks.
+    schema: Schema | None = None
+
+    @property
+    def plain(self) -> bool:
+        """Whether `read` checks it (its type is a JSON type, an enum, or null)."""
+        return self.type in TYPES or self.type in ("enum", "null")
 
     def json_schema(self) -> Schema:
         """The field's OpenAPI schema: what `read` takes (and what the core checks after)."""
@@ -66,24 +73,29 @@ class Field:
     def read(self, body: dict[str, Any]) -> Any:
         """The body's value, checked for type, proto range and bounds; None when absent."""
         value = body.get(self.name)
-        if value is None:
-            return None
-        name = self.name
-        if self.type == "integer":
+        return None if value is None else self.check(value)
+
+    def check(self, value: Any) -> Any:
+        """`value` (not null) checked for type, proto range and bounds."""
+        kind, name = self.type, self.name
+        if kind in ("string", "boolean"):
+            if type(value) is not (str if kind == "string" else bool):
+                expect(value, TYPES[kind], name, f"a {kind}")
+            return value
+        if kind == "integer":
             value = integer(value, name, self.limit)
-        elif self.type == "number":
+        elif kind == "number":
             value = number(value, name)
-        elif self.type == "enum":
+        elif kind == "enum":
             if not isinstance(value, str) or value not in self.enum:
                 expected = " or ".join(repr(v) for v in self.enum)
                 raise invalid(
                     f"Invalid '{name}': {value!r}; expected {expected}.", name, "invalid_value"
                 )
-        elif self.type == "null":
+        elif kind == "null":
             raise invalid(f"'{name}' is not supported.", name, "unsupported_value")
-        elif self.schema is None:
-            article = ARTICLE.get(self.type, "a")
-            value = expect(value, TYPES[self.type], name, f"{article} {self.type}")
+        else:
+            value = expect(value, TYPES[kind], name, f"{ARTICLE.get(kind, 'a')} {kind}")
         if self.checked and self._outside(value):
             raise invalid(f"Invalid '{name}': {value}; {self._bounds()}.", name, "invalid_value")
         return value
@@ -99,32 +111,50 @@ class Field:
         return f"must be between {self.minimum} and {self.maximum}"
 
 
+class Fields(tuple[Field, ...]):
+    """A request's fields, in order, indexed by name."""
+
+    def __new__(cls, *fields: Field) -> Fields:
+        return super().__new__(cls, fields)
+
+    def __init__(self, *fields: Field) -> None:
+        self.checks = {f.name: f.check for f in fields if f.plain}
+        self.targets = {f.name: f.to for f in fields if f.plain and f.to is not None}
+        self.required = tuple(f.name for f in fields if f.required)
+
+
 def _admits_null(schema: Schema) -> bool:
     return {"type": "null"} in schema.get("anyOf", ())
 
 
-def required(fields: Iterable[Field], body: Any, missing: str) -> dict[str, Any]:
+def required(fields: Fields, body: Any, missing: str) -> dict[str, Any]:
     """`body` as a JSON object holding every required field (`missing` formats a refusal)."""
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.", None, "invalid_type")
-    for field in fields:
-        if field.required and body.get(field.name) is None:
-            name = field.name
+    for name in fields.required:
+        if body.get(name) is None:
             raise invalid(missing.format(name), name, "missing_required_parameter")
     return body
 
 
-def read(fields: Iterable[Field], body: dict[str, Any]) -> dict[str, Any]:
-    """Each plain field's checked value (None: absent); the structured ones are left to the
-    dialect's hand-written decoders."""
-    return {f.name: f.read(body) for f in fields if f.schema is None}
+def read(fields: Fields, body: dict[str, Any]) -> dict[str, Any]:
+    """The checked value of each plain field the body gives (not null); the structured ones
+    are left to the dialect's hand-written decoders."""
+    checks = fields.checks
+    return {
+        name: checks[name](value)
+        for name, value in body.items()
+        if value is not None and name in checks
+    }
 
 
-def fill(fields: Iterable[Field], values: dict[str, Any], params: Any) -> None:
+def fill(fields: Fields, values: dict[str, Any], params: Any) -> None:
     """Sets `params`' core field of each field that fills one and has a value."""
-    for field in fields:
-        if field.to is not None and values.get(field.name) is not None:
-            setattr(params, field.to, values[field.name])
+    targets = fields.targets
+    for name, value in values.items():
+        to = targets.get(name)
+        if to is not None:
+            setattr(params, to, value)
 
 
 def request_schema(fields: Iterable[Field], description: str, **extra: Any) -> Schema:

@@ -20,6 +20,18 @@ MAX_N = 16
 MODEL = Field("model", "string", "The model to answer.", to="model", required=True)
 STREAM = Field("stream", "boolean", "Whether the answer streams as server-sent events.")
 USER = Field("user", "string", "An id of the end user, recorded with the turn.", to="user")
+# Responses' and Chat's: who asks, which prefix, which tier, how many calls at once.
+OPENAI_SCALARS = (
+    USER,
+    Field("safety_identifier", "string", "An id of the end user, recorded.", "safety_identifier"),
+    Field(
+        "prompt_cache_key", "string", "Routes and names a shared prompt prefix.", "prompt_cache_key"
+    ),
+    Field("service_tier", "string", "Echoed.", "service_tier"),
+    Field(
+        "parallel_tool_calls", "boolean", "Several tool calls in one turn.", "parallel_tool_calls"
+    ),
+)
 N = Field("n", "integer", "How many choices to generate.", minimum=1, maximum=MAX_N)
 STREAM_OPTIONS = Field(
     "stream_options",

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mlx_responses.http_facade.kit.cache_hints import BREAKPOINT_TTLS, LIFETIME_FIELDS
-from mlx_responses.http_facade.kit.decode import INT64_MAX
-from mlx_responses.http_facade.kit.decode import NUMBER as NUMBER_TYPES
-from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
+from mlx_responses.http_facade.kit.cache_hints import BREAKPOINT_TTLS
+from mlx_responses.http_facade.kit.fields import request_schema
 from mlx_responses.http_facade.kit.openapi import (
     BOOLEAN,
     INTEGER,
@@ -22,7 +20,6 @@ from mlx_responses.http_facade.kit.openapi import (
 )
 from mlx_responses.http_facade.kit.openapi import nullable as _nullable
 from mlx_responses.http_facade.kit.openapi import obj as _obj
-from mlx_responses.http_facade.kit.tools import function_tool_schema, tool_choice_schema
 from mlx_responses.http_facade.responses import (
     builtin_items,
     conversations,
@@ -30,42 +27,15 @@ from mlx_responses.http_facade.responses import (
     routes,
     to_proto,
 )
+from mlx_responses.http_facade.responses.protocol import FIELDS, MEDIA_PARTS
 from mlx_responses.service.limits import (
-    MAX_COMPACT_THRESHOLD,
     MAX_ITEMS_PER_CALL,
     MAX_METADATA_KEY,
     MAX_METADATA_PAIRS,
     MAX_METADATA_VALUE,
-    MAX_TOP_LOGPROBS,
-    REASONING_SUMMARIES,
 )
 
 from mlx_responses.v1 import responses_pb2 as pb
-
-
-def _json_type(kind: type | tuple[type, ...]) -> str:
-    return {str: "string", bool: "boolean", int: "integer", NUMBER_TYPES: "number"}[kind]
-
-
-# The ranges the core enforces (service/responses/validation.py), narrower than the proto's.
-CORE_RANGES: dict[str, tuple[float, float]] = {
-    "temperature": (0, 2),
-    "top_p": (0, 1),
-    "presence_penalty": (-2, 2),
-    "frequency_penalty": (-2, 2),
-    "top_logprobs": (0, MAX_TOP_LOGPROBS),
-    "max_output_tokens": (1, INT64_MAX),
-}
-
-
-def _scalar_schema(param: str, kind: type | tuple[type, ...]) -> Schema:
-    schema: Schema = {"type": _json_type(kind)}
-    if kind is int:  # the range the decoder enforces (the proto field's)
-        limit = to_proto.INT_LIMITS.get(param, INT64_MAX)
-        schema.update(minimum=-limit - 1, maximum=limit)
-    if param in CORE_RANGES:
-        schema["minimum"], schema["maximum"] = CORE_RANGES[param]
-    return schema
 
 
 def _request_schemas() -> dict[str, Schema]:
@@ -83,7 +53,7 @@ def _request_schemas() -> dict[str, Schema]:
     )
     refusal_part = _obj(("type", "refusal"), type={"const": "refusal"}, refusal=STRING)
     # Refused for a text-only model, or a placeholder with --media drop (the core decides).
-    media_part = _obj(("type",), type={"enum": sorted(to_proto.MEDIA_PARTS)})
+    media_part = _obj(("type",), type={"enum": sorted(MEDIA_PARTS)})
     status = _nullable({"enum": statuses})
     # Structured output: its objects' text parts are joined (other entries are skipped).
     output = {
@@ -159,139 +129,20 @@ def _request_schemas() -> dict[str, Schema]:
         id=OPT_STRING,
         encrypted_content=STRING,
     )
-    custom_tool = _obj(
-        ("type", "name"),
-        type={"const": "custom"},
-        name=STRING,
-        description=OPT_STRING,
-        format=_nullable(
-            {
-                "anyOf": [
-                    _obj(("type",), type={"const": "text"}),
-                    _obj(
-                        ("type", "syntax", "definition"),
-                        type={"const": "grammar"},
-                        syntax={"enum": ["lark", "regex"]},
-                        definition=STRING,
-                    ),
-                ]
-            }
-        ),
-    )
-    # A hosted tool: the core refuses it, or drops it under `--hosted-tools drop`.
-    hosted_tool = _obj(("type",), type={"enum": sorted(to_proto.HOSTED_TOOLS)})
-    # A client-run built-in tool (shell, local_shell, apply_patch): served as the model's call.
-    builtin_tool = _obj(("type",), type={"enum": list(builtin_items.TOOL_TYPES)})
-    tools = [
-        function_tool_schema(type_required=True),
-        custom_tool,
-        hosted_tool,
-        builtin_tool,
-    ]
-    namespace = _obj(
-        ("type", "name", "tools"),
-        type={"const": "namespace"},
-        name=STRING,
-        description=OPT_STRING,
-        tools={"type": "array", "items": {"anyOf": tools}},
-    )
-    json_schema_format = _obj(
-        ("type", "schema"),
-        type={"const": "json_schema"},
-        name=STRING,
-        schema={"type": "object"},
-        description=OPT_STRING,
-        strict=_nullable(BOOLEAN),
-    )
-    properties: dict[str, Schema] = {
-        key: _nullable(_scalar_schema(key, kind)) for key, kind in to_proto.SCALAR_PARAMS.items()
-    }
-    # A required scalar (model) is a non-empty string: null or "" is refused like a missing one.
-    for key in to_proto.REQUIRED_PARAMS:
-        if key in properties:
-            properties[key] = {"type": "string", "minLength": 1}
-    properties.update(
-        input={
-            "anyOf": [
-                {"type": "string", "minLength": 1},
-                {"type": "array", "items": ref("InputItem"), "minItems": 1},
-            ]
-        },
-        tools=_nullable({"type": "array", "items": {"anyOf": [*tools, namespace]}}),
-        tool_choice=_nullable(
-            {
-                "anyOf": [
-                    *tool_choice_schema()["anyOf"],
-                    builtin_tool,
-                    _obj(
-                        ("type", "tools"),
-                        type={"const": "allowed_tools"},
-                        mode={"enum": ["auto", "required"]},
-                        tools={
-                            "type": "array",
-                            "items": {
-                                "anyOf": [
-                                    _obj(
-                                        ("type", "name"),
-                                        type={"enum": ["function", "custom"]},
-                                        name=STRING,
-                                    ),
-                                    builtin_tool,
-                                ]
-                            },
-                        },
-                    ),
-                ]
-            }
-        ),
-        text=_nullable(
-            _obj(
-                format=_nullable(
-                    {
-                        "anyOf": [
-                            _obj(("type",), type={"enum": ["text", "json_object"]}),
-                            json_schema_format,
-                        ]
-                    }
-                ),
-                verbosity=OPT_STRING,
-            )
-        ),
-        reasoning=_nullable(
-            _obj(effort=OPT_STRING, summary=_nullable({"enum": list(REASONING_SUMMARIES)}))
-        ),
-        conversation=_nullable({"anyOf": [STRING, _obj(("id",), id=STRING)]}),
-        context_management=_nullable(
-            {
-                "type": "array",
-                "items": _obj(
-                    ("type", "compact_threshold"),
-                    type={"const": "compaction"},
-                    compact_threshold=integer(1, MAX_COMPACT_THRESHOLD),
-                ),
-            }
-        ),
-        metadata=_nullable({"type": "object", "additionalProperties": STRING}),
-        include=_nullable({"type": "array", "items": STRING}),
-        chat_template_kwargs=_nullable({"type": "object"}),
-        keep_alive=KEEP_ALIVE_SCHEMA,
-        **{f.name: f.json_schema() for f in LIFETIME_FIELDS},
-    )
-    properties["truncation"] = _nullable({"const": "disabled"})
-    create = {
-        "type": "object",
-        "properties": properties,
-        "required": list(to_proto.REQUIRED_PARAMS),
-        "description": "Unknown fields are accepted and ignored.",
+    create = request_schema(
+        FIELDS,
+        "Unknown fields are accepted and ignored.",
         # One history at a time: a chain or a conversation.
-        "not": {
-            "required": ["previous_response_id", "conversation"],
-            "properties": {
-                "previous_response_id": {"type": "string"},
-                "conversation": {"not": {"type": "null"}},
-            },
+        **{
+            "not": {
+                "required": ["previous_response_id", "conversation"],
+                "properties": {
+                    "previous_response_id": {"type": "string"},
+                    "conversation": {"not": {"type": "null"}},
+                },
+            }
         },
-    }
+    )
     compact = {
         "allOf": [ref("CreateResponseRequest")],
         "properties": {"keep_tokens": _nullable(integer(0))},

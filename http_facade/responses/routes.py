@@ -5,20 +5,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 
 from aiohttp import web
 from mlx_responses.http_facade.kit.client import CoreClient, CoreEventStream
 from mlx_responses.http_facade.kit.decode import integer
-from mlx_responses.http_facade.kit.drain import SHUTDOWN_MESSAGE, STREAMS
+from mlx_responses.http_facade.kit.drain import SHUTDOWN_MESSAGE, STREAMS, OpenStream
 from mlx_responses.http_facade.kit.errors import (
+    FALLBACK,
     STREAM_BROKEN_CODE,
     OpenAIError,
     invalid,
 )
 from mlx_responses.http_facade.kit.hangups import decide, decides_on_hangup
 from mlx_responses.http_facade.kit.requests import CORES, core, read_json, remember, routed
-from mlx_responses.http_facade.kit.sse import SSE_HEADERS, frame
+from mlx_responses.http_facade.kit.sse import frame, write_stream
 from mlx_responses.http_facade.responses.beta_features import check_compaction_trigger
 from mlx_responses.http_facade.responses.from_proto import (
     event_to_json,
@@ -57,11 +59,6 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     return web.json_response(response_to_json(response))
 
 
-def _frames(events: list[ev.ResponseEvent]) -> bytes:
-    """Whole frames of a batch of events, to be written together."""
-    return b"".join(frame(event_to_json(e)) for e in events)
-
-
 def _snapshot(batch: list[ev.ResponseEvent]) -> pb.Response | None:
     """The batch's last response snapshot, if any."""
     return next((e.snapshot.response for e in reversed(batch) if e.HasField("snapshot")), None)
@@ -87,61 +84,76 @@ async def _stream(
         remember(request, opened.id)
     try:
         # A client that hangs up mid-write is the error middleware's (a 499, not a 500).
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        return await _write_stream(request, response, client, stream, first)
+        return await _write_stream(request, client, stream, first)
     finally:
         stream.cancel()
 
 
+@dataclass
+class _ResponseFrames:
+    """A Responses stream's frames (kit/sse.py writes them): each event as `event:` and `data:`;
+    a stream the core broke off, or the shutdown cut, ends with a whole response.failed."""
+
+    last: ev.ResponseEvent | None = None
+    snapshot: pb.Response | None = None
+    failed: bool = False
+
+    def head(self) -> bytes:
+        return b""
+
+    def frames(self, index: int, event: ev.ResponseEvent) -> bytes:
+        self.last = event
+        if event.HasField("snapshot"):
+            self.snapshot = event.snapshot.response
+        return frame(event_to_json(event))
+
+    def tail(self) -> bytes:
+        return b""
+
+    def broken(self, error: OpenAIError) -> bytes:
+        self.failed = True
+        failed = response_to_json(self.snapshot) if self.snapshot is not None else {}
+        failed.update(status="failed", error={"code": STREAM_BROKEN_CODE, "message": error.message})
+        sequence = (self.last.sequence_number + 1) if self.last else 0
+        return frame({"type": "response.failed", "sequence_number": sequence, "response": failed})
+
+
+async def _batches(
+    first: list[ev.ResponseEvent], stream: CoreEventStream, tracked: OpenStream | None
+) -> AsyncGenerator[tuple[int, list[ev.ResponseEvent]], None]:
+    yield 0, first
+    try:
+        async for batch in stream.rest():
+            yield 0, batch
+    except asyncio.CancelledError:
+        # The shutdown drain cut the core call (this handler was not cancelled).
+        if tracked is None or not tracked.aborted or _cancelling():
+            raise
+        raise OpenAIError(FALLBACK, SHUTDOWN_MESSAGE) from None
+
+
 async def _write_stream(
     request: web.Request,
-    response: web.StreamResponse,
     client: CoreClient,
     stream: CoreEventStream,
     first: list[ev.ResponseEvent],
 ) -> web.StreamResponse:
-    """Writes the events of an accepted stream (its first batch read already)."""
-    await response.prepare(request)
-    await response.write(_frames(first))
-    last = first[-1] if first else None
-    last_snapshot = _snapshot(first)
-    # Tracked by its response id, so a shutdown can end it with a terminal event.
+    """Writes the events of an accepted stream (its first batch read already), tracked by its
+    response id so a shutdown can end it with a terminal event."""
+    render = _ResponseFrames()
+    opened = _snapshot(first)
     tracking = (
-        request.app[STREAMS].track(last_snapshot.id, client, stream)
-        if last_snapshot is not None
+        request.app[STREAMS].track(opened.id, client, stream)
+        if opened is not None
         else contextlib.nullcontext(None)
     )
     with tracking as tracked:
-        broke = None
-        try:
-            async for batch in stream.rest():
-                await response.write(_frames(batch))
-                last = batch[-1]
-                last_snapshot = _snapshot(batch) or last_snapshot
-        except OpenAIError as error:
-            log.error("stream broke: %s", error.message)
-            broke = error.message
-        except asyncio.CancelledError:
-            # The shutdown drain cut the core call (this handler was not cancelled).
-            if tracked is None or not tracked.aborted or _cancelling():
-                raise
-            broke = SHUTDOWN_MESSAGE
-        if broke is not None:
-            # The core broke mid-stream, or went unanswered at shutdown: end with a whole
-            # response.failed frame.
-            failed: dict[str, Any] = (
-                response_to_json(last_snapshot) if last_snapshot is not None else {}
-            )
-            failed.update(status="failed", error={"code": STREAM_BROKEN_CODE, "message": broke})
-            sequence = (last.sequence_number + 1) if last else 0
-            await response.write(
-                frame({"type": "response.failed", "sequence_number": sequence, "response": failed})
-            )
+        response = await write_stream(request, _batches(first, stream, tracked), render)
         if tracked is not None:
-            tracked.ended_cancelled = broke is not None or (
-                last_snapshot is not None and last_snapshot.status == pb.RESPONSE_STATUS_CANCELLED
+            tracked.ended_cancelled = render.failed or (
+                render.snapshot is not None
+                and render.snapshot.status == pb.RESPONSE_STATUS_CANCELLED
             )
-    await response.write_eof()
     return response
 
 

@@ -1,4 +1,5 @@
-"""Decodes OpenAI Responses JSON into core proto messages; bad shapes are refused with a param."""
+"""Decodes OpenAI Responses JSON (responses/protocol.py declares it) into core proto messages;
+bad shapes are refused with a param. The structured parts (items, tools, text) by hand."""
 
 from __future__ import annotations
 
@@ -7,9 +8,6 @@ from typing import Any
 
 from mlx_responses.http_facade.kit.cache_hints import check_breakpoint, input_breakpoints, lifetimes
 from mlx_responses.http_facade.kit.decode import (
-    INT32_MAX,
-    INT64_MAX,
-    NUMBER,
     expect,
     integer,
     lookup,
@@ -17,13 +15,14 @@ from mlx_responses.http_facade.kit.decode import (
     optional_list,
     optional_str,
     required_str,
-    scalar,
 )
 from mlx_responses.http_facade.kit.errors import invalid
+from mlx_responses.http_facade.kit.fields import fill, read, required
 from mlx_responses.http_facade.kit.keep_alive import read_keep_alive
 from mlx_responses.http_facade.kit.tools import function_tool, tool_choice
 from mlx_responses.http_facade.responses import builtin_items
 from mlx_responses.http_facade.responses.media_parts import file_part, image_part
+from mlx_responses.http_facade.responses.protocol import FIELDS, HOSTED_TOOLS, MEDIA_PARTS
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -38,50 +37,10 @@ ITEM_STATUS = {
     "completed": pb.ITEM_STATUS_COMPLETED,
     "incomplete": pb.ITEM_STATUS_INCOMPLETE,
 }
-# Hosted tools need services this server does not run: the core refuses them (seed) or drops
-# them (`--hosted-tools drop`); any other unknown type is a 400 here.
-HOSTED_TOOLS = {
-    "web_search",
-    "web_search_preview",
-    "web_search_2025_08_26",
-    "web_search_preview_2025_03_11",
-    "file_search",
-    "computer",
-    "computer_use",
-    "computer_use_preview",
-    "code_interpreter",
-    "image_generation",
-    "mcp",
-    "function_shell",
-    "tool_search",
-}
-MEDIA_PARTS = {"input_audio"}  # input_image and input_file reach the core (media_parts.py)
-# Top-level scalar parameters and the JSON type each accepts (the OpenAPI document reads this).
-SCALAR_PARAMS: dict[str, type | tuple[type, ...]] = {
-    "model": str,
-    "instructions": str,
-    "user": str,
-    "safety_identifier": str,
-    "prompt_cache_key": str,
-    "service_tier": str,
-    "previous_response_id": str,
-    "truncation": str,
-    "store": bool,
-    "parallel_tool_calls": bool,
-    "stream": bool,
-    "background": bool,
-    "max_output_tokens": int,
-    "top_logprobs": int,
-    "temperature": NUMBER,
-    "top_p": NUMBER,
-    "presence_penalty": NUMBER,
-    "frequency_penalty": NUMBER,
-}
-REQUIRED_PARAMS = ("model", "input")
-
-
-# Integer parameters narrower than int64 in the proto.
-INT_LIMITS = {"top_logprobs": INT32_MAX}
+# The plain scalar parameters (a test sends each one a list).
+SCALAR_PARAMS = tuple(
+    f.name for f in FIELDS if f.type in ("string", "boolean", "integer", "number")
+)
 
 
 def _text_parts(content: Any, param: str, role: int) -> list[pb.ContentPart]:
@@ -373,17 +332,10 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
 
     Unknown fields are ignored: real clients send fields this server does not act on.
     """
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.", None, "invalid_type")
+    body = required(FIELDS, body, "Missing required parameter: '{}'.")
+    values = read(FIELDS, body)
     params = pb.CreateResponseParams()
-    model = body.get("model")
-    if model is None:
-        raise invalid("Missing required parameter: 'model'.", "model", "missing_required_parameter")
-    if body.get("input") is None:
-        raise invalid("Missing required parameter: 'input'.", "input", "missing_required_parameter")
-    for key, kind in SCALAR_PARAMS.items():
-        if body.get(key) is not None:
-            setattr(params, key, scalar(body[key], key, kind, INT_LIMITS.get(key, INT64_MAX)))
+    fill(FIELDS, values, params)
     params.input.extend(_input(body["input"]))
     params.cache_breakpoints.extend(input_breakpoints(body["input"]))
     lifetimes(body, params)
@@ -424,8 +376,7 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
         params.include.extend(
             expect(v, str, f"include[{i}]", "a string") for i, v in enumerate(include)
         )
-    if body.get("chat_template_kwargs") is not None:
-        kwargs = expect(body["chat_template_kwargs"], dict, "chat_template_kwargs", "an object")
-        params.chat_template_kwargs_json = json.dumps(kwargs)
+    if values.get("chat_template_kwargs") is not None:
+        params.chat_template_kwargs_json = json.dumps(values.get("chat_template_kwargs"))
     read_keep_alive(body, params)
     return params

@@ -239,13 +239,15 @@ def open_store(
     device: str,
     slots: bool,
     draft: Path | None = None,
+    head: str | None = None,
 ) -> KVStore:
     """A loaded model's KV store (on its engine thread): its prompt cache (and disk tier), its
     image-encoding cache and its account in the process's budget (the weights of `models`:
     the model and its draft).
     `kv_group`: --kv-bits' group where the model's KV can be quantized (None: it is not);
     `prefill_rows`: prompts prefilled together; `device`: "gpu" or "cpu"; `slots`: the fixed
-    slots schedule it (their rows grow in steps)."""
+    slots schedule it (their rows grow in steps); `head`: the kind of drafting head whose
+    caches its entries hold too (heads.py)."""
     o = owner
     kv_bits = o.kv_bits if kv_group is not None else None
     prompt = None
@@ -254,7 +256,7 @@ def open_store(
             loaded.alias, o.prompt_cache_max_entries, o.prompt_cache_max_bytes, o.stats, o.clock
         )
         if o.prompt_cache_dir is not None:
-            identity = f"kv={kv_bits}/{kv_group}"
+            identity = f"kv={kv_bits}/{kv_group}" + (f"/{head}" if head else "")
             folder, disk_bytes = o.prompt_cache_dir, o.prompt_cache_disk_bytes
             prompt.open_disk(folder, disk_bytes, loaded, identity, draft)
     budget = o.memory

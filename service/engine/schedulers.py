@@ -2,8 +2,9 @@
 
 The worker drives whatever this returns through `scheduler.Scheduler` alone: the slots or
 mlx-lm's batch, with the solo path in front of either when lone sequences may decode alone
-(not while speculating: the solo path does not draft), or one sequence at a time for an
-architecture mlx-lm's batch decodes wrong (`architectures.py`).
+(with n-gram drafts too, `solo/drafting.py`; not with a draft model or a drafting head,
+which the solo path does not run), or one sequence at a time for an architecture mlx-lm's
+batch decodes wrong (`architectures.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mlx_responses.service.engine.requests import EngineStats
 from mlx_responses.service.engine.scheduler import Scheduler
 from mlx_responses.service.engine.slots import SlotScheduler, layer_windows, slots_serve
 from mlx_responses.service.engine.solo import SoloScheduler, TextSerialScheduler
+from mlx_responses.service.engine.solo.drafting import SoloDrafts
 from mlx_responses.service.engine.speculation import SpeculationPolicy
 from mlx_responses.service.engine.vision.serial import VisionSerialScheduler
 from mlx_responses.service.engine.vision.side import VisionSide
@@ -109,7 +111,7 @@ def new_scheduler(
             prefill_step_size=prefill_step_size,
             new_cache=new_cache,
         )
-    speculate = speculative in ("ngram", "draft")
+    speculate = speculative in ("ngram", "draft", "mtp", "eagle3", "dflash")
     drafted = model if isinstance(model, DraftedModel) else None
     behind: Scheduler
     if engine == "slots":
@@ -133,8 +135,8 @@ def new_scheduler(
             speculate=speculate,
             num_draft_tokens=num_draft_tokens,
         )
-    if not solo or speculate:
-        return behind
+    if not solo or (speculate and speculative != "ngram"):
+        return behind  # a model drafter (a draft model, a head) drafts behind
     return SoloScheduler(
         behind,
         model,
@@ -142,4 +144,5 @@ def new_scheduler(
         prefill_step_size=prefill_step_size,
         new_cache=new_cache,
         stats=stats,
+        drafts=SoloDrafts(num_draft_tokens) if speculative == "ngram" else None,
     )

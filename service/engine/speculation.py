@@ -1,34 +1,72 @@
-"""The speculation policy both schedulers share: n-gram proposals, each sequence's acceptance
-record, and how wide a verify step should be.
+"""The speculation policy every scheduler shares: which sequences draft, how far, and whether a
+step verifies at all; with the n-gram drafter and each sequence's acceptance record.
 
-Drafts come from the context (prompt lookup: the tokens that followed an earlier occurrence of
-the last n-gram) or from a small draft model. Whether a step drafts, and how far, is decided
-per step for the whole batch: a verify widens every row, so it runs only when the drafts'
-expected accepted tokens (from each sequence's own acceptance record) beat what the wider
-forward costs. A draft model reads nothing on steps that do not draft: its cache lags the
-target's and catches up when it is needed (at most `MAX_LAG` behind).
+The seam with drafters (`Drafter`): a drafter proposes, the policy sizes. n-gram prompt lookup
+(the tokens that followed an earlier occurrence of the last n-gram) is per sequence and free,
+so the policy runs it itself (`ngram`). A drafter that runs a model (a draft model:
+`draft_model.DraftedModel`; a checkpoint's MTP head, an EAGLE-3 or DFlash drafter) is run by the
+scheduler's mechanics over the batch, for the width the policy gives (`draft_width`); all the
+policy asks of it is what one draft position costs (`Drafter.cost_ratio`). Every drafter's
+verifies come back through `verified` (or `rest` for a step without one).
+
+Adaptive, per sequence (`DraftRecord`): a sequence's draft length starts short, doubles toward
+`--num-draft-tokens` while whole drafts are kept, and falls to just past the running mean of
+what its verifies keep when one refuses; a sequence whose acceptance estimate sinks near zero
+pauses drafting for a while (4 steps, doubling on each failed retry up to 64), then retries
+with one token. A sampled sequence drafts only alone (`SAMPLED_BATCH`). Per step, for the
+whole batch (`best_width`): a verify widens every row, so it runs only when the drafts'
+expected kept tokens beat what the wider forward costs: a cost model, `OVERHEAD_TOKENS`
+fitted by `tests/benchmarks/bench_speculative.py` (why a constant and not step times measured
+in the loop: see the constant). A draft model reads nothing on steps that do not draft: its
+cache lags the target's and catches up when it is needed (at most `MAX_LAG` behind).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from mlx_responses.service.engine.acceptance import sampled_rule
 
 if TYPE_CHECKING:
     from mlx_responses.service.engine.draft_model import DraftedModel
+    from mlx_responses.service.engine.heads import HeadedModel
 
 NGRAM_SIZES = (3, 2)  # longest first; single tokens repeat too often to be worth a verify
 PRIOR_RATE = 0.6  # assumed per-token acceptance of a sequence that has not drafted yet
-RATE_WEIGHT = 0.5  # weight of the latest verify in a sequence's acceptance estimate
-RECOVERY = 0.02  # per step without drafting, the estimate moves this far back to the prior
+RATE_WEIGHT = 0.5  # weight of the latest verify in a sequence's estimates (EWMA)
+START_LENGTH = 2  # a new sequence's draft length (doubles toward the cap while all are kept)
+PAUSE_RATE = 0.1  # below this per-token acceptance, a sequence stops drafting for a while
+FIRST_PAUSE, LONGEST_PAUSE = 4, 64  # steps paused: the first time, and at most (doubling)
 # A decode step costs about OVERHEAD_TOKENS + batch tokens' worth of work (weights read once,
 # then per-token compute); a verify adds batch * draft-width tokens of it. Fitted on 2 CPU
-# cores (the bench's 8-stream aggregate is ~4x one stream's); a GPU would want it larger.
+# cores by bench_speculative.py (the 8-stream aggregate is ~4x one stream's); a GPU would want
+# it larger. A constant, not step times measured in the loop: a step's wall time there is
+# mostly the previous step's forward (each overlaps the next with its bookkeeping), and on a
+# shared machine it is the neighbours' load as much as ours.
 OVERHEAD_TOKENS = 12
+# Sampled rows draft alone only (the solo path, one row): in a batch, a sampled row's verify
+# (its distribution at each position, a draw per position: `acceptance.py`) cost more CPU
+# than its kept drafts saved: bench_speculative.py --served, 8 streams at temperature 0.7 on a
+# prompt tiny-chat repeats, 2.0-2.1 CPU ms per token with drafts (75% kept) against 1.6
+# without; alone, 2.7-3.1 against 3.1-4.2. A batch-size threshold, measured.
+SAMPLED_BATCH = 1
 # A draft model's cache lags the target's on steps that do not draft; it catches up in one
 # forward over the missed tokens when needed, or when it lags this far (bounds that forward).
 MAX_LAG = 32
+
+
+class Drafter(Protocol):
+    """What the policy asks of a drafter the scheduler runs (a draft model, an MTP head, ...):
+    the cost of one draft position next to one position of the target's forward over the
+    same rows (e.g. their weights' bytes, as a ratio; 0: free). The scheduler's mechanics
+    produce the drafts for the width `SpeculationPolicy.draft_width` gives (each row at most
+    its candidate's `room`, which the policy lowers to the row's draft length) and hand each
+    row's outcome back through `SpeculationPolicy.verified`."""
+
+    def cost_ratio(self) -> float: ...
 
 
 def expected_accepted(rate: float, drafted: int) -> float:
@@ -55,22 +93,51 @@ def best_width(candidates: list[tuple[float, int]], batch: int, extra_cost: floa
 
 
 class DraftRecord:
-    """One sequence's acceptance estimate: how likely its next draft token is to be kept."""
+    """One sequence's drafting record: its per-token acceptance estimate (`rate`, for the cost
+    model), the running mean of what its verifies kept (`mean`), the length its next draft may
+    take (`length`) and how many more steps it rests (`paused`)."""
 
     def __init__(self) -> None:
         self.rate = PRIOR_RATE
+        self.mean = 0.0
+        self.length = START_LENGTH
+        self.paused = 0
+        self.probing = False  # its first verify after a pause: refused, it pauses again
+        self._next_pause = FIRST_PAUSE
 
-    def accepted(self, drafted: int, accepted: int) -> None:
-        """Folds in a verify: `accepted` of `drafted` tokens kept (the first miss ends a draft)."""
+    def allowed(self, cap: int) -> int:
+        """How far this sequence may draft now (0: paused), at most `cap`."""
+        return 0 if self.paused else min(cap, max(1, self.length))
+
+    def accepted(self, drafted: int, accepted: int, cap: int) -> None:
+        """Folds in a verify: `accepted` of `drafted` tokens kept (the first miss ends a draft);
+        `cap` the longest draft allowed (`--num-draft-tokens`)."""
         if not drafted:
+            self.rested()
             return
+        probing, self.probing = self.probing, False
         trials = accepted + (1 if accepted < drafted else 0)
         self.rate += RATE_WEIGHT * (accepted / trials - self.rate)
+        self.mean += RATE_WEIGHT * (accepted - self.mean)
+        if accepted == drafted:  # all kept: the next may be longer
+            self.length = min(cap, max(self.length, drafted) * 2)
+            self._next_pause = FIRST_PAUSE
+        else:  # refused: just past what verifies keep on average
+            self.length = max(1, min(self.length, math.ceil(self.mean) + 1))
+            if accepted:
+                self._next_pause = FIRST_PAUSE
+        if self.rate < PAUSE_RATE or (probing and not accepted):
+            self.paused = self._next_pause
+            self._next_pause = min(LONGEST_PAUSE, self._next_pause * 2)
 
     def rested(self) -> None:
-        """A step without drafting: the estimate drifts back toward the prior, so a sequence
-        whose drafts failed is tried again now and then."""
-        self.rate += RECOVERY * (PRIOR_RATE - self.rate)
+        """A step without drafting; a paused sequence that has rested long enough retries with
+        one token, its estimate back at the prior (so the cost model lets it try); refused, it
+        pauses again, twice as long."""
+        if self.paused:
+            self.paused -= 1
+            if not self.paused:
+                self.rate, self.length, self.probing = PRIOR_RATE, 1, True
 
 
 class NgramDrafter(DraftRecord):
@@ -134,7 +201,9 @@ class Candidate:
     """A decoding sequence that may draft this step."""
 
     uid: int
-    room: int  # the most drafts it may take (its token budget, `num_draft`)
+    # The most drafts it may take: its token budget and `num_draft`; the policy lowers it to
+    # the sequence's own draft length (`DraftRecord.allowed`; 0: paused) before sizing a step.
+    room: int
     context: list[int]  # its tokens so far (those in its slot)
 
 
@@ -145,13 +214,16 @@ class SpeculationPolicy:
 
     A scheduler marks the sequences that may draft (`eligible`: greedy or sampled, without a
     grammar or other processor that keeps state, from
-    `Admission.speculate`), asks for n-gram drafts (`ngram`) or the draft model's width
-    (`draft_width`) for its candidates each step, and folds each verify back in (`verified`,
-    or `rest` for a step without one); a finished or removed sequence is forgotten."""
+    `Admission.speculate`), asks for n-gram drafts (`ngram`) or a model drafter's width
+    (`draft_width`: the draft model's, or any `Drafter`'s) for its candidates each step, and
+    folds each verify back in (`verified`, or `rest` for a step without one); a finished or
+    removed sequence is forgotten."""
 
     num_draft: int
-    drafted: DraftedModel | None = None  # None: n-gram drafts
+    drafted: DraftedModel | None = None  # None: n-gram drafts (or the MTP head's)
+    head: HeadedModel | None = None  # a head on the target's hidden states drafts (heads.py)
     eligible: set[int] = field(default_factory=set)
+    sampled: set[int] = field(default_factory=set)  # eligible and sampled (`SAMPLED_BATCH`)
     records: dict[int, DraftRecord] = field(default_factory=dict)
     drafted_tokens: int = 0
     accepted_tokens: int = 0
@@ -159,15 +231,23 @@ class SpeculationPolicy:
     # Each sequence's drafts proposed and kept since the last `drain` (its tokens carry them).
     unread: dict[int, tuple[int, int]] = field(default_factory=dict)
 
+    def admit(self, uid: int, sampler: object) -> None:
+        """A sequence that may draft (`Admission.speculate`), sampled by `sampler`."""
+        self.eligible.add(uid)
+        if sampled_rule(sampler) is not None:
+            self.sampled.add(uid)
+
     def forget(self, uid: int) -> None:
         """Drops a sequence's drafting state (it finished or was removed)."""
         self.eligible.discard(uid)
+        self.sampled.discard(uid)
         self.records.pop(uid, None)
 
     def record(self, uid: int) -> DraftRecord:
         record = self.records.get(uid)
         if record is None:
-            record = NgramDrafter() if self.drafted is None else DraftRecord()
+            ngram = self.drafted is None and self.head is None
+            record = NgramDrafter() if ngram else DraftRecord()
             self.records[uid] = record
         return record
 
@@ -177,11 +257,19 @@ class SpeculationPolicy:
         self.accepted_tokens += accepted
         before = self.unread.get(uid, (0, 0))
         self.unread[uid] = (before[0] + drafted, before[1] + accepted)
-        record = self.record(uid)
-        if drafted:
-            record.accepted(drafted, accepted)
-        else:
-            record.rested()
+        self.record(uid).accepted(drafted, accepted, self.num_draft)
+
+    def _allow(self, candidates: list[Candidate], rows: int) -> list[int]:
+        """Lowers each candidate's room to its own draft length (0: paused, or sampled in a
+        batch of more than `SAMPLED_BATCH` rows); the indices of those that may draft."""
+        drafting = []
+        for i, candidate in enumerate(candidates):
+            candidate.room = self.record(candidate.uid).allowed(candidate.room)
+            if rows > SAMPLED_BATCH and candidate.uid in self.sampled:
+                candidate.room = 0
+            if candidate.room:
+                drafting.append(i)
+        return drafting
 
     def drain(self) -> dict[int, tuple[int, int]]:
         """Each sequence's (drafted, accepted) since the last call."""
@@ -203,11 +291,12 @@ class SpeculationPolicy:
         when a lookup may draft, so a step that will not draft keeps its overlap of the next
         forward with this one's bookkeeping."""
         ready: list[tuple[int, NgramDrafter]] = []
+        allowed = set(self._allow(candidates, rows))
         for i, candidate in enumerate(candidates):
             drafter = self.record(candidate.uid)
             assert isinstance(drafter, NgramDrafter)
             drafter.sync(candidate.context)
-            if drafter.ready():
+            if i in allowed and drafter.ready():
                 ready.append((i, drafter))
         likely = [(d.rate, candidates[i].room) for i, d in ready]
         if not best_width(likely, rows):
@@ -223,9 +312,15 @@ class SpeculationPolicy:
             return None
         return [draft[:width] for draft in drafts]
 
-    def draft_width(self, candidates: list[Candidate], rows: int) -> int:
-        """How far the draft model drafts this step (0: not at all); `rows` is the forward's
-        batch."""
-        assert self.drafted is not None
-        likely = [(self.record(c.uid).rate, c.room) for c in candidates]
-        return best_width(likely, rows, self.drafted.cost_ratio())
+    def draft_width(
+        self, candidates: list[Candidate], rows: int, drafter: Drafter | None = None
+    ) -> int:
+        """How far a drafter the scheduler runs drafts this step (0: not at all); `rows` is
+        the forward's batch, `drafter` the draft model's pair or the MTP head unless given.
+        Each candidate's `room` comes back lowered to its own draft length (0: it does not
+        draft: its part of the verify is its pending token alone)."""
+        drafter = drafter or self.drafted or self.head
+        assert drafter is not None
+        allowed = self._allow(candidates, rows)
+        likely = [(self.record(candidates[i].uid).rate, candidates[i].room) for i in allowed]
+        return best_width(likely, rows, drafter.cost_ratio())

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
+from mlx_responses.service.engine import drafting
 from mlx_responses.service.engine.admission import AdmissionQueue
 from mlx_responses.service.engine.admitted import look_up
 from mlx_responses.service.engine.commands import (
@@ -41,7 +42,6 @@ from mlx_responses.service.engine.commands import (
 )
 from mlx_responses.service.engine.delivery import Active, token_logprobs
 from mlx_responses.service.engine.distributed.link import Lockstep
-from mlx_responses.service.engine.draft_model import paired_with_draft
 from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.kv_quant import kv_group_size, new_sequence_cache
 from mlx_responses.service.engine.kv_store import open_store
@@ -135,7 +135,12 @@ class EngineWorker(ModelThread[LoadedModel]):
     # greedy sequences
     speculative: str = "off"
     num_draft_tokens: int = 4
+    # Draft with the checkpoint's own MTP head where it has one (mtp.py), unless `speculative`
+    # asks for another drafter.
+    mtp: bool = True
     load_draft: Callable[[], LoadedModel] | None = None
+    # The --draft-model folder: an EAGLE-3 or DFlash head's drafts as a head (draft_folder.py)
+    draft_folder: Path | None = None
     kv_bits: int | None = None  # 4 or 8: quantized KV for live and prompt-cached sequences
     # Seconds a stream's tokens may be held and merged into one chunk (its first token never
     # waits; 0: every step's tokens leave at once).
@@ -177,6 +182,7 @@ class EngineWorker(ModelThread[LoadedModel]):
         self._waiting = AdmissionQueue[Submit](self.stats)
         self._draft_path: Path | None = None
         self._vision: VisionSide | None = None  # a vision model's (vision/side.py)
+        self._head: str | None = None  # the drafting head's kind (and folder), if one drafts
 
     # --- called from asyncio -------------------------------------------------------------
     @property
@@ -297,6 +303,7 @@ class EngineWorker(ModelThread[LoadedModel]):
     def _run(self, ready: concurrent.futures.Future[LoadedModel]) -> None:
         try:
             loaded = self._loaded = self.load()
+            asked = self.speculative  # a vision model's is off (its head may still draft)
             if (vision := VisionSide.of(loaded, self.encoder)) is not None:  # slots, batch, serial
                 self._vision, self.solo, self.speculative, self.kv_bits = vision, False, "off", None
                 self.engine = vision.engine
@@ -306,9 +313,23 @@ class EngineWorker(ModelThread[LoadedModel]):
                 self.engine = resolve_engine(self.engine, self._batch_model, device_kind())
             self.speculative = speculation_for(self.engine, self.speculative, loaded.alias)
             models = [loaded.model]
-            if self.speculative == "draft":
-                self._batch_model, self._draft_path = paired_with_draft(loaded, self.load_draft)
-                models.append(self._batch_model.draft)
+            # A head rides in mlx-lm's batch: a text model's, or a VLM's batched there.
+            holds_head = self.engine != "serial" and (vision is None or vision.engine == "batch")
+            chosen = drafting.choose(
+                loaded,
+                self._batch_model,
+                speculative=self.speculative,
+                mtp=self.mtp and asked == "ngram" and holds_head,
+                draft_folder=self.draft_folder,
+                load_draft=self.load_draft,
+            )
+            self._batch_model, self.speculative = chosen.model, chosen.speculative
+            self._draft_path, self._head = chosen.draft_path, chosen.head
+            if chosen.weights is not None:
+                models.append(chosen.weights)
+            if chosen.head is not None and self.engine == "slots":
+                log.info("%s drafts with a %s head on mlx-lm's batch", loaded.alias, chosen.head)
+                self.engine = "batch"  # the slots do not hold a head's caches
             if self.kv_bits is not None:
                 groups = [kv_group_size(m) for m in models]
                 self._kv_group = None if None in groups else min(g for g in groups if g)
@@ -340,6 +361,7 @@ class EngineWorker(ModelThread[LoadedModel]):
                 device=device,
                 slots=self.engine == "slots",
                 draft=self._draft_path,
+                head=self._head,
             )
             self._checkpointing = self.kv.prompt is not None and not plain
             scheduler = self._new_scheduler()
@@ -663,7 +685,9 @@ class EngineWorker(ModelThread[LoadedModel]):
         """A decode step's tokens: detokenized, counted, and handed to the outbox per stream."""
         now = time.perf_counter()
         self.stats.decode_steps += 1
-        self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(responses))
+        # Sequences, not tokens: a verify step sends several tokens of each.
+        rows = len({r.uid for r in responses})
+        self.stats.max_batch_seen = max(self.stats.max_batch_seen, rows)
         eos = self.loaded.tokenizer.eos_token_ids
         decode = self.loaded.tokenizer.decode
         # One chunk per stream and step, however many tokens speculation accepted.

@@ -38,6 +38,7 @@ ENGINE_SETTINGS = (
     "prompt_checkpoint_tokens",
     "speculative",
     "num_draft_tokens",
+    "no_mtp",
     "kv_bits",
     "batch_wait_ms",
     "distributed",

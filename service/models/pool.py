@@ -742,7 +742,8 @@ def engine_worker(
     from mlx_responses.service.models.distributed import group_prompt_cache
 
     s = settings
-    speculative = "off" if s.speculative == "draft" and draft is None else s.speculative
+    off = s.speculative == "none" or (s.speculative == "draft" and draft is None)
+    speculative = "off" if off else s.speculative
     cache_entries, disk = s.prompt_cache_max_entries, not s.no_prompt_cache_disk
     if link is not None:
         cache_entries, disk = group_prompt_cache(s)
@@ -758,7 +759,9 @@ def engine_worker(
         prompt_cache_disk_bytes=s.prompt_cache_disk_bytes,
         speculative=speculative,
         num_draft_tokens=s.num_draft_tokens,
+        mtp=not s.no_mtp and link is None,  # a group's ranks shard the model, not its head
         load_draft=functools.partial(load_model, draft) if draft is not None else None,
+        draft_folder=draft,
         kv_bits=s.kv_bits,
         max_prefill_tokens_per_step=s.max_prefill_tokens_per_step,
         prefill_batch_size=s.prefill_batch_size,

@@ -6,10 +6,12 @@ stage (in turn: admission, step, extract, cache write, disk read, and "give up":
 a restart limit of 1, so the engine gives up and the model is unloaded and reloaded after its
 back-off), sends `--concurrency` `/v1/responses` requests at once (distinct prompts of ~600
 tokens, 16 output tokens: each misses the memory tier and reads the disk tier), then one more
-request once they ended. Checked and printed: every request ended (200, completed or failed
-with a message; for "give up" a 503 naming the failure during the back-off is allowed), the
-request after each fault completed, the fault fired, and the process's RSS after the rounds
-against before (after warm-up rounds without faults): within 10%. Not a test.
+request once they ended; `--rounds` rounds at each stage, one stage after another. Checked and
+printed, by stage: every request ended (200, completed or failed with a message; for "give up"
+a 503 naming the failure during the back-off is allowed), the request after each fault
+completed, the fault fired, and the process's RSS after the stage's rounds against before them
+(each after `--settle` rounds without faults; and at the end against after the warm-up): within
+10%. Not a test.
 
     .venv/bin/python tests/benchmarks/bench_engine_faults.py [--rounds 100] [--concurrency 8]
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import logging
 import sys
 import tempfile
@@ -107,8 +110,14 @@ def ended(status: int, body: dict[str, Any], stage: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=100, help="rounds of each stage")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--stages", nargs="+", choices=list(STAGES), default=list(STAGES), help="in this order"
+    )
+    parser.add_argument(
+        "--settle", type=int, default=3, help="rounds without faults before and after a stage"
+    )
     parser.add_argument("--warm-up", type=int, default=12, help="rounds without faults first")
     args = parser.parse_args()
     logging.disable(logging.CRITICAL)  # each fault logs its traceback: only the figures here
@@ -171,37 +180,56 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
     for number in range(args.warm_up):
         round_(-1 - number, None)
     gc.collect()
-    before = rss()
-    worst = before
-    totals = {stage: Counter[str]() for stage in STAGES}
-    stages = list(STAGES)
-    for number in range(args.rounds):
-        stage = stages[number % len(stages)]
-        totals[stage] += round_(number, stage)
-        worst = max(worst, rss())
-        if (number + 1) % 10 == 0:
-            print(f"round {number + 1}: RSS {rss() / MIB:.0f} MiB", file=sys.stderr, flush=True)
-    gc.collect()
-    after = rss()
-    elapsed = time.perf_counter() - started
+    first = rss()
     print(
-        f"{args.rounds} rounds of {args.concurrency} concurrent requests, a fault each "
-        f"({elapsed:.0f}s with {args.warm_up} warm-up rounds)"
+        f"{args.rounds} rounds of {args.concurrency} concurrent requests at each stage, a fault "
+        f"each round, after {args.warm_up} warm-up rounds without ({first / MIB:.0f} MiB)"
     )
-    print(f"{'stage':<12} {'rounds':>6} {'fired':>5} {'completed':>9} {'failed':>6} {'503':>4}")
-    for stage in STAGES:
-        rounds = sum(1 for n in range(args.rounds) if stages[n % len(stages)] == stage)
-        t = totals[stage]
+    print(
+        f"{'stage':<12} {'fired':>5} {'completed':>9} {'failed':>6} {'503':>4} {'next ok':>7} "
+        f"{'RSS before':>10} {'after':>6} {'peak':>6} {'after/before':>12}",
+        flush=True,
+    )
+    failed = False
+    number = 0
+
+    quiet = itertools.count(-1 - args.warm_up, -1)  # distinct prompts: cold, as the others
+
+    def settled() -> int:
+        """RSS after `--settle` rounds without faults (the caches as the faults' rounds leave
+        them differ: a stage's failures rebuild the memory tier, another's keep it)."""
+        for _ in range(args.settle):
+            round_(next(quiet), None)
+        gc.collect()
+        return rss()
+
+    for stage in args.stages:
+        before = worst = settled()
+        totals = Counter[str]()
+        for _ in range(args.rounds):
+            totals += round_(number, stage)
+            number += 1
+            worst = max(worst, rss())
+            if number % 10 == 0:
+                print(f"round {number} ({stage}): RSS {rss() / MIB:.0f} MiB", file=sys.stderr)
+        after = settled()
+        worst = max(worst, after)
+        # Every request ended and each round's next request completed, or round_ raised.
         print(
-            f"{stage:<12} {rounds:>6} {fault.fired[stage]:>5} {t['completed']:>9} "
-            f"{t['failed']:>6} {t['refused']:>4}"
+            f"{stage:<12} {fault.fired[stage]:>5} {totals['completed']:>9} {totals['failed']:>6} "
+            f"{totals['refused']:>4} {args.rounds:>7} {before / MIB:>9.0f}M {after / MIB:>5.0f}M "
+            f"{worst / MIB:>5.0f}M {after / before:>11.3f}x",
+            flush=True,
         )
+        failed |= after > 1.1 * before
+    last = rss()
     print("every request ended; the request after each fault completed")
     print(
-        f"RSS before {before / MIB:.0f} MiB, after {after / MIB:.0f} MiB "
-        f"({after / before:.3f}x), peak {worst / MIB:.0f} MiB ({worst / before:.3f}x)"
+        f"RSS after warm-up {first / MIB:.0f} MiB, at the end {last / MIB:.0f} MiB "
+        f"({last / first:.3f}x); {time.perf_counter() - started:.0f}s"
     )
-    if after > 1.1 * before:
+    failed |= last > 1.1 * first
+    if failed:
         raise SystemExit("RSS did not return within 10% of before")
 
 

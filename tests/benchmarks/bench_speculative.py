@@ -16,6 +16,10 @@ next-token distribution is nearly flat, so sampled it never repeats anything; `-
 scales its final norm (its logits) by S, and the truncated draft's with it, so that sampling at
 T follows the loops its greedy decoding falls into, as a trained model's does on text it
 repeats (the bundled tiny model is too small to copy a file).
+
+`--served` measures instead the engine worker as `serve` runs it (`speculative_served.py`):
+the bundled tiny-chat, no drafts vs. n-gram drafts vs. a draft model, greedy and at
+temperature 0.7, 1 and 8 streams, on a prompt it repeats and one it does not, ratios beside.
 """
 
 from __future__ import annotations
@@ -154,7 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", type=Path, required=True, help="a model folder (bench's)")
+    parser.add_argument("--model", type=Path, help="a model folder (bench's)")
+    parser.add_argument(
+        "--served", action="store_true", help="the engine worker on tiny-chat (see above)"
+    )
+    parser.add_argument("--seeded", action="store_true", help="--served: seeded streams at 0.7")
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--num-draft-tokens", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs; medians")
@@ -168,6 +176,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=400, help="the file's length")
     parser.add_argument("--sharpen", type=float, default=1.0, help="logits scale (see above)")
     args = parser.parse_args(argv)
+    if args.served:
+        import asyncio
+
+        from speculative_served import run
+
+        items = asyncio.run(run(args))
+        print("bench: " + " ".join(items))
+        return 0
+    if args.model is None:
+        parser.error("--model is required (without --served)")
 
     from mlx_responses.service.engine.blas import preload_blas
 

@@ -9,7 +9,7 @@ import mlx.core as mx
 import pytest
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.requests import SamplingParams
-from mlx_responses.service.engine.speculation import DraftRecord, NgramDrafter, best_width
+from mlx_responses.service.engine.speculation import NgramDrafter
 from mlx_responses.service.engine.worker import EngineWorker
 
 from tests.support.engine import collect, generate, greedy
@@ -83,31 +83,3 @@ def test_drafter_continues_a_loop() -> None:
     fresh = NgramDrafter()
     fresh.sync([1, 2, 3])
     assert not fresh.ready()  # nothing repeats: no need to wait for the pending token
-
-
-def test_failing_drafts_stop_drafting_and_are_retried_later() -> None:
-    record = DraftRecord()
-    assert best_width([(record.rate, 8)], batch=1) > 0  # a new sequence drafts
-    for _ in range(3):
-        record.accepted(4, 0)
-    # Wholly rejected drafts: not worth widening a batch of 8 any more, nor even a batch of 1.
-    assert best_width([(record.rate, 8)] * 8, batch=8) == 0
-    assert best_width([(record.rate, 8)], batch=1) == 0
-    for _ in range(200):
-        record.rested()
-    assert best_width([(record.rate, 8)], batch=1) > 0  # tried again after a while
-
-
-def test_draft_width_follows_acceptance_and_batch_size() -> None:
-    sure, doubtful = DraftRecord(), DraftRecord()
-    for _ in range(5):
-        sure.accepted(8, 8)
-        doubtful.accepted(4, 1)
-    wide = best_width([(sure.rate, 8)] * 8, batch=8)
-    assert wide == 8  # drafts that always land are worth the whole width
-    narrow = best_width([(doubtful.rate, 8)], batch=1)
-    assert 1 <= narrow < wide
-    # One doubtful sequence does not widen a batch of 16 others for its sake.
-    assert best_width([(doubtful.rate, 8)], batch=16) == 0
-    # A costly draft model narrows (or stops) what a free n-gram lookup would take.
-    assert best_width([(doubtful.rate, 8)], batch=1, extra_cost=1.0) == 0

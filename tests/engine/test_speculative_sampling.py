@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mlx_responses.service.engine import speculation
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.penalties import penalty_processors
 from mlx_responses.service.engine.requests import SamplingParams
@@ -22,6 +23,13 @@ from tests.engine.test_speculative import PROMPTS, _ban
 from tests.support.engine import Request, collect, generate
 
 TOKENS = 40
+
+
+@pytest.fixture
+def sampled_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sampled rows draft in a batch too (the policy keeps them to drafting alone,
+    `speculation.SAMPLED_BATCH`): the mechanics under test, not the policy."""
+    monkeypatch.setattr(speculation, "SAMPLED_BATCH", 1 << 20)
 
 
 def _sampled() -> list[Request]:
@@ -41,6 +49,7 @@ def _sampled() -> list[Request]:
 
 
 @pytest.mark.parametrize("engine", ["batch", "slots"])
+@pytest.mark.usefixtures("sampled_in_batches")
 async def test_seeded_sampled_output_is_identical_with_ngram_drafts(
     engine: str, short_context_model: Path
 ) -> None:
@@ -86,6 +95,7 @@ async def _twice(path: Path, engine: str, sampling: SamplingParams) -> list[tupl
 
 
 @pytest.mark.parametrize("engine", ["batch", "slots"])
+@pytest.mark.usefixtures("sampled_in_batches")
 async def test_sampled_requests_draft_with_a_draft_model_reproducibly(
     head32_target: Path,  # noqa: F811
     always_draft: None,  # noqa: F811
@@ -97,6 +107,7 @@ async def test_sampled_requests_draft_with_a_draft_model_reproducibly(
 
 
 @pytest.mark.parametrize("engine", ["batch", "slots"])
+@pytest.mark.usefixtures("sampled_in_batches")
 async def test_drafts_proposed_and_kept_reach_the_chunks_and_metrics(
     engine: str, short_context_model: Path
 ) -> None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mlx_responses.service.engine.model import load_model
+from mlx_responses.service.engine.model import LoadedModel, load_model
 from mlx_responses.service.engine.requests import EngineStats, SamplingParams
 from mlx_responses.service.engine.scheduler import Admission
 from mlx_responses.service.engine.worker import EngineWorker
+
+from tests.support.hold import held_until
 
 Request = tuple[str, SamplingParams, list[Any]]
 
@@ -29,18 +32,27 @@ async def collect(stream: Any, sizes: list[int] | None = None) -> tuple[int, ...
 
 
 async def generate(
-    path: Path, requests: list[Request], turns: int = 1, **worker: Any
+    path: Path,
+    requests: list[Request],
+    turns: int = 1,
+    *,
+    loader: Callable[[Path], LoadedModel] = load_model,
+    **worker: Any,
 ) -> tuple[list[tuple[int, ...]], EngineStats]:
-    """Runs `requests` concurrently on a fresh worker, `turns` times; the last turn's ids."""
-    engine = EngineWorker(lambda: load_model(path), **worker)
+    """Runs `requests` concurrently on a fresh worker, `turns` times; the last turn's ids
+    (`loader`: how the worker loads `path`; a VLM's is `load_vision_model`). Each turn's
+    requests are admitted in one pass (held until all have arrived), so the batch they form,
+    and with it each row's arithmetic, never depends on when the thread woke."""
+    engine = EngineWorker(lambda: loader(path), **worker)
     loaded = await engine.start()
     try:
         outputs: list[tuple[int, ...]] = []
         for _ in range(turns):
-            streams = [
-                engine.submit(loaded.tokenizer.encode(text), sampling, processors)
-                for text, sampling, processors in requests
-            ]
+            with held_until(engine, len(requests)):
+                streams = [
+                    engine.submit(loaded.tokenizer.encode(text), sampling, processors)
+                    for text, sampling, processors in requests
+                ]
             outputs = list(await asyncio.gather(*(collect(s) for s in streams)))
         return outputs, engine.stats
     finally:

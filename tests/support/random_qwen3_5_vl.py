@@ -35,10 +35,12 @@ def build_random_qwen3_5_vl(
     family: str = "qwen3_5",
     full_attention_interval: int = 2,
     context: int = 4096,
+    tied: bool = False,
 ) -> Path:
     """Writes config.json, model.safetensors, the tokenizer and the processor configs.
     `family`: "qwen3_5" or "qwen3_5_moe"; `full_attention_interval`: every how many layers one
-    is full attention (Qwen3.5's own is 4); `context`: max_position_embeddings."""
+    is full attention (Qwen3.5's own is 4); `context`: max_position_embeddings; `tied`: the
+    output head is the token embeddings (as the small Qwen3.5s ship)."""
     import importlib
 
     module = importlib.import_module(f"mlx_vlm.models.{family}")
@@ -57,7 +59,7 @@ def build_random_qwen3_5_vl(
         "vision_end_token_id": ids["<|vision_end|>"],
         "vocab_size": base["vocab_size"],
         "eos_token_id": base.get("eos_token_id"),
-        "tie_word_embeddings": False,
+        "tie_word_embeddings": tied,
         "text_config": {
             "model_type": f"{family}_text",
             "hidden_size": hidden_size,
@@ -76,7 +78,7 @@ def build_random_qwen3_5_vl(
             "linear_key_head_dim": 16,
             "linear_value_head_dim": 16,
             "linear_conv_kernel_dim": 4,
-            "tie_word_embeddings": False,
+            "tie_word_embeddings": tied,
             # Interleaved M-RoPE over all of the head's 8 frequencies: time, height, width.
             "rope_parameters": {
                 "type": "default",

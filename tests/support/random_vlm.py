@@ -195,9 +195,12 @@ def _never_end(model: Any, token_ids: list[int]) -> None:
     (the tests') rarely ends early. Unlike tests/support/random_model.py it promises nothing."""
     import mlx.core as mx
 
-    head = model.language_model.lm_head.weight
+    lm = model.language_model
+    # A tied head is the token embeddings (their rows then read 0 as inputs too).
+    owner = lm.lm_head if "lm_head" in lm else lm.model.embed_tokens
+    head = owner.weight
     head[mx.array(token_ids)] = 0.0
-    model.language_model.lm_head.weight = head
+    owner.weight = head
 
 
 def end_at_once(folder: Path, tokenizer_from: Path = BUNDLED_MODEL) -> Path:

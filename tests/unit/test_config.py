@@ -101,7 +101,10 @@ def test_prompt_checkpoint_tokens_flag() -> None:
 def test_speculative_flags() -> None:
     settings = _parse(["--speculative", "ngram", "--num-draft-tokens", "6"], {})
     assert (settings.speculative, settings.num_draft_tokens) == ("ngram", 6)
-    assert _parse([], {}).speculative == "off"
+    assert _parse([], {}).speculative == "ngram"  # on by default
+    assert _parse(["--speculative", "off"], {}).speculative == "off"
+    assert _parse(["--speculative", "none"], {}).speculative == "none"  # served as off
+    assert _parse([], {"MLX_RESPONSES_SPECULATIVE": "off"}).speculative == "off"
     with pytest.raises(ConfigError):
         _parse(["--num-draft-tokens", "0"], {})
     drafted = _parse(["--speculative", "draft", "--draft-model", "/models/small"], {})
@@ -110,6 +113,12 @@ def test_speculative_flags() -> None:
         _parse(["--speculative", "draft"], {})
     with pytest.raises(ConfigError, match="--speculative draft"):
         _parse(["--draft-model", "/models/small"], {})
+
+
+def test_no_mtp_flag_and_env() -> None:
+    assert _parse([], {}).no_mtp is False  # a checkpoint's own MTP head drafts by default
+    assert _parse(["--no-mtp"], {}).no_mtp is True
+    assert _parse([], {"MLX_RESPONSES_NO_MTP": "1"}).no_mtp is True
 
 
 def test_kv_bits_flag() -> None:

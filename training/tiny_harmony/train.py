@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from training.tiny_harmony import agent_tools, codex
 from training.tiny_harmony.data import Example, example
 from training.tiny_harmony.tokenizer import write_tokenizer
 
@@ -55,6 +56,20 @@ def encode(tokenizer: Any, ex: Example) -> tuple[list[int], int]:
     return head + tokenizer.encode(full[len(prompt) :], add_special_tokens=False), len(head)
 
 
+def padded(rows: list[tuple[list[int], int]]) -> tuple[Any, Any, Any]:
+    """Inputs, targets and the loss mask (the learned turn only) of rows padded to one width."""
+    import mlx.core as mx
+
+    width = max(len(ids) for ids, _ in rows)
+    inputs, targets, mask = [], [], []
+    for ids, start in rows:
+        pad = width - len(ids)
+        inputs.append(ids[:-1] + [0] * pad)
+        targets.append(ids[1:] + [0] * pad)
+        mask.append([0] * (start - 1) + [1] * (len(ids) - start) + [0] * pad)
+    return mx.array(inputs), mx.array(targets), mx.array(mask, dtype=mx.float32)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
@@ -72,6 +87,31 @@ def main() -> None:
         help="end after this many steps (the schedule "
         "still spans --steps): the committed run stopped at 741",
     )
+    parser.add_argument(
+        "--agents",
+        type=float,
+        default=0.0,
+        help="the share of conversations on the compatibility test's tool shapes "
+        "(agent_tools.py); the rest are data.py's",
+    )
+    parser.add_argument(
+        "--codex-every",
+        type=int,
+        default=0,
+        help="every Nth step learns Codex turns behind its system turn (prefixed.py); 0: never",
+    )
+    parser.add_argument("--codex-batch", type=int, default=4)
+    parser.add_argument(
+        "--max-position",
+        type=int,
+        default=CONFIG["max_position_embeddings"],
+        help="the context the config declares (Codex's default request is ~18.8k tokens)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="log every step")
+    parser.add_argument("--save-every", type=int, default=0, help="write the weights every N steps")
+    parser.add_argument(
+        "--codex-refresh", type=int, default=3, help="Codex steps between system-turn prefills"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from mlx_responses.service.engine.blas import preload_blas
@@ -80,16 +120,18 @@ def main() -> None:
     import mlx.core as mx
     import mlx.optimizers as optim
     from mlx import nn
-    from mlx.utils import tree_flatten
     from mlx_lm.models import gpt_oss
     from mlx_responses.service.config import BUNDLED_MODEL
     from transformers import AutoTokenizer
+
+    from training.tiny_harmony import prefixed
 
     mx.set_default_device(mx.cpu)
     write_tokenizer(BUNDLED_MODEL, args.out)
     tokenizer = AutoTokenizer.from_pretrained(str(args.out))
     config = {
         **CONFIG,
+        "max_position_embeddings": args.max_position,
         "vocab_size": json.loads((BUNDLED_MODEL / "config.json").read_text())["vocab_size"],
     }
     mx.random.seed(args.seed)
@@ -98,21 +140,38 @@ def main() -> None:
         model.load_weights(str(args.init_from / "model.safetensors"))
     rng = random.Random(args.seed)
 
-    def batch() -> tuple[mx.array, mx.array, mx.array]:
-        rows = [encode(tokenizer, example(rng)) for _ in range(args.batch)]
-        width = max(len(ids) for ids, _ in rows)
-        inputs, targets, mask = [], [], []
-        for ids, start in rows:
-            pad = width - len(ids)
-            inputs.append(ids[:-1] + [0] * pad)
-            targets.append(ids[1:] + [0] * pad)
-            mask.append([0] * (start - 1) + [1] * (len(ids) - start) + [0] * pad)
-        return mx.array(inputs), mx.array(targets), mx.array(mask, dtype=mx.float32)
+    def draw() -> Example:
+        # (no draw when 0: the first stage's stream stays the committed run's)
+        if args.agents and rng.random() < args.agents:
+            return agent_tools.example(
+                rng, f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+            )
+        return example(rng)
 
-    def loss_fn(model: nn.Module, x: mx.array, y: mx.array, m: mx.array) -> mx.array:
-        logits = model(x)
+    def batch() -> tuple[mx.array, mx.array, mx.array]:
+        return padded([encode(tokenizer, draw()) for _ in range(args.batch)])
+
+    def loss_fn(
+        model: nn.Module, x: mx.array, y: mx.array, m: mx.array, cache: Any = None
+    ) -> mx.array:
+        logits = model(x, cache=cache)
         losses = nn.losses.cross_entropy(logits, y, reduction="none")
         return (losses * m).sum() / m.sum()
+
+    system: dict[str, Any] = {}
+
+    def codex_batch(codex_step: int) -> tuple[mx.array, mx.array, mx.array, list[Any]]:
+        """Codex turns behind one system turn (prefilled again every --codex-refresh)."""
+        if codex_step % args.codex_refresh == 0:
+            date = f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+            home = codex.home_dir(rng)
+            text = prefixed.system_turn(tokenizer, date, home)
+            system.update(date=date, home=home, text=text)
+            system["cache"] = prefixed.prefill(model, tokenizer, text)
+        turns = [codex.turn(rng, system["date"], system["home"]) for _ in range(args.codex_batch)]
+        rows = [prefixed.encode_turn(tokenizer, t, system["text"]) for t in turns]
+        x, y, m = padded(rows)
+        return x, y, m, prefixed.copies(system["cache"], args.codex_batch)
 
     schedule = optim.join_schedules(
         [
@@ -125,15 +184,23 @@ def main() -> None:
     step_fn = nn.value_and_grad(model, loss_fn)
     started, wall = time.process_time(), time.time()
     step = 0
+    codex_steps = 0
     for step in range(1, (args.stop_after or args.steps) + 1):
-        x, y, m = batch()
-        loss, grads = step_fn(model, x, y, m)
+        if args.codex_every and step % args.codex_every == 0:
+            x, y, m, cache = codex_batch(codex_steps)
+            codex_steps += 1
+            loss, grads = step_fn(model, x, y, m, cache)
+        else:
+            x, y, m = batch()
+            loss, grads = step_fn(model, x, y, m)
         optimizer.update(model, grads)
         mx.eval(model.parameters(), optimizer.state, loss)
-        if step % 100 == 0:
+        if step % 100 == 0 or args.verbose:
             log.info(
                 "step %d loss %.4f cpu %.0fs", step, loss.item(), time.process_time() - started
             )
+        if args.save_every and step % args.save_every == 0:
+            save(model, config, args.out)
         if (
             time.process_time() - started > args.cpu_seconds
             or time.time() - wall > args.wall_seconds
@@ -145,9 +212,17 @@ def main() -> None:
         time.process_time() - started,
         time.time() - wall,
     )
-    (args.out / "config.json").write_text(json.dumps(config, indent=2))
+    save(model, config, args.out)
+
+
+def save(model: Any, config: dict[str, Any], out: Path) -> None:
+    """The model folder's config and weights (the tokenizer's files are written first)."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    (out / "config.json").write_text(json.dumps(config, indent=2))
     weights = dict(tree_flatten(model.parameters()))  # fp32: the CPU's gather_mm needs it
-    mx.save_safetensors(str(args.out / "model.safetensors"), weights)
+    mx.save_safetensors(str(out / "model.safetensors"), weights)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from mlx_responses.service.engine.batch.prefill_batch import PiecewisePromptBatc
 from mlx_responses.service.engine.batch.quantized_cache import mergeable
 from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
 from mlx_responses.service.engine.draft_model import DraftedModel
+from mlx_responses.service.engine.heads import HeadedModel
 from mlx_responses.service.engine.scheduler import (
     Admission,
     Alone,
@@ -64,6 +65,8 @@ class BatchScheduler:
             batch.num_draft = num_draft_tokens
             if isinstance(model, DraftedModel):
                 batch.drafted = model
+            elif isinstance(model, HeadedModel):
+                batch.use_head(model)
             generator._generation_batch = batch
             self._spec = batch
         else:
@@ -116,7 +119,7 @@ class BatchScheduler:
         if self._spec is not None and admission.speculate:
             # A grammar's sequence decodes normally in the same batch step (its matcher keeps
             # state per token); greedy and sampled ones, penalties too, may draft.
-            self._spec.eligible.add(theirs)
+            self._spec.policy.admit(theirs, admission.sampler)
 
     def _forget(self, uid: int) -> int | None:
         theirs = self._theirs.pop(uid, None)

@@ -27,11 +27,15 @@ from mlx_responses.service.engine.acceptance import (
     settle,
     target_logprobs,
 )
+from mlx_responses.service.engine.batch.feed import feed
 from mlx_responses.service.engine.batch.grammar_batch import GrammarGenerationBatch
 from mlx_responses.service.engine.batch.mlx_lm_compat import BatchKVCache
 from mlx_responses.service.engine.batch.quantized_cache import BatchQuantizedKVCache
 from mlx_responses.service.engine.draft_model import DraftedModel
+from mlx_responses.service.engine.heads import HeadedModel
+from mlx_responses.service.engine.mlx_lm_compat import ArraysCache
 from mlx_responses.service.engine.speculation import Candidate, SpeculationPolicy
+from mlx_responses.service.engine.vision.hybrid import roll_back
 
 
 class SpeculativeGenerationBatch(GrammarGenerationBatch):
@@ -50,7 +54,32 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         self._missed: list[mx.array] = []
         # Which sequences draft and how far: the policy the slots use too.
         self.policy = SpeculationPolicy(0)
+        # A drafting head reading the target's hidden states (an MTP or EAGLE-3 head: its
+        # model is then a HeadedModel; `use_head`).
+        self.headed: HeadedModel | None = None
+        # A verify's target hidden states, and the recurrent states before it (`_keep`).
+        self._verified: mx.array | None = None
+        self._before: list[tuple[Any, tuple[list[Any], Any, Any]]] = []
+        self._recorded: list[tuple[Any, mx.array, mx.array]] | None = None
+        # What the target read alone (its inputs and features, [batch, 1] each step): the
+        # head's caches lag by as many positions in every row, as a draft model's do.
+        self._unread: list[tuple[mx.array, mx.array]] = []
         super().__init__(*args, **kwargs)
+
+    def use_head(self, model: HeadedModel) -> None:
+        """Drafts come from the model's head (heads.py); a step that does not draft runs the
+        target alone (the library calls `self.model`), the head reading what it missed when
+        it drafts next (or before its caches are extracted or joined, or at `MAX_LAG`)."""
+        self.headed = model
+        self.policy.head = model
+
+        def alone(inputs: mx.array, cache: list[Any], **kwargs: Any) -> mx.array:
+            return self._head_alone(inputs, cache)
+
+        hook = getattr(model, "feed", None)
+        if hook is not None:  # a VLM's language side is told its rows (batch/feed.py)
+            alone.feed = hook  # type: ignore[attr-defined]
+        self.model = cast(Any, alone)
 
     @property
     def num_draft(self) -> int:
@@ -102,8 +131,23 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         out: mx.array = self.drafted.target(inputs, cache=cache[: self.drafted.split], **kwargs)
         return out
 
+    def _head_alone(self, inputs: mx.array, cache: list[Any]) -> mx.array:
+        """The forward of a step that does not draft: the head reads it later."""
+        assert self.headed is not None
+        if len(self._unread) >= speculation.MAX_LAG:
+            self._catch_up()
+        logits, features = self.headed.forward(inputs, cache)
+        self._unread.append((inputs, features))
+        return logits
+
     def _catch_up(self) -> None:
-        """The draft reads what it missed, in one forward (before its cache is used or moved)."""
+        """The draft (or head) reads what it missed, in one forward (before its cache is used
+        or moved)."""
+        if self._unread and self.headed is not None:
+            unread, self._unread = self._unread, []
+            inputs = mx.concatenate([i for i, _ in unread], axis=1)
+            features = mx.concatenate([f for _, f in unread], axis=1)
+            self.headed.read(inputs, features, self.prompt_cache)
         if self._missed and self.drafted is not None:
             missed, self._missed = self._missed, []
             self.drafted.draft_reads(mx.concatenate(missed, axis=1), self.prompt_cache)
@@ -122,6 +166,9 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         if self._missed:
             missed = mx.concatenate(self._missed, axis=1)
             self._missed = [missed[mx.array(keep)]] if keep else []
+        if self._unread:
+            rows = mx.array(keep)
+            self._unread = [(i[rows], f[rows]) for i, f in self._unread] if keep else []
 
     def forget(self, uid: int) -> None:
         """Drops a sequence's drafting state (it finished or was removed)."""
@@ -133,14 +180,21 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
     def next(self) -> list[Any]:
         if not self.uids or self.num_draft <= 0 or not self.eligible.intersection(self.uids):
             return super().next()
-        if not all(isinstance(c, BatchKVCache | BatchQuantizedKVCache) for c in self.prompt_cache):
+        # Rejected drafts are trimmed off plain caches; with a head, recurrent states are
+        # computed again up to the kept positions (`_keep_head`).
+        rewinds: tuple[type, ...] = (BatchKVCache, BatchQuantizedKVCache)
+        if self.headed is not None:
+            rewinds = (*rewinds, ArraysCache)
+        if not all(isinstance(c, rewinds) for c in self.prompt_cache):
             return super().next()
         # The rows that may draft this step (`which`), as the policy's candidates.
         which = [i for i, uid in enumerate(self.uids) if uid in self.eligible and self._room(i) > 0]
         candidates = [Candidate(self.uids[i], self._room(i), self.tokens[i]) for i in which]
         responses = None
         if candidates:
-            if self.drafted is None:
+            if self.headed is not None:
+                responses = self._head_draft(candidates, which)
+            elif self.drafted is None:
                 responses = self._ngram(candidates, which)
             else:
                 responses = self._draft(candidates, which)
@@ -192,7 +246,46 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         drawn_from = {i: mx.stack(q)[: lengths[i]] for i, q in log_q.items()}
         return self._verify(mx.concatenate(columns, axis=1), lengths, drawn_from)
 
+    def _head_draft(self, candidates: list[Candidate], which: list[int]) -> list[Any] | None:
+        """Drafts of the head (`HeadedModel.drafts`) from each row's pending token (not waited
+        for), over the whole batch: one graph with the verify. A sampled row draws its drafts
+        from its rule over the head's logits."""
+        headed = self.headed
+        assert headed is not None
+        width = self.policy.draft_width(candidates, len(self.uids))
+        if not width:
+            return None
+        self._catch_up()
+        room = {i: c.room for i, c in zip(which, candidates, strict=True)}
+        rules = {i: rule for i in which if (rule := sampled_rule(self._sampler(i))) is not None}
+        log_q: dict[int, list[mx.array]] = {}
+        pending = self._next_tokens
+        drafts = headed.drafts(pending, width, self.prompt_cache, rules, log_q)
+        columns = [pending[:, None], *drafts]
+        lengths = [min(width, room.get(i, 0)) for i in range(len(self.uids))]
+        drawn_from = {i: mx.stack(q)[: lengths[i]] for i, q in log_q.items()}
+        return self._verify(mx.concatenate(columns, axis=1), lengths, drawn_from)
+
     def _target(self, inputs: mx.array) -> mx.array:
+        if self.headed is not None:
+            headed = self.headed
+            self._before = [
+                (c, (list(c.cache), c.left_padding, c.lengths))
+                for c in self.prompt_cache[: headed.split]
+                if isinstance(c, ArraysCache)
+            ]
+            feed(headed, self.uids, self.tokens)
+            # A target that records its recurrent states per position rolls back from them.
+            recorder = headed.target if hasattr(headed.target, "record") else None
+            self._recorded = None if recorder is None else []
+            if recorder is not None:
+                recorder.record = self._recorded
+            logits, features = headed.forward(inputs, self.prompt_cache)
+            if recorder is not None:
+                recorder.record = None
+            headed.read_verified(inputs, features, self.prompt_cache)
+            self._verified = features
+            return logits
         if self.drafted is None:
             out: mx.array = self.model(inputs, cache=self.prompt_cache)
             return out
@@ -352,7 +445,9 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         (it never read its own last draft), so when a row kept them all the draft reads it now.
         """
         width = inputs.shape[1]
-        if self.drafted is None:
+        if self.headed is not None:
+            self._keep_head(inputs, kept)
+        elif self.drafted is None:
             _drop(self.prompt_cache, [width - n for n in kept])
         else:
             split = self.drafted.split
@@ -366,8 +461,37 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         if min(kept) != max(kept):
             self._compact()
 
+    def _keep_head(self, inputs: mx.array, kept: list[int]) -> None:
+        """`_keep` with a head: the target's and the head's KV lose the rejected positions
+        alike; recurrent states, which cannot, are rolled back to each row's kept positions
+        from the states the verify recorded after each position (a VLM's language side,
+        `vision/hybrid.py`), else computed again from before the verify over them (one more
+        target forward, only when a row rejected); each row keeps the target's features at
+        its last kept position."""
+        headed = self.headed
+        assert headed is not None and self._verified is not None
+        width = inputs.shape[1]
+        plain = [c for c in self.prompt_cache[:-1] if not isinstance(c, ArraysCache)]
+        if self._recorded is not None and min(kept) < width:
+            roll_back(self._recorded, kept)
+        elif self._before and min(kept) < width:
+            for c in plain[: len(plain) - len(headed.head.layers)]:
+                c.trim(width)
+            for c, (arrays, padding, _) in self._before:
+                c.state = (arrays, padding, mx.array(kept))
+            # From where the verify started (the rows' tokens now hold what they kept).
+            before = [t[: len(t) - n] for t, n in zip(self.tokens, kept, strict=True)]
+            feed(headed, self.uids, before)
+            headed.forward(inputs, self.prompt_cache)
+            for c, (_, padding, lengths) in self._before:
+                c.left_padding, c.lengths = padding, lengths
+        _drop(plain, [width - n for n in kept])
+        headed.keep(self.prompt_cache, self._verified, kept)
+        self._before, self._verified, self._recorded = [], None, None
+
     def _compact(self) -> None:
-        first = self.prompt_cache[0]
+        # The padding of the KV caches (a recurrent state has none).
+        first = next(c for c in self.prompt_cache if not isinstance(c, ArraysCache))
         padding = first.left_padding.tolist()
         if max(padding) - min(padding) <= max(64, first.size() // 4):
             return

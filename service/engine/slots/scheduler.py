@@ -36,7 +36,7 @@ max(0, p - window + 1)..p, in decode and in each prefill query. The slots store 
 as without a window; each layer's view attends over the span from the earliest window start of
 its rows (a slice of the store, no mask for a lone or uniform decode) with masks that cut each
 row at its own window's start: one plan per window in a forward, the layers that share a
-window sharing it (`SlotVerify._views`). Prompt-cache entries hold, per layer, a KVCache or a
+window sharing it (`store.layer_views`). Prompt-cache entries hold, per layer, a KVCache or a
 RotatingKVCache of the window's last positions (what mlx-lm's batch extracts), and restoring one
 (ours, mlx-lm's, wrapped or not) writes those positions back where they were. NOTE: memory per
 slot grows with the context as without a window (the store is not a ring; a ring buffer of
@@ -61,13 +61,11 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import mlx.core as mx
 from mlx_responses.service.engine import speculation as speculative
-from mlx_responses.service.engine.kv_quant import SequenceQuantizedKVCache
-from mlx_responses.service.engine.mlx_lm_compat import KVCache, RotatingKVCache
 from mlx_responses.service.engine.scheduler import (
     Admission,
     Alone,
@@ -78,6 +76,7 @@ from mlx_responses.service.engine.scheduler import (
     chunk_to,
     sampled,
 )
+from mlx_responses.service.engine.slots import entries
 from mlx_responses.service.engine.slots.fit import layer_windows
 from mlx_responses.service.engine.slots.sequence import DecodeRows, SlotSequence, arrival
 from mlx_responses.service.engine.slots.store import (
@@ -87,18 +86,16 @@ from mlx_responses.service.engine.slots.store import (
     PrefillPlan,
     PrefillView,
     Store,
-    held_of,
-    in_order,
-    parts_of,
+    layer_views,
     window_start,
 )
-from mlx_responses.service.engine.slots.verify import SlotVerify
+from mlx_responses.service.engine.slots.verify import Pending, SlotVerifier
 from mlx_responses.service.engine.speculation import SpeculationPolicy
 from mlx_responses.service.engine.vision.language import VisionLanguage
 from mlx_responses.service.engine.vision.rows import chunk_inputs, step_inputs, vision_row
 
 
-class SlotScheduler(SlotVerify):
+class SlotScheduler:
     """Continuous batching over fixed KV slots (a `scheduler.Scheduler`)."""
 
     rewinds_any_window = True  # a rejected draft is a length not advanced
@@ -140,6 +137,19 @@ class SlotScheduler(SlotVerify):
                 raise ValueError("quantized KV slots need a group size and plain caches")
             quantized = (kv_group, kv_bits)
         self._stores = [Store(completion_batch_size, quantized) for _ in model.layers]
+        # The verify steps when speculating (verify.py): a collaborator on the same stores.
+        self._verifier: SlotVerifier | None = None
+        if speculation is not None:
+            self._verifier = SlotVerifier(
+                model,
+                speculation,
+                self._stores,
+                self.windows,
+                split=self._split,
+                sample=self._sample,
+                emit=self._emit,
+                prompt_in=self._prompt_in,
+            )
         self._queue: deque[SlotSequence] = deque()  # admitted, waiting for a slot
         self._prefilled = 0  # prompt tokens the current step prefilled
         self.moved_sequences = 0  # moved down to a lower slot (`_compact`)
@@ -149,7 +159,7 @@ class SlotScheduler(SlotVerify):
         # To feed to the next decode step: the last step's rows (by slot and uid) with their
         # sampled tokens and logprobs, and the rows whose prefill ended since (their last
         # prompt token: fed, not emitted).
-        self._pending: tuple[list[tuple[int, int]], mx.array, mx.array] | None = None
+        self._pending: Pending | None = None
         self._joined: list[tuple[int, int]] = []
         # Whether a prompt's entry is taken where its prefill ends (`PromptEnd`), for a prompt
         # cache whose entries cannot be trimmed (a sliding window).
@@ -187,7 +197,7 @@ class SlotScheduler(SlotVerify):
         )
         self._queue.append(seq)
         if self._spec is not None and admission.speculate:
-            self._spec.eligible.add(seq.uid)
+            self._spec.admit(seq.uid, admission.sampler)
 
     def drop(self, uids: Sequence[int]) -> None:
         """Frees their slots (their pending tokens are dropped at the next step)."""
@@ -332,29 +342,11 @@ class SlotScheduler(SlotVerify):
         self._joined.append((seq.slot, seq.uid))
 
     def _restore(self, seq: SlotSequence) -> None:
-        """Copies a prompt-cache entry into the sequence's slot, each key at its position
-        (a rotating cache's: the last positions only, the window and more; the slot's
-        positions before them are never attended). Quantized slots take quantized entries
-        as they are, and quantize plain ones."""
+        """Copies a prompt-cache entry into the sequence's slot (`entries.restore`)."""
         assert seq.cache is not None
         n = len(seq.tokens)
-        if n == 0:  # an empty cache (a lone sequence handed over before its first chunk)
-            seq.cache = None
-            return
-        for store, window, layer in zip(self._stores, self.windows, seq.cache, strict=True):
-            # Each query attends to `window` positions, its own included.
-            need = n if window is None else min(n, window - 1)
-            keys, values = in_order(layer)  # [1, kv_heads, positions n-held..n-1, head_dim]
-            if isinstance(keys, mx.array) and isinstance(values, mx.array):
-                keys, values = store.encode(keys), store.encode(values)
-            else:
-                assert store.quantized == (layer.group_size, layer.bits), "not this quantization"
-            held = parts_of(keys)[0].shape[2]
-            assert layer.offset == n and held >= need, (layer.offset, n, held)
-            store.ensure(keys, values, seq.slot + 1, n)
-            store.write(
-                (slice(seq.slot, seq.slot + 1), ALL_HEADS, slice(n - held, n)), keys, values
-            )
+        if n:  # else an empty cache (a lone sequence handed over before its first chunk)
+            entries.restore(self._stores, self.windows, seq.slot, n, seq.cache)
         seq.cache = None
         seq.drafted_to = n
 
@@ -389,6 +381,24 @@ class SlotScheduler(SlotVerify):
                 self._ends.append(PromptEnd(seq.uid, self._extract(seq), list(seq.tokens)))
             if not seq.pending:
                 self._join(seq)
+
+    def _views(
+        self,
+        view: Callable[[Store, Any], Any],
+        plan: Callable[[int | None], Any],
+    ) -> list[Any]:
+        """A forward's caches over every layer's store (`store.layer_views`)."""
+        return layer_views(self._stores, self.windows, view, plan)
+
+    def _prompt_in(self, seq: SlotSequence) -> None:
+        """With `prompt_ends`, the entry of a sequence whose decode step just fed its last
+        prompt token: its whole prompt is in, its first token sampled and not yet fed (a draft
+        model's layers caught up, as in `_finish`)."""
+        if not self.prompt_ends:
+            return
+        if self._verifier is not None and self._verifier.spec.drafted is not None:
+            self._verifier.catch_up([seq])
+        self._ends.append(PromptEnd(seq.uid, self._extract(seq), list(seq.tokens)))
 
     def _sample(self, rows: list[SlotSequence], logits: mx.array) -> tuple[mx.array, mx.array]:
         if any(s.processors for s in rows):
@@ -456,16 +466,18 @@ class SlotScheduler(SlotVerify):
             inputs = mx.zeros((hi,), dtype=current.dtype)
             inputs[index] = current
         lengths = [len(seq.tokens) if seq is not None else 0 for seq in self.slots[:hi]]
-        if self._spec is not None and self._spec.drafted is not None:
+        verifier = self._verifier
+        if verifier is not None and verifier.spec.drafted is not None:
             # A draft model lags at most MAX_LAG positions (bounds a catch-up forward).
-            self._catch_up(
+            verifier.catch_up(
                 [seq for seq in rows if len(seq.tokens) - seq.drafted_to >= speculative.MAX_LAG]
             )
-        if self._spec is not None:
+        if verifier is not None:
             step = DecodeRows(named, rows, current, current_lp, sampled, inputs, lengths)
-            drafts = self._drafts(step)
+            drafts = verifier.drafts(step)
             if drafts is not None:
-                return self._verify(step, *drafts)
+                responses, self._pending = verifier.verify(step, *drafts)
+                return responses
         views = self._views(DecodeView, lambda w: DecodePlan(lengths, slots, w))
         # The draft model does not read a decode step's tokens: it catches up when it drafts.
         extra = step_inputs([seq.vision if seq else None for seq in self.slots[:hi]], lengths)
@@ -543,8 +555,8 @@ class SlotScheduler(SlotVerify):
         layers caught up: the entry holds both at one offset) and tokens."""
         if self._spec is not None:
             self._spec.forget(seq.uid)
-            if self._spec.drafted is not None:
-                self._catch_up([seq])
+            if self._verifier is not None and self._spec.drafted is not None:
+                self._verifier.catch_up([seq])
         self.slots[seq.slot] = None
         self._vacated = True
         return self._extract(seq), list(seq.tokens)
@@ -569,30 +581,11 @@ class SlotScheduler(SlotVerify):
         )
         self.slots[seq.slot] = None
         self._pending = None
+        if self._spec is not None:
+            self._spec.forget(seq.uid)
         self._release_if_idle()
         return alone
 
     def _extract(self, seq: SlotSequence) -> list[Any]:
-        """The sequence's keys as a prompt-cache entry (contiguous copies of its slot): a
-        KVCache, with a window a RotatingKVCache of the window's last positions (what
-        mlx-lm's batch extracts), quantized a SequenceQuantizedKVCache (what the batch's
-        quantized sequences are)."""
-        n = len(seq.tokens)
-        entry: list[Any] = []
-        for store, window in zip(self._stores, self.windows, strict=True):
-            lo = window_start(n - 1, window)  # the window of its last token
-            held = store.span((slice(seq.slot, seq.slot + 1), ALL_HEADS, slice(lo, n)))
-            keys, values = (held_of([mx.contiguous(p) for p in parts_of(side)]) for side in held)
-            if store.quantized is not None:
-                cache: Any = SequenceQuantizedKVCache(*store.quantized)
-                cache.keys, cache.values, cache.offset = keys, values, n
-            elif window is None:
-                cache = KVCache()
-                cache.keys, cache.values, cache.offset = keys, values, n
-            else:
-                cache = RotatingKVCache(max_size=window, keep=0)
-                cache.state = (keys, values, n, 0, window, n - lo)
-            entry.append(cache)
-        # Copied before the next step writes the store (which then stays a buffer of its own).
-        mx.async_eval([(c.keys, c.values) for c in entry])
-        return entry
+        """The sequence's keys as a prompt-cache entry (`entries.extract`)."""
+        return entries.extract(self._stores, self.windows, seq.slot, len(seq.tokens))

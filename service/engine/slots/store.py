@@ -21,6 +21,7 @@ its entry quantized, and comes back with it (`take_alone`, `_restore`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
@@ -346,3 +347,20 @@ def in_order(layer: Any) -> tuple[Held, Held]:
         keys, values = (held_of([p[:, :, :n] for p in side]) for side in sides)
         return keys, values
     return layer.keys[:, :, :n], layer.values[:, :, :n]
+
+
+def layer_views(
+    stores: list[Store],
+    windows: list[int | None],
+    view: Callable[[Store, Any], Any],
+    plan: Callable[[int | None], Any],
+    *,
+    start: int = 0,
+    end: int | None = None,
+) -> list[Any]:
+    """A forward's caches over the stores `start:end` (each layer's, with its window): each
+    store's view of the plan for its layer's window (one plan per window: layers that share
+    one share it)."""
+    chosen = windows[start:end]
+    plans = {w: plan(w) for w in dict.fromkeys(chosen)}
+    return [view(s, plans[w]) for s, w in zip(stores[start:end], chosen, strict=True)]

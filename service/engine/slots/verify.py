@@ -3,13 +3,13 @@
 The policy (which rows draft, how far) is `speculation.py`'s; this is the mechanics on the
 slot stores: each decoding row feeds its pending token and its drafts into its own slot, and a
 rejected draft is a length not advanced. A draft model's layers have stores of their own after
-the target's; they lag on decode steps and catch up when needed (`_catch_up`).
+the target's; they lag on decode steps and catch up when needed (`SlotVerifier.catch_up`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mlx.core as mx
 from mlx_responses.service.engine.acceptance import (
@@ -21,7 +21,7 @@ from mlx_responses.service.engine.acceptance import (
     target_logprobs,
 )
 from mlx_responses.service.engine.draft_model import DraftedModel
-from mlx_responses.service.engine.scheduler import PromptEnd, Token
+from mlx_responses.service.engine.scheduler import Token
 from mlx_responses.service.engine.seeded_sampler import RuleSampler
 from mlx_responses.service.engine.slots.sequence import DecodeRows, SlotSequence
 from mlx_responses.service.engine.slots.store import (
@@ -30,31 +30,42 @@ from mlx_responses.service.engine.slots.store import (
     PrefillPlan,
     PrefillView,
     Store,
+    layer_views,
 )
 from mlx_responses.service.engine.speculation import Candidate, SpeculationPolicy
 
+# The rows a step leaves to the next (slot, uid), their sampled tokens and their logprobs.
+Pending = tuple[list[tuple[int, int]], mx.array, mx.array]
 
-class SlotVerify:
-    """The slot scheduler's verify steps (a part of `SlotScheduler`, which holds the state)."""
 
-    model: Any
-    windows: list[int | None]  # each store's (layer's) window
-    _spec: SpeculationPolicy | None
-    _stores: list[Store]
-    _split: int  # the first draft-model store
-    _pending: tuple[list[tuple[int, int]], mx.array, mx.array] | None
-    prompt_ends: bool
-    _ends: list[PromptEnd]
+class SlotVerifier:
+    """The slot scheduler's verify steps: drafts for its decoding rows and one forward that
+    checks them, on the slot stores it shares with the scheduler (a collaborator of
+    `SlotScheduler`, which calls back for what a decode step does there too: sampling a row,
+    emitting a token, a prompt that is all in)."""
 
-    if TYPE_CHECKING:
-
-        def _sample(
-            self, rows: list[SlotSequence], logits: mx.array
-        ) -> tuple[mx.array, mx.array]: ...
-
-        def _emit(self, seq: SlotSequence, token: int, logprobs: mx.array) -> Token: ...
-
-        def _extract(self, seq: SlotSequence) -> list[Any]: ...
+    def __init__(
+        self,
+        model: Any,
+        spec: SpeculationPolicy,
+        stores: list[Store],
+        windows: list[int | None],
+        *,
+        split: int,
+        sample: Callable[[list[SlotSequence], mx.array], tuple[mx.array, mx.array]],
+        emit: Callable[[SlotSequence, int, mx.array], Token],
+        prompt_in: Callable[[SlotSequence], None],
+    ) -> None:
+        """`stores` and `windows`: each layer's store and window (the target's, then a draft
+        model's from `split` on)."""
+        self.model = model
+        self.spec = spec
+        self._stores = stores
+        self._windows = windows
+        self._split = split
+        self._sample = sample
+        self._emit = emit
+        self._prompt_in = prompt_in
 
     def _views(
         self,
@@ -63,26 +74,12 @@ class SlotVerify:
         start: int = 0,
         end: int | None = None,
     ) -> list[Any]:
-        """A forward's caches over the stores `start:end`: each store's view of the plan for
-        its layer's window (one plan per window: layers that share one share it)."""
-        windows = self.windows[start:end]
-        plans = {w: plan(w) for w in dict.fromkeys(windows)}
-        return [view(s, plans[w]) for s, w in zip(self._stores[start:end], windows, strict=True)]
+        return layer_views(self._stores, self._windows, view, plan, start=start, end=end)
 
-    def _prompt_in(self, seq: SlotSequence) -> None:
-        """With `prompt_ends`, the entry of a sequence whose decode step just fed its last
-        prompt token: its whole prompt is in, its first token sampled and not yet fed (a draft
-        model's layers caught up, as in `_finish`)."""
-        if not self.prompt_ends:
-            return
-        if self._spec is not None and self._spec.drafted is not None:
-            self._catch_up([seq])
-        self._ends.append(PromptEnd(seq.uid, self._extract(seq), list(seq.tokens)))
-
-    def _catch_up(self, rows: list[SlotSequence]) -> None:
+    def catch_up(self, rows: list[SlotSequence]) -> None:
         """The draft model reads what it missed of these rows, in one forward (each row from
         its own position, right-padded: what the padding writes is past the row's length)."""
-        spec = self._spec
+        spec = self.spec
         assert spec is not None and spec.drafted is not None
         behind = [seq for seq in rows if seq.drafted_to < len(seq.tokens)]
         if not behind:
@@ -98,14 +95,14 @@ class SlotVerify:
         for seq in behind:
             seq.drafted_to = len(seq.tokens)
 
-    def _drafts(self, step: DecodeRows) -> tuple[mx.array, list[int], dict[int, mx.array]] | None:
+    def drafts(self, step: DecodeRows) -> tuple[mx.array, list[int], dict[int, mx.array]] | None:
         """This step's verify input, a row per decoding sequence (its pending token, then its
         drafts, padded), and each one's count of real drafts; None: a plain decode step.
 
         Only rows that sampled their pending token draft (not one feeding its last prompt
         token), when eligible (no grammar: `Admission.speculate`) and with tokens left to
         generate."""
-        spec = self._spec
+        spec = self.spec
         assert spec is not None
         candidates, which = [], []
         for i in range(step.sampled):
@@ -124,7 +121,7 @@ class SlotVerify:
         self, step: DecodeRows, candidates: list[Candidate], which: list[int]
     ) -> tuple[mx.array, list[int], dict[int, mx.array]] | None:
         """`_drafts` from n-gram lookup (`which`: the candidates' rows)."""
-        spec = self._spec
+        spec = self.spec
         assert spec is not None
         values: list[int] = []
 
@@ -153,13 +150,13 @@ class SlotVerify:
         draft's logits), one forward per draft position over the
         slots up to the highest in use, as a decode step (free and prefilling slots ride
         along); nothing waited for."""
-        spec = self._spec
+        spec = self.spec
         assert spec is not None and spec.drafted is not None
         width = spec.draft_width(candidates, len(step.rows))
         if not width:
             spec.rest(candidates)
             return None
-        self._catch_up([step.rows[i] for i in which])
+        self.catch_up([step.rows[i] for i in which])
 
         def views(j: int) -> list[Any]:
             lengths = [n + j for n in step.lengths]
@@ -202,18 +199,19 @@ class SlotVerify:
             return lp, Verdict(mx.argmax(lp, axis=-1), None)
         return lp, judge(rule.scaled(lp), table[1 : 1 + n], log_q, rule.keys(n + 1))
 
-    def _verify(
+    def verify(
         self,
         step: DecodeRows,
         inputs: mx.array,
         counts: list[int],
         log_q: dict[int, mx.array] | None = None,
-    ) -> list[Token]:
+    ) -> tuple[list[Token], Pending | None]:
         """One forward over each row's pending token and drafts (`inputs`, as `_drafts` gives);
         a greedy drafting row keeps its drafts up to the first greedy decoding would not have
         made, a sampled (or processed) one those `acceptance.py` keeps,
-        the others sample their pending token's successor as a decode step would."""
-        spec = self._spec
+        the others sample their pending token's successor as a decode step would. Returns
+        the step's tokens and what the next step feeds (the scheduler's pending rows)."""
+        spec = self.spec
         assert spec is not None
         log_q = log_q or {}
         rows, sampled, slots = step.rows, step.sampled, step.slots
@@ -304,15 +302,16 @@ class SlotVerify:
                     break
             if not finished:
                 still.append(i)
+        pending = None
         if still:
-            self._pending = (
+            pending = (
                 [step.named[i] for i in still],
                 mx.array([following[i][0] for i in still], dtype=mx.uint32),
                 mx.stack([following[i][1] for i in still]),
             )
-            mx.async_eval(self._pending[2])
+            mx.async_eval(pending[2])
         mx.async_eval([(s.keys, s.values) for s in self._stores])
-        return responses
+        return responses, pending
 
 
 def draft_columns(

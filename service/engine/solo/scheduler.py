@@ -7,7 +7,8 @@ before the host reads a token). When a second sequence is admitted, the lone one
 over first: its token sampled and not yet sent leaves with the next step's tokens, and the
 scheduler behind goes on from its cache with that token as its prompt. When the scheduler
 behind is down to one unconstrained sequence with nobody waiting, it hands it back
-(`take_alone`), checked before each step.
+(`take_alone`), checked before each step. With n-gram speculation (`drafts`), the lone sequence
+drafts on its own cache when its context repeats (`drafting.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from mlx_responses.service.engine.scheduler import (
     Token,
     segments,
 )
+from mlx_responses.service.engine.solo.drafting import SoloDrafts
 from mlx_responses.service.engine.solo.sequence import SoloSequence
 
 
@@ -44,10 +46,11 @@ class SoloScheduler:
         prefill_step_size: int,
         new_cache: Callable[[], list[Any]],
         stats: EngineStats,
+        drafts: SoloDrafts | None = None,
     ) -> None:
         """`new_cache`: an empty cache for a sequence that starts without an entry (quantized
         under --kv-bits, as the one behind makes them); `stats` counts solo sequences and
-        hand-overs."""
+        hand-overs; `drafts`: n-gram drafting for lone sequences that may speculate."""
         self.behind = behind
         self.model = model
         self.stop_tokens = stop_tokens
@@ -58,6 +61,8 @@ class SoloScheduler:
         self.speculates = behind.speculates
         self._solo: SoloSequence | None = None
         self._early: list[Token] = []  # a handed-over sequence's last token, to send
+        self.drafts = drafts
+        self._drafting = False  # whether the solo sequence may draft (`Admission.speculate`)
 
     # --- settings: those of the scheduler behind ------------------------------------------
     @property
@@ -112,6 +117,7 @@ class SoloScheduler:
             prefill_step_size=self.solo_step_size,
             keeps_prompt=self.prompt_ends,
         )
+        self._drafting = admission.speculate
         self.stats.solo_sequences += 1
 
     def _hand_over(self) -> None:
@@ -119,6 +125,7 @@ class SoloScheduler:
         and is fed there."""
         solo, self._solo = self._solo, None
         assert solo is not None
+        self._forget(solo.uid)
         handover = solo.handover()
         if handover.emitted is not None:
             self._early.append(handover.emitted)
@@ -135,6 +142,7 @@ class SoloScheduler:
                 sampler=handover.sampler,
                 cache=handover.cache,
                 cached=handover.all_tokens,
+                speculate=self.speculates,
             )
         )
 
@@ -156,7 +164,12 @@ class SoloScheduler:
             stop_tokens=self.stop_tokens,
             prefill_step_size=self.solo_step_size,
         )
+        self._drafting = True  # handed back unconstrained (`take_alone`)
         self.stats.solo_sequences += 1
+
+    def _forget(self, uid: int) -> None:
+        if self.drafts is not None:
+            self.drafts.forget(uid)
 
     def step(self) -> StepResult:
         if self._solo is None and not self._early:
@@ -167,6 +180,12 @@ class SoloScheduler:
             result = self.behind.step()
             result.tokens = early + result.tokens
             return result
+        if self.drafts is not None and self._drafting and solo.decoding:
+            drafted = self.drafts.step(solo)
+            if drafted is not None:
+                if drafted[-1].finish_reason is not None:
+                    self._solo = None
+                return StepResult([], [*early, *drafted])
         token = solo.step()
         if token is None:
             ends = []
@@ -180,10 +199,12 @@ class SoloScheduler:
             solo.prompt_in = None
         if token.finish_reason is not None:
             self._solo = None
+            self._forget(solo.uid)
         return StepResult(ends, [*early, token])
 
     def drop(self, uids: Sequence[int]) -> None:
         if self._solo is not None and self._solo.uid in uids:
+            self._forget(self._solo.uid)
             self._solo = None
         self._early = [t for t in self._early if t.uid not in uids]
         self.behind.drop(uids)
@@ -214,7 +235,15 @@ class SoloScheduler:
 
     @property
     def speculation(self) -> SpeculationCounts | None:
-        return self.behind.speculation
+        behind = self.behind.speculation
+        if self.drafts is None or behind is None:
+            return behind
+        solo = self.drafts.policy
+        return SpeculationCounts(
+            behind.drafted_tokens + solo.drafted_tokens,
+            behind.accepted_tokens + solo.accepted_tokens,
+            behind.verify_steps + solo.verify_steps,
+        )
 
     def close(self) -> None:
         self._solo = None

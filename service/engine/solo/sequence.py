@@ -10,7 +10,8 @@ nothing is recomputed and the tokens are the ones the batch would have produced.
 
 A batch that shrinks to one such sequence hands it back here (`resumed`: its cache extracted,
 its pending token not yet fed). Only sequences without logits processors (grammar, penalties)
-run here, and only without speculation (`schedulers.py` decides); under `--kv-bits` the cache is
+run here; with n-gram speculation a lone sequence drafts here too (`drafting.py`), with a draft
+model it does not run here (`schedulers.py` decides); under `--kv-bits` the cache is
 quantized (mlx-lm's QuantizedKVCache, as the batch's entries are), on either side of a handover.
 """
 
@@ -217,6 +218,19 @@ class SoloSequence:
             mx.async_eval(following[0])
             self._pending = following
             return self._sent(_token(y), logprobs, fed=True)
+
+    @property
+    def pending(self) -> tuple[mx.array, mx.array] | None:
+        """The token sampled and not yet fed nor sent (`(1,)`), with its step's logprobs."""
+        return self._pending
+
+    @pending.setter
+    def pending(self, value: tuple[mx.array, mx.array] | None) -> None:
+        self._pending = value
+
+    def sent(self, token: int, logprobs: mx.array) -> Token:
+        """Sends `token`, already fed (a verify step's, `drafting.py`)."""
+        return self._sent(token, logprobs, fed=True)
 
     def _sent(self, token: int, logprobs: mx.array, *, fed: bool) -> Token:
         self.generated += 1

@@ -18,7 +18,10 @@ forwards). A row that entered nothing is text: its token embeddings, at its inde
 The layers are mlx-vlm's (its weights, its attention and rotary embedding, its gated-delta
 update and convolution), so a row decodes as mlx-vlm's own step decodes it; only the linear
 layer's cache handling is restated here for mlx-lm's `ArraysCache` (mlx-vlm's layer calls
-methods of its own cache class), and the layer loop, without mlx-vlm's per-row detours.
+methods of its own cache class), and the layer loop, without mlx-vlm's per-row detours. A
+speculative verify records each linear layer's state after every position (mlx-vlm's
+`state_steps`), so a rejected draft rolls the states back without a second forward
+(`roll_back`).
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ class HybridLanguage:
         self._rows: dict[int, _Row] = {}
         self._fed: list[int] = []  # the uids of the next forward's rows, in order
         self._starts: list[int] = []  # each row's position at its next forward
+        # Set (to a list) for a speculative verify: each linear layer's cache, the inputs of
+        # its convolution and its recurrent state after each position (`roll_back`).
+        self.record: list[tuple[Any, mx.array, mx.array]] | None = None
 
     @property
     def layers(self) -> list[Any]:
@@ -97,6 +103,20 @@ class HybridLanguage:
 
     # --- the forward -----------------------------------------------------------------------
     def __call__(self, inputs: mx.array, cache: list[Any] | None = None) -> mx.array:
+        return self.forward_hidden(inputs, cache)[0]
+
+    def project(self, hidden: mx.array) -> mx.array:
+        """Logits over the tokenizer's ids from last hidden states (through the token
+        embeddings where the checkpoint ties them to its head, as small Qwen3.5s do)."""
+        head = getattr(self.language, "lm_head", None)
+        out = head(hidden) if head is not None else self.inner.embed_tokens.as_linear(hidden)
+        logits: mx.array = self._decodable(hidden, out)
+        return logits
+
+    def forward_hidden(
+        self, inputs: mx.array, cache: list[Any] | None = None
+    ) -> tuple[mx.array, mx.array]:
+        """The forward's logits and last (normed) hidden states (what an MTP head reads)."""
         rows, width = inputs.shape
         fed = self._fed if len(self._fed) == rows else [-1] * rows
         starts = self._starts if len(self._starts) == rows else [0] * rows
@@ -113,8 +133,7 @@ class HybridLanguage:
             positions = mx.array(np.stack(spans, axis=1))  # [3, rows, width]
         self._starts = [s + width for s in starts]
         out = self._layers(h, cache, positions)
-        logits: mx.array = self._decodable(inputs, self.language.lm_head(out))
-        return logits
+        return self.project(out), out
 
     def _layers(self, h: mx.array, cache: list[Any] | None, positions: mx.array | None) -> mx.array:
         """mlx-vlm's layer loop on mlx-lm's caches, masks and (text alone) positions."""
@@ -135,7 +154,7 @@ class HybridLanguage:
         for layer, c in zip(layers, cache, strict=True):
             x = layer.input_layernorm(h)
             if layer.is_linear:
-                r = _linear(layer.linear_attn, x, ssm_mask, c)
+                r = _linear(layer.linear_attn, x, ssm_mask, c, self.record)
             else:
                 r = layer.self_attn(
                     x,
@@ -180,7 +199,26 @@ def _from_offsets(cache: Any, rows: int, width: int) -> mx.array:
     return mx.broadcast_to(ids[None], (3, rows, width))
 
 
-def _linear(attn: Any, x: mx.array, mask: mx.array | None, cache: Any) -> mx.array:
+def roll_back(record: list[tuple[Any, mx.array, mx.array]], kept: list[int]) -> None:
+    """Each linear layer's cache as it was after row i's first `kept[i]` positions of the
+    recorded forward (a speculative verify's kept tokens): its convolution's last inputs and
+    its recurrent state there, taken from what the forward recorded (no forward again)."""
+    at = mx.array(kept)
+    for cache, conv_input, states in record:
+        keep = cache[0].shape[1]
+        ends = at[:, None] + mx.arange(keep)
+        cache[0] = mx.take_along_axis(conv_input, ends[..., None], axis=1)
+        step = (at - 1).reshape(-1, *([1] * (states.ndim - 1)))
+        cache[1] = mx.take_along_axis(states, step, axis=1)[:, 0]
+
+
+def _linear(
+    attn: Any,
+    x: mx.array,
+    mask: mx.array | None,
+    cache: Any,
+    record: list[tuple[Any, mx.array, mx.array]] | None = None,
+) -> mx.array:
     """mlx-vlm's Qwen3.5 gated-delta layer (`Qwen3_5GatedDeltaNet.__call__`, its ops in its
     order) on mlx-lm's `ArraysCache`: [0] the convolution's last inputs, [1] the recurrent
     state, `lengths` a right-padded prefill's rows' lengths (their state ends there)."""
@@ -226,7 +264,8 @@ def _linear(attn: Any, x: mx.array, mask: mx.array | None, cache: Any) -> mx.arr
     recurrent = cache[1] if cache is not None else None
     if recurrent is not None and recurrent.shape[0] != rows:
         recurrent = None
-    out, recurrent = gated_delta_update(
+    steps = {} if record is None or cache is None else {"state_steps": width}
+    out, recurrent, *states = gated_delta_update(
         q,
         k,
         v,
@@ -237,7 +276,10 @@ def _linear(attn: Any, x: mx.array, mask: mx.array | None, cache: Any) -> mx.arr
         state=recurrent,
         mask=mask,
         use_kernel=not attn.training,
+        **steps,
     )
+    if states and record is not None:  # mlx-vlm's update gave the state after each position
+        record.append((cache, conv_input, states[0]))
     if cache is not None:
         cache[1] = recurrent
         cache.advance(width)

@@ -1,0 +1,179 @@
+"""The Anthropic Messages request, declared once: the decoder and /openapi.json read it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mlx_responses.http_facade.anthropic.cache_control import TTLS
+from mlx_responses.http_facade.kit.decode import INT32_MAX
+from mlx_responses.http_facade.kit.fields import Field, Fields
+from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
+from mlx_responses.http_facade.kit.openapi import (
+    BOOLEAN,
+    OBJECT,
+    OPT_STRING,
+    STRING,
+    array,
+    integer,
+    nullable,
+    obj,
+)
+from mlx_responses.http_facade.kit.openapi import stop_sequences as stop_schema
+from mlx_responses.http_facade.kit.sampling import MODEL, SAMPLING, STREAM, TEMPLATE_KWARGS
+from mlx_responses.service.limits import MAX_STOP_SEQUENCES
+
+from mlx_responses.v1 import responses_pb2 as pb
+
+TOOL_CHOICE_MODES = {
+    "auto": pb.TOOL_CHOICE_MODE_AUTO,
+    "any": pb.TOOL_CHOICE_MODE_REQUIRED,
+    "none": pb.TOOL_CHOICE_MODE_NONE,
+}
+
+# Left out of the schema (as input_image is from CreateResponseRequest): a text model refuses
+# images, so no request holding one is valid for every model.
+IMAGE_NOTE = (
+    "A user message may also hold `image` blocks for a vision model: "
+    '`{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "..."}}` '
+    '(jpeg, png, gif, webp) or `{"type": "image", "source": {"type": "url", "url": "..."}}` '
+    "(with `--allow-remote-media`). A text-only model refuses them with a 400 naming "
+    "`messages[i].content[j]`; an image inside a `tool_result` is refused (tool outputs are text)."
+)
+# A cache breakpoint (`cache_control.py`): on text, tool_use and tool_result blocks, tools
+# and the body itself.
+cache = nullable(obj(("type",), type={"const": "ephemeral"}, ttl=nullable({"enum": list(TTLS)})))
+text = obj(("type", "text"), type={"const": "text"}, text=STRING, cache_control=cache)
+texts = {"anyOf": [STRING, array(text)]}
+thinking = obj(("type", "thinking"), type={"const": "thinking"}, thinking=STRING)
+redacted = obj(("type",), type={"const": "redacted_thinking"})
+tool_use = obj(
+    ("type", "id", "name"),
+    type={"const": "tool_use"},
+    id=STRING,
+    name=STRING,
+    input=OBJECT,
+    cache_control=cache,
+)
+tool_result = obj(
+    ("type", "tool_use_id"),
+    type={"const": "tool_result"},
+    tool_use_id=STRING,
+    content=nullable(texts),
+    is_error=nullable(BOOLEAN),
+    cache_control=cache,
+)
+# Blocks by role: a user turn carries text and tool results, an assistant turn text,
+# thinking and tool calls, a system turn (Claude Code sends them in `messages`) text.
+blocks = {
+    "user": [text, tool_result],
+    "assistant": [text, thinking, redacted, tool_use],
+    "system": [text],
+}
+message = {
+    "anyOf": [
+        obj(
+            ("role", "content"),
+            role={"const": role},
+            content={"anyOf": [STRING, array({"anyOf": kinds})]},
+        )
+        for role, kinds in blocks.items()
+    ],
+    "description": IMAGE_NOTE,
+}
+custom_tool = obj(
+    ("name",),
+    type=nullable({"const": "custom"}),
+    name=STRING,
+    description=OPT_STRING,
+    input_schema=OBJECT,
+    cache_control=cache,
+)
+# Any other type is an Anthropic server tool: the core refuses it, or drops it under
+# `--hosted-tools drop`.
+server_tool = obj(("type",), type={"type": "string", "not": {"const": "custom"}})
+tool_choice = {
+    "anyOf": [
+        obj(
+            ("type",),
+            type={"enum": sorted(TOOL_CHOICE_MODES)},
+            disable_parallel_tool_use=nullable(BOOLEAN),
+        ),
+        obj(
+            ("type", "name"),
+            type={"const": "tool"},
+            name=STRING,
+            disable_parallel_tool_use=nullable(BOOLEAN),
+        ),
+    ]
+}
+thinking_config = {
+    "anyOf": [
+        obj(
+            ("type", "budget_tokens"),
+            type={"const": "enabled"},
+            budget_tokens=integer(1),
+        ),
+        obj(("type",), type={"enum": ["adaptive", "between_tools", "disabled"]}),
+    ]
+}
+
+TEMPERATURE, TOP_P = SAMPLING[:2]
+FIELDS = Fields(
+    MODEL,
+    Field(
+        "messages",
+        "messages",
+        "The conversation so far, oldest first.",
+        required=True,
+        schema={**array(message), "minItems": 1},
+    ),
+    Field("system", "system", "The system prompt: a text or text blocks.", schema=texts),
+    Field("max_tokens", "integer", "Output cap.", "max_output_tokens", minimum=1, required=True),
+    Field(
+        "stop_sequences",
+        "stop",
+        "Where generation stops (not in the output).",
+        schema=stop_schema(MAX_STOP_SEQUENCES),
+    ),
+    TEMPERATURE,
+    TOP_P,
+    Field(
+        "top_k",
+        "integer",
+        "Sample among the k likeliest tokens.",
+        "top_k",
+        0,
+        INT32_MAX,
+        checked=False,
+        limit=INT32_MAX,
+    ),
+    Field(
+        "tools",
+        "tools",
+        "Client tools, and server tools (refused or dropped by the core).",
+        schema=array({"anyOf": [custom_tool, server_tool]}),
+    ),
+    Field("tool_choice", "tool_choice", "Whether and which tool to call.", schema=tool_choice),
+    Field(
+        "thinking",
+        "thinking",
+        "Extended thinking, as the template's enable_thinking.",
+        schema=thinking_config,
+    ),
+    STREAM,
+    Field(
+        "metadata",
+        "metadata",
+        "`user_id`, recorded as the end user.",
+        schema=obj(user_id=OPT_STRING),
+    ),
+    TEMPLATE_KWARGS,
+    Field(
+        "cache_control", "cache_control", "Automatic caching: marks the last block.", schema=cache
+    ),
+    Field("keep_alive", "keep_alive", schema=KEEP_ALIVE_SCHEMA),
+)
+# count_tokens takes a Messages body without its output cap.
+COUNT_FIELDS = Fields(
+    *(replace(f, required=False) if f.name == "max_tokens" else f for f in FIELDS)
+)
