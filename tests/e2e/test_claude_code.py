@@ -37,6 +37,11 @@ PROMPT = "Reply with: hello"
 MINIMAL = ["--bare", "--system-prompt", "You are a helpful assistant.", "--tools", ""]
 
 
+# A guard against a CLI that hangs, not a figure: on a loaded machine a session's prefill
+# alone can take minutes (the test's own pytest timeout bounds the whole).
+CLI_HANG_S = 480
+
+
 def _claude() -> Path:
     found = CLAUDE if CLAUDE.exists() else Path(shutil.which("claude") or "")
     if not found.is_file():
@@ -74,7 +79,7 @@ def _run(
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=CLI_HANG_S,
         check=False,
     )
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -277,7 +282,7 @@ def test_an_image_in_the_prompt_completes_a_turn(vlm_server: int, tmp_path: Path
         input=line + "\n",
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=CLI_HANG_S,
         check=False,
     )
     events = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
