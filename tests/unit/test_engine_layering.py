@@ -37,8 +37,6 @@ ENGINE = ROOT / "service" / "engine"
 PREFIX = "mlx_responses.service.engine"
 SCHEDULERS = ("batch", "slots", "solo")
 COMPOSERS = ("schedulers.py",)  # may import every scheduler package
-# Mixins whose host's split is under way on its own branch (SlotScheduler's).
-MIXINS_IN_SPLIT = {"slots/verify.py"}
 # Files outside batch/ allowed mlx-lm private names, and the table (in engine/mlx_lm_compat.py)
 # that lists them.
 PRIVATE_OUTSIDE_BATCH = {
@@ -225,7 +223,6 @@ def test_no_class_declares_its_hosts_private_attributes() -> None:
     offending = [
         f"{_rel(path)}: {name}"
         for path in _files()
-        if _rel(path) not in MIXINS_IN_SPLIT
         for name in host_declarations(ast.parse(path.read_text()))
     ]
     assert offending == []
