@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.models.base import create_attention_mask
 from mlx_responses.service.engine.heads import HeadedModel
+from mlx_responses.service.engine.mlx_lm_compat import create_attention_mask
 
 
 def captured(layer: Any, sink: Any) -> None:

@@ -33,7 +33,12 @@ def _rewinds(cache: list[Any], width: int) -> bool:
     cache) only while they fit in it unrotated."""
     if not can_trim_prompt_cache(cache):
         return False
-    return all(c.offset + width <= getattr(c, "max_size", c.offset + width) for c in cache)
+    # A cache of caches (mlx-lm's CacheList, e.g. minimax_m3_vl's) holds no offset of its own:
+    # it does not draft, as the batch's drafting declines it (the startup warning says so).
+    return all(
+        hasattr(c, "offset") and c.offset + width <= getattr(c, "max_size", c.offset + width)
+        for c in cache
+    )
 
 
 class SoloDrafts:
