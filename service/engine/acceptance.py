@@ -139,6 +139,18 @@ def sampled_rule(sampler: object) -> RuleSampler | None:
     return sampler if isinstance(sampler, RuleSampler) else None
 
 
+def verdict(
+    sampler: object, lp: mx.array, drafts: mx.array | list[int], log_q: mx.array | None
+) -> Verdict:
+    """A drafting row's verdict over its n + 1 positions (`lp`: the target's log
+    probabilities there): a greedy row's draw is each position's argmax; a sampled row's is
+    judged by its rule, with the keys its sampler would use."""
+    rule = sampled_rule(sampler)
+    if rule is None:
+        return Verdict(mx.argmax(lp, axis=-1), None)
+    return judge(rule.scaled(lp), drafts, log_q, rule.keys(lp.shape[0]))
+
+
 def target_logprobs(
     logits: mx.array, processors: Sequence[Any], context: Callable[[int], mx.array]
 ) -> mx.array:

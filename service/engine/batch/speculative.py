@@ -21,11 +21,11 @@ import mlx.core as mx
 from mlx_responses.service.engine import speculation
 from mlx_responses.service.engine.acceptance import (
     Verdict,
-    judge,
     next_drafts,
     sampled_rule,
     settle,
     target_logprobs,
+    verdict,
 )
 from mlx_responses.service.engine.batch.feed import feed
 from mlx_responses.service.engine.batch.grammar_batch import GrammarGenerationBatch
@@ -316,10 +316,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
             processors,
             lambda j: mx.concatenate([context, inputs[1 : j + 1].astype(context.dtype)]),
         )
-        rule = sampled_rule(self._sampler(i))
-        if rule is None:  # greedy: the draw at each position is its argmax
-            return lp, Verdict(mx.argmax(lp, axis=-1), None)
-        return lp, judge(rule.scaled(lp), inputs[1 : n + 1], log_q, rule.keys(n + 1))
+        return lp, verdict(self._sampler(i), lp, inputs[1 : n + 1], log_q)
 
     def _verify(
         self, inputs: mx.array, lengths: list[int], log_q: dict[int, mx.array] | None = None
@@ -377,8 +374,8 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
                 draft = rows[i][1 : 1 + n]
                 row_lp = logprobs[i]
                 if i in judged:
-                    row_lp, verdict = judged[i]
-                    accepted, token = settle(verdict, draft)
+                    row_lp, row_verdict = judged[i]
+                    accepted, token = settle(row_verdict, draft)
                     if (rule := sampled_rule(self._sampler(i))) is not None:
                         rule.advance(accepted + 1)
                     if self._processors(i) and accepted:

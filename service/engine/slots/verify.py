@@ -14,11 +14,11 @@ from typing import Any
 import mlx.core as mx
 from mlx_responses.service.engine.acceptance import (
     Verdict,
-    judge,
     next_drafts,
     sampled_rule,
     settle,
     target_logprobs,
+    verdict,
 )
 from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.scheduler import Token
@@ -194,10 +194,7 @@ class SlotVerifier:
             seq.processors,
             lambda j: mx.array(seq.tokens + table[: j + 1], dtype=mx.uint32),
         )
-        rule = sampled_rule(seq.sampler)
-        if rule is None:  # greedy: the draw at each position is its argmax
-            return lp, Verdict(mx.argmax(lp, axis=-1), None)
-        return lp, judge(rule.scaled(lp), table[1 : 1 + n], log_q, rule.keys(n + 1))
+        return lp, verdict(seq.sampler, lp, table[1 : 1 + n], log_q)
 
     def verify(
         self,
@@ -261,8 +258,8 @@ class SlotVerifier:
                 n, row_lp = counts[i], logprobs[i]
                 draft = table[i][1 : 1 + n]
                 if i in judged:
-                    row_lp, verdict = judged[i]
-                    accepted, token = settle(verdict, draft)
+                    row_lp, row_verdict = judged[i]
+                    accepted, token = settle(row_verdict, draft)
                     if (rule := sampled_rule(seq.sampler)) is not None:
                         rule.advance(accepted + 1)
                 else:

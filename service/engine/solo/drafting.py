@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
-from mlx_responses.service.engine.acceptance import Verdict, judge, sampled_rule, settle
+from mlx_responses.service.engine.acceptance import sampled_rule, settle, verdict
 from mlx_responses.service.engine.mlx_lm_compat import can_trim_prompt_cache, trim_prompt_cache
 from mlx_responses.service.engine.scheduler import Token
 from mlx_responses.service.engine.speculation import Candidate, SpeculationPolicy
@@ -82,13 +82,10 @@ class SoloDrafts:
             inputs = mx.array([[first, *draft]], dtype=mx.uint32)
             logits = seq.model(inputs, cache=seq.cache)[0]
             lp = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+            judged = verdict(seq.sampler, lp, draft, None)
+            mx.eval(judged.drawn)
+            accepted, following = settle(judged, draft)
             rule = sampled_rule(seq.sampler)
-            if rule is None:
-                verdict = Verdict(mx.argmax(lp, axis=-1), None)
-            else:
-                verdict = judge(rule.scaled(lp), draft, None, rule.keys(n + 1))
-            mx.eval(verdict.drawn)
-            accepted, following = settle(verdict, draft)
             if rule is not None:
                 rule.advance(accepted + 1)
             self.policy.verified(seq.uid, n, accepted)
