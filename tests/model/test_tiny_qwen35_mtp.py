@@ -87,3 +87,18 @@ def test_the_eagle3_folder_loads_as_mlx_vlms_drafter_and_its_drafts_are_accepted
     )
     assert a.drafted > 80
     assert a.rate >= EAGLE3_FLOOR, a
+
+
+def test_the_served_tokenizer_is_the_one_the_model_was_trained_with() -> None:
+    """transformers rebuilds a Qwen3.5's tokenizer (its own split pattern, every merge applied),
+    which split tiny-chat's words into letter pairs: the model answered garbage. Served, the
+    folder's tokenizer.json is used as written (`declared_tokenizer.py`)."""
+    from tokenizers import Tokenizer
+
+    from mlx_responses.service.models.vision_runtime import load_vision_model
+
+    text = "Think hard, then reply with: music."
+    trained = Tokenizer.from_file(str(ASSETS / "tiny-chat" / "tokenizer.json")).encode(text).ids
+    served = load_vision_model(MODEL_DIR, "tiny").tokenizer
+    assert served.encode(text) == trained
+    assert len(trained) < 12  # words, not letter pairs
