@@ -53,6 +53,13 @@ OVERHEAD_TOKENS = 12
 # prompt tiny-chat repeats, 2.0-2.1 CPU ms per token with drafts (75% kept) against 1.6
 # without; alone, 2.7-3.1 against 3.1-4.2. A batch-size threshold, measured.
 SAMPLED_BATCH = 1
+# A drafting head's rounds are timed in the loop (`StepClock`): each estimate folds in a new
+# interval with this weight, an interval over 3x the estimate counts as 3x (a neighbour's burst,
+# a prefill between), and each plain step moves a round's estimate this far back toward its
+# prior, so a width once measured not to pay is tried again every hundred steps or so.
+CLOCK_WEIGHT = 0.3
+CLOCK_CLIP = 3.0
+CLOCK_FORGET = 0.01
 # A draft model's cache lags the target's on steps that do not draft; it catches up in one
 # forward over the missed tokens when needed, or when it lags this far (bounds that forward).
 MAX_LAG = 32
@@ -90,6 +97,82 @@ def best_width(candidates: list[tuple[float, int]], batch: int, extra_cost: floa
         if net > best:
             best, width = net, k
     return width
+
+
+def round_cost(width: int, batch: int, extra_cost: float) -> float:
+    """A verify round of `width` draft positions over `batch` rows, in plain steps (the cost
+    model of `best_width`: each position adds the batch's tokens and the drafter's forward)."""
+    return 1.0 + width * (batch / (batch + OVERHEAD_TOKENS) + extra_cost)
+
+
+class StepClock:
+    """Seconds per decode step as measured in the loop, per batch size: a plain step, and a
+    verify round at each width (the drafter's forwards, the wider verify, its wait and its
+    bookkeeping: what a drafting head costs on this machine, which its weights' bytes do not
+    say on a CPU, where a forward costs its operations more than its bytes).
+
+    A step's seconds run from its start to the next step's start (a plain step's forward
+    overlaps the host's work on the one before, a round's does not: the interval holds both
+    the same way), kept only when the same rows ran both (no sequence joined or ended between).
+    Until a batch size's plain step is measured, `best_width` is the fitted cost model's."""
+
+    def __init__(self) -> None:
+        self.plain: dict[int, float] = {}
+        self.rounds: dict[tuple[int, int], float] = {}
+        self._open: tuple[float, tuple[int, ...], int] | None = None  # start, rows, width
+        self._extra = 0.0  # the drafter's own cost in the fitted model (its priors')
+
+    def start(self, now: float, rows: tuple[int, ...]) -> None:
+        """A step of `rows` (their uids) starts at `now`: the one before is measured."""
+        if self._open is not None:
+            started, before, width = self._open
+            if before == rows:
+                self._fold(len(rows), width, now - started)
+        self._open = (now, rows, 0)
+
+    def verifying(self, width: int) -> None:
+        """The step started last is a verify round of `width` draft positions."""
+        if self._open is not None:
+            self._open = (self._open[0], self._open[1], width)
+
+    def _fold(self, batch: int, width: int, seconds: float) -> None:
+        plain = self.plain.get(batch)
+        if not width:
+            if plain is not None:
+                seconds = min(seconds, CLOCK_CLIP * plain)
+                for (b, k), cost in self.rounds.items():
+                    if b == batch:  # back toward the prior: retried once in a while
+                        prior = plain * round_cost(k, batch, self._extra)
+                        self.rounds[b, k] = cost + CLOCK_FORGET * (prior - cost)
+            self.plain[batch] = seconds if plain is None else _ewma(plain, seconds)
+            return
+        if plain is None:
+            return
+        seconds = min(seconds, CLOCK_CLIP * plain * round_cost(width, batch, 1.0))
+        cost = self.rounds.get((batch, width))
+        self.rounds[batch, width] = seconds if cost is None else _ewma(cost, seconds)
+
+    def best_width(
+        self, candidates: list[tuple[float, int]], batch: int, extra_cost: float = 0.0
+    ) -> int:
+        """`best_width` with each round's measured cost (the fitted model's where a width
+        is not measured yet): the width whose round gives the most tokens a second, if more
+        than a plain step gives (0: do not verify)."""
+        self._extra = extra_cost
+        plain = self.plain.get(batch)
+        if plain is None or not candidates:
+            return best_width(candidates, batch, extra_cost)
+        best, width = batch / plain, 0
+        for k in range(1, max(n for _, n in candidates) + 1):
+            cost = self.rounds.get((batch, k), plain * round_cost(k, batch, extra_cost))
+            tokens = batch + sum(expected_accepted(a, min(k, n)) for a, n in candidates)
+            if tokens / cost > best:
+                best, width = tokens / cost, k
+        return width
+
+
+def _ewma(estimate: float, sample: float) -> float:
+    return estimate + CLOCK_WEIGHT * (sample - estimate)
 
 
 class DraftRecord:
@@ -313,14 +396,21 @@ class SpeculationPolicy:
         return [draft[:width] for draft in drafts]
 
     def draft_width(
-        self, candidates: list[Candidate], rows: int, drafter: Drafter | None = None
+        self,
+        candidates: list[Candidate],
+        rows: int,
+        drafter: Drafter | None = None,
+        clock: StepClock | None = None,
     ) -> int:
         """How far a drafter the scheduler runs drafts this step (0: not at all); `rows` is
-        the forward's batch, `drafter` the draft model's pair or the MTP head unless given.
+        the forward's batch, `drafter` the draft model's pair or the MTP head unless given,
+        `clock` the steps' measured seconds (else the fitted cost model decides).
         Each candidate's `room` comes back lowered to its own draft length (0: it does not
         draft: its part of the verify is its pending token alone)."""
         drafter = drafter or self.drafted or self.head
         assert drafter is not None
         allowed = self._allow(candidates, rows)
         likely = [(self.record(candidates[i].uid).rate, candidates[i].room) for i in allowed]
+        if clock is not None:
+            return clock.best_width(likely, rows, drafter.cost_ratio())
         return best_width(likely, rows, drafter.cost_ratio())

@@ -62,8 +62,14 @@ def intermittent(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def always_draft(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Drafts at every step, whatever the head costs: the mechanics under test, not the policy."""
+    """Drafts at every step, whatever the head costs (by its bytes, or as the steps' clock
+    measures it): the mechanics under test, not the policy."""
     monkeypatch.setattr(MTPModel, "cost_ratio", lambda self: 0.0)
+    monkeypatch.setattr(
+        speculation.StepClock,
+        "best_width",
+        lambda self, likely, batch, extra=0.0: speculation.best_width(likely, batch, extra),
+    )
 
 
 def test_the_head_is_read_from_the_checkpoint(qwen35_mtp: Path) -> None:

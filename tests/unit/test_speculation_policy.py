@@ -7,6 +7,7 @@ from mlx_responses.service.engine.speculation import (
     Candidate,
     DraftRecord,
     SpeculationPolicy,
+    StepClock,
     best_width,
 )
 
@@ -125,6 +126,51 @@ def test_drafting_steps_aside_in_a_large_batch_unless_drafts_are_sure() -> None:
     assert best_width([(doubtful.rate, 8)] * 32, batch=32) == 0
     # A costly draft model narrows (or stops) what a free n-gram lookup would take.
     assert best_width([(doubtful.rate, 8)], batch=1, extra_cost=1.0) == 0
+
+
+_NOW: dict[int, float] = {}
+
+
+def _steps(clock: StepClock, rows: tuple[int, ...], seconds: list[tuple[float, int]]) -> None:
+    """Steps of `rows`, each (its seconds, its verify width: 0 a plain step), on `clock`'s
+    made-up time line (the next step's start ends each)."""
+    for interval, width in seconds:
+        now = _NOW.get(id(clock), 0.0)
+        clock.start(now, rows)
+        if width:
+            clock.verifying(width)
+        _NOW[id(clock)] = now + interval
+
+
+def test_a_heads_measured_round_decides_whether_it_drafts() -> None:
+    """The fitted model would draft at 60% acceptance; the clock drafts only where a measured
+    round gives more tokens a second than a plain step (a head that costs as much as the
+    target's forward, and a cheap one)."""
+    likely = [(0.6, 2)]
+    assert best_width(likely, batch=1, extra_cost=0.2) >= 1
+    costly, cheap = StepClock(), StepClock()
+    _steps(costly, (7,), [(0.010, 0)] * 4 + [(0.030, 1), (0.040, 2)] * 3)
+    assert costly.best_width(likely, 1, 0.2) == 0
+    _steps(cheap, (7,), [(0.010, 0)] * 4 + [(0.012, 1), (0.014, 2)] * 3)
+    assert cheap.best_width(likely, 1, 0.2) == 2
+    # Plain steps bring a refused width back toward the fitted model: it is tried again.
+    steps = 0
+    while not costly.best_width(likely, 1, 0.2):
+        _steps(costly, (7,), [(0.010, 0)])
+        steps += 1
+    assert 50 < steps < 400
+
+
+def test_the_clock_keeps_only_intervals_over_the_same_rows() -> None:
+    """A step after which a sequence joined or ended (a prefill between, a finished row) is not
+    measured; until a batch size's plain step is, the fitted model decides."""
+    clock = StepClock()
+    clock.start(0.0, (1,))
+    clock.start(5.0, (1, 2))  # 5 s: another row joined
+    clock.start(5.01, (1, 2))
+    assert abs(clock.plain[2] - 0.01) < 1e-9 and 1 not in clock.plain
+    likely = [(0.6, 2)]
+    assert clock.best_width(likely, 1, 0.2) == best_width(likely, 1, 0.2)
 
 
 def test_ngram_drafts_take_each_sequences_own_length() -> None:
