@@ -60,6 +60,7 @@ SAMPLED_BATCH = 1
 CLOCK_WEIGHT = 0.3
 CLOCK_CLIP = 3.0
 CLOCK_FORGET = 0.01
+PLAIN_EVERY = 16  # measured rounds between two plain steps (the clock's baseline kept fresh)
 # A draft model's cache lags the target's on steps that do not draft; it catches up in one
 # forward over the missed tokens when needed, or when it lags this far (bounds that forward).
 MAX_LAG = 32
@@ -111,33 +112,44 @@ class StepClock:
     bookkeeping: what a drafting head costs on this machine, which its weights' bytes do not
     say on a CPU, where a forward costs its operations more than its bytes).
 
-    A step's seconds run from its start to the next step's start (a plain step's forward
-    overlaps the host's work on the one before, a round's does not: the interval holds both
-    the same way), kept only when the same rows ran both (no sequence joined or ended between).
-    Until a batch size's plain step is measured, `best_width` is the fitted cost model's."""
+    A step's seconds run from its start to the next step's start, kept only when the same
+    rows ran both (no sequence joined or ended between). A plain step returns the tokens of the
+    forward before it and leaves its own in flight: it is measured after another plain step
+    (in a run of them, each interval is one forward), and a round after a plain step waits for
+    that step's forward too, which is taken off (a plain step's estimate). A batch size's first
+    steps, and two in every `PLAIN_EVERY` measured rounds, are plain (what rounds are weighed
+    against, kept fresh); a width not measured yet is priced by the fitted cost model."""
 
     def __init__(self) -> None:
         self.plain: dict[int, float] = {}
         self.rounds: dict[tuple[int, int], float] = {}
-        self._open: tuple[float, tuple[int, ...], int] | None = None  # start, rows, width
+        # The step running: its start, its rows, its width, and the width of the one before.
+        self._open: tuple[float, tuple[int, ...], int, int | None] | None = None
         self._extra = 0.0  # the drafter's own cost in the fitted model (its priors')
+        self._rounds_since: dict[int, int] = {}  # rounds measured since the last plain step
 
     def start(self, now: float, rows: tuple[int, ...]) -> None:
         """A step of `rows` (their uids) starts at `now`: the one before is measured."""
+        before_width = None
         if self._open is not None:
-            started, before, width = self._open
+            started, before, width, previous = self._open
             if before == rows:
-                self._fold(len(rows), width, now - started)
-        self._open = (now, rows, 0)
+                self._fold(len(rows), width, now - started, previous)
+            before_width = width
+        self._open = (now, rows, 0, before_width)
 
     def verifying(self, width: int) -> None:
         """The step started last is a verify round of `width` draft positions."""
         if self._open is not None:
-            self._open = (self._open[0], self._open[1], width)
+            started, rows, _, previous = self._open
+            self._open = (started, rows, width, previous)
 
-    def _fold(self, batch: int, width: int, seconds: float) -> None:
+    def _fold(self, batch: int, width: int, seconds: float, previous: int | None) -> None:
         plain = self.plain.get(batch)
         if not width:
+            if previous != 0:  # its forward is paid by the next step; a round's was not
+                return
+            self._rounds_since[batch] = 0
             if plain is not None:
                 seconds = min(seconds, CLOCK_CLIP * plain)
                 for (b, k), cost in self.rounds.items():
@@ -146,9 +158,11 @@ class StepClock:
                         self.rounds[b, k] = cost + CLOCK_FORGET * (prior - cost)
             self.plain[batch] = seconds if plain is None else _ewma(plain, seconds)
             return
-        if plain is None:
-            return
-        seconds = min(seconds, CLOCK_CLIP * plain * round_cost(width, batch, 1.0))
+        self._rounds_since[batch] = self._rounds_since.get(batch, 0) + 1
+        if plain is not None:
+            if previous == 0:  # it waited for the plain step's forward before its own
+                seconds = max(seconds - plain, seconds / 2)
+            seconds = min(seconds, CLOCK_CLIP * plain * round_cost(width, batch, 1.0))
         cost = self.rounds.get((batch, width))
         self.rounds[batch, width] = seconds if cost is None else _ewma(cost, seconds)
 
@@ -157,11 +171,11 @@ class StepClock:
     ) -> int:
         """`best_width` with each round's measured cost (the fitted model's where a width
         is not measured yet): the width whose round gives the most tokens a second, if more
-        than a plain step gives (0: do not verify)."""
+        than a plain step gives (0: do not verify; always, when a plain step is due)."""
         self._extra = extra_cost
         plain = self.plain.get(batch)
-        if plain is None or not candidates:
-            return best_width(candidates, batch, extra_cost)
+        if not candidates or plain is None or self._rounds_since.get(batch, 0) >= PLAIN_EVERY:
+            return 0
         best, width = batch / plain, 0
         for k in range(1, max(n for _, n in candidates) + 1):
             cost = self.rounds.get((batch, k), plain * round_cost(k, batch, extra_cost))
