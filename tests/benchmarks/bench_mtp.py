@@ -2,8 +2,12 @@
 (--speculative off), and vs. `mlx_vlm.server --draft-model <same folder> --draft-kind mtp`, all
 on one checkpoint in one run (by default the trained tiny Qwen3.5, service/assets/tiny-qwen35-mtp).
 
-The requests are the trained model's held-out conversations (tiny-chat's echo and think
-prompts, the ones its head's acceptance was measured on: training/tiny_drafter), each streamed.
+The requests are the trained model's held-out conversations that ask it to think in words
+(tiny-chat's "think_request" ones, `training.tiny_chat.data.eval_prompts("think")`: phrasings
+such as "Think hard, then reply with: W." and words from the eval pools, never trained on, after
+0 to 3 earlier text turns; those with tool turns are left out): what it was trained to answer at some length, "<think>\nThe user wants
+W.\n</think>\n\nW", about 12 tokens. Its echo answers (one word, one token) have no decode
+to measure. Each request is streamed.
 Decode tok/s is aggregated over the requests of a contender: their tokens after the first over
 their first-to-last-token times, so short answers weigh by their length. Contenders alternate
 request by request (no contender always first). Figures, each with its goal:
@@ -51,12 +55,14 @@ Messages = list[dict[str, str]]
 
 
 def conversations(n: int) -> list[Messages]:
-    """`n` of tiny-chat's held-out conversations (half echo, half think)."""
+    """`n` of tiny-chat's held-out conversations that ask it to think first."""
     from training.tiny_chat.data import eval_prompts
 
-    half = max(1, (n + 1) // 2)
-    found = [p.messages for b in ("echo", "think") for p in eval_prompts(b, half)]
-    return found[:n]
+    def plain(messages: Messages) -> bool:  # text turns alone (no tool turns in the history)
+        return all(set(m) == {"role", "content"} and m["role"] != "tool" for m in messages)
+
+    found = [p.messages for p in eval_prompts("think", 8 * n) if p.variant == "think_request"]
+    return [m for m in found if plain(m)][:n]
 
 
 def ours(alias: str, messages: Messages, tokens: int, temperature: float) -> dict[str, Any]:

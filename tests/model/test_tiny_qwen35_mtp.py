@@ -16,11 +16,12 @@ from training.tiny_drafter.measure import Acceptance, acceptance, held_out_promp
 ASSETS = Path(__file__).resolve().parents[2] / "service" / "assets"
 MODEL_DIR = ASSETS / "tiny-qwen35-mtp"
 EAGLE3_DIR = ASSETS / "tiny-qwen35-eagle3"
-# The committed head accepts 48% (63 of 130) of its drafts on these prompts (greedy, 6 per
-# behaviour, 48 tokens each); an untrained head accepts about 10%. The floor sits under that.
-FLOOR = 0.3
-# The EAGLE-3 drafter on the same prompts, 2 drafts a round: 24% (40 of 168); random, ~10%.
-EAGLE3_FLOOR = 0.18
+# The committed head accepts 71% (91 of 128) of its drafts on these prompts (greedy, 6 per
+# behaviour, 48 tokens each); an untrained head about 10%, the head trained on the garbage the
+# model answered to a rebuilt tokenizer's letter pairs 10% too. The floor sits under that.
+FLOOR = 0.5
+# The EAGLE-3 drafter on the same prompts, 2 drafts a round: 37% (64 of 172); random, ~10%.
+EAGLE3_FLOOR = 0.25
 
 
 @pytest.fixture(scope="module")
