@@ -61,6 +61,9 @@ CLOCK_WEIGHT = 0.3
 CLOCK_CLIP = 3.0
 CLOCK_FORGET = 0.01
 PLAIN_EVERY = 16  # measured rounds between two plain steps (the clock's baseline kept fresh)
+# A round must beat a plain step's tokens a second by this much: the estimates are noisy on a
+# shared machine, and a round that loses costs more than a plain step that could have gained.
+CLOCK_MARGIN = 1.1
 # A draft model's cache lags the target's on steps that do not draft; it catches up in one
 # forward over the missed tokens when needed, or when it lags this far (bounds that forward).
 MAX_LAG = 32
@@ -171,12 +174,13 @@ class StepClock:
     ) -> int:
         """`best_width` with each round's measured cost (the fitted model's where a width
         is not measured yet): the width whose round gives the most tokens a second, if more
-        than a plain step gives (0: do not verify; always, when a plain step is due)."""
+        than a plain step gives by `CLOCK_MARGIN` (0: do not verify; always, when a plain step
+        is due)."""
         self._extra = extra_cost
         plain = self.plain.get(batch)
         if not candidates or plain is None or self._rounds_since.get(batch, 0) >= PLAIN_EVERY:
             return 0
-        best, width = batch / plain, 0
+        best, width = CLOCK_MARGIN * batch / plain, 0
         for k in range(1, max(n for _, n in candidates) + 1):
             cost = self.rounds.get((batch, k), plain * round_cost(k, batch, extra_cost))
             tokens = batch + sum(expected_accepted(a, min(k, n)) for a, n in candidates)
