@@ -57,9 +57,11 @@ PROVIDERS_TS = """export const PROVIDERS = {{
 }};
 """
 Outcome = tuple[str, str]  # (pass | model | test | FAIL, why)
-# What the test cannot check: its runCase reads the first raw response's providerData, which the
-# Agents SDK (0.0.x) leaves out of a streamed Responses run for any server (its testEvents then
-# looks for raw_model_stream_event among the raw events, which never match either).
+# What the test cannot check: its runCase reads `output` from the first raw response's
+# providerData, which the Agents SDK leaves out of a streamed Responses run for any server (0.0.15,
+# the test's pin, gives no providerData; 0.20.0, the registry's latest in December 2026, gives it
+# without `output`, `usage` and `id`), and its testEvents looks for raw_model_stream_event among
+# the events it already unwrapped, which never match either.
 STREAMED_RESPONSES = "the test cannot check a streamed Responses run (its runCase reads no data)"
 
 
