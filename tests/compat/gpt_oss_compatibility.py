@@ -63,6 +63,10 @@ Outcome = tuple[str, str]  # (pass | model | test | FAIL, why)
 # without `output`, `usage` and `id`), and its testEvents looks for raw_model_stream_event among
 # the events it already unwrapped, which never match either.
 STREAMED_RESPONSES = "the test cannot check a streamed Responses run (its runCase reads no data)"
+# A streamed Chat run where the model wrote no reasoning: the test's testEvents reads
+# `choices[0].delta` of every chunk until it finds a reasoning delta, so it throws at the usage
+# chunk (`choices: []`, as OpenAI sends it) that Agents SDK 0.20 asks for with include_usage.
+NO_STREAMED_REASONING = "no reasoning written (streamed; the test then throws at the usage chunk)"
 
 
 def folder(checkout: Path) -> Path:
@@ -130,6 +134,8 @@ def classify(record: dict[str, Any]) -> tuple[str, Outcome, Outcome]:
             return "?", ("pass", ""), ("model", f"arguments are not JSON: {error[:120]}")
         if "reading 'output'" in error:
             return "?", ("test", STREAMED_RESPONSES), ("test", STREAMED_RESPONSES)
+        if "reading 'delta'" in error:
+            return "chat", ("model", NO_STREAMED_REASONING), ("test", NO_STREAMED_REASONING)
         return "?", ("FAIL", error[:300]), ("FAIL", error[:300])
     result = record["result"]
     return result["apiType"], shape(result), tool_choice(result, record["tool_name"])
