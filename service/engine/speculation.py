@@ -166,8 +166,8 @@ class StepClock:
             if previous == 0:  # it waited for the plain step's forward before its own
                 seconds = max(seconds - plain, seconds / 2)
             seconds = min(seconds, CLOCK_CLIP * plain * round_cost(width, batch, 1.0))
-        cost = self.rounds.get((batch, width))
-        self.rounds[batch, width] = seconds if cost is None else _ewma(cost, seconds)
+        known = self.rounds.get((batch, width))
+        self.rounds[batch, width] = seconds if known is None else _ewma(known, seconds)
 
     def best_width(
         self, candidates: list[tuple[float, int]], batch: int, extra_cost: float = 0.0

@@ -94,9 +94,8 @@ def test_the_served_tokenizer_is_the_one_the_model_was_trained_with() -> None:
     """transformers rebuilds a Qwen3.5's tokenizer (its own split pattern, every merge applied),
     which split tiny-chat's words into letter pairs: the model answered garbage. Served, the
     folder's tokenizer.json is used as written (`declared_tokenizer.py`)."""
-    from tokenizers import Tokenizer
-
     from mlx_responses.service.models.vision_runtime import load_vision_model
+    from tokenizers import Tokenizer
 
     text = "Think hard, then reply with: music."
     trained = Tokenizer.from_file(str(ASSETS / "tiny-chat" / "tokenizer.json")).encode(text).ids
