@@ -53,17 +53,16 @@ OVERHEAD_TOKENS = 12
 # prompt tiny-chat repeats, 2.0-2.1 CPU ms per token with drafts (75% kept) against 1.6
 # without; alone, 2.7-3.1 against 3.1-4.2. A batch-size threshold, measured.
 SAMPLED_BATCH = 1
-# A drafting head's rounds are timed in the loop (`StepClock`): each estimate folds in a new
-# interval with this weight, an interval over 3x the estimate counts as 3x (a neighbour's burst,
-# a prefill between), and each plain step moves a round's estimate this far back toward its
-# prior, so a width once measured not to pay is tried again every hundred steps or so.
-CLOCK_WEIGHT = 0.3
-CLOCK_CLIP = 3.0
-CLOCK_FORGET = 0.01
-PLAIN_EVERY = 16  # measured rounds between two plain steps (the clock's baseline kept fresh)
-# A round must beat a plain step's tokens a second by this much: the estimates are noisy on a
-# shared machine, and a round that loses costs more than a plain step that could have gained.
-CLOCK_MARGIN = 1.1
+# A drafting head drafts in epochs (`StepClock`): EPOCH_TOKENS tokens sent by measured steps
+# with drafting on, or off (in tokens, not steps: a round sends several, and an epoch that
+# drafts must not take more of the time than one that does not); each epoch's tokens a second
+# folds into its mode's estimate with EPOCH_WEIGHT; the better mode runs, the other one epoch
+# in EXPLORE, and "on" must beat "off" by CLOCK_MARGIN (the estimates are noisy on a shared
+# machine, and drafting that loses costs more).
+EPOCH_TOKENS = 48
+EPOCH_WEIGHT = 0.5
+EXPLORE = 8
+CLOCK_MARGIN = 1.05
 # A draft model's cache lags the target's on steps that do not draft; it catches up in one
 # forward over the missed tokens when needed, or when it lags this far (bounds that forward).
 MAX_LAG = 32
@@ -103,94 +102,74 @@ def best_width(candidates: list[tuple[float, int]], batch: int, extra_cost: floa
     return width
 
 
-def round_cost(width: int, batch: int, extra_cost: float) -> float:
-    """A verify round of `width` draft positions over `batch` rows, in plain steps (the cost
-    model of `best_width`: each position adds the batch's tokens and the drafter's forward)."""
-    return 1.0 + width * (batch / (batch + OVERHEAD_TOKENS) + extra_cost)
-
-
 class StepClock:
-    """Seconds per decode step as measured in the loop, per batch size: a plain step, and a
-    verify round at each width (the drafter's forwards, the wider verify, its wait and its
-    bookkeeping: what a drafting head costs on this machine, which its weights' bytes do not
-    say on a CPU, where a forward costs its operations more than its bytes).
+    """Whether a drafting head pays on this machine, measured as what it changes: the decode's
+    tokens a second with drafting on against off, per batch size, over alternating epochs.
 
-    A step's seconds run from its start to the next step's start, kept only when the same
-    rows ran both (no sequence joined or ended between). A plain step returns the tokens of the
-    forward before it and leaves its own in flight: it is measured after another plain step
-    (in a run of them, each interval is one forward), and a round after a plain step waits for
-    that step's forward too, which is taken off (a plain step's estimate). A batch size's first
-    steps, and two in every `PLAIN_EVERY` measured rounds, are plain (what rounds are weighed
-    against, kept fresh); a width not measured yet is priced by the fitted cost model."""
+    A head's weights say little about its cost on a CPU, where a forward costs its arithmetic
+    (a verify over k drafts about k more forwards), nor do separate timings of a plain step
+    and a round: a plain step leaves its forward in flight for the next one, a round waits for
+    its own. An epoch counts steps over the same rows (a step's seconds from its start to the
+    next step's, its tokens those it sent; a step after which a sequence joined or ended is
+    left out) until they sent `EPOCH_TOKENS`, then its tokens a second fold into its mode's
+    estimate. Both modes are
+    tried first; then the better one runs, the other one epoch in `EXPLORE`. Within an "on"
+    epoch the fitted cost model sizes each step's drafts (`best_width`)."""
 
     def __init__(self) -> None:
-        self.plain: dict[int, float] = {}
-        self.rounds: dict[tuple[int, int], float] = {}
-        # The step running: its start, its rows, its width, and the width of the one before.
-        self._open: tuple[float, tuple[int, ...], int, int | None] | None = None
-        self._extra = 0.0  # the drafter's own cost in the fitted model (its priors')
-        self._rounds_since: dict[int, int] = {}  # rounds measured since the last plain step
+        self.rates: dict[tuple[int, bool], float] = {}  # (batch, drafting) -> tokens a second
+        self._open: tuple[float, tuple[int, ...], int] | None = None  # start, rows, tokens
+        self._epochs: dict[int, tuple[bool, int, float, int]] = {}  # mode, steps, s, tokens
+        self._count: dict[int, int] = {}  # epochs run per batch size
 
     def start(self, now: float, rows: tuple[int, ...]) -> None:
         """A step of `rows` (their uids) starts at `now`: the one before is measured."""
-        before_width = None
         if self._open is not None:
-            started, before, width, previous = self._open
-            if before == rows:
-                self._fold(len(rows), width, now - started, previous)
-            before_width = width
-        self._open = (now, rows, 0, before_width)
+            started, before, tokens = self._open
+            if before == rows and rows:
+                self._fold(len(rows), now - started, tokens)
+        self._open = (now, rows, 0)
 
-    def verifying(self, width: int) -> None:
-        """The step started last is a verify round of `width` draft positions."""
+    def sent(self, tokens: int) -> None:
+        """The step started last sent `tokens` tokens."""
         if self._open is not None:
-            started, rows, _, previous = self._open
-            self._open = (started, rows, width, previous)
+            self._open = (self._open[0], self._open[1], self._open[2] + tokens)
 
-    def _fold(self, batch: int, width: int, seconds: float, previous: int | None) -> None:
-        plain = self.plain.get(batch)
-        if not width:
-            if previous != 0:  # its forward is paid by the next step; a round's was not
-                return
-            self._rounds_since[batch] = 0
-            if plain is not None:
-                seconds = min(seconds, CLOCK_CLIP * plain)
-                for (b, k), cost in self.rounds.items():
-                    if b == batch:  # back toward the prior: retried once in a while
-                        prior = plain * round_cost(k, batch, self._extra)
-                        self.rounds[b, k] = cost + CLOCK_FORGET * (prior - cost)
-            self.plain[batch] = seconds if plain is None else _ewma(plain, seconds)
+    def drafting(self, batch: int) -> bool:
+        """Whether the current epoch of `batch` rows drafts."""
+        epoch = self._epochs.get(batch)
+        if epoch is None:
+            epoch = self._epochs[batch] = (self._next_mode(batch), 0, 0.0, 0)
+        return epoch[0]
+
+    def _next_mode(self, batch: int) -> bool:
+        on, off = self.rates.get((batch, True)), self.rates.get((batch, False))
+        if on is None or off is None:
+            return on is None  # try drafting first, then without
+        better = on > CLOCK_MARGIN * off
+        n = self._count.get(batch, 0)
+        return (not better) if n % EXPLORE == EXPLORE - 1 else better
+
+    def _fold(self, batch: int, seconds: float, tokens: int) -> None:
+        mode = self.drafting(batch)
+        _, steps, total, sent = self._epochs[batch]
+        steps, total, sent = steps + 1, total + seconds, sent + tokens
+        if sent < EPOCH_TOKENS:
+            self._epochs[batch] = (mode, steps, total, sent)
             return
-        self._rounds_since[batch] = self._rounds_since.get(batch, 0) + 1
-        if plain is not None:
-            if previous == 0:  # it waited for the plain step's forward before its own
-                seconds = max(seconds - plain, seconds / 2)
-            seconds = min(seconds, CLOCK_CLIP * plain * round_cost(width, batch, 1.0))
-        known = self.rounds.get((batch, width))
-        self.rounds[batch, width] = seconds if known is None else _ewma(known, seconds)
+        rate = sent / total if total > 0 else 0.0
+        known = self.rates.get((batch, mode))
+        self.rates[batch, mode] = rate if known is None else known + EPOCH_WEIGHT * (rate - known)
+        self._count[batch] = self._count.get(batch, 0) + 1
+        self._epochs[batch] = (self._next_mode(batch), 0, 0.0, 0)
 
     def best_width(
         self, candidates: list[tuple[float, int]], batch: int, extra_cost: float = 0.0
     ) -> int:
-        """`best_width` with each round's measured cost (the fitted model's where a width
-        is not measured yet): the width whose round gives the most tokens a second, if more
-        than a plain step gives by `CLOCK_MARGIN` (0: do not verify; always, when a plain step
-        is due)."""
-        self._extra = extra_cost
-        plain = self.plain.get(batch)
-        if not candidates or plain is None or self._rounds_since.get(batch, 0) >= PLAIN_EVERY:
+        """`best_width` in an epoch that drafts; 0 in one that does not."""
+        if not self.drafting(batch):
             return 0
-        best, width = CLOCK_MARGIN * batch / plain, 0
-        for k in range(1, max(n for _, n in candidates) + 1):
-            cost = self.rounds.get((batch, k), plain * round_cost(k, batch, extra_cost))
-            tokens = batch + sum(expected_accepted(a, min(k, n)) for a, n in candidates)
-            if tokens / cost > best:
-                best, width = tokens / cost, k
-        return width
-
-
-def _ewma(estimate: float, sample: float) -> float:
-    return estimate + CLOCK_WEIGHT * (sample - estimate)
+        return best_width(candidates, batch, extra_cost)
 
 
 class DraftRecord:

@@ -128,62 +128,42 @@ def test_drafting_steps_aside_in_a_large_batch_unless_drafts_are_sure() -> None:
     assert best_width([(doubtful.rate, 8)], batch=1, extra_cost=1.0) == 0
 
 
-_OPEN: dict[int, tuple[float, tuple[int, ...]]] = {}  # each clock's open step: start, rows
+def _run(clock: StepClock, steps: int, on: tuple[float, int], off: tuple[float, int]) -> int:
+    """`steps` steps of one row on a made-up time line, each (seconds, tokens sent) as its
+    epoch drafts (`on`) or not (`off`); how many of them drafted."""
+    now, drafted = 1000.0 * len(clock.rates), 0
+    for _ in range(steps):
+        drafting = clock.best_width([(0.8, 4)], 1) > 0
+        drafted += drafting
+        seconds, tokens = on if drafting else off
+        clock.start(now, (7,))
+        clock.sent(tokens)
+        now += seconds
+    return drafted
 
 
-def _steps(clock: StepClock, rows: tuple[int, ...], seconds: list[tuple[float, int]]) -> None:
-    """Steps of `rows`, each (its seconds, its verify width: 0 a plain step), on `clock`'s
-    made-up time line: each ends where the next starts (one is left open)."""
-    now, open_rows = _OPEN.get(id(clock), (0.0, ()))
-    if open_rows != rows:
-        clock.start(now, rows)
-    for interval, width in seconds:
-        if width:
-            clock.verifying(width)
-        now += interval
-        clock.start(now, rows)
-    _OPEN[id(clock)] = (now, rows)
-
-
-def test_a_heads_measured_round_decides_whether_it_drafts() -> None:
-    """The fitted model would draft at 60% acceptance; the clock drafts only where a measured
-    round gives more tokens a second than a plain step (a head that costs as much as the
-    target's forward, and a cheap one)."""
-    likely = [(0.6, 2)]
-    assert best_width(likely, batch=1, extra_cost=0.2) >= 1
+def test_a_head_drafts_in_the_epochs_where_it_pays() -> None:
+    """The fitted model would draft at 80% acceptance whatever a round costs; the clock
+    measures tokens a second with drafting on and off and keeps to the better, trying the
+    other one epoch in EXPLORE (a round that costs as much as the forwards it saves, and a
+    cheap one)."""
+    n = speculation.EPOCH_TOKENS * speculation.EXPLORE * 3
     costly, cheap = StepClock(), StepClock()
-    _steps(costly, (7,), [(0.010, 0)] * 4 + [(0.030, 1), (0.040, 2)] * 3)
-    assert costly.best_width(likely, 1, 0.2) == 0
-    _steps(cheap, (7,), [(0.010, 0)] * 4 + [(0.012, 1), (0.014, 2)] * 3)
-    assert cheap.best_width(likely, 1, 0.2) >= 1
-    # Plain steps bring a refused width back toward the fitted model: it is tried again.
-    steps = 0
-    while not costly.best_width(likely, 1, 0.2):
-        _steps(costly, (7,), [(0.010, 0)])
-        steps += 1
-    assert 50 < steps < 400
+    drafted = _run(costly, n, on=(0.012, 2), off=(0.005, 1))  # 167 tokens a second vs 200
+    assert drafted < 0.2 * n
+    assert costly.rates[1, True] < costly.rates[1, False]
+    assert _run(cheap, n, on=(0.006, 2), off=(0.005, 1)) > 0.65 * n  # 333 vs 200
 
 
 def test_the_clock_keeps_only_intervals_over_the_same_rows() -> None:
     """A step after which a sequence joined or ended (a prefill between, a finished row) is not
-    measured; a batch size's first step is a plain one (what rounds are weighed against), and
-    so is one in every PLAIN_EVERY measured rounds."""
+    measured: an epoch of steps whose rows changed every step never ends."""
     clock = StepClock()
-    clock.start(0.0, (1,))
-    clock.start(5.0, (1, 2))  # the 5 s step ended as another row joined
-    clock.start(5.01, (1, 2))
-    _OPEN[id(clock)] = (5.01, (1, 2))
-    assert abs(clock.plain[2] - 0.01) < 1e-9 and 1 not in clock.plain
-    likely = [(0.6, 2)]
-    assert clock.best_width(likely, 1, 0.2) == 0
-    _steps(clock, (1,), [(0.010, 0)])
-    assert clock.best_width(likely, 1, 0.2) == best_width(likely, 1, 0.2)  # priced by the model
-    _steps(clock, (1,), [(0.011, 2)] * speculation.PLAIN_EVERY)
-    assert clock.best_width(likely, 1, 0.2) == 0
-    _steps(clock, (1,), [(0.010, 0)])  # after a round: its interval is not one forward
-    assert clock.best_width(likely, 1, 0.2) == 0
-    _steps(clock, (1,), [(0.010, 0)])
-    assert clock.best_width(likely, 1, 0.2) == 2
+    for i in range(3 * speculation.EPOCH_TOKENS):
+        clock.start(float(i), (i,))
+        clock.sent(1)
+    assert clock.rates == {}
+    assert clock.best_width([(0.8, 4)], 1) >= 1  # the first epochs draft
 
 
 def test_ngram_drafts_take_each_sequences_own_length() -> None:

@@ -65,7 +65,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         # What the target read alone (its inputs and features, [batch, 1] each step): the
         # head's caches lag by as many positions in every row, as a draft model's do.
         self._unread: list[tuple[mx.array, mx.array]] = []
-        # The steps' measured seconds: whether a head's round pays (`_head_draft`).
+        # Whether a head's drafting pays, measured in epochs (`_head_draft`).
         self.clock = StepClock()
         super().__init__(*args, **kwargs)
 
@@ -181,8 +181,14 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         return min(self.num_draft, self.max_tokens[i] - self._num_tokens[i] - 1)
 
     def next(self) -> list[Any]:
-        if self.headed is not None:
-            self.clock.start(time.perf_counter(), tuple(self.uids))
+        if self.headed is None:
+            return self._decode()
+        self.clock.start(time.perf_counter(), tuple(self.uids))
+        responses = self._decode()
+        self.clock.sent(len(responses))
+        return responses
+
+    def _decode(self) -> list[Any]:
         if not self.uids or self.num_draft <= 0 or not self.eligible.intersection(self.uids):
             return super().next()
         # Rejected drafts are trimmed off plain caches; with a head, recurrent states are
@@ -260,7 +266,6 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         width = self.policy.draft_width(candidates, len(self.uids), clock=self.clock)
         if not width:
             return None
-        self.clock.verifying(width)
         self._catch_up()
         room = {i: c.room for i, c in zip(which, candidates, strict=True)}
         rules = {i: rule for i in which if (rule := sampled_rule(self._sampler(i))) is not None}
