@@ -1,0 +1,120 @@
+"""DeepSeek-V3's own MTP layer drafting (service/engine/deepseek_mtp.py): read from the
+checkpoint as it ships, and greedy output identical with it drafting and without, four at once
+and alone, on the zoo's DeepSeek-V3-shaped model (multi-head latent attention, a mixture of
+experts in the head's layer too)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import pytest
+from mlx.utils import tree_flatten
+from mlx_responses.service.engine.deepseek_mtp import (
+    DeepseekMTPHead,
+    DeepseekMTPModel,
+    load_deepseek_mtp,
+)
+from mlx_responses.service.engine.mlx_lm_compat import KVCache
+from mlx_responses.service.engine.model import load_model
+from mlx_responses.service.engine.mtp import MTPModel
+
+from tests.engine.test_speculative import PROMPTS as SPECULATIVE_PROMPTS
+from tests.support.deepseek_mtp_head import add_deepseek_mtp_head
+from tests.support.engine import generate, greedy
+from tests.support.oracle_drafts import plant_oracle
+from tests.support.zoo import build_zoo_model
+
+PROMPTS = (*SPECULATIVE_PROMPTS, "Count with me: one, two, three, four")
+TOKENS = 16
+
+
+@pytest.fixture(scope="module")
+def deepseek_mtp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The zoo's random DeepSeek-V3 with a random MTP layer in its checkpoint."""
+    folder = build_zoo_model("deepseek_v3", tmp_path_factory.mktemp("deepseek") / "model")
+    return add_deepseek_mtp_head(folder)
+
+
+@pytest.fixture
+def always_draft(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drafts at every step, whatever the head costs: the mechanics under test, not the policy."""
+    monkeypatch.setattr(MTPModel, "cost_ratio", lambda self: 0.0)
+
+
+@pytest.fixture
+def head_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The widths of the positions the head reads (its forwards: drafts and catch-ups)."""
+    widths: list[int] = []
+    call = DeepseekMTPModel.draft_hidden
+
+    def spy(self: DeepseekMTPModel, tokens: mx.array, *args: Any) -> mx.array:
+        widths.append(tokens.shape[1])
+        return call(self, tokens, *args)
+
+    monkeypatch.setattr(DeepseekMTPModel, "draft_hidden", spy)
+    return widths
+
+
+def test_the_layer_is_read_from_the_checkpoint(deepseek_mtp: Path) -> None:
+    """Its tensors, as the checkpoint names them (experts apart, `kv_b_proj` whole), load into
+    the head exactly; the model itself loads without them (mlx-lm drops layer 61 only)."""
+    loaded = load_model(deepseek_mtp)
+    paired = load_deepseek_mtp(loaded.model, deepseek_mtp)
+    assert paired is not None and paired.kind == "mtp"
+    mx.random.seed(3)  # as the checkpoint's head was drawn
+    written = dict(tree_flatten(DeepseekMTPHead(loaded.model).parameters()))
+    read = dict(tree_flatten(paired.head.parameters()))
+    assert written.keys() == read.keys()
+    assert all(mx.array_equal(written[k], read[k]).item() for k in written)
+    # Positions read in one forward as one at a time (its mask, rope offsets, latent cache).
+    tokens = mx.random.randint(0, loaded.vocab_size, (2, 5))
+    features = mx.random.normal((2, 5, paired.features))
+    whole = paired.head(paired.embed(tokens), features, [KVCache()])
+    cache = [KVCache()]
+    steps = [
+        paired.head(paired.embed(tokens[:, i : i + 1]), features[:, i : i + 1], cache)
+        for i in range(5)
+    ]
+    assert mx.allclose(whole, mx.concatenate(steps, axis=1), atol=1e-4).item()
+    # A checkpoint without the layer has no head.
+    assert load_deepseek_mtp(loaded.model, deepseek_mtp.parent) is None
+
+
+@pytest.mark.parametrize("engine", ["batch", "auto"])
+async def test_greedy_output_is_identical_with_the_deepseek_mtp_head(
+    engine: str, deepseek_mtp: Path, always_draft: None, head_reads: list[int]
+) -> None:
+    """Four at once over two turns (the second from prompt-cache entries holding the head's
+    caches), and alone. `auto` on a CPU would put this model on the slots; with its head it
+    runs on mlx-lm's batch, as `--engine batch`, and drafts there."""
+    requests = greedy(PROMPTS, TOKENS)
+    run: dict[str, Any] = {"engine": engine, "speculative": "ngram", "num_draft_tokens": 3}
+    plain, off = await generate(deepseek_mtp, requests, turns=2, **(run | {"mtp": False}))
+    assert off.prompt_cache_hits > 0 and not head_reads
+    fast, stats = await generate(deepseek_mtp, requests, turns=2, **run)
+    assert fast == plain
+    assert stats.verify_steps > 0 and stats.draft_tokens > 0 and head_reads
+    head_reads.clear()
+    (single,), alone = await generate(deepseek_mtp, requests[:1], **run)
+    assert single == plain[0] and alone.verify_steps > 0 and head_reads
+
+
+async def test_drafts_kept_whole_or_in_part_leave_the_output_unchanged(
+    deepseek_mtp: Path, always_draft: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's drafts replaced by the greedy output itself (an oracle), wrong after the
+    first on some rows: verifies keep all drafts or a part (the latent caches of the model and
+    the head trimmed alike), and the output stays the greedy one."""
+    requests = greedy(PROMPTS, TOKENS)
+    plain, _ = await generate(deepseek_mtp, requests, engine="batch", mtp=False)
+    tokenizer = load_model(deepseek_mtp).tokenizer
+    pairs = zip(requests, plain, strict=True)
+    expected = [tokenizer.encode(text) + list(out) for (text, _, _), out in pairs]
+    plant_oracle(monkeypatch, expected)
+    fast, stats = await generate(
+        deepseek_mtp, requests, engine="batch", speculative="ngram", num_draft_tokens=3
+    )
+    assert fast == plain
+    assert stats.draft_tokens > stats.accepted_tokens > stats.verify_steps > 0
