@@ -5,6 +5,7 @@ experts in the head's layer too)."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from mlx_responses.service.engine.deepseek_mtp import (
 from mlx_responses.service.engine.mlx_lm_compat import KVCache
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.mtp import MTPModel
+from mlx_responses.service.engine.schedulers import resolve_engine
+from mlx_responses.service.engine.worker import EngineWorker, device_kind
 
 from tests.engine.test_speculative import PROMPTS as SPECULATIVE_PROMPTS
 from tests.support.deepseek_mtp_head import add_deepseek_mtp_head
@@ -99,6 +102,25 @@ async def test_greedy_output_is_identical_with_the_deepseek_mtp_head(
     head_reads.clear()
     (single,), alone = await generate(deepseek_mtp, requests[:1], **run)
     assert single == plain[0] and alone.verify_steps > 0 and head_reads
+
+
+@pytest.mark.parametrize("engine", ["auto", "slots"])
+async def test_a_model_drafting_with_a_head_runs_on_the_batch_never_the_slots(
+    engine: str, deepseek_mtp: Path
+) -> None:
+    """The slots hold no head's caches (docs/guides/drafting-heads.md): a model whose head
+    drafts runs on mlx-lm's batch whatever `--engine` asks; without it (--no-mtp), where the
+    slots serve it (a CPU: this model's plain latent caches), it stays on them."""
+    engines = []
+    for mtp in (True, False):
+        load = partial(load_model, deepseek_mtp)
+        worker = EngineWorker(load, engine=engine, speculative="ngram", mtp=mtp)
+        loaded = await worker.start()
+        engines.append(worker.engine)
+        worker.stop()
+    assert engines == ["batch", resolve_engine(engine, loaded.model, device_kind())]
+    if device_kind() == "cpu":
+        assert engines[1] == "slots"
 
 
 async def test_drafts_kept_whole_or_in_part_leave_the_output_unchanged(
