@@ -23,6 +23,7 @@ from typing import Any
 
 import mlx.core as mx
 from mlx import nn
+from mlx.utils import tree_flatten
 from mlx_responses.service.engine.architectures import model_type
 from mlx_responses.service.engine.mlx_lm_compat import create_attention_mask
 from mlx_responses.service.engine.mtp import MTPModel, checkpoint_tensors, quantize_as_checkpoint
@@ -100,6 +101,9 @@ def load_deepseek_mtp(model: Any, path: Path) -> DeepseekMTPModel | None:
         return None
     head = DeepseekMTPHead(model)
     weights = head_weights(model, found)
+    if not any(k.startswith("shared_head.head.") for k in weights):  # the model's own head
+        own = tree_flatten(model.lm_head.parameters())
+        weights |= {f"shared_head.head.{k}": v for k, v in own}
     quantize_as_checkpoint(head, weights, path)
     head.load_weights(list(weights.items()), strict=True)
     mx.eval(head.parameters())

@@ -5,6 +5,7 @@ experts in the head's layer too)."""
 
 from __future__ import annotations
 
+import shutil
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,11 @@ from mlx_responses.service.engine.deepseek_mtp import (
     DeepseekMTPHead,
     DeepseekMTPModel,
     load_deepseek_mtp,
+    prefix,
 )
 from mlx_responses.service.engine.mlx_lm_compat import KVCache
 from mlx_responses.service.engine.model import load_model
-from mlx_responses.service.engine.mtp import MTPModel
+from mlx_responses.service.engine.mtp import MTPModel, checkpoint_tensors
 from mlx_responses.service.engine.schedulers import resolve_engine
 from mlx_responses.service.engine.worker import EngineWorker, device_kind
 
@@ -60,7 +62,7 @@ def head_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return widths
 
 
-def test_the_layer_is_read_from_the_checkpoint(deepseek_mtp: Path) -> None:
+def test_the_layer_is_read_from_the_checkpoint(deepseek_mtp: Path, tmp_path: Path) -> None:
     """Its tensors, as the checkpoint names them (experts apart, `kv_b_proj` whole), load into
     the head exactly; the model itself loads without them (mlx-lm drops layer 61 only)."""
     loaded = load_model(deepseek_mtp)
@@ -81,6 +83,15 @@ def test_the_layer_is_read_from_the_checkpoint(deepseek_mtp: Path) -> None:
         for i in range(5)
     ]
     assert mx.allclose(whole, mx.concatenate(steps, axis=1), atol=1e-4).item()
+    # A checkpoint whose layer leaves its head out predicts through the model's own.
+    found = checkpoint_tensors(deepseek_mtp, prefix(loaded.model))
+    without = {k: v for k, v in found.items() if "shared_head.head" not in k}
+    bare = tmp_path / "bare"
+    shutil.copytree(deepseek_mtp, bare)
+    mx.save_safetensors(str(bare / "model-mtp.safetensors"), without)
+    shared = load_deepseek_mtp(loaded.model, bare)
+    assert shared is not None
+    assert mx.array_equal(shared.head.shared_head.head.weight, loaded.model.lm_head.weight).item()
     # A checkpoint without the layer has no head.
     assert load_deepseek_mtp(loaded.model, deepseek_mtp.parent) is None
 
