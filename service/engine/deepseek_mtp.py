@@ -102,7 +102,7 @@ def load_deepseek_mtp(model: Any, path: Path) -> DeepseekMTPModel | None:
     head = DeepseekMTPHead(model)
     weights = head_weights(model, found)
     if not any(k.startswith("shared_head.head.") for k in weights):  # the model's own head
-        own = tree_flatten(model.lm_head.parameters())
+        own: list[tuple[str, mx.array]] = tree_flatten(model.lm_head.parameters())  # type: ignore[assignment]
         weights |= {f"shared_head.head.{k}": v for k, v in own}
     quantize_as_checkpoint(head, weights, path)
     head.load_weights(list(weights.items()), strict=True)
