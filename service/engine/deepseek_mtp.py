@@ -5,13 +5,15 @@ layer, `model.layers.{num_hidden_layers}.*`: `enorm` (the next token's embedding
 (the model's hidden state), `eh_proj` bringing the two concatenated back to the model's width,
 a full decoder layer of the model's own kind (multi-head latent attention, a mixture of
 experts), and `shared_head` (`norm`, then `head` over the vocabulary); its `embed_tokens` is
-the model's. mlx-lm's `sanitize` drops the layer and mlx-vlm 0.7.10 has no drafter class for
-it, so this module builds the head itself: the decoder layer is mlx-lm's class of the target's
-family, and the target's own `sanitize` reads the layer's tensors (fp8 blocks dequantized,
-experts stacked, `kv_b_proj` split as for every layer). It rides along as the Qwen3.5 head
-does (`mtp.MTPModel`, `heads.py`): at position p it reads the target's last (normed) hidden
-state and the token at p + 1, and predicts the one after; it drafts further from its own
-hidden states (before `shared_head.norm`, which `hnorm` normalises again).
+the model's. GLM-4.5 (`glm4_moe`) and GLM-4.7-Flash (`glm4_moe_lite`) ship theirs the same
+way. mlx-lm's `sanitize` drops the layer and mlx-vlm 0.7.10 has no drafter class for it (its
+`glm4_moe_lite_mtp` ships a config and a splitter, no model), so this module builds the head:
+the decoder layer is mlx-lm's class of the target's family, and the target's own `sanitize`
+reads the layer's tensors (fp8 blocks dequantized, experts stacked, `kv_b_proj` split as for
+every layer). It rides along as the Qwen3.5 head does (`mtp.MTPModel`, `heads.py`): at
+position p it reads the target's last (normed) hidden state and the token at p + 1, and
+predicts the one after; it drafts further from its own hidden states (before
+`shared_head.norm`, which `hnorm` normalises again).
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ from mlx_responses.service.engine.mtp import MTPModel, checkpoint_tensors, quant
 
 log = logging.getLogger(__name__)
 
-FAMILIES = ("deepseek_v3",)
+# model_type -> its decoder layer's class in its mlx-lm module: the families that ship their MTP
+# layer so (GLM-4.5's `glm4_moe`, GLM-4.7-Flash's `glm4_moe_lite` as DeepSeek-V3 does).
+DECODERS = {
+    "deepseek_v3": "DeepseekV3DecoderLayer",
+    "glm4_moe": "DecoderLayer",
+    "glm4_moe_lite": "Glm4MoeLiteDecoderLayer",
+}
 # The head's own modules; the layer's attention, experts and norms go in `layers.0`.
 OWN = ("enorm.", "hnorm.", "eh_proj.", "shared_head.")
 SHARED = ("embed_tokens.",)  # the model's own, not read again
@@ -56,7 +64,8 @@ class DeepseekMTPHead(nn.Module):
         super().__init__()
         args = target.args
         hidden, eps = args.hidden_size, args.rms_norm_eps
-        decoder = sys.modules[type(target).__module__].DeepseekV3DecoderLayer
+        module = sys.modules[type(target).__module__]
+        decoder = getattr(module, DECODERS[target.model_type])
         self.enorm = nn.RMSNorm(hidden, eps=eps)
         self.hnorm = nn.RMSNorm(hidden, eps=eps)
         self.eh_proj = nn.Linear(2 * hidden, hidden, bias=False)
@@ -92,9 +101,9 @@ def head_weights(target: Any, found: dict[str, mx.array]) -> dict[str, mx.array]
 
 
 def load_deepseek_mtp(model: Any, path: Path) -> DeepseekMTPModel | None:
-    """`model` (loaded from `path`) with its checkpoint's DeepSeek-V3 MTP layer; None when the
-    model is of another family or its checkpoint has no such layer."""
-    if model_type(model) not in FAMILIES:
+    """`model` (loaded from `path`) with its checkpoint's MTP layer; None when the model is of
+    another family or its checkpoint has no such layer."""
+    if model_type(model) not in DECODERS:
         return None
     found = checkpoint_tensors(path, prefix(model))
     if not found:
@@ -107,7 +116,7 @@ def load_deepseek_mtp(model: Any, path: Path) -> DeepseekMTPModel | None:
     quantize_as_checkpoint(head, weights, path)
     head.load_weights(list(weights.items()), strict=True)
     mx.eval(head.parameters())
-    log.info("%s drafts with its own MTP layer (DeepSeek-V3's)", path)
+    log.info("%s drafts with its own MTP layer (%s)", path, model_type(model))
     return DeepseekMTPModel(model, head)
 
 

@@ -1,7 +1,7 @@
 """What drafts for a served model, chosen once at its load: a draft model or a drafting head of
 a --draft-model folder (`--speculative draft`), the checkpoint's own MTP head (where it ships
-one: Qwen3.5's `mtp.*`, DeepSeek-V3's last layer; in place of n-gram drafts, `--speculative
-ngram`, the default: unless --no-mtp), or nothing new (n-gram drafts, or none:
+one: Qwen3.5's `mtp.*`, DeepSeek-V3's or GLM-4.5's last layer; in place of n-gram drafts,
+`--speculative ngram`, the default: unless --no-mtp), or nothing new (n-gram drafts, or none:
 `--speculative off`)."""
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ that does), and `load_mtp` builds mlx-vlm's drafter class for the family
 checkpoint's names) around them, bound to the target's embeddings and output head. The head
 reads the target's last (normed) hidden state: `heads.py` says how it rides along.
 
-DeepSeek-V3's head (`model.layers.{num_hidden_layers}.*`, which mlx-vlm 0.7.10 has no class
-for) is built by `deepseek_mtp.py`, on this module's `MTPModel`.
+DeepSeek-V3's head (and GLM-4.5's: `model.layers.{num_hidden_layers}.*`, which mlx-vlm 0.7.10
+has no class for) is built by `deepseek_mtp.py`, on this module's `MTPModel`.
 """
 
 from __future__ import annotations

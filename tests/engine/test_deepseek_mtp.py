@@ -6,6 +6,7 @@ experts in the head's layer too)."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,11 +36,27 @@ PROMPTS = (*SPECULATIVE_PROMPTS, "Count with me: one, two, three, four")
 TOKENS = 16
 
 
+FAMILIES = ["deepseek_v3", "glm4_moe", "glm4_moe_lite"]  # latent attention, grouped-query, latent
+
+
 @pytest.fixture(scope="module")
-def deepseek_mtp(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The zoo's random DeepSeek-V3 with a random MTP layer in its checkpoint."""
-    folder = build_zoo_model("deepseek_v3", tmp_path_factory.mktemp("deepseek") / "model")
-    return add_deepseek_mtp_head(folder)
+def with_mtp(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """`model_type` -> the zoo's random model of it with a random MTP layer in its checkpoint
+    (DeepSeek-V3, and GLM-4.5 and GLM-4.7-Flash, which ship theirs so), built once."""
+    built: dict[str, Path] = {}
+
+    def get(family: str) -> Path:
+        if family not in built:
+            folder = build_zoo_model(family, tmp_path_factory.mktemp(family) / "model")
+            built[family] = add_deepseek_mtp_head(folder)
+        return built[family]
+
+    return get
+
+
+@pytest.fixture
+def deepseek_mtp(with_mtp: Callable[[str], Path]) -> Path:
+    return with_mtp("deepseek_v3")
 
 
 @pytest.fixture
@@ -62,9 +79,14 @@ def head_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return widths
 
 
-def test_the_layer_is_read_from_the_checkpoint(deepseek_mtp: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_layer_is_read_from_the_checkpoint(
+    family: str, with_mtp: Callable[[str], Path], tmp_path: Path
+) -> None:
     """Its tensors, as the checkpoint names them (experts apart, `kv_b_proj` whole), load into
-    the head exactly; the model itself loads without them (mlx-lm drops layer 61 only)."""
+    the head exactly; the model itself loads without them (mlx-lm drops DeepSeek-V3's layer 61
+    only)."""
+    deepseek_mtp = with_mtp(family)
     loaded = load_model(deepseek_mtp)
     paired = load_deepseek_mtp(loaded.model, deepseek_mtp)
     assert paired is not None and paired.kind == "mtp"
@@ -96,11 +118,13 @@ def test_the_layer_is_read_from_the_checkpoint(deepseek_mtp: Path, tmp_path: Pat
     assert load_deepseek_mtp(loaded.model, deepseek_mtp.parent) is None
 
 
-async def test_greedy_output_is_identical_with_the_deepseek_mtp_head(
-    deepseek_mtp: Path, always_draft: None, head_reads: list[int]
+@pytest.mark.parametrize("family", FAMILIES)
+async def test_greedy_output_is_identical_with_the_mtp_layer(
+    family: str, with_mtp: Callable[[str], Path], always_draft: None, head_reads: list[int]
 ) -> None:
     """Four at once over two turns (the second from prompt-cache entries holding the head's
     caches), and alone; the head drafting (it is read)."""
+    deepseek_mtp = with_mtp(family)
     requests = greedy(PROMPTS, TOKENS)
     run: dict[str, Any] = {"engine": "batch", "speculative": "ngram", "num_draft_tokens": 3}
     plain, off = await generate(deepseek_mtp, requests, turns=2, **(run | {"mtp": False}))

@@ -1,8 +1,8 @@
-"""A random DeepSeek-V3 MTP layer written into a model folder as a checkpoint ships it: the
-tensors of `model.layers.{num_hidden_layers}.*` in the Hugging Face layout (each expert's
-projections apart, the attention's `kv_b_proj` whole, the layer's own `embed_tokens` and
-`shared_head`), in a safetensors file of their own beside the model's, and the config's
-`num_nextn_predict_layers: 1`."""
+"""A random MTP layer of DeepSeek-V3's kind (GLM-4.5's, GLM-4.7-Flash's) written into a model
+folder as a checkpoint ships it: the tensors of `model.layers.{num_hidden_layers}.*` in the
+Hugging Face layout (each expert's projections apart, a latent attention's `kv_b_proj` whole,
+the layer's own `embed_tokens` and `shared_head`), in a safetensors file of their own beside
+the model's, and the config's `num_nextn_predict_layers: 1`."""
 
 from __future__ import annotations
 
@@ -28,15 +28,16 @@ def _checkpoint_names(weights: dict[str, mx.array]) -> dict[str, mx.array]:
             continue
         else:
             out[name] = value
-    keys = weights[attention + "embed_q.weight"]  # [heads, kv_lora, nope]
-    values = weights[attention + "unembed_out.weight"]  # [heads, v, kv_lora]
-    whole = mx.concatenate([keys.swapaxes(-1, -2), values], axis=1)
-    out[attention + "kv_b_proj.weight"] = whole.reshape(-1, whole.shape[-1])
+    if attention + "embed_q.weight" in weights:  # latent attention: kv_b_proj as it ships
+        keys = weights[attention + "embed_q.weight"]  # [heads, kv_lora, nope]
+        values = weights[attention + "unembed_out.weight"]  # [heads, v, kv_lora]
+        whole = mx.concatenate([keys.swapaxes(-1, -2), values], axis=1)
+        out[attention + "kv_b_proj.weight"] = whole.reshape(-1, whole.shape[-1])
     return {k.removeprefix("layers.0."): v for k, v in out.items()}
 
 
 def add_deepseek_mtp_head(folder: Path, *, seed: int = 3) -> Path:
-    """Writes a random MTP layer for the DeepSeek-V3-shaped model in `folder`."""
+    """Writes a random MTP layer for the model in `folder` (`deepseek_mtp.DECODERS`' families)."""
     model, _ = load_model(folder)
     mx.random.seed(seed)
     head = DeepseekMTPHead(model)
