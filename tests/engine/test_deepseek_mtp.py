@@ -29,7 +29,7 @@ from mlx_responses.service.engine.worker import EngineWorker, device_kind
 from tests.engine.test_speculative import PROMPTS as SPECULATIVE_PROMPTS
 from tests.support.deepseek_mtp_head import add_deepseek_mtp_head
 from tests.support.engine import generate, greedy
-from tests.support.oracle_drafts import plant_oracle
+from tests.support.oracle_drafts import with_oracle
 from tests.support.zoo import build_zoo_model
 
 PROMPTS = (*SPECULATIVE_PROMPTS, "Count with me: one, two, three, four")
@@ -162,14 +162,6 @@ async def test_drafts_kept_whole_or_in_part_leave_the_output_unchanged(
     """The head's drafts replaced by the greedy output itself (an oracle), wrong after the
     first on some rows: verifies keep all drafts or a part (the latent caches of the model and
     the head trimmed alike), and the output stays the greedy one."""
-    requests = greedy(PROMPTS, TOKENS)
-    plain, _ = await generate(deepseek_mtp, requests, engine="batch", mtp=False)
-    tokenizer = load_model(deepseek_mtp).tokenizer
-    pairs = zip(requests, plain, strict=True)
-    expected = [tokenizer.encode(text) + list(out) for (text, _, _), out in pairs]
-    plant_oracle(monkeypatch, expected)
-    fast, stats = await generate(
-        deepseek_mtp, requests, engine="batch", speculative="ngram", num_draft_tokens=3
-    )
+    plain, fast, stats = await with_oracle(deepseek_mtp, greedy(PROMPTS, TOKENS), monkeypatch)
     assert fast == plain
     assert stats.draft_tokens > stats.accepted_tokens > stats.verify_steps > 0

@@ -23,7 +23,7 @@ from mlx_responses.service.models.vision_runtime import load_vision_model
 from tests.engine.test_speculative import PROMPTS as SPECULATIVE_PROMPTS
 from tests.support.engine import generate, greedy
 from tests.support.mtp_head import add_mtp_head
-from tests.support.oracle_drafts import plant_oracle
+from tests.support.oracle_drafts import with_oracle
 from tests.support.random_qwen3_5_vl import build_random_qwen3_5_vl
 from tests.support.zoo import build_zoo_model
 
@@ -203,15 +203,7 @@ async def test_drafts_kept_whole_or_in_part_leave_the_output_unchanged(
     """The head's drafts replaced by the greedy output itself (an oracle), wrong after the
     first on some rows: verifies keep all drafts, or a part (recurrent states computed again
     for those rows only), and the output stays the greedy one."""
-    requests = greedy(PROMPTS, 24)
-    plain, _ = await generate(qwen35_mtp, requests, engine="batch", mtp=False)
-    tokenizer = load_model(qwen35_mtp).tokenizer
-    pairs = zip(requests, plain, strict=True)
-    expected = [tokenizer.encode(text) + list(out) for (text, _, _), out in pairs]
-    plant_oracle(monkeypatch, expected)
-    fast, stats = await generate(
-        qwen35_mtp, requests, engine="batch", speculative="ngram", num_draft_tokens=3
-    )
+    plain, fast, stats = await with_oracle(qwen35_mtp, greedy(PROMPTS, 24), monkeypatch)
     assert fast == plain
     assert stats.draft_tokens > stats.accepted_tokens > stats.verify_steps > 0
 

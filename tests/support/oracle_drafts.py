@@ -4,12 +4,34 @@ greedy one (tests/engine/test_mtp.py, test_deepseek_mtp.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
 import pytest
 from mlx_responses.service.engine import heads
 from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
+from mlx_responses.service.engine.model import load_model
+from mlx_responses.service.engine.requests import EngineStats
+
+from tests.support.engine import Request, generate
+
+
+async def with_oracle(
+    folder: Path, requests: list[Request], monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], EngineStats]:
+    """`requests` on the model in `folder` (mlx-lm's batch) without its head, then with the
+    head's drafts planted from that output (`plant_oracle`): both outputs and the second
+    run's stats."""
+    plain, _ = await generate(folder, requests, engine="batch", mtp=False)
+    tokenizer = load_model(folder).tokenizer
+    pairs = zip(requests, plain, strict=True)
+    expected = [tokenizer.encode(text) + list(out) for (text, _, _), out in pairs]
+    plant_oracle(monkeypatch, expected)
+    fast, stats = await generate(
+        folder, requests, engine="batch", speculative="ngram", num_draft_tokens=3
+    )
+    return plain, fast, stats
 
 
 def plant_oracle(monkeypatch: pytest.MonkeyPatch, expected: list[list[int]]) -> None:
