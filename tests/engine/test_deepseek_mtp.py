@@ -23,6 +23,7 @@ from mlx_responses.service.engine.deepseek_mtp import (
 from mlx_responses.service.engine.mlx_lm_compat import KVCache
 from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.mtp import MTPModel, checkpoint_tensors
+from mlx_responses.service.engine.requests import SamplingParams
 from mlx_responses.service.engine.schedulers import resolve_engine
 from mlx_responses.service.engine.worker import EngineWorker, device_kind
 
@@ -135,6 +136,21 @@ async def test_greedy_output_is_identical_with_the_mtp_layer(
     head_reads.clear()
     (single,), alone = await generate(deepseek_mtp, requests[:1], **run)
     assert single == plain[0] and alone.verify_steps > 0 and head_reads
+
+
+async def test_sampled_requests_draft_with_the_layer_reproducibly(
+    deepseek_mtp: Path, always_draft: None, head_reads: list[int]
+) -> None:
+    """A seeded request at 0.7 drafts from the head (its draws from the head's distribution,
+    kept by exact speculative sampling) and gives the same tokens from a fresh engine as from
+    its prompt-cache entry's."""
+    sampling = SamplingParams(max_tokens=TOKENS, temperature=0.7, seed=1)
+    requests = [(PROMPTS[0], sampling, [])]
+    run: dict[str, Any] = {"engine": "batch", "speculative": "ngram", "num_draft_tokens": 3}
+    first, stats = await generate(deepseek_mtp, requests, turns=2, **run)
+    again, _ = await generate(deepseek_mtp, requests, **run)
+    assert first == again and len(first[0]) == TOKENS
+    assert stats.draft_tokens > 0 and head_reads
 
 
 @pytest.mark.parametrize("engine", ["auto", "slots"])
