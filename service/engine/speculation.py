@@ -172,6 +172,15 @@ class StepClock:
         return best_width(candidates, batch, extra_cost)
 
 
+def pays_from(cost: float) -> float:
+    """The acceptance rate below which a one-token draft of a drafter of `cost` (its
+    `cost_ratio`) does not pay for its verify even alone (`best_width` at one row): a sequence
+    whose estimate falls under it would never draft again, and never rest back to the prior
+    either, so it pauses as one that keeps nothing does (a draft model of a third of its
+    target's cost: 0.41; n-gram drafts: under `PAUSE_RATE`)."""
+    return 1 / (1 + OVERHEAD_TOKENS) + cost
+
+
 class DraftRecord:
     """One sequence's drafting record: its per-token acceptance estimate (`rate`, for the cost
     model), the running mean of what its verifies kept (`mean`), the length its next draft may
@@ -189,9 +198,10 @@ class DraftRecord:
         """How far this sequence may draft now (0: paused), at most `cap`."""
         return 0 if self.paused else min(cap, max(1, self.length))
 
-    def accepted(self, drafted: int, accepted: int, cap: int) -> None:
+    def accepted(self, drafted: int, accepted: int, cap: int, floor: float = PAUSE_RATE) -> None:
         """Folds in a verify: `accepted` of `drafted` tokens kept (the first miss ends a draft);
-        `cap` the longest draft allowed (`--num-draft-tokens`)."""
+        `cap` the longest draft allowed (`--num-draft-tokens`); below `floor` (at least
+        `PAUSE_RATE`: what a costly drafter's draft must keep to pay, `pays_from`) it pauses."""
         if not drafted:
             self.rested()
             return
@@ -206,7 +216,7 @@ class DraftRecord:
             self.length = max(1, min(self.length, math.ceil(self.mean) + 1))
             if accepted:
                 self._next_pause = FIRST_PAUSE
-        if self.rate < PAUSE_RATE or (probing and not accepted):
+        if self.rate < max(PAUSE_RATE, floor) or (probing and not accepted):
             self.paused = self._next_pause
             self._next_pause = min(LONGEST_PAUSE, self._next_pause * 2)
 
@@ -310,6 +320,7 @@ class SpeculationPolicy:
     verify_steps: int = 0
     # Each sequence's drafts proposed and kept since the last `drain` (its tokens carry them).
     unread: dict[int, tuple[int, int]] = field(default_factory=dict)
+    _floor: float = PAUSE_RATE  # the last model drafter's `pays_from` (n-gram drafts: none)
 
     def admit(self, uid: int, sampler: object) -> None:
         """A sequence that may draft (`Admission.speculate`), sampled by `sampler`."""
@@ -337,7 +348,7 @@ class SpeculationPolicy:
         self.accepted_tokens += accepted
         before = self.unread.get(uid, (0, 0))
         self.unread[uid] = (before[0] + drafted, before[1] + accepted)
-        self.record(uid).accepted(drafted, accepted, self.num_draft)
+        self.record(uid).accepted(drafted, accepted, self.num_draft, self._floor)
 
     def _allow(self, candidates: list[Candidate], rows: int) -> list[int]:
         """Lowers each candidate's room to its own draft length (0: paused, or sampled in a
@@ -408,6 +419,8 @@ class SpeculationPolicy:
         assert drafter is not None
         allowed = self._allow(candidates, rows)
         likely = [(self.record(candidates[i].uid).rate, candidates[i].room) for i in allowed]
+        cost = drafter.cost_ratio()
+        self._floor = pays_from(cost)
         if clock is not None:
-            return clock.best_width(likely, rows, drafter.cost_ratio())
-        return best_width(likely, rows, drafter.cost_ratio())
+            return clock.best_width(likely, rows, cost)
+        return best_width(likely, rows, cost)

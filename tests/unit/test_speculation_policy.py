@@ -191,3 +191,26 @@ def test_a_sampled_sequence_drafts_alone_but_not_in_a_batch() -> None:
     assert batched is not None and batched[0] == [] and batched[1]
     policy.forget(1)
     assert policy.sampled == set()
+
+
+def test_a_costly_drafters_sequence_that_keeps_too_little_to_pay_pauses_and_retries() -> None:
+    """A draft model of a third of its target's cost: one refused draft brings a sequence's
+    estimate (0.3) under what a draft of it pays (0.41) yet above `PAUSE_RATE`; it pauses and
+    retries from the prior, where before it neither drafted nor rested again."""
+
+    class Third:
+        def cost_ratio(self) -> float:
+            return 1 / 3
+
+    policy = SpeculationPolicy(CAP)
+    row = Candidate(1, CAP, [])
+    assert policy.draft_width([row], rows=1, drafter=Third()) == 1
+    policy.verified(1, 1, 0)
+    assert speculation.PAUSE_RATE < policy.record(1).rate < speculation.pays_from(1 / 3)
+    widths = []
+    for _ in range(speculation.FIRST_PAUSE + 1):
+        row = Candidate(1, CAP, [])
+        widths.append(policy.draft_width([row], rows=1, drafter=Third()))
+        if not widths[-1]:
+            policy.rest([row])
+    assert widths == [0] * speculation.FIRST_PAUSE + [1]
