@@ -10,9 +10,7 @@ from mlx_responses.http_facade.kit.cache_hints import check_breakpoint, input_br
 from mlx_responses.http_facade.kit.decode import (
     expect,
     integer,
-    lookup,
     one_of,
-    optional_list,
     optional_str,
     required_str,
 )
@@ -22,21 +20,19 @@ from mlx_responses.http_facade.kit.keep_alive import read_keep_alive
 from mlx_responses.http_facade.kit.tools import function_tool, tool_choice
 from mlx_responses.http_facade.responses import builtin_items
 from mlx_responses.http_facade.responses.media_parts import file_part, image_part
-from mlx_responses.http_facade.responses.protocol import FIELDS, HOSTED_TOOLS, MEDIA_PARTS
+from mlx_responses.http_facade.responses.protocol import (
+    CUSTOM_TOOL,
+    FIELDS,
+    GRAMMAR,
+    HOSTED_TOOLS,
+    ITEMS,
+    JSON_SCHEMA,
+    MEDIA_PARTS,
+    MESSAGE,
+)
 
 from mlx_responses.v1 import responses_pb2 as pb
 
-ROLES = {
-    "user": pb.ROLE_USER,
-    "assistant": pb.ROLE_ASSISTANT,
-    "system": pb.ROLE_SYSTEM,
-    "developer": pb.ROLE_DEVELOPER,
-}
-ITEM_STATUS = {
-    "in_progress": pb.ITEM_STATUS_IN_PROGRESS,
-    "completed": pb.ITEM_STATUS_COMPLETED,
-    "incomplete": pb.ITEM_STATUS_INCOMPLETE,
-}
 # The plain scalar parameters (a test sends each one a list).
 SCALAR_PARAMS = tuple(
     f.name for f in FIELDS if f.type in ("string", "boolean", "integer", "number")
@@ -77,50 +73,11 @@ def _text_parts(content: Any, param: str, role: int) -> list[pb.ContentPart]:
 
 
 def _message(item: dict[str, Any], param: str) -> pb.Item:
-    role_name = item.get("role")
-    role = lookup(ROLES, role_name)
-    if role is None:
-        raise invalid(
-            f"Invalid 'role' {role_name!r}: expected one of user, assistant, system, developer.",
-            f"{param}.role",
-            "invalid_value",
-        )
+    fields = MESSAGE.read(item, param)
     if "content" not in item:
         raise invalid("Missing required parameter: 'content'.", f"{param}.content")
-    message = pb.MessageItem(
-        id=optional_str(item, "id", param) or "",
-        role=role,
-        content=_text_parts(item["content"], f"{param}.content", role),
-    )
-    message.status = _status(item, param)
-    return pb.Item(message=message)
-
-
-def _status(item: dict[str, Any], param: str) -> pb.ItemStatus:
-    """An item's optional `status`: one of ITEM_STATUS, or null."""
-    value = item.get("status")
-    if value is None:
-        return pb.ITEM_STATUS_UNSPECIFIED
-    status = lookup(ITEM_STATUS, value)
-    if status is None:
-        raise invalid(
-            f"Invalid 'status' {value!r}: expected one of {', '.join(ITEM_STATUS)}.",
-            f"{param}.status",
-            "invalid_value",
-        )
-    return status  # type: ignore[no-any-return]
-
-
-def _output_text(output: Any, param: str) -> str:
-    """A tool output: a string, or the text parts of a structured output."""
-    if isinstance(output, list):
-        output = "".join(
-            expect(p.get("text", ""), str, f"{param}.output[{i}].text", "a string")
-            for i, p in enumerate(output)
-            if isinstance(p, dict)
-        )
-    text: str = expect(output, str, f"{param}.output", "a string")
-    return text
+    fields["content"] = _text_parts(item["content"], f"{param}.content", fields["role"])
+    return pb.Item(message=pb.MessageItem(**fields))
 
 
 def item_from_json(item: Any, param: str) -> pb.Item:
@@ -134,77 +91,9 @@ def item_from_json(item: Any, param: str) -> pb.Item:
         return pb.Item(item_reference=pb.ItemReference(id=required_str(item, "id", param)))
     if one_of(set(builtin_items.ITEM_TYPES), kind):  # their statuses are their own
         return builtin_items.item_from_json(item, param)
-    status = _status(item, param)
-    if kind == "function_call":
-        arguments = item.get("arguments", "")
-        if isinstance(arguments, dict):
-            arguments = json.dumps(arguments)
-        call = pb.Item(
-            function_call=pb.FunctionCallItem(
-                id=optional_str(item, "id", param) or "",
-                call_id=required_str(item, "call_id", param),
-                name=required_str(item, "name", param),
-                arguments=expect(arguments, str, f"{param}.arguments", "a string"),
-                status=status,
-            )
-        )
-        namespace = optional_str(item, "namespace", param)
-        if namespace is not None:
-            call.function_call.namespace = namespace
-        return call
-    if kind == "function_call_output":
-        return pb.Item(
-            function_call_output=pb.FunctionCallOutputItem(
-                id=optional_str(item, "id", param) or "",
-                call_id=required_str(item, "call_id", param),
-                output=_output_text(item.get("output"), param),
-                status=status,
-            )
-        )
-    if kind == "reasoning":
-        reasoning = pb.ReasoningItem(id=optional_str(item, "id", param) or "", status=status)
-        content = optional_list(item, "content", param)
-        summary = optional_list(item, "summary", param)
-        for i, part in enumerate(content):
-            expect(part, dict, f"{param}.content[{i}]", "an object")
-            reasoning.content.append(pb.ReasoningText(text=str(part.get("text", ""))))
-        for i, part in enumerate(summary):
-            expect(part, dict, f"{param}.summary[{i}]", "an object")
-            reasoning.summary.append(pb.SummaryText(text=str(part.get("text", ""))))
-        encrypted = optional_str(item, "encrypted_content", param)
-        if encrypted is not None:
-            reasoning.encrypted_content = encrypted
-        return pb.Item(reasoning=reasoning)
-    if kind == "custom_tool_call":
-        custom = pb.CustomToolCallItem(
-            id=optional_str(item, "id", param) or "",
-            call_id=required_str(item, "call_id", param),
-            name=required_str(item, "name", param),
-            input=expect(item.get("input", ""), str, f"{param}.input", "a string"),
-            status=status,
-        )
-        namespace = optional_str(item, "namespace", param)
-        if namespace is not None:
-            custom.namespace = namespace
-        return pb.Item(custom_tool_call=custom)
-    if kind == "custom_tool_call_output":
-        return pb.Item(
-            custom_tool_call_output=pb.CustomToolCallOutputItem(
-                id=optional_str(item, "id", param) or "",
-                call_id=required_str(item, "call_id", param),
-                output=_output_text(item.get("output"), param),
-                status=status,
-            )
-        )
-    if kind == "compaction_trigger":
-        return pb.Item(compaction_trigger=pb.CompactionTriggerItem())
-    if kind == "compaction":
-        return pb.Item(
-            compaction=pb.CompactionItem(
-                id=optional_str(item, "id", param) or "",
-                encrypted_content=required_str(item, "encrypted_content", param),
-            )
-        )
+    shape = ITEMS.get(kind) if isinstance(kind, str) else None
+    if shape is not None:
+        return pb.Item(**{kind: shape.build(item, param)})
     raise invalid(f"Unknown input item type {kind!r}.", f"{param}.type", "invalid_value")
 
 
@@ -254,10 +143,7 @@ def _tool(tool: Any, param: str) -> pb.Tool:
 
 
 def _custom_tool(tool: dict[str, Any], param: str) -> pb.Tool:
-    custom = pb.CustomTool(name=required_str(tool, "name", param))
-    description = optional_str(tool, "description", param)
-    if description is not None:
-        custom.description = description
+    custom = CUSTOM_TOOL.build(tool, param)
     fmt = tool.get("format")
     if fmt is None:
         return pb.Tool(custom=custom)
@@ -266,15 +152,7 @@ def _custom_tool(tool: dict[str, Any], param: str) -> pb.Tool:
     if kind == "text":
         custom.text.SetInParent()
     elif kind == "grammar":
-        syntax = required_str(fmt, "syntax", f"{param}.format")
-        if syntax not in ("lark", "regex"):
-            raise invalid(
-                f"Invalid 'syntax' {syntax!r}: expected lark or regex.",
-                f"{param}.format.syntax",
-                "invalid_value",
-            )
-        definition = required_str(fmt, "definition", f"{param}.format")
-        custom.grammar.CopyFrom(pb.CustomToolGrammar(syntax=syntax, definition=definition))
+        custom.grammar.CopyFrom(GRAMMAR.build(fmt, f"{param}.format"))
     else:
         raise invalid(
             f"Unknown custom tool format type {kind!r}: expected text or grammar.",
@@ -296,19 +174,7 @@ def _text(value: Any) -> pb.TextConfig:
         elif kind == "json_object":
             config.json_object.SetInParent()
         elif kind == "json_schema":
-            schema = fmt.get("schema")
-            expect(schema, dict, "text.format.schema", "an object")
-            js = pb.TextFormatJsonSchema(
-                name=expect(fmt.get("name", ""), str, "text.format.name", "a string"),
-                schema_json=json.dumps(schema),
-            )
-            if fmt.get("description") is not None:
-                js.description = expect(
-                    fmt["description"], str, "text.format.description", "a string"
-                )
-            if fmt.get("strict") is not None:
-                js.strict = expect(fmt["strict"], bool, "text.format.strict", "a boolean")
-            config.json_schema.CopyFrom(js)
+            config.json_schema.CopyFrom(JSON_SCHEMA.build(fmt, "text.format"))
         else:
             raise invalid(
                 f"Unknown text.format type {kind!r}.", "text.format.type", "invalid_value"
