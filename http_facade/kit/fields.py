@@ -5,13 +5,14 @@ content parts) carry the schema of what their hand-written decoder takes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from mlx_responses.http_facade.kit.decode import INT64_MAX, NUMBER, expect, integer, number
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.openapi import Schema, nullable
+from mlx_responses.http_facade.kit.shapes import Kind
 
 TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
@@ -41,16 +42,26 @@ class Field:
     # What it takes, where its type does not say it all: a structured field's (its type names
     # the hand-written decoder that reads it), or a plain field's narrower than its checks.
     schema: Schema | None = None
+    kind: Kind | None = None  # a structured field's declared shape (kit/shapes.py)
 
     @property
     def plain(self) -> bool:
-        """Whether `read` checks it (its type is a JSON type, an enum, or null)."""
-        return self.type in TYPES or self.type in ("enum", "null")
+        """Whether `read` checks it (a JSON type, an enum, null, or a declared shape)."""
+        return self.kind is not None or self.type in TYPES or self.type in ("enum", "null")
+
+    def checker(self) -> Callable[[Any], Any]:
+        """What `read` calls with the field's value (not null)."""
+        kind, name = self.kind, self.name
+        if kind is not None and kind.check is not None:
+            return lambda value: kind.check(value, name)  # type: ignore[misc]
+        return self.check
 
     def json_schema(self) -> Schema:
         """The field's OpenAPI schema: what `read` takes (and what the core checks after)."""
         if self.schema is not None:
             schema = dict(self.schema)
+        elif self.kind is not None:
+            schema = dict(self.kind.schema)
         elif self.type == "null":
             schema = {"type": "null"}
         elif self.type == "enum":
@@ -118,8 +129,12 @@ class Fields(tuple[Field, ...]):
         return super().__new__(cls, fields)
 
     def __init__(self, *fields: Field) -> None:
-        self.checks = {f.name: f.check for f in fields if f.plain}
-        self.targets = {f.name: f.to for f in fields if f.plain and f.to is not None}
+        self.checks = {f.name: f.checker() for f in fields if f.plain}
+        filled = [f for f in fields if f.plain and f.to is not None]
+        # Declared shapes of type object or array fill a message, a list or a map: merged.
+        merged = [f for f in filled if f.kind is not None and f.type in ("object", "array")]
+        self.targets = {f.name: f.to for f in filled if f not in merged}
+        self.merged = {f.name: f.to for f in merged}
         self.required = tuple(f.name for f in fields if f.required)
 
 
@@ -155,6 +170,17 @@ def fill(fields: Fields, values: dict[str, Any], params: Any) -> None:
         to = targets.get(name)
         if to is not None:
             setattr(params, to, value)
+        elif name in fields.merged:
+            _merge(getattr(params, fields.merged[name]), value)
+
+
+def _merge(field: Any, value: Any) -> None:
+    if isinstance(value, list):
+        field.extend(value)
+    elif isinstance(value, dict):
+        field.update(value)
+    else:
+        field.CopyFrom(value)
 
 
 def request_schema(fields: Iterable[Field], description: str, **extra: Any) -> Schema:

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_responses.http_facade.kit.decode import expect
+from mlx_responses.http_facade.kit.decode import expect, integer
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.openapi import BOOLEAN, OBJECT, STRING, Schema, nullable, obj
+from mlx_responses.http_facade.kit.openapi import integer as integer_schema
 
 # A property's presence: OPTIONAL takes null as absent; REQUIRED refuses an absent or null one
 # ("Missing required parameter"); TYPED has no null: absent is its default (or, without one, a
@@ -36,6 +37,7 @@ def typed(kind: type | tuple[type, ...], what: str, schema: Schema) -> Kind:
 
 TEXT = typed(str, "a string", STRING)
 FLAG = typed(bool, "a boolean", BOOLEAN)
+INT = Kind(integer_schema(), integer)  # an int64
 # A JSON object carried as JSON text (a proto `string`: see STYLE.md, Protos).
 JSON_TEXT = Kind(OBJECT, lambda value, param: json.dumps(expect(value, dict, param, "an object")))
 # A call's arguments: JSON text, or an object (taken as its JSON text).
@@ -67,7 +69,8 @@ class Prop:
 
     kind: Kind
     presence: str = OPTIONAL
-    to: str | None = ""  # the proto field it fills ("": its own name; None: checked only)
+    # The proto field it fills ("": its own name; None: checked only; "*": a union's, by type).
+    to: str | None = ""
     default: Any = NO_DEFAULT  # TYPED: the value an absent property takes
 
     def schema(self) -> Schema:
@@ -115,7 +118,9 @@ class Shape:
                     raise invalid(f"Missing required parameter: '{where}'.", where)
                 continue
             checked = check(given, f"{param}.{name}")
-            if to is not None:
+            if to == "*":  # a union: the oneof field its type names
+                fields.update(checked)
+            elif to is not None:
                 fields[to] = checked
         return fields
 
@@ -129,6 +134,57 @@ class Shape:
             properties = {"type": {"const": self.kind}, **properties}
             needed = ["type", *needed] if self.type_required else needed
         return obj(tuple(needed), **{**properties, **extra})
+
+    def nested(self, **extra: Schema) -> Kind:
+        """The shape as a property's kind: an object, decoded into its message."""
+        return Kind(
+            self.schema(**extra),
+            lambda value, param: self.build(expect(value, dict, param, "an object"), param),
+        )
+
+    def flat(self) -> Kind:
+        """The shape as a property's kind whose fields fill its parent's message (to="*")."""
+        return Kind(
+            self.schema(),
+            lambda value, param: self.read(expect(value, dict, param, "an object"), param),
+        )
+
+
+def union(*shapes: Shape, unknown: str, message: Any = dict) -> Kind:
+    """An object that is one of `shapes`, told by its `type`, decoded as `message` whose oneof
+    field its type names (by default {its type: message}, for a parent's to="*"); `unknown`
+    words the refusal of another type ({})."""
+    table = {s.kind: s for s in shapes}
+
+    def check(value: Any, param: str) -> Any:
+        expect(value, dict, param, "an object")
+        kind = value.get("type")
+        shape = table.get(kind) if isinstance(kind, str) else None
+        if shape is None:
+            raise invalid(unknown.format(repr(kind)), f"{param}.type", "invalid_value")
+        return message(**{kind: shape.build(value, param)})
+
+    return Kind({"anyOf": [s.schema() for s in shapes]}, check)
+
+
+def array(kind: Kind, schema: Schema | None = None) -> Kind:
+    """An array of `kind` (`schema`: a narrower one to publish)."""
+
+    def check(value: Any, param: str) -> list[Any]:
+        items = expect(value, list, param, "an array")
+        return [kind.check(v, f"{param}[{i}]") for i, v in enumerate(items)]  # type: ignore[misc]
+
+    return Kind(schema or {"type": "array", "items": kind.schema}, check)
+
+
+def mapping(kind: Kind, schema: Schema | None = None) -> Kind:
+    """An object of `kind` values by name (`schema`: a narrower one to publish)."""
+
+    def check(value: Any, param: str) -> dict[str, Any]:
+        entries = expect(value, dict, param, "an object")
+        return {k: kind.check(v, f"{param}.{k}") for k, v in entries.items()}  # type: ignore[misc]
+
+    return Kind(schema or {"type": "object", "additionalProperties": kind.schema}, check)
 
 
 def opt(kind: Kind, to: str | None = "") -> Prop:

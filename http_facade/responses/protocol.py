@@ -20,14 +20,19 @@ from mlx_responses.http_facade.kit.sampling import MODEL, OPENAI_SCALARS, SAMPLI
 from mlx_responses.http_facade.kit.shapes import (
     ARGUMENTS,
     FLAG,
+    INT,
     JSON_TEXT,
     TEXT,
     Kind,
+    Prop,
     Shape,
+    array,
     enum,
+    mapping,
     must,
     opt,
     req,
+    union,
 )
 from mlx_responses.http_facade.kit.tools import (
     BUILTIN_TOOL_TYPES,
@@ -195,6 +200,36 @@ JSON_SCHEMA = Shape(
     description=opt(TEXT),
     strict=opt(FLAG),
 )
+FORMAT = union(
+    Shape("text", pb.TextFormatText),
+    Shape("json_object", pb.TextFormatJsonObject),
+    JSON_SCHEMA,
+    unknown="Unknown text.format type {}.",
+)
+TEXT_CONFIG = Shape(None, pb.TextConfig, format=Prop(FORMAT, to="*"), verbosity=opt(TEXT)).nested()
+SUMMARIES = Kind({"enum": list(REASONING_SUMMARIES)}, TEXT.check)  # the core checks the names
+REASONING = Shape(None, pb.ReasoningConfig, effort=opt(TEXT), summary=opt(SUMMARIES)).nested()
+
+
+def _conversation(value: Any, param: str) -> str:
+    """A conversation's id, or the conversation (an object holding its id)."""
+    if isinstance(value, dict):
+        value = value.get("id")
+        expect(value, str, f"{param}.id", "a string")
+    text: str = expect(value, str, param, "a string or an object")
+    return text
+
+
+CONVERSATION = Kind({"anyOf": [STRING, obj(("id",), id=STRING)]}, _conversation)
+COMPACTION = obj(
+    ("type", "compact_threshold"),
+    type={"const": "compaction"},
+    compact_threshold=integer(1, MAX_COMPACT_THRESHOLD),
+)  # what the core takes: the decoder checks types and ranges
+CONTEXT_MANAGEMENT = array(
+    Shape(None, pb.ContextManagement, type=must(TEXT), compact_threshold=opt(INT)).nested(),
+    {"type": "array", "items": COMPACTION},
+)
 # A hosted tool: the core refuses it, or drops it under `--hosted-tools drop`.
 hosted_tool = obj(("type",), type={"enum": sorted(HOSTED_TOOLS)})
 # A client-run built-in tool (shell, local_shell, apply_patch): served as the model's call.
@@ -292,56 +327,39 @@ FIELDS = Fields(
     ),
     Field(
         "text",
-        "text",
+        "object",
         "The output format: text, a JSON object or a JSON schema.",
-        schema=obj(
-            format=nullable(
-                {
-                    "anyOf": [
-                        obj(("type",), type={"enum": ["text", "json_object"]}),
-                        JSON_SCHEMA.schema(),
-                    ]
-                }
-            ),
-            verbosity=OPT_STRING,
-        ),
+        "text",
+        kind=TEXT_CONFIG,
     ),
-    Field(
-        "reasoning",
-        "reasoning",
-        "Reasoning effort and summary.",
-        schema=obj(effort=OPT_STRING, summary=nullable({"enum": list(REASONING_SUMMARIES)})),
-    ),
+    Field("reasoning", "object", "Reasoning effort and summary.", "reasoning", kind=REASONING),
     Field(
         "conversation",
         "conversation",
         "The conversation this turn joins (its id).",
-        schema={"anyOf": [STRING, obj(("id",), id=STRING)]},
+        "conversation",
+        kind=CONVERSATION,
     ),
     Field(
         "context_management",
-        "context_management",
+        "array",
         "Compaction once the prompt passes a threshold.",
-        schema={
-            "type": "array",
-            "items": obj(
-                ("type", "compact_threshold"),
-                type={"const": "compaction"},
-                compact_threshold=integer(1, MAX_COMPACT_THRESHOLD),
-            ),
-        },
+        "context_management",
+        kind=CONTEXT_MANAGEMENT,
     ),
     Field(
         "metadata",
-        "metadata",
+        "object",
         "Up to 16 string pairs, stored with the response.",
-        schema={"type": "object", "additionalProperties": STRING},
+        "metadata",
+        kind=mapping(TEXT),
     ),
     Field(
         "include",
-        "include",
+        "array",
         "Extra output to include (logprobs, encrypted reasoning).",
-        schema={"type": "array", "items": STRING},
+        "include",
+        kind=array(TEXT),
     ),
     TEMPLATE_KWARGS,
     Field("keep_alive", "keep_alive", schema=KEEP_ALIVE_SCHEMA),

@@ -9,7 +9,6 @@ from typing import Any
 from mlx_responses.http_facade.kit.cache_hints import check_breakpoint, input_breakpoints, lifetimes
 from mlx_responses.http_facade.kit.decode import (
     expect,
-    integer,
     one_of,
     optional_str,
     required_str,
@@ -26,7 +25,6 @@ from mlx_responses.http_facade.responses.protocol import (
     GRAMMAR,
     HOSTED_TOOLS,
     ITEMS,
-    JSON_SCHEMA,
     MEDIA_PARTS,
     MESSAGE,
 )
@@ -162,37 +160,6 @@ def _custom_tool(tool: dict[str, Any], param: str) -> pb.Tool:
     return pb.Tool(custom=custom)
 
 
-def _text(value: Any) -> pb.TextConfig:
-    expect(value, dict, "text", "an object")
-    config = pb.TextConfig()
-    fmt = value.get("format")
-    if fmt is not None:
-        expect(fmt, dict, "text.format", "an object")
-        kind = fmt.get("type")
-        if kind == "text":
-            config.text.SetInParent()
-        elif kind == "json_object":
-            config.json_object.SetInParent()
-        elif kind == "json_schema":
-            config.json_schema.CopyFrom(JSON_SCHEMA.build(fmt, "text.format"))
-        else:
-            raise invalid(
-                f"Unknown text.format type {kind!r}.", "text.format.type", "invalid_value"
-            )
-    if value.get("verbosity") is not None:
-        config.verbosity = expect(value["verbosity"], str, "text.verbosity", "a string")
-    return config
-
-
-def _reasoning(value: Any) -> pb.ReasoningConfig:
-    expect(value, dict, "reasoning", "an object")
-    config = pb.ReasoningConfig()
-    for key in ("effort", "summary"):
-        if value.get(key) is not None:
-            setattr(config, key, expect(value[key], str, f"reasoning.{key}", "a string"))
-    return config
-
-
 def params_from_json(body: Any) -> pb.CreateResponseParams:
     """A create (or input_tokens / compact) body as CreateResponseParams.
 
@@ -210,38 +177,6 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
         params.tools.extend(_tool(t, f"tools[{i}]") for i, t in enumerate(tools))
     if body.get("tool_choice") is not None:
         params.tool_choice.CopyFrom(tool_choice(body["tool_choice"]))
-    if body.get("text") is not None:
-        params.text.CopyFrom(_text(body["text"]))
-    if body.get("reasoning") is not None:
-        params.reasoning.CopyFrom(_reasoning(body["reasoning"]))
-    conversation = body.get("conversation")
-    if conversation is not None:
-        if isinstance(conversation, dict):
-            conversation = conversation.get("id")
-            expect(conversation, str, "conversation.id", "a string")
-        params.conversation = expect(conversation, str, "conversation", "a string or an object")
-    if body.get("context_management") is not None:
-        entries = expect(body["context_management"], list, "context_management", "an array")
-        for i, entry in enumerate(entries):
-            where = f"context_management[{i}]"
-            expect(entry, dict, where, "an object")
-            cm = pb.ContextManagement(
-                type=expect(entry.get("type"), str, f"{where}.type", "a string")
-            )
-            if entry.get("compact_threshold") is not None:
-                cm.compact_threshold = integer(
-                    entry["compact_threshold"], f"{where}.compact_threshold"
-                )
-            params.context_management.append(cm)
-    if body.get("metadata") is not None:
-        metadata = expect(body["metadata"], dict, "metadata", "an object")
-        for key, value in metadata.items():
-            params.metadata[key] = expect(value, str, f"metadata.{key}", "a string")
-    if body.get("include") is not None:
-        include = expect(body["include"], list, "include", "an array")
-        params.include.extend(
-            expect(v, str, f"include[{i}]", "a string") for i, v in enumerate(include)
-        )
     if values.get("chat_template_kwargs") is not None:
         params.chat_template_kwargs_json = json.dumps(values.get("chat_template_kwargs"))
     read_keep_alive(body, params)
