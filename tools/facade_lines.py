@@ -41,7 +41,11 @@ def _lines(path: str, rev: str | None) -> int | None:
         file = ROOT / "http_facade" / path
         return len(file.read_text().splitlines()) if file.exists() else None
     shown = subprocess.run(
-        ["git", "show", f"{rev}:http_facade/{path}"], cwd=ROOT, capture_output=True, text=True
+        ["git", "show", f"{rev}:http_facade/{path}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return len(shown.stdout.splitlines()) if shown.returncode == 0 else None
 

@@ -28,8 +28,6 @@ from mlx_responses.http_facade.kit.shapes import (
     FLAG,
     JSON_TEXT,
     TEXT,
-    TYPED,
-    Prop,
     Shape,
     must,
     opt,
@@ -63,7 +61,7 @@ TOOL_CALL = Shape(
     None,
     partial(pb.FunctionCallItem, status=pb.ITEM_STATUS_COMPLETED),
     id=must(TEXT, to="call_id"),
-    function=Prop(FUNCTION.flat(), TYPED, "*"),
+    function=must(FUNCTION.nested(), to="*"),
 )
 tool_call = TOOL_CALL.schema()
 message = {
@@ -104,9 +102,8 @@ SPEC = Shape(
 RESPONSE_FORMAT = union(
     Shape("text", pb.TextFormatText),
     Shape("json_object", pb.TextFormatJsonObject),
-    Shape("json_schema", pb.TextFormatJsonSchema, json_schema=Prop(SPEC.flat(), TYPED, "*")),
+    Shape("json_schema", pb.TextFormatJsonSchema, json_schema=must(SPEC.nested(), to="*")),
     unknown="Unknown response_format type {}.",
-    message=pb.TextConfig,
 )
 
 FIELDS = Fields(

@@ -12,7 +12,7 @@ from typing import Any
 from mlx_responses.http_facade.kit.decode import INT64_MAX, NUMBER, expect, integer, number
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.openapi import Schema, nullable
-from mlx_responses.http_facade.kit.shapes import Kind
+from mlx_responses.http_facade.kit.shapes import Kind, put
 
 TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
@@ -50,11 +50,14 @@ class Field:
         return self.kind is not None or self.type in TYPES or self.type in ("enum", "null")
 
     def checker(self) -> Callable[[Any], Any]:
-        """What `read` calls with the field's value (not null)."""
+        """What `read` calls with the field's value (not null): a declared shape's value is
+        checked as `fill` puts it in its message."""
         kind, name = self.kind, self.name
-        if kind is not None and kind.check is not None:
+        if kind is None:
+            return self.check
+        if kind.check is not None:
             return lambda value: kind.check(value, name)  # type: ignore[misc]
-        return self.check
+        return lambda value: value
 
     def json_schema(self) -> Schema:
         """The field's OpenAPI schema: what `read` takes (and what the core checks after)."""
@@ -131,10 +134,9 @@ class Fields(tuple[Field, ...]):
     def __init__(self, *fields: Field) -> None:
         self.checks = {f.name: f.checker() for f in fields if f.plain}
         filled = [f for f in fields if f.plain and f.to is not None]
-        # Declared shapes of type object or array fill a message, a list or a map: merged.
-        merged = [f for f in filled if f.kind is not None and f.type in ("object", "array")]
-        self.targets = {f.name: f.to for f in filled if f not in merged}
-        self.merged = {f.name: f.to for f in merged}
+        self.targets = {f.name: f.to for f in filled if f.kind is None}
+        # Declared shapes: a message filled in place, a list or a map added to, a value set.
+        self.shaped = {f.name: (f.to or "", f.kind) for f in filled if f.kind is not None}
         self.required = tuple(f.name for f in fields if f.required)
 
 
@@ -170,17 +172,12 @@ def fill(fields: Fields, values: dict[str, Any], params: Any) -> None:
         to = targets.get(name)
         if to is not None:
             setattr(params, to, value)
-        elif name in fields.merged:
-            _merge(getattr(params, fields.merged[name]), value)
-
-
-def _merge(field: Any, value: Any) -> None:
-    if isinstance(value, list):
-        field.extend(value)
-    elif isinstance(value, dict):
-        field.update(value)
-    else:
-        field.CopyFrom(value)
+        elif name in fields.shaped:
+            to, kind = fields.shaped[name]
+            if kind.fill is not None:
+                kind.fill(getattr(params, to), value, name)
+            else:
+                put(params, to, value, kind.container)
 
 
 def request_schema(fields: Iterable[Field], description: str, **extra: Any) -> Schema:

@@ -1,7 +1,8 @@
-"""Object shapes, declared once: each property's JSON type, presence, the proto field it fills
-and its doc line. A shape's decoder (`Shape.read`) and its OpenAPI schema (`Shape.schema`) are
-both read from the declaration, for the structured parts of a request (items, content parts,
-tools, formats) as `fields.py` does for a request's top-level scalars."""
+"""Object shapes, declared once: each property's JSON type, presence and the proto field it
+fills. A shape's decoder (`Shape.fill`) and its OpenAPI schema (`Shape.schema`) are both read
+from the declaration, for the structured parts of a request (items, tools, formats) as
+`fields.py` does for a request's top-level fields. A shape fills its proto message in place
+(nested shapes their sub-messages): no message is built to be copied."""
 
 from __future__ import annotations
 
@@ -24,15 +25,19 @@ NO_DEFAULT = object()
 
 @dataclass(frozen=True, slots=True)
 class Kind:
-    """What a property holds: its schema, and its check (the value, its param) -> proto value."""
+    """What a property holds: its schema, and either its check ((value, param) -> the proto
+    value) or its fill ((the proto message, value, param): a nested shape's)."""
 
     schema: Schema
-    check: Callable[[Any, str], Any] | None  # None: the shape's decoder reads it by hand
+    check: Callable[[Any, str], Any] | None = None  # neither: the decoder reads it by hand
+    plain: type | None = None  # a value of exactly this type is taken as it is (no call)
+    fill: Callable[[Any, Any, str], None] | None = None
+    container: str = ""  # "list" or "map": the check's value extends the proto field
 
 
-def typed(kind: type | tuple[type, ...], what: str, schema: Schema) -> Kind:
+def typed(kind: type, what: str, schema: Schema) -> Kind:
     """A JSON type checked as it is (`what` names it in the refusal)."""
-    return Kind(schema, lambda value, param: expect(value, kind, param, what))
+    return Kind(schema, lambda value, param: expect(value, kind, param, what), kind)
 
 
 TEXT = typed(str, "a string", STRING)
@@ -43,7 +48,8 @@ JSON_TEXT = Kind(OBJECT, lambda value, param: json.dumps(expect(value, dict, par
 # A call's arguments: JSON text, or an object (taken as its JSON text).
 ARGUMENTS = Kind(
     {"anyOf": [STRING, OBJECT]},
-    lambda value, param: value if isinstance(value, str) else JSON_TEXT.check(value, param),
+    lambda value, param: value if isinstance(value, str) else JSON_TEXT.check(value, param),  # type: ignore[misc]
+    str,
 )
 
 
@@ -63,13 +69,45 @@ def enum(table: dict[str, Any], expected: str | None = None, strings: bool = Fal
     return Kind({"enum": sorted(table)}, check)
 
 
+def array(kind: Kind, schema: Schema | None = None) -> Kind:
+    """An array of `kind` (`schema`: a narrower one to publish)."""
+    check, fill = kind.check, kind.fill
+
+    def checked(value: Any, param: str) -> list[Any]:
+        items = expect(value, list, param, "an array")
+        if fill is None:
+            return [check(v, f"{param}[{i}]") for i, v in enumerate(items)]  # type: ignore[misc]
+        return items
+
+    def filled(target: Any, value: Any, param: str) -> None:
+        for i, item in enumerate(checked(value, param)):
+            fill(target.add(), item, f"{param}[{i}]")  # type: ignore[misc]
+
+    schema = schema or {"type": "array", "items": kind.schema}
+    if fill is None:
+        return Kind(schema, checked, container="list")
+    return Kind(schema, fill=filled)
+
+
+def mapping(kind: Kind, schema: Schema | None = None) -> Kind:
+    """An object of `kind` values by name (`schema`: a narrower one to publish)."""
+
+    def check(value: Any, param: str) -> dict[str, Any]:
+        entries = expect(value, dict, param, "an object")
+        return {k: kind.check(v, f"{param}.{k}") for k, v in entries.items()}  # type: ignore[misc]
+
+    schema = schema or {"type": "object", "additionalProperties": kind.schema}
+    return Kind(schema, check, container="map")
+
+
 @dataclass(frozen=True, slots=True)
 class Prop:
     """One property of a shape (its name is the shape's keyword)."""
 
     kind: Kind
     presence: str = OPTIONAL
-    # The proto field it fills ("": its own name; None: checked only; "*": a union's, by type).
+    # The proto field it fills ("": its own name; None: checked only; "*": its parent's message,
+    # a flat shape's fields or a union's oneof).
     to: str | None = ""
     default: Any = NO_DEFAULT  # TYPED: the value an absent property takes
 
@@ -86,43 +124,65 @@ def _or_null(schema: Schema) -> Schema:
     return nullable(schema)
 
 
+def put(target: Any, to: str, value: Any, container: str) -> None:
+    """`value` into `target`'s field `to`: set, or (a list, a map) added to it."""
+    if not container:
+        setattr(target, to, value)
+    elif container == "list":
+        getattr(target, to).extend(value)
+    else:
+        entries = getattr(target, to)
+        for key, entry in value.items():
+            entries[key] = entry
+
+
 class Shape:
     """An object of `props` (its `type` the constant `kind`, where it has one), decoded into a
-    `message` (a proto class)."""
+    `message` (a proto class, or a factory of one)."""
 
-    def __init__(
-        self, kind: str | None, message: Any, type_required: bool = True, **props: Prop
-    ) -> None:
+    def __init__(self, kind: str | None, message: Any, **props: Prop) -> None:
         self.kind = kind
         self.message = message
-        self.type_required = type_required
         self.props = props
-        self._read = [
-            (name, p.kind.check, p.presence, p.to if p.to != "" else name, p.default)
+        self._steps = [
+            (
+                name,
+                to,
+                p.kind.plain if to not in (None, "*") else None,
+                p.presence,
+                p.default,
+                p.kind,
+            )
             for name, p in props.items()
-            if p.kind.check is not None
+            if p.kind.check is not None or p.kind.fill is not None
+            for to in [name if p.to == "" else p.to]
         ]
 
     def build(self, value: dict[str, Any], param: str) -> Any:
         """`value` (an object) as the shape's proto message."""
-        return self.message(**self.read(value, param))
+        message = self.message()
+        self.fill(message, value, param)
+        return message
 
-    def read(self, value: dict[str, Any], param: str) -> dict[str, Any]:
-        """The proto fields `value` (an object) fills, each checked in declared order."""
-        fields: dict[str, Any] = {}
-        for name, check, presence, to, default in self._read:
+    def fill(self, target: Any, value: dict[str, Any], param: str) -> None:
+        """Sets `target`'s fields from `value` (an object), each checked in declared order."""
+        for name, to, plain, presence, default, kind in self._steps:
             given = value.get(name) if default is NO_DEFAULT else value.get(name, default)
+            if type(given) is plain:
+                setattr(target, to, given)  # type: ignore[arg-type]  # a plain kind's value
+                continue
             if given is None and presence != TYPED:
                 if presence == REQUIRED:
                     where = f"{param}.{name}"
                     raise invalid(f"Missing required parameter: '{where}'.", where)
                 continue
-            checked = check(given, f"{param}.{name}")
-            if to == "*":  # a union: the oneof field its type names
-                fields.update(checked)
-            elif to is not None:
-                fields[to] = checked
-        return fields
+            where = f"{param}.{name}"
+            if kind.fill is not None:
+                kind.fill(target if to == "*" else getattr(target, to or ""), given, where)
+                continue
+            checked = kind.check(given, where)  # type: ignore[misc]
+            if to is not None:
+                put(target, to, checked, kind.container)
 
     def schema(self, **extra: Schema) -> Schema:
         """The shape's OpenAPI schema (`extra`: more properties, or ones replaced)."""
@@ -132,59 +192,36 @@ class Shape:
         properties = {n: p.schema() for n, p in props}
         if self.kind is not None:
             properties = {"type": {"const": self.kind}, **properties}
-            needed = ["type", *needed] if self.type_required else needed
+            needed = ["type", *needed]
         return obj(tuple(needed), **{**properties, **extra})
 
     def nested(self, **extra: Schema) -> Kind:
-        """The shape as a property's kind: an object, decoded into its message."""
-        return Kind(
-            self.schema(**extra),
-            lambda value, param: self.build(expect(value, dict, param, "an object"), param),
-        )
+        """The shape as a property's kind: an object filling the property's sub-message (or,
+        with to="*", the parent's own message: a flat shape)."""
 
-    def flat(self) -> Kind:
-        """The shape as a property's kind whose fields fill its parent's message (to="*")."""
-        return Kind(
-            self.schema(),
-            lambda value, param: self.read(expect(value, dict, param, "an object"), param),
-        )
+        def fill(target: Any, value: Any, param: str) -> None:
+            self.fill(target, expect(value, dict, param, "an object"), param)
+            target.SetInParent()
+
+        return Kind(self.schema(**extra), fill=fill)
 
 
-def union(*shapes: Shape, unknown: str, message: Any = dict) -> Kind:
-    """An object that is one of `shapes`, told by its `type`, decoded as `message` whose oneof
-    field its type names (by default {its type: message}, for a parent's to="*"); `unknown`
-    words the refusal of another type ({})."""
+def union(*shapes: Shape, unknown: str) -> Kind:
+    """An object that is one of `shapes`, told by its `type`: it fills the sub-message of the
+    oneof field its type names; `unknown` words the refusal of another type ({})."""
     table = {s.kind: s for s in shapes}
 
-    def check(value: Any, param: str) -> Any:
+    def fill(target: Any, value: Any, param: str) -> None:
         expect(value, dict, param, "an object")
         kind = value.get("type")
         shape = table.get(kind) if isinstance(kind, str) else None
         if shape is None:
             raise invalid(unknown.format(repr(kind)), f"{param}.type", "invalid_value")
-        return message(**{kind: shape.build(value, param)})
+        chosen = getattr(target, kind)
+        shape.fill(chosen, value, param)
+        chosen.SetInParent()
 
-    return Kind({"anyOf": [s.schema() for s in shapes]}, check)
-
-
-def array(kind: Kind, schema: Schema | None = None) -> Kind:
-    """An array of `kind` (`schema`: a narrower one to publish)."""
-
-    def check(value: Any, param: str) -> list[Any]:
-        items = expect(value, list, param, "an array")
-        return [kind.check(v, f"{param}[{i}]") for i, v in enumerate(items)]  # type: ignore[misc]
-
-    return Kind(schema or {"type": "array", "items": kind.schema}, check)
-
-
-def mapping(kind: Kind, schema: Schema | None = None) -> Kind:
-    """An object of `kind` values by name (`schema`: a narrower one to publish)."""
-
-    def check(value: Any, param: str) -> dict[str, Any]:
-        entries = expect(value, dict, param, "an object")
-        return {k: kind.check(v, f"{param}.{k}") for k, v in entries.items()}  # type: ignore[misc]
-
-    return Kind(schema or {"type": "object", "additionalProperties": kind.schema}, check)
+    return Kind({"anyOf": [s.schema() for s in shapes]}, fill=fill)
 
 
 def opt(kind: Kind, to: str | None = "") -> Prop:

@@ -99,7 +99,7 @@ def _texts(message: Any) -> Kind:
             expect(part, dict, f"{param}[{i}]", "an object")
         return [message(text=str(part.get("text", ""))) for part in parts]
 
-    return Kind({"type": "array", "items": {"type": "object"}}, check)
+    return Kind({"type": "array", "items": {"type": "object"}}, check, container="list")
 
 
 STATUS = enum(ITEM_STATUS)
@@ -129,10 +129,10 @@ PARTS = [
     obj(("type",), type={"enum": sorted(MEDIA_PARTS)}),
 ]
 CONTENT = Kind({"anyOf": [STRING, {"type": "array", "items": {"anyOf": PARTS}}]}, None)
+# The message's type is optional (an object with a role is a message): not the shape's kind.
 MESSAGE = Shape(
-    "message",
+    None,
     pb.MessageItem,
-    False,
     role=must(enum(ROLES)),
     id=opt(TEXT),
     status=opt(STATUS),

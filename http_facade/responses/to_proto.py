@@ -31,6 +31,7 @@ from mlx_responses.http_facade.responses.protocol import (
 
 from mlx_responses.v1 import responses_pb2 as pb
 
+BUILTIN_ITEMS = frozenset(builtin_items.ITEM_TYPES)
 # The plain scalar parameters (a test sends each one a list).
 SCALAR_PARAMS = tuple(
     f.name for f in FIELDS if f.type in ("string", "boolean", "integer", "number")
@@ -71,11 +72,13 @@ def _text_parts(content: Any, param: str, role: int) -> list[pb.ContentPart]:
 
 
 def _message(item: dict[str, Any], param: str) -> pb.Item:
-    fields = MESSAGE.read(item, param)
+    result = pb.Item()
+    message = result.message
+    MESSAGE.fill(message, item, param)
     if "content" not in item:
         raise invalid("Missing required parameter: 'content'.", f"{param}.content")
-    fields["content"] = _text_parts(item["content"], f"{param}.content", fields["role"])
-    return pb.Item(message=pb.MessageItem(**fields))
+    message.content.extend(_text_parts(item["content"], f"{param}.content", message.role))
+    return result
 
 
 def item_from_json(item: Any, param: str) -> pb.Item:
@@ -87,11 +90,15 @@ def item_from_json(item: Any, param: str) -> pb.Item:
     if kind == "item_reference" or (kind is None and "id" in item):
         # Resolved by the core against the history and the stored responses.
         return pb.Item(item_reference=pb.ItemReference(id=required_str(item, "id", param)))
-    if one_of(set(builtin_items.ITEM_TYPES), kind):  # their statuses are their own
+    if one_of(BUILTIN_ITEMS, kind):  # their statuses are their own
         return builtin_items.item_from_json(item, param)
     shape = ITEMS.get(kind) if isinstance(kind, str) else None
     if shape is not None:
-        return pb.Item(**{kind: shape.build(item, param)})
+        result = pb.Item()
+        into = getattr(result, kind)
+        shape.fill(into, item, param)
+        into.SetInParent()
+        return result
     raise invalid(f"Unknown input item type {kind!r}.", f"{param}.type", "invalid_value")
 
 
