@@ -9,7 +9,6 @@ from mlx_responses.http_facade.kit.decode import INT32_MAX, expect
 from mlx_responses.http_facade.kit.fields import Field, Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import (
-    OPT_STRING,
     STRING,
     integer,
     nullable,
@@ -187,9 +186,13 @@ ITEMS = {
 }
 SYNTAX = enum({"lark": "lark", "regex": "regex"}, "lark or regex", strings=True)
 GRAMMAR = Shape("grammar", pb.CustomToolGrammar, syntax=req(SYNTAX), definition=req(TEXT))
-CUSTOM_TOOL = Shape("custom", pb.CustomTool, name=req(TEXT), description=opt(TEXT))
-custom_tool = CUSTOM_TOOL.schema(
-    format=nullable({"anyOf": [obj(("type",), type={"const": "text"}), GRAMMAR.schema()]})
+CUSTOM_FORMAT = union(
+    Shape("text", pb.CustomToolText),
+    GRAMMAR,
+    unknown="Unknown custom tool format type {}: expected text or grammar.",
+)
+CUSTOM_TOOL = Shape(
+    "custom", pb.CustomTool, name=req(TEXT), description=opt(TEXT), format=opt(CUSTOM_FORMAT, "*")
 )
 # text.format's json_schema: `schema` as JSON text, `name`, `description`, `strict`.
 JSON_SCHEMA = Shape(
@@ -234,19 +237,11 @@ CONTEXT_MANAGEMENT = array(
 hosted_tool = obj(("type",), type={"enum": sorted(HOSTED_TOOLS)})
 # A client-run built-in tool (shell, local_shell, apply_patch): served as the model's call.
 builtin_tool = obj(("type",), type={"enum": list(BUILTIN_TOOL_TYPES)})
-tools = [
-    function_tool_schema(type_required=True),
-    custom_tool,
-    hosted_tool,
-    builtin_tool,
-]
-namespace = obj(
-    ("type", "name", "tools"),
-    type={"const": "namespace"},
-    name=STRING,
-    description=OPT_STRING,
-    tools={"type": "array", "items": {"anyOf": tools}},
-)
+tools = [function_tool_schema(type_required=True), CUSTOM_TOOL.schema(), hosted_tool, builtin_tool]
+# A namespace's tools are read by hand (one level only).
+NAMESPACE = Shape("namespace", pb.NamespaceTool, name=req(TEXT), description=opt(TEXT))
+namespace = NAMESPACE.schema(tools={"type": "array", "items": {"anyOf": tools}})
+namespace["required"].append("tools")
 
 FIELDS = Fields(
     MODEL,

@@ -10,7 +10,6 @@ from mlx_responses.http_facade.kit.cache_hints import check_breakpoint, input_br
 from mlx_responses.http_facade.kit.decode import (
     expect,
     one_of,
-    optional_str,
     required_str,
 )
 from mlx_responses.http_facade.kit.errors import invalid
@@ -22,16 +21,17 @@ from mlx_responses.http_facade.responses.media_parts import file_part, image_par
 from mlx_responses.http_facade.responses.protocol import (
     CUSTOM_TOOL,
     FIELDS,
-    GRAMMAR,
     HOSTED_TOOLS,
     ITEMS,
     MEDIA_PARTS,
     MESSAGE,
+    NAMESPACE,
 )
 
 from mlx_responses.v1 import responses_pb2 as pb
 
 BUILTIN_ITEMS = frozenset(builtin_items.ITEM_TYPES)
+BUILTIN_TOOLS = frozenset(builtin_items.TOOL_TYPES)
 # The plain scalar parameters (a test sends each one a list).
 SCALAR_PARAMS = tuple(
     f.name for f in FIELDS if f.type in ("string", "boolean", "integer", "number")
@@ -118,17 +118,15 @@ def _input(value: Any) -> list[pb.Item]:
 
 
 def _namespace(tool: dict[str, Any], param: str) -> pb.Tool:
-    namespace = pb.NamespaceTool(name=required_str(tool, "name", param))
-    description = optional_str(tool, "description", param)
-    if description is not None:
-        namespace.description = description
+    result = pb.Tool()
+    NAMESPACE.fill(result.namespace, tool, param)
     inner = expect(tool.get("tools"), list, f"{param}.tools", "an array")
     for i, entry in enumerate(inner):
         where = f"{param}.tools[{i}]"
         if isinstance(entry, dict) and entry.get("type") == "namespace":
             raise invalid("Namespaces do not nest.", f"{where}.type", "invalid_value")
-        namespace.tools.append(_tool(entry, where))
-    return pb.Tool(namespace=namespace)
+        result.namespace.tools.append(_tool(entry, where))
+    return result
 
 
 def _tool(tool: Any, param: str) -> pb.Tool:
@@ -136,35 +134,17 @@ def _tool(tool: Any, param: str) -> pb.Tool:
     kind = tool.get("type")
     if one_of(HOSTED_TOOLS, kind):
         return pb.Tool(hosted=pb.HostedTool(type=kind))
-    if one_of(set(builtin_items.TOOL_TYPES), kind):
+    if one_of(BUILTIN_TOOLS, kind):
         return builtin_items.tool_from_json(tool, param)
     if kind == "namespace":
         return _namespace(tool, param)
     if kind == "custom":
-        return _custom_tool(tool, param)
+        result = pb.Tool()
+        CUSTOM_TOOL.fill(result.custom, tool, param)
+        return result
     if kind != "function":
         raise invalid(f"Unknown tool type {kind!r}.", f"{param}.type", "invalid_value")
     return function_tool(tool, param)
-
-
-def _custom_tool(tool: dict[str, Any], param: str) -> pb.Tool:
-    custom = CUSTOM_TOOL.build(tool, param)
-    fmt = tool.get("format")
-    if fmt is None:
-        return pb.Tool(custom=custom)
-    expect(fmt, dict, f"{param}.format", "an object")
-    kind = fmt.get("type")
-    if kind == "text":
-        custom.text.SetInParent()
-    elif kind == "grammar":
-        custom.grammar.CopyFrom(GRAMMAR.build(fmt, f"{param}.format"))
-    else:
-        raise invalid(
-            f"Unknown custom tool format type {kind!r}: expected text or grammar.",
-            f"{param}.format.type",
-            "invalid_value",
-        )
-    return pb.Tool(custom=custom)
 
 
 def params_from_json(body: Any) -> pb.CreateResponseParams:
