@@ -10,7 +10,7 @@ from mlx_responses.http_facade.chat.protocol import FIELDS, TOOL_CALL
 from mlx_responses.http_facade.kit.cache_hints import chat_breakpoints, lifetimes
 from mlx_responses.http_facade.kit.decode import expect
 from mlx_responses.http_facade.kit.errors import invalid
-from mlx_responses.http_facade.kit.fields import fill, read, required
+from mlx_responses.http_facade.kit.fields import fill, fill_shaped, read, required
 from mlx_responses.http_facade.kit.media import IMAGE_DETAILS, MediaPaths, url_image
 from mlx_responses.http_facade.kit.sampling import (
     include_usage,
@@ -206,6 +206,7 @@ def chat_from_json(body: Any) -> ChatRequest:
         params.tools.extend(function_tools(body["tools"]))
     if body.get("tool_choice") is not None:
         params.tool_choice.CopyFrom(tool_choice(body["tool_choice"]))
+    fill_shaped(FIELDS, values, params)  # response_format
     logprobs = bool(values.get("logprobs"))
     top = values.get("top_logprobs")
     if top is not None:

@@ -50,14 +50,9 @@ class Field:
         return self.kind is not None or self.type in TYPES or self.type in ("enum", "null")
 
     def checker(self) -> Callable[[Any], Any]:
-        """What `read` calls with the field's value (not null): a declared shape's value is
-        checked as `fill` puts it in its message."""
-        kind, name = self.kind, self.name
-        if kind is None:
-            return self.check
-        if kind.check is not None:
-            return lambda value: kind.check(value, name)  # type: ignore[misc]
-        return lambda value: value
+        """What `read` calls with the field's value (not null); a declared shape's value is
+        checked where the decoder puts it in its message (`fill_shaped`)."""
+        return self.check if self.kind is None else _as_given
 
     def json_schema(self) -> Schema:
         """The field's OpenAPI schema: what `read` takes (and what the core checks after)."""
@@ -166,18 +161,29 @@ def read(fields: Fields, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def fill(fields: Fields, values: dict[str, Any], params: Any) -> None:
-    """Sets `params`' core field of each field that fills one and has a value."""
+    """Sets `params`' core field of each plain field that fills one and has a value."""
     targets = fields.targets
     for name, value in values.items():
         to = targets.get(name)
         if to is not None:
             setattr(params, to, value)
-        elif name in fields.shaped:
-            to, kind = fields.shaped[name]
-            if kind.fill is not None:
-                kind.fill(getattr(params, to), value, name)
-            else:
-                put(params, to, value, kind.container)
+
+
+def fill_shaped(fields: Fields, values: dict[str, Any], params: Any) -> None:
+    """Checks and puts each declared shape's value into `params`, in declared order (a decoder
+    calls it where it reads those fields, so a body's first fault is the one named)."""
+    for name, (to, kind) in fields.shaped.items():
+        value = values.get(name)
+        if value is None:
+            continue
+        if kind.fill is not None:
+            kind.fill(getattr(params, to), value, name)
+        else:
+            put(params, to, kind.check(value, name), kind.container)  # type: ignore[misc]
+
+
+def _as_given(value: Any) -> Any:
+    return value
 
 
 def request_schema(fields: Iterable[Field], description: str, **extra: Any) -> Schema:

@@ -32,7 +32,7 @@ class Kind:
     check: Callable[[Any, str], Any] | None = None  # neither: the decoder reads it by hand
     plain: type | None = None  # a value of exactly this type is taken as it is (no call)
     fill: Callable[[Any, Any, str], None] | None = None
-    container: str = ""  # "list" or "map": the check's value extends the proto field
+    container: str = ""  # "list", "map" or "message": the check's value goes into the field
 
 
 def typed(kind: type, what: str, schema: Schema) -> Kind:
@@ -69,12 +69,19 @@ def enum(table: dict[str, Any], expected: str | None = None, strings: bool = Fal
     return Kind({"enum": sorted(table)}, check)
 
 
-def array(kind: Kind, schema: Schema | None = None) -> Kind:
-    """An array of `kind` (`schema`: a narrower one to publish)."""
+# The type check of an array or an object (its wording): kit/decode.expect's by default.
+Expect = Callable[[Any, Any, str, str], Any]
+
+
+def array(
+    kind: Kind, schema: Schema | None = None, what: str = "an array", typed: Expect = expect
+) -> Kind:
+    """An array of `kind` (`schema`: a narrower one to publish; `what` and `typed` word the
+    refusal of another type)."""
     check, fill = kind.check, kind.fill
 
     def checked(value: Any, param: str) -> list[Any]:
-        items = expect(value, list, param, "an array")
+        items = typed(value, list, param, what)
         if fill is None:
             return [check(v, f"{param}[{i}]") for i, v in enumerate(items)]  # type: ignore[misc]
         return items
@@ -89,11 +96,11 @@ def array(kind: Kind, schema: Schema | None = None) -> Kind:
     return Kind(schema, fill=filled)
 
 
-def mapping(kind: Kind, schema: Schema | None = None) -> Kind:
+def mapping(kind: Kind, schema: Schema | None = None, typed: Expect = expect) -> Kind:
     """An object of `kind` values by name (`schema`: a narrower one to publish)."""
 
     def check(value: Any, param: str) -> dict[str, Any]:
-        entries = expect(value, dict, param, "an object")
+        entries = typed(value, dict, param, "an object")
         return {k: kind.check(v, f"{param}.{k}") for k, v in entries.items()}  # type: ignore[misc]
 
     schema = schema or {"type": "object", "additionalProperties": kind.schema}
@@ -118,9 +125,11 @@ class Prop:
 
 
 def _or_null(schema: Schema) -> Schema:
-    kind = schema.get("type")
-    if isinstance(kind, str) and len(schema) == 1:
-        return {"type": [kind, "null"]}
+    """`schema` or null (a type list, an enum with null, or else anyOf)."""
+    if isinstance(schema.get("type"), str):
+        return {**schema, "type": [schema["type"], "null"]}
+    if list(schema) == ["enum"]:
+        return {"enum": [*schema["enum"], None]}
     return nullable(schema)
 
 
@@ -130,6 +139,8 @@ def put(target: Any, to: str, value: Any, container: str) -> None:
         setattr(target, to, value)
     elif container == "list":
         getattr(target, to).extend(value)
+    elif container == "message":
+        getattr(target, to).CopyFrom(value)
     else:
         entries = getattr(target, to)
         for key, entry in value.items():
@@ -195,12 +206,12 @@ class Shape:
             needed = ["type", *needed]
         return obj(tuple(needed), **{**properties, **extra})
 
-    def nested(self, **extra: Schema) -> Kind:
+    def nested(self, typed: Expect = expect, **extra: Schema) -> Kind:
         """The shape as a property's kind: an object filling the property's sub-message (or,
         with to="*", the parent's own message: a flat shape)."""
 
         def fill(target: Any, value: Any, param: str) -> None:
-            self.fill(target, expect(value, dict, param, "an object"), param)
+            self.fill(target, typed(value, dict, param, "an object"), param)
             target.SetInParent()
 
         return Kind(self.schema(**extra), fill=fill)

@@ -13,7 +13,7 @@ from mlx_responses.http_facade.kit.decode import (
     required_str,
 )
 from mlx_responses.http_facade.kit.errors import invalid
-from mlx_responses.http_facade.kit.fields import fill, read, required
+from mlx_responses.http_facade.kit.fields import fill, fill_shaped, read, required
 from mlx_responses.http_facade.kit.keep_alive import read_keep_alive
 from mlx_responses.http_facade.kit.tools import function_tool, tool_choice
 from mlx_responses.http_facade.responses import builtin_items
@@ -26,6 +26,7 @@ from mlx_responses.http_facade.responses.protocol import (
     MEDIA_PARTS,
     MESSAGE,
     NAMESPACE,
+    STATUS,
 )
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -99,6 +100,8 @@ def item_from_json(item: Any, param: str) -> pb.Item:
         shape.fill(into, item, param)
         into.SetInParent()
         return result
+    if item.get("status") is not None:  # checked before the type, as for every item
+        STATUS.check(item["status"], f"{param}.status")  # type: ignore[misc]
     raise invalid(f"Unknown input item type {kind!r}.", f"{param}.type", "invalid_value")
 
 
@@ -164,6 +167,7 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
         params.tools.extend(_tool(t, f"tools[{i}]") for i, t in enumerate(tools))
     if body.get("tool_choice") is not None:
         params.tool_choice.CopyFrom(tool_choice(body["tool_choice"]))
+    fill_shaped(FIELDS, values, params)
     if values.get("chat_template_kwargs") is not None:
         params.chat_template_kwargs_json = json.dumps(values.get("chat_template_kwargs"))
     read_keep_alive(body, params)
