@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 
 from mlx_responses.http_facade.anthropic.cache_control import TTLS
 from mlx_responses.http_facade.kit.decode import INT32_MAX
@@ -50,7 +49,7 @@ redacted = obj(("type",), type={"const": "redacted_thinking"})
 # An assistant's tool call, as the core's function_call item.
 TOOL_USE = Shape(
     "tool_use",
-    partial(pb.FunctionCallItem, status=pb.ITEM_STATUS_COMPLETED),
+    pb.FunctionCallItem,
     input=must(JSON_TEXT, {}, "arguments"),
     id=must(TEXT, to="call_id"),
     name=must(TEXT),

@@ -157,7 +157,9 @@ def _blocks(
         elif kind == "redacted_thinking" and role == pb.ROLE_ASSISTANT:
             continue  # opaque data of another server: nothing to render
         elif kind == "tool_use" and role == pb.ROLE_ASSISTANT:
-            items.add(pb.Item(function_call=TOOL_USE.build(block, at)))
+            item = TOOL_USE.build_in(pb.Item, "function_call", block, at)
+            item.function_call.status = pb.ITEM_STATUS_COMPLETED
+            items.add(item)
         elif kind == "tool_result" and role == pb.ROLE_USER:
             output = _tool_result_text(block.get("content"), f"{at}.content")
             if flag(block, "is_error", f"{at}.is_error"):
@@ -259,7 +261,7 @@ def _tools(value: Any, breakpoints: list[pb.CacheBreakpoint]) -> list[pb.Tool]:
             kind = expect(kind, str, f"{where}.type", "a string")
             tools.append(pb.Tool(hosted=pb.HostedTool(type=kind)))
             continue
-        tools.append(pb.Tool(function=CUSTOM_TOOL.build(tool, where)))
+        tools.append(CUSTOM_TOOL.build_in(pb.Tool, "function", tool, where))
     return tools
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 from mlx_responses.http_facade.kit.cache_hints import LIFETIME_FIELDS
 from mlx_responses.http_facade.kit.decode import INT32_MAX
 from mlx_responses.http_facade.kit.fields import Field, Fields
@@ -59,7 +57,7 @@ content = {"anyOf": [STRING, array(text_part)]}
 FUNCTION = Shape(None, None, name=must(TEXT), arguments=must(ARGUMENTS, ""))
 TOOL_CALL = Shape(
     None,
-    partial(pb.FunctionCallItem, status=pb.ITEM_STATUS_COMPLETED),
+    pb.FunctionCallItem,
     id=must(TEXT, to="call_id"),
     function=must(FUNCTION.nested(), to="*"),
 )

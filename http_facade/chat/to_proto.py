@@ -119,8 +119,10 @@ def _assistant(message: dict[str, Any], param: str) -> list[pb.Item]:
         expect(calls, list, f"{param}.tool_calls", "an array")
         for i, call in enumerate(calls):
             where = f"{param}.tool_calls[{i}]"
-            function_call = TOOL_CALL.build(expect(call, dict, where, "an object"), where)
-            items.append(pb.Item(function_call=function_call))
+            expect(call, dict, where, "an object")
+            item = TOOL_CALL.build_in(pb.Item, "function_call", call, where)
+            item.function_call.status = pb.ITEM_STATUS_COMPLETED
+            items.append(item)
     return items
 
 

@@ -175,6 +175,14 @@ class Shape:
         self.fill(message, value, param)
         return message
 
+    def build_in(self, outer: Any, field: str, value: dict[str, Any], param: str) -> Any:
+        """A new `outer` message whose `field` (a message of this shape) `value` fills."""
+        message = outer()
+        inner = getattr(message, field)
+        self.fill(inner, value, param)
+        inner.SetInParent()
+        return message
+
     def fill(self, target: Any, value: dict[str, Any], param: str) -> None:
         """Sets `target`'s fields from `value` (an object), each checked in declared order."""
         for name, to, plain, presence, default, kind in self._steps:

@@ -38,10 +38,7 @@ def function_tool(tool: dict[str, Any], param: str) -> pb.Tool:
     spec = tool
     if tool.get("function") is not None:
         spec = expect(tool["function"], dict, f"{param}.function", "an object")
-    result = pb.Tool()
-    FUNCTION.fill(result.function, spec, param)
-    result.function.SetInParent()
-    return result
+    return FUNCTION.build_in(pb.Tool, "function", spec, param)  # type: ignore[no-any-return]
 
 
 def tool_choice(value: Any) -> pb.ToolChoice:

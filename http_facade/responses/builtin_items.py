@@ -250,10 +250,7 @@ def item_from_json(item: dict[str, Any], param: str) -> pb.Item:
     kind = item["type"]
     shape = SHAPES.get(kind)
     if shape is not None:
-        result = pb.Item()
-        shape.fill(getattr(result, kind), item, param)
-        getattr(result, kind).SetInParent()
-        return result
+        return shape.build_in(pb.Item, kind, item, param)  # type: ignore[no-any-return]
     if kind == "local_shell_call_output":
         # OpenAI names the call by `id`; the Agents SDK sends `call_id`.
         call_id = _str(item, "call_id", param)

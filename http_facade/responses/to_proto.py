@@ -95,11 +95,7 @@ def item_from_json(item: Any, param: str) -> pb.Item:
         return builtin_items.item_from_json(item, param)
     shape = ITEMS.get(kind) if isinstance(kind, str) else None
     if shape is not None:
-        result = pb.Item()
-        into = getattr(result, kind)
-        shape.fill(into, item, param)
-        into.SetInParent()
-        return result
+        return shape.build_in(pb.Item, kind, item, param)  # type: ignore[no-any-return]
     if item.get("status") is not None:  # checked before the type, as for every item
         STATUS.check(item["status"], f"{param}.status")  # type: ignore[misc]
     raise invalid(f"Unknown input item type {kind!r}.", f"{param}.type", "invalid_value")
@@ -142,9 +138,7 @@ def _tool(tool: Any, param: str) -> pb.Tool:
     if kind == "namespace":
         return _namespace(tool, param)
     if kind == "custom":
-        result = pb.Tool()
-        CUSTOM_TOOL.fill(result.custom, tool, param)
-        return result
+        return CUSTOM_TOOL.build_in(pb.Tool, "custom", tool, param)  # type: ignore[no-any-return]
     if kind != "function":
         raise invalid(f"Unknown tool type {kind!r}.", f"{param}.type", "invalid_value")
     return function_tool(tool, param)
