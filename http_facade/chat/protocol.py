@@ -58,8 +58,8 @@ FUNCTION = Shape(None, None, name=must(TEXT), arguments=must(ARGUMENTS, ""))
 TOOL_CALL = Shape(
     None,
     pb.FunctionCallItem,
-    id=must(TEXT, to="call_id"),
     function=must(FUNCTION.nested(), to="*"),
+    id=must(TEXT, to="call_id"),
 )
 tool_call = TOOL_CALL.schema()
 message = {
