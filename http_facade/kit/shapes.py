@@ -48,7 +48,9 @@ JSON_TEXT = Kind(OBJECT, lambda value, param: json.dumps(expect(value, dict, par
 # A call's arguments: JSON text, or an object (taken as its JSON text).
 ARGUMENTS = Kind(
     {"anyOf": [STRING, OBJECT]},
-    lambda value, param: value if isinstance(value, str) else JSON_TEXT.check(value, param),  # type: ignore[misc]
+    lambda value, param: (
+        json.dumps(value) if isinstance(value, dict) else expect(value, str, param, "a string")
+    ),
     str,
 )
 
