@@ -270,11 +270,30 @@ def test_codex_over_websocket_with_freeform_apply_patch(model_path: Path, tmp_pa
     assert len(turns) == 2 and " 0 output tokens" in turns[0], turns  # warm-up, then the turn
 
 
-def test_codex_default_configuration_completes_a_turn(model_path: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def default_sessions(
+    model_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[list[subprocess.CompletedProcess[str]], str]:
+    """Two `codex exec` sessions of Codex's whole default configuration in one work dir,
+    against one server (`_run_codex_sessions`): the two tests below read the same runs (the
+    first is the default turn itself) rather than each paying for its ~20k-token prefill."""
+    return _run_codex_sessions(
+        model_path,
+        tmp_path_factory.mktemp("codex-default"),
+        ("Reply with: hello", "Reply with: hi there"),
+        catalog=True,
+        trimmed=False,
+        timeout=300,
+    )
+
+
+def test_codex_default_configuration_completes_a_turn(
+    default_sessions: tuple[list[subprocess.CompletedProcess[str]], str],
+) -> None:
     """Codex's whole default request: its base instructions, skills, shell, view_image,
     apply_patch (freeform, as its catalog sets it), the multi_agent_v1 namespace, goals and
     web_search (dropped by `--hosted-tools drop`), ~20k tokens before the user's words."""
-    done, server_log = _run_codex(model_path, tmp_path, catalog=True, trimmed=False, timeout=300)
+    (done, _), server_log = default_sessions
     usage = _completed_with_hello(done)
     assert usage["input_tokens"] > 15_000, usage  # the default request, not a trimmed one
     assert "dropping hosted tool type 'web_search'" in server_log, server_log
@@ -283,21 +302,14 @@ def test_codex_default_configuration_completes_a_turn(model_path: Path, tmp_path
 
 
 def test_a_second_codex_session_is_served_from_the_system_turn_it_shares(
-    model_path: Path, tmp_path: Path
+    default_sessions: tuple[list[subprocess.CompletedProcess[str]], str],
 ) -> None:
     """Two `codex exec` sessions in one work dir, against one server: the second sends the
     same ~19.5k tokens of instructions, developer messages and tools, then other words. The
     bundled model's window has rotated far past them, so the first session's entries cannot be
     cut back to where the second parts; its prefill left one where the system turn ends, and
     the second session is served from it (measured: 8.5 s and 0 cached before, 0.7 s now)."""
-    runs, _ = _run_codex_sessions(
-        model_path,
-        tmp_path,
-        ("Reply with: hello", "Reply with: hi there"),
-        catalog=True,
-        trimmed=False,
-        timeout=300,
-    )
+    runs, _ = default_sessions
     first, second = (_usage(done) for done in runs)
     assert first["cached_input_tokens"] == 0
     assert 15_000 < second["cached_input_tokens"] < second["input_tokens"], second

@@ -76,6 +76,31 @@ def _requests(tokens: int) -> list[tuple[str, SamplingParams, list[object]]]:
     return requests
 
 
+Outputs = list[tuple[int, ...]]
+
+
+@pytest.fixture(scope="module")
+def undrafted() -> dict[tuple[str, int | None], Outputs]:
+    """The target's output without speculation, by engine and --kv-bits: the same whichever
+    draft and policy a case tries, so each is generated once for the module, not per case."""
+    return {}
+
+
+async def _undrafted(
+    cache: dict[tuple[str, int | None], Outputs],
+    target: Path,
+    engine: str,
+    kv_bits: int | None,
+) -> Outputs:
+    if (engine, kv_bits) not in cache:
+        turns = 2 if kv_bits is None else 1
+        extra = {} if kv_bits is None else {"kv_bits": kv_bits}
+        cache[engine, kv_bits], _ = await generate(
+            target, _requests(40), turns=turns, engine=engine, **extra
+        )
+    return cache[engine, kv_bits]
+
+
 @pytest.mark.parametrize("engine", ["batch", "slots"])
 @pytest.mark.parametrize("policy", ["always", "intermittent"])
 @pytest.mark.parametrize("which", ["wrong", "same"])
@@ -86,6 +111,7 @@ async def test_greedy_output_is_identical_with_a_draft_model(
     engine: str,
     head32_target: Path,
     wrong_draft: Path,
+    undrafted: dict[tuple[str, int | None], Outputs],
     request: pytest.FixtureRequest,
 ) -> None:
     """Drafting at every step, or now and then (on the batch engine with the draft's cache
@@ -95,7 +121,7 @@ async def test_greedy_output_is_identical_with_a_draft_model(
         request.getfixturevalue("intermittent")
     draft = wrong_draft if which == "wrong" else head32_target
     requests = _requests(40)
-    plain, _ = await generate(head32_target, requests, turns=2, engine=engine)
+    plain = await _undrafted(undrafted, head32_target, engine, None)
     # Two turns: the second starts from prompt-cache entries holding both models' caches.
     on = {
         "speculative": "draft",
@@ -117,7 +143,7 @@ async def test_greedy_output_is_identical_with_a_draft_model(
     # Alone, and on a quantized KV cache, it is the same decode as without speculation.
     (single,), _ = await generate(head32_target, requests[:1], **on)
     assert single == plain[0]
-    q8, _ = await generate(head32_target, requests, kv_bits=8, engine=engine)
+    q8 = await _undrafted(undrafted, head32_target, engine, 8)
     q8_fast, q8_stats = await generate(head32_target, requests, kv_bits=8, **on)
     assert q8_fast == q8 and q8_stats.verify_steps > 0
 

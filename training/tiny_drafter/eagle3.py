@@ -13,15 +13,13 @@ its own output fed back, the one after (depth 2), as mtp.py.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import random
-import time
 from pathlib import Path
 from typing import Any
 
-from training.tiny_drafter.own import Sequence, load_target, own_generations, padded, picks
+from training.tiny_drafter.own import Sequence
+from training.tiny_drafter.recipe import Recipe, arguments, batches, start, train
 
 log = logging.getLogger(__name__)
 
@@ -123,51 +121,18 @@ def drafter_loss(
     return loss
 
 
-def train_drafter(
-    drafter: Any,
-    target: Any,
-    data: list[Sequence],
-    *,
-    steps: int,
-    batch: int,
-    lr: float,
-    depth2: float,
-    seed: int,
-    context: int,
-) -> None:
-    import mlx.core as mx
-    import mlx.optimizers as optim
-    from mlx import nn
-
+def train_drafter(drafter: Any, target: Any, data: list[Sequence], recipe: Recipe) -> None:
+    """The drafter (its embeddings, the target's, frozen) trained on the CAPTURE layers'
+    hidden states."""
     inner = target.language_model.model
-    rng = random.Random(seed)
-    order = sorted(range(len(data)), key=lambda i: len(data[i][0]))
-    groups = [[data[i] for i in order[k : k + batch]] for k in range(0, len(order), batch)]
-    prepared = []
-    for g in groups:
-        toks, mask = padded(g)
-        hidden = captured(inner, toks)
-        cut = max(0, min(start for _, start in g) - context)  # as mtp.train_head
-        toks, mask, hidden = toks[:, cut:], mask[:, cut:], hidden[:, cut:]
-        mx.eval(hidden)
-        prepared.append((toks, (picks(mask, 1), picks(mask, 2)), hidden))
-    log.info("captured hidden states of %d sequences", len(data))
+    prepared = batches(data, recipe, lambda toks: captured(inner, toks))
     drafter.freeze(keys=["embed_tokens"], recurse=False)
-    warmup = max(1, steps // 20)
-    schedule = optim.join_schedules(
-        [optim.linear_schedule(1e-7, lr, warmup), optim.cosine_decay(lr, steps, lr * 0.05)],
-        [warmup],
+    train(
+        drafter,
+        lambda m, t, k, h: drafter_loss(m, t, h, k, depth2=recipe.depth2),
+        prepared,
+        recipe,
     )
-    opt = optim.AdamW(learning_rate=schedule, weight_decay=0.0)
-    step_fn = nn.value_and_grad(drafter, lambda m, t, h, k: drafter_loss(m, t, h, k, depth2=depth2))
-    start = time.perf_counter()
-    for step in range(steps):
-        toks, picked, hidden = prepared[rng.randrange(len(prepared))]
-        loss, grads = step_fn(drafter, toks, hidden, picked)
-        opt.update(drafter, grads)
-        mx.eval(drafter.trainable_parameters(), opt.state, loss)
-        if step % 10 == 0 or step == steps - 1:
-            log.info("step %d loss %.4f (%.0f s)", step, loss.item(), time.perf_counter() - start)
     drafter.unfreeze()
 
 
@@ -183,46 +148,12 @@ def write_drafter(out: Path, target_dir: Path, drafter: Any) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--target", type=Path, required=True)
+    parser = arguments(__doc__, steps=400)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument(
-        "--data", type=Path, default=Path("build/tiny-qwen35/own.json"), help="generations"
-    )
-    parser.add_argument("--prompts", type=int, default=160)
-    parser.add_argument("--max-tokens", type=int, default=96)
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--depth2", type=float, default=0.5)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--context", type=int, default=48, help="prompt tokens kept in training")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    from mlx_responses.service.engine.blas import preload_blas
-
-    log.info("BLAS: %s", preload_blas())
-    target, tokenizer = load_target(args.target)
-    data = own_generations(
-        target,
-        tokenizer,
-        args.data,
-        prompts=args.prompts,
-        max_tokens=args.max_tokens,
-        seed=args.seed,
-    )
+    target, data = start(args)
     drafter = make_drafter(args.target, target, args.seed)
-    train_drafter(
-        drafter,
-        target,
-        data,
-        steps=args.steps,
-        batch=args.batch,
-        lr=args.lr,
-        depth2=args.depth2,
-        seed=args.seed,
-        context=args.context,
-    )
+    train_drafter(drafter, target, data, Recipe.of(args))
     write_drafter(args.out, args.target, drafter)
     log.info("wrote %s", args.out)
 

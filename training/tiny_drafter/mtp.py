@@ -14,15 +14,13 @@ draft of a round sees).
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import random
-import time
 from pathlib import Path
 from typing import Any
 
-from training.tiny_drafter.own import Sequence, load_target, own_generations, padded, picks
+from training.tiny_drafter.own import Sequence
+from training.tiny_drafter.recipe import Recipe, arguments, batches, start, train
 
 log = logging.getLogger(__name__)
 
@@ -81,57 +79,18 @@ def head_loss(
     return loss
 
 
-def train_head(
-    head: Any,
-    target: Any,
-    data: list[Sequence],
-    *,
-    steps: int,
-    batch: int,
-    lr: float,
-    depth2: float,
-    seed: int,
-    context: int,
-) -> None:
-    import mlx.core as mx
-    import mlx.optimizers as optim
-    from mlx import nn
-
+def train_head(head: Any, target: Any, data: list[Sequence], recipe: Recipe) -> None:
+    """The head trained on the target's final hidden states (after its last norm, as mlx-vlm
+    hands them to the head)."""
     inner = target.language_model.model
-    rng = random.Random(seed)
-    order = sorted(range(len(data)), key=lambda i: len(data[i][0]))
-    groups = [[data[i] for i in order[k : k + batch]] for k in range(0, len(order), batch)]
-    # The target's final hidden states (after its last norm, as mlx-vlm hands them to the head).
-    prepared = []
-    for g in groups:
-        toks, mask = padded(g)
-        hidden = inner(toks)
-        # The continuations and the end of their prompts: RoPE is relative, so the head sees
-        # what it sees at inference minus the far prompt (which keeps the steps cheap).
-        cut = max(0, min(start for _, start in g) - context)
-        toks, mask, hidden = toks[:, cut:], mask[:, cut:], hidden[:, cut:]
-        mx.eval(hidden)
-        prepared.append((toks, (picks(mask, 1), picks(mask, 2)), hidden))
-    log.info("hidden states of %d sequences ready", len(data))
-
-    warmup = max(1, steps // 20)
-    schedule = optim.join_schedules(
-        [optim.linear_schedule(1e-7, lr, warmup), optim.cosine_decay(lr, steps, lr * 0.05)],
-        [warmup],
-    )
-    opt = optim.AdamW(learning_rate=schedule, weight_decay=0.0)
-    step_fn = nn.value_and_grad(
-        head, lambda m, t, k, h: head_loss(m, inner.embed_tokens, h, t, k, depth2=depth2)
-    )
-    start = time.perf_counter()
+    prepared = batches(data, recipe, inner)
     head.train()
-    for step in range(steps):
-        toks, picked, hidden = prepared[rng.randrange(len(prepared))]
-        loss, grads = step_fn(head, toks, picked, hidden)
-        opt.update(head, grads)
-        mx.eval(head.parameters(), opt.state, loss)
-        if step % 10 == 0 or step == steps - 1:
-            log.info("step %d loss %.4f (%.0f s)", step, loss.item(), time.perf_counter() - start)
+    train(
+        head,
+        lambda m, t, k, h: head_loss(m, inner.embed_tokens, h, t, k, depth2=recipe.depth2),
+        prepared,
+        recipe,
+    )
     head.eval()
 
 
@@ -148,46 +107,10 @@ def write_head(target_dir: Path, head: Any) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--target", type=Path, required=True)
-    parser.add_argument(
-        "--data", type=Path, default=Path("build/tiny-qwen35/own.json"), help="generations"
-    )
-    parser.add_argument("--prompts", type=int, default=160)
-    parser.add_argument("--max-tokens", type=int, default=96)
-    parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--depth2", type=float, default=0.5)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--context", type=int, default=48, help="prompt tokens kept in training")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    from mlx_responses.service.engine.blas import preload_blas
-
-    log.info("BLAS: %s", preload_blas())
-    target, tokenizer = load_target(args.target)
-    data = own_generations(
-        target,
-        tokenizer,
-        args.data,
-        prompts=args.prompts,
-        max_tokens=args.max_tokens,
-        seed=args.seed,
-    )
-    log.info("%d continuations, %d tokens", len(data), sum(len(s) - p for s, p in data))
+    args = arguments(__doc__, steps=1500).parse_args()
+    target, data = start(args)
     head = make_head(args.target, target, args.seed)
-    train_head(
-        head,
-        target,
-        data,
-        steps=args.steps,
-        batch=args.batch,
-        lr=args.lr,
-        depth2=args.depth2,
-        seed=args.seed,
-        context=args.context,
-    )
+    train_head(head, target, data, Recipe.of(args))
     write_head(args.target, head)
     log.info("wrote the head into %s", args.target)
 
