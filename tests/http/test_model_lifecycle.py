@@ -77,7 +77,8 @@ def test_idle_past_keep_alive_unloads_and_the_memory_returns(
     assert (listed["loaded"], listed["pinned"]) == (True, False)
     # What /v1/models says the weights take is what they take (the file holds a header too).
     assert 0.99 * weight_bytes(big_model) <= listed["memory_bytes"] <= weight_bytes(big_model)
-    assert started + 3600 <= listed["expires_at"] <= time.time() + 3600
+    # expires_at is whole seconds (Unix time, rounded down).
+    assert int(started) + 3600 <= listed["expires_at"] <= time.time() + 3600
     assert metric(stack, ACTIVE) - before >= 0.9 * listed["memory_bytes"]
     assert models(stack)[model_path.name]["expires_at"] is None  # keep_alive -1 (the stack's)
     # The latest request's keep_alive is the model's: idle 1 s past this one, it unloads.
