@@ -7,10 +7,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import grpc
 from aiohttp import web
+from mlx_responses.http_facade.anthropic import openapi as anthropic_openapi
 from mlx_responses.http_facade.anthropic.routes import add_anthropic_routes
+from mlx_responses.http_facade.chat import openapi as chat_openapi
 from mlx_responses.http_facade.chat.routes import add_chat_routes
+from mlx_responses.http_facade.completions import openapi as completions_openapi
 from mlx_responses.http_facade.completions.routes import add_completions_routes
 from mlx_responses.http_facade.config import FacadeSettings
+from mlx_responses.http_facade.embeddings import openapi as embeddings_openapi
 from mlx_responses.http_facade.embeddings.routes import add_embeddings_routes
 from mlx_responses.http_facade.kit.auth import auth_middleware
 from mlx_responses.http_facade.kit.core_pool import CorePool
@@ -27,13 +31,14 @@ from mlx_responses.http_facade.kit.errors import (
     speaks_anthropic,
 )
 from mlx_responses.http_facade.kit.hangups import hangup_middleware
+from mlx_responses.http_facade.kit.metrics import MetricsSource, install_metrics
+from mlx_responses.http_facade.kit.models import add_model_routes
+from mlx_responses.http_facade.kit.openapi_document import ApiPart, install_openapi
+from mlx_responses.http_facade.kit.protocol_errors import FacadeRunner
 from mlx_responses.http_facade.kit.request_id import install_request_ids
 from mlx_responses.http_facade.kit.requests import CORES
-from mlx_responses.http_facade.metrics import MetricsSource, install_metrics
-from mlx_responses.http_facade.models import add_model_routes
-from mlx_responses.http_facade.openapi import install_openapi
 from mlx_responses.http_facade.page import PAGE_PATHS, add_page_routes
-from mlx_responses.http_facade.protocol_errors import FacadeRunner
+from mlx_responses.http_facade.responses import openapi as responses_openapi
 from mlx_responses.http_facade.responses.conversations import add_conversation_routes
 from mlx_responses.http_facade.responses.routes import add_responses_routes
 from mlx_responses.http_facade.responses.websocket import install_websockets
@@ -49,6 +54,14 @@ SETTINGS = web.AppKey("facade_settings", FacadeSettings)
 OPEN_PATHS = frozenset({"/health", *PAGE_PATHS})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Each dialect's schemas and operations, in the order /openapi.json lists them.
+API_PARTS: tuple[ApiPart, ...] = (
+    responses_openapi,
+    chat_openapi,
+    completions_openapi,
+    embeddings_openapi,
+    anthropic_openapi,
+)
 
 
 def _error_response(error: OpenAIError, request: web.Request) -> web.Response:
@@ -125,7 +138,7 @@ def create_app(
     app[SETTINGS] = settings
     install_metrics(app, core_metrics)
     install_request_ids(app)
-    install_openapi(app)
+    install_openapi(app, API_PARTS)
     install_drain(app, settings.shutdown_grace_secs)
     install_websockets(app, settings.max_request_bytes)
 
@@ -159,7 +172,7 @@ async def start_facade(
     """Starts the façade on settings.host:port (0 picks one); returns the runner and the port."""
     host, port = settings.host, settings.port
     # handler_cancellation: a client that disconnects cancels its handler, hence its RPC
-    # (unless the handler outlives it: a background create, http_facade/hangups.py).
+    # (unless the handler outlives it: a background create, http_facade/kit/hangups.py).
     # shutdown_timeout: on cleanup, in-flight handlers get the grace (plus the core's own
     # cancel round trip) before aiohttp cancels them.
     runner = FacadeRunner(

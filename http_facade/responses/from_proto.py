@@ -148,14 +148,18 @@ def item_to_json(item: pb.Item) -> dict[str, Any]:
         }
     if kind == "reasoning":
         r = item.reasoning
-        return {
+        reasoning = {
             "id": r.id,
             "type": "reasoning",
             "status": ITEM_STATUS.get(r.status, "completed"),
             "summary": [{"type": "summary_text", "text": s.text} for s in r.summary],
             "content": [{"type": "reasoning_text", "text": c.text} for c in r.content],
-            "encrypted_content": r.encrypted_content if r.HasField("encrypted_content") else None,
         }
+        # Present only when there is some (OpenAI's and Open Responses' optional string: a
+        # null fails Open Responses' schema).
+        if r.HasField("encrypted_content"):
+            reasoning["encrypted_content"] = r.encrypted_content
+        return reasoning
     if kind == "custom_tool_call":
         ct = item.custom_tool_call
         custom = {

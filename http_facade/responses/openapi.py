@@ -250,13 +250,13 @@ def _response_schemas() -> dict[str, Schema]:
                 output=STRING,
             ),
             _obj(
-                ("id", "type", "status", "summary", "content", "encrypted_content"),
+                ("id", "type", "status", "summary", "content"),
                 id=STRING,
                 type={"const": "reasoning"},
                 status=item_status,
                 summary=texts,
                 content=texts,
-                encrypted_content=OPT_STRING,
+                encrypted_content=STRING,
             ),
             _obj(
                 ("id", "type", "status", "call_id", "output"),

@@ -57,10 +57,16 @@ PROVIDERS_TS = """export const PROVIDERS = {{
 }};
 """
 Outcome = tuple[str, str]  # (pass | model | test | FAIL, why)
-# What the test cannot check: its runCase reads the first raw response's providerData, which the
-# Agents SDK (0.0.x) leaves out of a streamed Responses run for any server (its testEvents then
-# looks for raw_model_stream_event among the raw events, which never match either).
+# What the test cannot check: its runCase reads `output` from the first raw response's
+# providerData, which the Agents SDK leaves out of a streamed Responses run for any server (0.0.15,
+# the test's pin, gives no providerData; 0.20.0, the registry's latest in December 2026, gives it
+# without `output`, `usage` and `id`), and its testEvents looks for raw_model_stream_event among
+# the events it already unwrapped, which never match either.
 STREAMED_RESPONSES = "the test cannot check a streamed Responses run (its runCase reads no data)"
+# A streamed Chat run where the model wrote no reasoning: the test's testEvents reads
+# `choices[0].delta` of every chunk until it finds a reasoning delta, so it throws at the usage
+# chunk (`choices: []`, as OpenAI sends it) that Agents SDK 0.20 asks for with include_usage.
+NO_STREAMED_REASONING = "no reasoning written (streamed; the test then throws at the usage chunk)"
 
 
 def folder(checkout: Path) -> Path:
@@ -128,6 +134,8 @@ def classify(record: dict[str, Any]) -> tuple[str, Outcome, Outcome]:
             return "?", ("pass", ""), ("model", f"arguments are not JSON: {error[:120]}")
         if "reading 'output'" in error:
             return "?", ("test", STREAMED_RESPONSES), ("test", STREAMED_RESPONSES)
+        if "reading 'delta'" in error:
+            return "chat", ("model", NO_STREAMED_REASONING), ("test", NO_STREAMED_REASONING)
         return "?", ("FAIL", error[:300]), ("FAIL", error[:300])
     result = record["result"]
     return result["apiType"], shape(result), tool_choice(result, record["tool_name"])

@@ -430,7 +430,7 @@ def test_headers(fuzzed: Fuzzed, headers: list[tuple[str, bytes]], path: str) ->
             else answer
         )
         # aiohttp's parser refuses a malformed request before its path is known: the OpenAI
-        # envelope then, whatever the path (http_facade/protocol_errors.py).
+        # envelope then, whatever the path (http_facade/kit/protocol_errors.py).
         before_routing = data.get("error", {}).get("code") == "invalid_http_request"
         _check_error("/" if before_routing else path, data, answer.decode("utf-8", "replace"))
 

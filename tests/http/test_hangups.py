@@ -144,7 +144,7 @@ def test_grpc_aio_hang_up_records_are_info() -> None:
 @pytest.mark.parametrize("when", ["at_once", "mid_generation"])
 @pytest.mark.parametrize("route", ["/v1/responses", "/v1/chat/completions"])
 def test_a_foreground_create_follows_its_client(random_stack: Stack, route: str, when: str) -> None:
-    """Only a background create outlives its client (http_facade/hangups.py): a plain
+    """Only a background create outlives its client (http_facade/kit/hangups.py): a plain
     (non-streamed) create whose socket closes, right after its body or while it generates,
     frees the engine."""
     stats = random_stack.engine_stats

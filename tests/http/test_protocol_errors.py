@@ -7,7 +7,7 @@ import logging
 import socket
 
 import pytest
-from mlx_responses.http_facade.protocol_errors import REFUSALS_PER_WINDOW, RateLimit
+from mlx_responses.http_facade.kit.protocol_errors import REFUSALS_PER_WINDOW, RateLimit
 
 from tests.support.stack import Stack
 

@@ -20,11 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from mlx_responses.http_facade.anthropic.to_proto import messages_from_json
+from mlx_responses.http_facade.app import API_PARTS
 from mlx_responses.http_facade.chat.to_proto import chat_from_json
 from mlx_responses.http_facade.completions.to_proto import completion_from_json
 from mlx_responses.http_facade.kit.errors import OpenAIError, invalid
 from mlx_responses.http_facade.kit.json_body import parse_body
-from mlx_responses.http_facade.openapi import build_document
+from mlx_responses.http_facade.kit.openapi_document import build_document
 from mlx_responses.http_facade.responses.conversations import create_from_json
 from mlx_responses.http_facade.responses.to_proto import params_from_json
 
@@ -64,7 +65,7 @@ EXAMPLES = int(os.environ.get("MLX_RESPONSES_DECODER_EXAMPLES", "300"))
 
 @functools.cache
 def _validator(name: str) -> Draft202012Validator:
-    components = build_document(web.Application())["components"]
+    components = build_document(web.Application(), API_PARTS)["components"]
     return Draft202012Validator({"$ref": f"#/components/schemas/{name}", "components": components})
 
 

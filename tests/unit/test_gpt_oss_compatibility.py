@@ -7,7 +7,11 @@ from typing import Any
 
 import pytest
 
-from tests.compat.gpt_oss_compatibility import STREAMED_RESPONSES, classify
+from tests.compat.gpt_oss_compatibility import (
+    NO_STREAMED_REASONING,
+    STREAMED_RESPONSES,
+    classify,
+)
 
 REASONING = {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "Use it."}]}
 CALL = {"type": "function_call", "name": "get_weather", "arguments": "{}"}
@@ -79,3 +83,13 @@ def test_a_streamed_responses_run_is_the_tests_own_limit() -> None:
     error = "Cannot read properties of undefined (reading 'output')"
     _, shape, choice = classify({"test_case": 0, "tool_name": "x", "error": error})
     assert shape == choice == ("test", STREAMED_RESPONSES)
+
+
+def test_a_streamed_chat_run_without_reasoning_trips_the_test_at_the_usage_chunk() -> None:
+    error = "Cannot read properties of undefined (reading 'delta')"
+    api, shape, choice = classify({"test_case": 0, "tool_name": "x", "error": error})
+    assert (api, shape, choice) == (
+        "chat",
+        ("model", NO_STREAMED_REASONING),
+        ("test", NO_STREAMED_REASONING),
+    )

@@ -232,8 +232,9 @@ FACADE = f"{NAMESPACE}.http_facade"
 KIT = "kit"
 DIALECTS = ("responses", "chat", "completions", "anthropic", "embeddings")
 APP = "app"
-# `http_facade/`'s top level: the app and its own wiring (the page's files are the app's too).
-APP_FILES = {"__init__", "app", "config", "metrics", "models", "openapi", "page", "protocol_errors"}
+# `http_facade/`'s top level: the app, its settings and its page (the page's files are the app's
+# too); what the app mounts or serves through lives in the kit or a dialect.
+APP_FILES = {"__init__", "app", "config", "page"}
 FOLDERS = {KIT, *DIALECTS, "page"}
 
 
@@ -278,7 +279,7 @@ def test_facade_dialects_are_siblings_over_one_kit() -> None:
     [
         ("anthropic/to_proto.py", f"{FACADE}.chat.to_proto.template_kwargs", "another dialect"),
         ("chat/to_proto.py", f"{FACADE}.kit.decode._private_helper", "a private name"),
-        ("completions/routes.py", f"{FACADE}.models.core", "the app above it"),
+        ("completions/routes.py", f"{FACADE}.app.create_app", "the app above it"),
         ("kit/decode.py", f"{FACADE}.responses.to_proto.params_from_json", "(the kit) imports"),
     ],
 )

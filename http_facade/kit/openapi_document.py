@@ -1,26 +1,22 @@
 """GET /openapi.json: the façade's routes, built from its router and each dialect's schemas.
 
 Paths and methods come from the aiohttp router (every mounted route is listed); each dialect
-folder states its operations and schemas (`<dialect>/openapi.py`), the server's own routes
-(models, health) and the error envelope are stated here. A test validates real responses
-against this document, so the encoders and the schema cannot drift.
+folder states its operations and schemas (`<dialect>/openapi.py`) and the app hands them in
+(the kit imports no dialect); the server's own routes (models, health) and the error envelope
+are stated here. A test validates real responses against this document, so the encoders and
+the schema cannot drift.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import metadata
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
-from mlx_responses.http_facade import models
-from mlx_responses.http_facade.anthropic import openapi as anthropic_openapi
-from mlx_responses.http_facade.chat import openapi as chat_openapi
-from mlx_responses.http_facade.completions import openapi as completions_openapi
-from mlx_responses.http_facade.embeddings import openapi as embeddings_openapi
-from mlx_responses.http_facade.kit import errors
+from mlx_responses.http_facade.kit import errors, models
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import (
     BOOLEAN,
@@ -36,9 +32,18 @@ from mlx_responses.http_facade.kit.openapi import (
     ref,
     sse_event,
 )
-from mlx_responses.http_facade.responses import openapi as responses_openapi
 
 OPENAPI_VERSION = "3.1.0"
+
+
+class ApiPart(Protocol):
+    """A dialect's share of the document (its `openapi` module): its schemas and operations."""
+
+    def schemas(self) -> dict[str, Schema]: ...
+
+    def operations(self) -> dict[Callable[..., Any], Operation]: ...
+
+
 # The headers of a WebSocket handshake (RFC 6455); without them the GET is a 405.
 WEBSOCKET_HANDSHAKE: dict[str, Schema] = {
     "Upgrade": {"const": "websocket"},
@@ -91,19 +96,17 @@ def _server_schemas() -> dict[str, Schema]:
     }
 
 
-def _operations() -> dict[Callable[..., Any], Operation]:
-    return {
-        **responses_openapi.operations(),
+def _operations(parts: Sequence[ApiPart]) -> dict[Callable[..., Any], Operation]:
+    known: dict[Callable[..., Any], Operation] = {
         models.list_models: Operation(ok="ModelList"),
         models.get_model: Operation(ok="Model"),
         models.load_model: Operation("LoadModelRequest", "Model", body_required=False),
         models.unload_model: Operation(ok="Model", extra={"409": "Error"}),
         models.health: Operation(ok="Health", extra={"503": "Health"}),
-        **chat_openapi.operations(),
-        **completions_openapi.operations(),
-        **embeddings_openapi.operations(),
-        **anthropic_openapi.operations(),
     }
+    for part in parts:
+        known.update(part.operations())
+    return known
 
 
 def _content(name: str, media: str = JSON) -> dict[str, Any]:
@@ -152,9 +155,9 @@ def _operation(route: web.AbstractRoute, known: dict[Callable[..., Any], Operati
     return operation
 
 
-def build_document(app: web.Application, version: str = "0") -> Schema:
-    """The OpenAPI 3.1 document of every route mounted on `app`."""
-    known = _operations()
+def build_document(app: web.Application, parts: Sequence[ApiPart], version: str = "0") -> Schema:
+    """The OpenAPI 3.1 document of every route mounted on `app`, its dialects' `parts` first."""
+    known = _operations(parts)
     paths: dict[str, Schema] = {}
     for route in app.router.routes():
         if route.method in ("HEAD", "*") or route.resource is None:
@@ -168,12 +171,8 @@ def build_document(app: web.Application, version: str = "0") -> Schema:
         "paths": paths,
         "components": {
             "schemas": {
-                **responses_openapi.schemas(),
                 **_server_schemas(),
-                **chat_openapi.schemas(),
-                **completions_openapi.schemas(),
-                **embeddings_openapi.schemas(),
-                **anthropic_openapi.schemas(),
+                **{name: s for part in parts for name, s in part.schemas().items()},
             }
         },
     }
@@ -194,11 +193,11 @@ async def openapi_json(request: web.Request) -> web.Response:
     return web.json_response(request.app[DOCUMENT])
 
 
-def install_openapi(app: web.Application) -> None:
+def install_openapi(app: web.Application, parts: Sequence[ApiPart]) -> None:
     """Adds GET /openapi.json; the document is built once the router is complete (startup)."""
 
     async def build(app: web.Application) -> None:
-        app[DOCUMENT] = build_document(app, _version())
+        app[DOCUMENT] = build_document(app, parts, _version())
 
     app.router.add_get("/openapi.json", openapi_json)
     app.on_startup.append(build)

@@ -77,7 +77,7 @@ def refusal_of(status: int, exc: BaseException | None, message: str | None) -> O
 
 class EnvelopeRequestHandler(SparingRequestHandler):
     """aiohttp's request handler, answering its own refusals in the envelope (and sparing the
-    handlers that outlive their client: http_facade/hangups.py)."""
+    handlers that outlive their client: http_facade/kit/hangups.py)."""
 
     refusals = RateLimit()
     _refused = False
