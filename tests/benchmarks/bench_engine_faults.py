@@ -20,6 +20,8 @@ write's failure rebuilds it too, while admission's and disk read's keep it. Read
 rounds, "after" would compare an emptied tier (tens of MiB of KV) with a full one; after the
 settle both hold a full tier of the same prompts' shape, printed beside RSS, so what is left is
 what the faults themselves left behind. Three rounds (27 entries) left the tier short of full.
+MLX's buffer cache (freed buffers kept for reuse; unbounded here, as no --memory-limit is set)
+is printed beside them too.
 
     .venv/bin/python tests/benchmarks/bench_engine_faults.py [--rounds 100] [--concurrency 8]
         [--stages step extract ...] [--settle 5]
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import mlx.core as mx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -206,7 +209,7 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
     print(
         f"{'stage':<12} {'fired':>5} {'completed':>9} {'failed':>6} {'503':>4} {'next ok':>7} "
         f"{'RSS before':>10} {'after':>6} {'peak':>6} {'after/before':>12} "
-        f"{'tier before':>11} {'after':>5}",
+        f"{'tier before':>11} {'after':>5} {'MLX cache before':>16} {'after':>5}",
         flush=True,
     )
     failed = False
@@ -219,17 +222,17 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
         runtime = pool.default.runtime
         return runtime.worker.stats.prompt_cache_bytes if runtime is not None else 0
 
-    def settled() -> tuple[int, int]:
+    def settled() -> tuple[int, int, int]:
         """RSS and the memory tier's bytes after `--settle` rounds without faults (the caches
         as the faults' rounds leave them differ: a stage's failures rebuild the memory tier,
         another's keep it)."""
         for _ in range(args.settle):
             round_(next(quiet), None)
         gc.collect()
-        return rss(), tier()
+        return rss(), tier(), mx.get_cache_memory()
 
     for stage in args.stages:
-        before, tier_before = settled()
+        before, tier_before, freed_before = settled()
         worst = before
         totals = Counter[str]()
         for _ in range(args.rounds):
@@ -238,14 +241,15 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
             worst = max(worst, rss())
             if number % 10 == 0:
                 print(f"round {number} ({stage}): RSS {rss() / MIB:.0f} MiB", file=sys.stderr)
-        after, tier_after = settled()
+        after, tier_after, freed_after = settled()
         worst = max(worst, after)
         # Every request ended and each round's next request completed, or round_ raised.
         print(
             f"{stage:<12} {fault.fired[stage]:>5} {totals['completed']:>9} {totals['failed']:>6} "
             f"{totals['refused']:>4} {args.rounds:>7} {before / MIB:>9.0f}M {after / MIB:>5.0f}M "
             f"{worst / MIB:>5.0f}M {after / before:>11.3f}x "
-            f"{tier_before / MIB:>6.1f}M {tier_after / MIB:>5.1f}M",
+            f"{tier_before / MIB:>6.1f}M {tier_after / MIB:>5.1f}M "
+            f"{freed_before / MIB:>11.1f}M {freed_after / MIB:>5.1f}M",
             flush=True,
         )
         failed |= after > 1.1 * before
