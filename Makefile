@@ -64,7 +64,7 @@ QWEN35 := build/tiny-qwen35
 model-qwen35-mtp: setup  ## retrain service/assets/tiny-qwen35-mtp (+ its MTP head) and tiny-qwen35-eagle3
 	rm -rf $(QWEN35)
 	nice -n 15 $(PY) -m training.tiny_drafter.target --out $(QWEN35)/target --steps 120 --lr 1.5e-4 --new-scale 0.5 --max-len 200
-	nice -n 15 $(PY) -m training.tiny_drafter.mtp --target $(QWEN35)/target --data $(QWEN35)/own.json --prompts 160 --max-tokens 96 --steps 150 --context 48
+	nice -n 15 $(PY) -m training.tiny_drafter.mtp --target $(QWEN35)/target --data $(QWEN35)/own.json --prompts 400 --max-tokens 64 --steps 300 --context 48
 	nice -n 15 $(PY) -m training.tiny_drafter.eagle3 --target $(QWEN35)/target --out $(QWEN35)/eagle3 --data $(QWEN35)/own.json --steps 300 --context 160
 	rm -rf service/assets/tiny-qwen35-mtp service/assets/tiny-qwen35-eagle3
 	cp -r $(QWEN35)/target service/assets/tiny-qwen35-mtp

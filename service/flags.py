@@ -540,9 +540,10 @@ NO_MTP = Flag(
     "--no-mtp",
     "no_mtp",
     False,
-    "do not draft with the checkpoint's own multi-token-prediction head (its mtp.* weights: "
-    "Qwen3.5's); by default a model that ships one drafts with it in place of --speculative "
-    "ngram's drafts (--speculative off or draft: not either)",
+    "do not draft with the checkpoint's own multi-token-prediction head (Qwen3.5's mtp.* "
+    "weights, DeepSeek-V3's and GLM-4.5's last layer); by default a model that ships one "
+    "drafts with it in place of --speculative ngram's drafts (--speculative off or draft: not "
+    "either)",
     CORE_SIDE,
     env="MLX_RESPONSES_NO_MTP",
     type=None,

@@ -10,7 +10,6 @@ from mlx_responses.http_facade.kit.fields import Field, Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import (
     BOOLEAN,
-    OBJECT,
     OPT_STRING,
     STRING,
     array,
@@ -20,6 +19,7 @@ from mlx_responses.http_facade.kit.openapi import (
 )
 from mlx_responses.http_facade.kit.openapi import stop_sequences as stop_schema
 from mlx_responses.http_facade.kit.sampling import MODEL, SAMPLING, STREAM, TEMPLATE_KWARGS
+from mlx_responses.http_facade.kit.shapes import JSON_TEXT, TEXT, Shape, must, opt
 from mlx_responses.service.limits import MAX_STOP_SEQUENCES
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -46,14 +46,15 @@ text = obj(("type", "text"), type={"const": "text"}, text=STRING, cache_control=
 texts = {"anyOf": [STRING, array(text)]}
 thinking = obj(("type", "thinking"), type={"const": "thinking"}, thinking=STRING)
 redacted = obj(("type",), type={"const": "redacted_thinking"})
-tool_use = obj(
-    ("type", "id", "name"),
-    type={"const": "tool_use"},
-    id=STRING,
-    name=STRING,
-    input=OBJECT,
-    cache_control=cache,
+# An assistant's tool call, as the core's function_call item.
+TOOL_USE = Shape(
+    "tool_use",
+    pb.FunctionCallItem,
+    input=must(JSON_TEXT, {}, "arguments"),
+    id=must(TEXT, to="call_id"),
+    name=must(TEXT),
 )
+tool_use = TOOL_USE.schema(cache_control=cache)
 tool_result = obj(
     ("type", "tool_use_id"),
     type={"const": "tool_result"},
@@ -80,14 +81,15 @@ message = {
     ],
     "description": IMAGE_NOTE,
 }
-custom_tool = obj(
-    ("name",),
-    type=nullable({"const": "custom"}),
-    name=STRING,
-    description=OPT_STRING,
-    input_schema=OBJECT,
-    cache_control=cache,
+# A client tool, as the core's function tool.
+CUSTOM_TOOL = Shape(
+    None,
+    pb.FunctionTool,
+    name=must(TEXT),
+    description=opt(TEXT),
+    input_schema=must(JSON_TEXT, {"type": "object"}, "parameters_json"),
 )
+custom_tool = CUSTOM_TOOL.schema(type=nullable({"const": "custom"}), cache_control=cache)
 # Any other type is an Anthropic server tool: the core refuses it, or drops it under
 # `--hosted-tools drop`.
 server_tool = obj(("type",), type={"type": "string", "not": {"const": "custom"}})

@@ -3,11 +3,16 @@ CreateResponseParams, the same items as Responses; the structured fields by hand
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mlx_responses.http_facade.anthropic.cache_control import marked, ttl_of
-from mlx_responses.http_facade.anthropic.protocol import COUNT_FIELDS, FIELDS, TOOL_CHOICE_MODES
+from mlx_responses.http_facade.anthropic.protocol import (
+    COUNT_FIELDS,
+    CUSTOM_TOOL,
+    FIELDS,
+    TOOL_CHOICE_MODES,
+    TOOL_USE,
+)
 from mlx_responses.http_facade.kit.cache_hints import input_point
 from mlx_responses.http_facade.kit.decode import expect, flag, integer, lookup
 from mlx_responses.http_facade.kit.errors import invalid
@@ -152,15 +157,9 @@ def _blocks(
         elif kind == "redacted_thinking" and role == pb.ROLE_ASSISTANT:
             continue  # opaque data of another server: nothing to render
         elif kind == "tool_use" and role == pb.ROLE_ASSISTANT:
-            arguments = block.get("input", {})
-            expect(arguments, dict, f"{at}.input", "an object")
-            call = pb.FunctionCallItem(
-                call_id=expect(block.get("id"), str, f"{at}.id", "a string"),
-                name=expect(block.get("name"), str, f"{at}.name", "a string"),
-                arguments=json.dumps(arguments),
-                status=pb.ITEM_STATUS_COMPLETED,
-            )
-            items.add(pb.Item(function_call=call))
+            item = TOOL_USE.build_in(pb.Item, "function_call", block, at)
+            item.function_call.status = pb.ITEM_STATUS_COMPLETED
+            items.add(item)
         elif kind == "tool_result" and role == pb.ROLE_USER:
             output = _tool_result_text(block.get("content"), f"{at}.content")
             if flag(block, "is_error", f"{at}.is_error"):
@@ -262,12 +261,7 @@ def _tools(value: Any, breakpoints: list[pb.CacheBreakpoint]) -> list[pb.Tool]:
             kind = expect(kind, str, f"{where}.type", "a string")
             tools.append(pb.Tool(hosted=pb.HostedTool(type=kind)))
             continue
-        fn = pb.FunctionTool(name=expect(tool.get("name"), str, f"{where}.name", "a string"))
-        if tool.get("description") is not None:
-            fn.description = expect(tool["description"], str, f"{where}.description", "a string")
-        schema = tool.get("input_schema", {"type": "object"})
-        fn.parameters_json = json.dumps(expect(schema, dict, f"{where}.input_schema", "an object"))
-        tools.append(pb.Tool(function=fn))
+        tools.append(CUSTOM_TOOL.build_in(pb.Tool, "function", tool, where))
     return tools
 
 

@@ -6,8 +6,6 @@ from mlx_responses.http_facade.kit.cache_hints import LIFETIME_FIELDS
 from mlx_responses.http_facade.kit.decode import INT32_MAX
 from mlx_responses.http_facade.kit.fields import Field, Fields
 from mlx_responses.http_facade.kit.openapi import (
-    BOOLEAN,
-    OBJECT,
     OPT_STRING,
     STRING,
     array,
@@ -23,8 +21,20 @@ from mlx_responses.http_facade.kit.sampling import (
     TEMPLATE_KWARGS,
     N,
 )
+from mlx_responses.http_facade.kit.shapes import (
+    ARGUMENTS,
+    FLAG,
+    JSON_TEXT,
+    TEXT,
+    Shape,
+    must,
+    opt,
+    union,
+)
 from mlx_responses.http_facade.kit.tools import function_tool_schema, tool_choice_schema
 from mlx_responses.service.limits import MAX_TOP_LOGPROBS
+
+from mlx_responses.v1 import responses_pb2 as pb
 
 # Left out of the schema (as input_image is from CreateResponseRequest): a text model refuses
 # images, so no request holding one is valid for every model.
@@ -43,11 +53,15 @@ text_part = obj(
     prompt_cache_breakpoint=nullable(breakpoint),  # cache_hints.py
 )
 content = {"anyOf": [STRING, array(text_part)]}
-tool_call = obj(
-    ("id", "function"),
-    id=STRING,
-    function=obj(("name",), name=STRING, arguments={"anyOf": [STRING, OBJECT]}),
+# An assistant message's tool call, as the core's function_call item.
+FUNCTION = Shape(None, None, name=must(TEXT), arguments=must(ARGUMENTS, ""))
+TOOL_CALL = Shape(
+    None,
+    pb.FunctionCallItem,
+    function=must(FUNCTION.nested(), to="*"),
+    id=must(TEXT, to="call_id"),
 )
+tool_call = TOOL_CALL.schema()
 message = {
     "anyOf": [
         {
@@ -74,22 +88,21 @@ message = {
         ),
     ]
 }
-response_format = {
-    "anyOf": [
-        obj(("type",), type={"enum": ["text", "json_object"]}),
-        obj(
-            ("type", "json_schema"),
-            type={"const": "json_schema"},
-            json_schema=obj(
-                ("name",),
-                name=STRING,
-                schema=OBJECT,
-                description=OPT_STRING,
-                strict=nullable(BOOLEAN),
-            ),
-        ),
-    ]
-}
+# response_format's json_schema: its fields under `json_schema`.
+SPEC = Shape(
+    None,
+    None,
+    name=must(TEXT),
+    schema=must(JSON_TEXT, {"type": "object"}, "schema_json"),
+    description=opt(TEXT),
+    strict=opt(FLAG),
+)
+RESPONSE_FORMAT = union(
+    Shape("text", pb.TextFormatText),
+    Shape("json_object", pb.TextFormatJsonObject),
+    Shape("json_schema", pb.TextFormatJsonSchema, json_schema=must(SPEC.nested(), to="*")),
+    unknown="Unknown response_format type {}.",
+)
 
 FIELDS = Fields(
     MODEL,
@@ -107,7 +120,7 @@ FIELDS = Fields(
     Field(
         "tool_choice", "tool_choice", "Whether and which tool to call.", schema=tool_choice_schema()
     ),
-    Field("response_format", "response_format", "Structured output.", schema=response_format),
+    Field("response_format", "object", "Structured output.", "text", kind=RESPONSE_FORMAT),
     STREAM,
     STREAM_OPTIONS,
     Field("max_tokens", "integer", "Output cap (max_completion_tokens first).", minimum=1),

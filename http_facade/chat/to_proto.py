@@ -3,15 +3,14 @@ plus what only chat needs; the structured fields (messages, tools, response_form
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlx_responses.http_facade.chat.protocol import FIELDS
+from mlx_responses.http_facade.chat.protocol import FIELDS, TOOL_CALL
 from mlx_responses.http_facade.kit.cache_hints import chat_breakpoints, lifetimes
 from mlx_responses.http_facade.kit.decode import expect
 from mlx_responses.http_facade.kit.errors import invalid
-from mlx_responses.http_facade.kit.fields import fill, read, required
+from mlx_responses.http_facade.kit.fields import fill, fill_shaped, read, required
 from mlx_responses.http_facade.kit.media import IMAGE_DETAILS, MediaPaths, url_image
 from mlx_responses.http_facade.kit.sampling import (
     include_usage,
@@ -121,20 +120,9 @@ def _assistant(message: dict[str, Any], param: str) -> list[pb.Item]:
         for i, call in enumerate(calls):
             where = f"{param}.tool_calls[{i}]"
             expect(call, dict, where, "an object")
-            fn = expect(call.get("function"), dict, f"{where}.function", "an object")
-            arguments = fn.get("arguments", "")
-            if isinstance(arguments, dict):
-                arguments = json.dumps(arguments)
-            items.append(
-                pb.Item(
-                    function_call=pb.FunctionCallItem(
-                        call_id=expect(call.get("id"), str, f"{where}.id", "a string"),
-                        name=expect(fn.get("name"), str, f"{where}.function.name", "a string"),
-                        arguments=expect(arguments, str, f"{where}.function.arguments", "a string"),
-                        status=pb.ITEM_STATUS_COMPLETED,
-                    )
-                )
-            )
+            item = TOOL_CALL.build_in(pb.Item, "function_call", call, where)
+            item.function_call.status = pb.ITEM_STATUS_COMPLETED
+            items.append(item)
     return items
 
 
@@ -180,39 +168,6 @@ def messages_to_items(messages: Any, media: MediaPaths | None = None) -> list[pb
     return items
 
 
-def response_format(value: Any) -> pb.TextConfig:
-    """`response_format` as the Responses `text` configuration."""
-    expect(value, dict, "response_format", "an object")
-    config = pb.TextConfig()
-    kind = value.get("type")
-    if kind == "text":
-        config.text.SetInParent()
-    elif kind == "json_object":
-        config.json_object.SetInParent()
-    elif kind == "json_schema":
-        spec = expect(value.get("json_schema"), dict, "response_format.json_schema", "an object")
-        schema = spec.get("schema", {"type": "object"})
-        expect(schema, dict, "response_format.json_schema.schema", "an object")
-        js = pb.TextFormatJsonSchema(
-            name=expect(spec.get("name"), str, "response_format.json_schema.name", "a string"),
-            schema_json=json.dumps(schema),
-        )
-        if spec.get("description") is not None:
-            js.description = expect(
-                spec["description"], str, "response_format.json_schema.description", "a string"
-            )
-        if spec.get("strict") is not None:
-            js.strict = expect(
-                spec["strict"], bool, "response_format.json_schema.strict", "a boolean"
-            )
-        config.json_schema.CopyFrom(js)
-    else:
-        raise invalid(
-            f"Unknown response_format type {kind!r}.", "response_format.type", "invalid_value"
-        )
-    return config
-
-
 def function_tools(value: Any) -> list[pb.Tool]:
     """Chat `tools`: function tools only (chat has no hosted tools)."""
     expect(value, list, "tools", "an array")
@@ -253,8 +208,7 @@ def chat_from_json(body: Any) -> ChatRequest:
         params.tools.extend(function_tools(body["tools"]))
     if body.get("tool_choice") is not None:
         params.tool_choice.CopyFrom(tool_choice(body["tool_choice"]))
-    if body.get("response_format") is not None:
-        params.text.CopyFrom(response_format(body["response_format"]))
+    fill_shaped(FIELDS, values, params)  # response_format
     logprobs = bool(values.get("logprobs"))
     top = values.get("top_logprobs")
     if top is not None:

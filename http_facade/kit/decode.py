@@ -42,22 +42,6 @@ def expect(value: Any, kind: type | tuple[type, ...], param: str, what: str) -> 
     return value
 
 
-def optional_list(obj: dict[str, Any], key: str, param: str) -> list[Any]:
-    """An optional array: null or absent is empty."""
-    value = obj.get(key)
-    if value is None:
-        return []
-    return list(expect(value, list, f"{param}.{key}", "an array"))
-
-
-def optional_str(obj: dict[str, Any], key: str, param: str) -> str | None:
-    """`obj[key]`, a string; None when absent or null."""
-    value = obj.get(key)
-    if value is None:
-        return None
-    return expect(value, str, f"{param}.{key}", "a string")
-
-
 def required_str(obj: dict[str, Any], key: str, param: str) -> str:
     """`obj[key]`, a string that must be there (`param.key` names it)."""
     if obj.get(key) is None:
@@ -94,15 +78,3 @@ def flag(obj: dict[str, Any], key: str, param: str | None = None) -> bool:
     if value is None:
         return False
     return bool(expect(value, bool, param or key, "a boolean"))
-
-
-EXPECTED = {str: "a string", bool: "a boolean", int: "an integer", NUMBER: "a number"}
-
-
-def scalar(value: Any, param: str, kind: type | tuple[type, ...], limit: int = INT64_MAX) -> Any:
-    """A top-level scalar parameter of JSON type `kind`, checked for type and proto range."""
-    if kind is int:
-        return integer(value, param, limit)
-    if kind == NUMBER:
-        return number(value, param)
-    return expect(value, kind, param, EXPECTED[kind])

@@ -5,13 +5,14 @@ content parts) carry the schema of what their hand-written decoder takes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from mlx_responses.http_facade.kit.decode import INT64_MAX, NUMBER, expect, integer, number
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.openapi import Schema, nullable
+from mlx_responses.http_facade.kit.shapes import Kind, put
 
 TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
@@ -41,16 +42,24 @@ class Field:
     # What it takes, where its type does not say it all: a structured field's (its type names
     # the hand-written decoder that reads it), or a plain field's narrower than its checks.
     schema: Schema | None = None
+    kind: Kind | None = None  # a structured field's declared shape (kit/shapes.py)
 
     @property
     def plain(self) -> bool:
-        """Whether `read` checks it (its type is a JSON type, an enum, or null)."""
-        return self.type in TYPES or self.type in ("enum", "null")
+        """Whether `read` checks it (a JSON type, an enum, null, or a declared shape)."""
+        return self.kind is not None or self.type in TYPES or self.type in ("enum", "null")
+
+    def checker(self) -> Callable[[Any], Any]:
+        """What `read` calls with the field's value (not null); a declared shape's value is
+        checked where the decoder puts it in its message (`fill_shaped`)."""
+        return self.check if self.kind is None else _as_given
 
     def json_schema(self) -> Schema:
         """The field's OpenAPI schema: what `read` takes (and what the core checks after)."""
         if self.schema is not None:
             schema = dict(self.schema)
+        elif self.kind is not None:
+            schema = dict(self.kind.schema)
         elif self.type == "null":
             schema = {"type": "null"}
         elif self.type == "enum":
@@ -118,8 +127,11 @@ class Fields(tuple[Field, ...]):
         return super().__new__(cls, fields)
 
     def __init__(self, *fields: Field) -> None:
-        self.checks = {f.name: f.check for f in fields if f.plain}
-        self.targets = {f.name: f.to for f in fields if f.plain and f.to is not None}
+        self.checks = {f.name: f.checker() for f in fields if f.plain}
+        filled = [f for f in fields if f.plain and f.to is not None]
+        self.targets = {f.name: f.to for f in filled if f.kind is None}
+        # Declared shapes: a message filled in place, a list or a map added to, a value set.
+        self.shaped = {f.name: (f.to or "", f.kind) for f in filled if f.kind is not None}
         self.required = tuple(f.name for f in fields if f.required)
 
 
@@ -149,12 +161,29 @@ def read(fields: Fields, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def fill(fields: Fields, values: dict[str, Any], params: Any) -> None:
-    """Sets `params`' core field of each field that fills one and has a value."""
+    """Sets `params`' core field of each plain field that fills one and has a value."""
     targets = fields.targets
     for name, value in values.items():
         to = targets.get(name)
         if to is not None:
             setattr(params, to, value)
+
+
+def fill_shaped(fields: Fields, values: dict[str, Any], params: Any) -> None:
+    """Checks and puts each declared shape's value into `params`, in declared order (a decoder
+    calls it where it reads those fields, so a body's first fault is the one named)."""
+    for name, (to, kind) in fields.shaped.items():
+        value = values.get(name)
+        if value is None:
+            continue
+        if kind.fill is not None:
+            kind.fill(getattr(params, to), value, name)
+        else:
+            put(params, to, kind.check(value, name), kind.container)  # type: ignore[misc]
+
+
+def _as_given(value: Any) -> Any:
+    return value
 
 
 def request_schema(fields: Iterable[Field], description: str, **extra: Any) -> Schema:

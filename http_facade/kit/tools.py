@@ -3,21 +3,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from mlx_responses.http_facade.kit.decode import expect, one_of, optional_str, required_str
+from mlx_responses.http_facade.kit.decode import expect, one_of, required_str
 from mlx_responses.http_facade.kit.errors import invalid
-from mlx_responses.http_facade.kit.openapi import (
-    BOOLEAN,
-    OBJECT,
-    OPT_STRING,
-    STRING,
-    Schema,
-    array,
-    nullable,
-    obj,
-)
+from mlx_responses.http_facade.kit.openapi import STRING, Schema, array, obj
+from mlx_responses.http_facade.kit.shapes import FLAG, JSON_TEXT, TEXT, Shape, opt, req
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -31,22 +22,23 @@ TOOL_CHOICE_MODES = {
 BUILTIN_TOOL_TYPES = ("shell", "local_shell", "apply_patch")
 
 
+# A function tool's fields (beside `type`, or under `function`).
+FUNCTION = Shape(
+    None,
+    pb.FunctionTool,
+    name=req(TEXT),
+    description=opt(TEXT),
+    parameters=opt(JSON_TEXT, "parameters_json"),
+    strict=opt(FLAG),
+)
+
+
 def function_tool(tool: dict[str, Any], param: str) -> pb.Tool:
     """A function tool: its fields under `function`, or beside `type`."""
     spec = tool
     if tool.get("function") is not None:
         spec = expect(tool["function"], dict, f"{param}.function", "an object")
-    fn = pb.FunctionTool(name=required_str(spec, "name", param))
-    description = optional_str(spec, "description", param)
-    if description is not None:
-        fn.description = description
-    parameters = spec.get("parameters")
-    if parameters is not None:
-        expect(parameters, dict, f"{param}.parameters", "an object")
-        fn.parameters_json = json.dumps(parameters)
-    if spec.get("strict") is not None:
-        fn.strict = expect(spec["strict"], bool, f"{param}.strict", "a boolean")
-    return pb.Tool(function=fn)
+    return FUNCTION.build_in(pb.Tool, "function", spec, param)  # type: ignore[no-any-return]
 
 
 def tool_choice(value: Any) -> pb.ToolChoice:
@@ -113,16 +105,11 @@ def function_tool_schema(type_required: bool = False) -> Schema:
 
     Chat's `type` defaults to function; Responses requires it.
     """
-    fields = {
-        "name": STRING,
-        "description": OPT_STRING,
-        "parameters": nullable(OBJECT),
-        "strict": nullable(BOOLEAN),
-    }
     kind = ("type",) if type_required else ()
-    nested = obj((*kind, "function"), type={"const": "function"}, function=obj(("name",), **fields))
-    flat = obj((*kind, "name"), type={"const": "function"}, function={"type": "null"}, **fields)
-    return {"anyOf": [nested, flat]}
+    function = {"const": "function"}
+    nested = obj((*kind, "function"), type=function, function=FUNCTION.schema())
+    flat = FUNCTION.schema(type=function, function={"type": "null"})
+    return {"anyOf": [nested, {**flat, "required": [*kind, *flat["required"]]}]}
 
 
 def tool_choice_schema() -> Schema:

@@ -9,6 +9,7 @@ from typing import Any
 
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.openapi import OPT_STRING, STRING, Schema, obj
+from mlx_responses.http_facade.kit.shapes import Kind, Shape, array, mapping, must, opt, req
 
 from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
@@ -64,20 +65,17 @@ def _str(obj: dict[str, Any], key: str, param: str, *, required: bool = False) -
 
 
 INT32 = (-(2**31), 2**31 - 1)
-COUNT = (0, 2**63 - 1)  # milliseconds and lengths: int64, not negative
+COUNTS = (0, 2**63 - 1)  # milliseconds and lengths: int64, not negative
 
 
-def _int(obj: dict[str, Any], key: str, param: str, bounds: tuple[int, int] = COUNT) -> int | None:
-    value = obj.get(key)
-    if value is None:
-        return None
+def _integer(value: Any, param: str, bounds: tuple[int, int] = COUNTS) -> int:
     if isinstance(value, float) and value.is_integer():  # JSON's 2.0 is an integer
         value = int(value)
-    number = int(_typed(value, int, f"{param}.{key}", "an integer"))
+    number = int(_typed(value, int, param, "an integer"))
     if not bounds[0] <= number <= bounds[1]:
         raise invalid(
-            f"Invalid '{param}.{key}': expected an integer from {bounds[0]} to {bounds[1]}.",
-            f"{param}.{key}",
+            f"Invalid '{param}': expected an integer from {bounds[0]} to {bounds[1]}.",
+            param,
             "invalid_value",
         )
     return number
@@ -88,11 +86,6 @@ def _object(obj: dict[str, Any], key: str, param: str) -> dict[str, Any]:
         raise invalid(f"Missing required parameter: '{param}.{key}'.", f"{param}.{key}")
     value: dict[str, Any] = _typed(obj[key], dict, f"{param}.{key}", "an object")
     return value
-
-
-def _strings(obj: dict[str, Any], key: str, param: str) -> list[str]:
-    values = _typed(obj.get(key), list, f"{param}.{key}", "an array of strings")
-    return [_typed(v, str, f"{param}.{key}[{i}]", "a string") for i, v in enumerate(values)]
 
 
 def _choice(table: dict[str, Any], value: Any, param: str, default: Any) -> Any:
@@ -128,71 +121,108 @@ def _outcome(value: Any, param: str) -> pb.ShellCallOutcome:
         return pb.ShellCallOutcome(timeout=True)
     if value.get("type") != "exit":
         raise invalid(f"Invalid '{param}.type': expected exit or timeout.", f"{param}.type")
-    return pb.ShellCallOutcome(exit_code=_int(value, "exit_code", param, INT32) or 0)
-
-
-def _shell_output(item: dict[str, Any], param: str) -> pb.ShellCallOutputItem:
-    out = pb.ShellCallOutputItem(
-        id=_str(item, "id", param) or "",
-        call_id=_str(item, "call_id", param, required=True),
-        status=_choice(STATUS, item.get("status"), f"{param}.status", 0),
+    code = value.get("exit_code")
+    return pb.ShellCallOutcome(
+        exit_code=0 if code is None else _integer(code, f"{param}.exit_code", INT32)
     )
-    entries = _typed(item.get("output"), list, f"{param}.output", "an array")
-    for i, entry in enumerate(entries):
-        where = f"{param}.output[{i}]"
-        _typed(entry, dict, where, "an object")
-        out.output.append(
-            pb.ShellCallOutputContent(
-                stdout=_str(entry, "stdout", where) or "",
-                stderr=_str(entry, "stderr", where) or "",
-                outcome=_outcome(entry.get("outcome"), f"{where}.outcome"),
-            )
-        )
-    limit = _int(item, "max_output_length", param)
-    if limit is not None:
-        out.max_output_length = limit
-    return out
 
 
-def _shell_call(item: dict[str, Any], param: str) -> pb.ShellCallItem:
-    action = _object(item, "action", param)
-    where = f"{param}.action"
-    call = pb.ShellCallItem(
-        id=_str(item, "id", param) or "",
-        call_id=_str(item, "call_id", param, required=True),
-        action=pb.ShellCallAction(commands=_strings(action, "commands", where)),
-        status=_choice(STATUS, item.get("status"), f"{param}.status", 0),
-    )
-    for key in ("timeout_ms", "max_output_length"):
-        value = _int(action, key, where)
-        if value is not None:
-            setattr(call.action, key, value)
-    return call
+def _kind(kind: type, what: str, schema: Schema) -> Kind:
+    return Kind(schema, lambda value, param: _typed(value, kind, param, what), kind)
 
 
-def _local_shell_call(item: dict[str, Any], param: str) -> pb.LocalShellCallItem:
-    action = _object(item, "action", param)
-    where = f"{param}.action"
-    if action.get("type") not in (None, "exec"):
-        raise invalid(f"Invalid '{where}.type': expected exec.", f"{where}.type", "invalid_value")
-    exec_action = pb.LocalShellExecAction(command=_strings(action, "command", where))
-    env = {} if action.get("env") is None else action["env"]
-    _typed(env, dict, f"{where}.env", "an object")
-    for key, value in env.items():
-        exec_action.env[key] = _typed(value, str, f"{where}.env.{key}", "a string")
-    timeout = _int(action, "timeout_ms", where)
-    if timeout is not None:
-        exec_action.timeout_ms = timeout
-    for key in ("user", "working_directory"):
-        text = _str(action, key, where)
-        if text is not None:
-            setattr(exec_action, key, text)
-    return pb.LocalShellCallItem(
-        id=_str(item, "id", param) or "",
-        call_id=_str(item, "call_id", param, required=True),
-        action=exec_action,
-        status=_choice(STATUS, item.get("status"), f"{param}.status", 0),
-    )
+def _exec(value: Any, param: str) -> None:
+    if value != "exec":
+        raise invalid(f"Invalid '{param}': expected exec.", param, "invalid_value")
+
+
+TEXT = _kind(str, "a string", STRING)
+# Milliseconds and lengths: int64, not negative.
+COUNT = Kind({"type": "integer", "minimum": COUNTS[0], "maximum": COUNTS[1]}, _integer)
+STRINGS = array(TEXT, what="an array of strings", typed=_typed)
+ITEM_STATUS = Kind({"enum": list(STATUS)}, lambda value, param: _choice(STATUS, value, param, 0))
+# Absent or null: empty output, exit code 0.
+OUTCOME = Kind(
+    {
+        "anyOf": [
+            obj(  # an absent or null exit_code is 0
+                ("type",),
+                type={"const": "exit"},
+                exit_code={"type": ["integer", "null"], "minimum": INT32[0], "maximum": INT32[1]},
+            ),
+            obj(("type",), type={"const": "timeout"}),
+            {"type": "null"},
+        ]
+    },
+    _outcome,
+    container="message",
+)
+ENTRY = Shape(
+    None,
+    pb.ShellCallOutputContent,
+    stdout=opt(TEXT),
+    stderr=opt(TEXT),
+    outcome=must(OUTCOME, None),
+)
+SHELL_ACTION = Shape(
+    None,
+    pb.ShellCallAction,
+    commands=must(STRINGS),
+    timeout_ms=opt(COUNT),
+    max_output_length=opt(COUNT),
+)
+EXEC_ACTION = Shape(
+    None,
+    pb.LocalShellExecAction,
+    type=opt(Kind({"enum": ["exec"]}, _exec), to=None),
+    command=must(STRINGS),
+    env=opt(mapping(TEXT, typed=_typed)),
+    timeout_ms=opt(COUNT),
+    user=opt(TEXT),
+    working_directory=opt(TEXT),
+)
+CALL = {"id": opt(TEXT), "call_id": req(TEXT)}
+# The items whose fields are declared, by type (the Item field each fills).
+SHAPES = {
+    "shell_call": Shape(
+        "shell_call",
+        pb.ShellCallItem,
+        action=req(SHELL_ACTION.nested(_typed)),
+        **CALL,
+        status=opt(ITEM_STATUS),
+    ),
+    "shell_call_output": Shape(
+        "shell_call_output",
+        pb.ShellCallOutputItem,
+        **CALL,
+        status=opt(ITEM_STATUS),
+        output=must(array(ENTRY.nested(_typed), typed=_typed)),
+        max_output_length=opt(COUNT),
+    ),
+    "local_shell_call": Shape(
+        "local_shell_call",
+        pb.LocalShellCallItem,
+        action=req(EXEC_ACTION.nested(_typed)),
+        **CALL,
+        status=opt(ITEM_STATUS),
+    ),
+    "apply_patch_call_output": Shape(
+        "apply_patch_call_output",
+        pb.ApplyPatchCallOutputItem,
+        **CALL,
+        status=must(
+            Kind(
+                {"enum": [*PATCH_OUTPUT, None]},
+                lambda value, param: (
+                    _choice(PATCH_OUTPUT, value, param, None)
+                    or pb.APPLY_PATCH_OUTPUT_STATUS_COMPLETED
+                ),
+            ),
+            None,
+        ),
+        output=opt(TEXT),
+    ),
+}
 
 
 def _apply_patch_call(item: dict[str, Any], param: str) -> pb.ApplyPatchCallItem:
@@ -218,12 +248,9 @@ def _apply_patch_call(item: dict[str, Any], param: str) -> pb.ApplyPatchCallItem
 def item_from_json(item: dict[str, Any], param: str) -> pb.Item:
     """One of ITEM_TYPES as an input item."""
     kind = item["type"]
-    if kind == "shell_call":
-        return pb.Item(shell_call=_shell_call(item, param))
-    if kind == "shell_call_output":
-        return pb.Item(shell_call_output=_shell_output(item, param))
-    if kind == "local_shell_call":
-        return pb.Item(local_shell_call=_local_shell_call(item, param))
+    shape = SHAPES.get(kind)
+    if shape is not None:
+        return shape.build_in(pb.Item, kind, item, param)  # type: ignore[no-any-return]
     if kind == "local_shell_call_output":
         # OpenAI names the call by `id`; the Agents SDK sends `call_id`.
         call_id = _str(item, "call_id", param)
@@ -235,18 +262,7 @@ def item_from_json(item: dict[str, Any], param: str) -> pb.Item:
             status=_choice(STATUS, item.get("status"), f"{param}.status", 0),
         )
         return pb.Item(local_shell_call_output=out)
-    if kind == "apply_patch_call":
-        return pb.Item(apply_patch_call=_apply_patch_call(item, param))
-    result = pb.ApplyPatchCallOutputItem(
-        id=_str(item, "id", param) or "",
-        call_id=_str(item, "call_id", param, required=True),
-        status=_choice(PATCH_OUTPUT, item.get("status"), f"{param}.status", None)
-        or pb.APPLY_PATCH_OUTPUT_STATUS_COMPLETED,
-    )
-    output = _str(item, "output", param)
-    if output is not None:
-        result.output = output
-    return pb.Item(apply_patch_call_output=result)
+    return pb.Item(apply_patch_call=_apply_patch_call(item, param))
 
 
 # --- proto -> JSON -------------------------------------------------------------------------
@@ -330,30 +346,6 @@ def shell_command_event(event: ev.ResponseEvent) -> dict[str, Any]:
 def item_schemas() -> list[Schema]:
     """The OpenAPI schemas of ITEM_TYPES (input and output items alike)."""
     status = {"enum": [*STATUS, None]}
-    array = {"type": "array", "items": STRING}
-
-    def item(kind: str, required: tuple[str, ...], **fields: Schema) -> Schema:
-        common = {"type": {"const": kind}, "id": OPT_STRING, "call_id": STRING, "status": status}
-        return obj(("type", "call_id", *required), **{**common, **fields})
-
-    optional_int = {"type": ["integer", "null"], "minimum": COUNT[0], "maximum": COUNT[1]}
-    outcome = {
-        "anyOf": [
-            obj(  # an absent or null exit_code is 0
-                ("type",),
-                type={"const": "exit"},
-                exit_code={"type": ["integer", "null"], "minimum": INT32[0], "maximum": INT32[1]},
-            ),
-            obj(("type",), type={"const": "timeout"}),
-        ]
-    }
-    # Absent or null: empty output, exit code 0.
-    entry = obj(
-        (),
-        stdout=OPT_STRING,
-        stderr=OPT_STRING,
-        outcome={"anyOf": [*outcome["anyOf"], {"type": "null"}]},
-    )
     # A V4A diff for a file created or updated; a deletion needs none.
     operation = {
         "anyOf": [
@@ -366,36 +358,11 @@ def item_schemas() -> list[Schema]:
             obj(("type", "path"), type={"const": "delete_file"}, path=STRING, diff=OPT_STRING),
         ]
     }
+    shapes = {kind: shape.schema() for kind, shape in SHAPES.items()}
     return [
-        item(
-            "shell_call",
-            ("action",),
-            action=obj(
-                ("commands",),
-                commands=array,
-                timeout_ms=optional_int,
-                max_output_length=optional_int,
-            ),
-        ),
-        item(
-            "shell_call_output",
-            ("output",),
-            output={"type": "array", "items": entry},
-            max_output_length=optional_int,
-        ),
-        item(
-            "local_shell_call",
-            ("action",),
-            action=obj(
-                ("command",),
-                type={"enum": ["exec", None]},
-                command=array,
-                env={"type": ["object", "null"], "additionalProperties": STRING},
-                timeout_ms=optional_int,
-                user=OPT_STRING,
-                working_directory=OPT_STRING,
-            ),
-        ),
+        shapes["shell_call"],
+        shapes["shell_call_output"],
+        shapes["local_shell_call"],
         {
             **obj(
                 ("type", "output"),
@@ -411,11 +378,13 @@ def item_schemas() -> list[Schema]:
             ],
             "description": "`id` names the call when `call_id` is absent.",
         },
-        item("apply_patch_call", ("operation",), operation=operation),
-        item(
-            "apply_patch_call_output",
-            (),
-            status={"enum": [*PATCH_OUTPUT, None]},
-            output=OPT_STRING,
+        obj(
+            ("type", "call_id", "operation"),
+            type={"const": "apply_patch_call"},
+            id=OPT_STRING,
+            call_id=STRING,
+            status=status,
+            operation=operation,
         ),
+        shapes["apply_patch_call_output"],
     ]

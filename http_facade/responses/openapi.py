@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mlx_responses.http_facade.kit.cache_hints import BREAKPOINT_TTLS
 from mlx_responses.http_facade.kit.fields import request_schema
 from mlx_responses.http_facade.kit.openapi import (
     BOOLEAN,
@@ -25,9 +24,8 @@ from mlx_responses.http_facade.responses import (
     conversations,
     from_proto,
     routes,
-    to_proto,
 )
-from mlx_responses.http_facade.responses.protocol import FIELDS, MEDIA_PARTS
+from mlx_responses.http_facade.responses.protocol import FIELDS, ITEMS, MESSAGE
 from mlx_responses.service.limits import (
     MAX_ITEMS_PER_CALL,
     MAX_METADATA_KEY,
@@ -39,96 +37,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 
 def _request_schemas() -> dict[str, Schema]:
-    roles = sorted(to_proto.ROLES)
-    statuses = sorted(to_proto.ITEM_STATUS)
-    # `prompt_cache_breakpoint`: where a reusable prefix ends (cache_hints.py).
-    breakpoint = _obj(
-        ("mode",), mode={"const": "explicit"}, ttl=_nullable({"enum": list(BREAKPOINT_TTLS)})
-    )
-    text_part = _obj(
-        ("type", "text"),
-        type={"enum": ["input_text", "output_text", "text"]},
-        text=STRING,
-        prompt_cache_breakpoint=_nullable(breakpoint),
-    )
-    refusal_part = _obj(("type", "refusal"), type={"const": "refusal"}, refusal=STRING)
-    # Refused for a text-only model, or a placeholder with --media drop (the core decides).
-    media_part = _obj(("type",), type={"enum": sorted(MEDIA_PARTS)})
-    status = _nullable({"enum": statuses})
-    # Structured output: its objects' text parts are joined (other entries are skipped).
-    output = {
-        "anyOf": [
-            STRING,
-            {
-                "type": "array",
-                "items": {"anyOf": [{"not": {"type": "object"}}, _obj(text=STRING)]},
-            },
-        ]
-    }
-    message = _obj(
-        ("role", "content"),
-        type=_nullable({"const": "message"}),
-        id=OPT_STRING,
-        role={"enum": roles},
-        status=status,
-        content={
-            "anyOf": [
-                STRING,
-                {"type": "array", "items": {"anyOf": [text_part, refusal_part, media_part]}},
-            ]
-        },
-    )
-    function_call = _obj(
-        ("type", "call_id", "name"),
-        type={"const": "function_call"},
-        id=OPT_STRING,
-        status=status,
-        call_id=STRING,
-        name=STRING,
-        arguments={"anyOf": [STRING, {"type": "object"}]},
-        namespace=OPT_STRING,
-    )
-    function_call_output = _obj(
-        ("type", "call_id", "output"),
-        type={"const": "function_call_output"},
-        id=OPT_STRING,
-        status=status,
-        call_id=STRING,
-        output=output,
-    )
-    custom_tool_call = _obj(
-        ("type", "call_id", "name"),
-        type={"const": "custom_tool_call"},
-        id=OPT_STRING,
-        status=status,
-        call_id=STRING,
-        name=STRING,
-        input=STRING,
-        namespace=OPT_STRING,
-    )
-    custom_tool_call_output = _obj(
-        ("type", "call_id", "output"),
-        type={"const": "custom_tool_call_output"},
-        id=OPT_STRING,
-        status=status,
-        call_id=STRING,
-        output=output,
-    )
-    reasoning = _obj(
-        ("type",),
-        type={"const": "reasoning"},
-        id=OPT_STRING,
-        status=status,
-        encrypted_content=OPT_STRING,
-        summary=_nullable({"type": "array", "items": {"type": "object"}}),
-        content=_nullable({"type": "array", "items": {"type": "object"}}),
-    )
-    compaction = _obj(
-        ("type", "encrypted_content"),
-        type={"const": "compaction"},
-        id=OPT_STRING,
-        encrypted_content=STRING,
-    )
+    message = MESSAGE.schema(type=_nullable({"const": "message"}))
     create = request_schema(
         FIELDS,
         "Unknown fields are accepted and ignored.",
@@ -156,12 +65,7 @@ def _request_schemas() -> dict[str, Schema]:
     }
     whole_items = [
         message,
-        function_call,
-        function_call_output,
-        custom_tool_call,
-        custom_tool_call_output,
-        reasoning,
-        compaction,
+        *(ITEMS[kind].schema() for kind in ITEMS if kind != "compaction_trigger"),
         *builtin_items.item_schemas(),
     ]
     # A conversation holds whole items: no references, no compaction triggers.
@@ -177,8 +81,6 @@ def _request_schemas() -> dict[str, Schema]:
         "maxProperties": MAX_METADATA_PAIRS,
     }
     return {
-        # A compaction_trigger item is a beta extension behind a header
-        # (x-codex-beta-features: remote_compaction_v2), outside this document.
         "InputItem": {"anyOf": [*whole_items, item_reference]},
         "CreateResponseRequest": create,
         "CompactRequest": compact,

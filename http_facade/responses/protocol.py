@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from mlx_responses.http_facade.kit.cache_hints import LIFETIME_FIELDS
-from mlx_responses.http_facade.kit.decode import INT32_MAX
+from typing import Any
+
+from mlx_responses.http_facade.kit.cache_hints import BREAKPOINT_TTLS, LIFETIME_FIELDS
+from mlx_responses.http_facade.kit.decode import INT32_MAX, expect
 from mlx_responses.http_facade.kit.fields import Field, Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import (
-    BOOLEAN,
-    OPT_STRING,
     STRING,
     integer,
     nullable,
@@ -16,6 +16,23 @@ from mlx_responses.http_facade.kit.openapi import (
     ref,
 )
 from mlx_responses.http_facade.kit.sampling import MODEL, OPENAI_SCALARS, SAMPLING, TEMPLATE_KWARGS
+from mlx_responses.http_facade.kit.shapes import (
+    ARGUMENTS,
+    FLAG,
+    INT,
+    JSON_TEXT,
+    TEXT,
+    Kind,
+    Prop,
+    Shape,
+    array,
+    enum,
+    mapping,
+    must,
+    opt,
+    req,
+    union,
+)
 from mlx_responses.http_facade.kit.tools import (
     BUILTIN_TOOL_TYPES,
     function_tool_schema,
@@ -26,6 +43,8 @@ from mlx_responses.service.limits import (
     MAX_TOP_LOGPROBS,
     REASONING_SUMMARIES,
 )
+
+from mlx_responses.v1 import responses_pb2 as pb
 
 # Hosted tools need services this server does not run: the core refuses them (seed) or drops
 # them (`--hosted-tools drop`); any other unknown type is a 400 here.
@@ -45,51 +64,184 @@ HOSTED_TOOLS = {
     "tool_search",
 }
 MEDIA_PARTS = {"input_audio"}  # input_image and input_file reach the core (media_parts.py)
+ROLES = {
+    "user": pb.ROLE_USER,
+    "assistant": pb.ROLE_ASSISTANT,
+    "system": pb.ROLE_SYSTEM,
+    "developer": pb.ROLE_DEVELOPER,
+}
+ITEM_STATUS = {
+    "in_progress": pb.ITEM_STATUS_IN_PROGRESS,
+    "completed": pb.ITEM_STATUS_COMPLETED,
+    "incomplete": pb.ITEM_STATUS_INCOMPLETE,
+}
 
-custom_tool = obj(
-    ("type", "name"),
-    type={"const": "custom"},
-    name=STRING,
-    description=OPT_STRING,
-    format=nullable(
-        {
-            "anyOf": [
-                obj(("type",), type={"const": "text"}),
-                obj(
-                    ("type", "syntax", "definition"),
-                    type={"const": "grammar"},
-                    syntax={"enum": ["lark", "regex"]},
-                    definition=STRING,
-                ),
-            ]
-        }
+
+def _output(value: Any, param: str) -> str:
+    """A tool output: a string, or the text parts of a structured output joined."""
+    if isinstance(value, list):
+        value = "".join(
+            expect(p.get("text", ""), str, f"{param}[{i}].text", "a string")
+            for i, p in enumerate(value)
+            if isinstance(p, dict)
+        )
+    text: str = expect(value, str, param, "a string")
+    return text
+
+
+def _texts(message: Any) -> Kind:
+    """Reasoning's `content` or `summary`: objects whose `text` each becomes a `message`."""
+
+    def check(value: Any, param: str) -> list[Any]:
+        parts = expect(value, list, param, "an array")
+        for i, part in enumerate(parts):
+            expect(part, dict, f"{param}[{i}]", "an object")
+        return [message(text=str(part.get("text", ""))) for part in parts]
+
+    return Kind({"type": "array", "items": {"type": "object"}}, check, container="list")
+
+
+STATUS = enum(ITEM_STATUS)
+# Structured output: its objects' text parts are joined (other entries are skipped).
+OUTPUT = Kind(
+    {
+        "anyOf": [
+            STRING,
+            {"type": "array", "items": {"anyOf": [{"not": {"type": "object"}}, obj(text=STRING)]}},
+        ]
+    },
+    _output,
+)
+breakpoint = obj(
+    ("mode",), mode={"const": "explicit"}, ttl=nullable({"enum": list(BREAKPOINT_TTLS)})
+)
+# A message's content parts (the decoder's by hand: a part's type follows the role).
+PARTS = [
+    obj(
+        ("type", "text"),
+        type={"enum": ["input_text", "output_text", "text"]},
+        text=STRING,
+        prompt_cache_breakpoint=nullable(breakpoint),  # where a reusable prefix ends
     ),
+    obj(("type", "refusal"), type={"const": "refusal"}, refusal=STRING),
+    # Refused for a text-only model, or a placeholder with --media drop (the core decides).
+    obj(("type",), type={"enum": sorted(MEDIA_PARTS)}),
+]
+CONTENT = Kind({"anyOf": [STRING, {"type": "array", "items": {"anyOf": PARTS}}]}, None)
+# The message's type is optional (an object with a role is a message): not the shape's kind.
+MESSAGE = Shape(
+    None,
+    pb.MessageItem,
+    role=must(enum(ROLES)),
+    id=opt(TEXT),
+    status=opt(STATUS),
+    content=must(CONTENT),
+)
+CALL = {"status": opt(STATUS), "id": opt(TEXT), "call_id": req(TEXT)}
+# Input items by type, and the Item field each fills; messages and references apart.
+ITEMS = {
+    "function_call": Shape(
+        "function_call",
+        pb.FunctionCallItem,
+        **CALL,
+        name=req(TEXT),
+        arguments=must(ARGUMENTS, ""),
+        namespace=opt(TEXT),
+    ),
+    "function_call_output": Shape(
+        "function_call_output", pb.FunctionCallOutputItem, **CALL, output=must(OUTPUT)
+    ),
+    "custom_tool_call": Shape(
+        "custom_tool_call",
+        pb.CustomToolCallItem,
+        **CALL,
+        name=req(TEXT),
+        input=must(TEXT, ""),
+        namespace=opt(TEXT),
+    ),
+    "custom_tool_call_output": Shape(
+        "custom_tool_call_output", pb.CustomToolCallOutputItem, **CALL, output=must(OUTPUT)
+    ),
+    "reasoning": Shape(
+        "reasoning",
+        pb.ReasoningItem,
+        status=opt(STATUS),
+        id=opt(TEXT),
+        content=opt(_texts(pb.ReasoningText)),
+        summary=opt(_texts(pb.SummaryText)),
+        encrypted_content=opt(TEXT),
+    ),
+    # A compaction's status is checked, not kept.
+    "compaction": Shape(
+        "compaction",
+        pb.CompactionItem,
+        status=opt(STATUS, None),
+        id=opt(TEXT),
+        encrypted_content=req(TEXT),
+    ),
+    # A beta extension (x-codex-beta-features: remote_compaction_v2), outside the document.
+    "compaction_trigger": Shape(
+        "compaction_trigger", pb.CompactionTriggerItem, status=opt(STATUS, None)
+    ),
+}
+SYNTAX = enum({"lark": "lark", "regex": "regex"}, "lark or regex", strings=True)
+GRAMMAR = Shape("grammar", pb.CustomToolGrammar, syntax=req(SYNTAX), definition=req(TEXT))
+CUSTOM_FORMAT = union(
+    Shape("text", pb.CustomToolText),
+    GRAMMAR,
+    unknown="Unknown custom tool format type {}: expected text or grammar.",
+)
+CUSTOM_TOOL = Shape(
+    "custom", pb.CustomTool, name=req(TEXT), description=opt(TEXT), format=opt(CUSTOM_FORMAT, "*")
+)
+# text.format's json_schema: `schema` as JSON text, `name`, `description`, `strict`.
+JSON_SCHEMA = Shape(
+    "json_schema",
+    pb.TextFormatJsonSchema,
+    schema=must(JSON_TEXT, to="schema_json"),
+    name=must(TEXT, ""),
+    description=opt(TEXT),
+    strict=opt(FLAG),
+)
+FORMAT = union(
+    Shape("text", pb.TextFormatText),
+    Shape("json_object", pb.TextFormatJsonObject),
+    JSON_SCHEMA,
+    unknown="Unknown text.format type {}.",
+)
+TEXT_CONFIG = Shape(None, pb.TextConfig, format=Prop(FORMAT, to="*"), verbosity=opt(TEXT)).nested()
+SUMMARIES = Kind({"enum": list(REASONING_SUMMARIES)}, TEXT.check)  # the core checks the names
+REASONING = Shape(None, pb.ReasoningConfig, effort=opt(TEXT), summary=opt(SUMMARIES)).nested()
+
+
+def _conversation(value: Any, param: str) -> str:
+    """A conversation's id, or the conversation (an object holding its id)."""
+    if isinstance(value, dict):
+        value = value.get("id")
+        expect(value, str, f"{param}.id", "a string")
+    text: str = expect(value, str, param, "a string or an object")
+    return text
+
+
+CONVERSATION = Kind({"anyOf": [STRING, obj(("id",), id=STRING)]}, _conversation)
+COMPACTION = obj(
+    ("type", "compact_threshold"),
+    type={"const": "compaction"},
+    compact_threshold=integer(1, MAX_COMPACT_THRESHOLD),
+)  # what the core takes: the decoder checks types and ranges
+CONTEXT_MANAGEMENT = array(
+    Shape(None, pb.ContextManagement, type=must(TEXT), compact_threshold=opt(INT)).nested(),
+    {"type": "array", "items": COMPACTION},
 )
 # A hosted tool: the core refuses it, or drops it under `--hosted-tools drop`.
 hosted_tool = obj(("type",), type={"enum": sorted(HOSTED_TOOLS)})
 # A client-run built-in tool (shell, local_shell, apply_patch): served as the model's call.
 builtin_tool = obj(("type",), type={"enum": list(BUILTIN_TOOL_TYPES)})
-tools = [
-    function_tool_schema(type_required=True),
-    custom_tool,
-    hosted_tool,
-    builtin_tool,
-]
-namespace = obj(
-    ("type", "name", "tools"),
-    type={"const": "namespace"},
-    name=STRING,
-    description=OPT_STRING,
-    tools={"type": "array", "items": {"anyOf": tools}},
-)
-json_schema_format = obj(
-    ("type", "schema"),
-    type={"const": "json_schema"},
-    name=STRING,
-    schema={"type": "object"},
-    description=OPT_STRING,
-    strict=nullable(BOOLEAN),
-)
+tools = [function_tool_schema(type_required=True), CUSTOM_TOOL.schema(), hosted_tool, builtin_tool]
+# A namespace's tools are read by hand (one level only).
+NAMESPACE = Shape("namespace", pb.NamespaceTool, name=req(TEXT), description=opt(TEXT))
+namespace = NAMESPACE.schema(tools={"type": "array", "items": {"anyOf": tools}})
+namespace["required"].append("tools")
 
 FIELDS = Fields(
     MODEL,
@@ -170,56 +322,39 @@ FIELDS = Fields(
     ),
     Field(
         "text",
-        "text",
+        "object",
         "The output format: text, a JSON object or a JSON schema.",
-        schema=obj(
-            format=nullable(
-                {
-                    "anyOf": [
-                        obj(("type",), type={"enum": ["text", "json_object"]}),
-                        json_schema_format,
-                    ]
-                }
-            ),
-            verbosity=OPT_STRING,
-        ),
+        "text",
+        kind=TEXT_CONFIG,
     ),
-    Field(
-        "reasoning",
-        "reasoning",
-        "Reasoning effort and summary.",
-        schema=obj(effort=OPT_STRING, summary=nullable({"enum": list(REASONING_SUMMARIES)})),
-    ),
+    Field("reasoning", "object", "Reasoning effort and summary.", "reasoning", kind=REASONING),
     Field(
         "conversation",
         "conversation",
         "The conversation this turn joins (its id).",
-        schema={"anyOf": [STRING, obj(("id",), id=STRING)]},
+        "conversation",
+        kind=CONVERSATION,
     ),
     Field(
         "context_management",
-        "context_management",
+        "array",
         "Compaction once the prompt passes a threshold.",
-        schema={
-            "type": "array",
-            "items": obj(
-                ("type", "compact_threshold"),
-                type={"const": "compaction"},
-                compact_threshold=integer(1, MAX_COMPACT_THRESHOLD),
-            ),
-        },
+        "context_management",
+        kind=CONTEXT_MANAGEMENT,
     ),
     Field(
         "metadata",
-        "metadata",
+        "object",
         "Up to 16 string pairs, stored with the response.",
-        schema={"type": "object", "additionalProperties": STRING},
+        "metadata",
+        kind=mapping(TEXT),
     ),
     Field(
         "include",
-        "include",
+        "array",
         "Extra output to include (logprobs, encrypted reasoning).",
-        schema={"type": "array", "items": STRING},
+        "include",
+        kind=array(TEXT),
     ),
     TEMPLATE_KWARGS,
     Field("keep_alive", "keep_alive", schema=KEEP_ALIVE_SCHEMA),

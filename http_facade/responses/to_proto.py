@@ -9,34 +9,30 @@ from typing import Any
 from mlx_responses.http_facade.kit.cache_hints import check_breakpoint, input_breakpoints, lifetimes
 from mlx_responses.http_facade.kit.decode import (
     expect,
-    integer,
-    lookup,
     one_of,
-    optional_list,
-    optional_str,
     required_str,
 )
 from mlx_responses.http_facade.kit.errors import invalid
-from mlx_responses.http_facade.kit.fields import fill, read, required
+from mlx_responses.http_facade.kit.fields import fill, fill_shaped, read, required
 from mlx_responses.http_facade.kit.keep_alive import read_keep_alive
 from mlx_responses.http_facade.kit.tools import function_tool, tool_choice
 from mlx_responses.http_facade.responses import builtin_items
 from mlx_responses.http_facade.responses.media_parts import file_part, image_part
-from mlx_responses.http_facade.responses.protocol import FIELDS, HOSTED_TOOLS, MEDIA_PARTS
+from mlx_responses.http_facade.responses.protocol import (
+    CUSTOM_TOOL,
+    FIELDS,
+    HOSTED_TOOLS,
+    ITEMS,
+    MEDIA_PARTS,
+    MESSAGE,
+    NAMESPACE,
+    STATUS,
+)
 
 from mlx_responses.v1 import responses_pb2 as pb
 
-ROLES = {
-    "user": pb.ROLE_USER,
-    "assistant": pb.ROLE_ASSISTANT,
-    "system": pb.ROLE_SYSTEM,
-    "developer": pb.ROLE_DEVELOPER,
-}
-ITEM_STATUS = {
-    "in_progress": pb.ITEM_STATUS_IN_PROGRESS,
-    "completed": pb.ITEM_STATUS_COMPLETED,
-    "incomplete": pb.ITEM_STATUS_INCOMPLETE,
-}
+BUILTIN_ITEMS = frozenset(builtin_items.ITEM_TYPES)
+BUILTIN_TOOLS = frozenset(builtin_items.TOOL_TYPES)
 # The plain scalar parameters (a test sends each one a list).
 SCALAR_PARAMS = tuple(
     f.name for f in FIELDS if f.type in ("string", "boolean", "integer", "number")
@@ -77,50 +73,13 @@ def _text_parts(content: Any, param: str, role: int) -> list[pb.ContentPart]:
 
 
 def _message(item: dict[str, Any], param: str) -> pb.Item:
-    role_name = item.get("role")
-    role = lookup(ROLES, role_name)
-    if role is None:
-        raise invalid(
-            f"Invalid 'role' {role_name!r}: expected one of user, assistant, system, developer.",
-            f"{param}.role",
-            "invalid_value",
-        )
+    result = pb.Item()
+    message = result.message
+    MESSAGE.fill(message, item, param)
     if "content" not in item:
         raise invalid("Missing required parameter: 'content'.", f"{param}.content")
-    message = pb.MessageItem(
-        id=optional_str(item, "id", param) or "",
-        role=role,
-        content=_text_parts(item["content"], f"{param}.content", role),
-    )
-    message.status = _status(item, param)
-    return pb.Item(message=message)
-
-
-def _status(item: dict[str, Any], param: str) -> pb.ItemStatus:
-    """An item's optional `status`: one of ITEM_STATUS, or null."""
-    value = item.get("status")
-    if value is None:
-        return pb.ITEM_STATUS_UNSPECIFIED
-    status = lookup(ITEM_STATUS, value)
-    if status is None:
-        raise invalid(
-            f"Invalid 'status' {value!r}: expected one of {', '.join(ITEM_STATUS)}.",
-            f"{param}.status",
-            "invalid_value",
-        )
-    return status  # type: ignore[no-any-return]
-
-
-def _output_text(output: Any, param: str) -> str:
-    """A tool output: a string, or the text parts of a structured output."""
-    if isinstance(output, list):
-        output = "".join(
-            expect(p.get("text", ""), str, f"{param}.output[{i}].text", "a string")
-            for i, p in enumerate(output)
-            if isinstance(p, dict)
-        )
-    text: str = expect(output, str, f"{param}.output", "a string")
-    return text
+    message.content.extend(_text_parts(item["content"], f"{param}.content", message.role))
+    return result
 
 
 def item_from_json(item: Any, param: str) -> pb.Item:
@@ -132,79 +91,13 @@ def item_from_json(item: Any, param: str) -> pb.Item:
     if kind == "item_reference" or (kind is None and "id" in item):
         # Resolved by the core against the history and the stored responses.
         return pb.Item(item_reference=pb.ItemReference(id=required_str(item, "id", param)))
-    if one_of(set(builtin_items.ITEM_TYPES), kind):  # their statuses are their own
+    if one_of(BUILTIN_ITEMS, kind):  # their statuses are their own
         return builtin_items.item_from_json(item, param)
-    status = _status(item, param)
-    if kind == "function_call":
-        arguments = item.get("arguments", "")
-        if isinstance(arguments, dict):
-            arguments = json.dumps(arguments)
-        call = pb.Item(
-            function_call=pb.FunctionCallItem(
-                id=optional_str(item, "id", param) or "",
-                call_id=required_str(item, "call_id", param),
-                name=required_str(item, "name", param),
-                arguments=expect(arguments, str, f"{param}.arguments", "a string"),
-                status=status,
-            )
-        )
-        namespace = optional_str(item, "namespace", param)
-        if namespace is not None:
-            call.function_call.namespace = namespace
-        return call
-    if kind == "function_call_output":
-        return pb.Item(
-            function_call_output=pb.FunctionCallOutputItem(
-                id=optional_str(item, "id", param) or "",
-                call_id=required_str(item, "call_id", param),
-                output=_output_text(item.get("output"), param),
-                status=status,
-            )
-        )
-    if kind == "reasoning":
-        reasoning = pb.ReasoningItem(id=optional_str(item, "id", param) or "", status=status)
-        content = optional_list(item, "content", param)
-        summary = optional_list(item, "summary", param)
-        for i, part in enumerate(content):
-            expect(part, dict, f"{param}.content[{i}]", "an object")
-            reasoning.content.append(pb.ReasoningText(text=str(part.get("text", ""))))
-        for i, part in enumerate(summary):
-            expect(part, dict, f"{param}.summary[{i}]", "an object")
-            reasoning.summary.append(pb.SummaryText(text=str(part.get("text", ""))))
-        encrypted = optional_str(item, "encrypted_content", param)
-        if encrypted is not None:
-            reasoning.encrypted_content = encrypted
-        return pb.Item(reasoning=reasoning)
-    if kind == "custom_tool_call":
-        custom = pb.CustomToolCallItem(
-            id=optional_str(item, "id", param) or "",
-            call_id=required_str(item, "call_id", param),
-            name=required_str(item, "name", param),
-            input=expect(item.get("input", ""), str, f"{param}.input", "a string"),
-            status=status,
-        )
-        namespace = optional_str(item, "namespace", param)
-        if namespace is not None:
-            custom.namespace = namespace
-        return pb.Item(custom_tool_call=custom)
-    if kind == "custom_tool_call_output":
-        return pb.Item(
-            custom_tool_call_output=pb.CustomToolCallOutputItem(
-                id=optional_str(item, "id", param) or "",
-                call_id=required_str(item, "call_id", param),
-                output=_output_text(item.get("output"), param),
-                status=status,
-            )
-        )
-    if kind == "compaction_trigger":
-        return pb.Item(compaction_trigger=pb.CompactionTriggerItem())
-    if kind == "compaction":
-        return pb.Item(
-            compaction=pb.CompactionItem(
-                id=optional_str(item, "id", param) or "",
-                encrypted_content=required_str(item, "encrypted_content", param),
-            )
-        )
+    shape = ITEMS.get(kind) if isinstance(kind, str) else None
+    if shape is not None:
+        return shape.build_in(pb.Item, kind, item, param)  # type: ignore[no-any-return]
+    if item.get("status") is not None:  # checked before the type, as for every item
+        STATUS.check(item["status"], f"{param}.status")  # type: ignore[misc]
     raise invalid(f"Unknown input item type {kind!r}.", f"{param}.type", "invalid_value")
 
 
@@ -224,17 +117,15 @@ def _input(value: Any) -> list[pb.Item]:
 
 
 def _namespace(tool: dict[str, Any], param: str) -> pb.Tool:
-    namespace = pb.NamespaceTool(name=required_str(tool, "name", param))
-    description = optional_str(tool, "description", param)
-    if description is not None:
-        namespace.description = description
+    result = pb.Tool()
+    NAMESPACE.fill(result.namespace, tool, param)
     inner = expect(tool.get("tools"), list, f"{param}.tools", "an array")
     for i, entry in enumerate(inner):
         where = f"{param}.tools[{i}]"
         if isinstance(entry, dict) and entry.get("type") == "namespace":
             raise invalid("Namespaces do not nest.", f"{where}.type", "invalid_value")
-        namespace.tools.append(_tool(entry, where))
-    return pb.Tool(namespace=namespace)
+        result.namespace.tools.append(_tool(entry, where))
+    return result
 
 
 def _tool(tool: Any, param: str) -> pb.Tool:
@@ -242,89 +133,15 @@ def _tool(tool: Any, param: str) -> pb.Tool:
     kind = tool.get("type")
     if one_of(HOSTED_TOOLS, kind):
         return pb.Tool(hosted=pb.HostedTool(type=kind))
-    if one_of(set(builtin_items.TOOL_TYPES), kind):
+    if one_of(BUILTIN_TOOLS, kind):
         return builtin_items.tool_from_json(tool, param)
     if kind == "namespace":
         return _namespace(tool, param)
     if kind == "custom":
-        return _custom_tool(tool, param)
+        return CUSTOM_TOOL.build_in(pb.Tool, "custom", tool, param)  # type: ignore[no-any-return]
     if kind != "function":
         raise invalid(f"Unknown tool type {kind!r}.", f"{param}.type", "invalid_value")
     return function_tool(tool, param)
-
-
-def _custom_tool(tool: dict[str, Any], param: str) -> pb.Tool:
-    custom = pb.CustomTool(name=required_str(tool, "name", param))
-    description = optional_str(tool, "description", param)
-    if description is not None:
-        custom.description = description
-    fmt = tool.get("format")
-    if fmt is None:
-        return pb.Tool(custom=custom)
-    expect(fmt, dict, f"{param}.format", "an object")
-    kind = fmt.get("type")
-    if kind == "text":
-        custom.text.SetInParent()
-    elif kind == "grammar":
-        syntax = required_str(fmt, "syntax", f"{param}.format")
-        if syntax not in ("lark", "regex"):
-            raise invalid(
-                f"Invalid 'syntax' {syntax!r}: expected lark or regex.",
-                f"{param}.format.syntax",
-                "invalid_value",
-            )
-        definition = required_str(fmt, "definition", f"{param}.format")
-        custom.grammar.CopyFrom(pb.CustomToolGrammar(syntax=syntax, definition=definition))
-    else:
-        raise invalid(
-            f"Unknown custom tool format type {kind!r}: expected text or grammar.",
-            f"{param}.format.type",
-            "invalid_value",
-        )
-    return pb.Tool(custom=custom)
-
-
-def _text(value: Any) -> pb.TextConfig:
-    expect(value, dict, "text", "an object")
-    config = pb.TextConfig()
-    fmt = value.get("format")
-    if fmt is not None:
-        expect(fmt, dict, "text.format", "an object")
-        kind = fmt.get("type")
-        if kind == "text":
-            config.text.SetInParent()
-        elif kind == "json_object":
-            config.json_object.SetInParent()
-        elif kind == "json_schema":
-            schema = fmt.get("schema")
-            expect(schema, dict, "text.format.schema", "an object")
-            js = pb.TextFormatJsonSchema(
-                name=expect(fmt.get("name", ""), str, "text.format.name", "a string"),
-                schema_json=json.dumps(schema),
-            )
-            if fmt.get("description") is not None:
-                js.description = expect(
-                    fmt["description"], str, "text.format.description", "a string"
-                )
-            if fmt.get("strict") is not None:
-                js.strict = expect(fmt["strict"], bool, "text.format.strict", "a boolean")
-            config.json_schema.CopyFrom(js)
-        else:
-            raise invalid(
-                f"Unknown text.format type {kind!r}.", "text.format.type", "invalid_value"
-            )
-    if value.get("verbosity") is not None:
-        config.verbosity = expect(value["verbosity"], str, "text.verbosity", "a string")
-    return config
-
-
-def _reasoning(value: Any) -> pb.ReasoningConfig:
-    expect(value, dict, "reasoning", "an object")
-    config = pb.ReasoningConfig()
-    for key in ("effort", "summary"):
-        if value.get(key) is not None:
-            setattr(config, key, expect(value[key], str, f"reasoning.{key}", "a string"))
-    return config
 
 
 def params_from_json(body: Any) -> pb.CreateResponseParams:
@@ -344,38 +161,7 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
         params.tools.extend(_tool(t, f"tools[{i}]") for i, t in enumerate(tools))
     if body.get("tool_choice") is not None:
         params.tool_choice.CopyFrom(tool_choice(body["tool_choice"]))
-    if body.get("text") is not None:
-        params.text.CopyFrom(_text(body["text"]))
-    if body.get("reasoning") is not None:
-        params.reasoning.CopyFrom(_reasoning(body["reasoning"]))
-    conversation = body.get("conversation")
-    if conversation is not None:
-        if isinstance(conversation, dict):
-            conversation = conversation.get("id")
-            expect(conversation, str, "conversation.id", "a string")
-        params.conversation = expect(conversation, str, "conversation", "a string or an object")
-    if body.get("context_management") is not None:
-        entries = expect(body["context_management"], list, "context_management", "an array")
-        for i, entry in enumerate(entries):
-            where = f"context_management[{i}]"
-            expect(entry, dict, where, "an object")
-            cm = pb.ContextManagement(
-                type=expect(entry.get("type"), str, f"{where}.type", "a string")
-            )
-            if entry.get("compact_threshold") is not None:
-                cm.compact_threshold = integer(
-                    entry["compact_threshold"], f"{where}.compact_threshold"
-                )
-            params.context_management.append(cm)
-    if body.get("metadata") is not None:
-        metadata = expect(body["metadata"], dict, "metadata", "an object")
-        for key, value in metadata.items():
-            params.metadata[key] = expect(value, str, f"metadata.{key}", "a string")
-    if body.get("include") is not None:
-        include = expect(body["include"], list, "include", "an array")
-        params.include.extend(
-            expect(v, str, f"include[{i}]", "a string") for i, v in enumerate(include)
-        )
+    fill_shaped(FIELDS, values, params)
     if values.get("chat_template_kwargs") is not None:
         params.chat_template_kwargs_json = json.dumps(values.get("chat_template_kwargs"))
     read_keep_alive(body, params)

@@ -1,7 +1,8 @@
 """What drafts for a served model, chosen once at its load: a draft model or a drafting head of
 a --draft-model folder (`--speculative draft`), the checkpoint's own MTP head (where it ships
-one, in place of n-gram drafts, `--speculative ngram`, the default: unless --no-mtp), or
-nothing new (n-gram drafts, or none: `--speculative off`)."""
+one: Qwen3.5's `mtp.*`, DeepSeek-V3's or GLM-4.5's last layer; in place of n-gram drafts,
+`--speculative ngram`, the default: unless --no-mtp), or nothing new (n-gram drafts, or none:
+`--speculative off`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlx_responses.service.engine.deepseek_mtp import load_deepseek_mtp
 from mlx_responses.service.engine.draft_folder import head_kind, load_head
 from mlx_responses.service.engine.draft_model import paired_with_draft
 from mlx_responses.service.engine.heads import HeadedModel
@@ -53,7 +55,7 @@ def choose(
         pair, path = paired_with_draft(loaded, load_draft)
         return Drafting(pair, speculative, pair.draft, draft_path=path)
     if mtp and speculative != "draft":
-        paired = load_mtp(model, loaded.path)
+        paired = load_deepseek_mtp(model, loaded.path) or load_mtp(model, loaded.path)
         if paired is not None:
             return _headed(paired, paired.kind)
     return Drafting(model, speculative)

@@ -32,7 +32,7 @@ from mlx_lm.sample_utils import (
 )
 from mlx_lm.tokenizer_utils import TokenizerWrapper
 from mlx_lm.utils import load_model as load_architecture
-from mlx_lm.utils import sharded_load
+from mlx_lm.utils import load_tokenizer, sharded_load
 
 __all__ = [
     "KEYWORDS",
@@ -56,6 +56,7 @@ __all__ = [
     "greedy_sampler",
     "load",
     "load_architecture",
+    "load_tokenizer",
     "make_frequency_penalty",
     "make_presence_penalty",
     "make_prompt_cache",

@@ -17,9 +17,11 @@ from mlx_responses.service.engine.mlx_lm_compat import (
     KVCache,
     TokenizerWrapper,
     load,
+    load_architecture,
+    load_tokenizer,
     make_prompt_cache,
 )
-from mlx_responses.service.engine.model_fixes import fix_model
+from mlx_responses.service.engine.model_fixes import fix_model, loading_classes
 from mlx_responses.service.engine.sliding_window import apply_window
 
 log = logging.getLogger(__name__)
@@ -104,7 +106,11 @@ def load_model(path: Path, alias: str | None = None) -> LoadedModel:
     config = json.loads((folder / "config.json").read_text())
     architecture = config.get("model_type")
     try:
-        model, tokenizer = load(str(folder))[:2]
+        if (classes := loading_classes(config)) is None:
+            model, tokenizer = load(str(folder))[:2]
+        else:
+            model, _ = load_architecture(folder, get_model_classes=classes)
+            tokenizer = load_tokenizer(folder, eos_token_ids=config.get("eos_token_id"))
     except SystemExit as exc:  # mlx-lm's olmo exits when its own package is missing
         raise UnservableModelError(
             f"{folder.name}: mlx-lm cannot load model type {architecture!r}: its module "

@@ -11,10 +11,17 @@ take, applied to a model as it loads (`fix_model`); each one is to report upstre
   (8,3456)` on its first request; mlx-lm's own `generate` fails so). The logits come from
   `embed_tokens.as_linear(h)` instead, as every other tied mlx-lm model computes them (the same
   product where the embedding is not quantized).
+- deepseek_v3 (mlx-lm 0.32): its `sanitize` drops the checkpoint's MTP layer by the number
+  DeepSeek-V3 has, `model.layers.61`; a checkpoint of another depth with an MTP layer
+  (`num_nextn_predict_layers`) fails its strict load on that layer's tensors. It is dropped
+  at `model.layers.{num_hidden_layers}`, whatever the depth (`loading_classes`, before the
+  load; `deepseek_mtp.py` reads it for drafting).
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
@@ -71,3 +78,32 @@ def _fix_tied_head(model: Any) -> None:
 
         _FIXED[base] = type(base.__name__, (_TiedHead, base), {"__call__": __call__})
     model.__class__ = _FIXED[base]
+
+
+def loading_classes(config: dict[str, Any]) -> Callable[[dict[str, Any]], tuple[type, type]] | None:
+    """The (model, args) classes mlx-lm's loader is to build for `config` where ours differ
+    from its own (None: its own)."""
+    if config.get("model_type") != "deepseek_v3" or not config.get("num_nextn_predict_layers"):
+        return None
+    family = importlib.import_module("mlx_lm.models.deepseek_v3")
+    classes = (_without_mtp_layer(family.Model), family.ModelArgs)
+    return lambda config: classes
+
+
+_LOADING: dict[type, type] = {}
+
+
+def _without_mtp_layer(base: type) -> type:
+    """`base` (mlx-lm's deepseek_v3 Model) whose `sanitize` drops the MTP layer wherever the
+    checkpoint's depth puts it."""
+    if base not in _LOADING:
+
+        def sanitize(self: Any, weights: dict[str, mx.array]) -> dict[str, mx.array]:
+            layer = f"model.layers.{self.args.num_hidden_layers}."
+            kept = {k: v for k, v in weights.items() if not k.startswith(layer)}
+            return base.sanitize(self, kept)  # type: ignore[attr-defined,no-any-return]
+
+        _LOADING[base] = type(
+            base.__name__, (base,), {"sanitize": sanitize, "__module__": base.__module__}
+        )
+    return _LOADING[base]

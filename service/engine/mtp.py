@@ -7,10 +7,8 @@ that does), and `load_mtp` builds mlx-vlm's drafter class for the family
 checkpoint's names) around them, bound to the target's embeddings and output head. The head
 reads the target's last (normed) hidden state: `heads.py` says how it rides along.
 
-NOTE: DeepSeek-V3-shaped heads (`model.layers.{num_hidden_layers}.*`: `enorm`, `hnorm`,
-`eh_proj`, `shared_head`) are not served: mlx-vlm 0.7.10 has no drafter class for them
-(`deepseek_v4_mtp` is DeepSeek-V4's hyper-connection block, `glm4_moe_lite_mtp` ships a config
-and a splitter but no model, `glm_moe_dsa_mtp` is GLM-5's sparse-attention block).
+DeepSeek-V3's head (and GLM-4.5's: `model.layers.{num_hidden_layers}.*`, which mlx-vlm 0.7.10
+has no class for) is built by `deepseek_mtp.py`, on this module's `MTPModel`.
 """
 
 from __future__ import annotations
@@ -38,18 +36,23 @@ FAMILIES = {
 
 
 def mtp_weights(path: Path) -> dict[str, mx.array]:
-    """The checkpoint's `mtp.*` tensors (empty: it has no MTP head), read from the files that
+    """The checkpoint's `mtp.*` tensors (empty: it has no MTP head)."""
+    return checkpoint_tensors(path, PREFIX)
+
+
+def checkpoint_tensors(path: Path, prefix: str) -> dict[str, mx.array]:
+    """The checkpoint's tensors whose names start with `prefix`, read from the files that
     hold them (the safetensors index says which, when there is one)."""
     index = path / "model.safetensors.index.json"
     if index.exists():
         weight_map: dict[str, str] = json.loads(index.read_text()).get("weight_map", {})
-        files = sorted({path / f for k, f in weight_map.items() if k.startswith(PREFIX)})
+        files = sorted({path / f for k, f in weight_map.items() if k.startswith(prefix)})
     else:
         files = sorted(path.glob("*.safetensors"))
     found: dict[str, mx.array] = {}
     for file in files:
         loaded: Any = mx.load(str(file))
-        found.update({k: v for k, v in loaded.items() if k.startswith(PREFIX)})
+        found.update({k: v for k, v in loaded.items() if k.startswith(prefix)})
     return found
 
 
@@ -92,6 +95,16 @@ def load_mtp(model: Any, path: Path) -> MTPModel | None:
         log.info("%s has an MTP head (%d tensors) of a family not served", path, len(weights))
         return None
     weights = head.sanitize(weights)
+    quantize_as_checkpoint(head, weights, path)
+    head.load_weights(list(weights.items()), strict=True)
+    mx.eval(head.parameters())
+    log.info("%s drafts with its own MTP head (%d layers)", path, len(head.layers))
+    return MTPModel(model, head)
+
+
+def quantize_as_checkpoint(head: nn.Module, weights: dict[str, mx.array], path: Path) -> None:
+    """Quantizes the modules of `head` that the checkpoint at `path` holds quantized (an
+    mlx quantized checkpoint: its config's `quantization`, a module's `.scales` tensor)."""
     quantization = json.loads((path / "config.json").read_text()).get("quantization")
     if quantization and any(k.endswith(".scales") for k in weights):
         nn.quantize(
@@ -100,10 +113,6 @@ def load_mtp(model: Any, path: Path) -> MTPModel | None:
             bits=quantization["bits"],
             class_predicate=lambda p, m: f"{p}.scales" in weights,
         )
-    head.load_weights(list(weights.items()), strict=True)
-    mx.eval(head.parameters())
-    log.info("%s drafts with its own MTP head (%d layers)", path, len(head.layers))
-    return MTPModel(model, head)
 
 
 class MTPModel(HeadedModel):
@@ -121,7 +130,7 @@ class MTPModel(HeadedModel):
             self._forward = target.forward_hidden
             return
         lm = getattr(target, "language_model", target)
-        tied = getattr(lm, "args", None) is not None and lm.args.tie_word_embeddings
+        tied = getattr(getattr(lm, "args", None), "tie_word_embeddings", False)
         self.project = lm.model.embed_tokens.as_linear if tied else lm.lm_head
         inner = lm.model
 

@@ -53,6 +53,16 @@ OVERHEAD_TOKENS = 12
 # prompt tiny-chat repeats, 2.0-2.1 CPU ms per token with drafts (75% kept) against 1.6
 # without; alone, 2.7-3.1 against 3.1-4.2. A batch-size threshold, measured.
 SAMPLED_BATCH = 1
+# A drafting head drafts in epochs (`StepClock`): EPOCH_TOKENS tokens sent by measured steps
+# with drafting on, or off (in tokens, not steps: a round sends several, and an epoch that
+# drafts must not take more of the time than one that does not); each epoch's tokens a second
+# folds into its mode's estimate with EPOCH_WEIGHT; the better mode runs, the other one epoch
+# in EXPLORE, and "on" must beat "off" by CLOCK_MARGIN (the estimates are noisy on a shared
+# machine, and drafting that loses costs more).
+EPOCH_TOKENS = 48
+EPOCH_WEIGHT = 0.5
+EXPLORE = 8
+CLOCK_MARGIN = 1.05
 # A draft model's cache lags the target's on steps that do not draft; it catches up in one
 # forward over the missed tokens when needed, or when it lags this far (bounds that forward).
 MAX_LAG = 32
@@ -92,6 +102,85 @@ def best_width(candidates: list[tuple[float, int]], batch: int, extra_cost: floa
     return width
 
 
+class StepClock:
+    """Whether a drafting head pays on this machine, measured as what it changes: the decode's
+    tokens a second with drafting on against off, per batch size, over alternating epochs.
+
+    A head's weights say little about its cost on a CPU, where a forward costs its arithmetic
+    (a verify over k drafts about k more forwards), nor do separate timings of a plain step
+    and a round: a plain step leaves its forward in flight for the next one, a round waits for
+    its own. An epoch counts steps over the same rows (a step's seconds from its start to the
+    next step's, its tokens those it sent; a step after which a sequence joined or ended is
+    left out) until they sent `EPOCH_TOKENS`, then its tokens a second fold into its mode's
+    estimate. Both modes are
+    tried first; then the better one runs, the other one epoch in `EXPLORE`. Within an "on"
+    epoch the fitted cost model sizes each step's drafts (`best_width`)."""
+
+    def __init__(self) -> None:
+        self.rates: dict[tuple[int, bool], float] = {}  # (batch, drafting) -> tokens a second
+        self._open: tuple[float, tuple[int, ...], int] | None = None  # start, rows, tokens
+        self._epochs: dict[int, tuple[bool, int, float, int]] = {}  # mode, steps, s, tokens
+        self._count: dict[int, int] = {}  # epochs run per batch size
+
+    def start(self, now: float, rows: tuple[int, ...]) -> None:
+        """A step of `rows` (their uids) starts at `now`: the one before is measured."""
+        if self._open is not None:
+            started, before, tokens = self._open
+            if before == rows and rows:
+                self._fold(len(rows), now - started, tokens)
+        self._open = (now, rows, 0)
+
+    def sent(self, tokens: int) -> None:
+        """The step started last sent `tokens` tokens."""
+        if self._open is not None:
+            self._open = (self._open[0], self._open[1], self._open[2] + tokens)
+
+    def drafting(self, batch: int) -> bool:
+        """Whether the current epoch of `batch` rows drafts."""
+        epoch = self._epochs.get(batch)
+        if epoch is None:
+            epoch = self._epochs[batch] = (self._next_mode(batch), 0, 0.0, 0)
+        return epoch[0]
+
+    def _next_mode(self, batch: int) -> bool:
+        on, off = self.rates.get((batch, True)), self.rates.get((batch, False))
+        if on is None or off is None:
+            return on is None  # try drafting first, then without
+        better = on > CLOCK_MARGIN * off
+        n = self._count.get(batch, 0)
+        return (not better) if n % EXPLORE == EXPLORE - 1 else better
+
+    def _fold(self, batch: int, seconds: float, tokens: int) -> None:
+        mode = self.drafting(batch)
+        _, steps, total, sent = self._epochs[batch]
+        steps, total, sent = steps + 1, total + seconds, sent + tokens
+        if sent < EPOCH_TOKENS:
+            self._epochs[batch] = (mode, steps, total, sent)
+            return
+        rate = sent / total if total > 0 else 0.0
+        known = self.rates.get((batch, mode))
+        self.rates[batch, mode] = rate if known is None else known + EPOCH_WEIGHT * (rate - known)
+        self._count[batch] = self._count.get(batch, 0) + 1
+        self._epochs[batch] = (self._next_mode(batch), 0, 0.0, 0)
+
+    def best_width(
+        self, candidates: list[tuple[float, int]], batch: int, extra_cost: float = 0.0
+    ) -> int:
+        """`best_width` in an epoch that drafts; 0 in one that does not."""
+        if not self.drafting(batch):
+            return 0
+        return best_width(candidates, batch, extra_cost)
+
+
+def pays_from(cost: float) -> float:
+    """The acceptance rate below which a one-token draft of a drafter of `cost` (its
+    `cost_ratio`) does not pay for its verify even alone (`best_width` at one row): a sequence
+    whose estimate falls under it would never draft again, and never rest back to the prior
+    either, so it pauses as one that keeps nothing does (a draft model of a third of its
+    target's cost: 0.41; n-gram drafts: under `PAUSE_RATE`)."""
+    return 1 / (1 + OVERHEAD_TOKENS) + cost
+
+
 class DraftRecord:
     """One sequence's drafting record: its per-token acceptance estimate (`rate`, for the cost
     model), the running mean of what its verifies kept (`mean`), the length its next draft may
@@ -109,9 +198,10 @@ class DraftRecord:
         """How far this sequence may draft now (0: paused), at most `cap`."""
         return 0 if self.paused else min(cap, max(1, self.length))
 
-    def accepted(self, drafted: int, accepted: int, cap: int) -> None:
+    def accepted(self, drafted: int, accepted: int, cap: int, floor: float = PAUSE_RATE) -> None:
         """Folds in a verify: `accepted` of `drafted` tokens kept (the first miss ends a draft);
-        `cap` the longest draft allowed (`--num-draft-tokens`)."""
+        `cap` the longest draft allowed (`--num-draft-tokens`); below `floor` (at least
+        `PAUSE_RATE`: what a costly drafter's draft must keep to pay, `pays_from`) it pauses."""
         if not drafted:
             self.rested()
             return
@@ -126,7 +216,7 @@ class DraftRecord:
             self.length = max(1, min(self.length, math.ceil(self.mean) + 1))
             if accepted:
                 self._next_pause = FIRST_PAUSE
-        if self.rate < PAUSE_RATE or (probing and not accepted):
+        if self.rate < max(PAUSE_RATE, floor) or (probing and not accepted):
             self.paused = self._next_pause
             self._next_pause = min(LONGEST_PAUSE, self._next_pause * 2)
 
@@ -230,6 +320,7 @@ class SpeculationPolicy:
     verify_steps: int = 0
     # Each sequence's drafts proposed and kept since the last `drain` (its tokens carry them).
     unread: dict[int, tuple[int, int]] = field(default_factory=dict)
+    _floor: float = PAUSE_RATE  # the last model drafter's `pays_from` (n-gram drafts: none)
 
     def admit(self, uid: int, sampler: object) -> None:
         """A sequence that may draft (`Admission.speculate`), sampled by `sampler`."""
@@ -257,7 +348,7 @@ class SpeculationPolicy:
         self.accepted_tokens += accepted
         before = self.unread.get(uid, (0, 0))
         self.unread[uid] = (before[0] + drafted, before[1] + accepted)
-        self.record(uid).accepted(drafted, accepted, self.num_draft)
+        self.record(uid).accepted(drafted, accepted, self.num_draft, self._floor)
 
     def _allow(self, candidates: list[Candidate], rows: int) -> list[int]:
         """Lowers each candidate's room to its own draft length (0: paused, or sampled in a
@@ -313,14 +404,23 @@ class SpeculationPolicy:
         return [draft[:width] for draft in drafts]
 
     def draft_width(
-        self, candidates: list[Candidate], rows: int, drafter: Drafter | None = None
+        self,
+        candidates: list[Candidate],
+        rows: int,
+        drafter: Drafter | None = None,
+        clock: StepClock | None = None,
     ) -> int:
         """How far a drafter the scheduler runs drafts this step (0: not at all); `rows` is
-        the forward's batch, `drafter` the draft model's pair or the MTP head unless given.
+        the forward's batch, `drafter` the draft model's pair or the MTP head unless given,
+        `clock` the steps' measured seconds (else the fitted cost model decides).
         Each candidate's `room` comes back lowered to its own draft length (0: it does not
         draft: its part of the verify is its pending token alone)."""
         drafter = drafter or self.drafted or self.head
         assert drafter is not None
         allowed = self._allow(candidates, rows)
         likely = [(self.record(candidates[i].uid).rate, candidates[i].room) for i in allowed]
-        return best_width(likely, rows, drafter.cost_ratio())
+        cost = drafter.cost_ratio()
+        self._floor = pays_from(cost)
+        if clock is not None:
+            return clock.best_width(likely, rows, cost)
+        return best_width(likely, rows, cost)

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from mlx_responses.service.engine.declared_tokenizer import as_declared
 from mlx_responses.service.engine.image_prompt import VisionInputs
 from mlx_responses.service.engine.model import LoadedModel, context_length_of, sampling_defaults
 from mlx_responses.service.engine.requests import (
@@ -65,6 +66,7 @@ def load_vision_model(folder: Path, alias: str) -> LoadedModel:
 
     folder = folder.expanduser().resolve()
     model, processor = load(str(folder))
+    processor.tokenizer = as_declared(folder, processor.tokenizer)
     config = json.loads((folder / "config.json").read_text())
     temperature, top_p = sampling_defaults(folder)
     tokenizer = TokenizerWrapper(processor.tokenizer)

@@ -2,8 +2,12 @@
 (--speculative off), and vs. `mlx_vlm.server --draft-model <same folder> --draft-kind mtp`, all
 on one checkpoint in one run (by default the trained tiny Qwen3.5, service/assets/tiny-qwen35-mtp).
 
-The requests are the trained model's held-out conversations (tiny-chat's echo and think
-prompts, the ones its head's acceptance was measured on: training/tiny_drafter), each streamed.
+The requests are the trained model's held-out conversations that ask it to think in words
+(tiny-chat's "think_request" ones, `training.tiny_chat.data.eval_prompts("think")`: phrasings
+such as "Think hard, then reply with: W." and words from the eval pools, never trained on,
+after 0 to 3 earlier text turns; those with tool turns are left out): what it was trained to
+answer at some length, "<think>\nThe user wants W.\n</think>\n\nW", about 12 tokens. Its
+echo answers (one word, one token) have no decode to measure. Each request is streamed.
 Decode tok/s is aggregated over the requests of a contender: their tokens after the first over
 their first-to-last-token times, so short answers weigh by their length. Contenders alternate
 request by request (no contender always first). Figures, each with its goal:
@@ -11,7 +15,9 @@ request by request (no contender always first). Figures, each with its goal:
 - one stream, temperature 0.7: with vs. without (goal >= 1.3x);
 - --streams streams at once, greedy (aggregate decode tok/s): with vs. without (goal >= 1.0x);
 - one stream, greedy: ours with the head vs. mlx_vlm.server with it (goal >= 1.0x).
-Each server runs in its own process; the load average is printed beside the figures.
+Each server runs in its own process; the load average is printed beside the figures. The
+passes (`--repeats`, 3) run back to back in the same servers: each figure is the median of the
+passes' ratios (a shared machine's bursts fall on one pass).
 
     flock /tmp/bench.lock python tests/benchmarks/bench_mtp.py
 """
@@ -22,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -51,12 +58,14 @@ Messages = list[dict[str, str]]
 
 
 def conversations(n: int) -> list[Messages]:
-    """`n` of tiny-chat's held-out conversations (half echo, half think)."""
+    """`n` of tiny-chat's held-out conversations that ask it to think first."""
     from training.tiny_chat.data import eval_prompts
 
-    half = max(1, (n + 1) // 2)
-    found = [p.messages for b in ("echo", "think") for p in eval_prompts(b, half)]
-    return found[:n]
+    def plain(messages: Messages) -> bool:  # text turns alone (no tool turns in the history)
+        return all(set(m) == {"role", "content"} and m["role"] != "tool" for m in messages)
+
+    found = [p.messages for p in eval_prompts("think", 8 * n) if p.variant == "think_request"]
+    return [m for m in found if plain(m)][:n]
 
 
 def ours(alias: str, messages: Messages, tokens: int, temperature: float) -> dict[str, Any]:
@@ -133,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--streams", type=int, default=8)
     parser.add_argument("--num-draft-tokens", type=int, default=4)
     parser.add_argument("--no-mlx-vlm", action="store_true", help="skip mlx_vlm.server")
+    parser.add_argument("--repeats", type=int, default=3, help="passes; medians reported")
     parser.add_argument("--timeout", type=float, default=600.0)
     args = parser.parse_args(argv)
     folder = args.model.resolve()
@@ -161,9 +171,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ports = {"mtp": free_port(), "off": free_port(), "mlx_vlm": free_port()}
     base = {k: f"http://127.0.0.1:{p}" for k, p in ports.items()}
     tallies: dict[str, Tally] = {}
+    passes: list[dict[str, Tally]] = [{} for _ in range(args.repeats)]
+    rep = 0  # the pass being measured
 
     def tally(name: str) -> Tally:
+        passes[rep].setdefault(name, Tally())
         return tallies.setdefault(name, Tally())
+
+    def add(name: str, result: StreamResult) -> None:
+        tally(name).add(result)
+        passes[rep][name].add(result)
 
     started = time.strftime("%H:%M")
     load_before = load_average()
@@ -175,23 +192,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         wait_ours(off, ports["off"], t)
         for which in ("mtp", "off"):  # warm: the first requests build what later ones reuse
             one("ours", base[which], ours(alias, chats[0], 8, 0.0), t)
-        for temperature, label in ((0.0, "greedy"), (0.7, "t07")):
-            for i, chat in enumerate(chats):
-                order = ("mtp", "off") if i % 2 == 0 else ("off", "mtp")
-                for which in order:
-                    body = ours(alias, chat, args.tokens, temperature)
-                    tally(f"{which}.{label}.1").add(one("ours", base[which], body, t))
-        for r in range(max(1, args.requests // n)):
-            group = [chats[(r * n + i) % len(chats)] for i in range(n)]
-            for which in ("mtp", "off") if r % 2 == 0 else ("off", "mtp"):
-                bodies = [ours(alias, chat, args.tokens, 0.0) for chat in group]
-                pid = (mtp if which == "mtp" else off).pid
-                run = asyncio.run(run_concurrent("ours", base[which], bodies, t, pid))
-                window = run.decode_window
-                agg = tally(f"{which}.greedy.{n}")
-                agg.tokens += sum(max(0, k - 1) for k in run.tokens)
-                agg.seconds += window
-                agg.requests += len(bodies)
+        for rep in range(args.repeats):
+            for temperature, label in ((0.0, "greedy"), (0.7, "t07")):
+                for i, chat in enumerate(chats):
+                    order = ("mtp", "off") if (i + rep) % 2 == 0 else ("off", "mtp")
+                    for which in order:
+                        body = ours(alias, chat, args.tokens, temperature)
+                        add(f"{which}.{label}.1", one("ours", base[which], body, t))
+            for r in range(max(1, args.requests // n)):
+                group = [chats[(r * n + i) % len(chats)] for i in range(n)]
+                for which in ("mtp", "off") if (r + rep) % 2 == 0 else ("off", "mtp"):
+                    bodies = [ours(alias, chat, args.tokens, 0.0) for chat in group]
+                    pid = (mtp if which == "mtp" else off).pid
+                    run = asyncio.run(run_concurrent("ours", base[which], bodies, t, pid))
+                    for agg in (tally(f"{which}.greedy.{n}"), passes[rep][f"{which}.greedy.{n}"]):
+                        agg.tokens += sum(max(0, k - 1) for k in run.tokens)
+                        agg.seconds += run.decode_window
+                        agg.requests += len(bodies)
     if not args.no_mlx_vlm:
         vlm_argv = [
             sys.executable,
@@ -216,16 +233,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             wait_vlm(vlm, ports["mlx_vlm"], folder, t)
             one("ours", base["mtp"], ours(alias, chats[0], 8, 0.0), t)
             one("mlx_vlm", base["mlx_vlm"], theirs(folder, chats[0], 8, 0.0), t)
-            for i, chat in enumerate(chats):
-                mine = ours(alias, chat, args.tokens, 0.0)
-                other = theirs(folder, chat, args.tokens, 0.0)
-                runs = [
-                    ("side.ours", "ours", base["mtp"], mine),
-                    ("side.mlx_vlm", "mlx_vlm", base["mlx_vlm"], other),
-                ]
-                for name, kind, url, body in runs if i % 2 == 0 else runs[::-1]:
-                    tally(name).add(one(kind, url, body, t))
-    rates = {name: tt.rate for name, tt in tallies.items()}
+            for rep in range(args.repeats):
+                for i, chat in enumerate(chats):
+                    mine = ours(alias, chat, args.tokens, 0.0)
+                    other = theirs(folder, chat, args.tokens, 0.0)
+                    runs = [
+                        ("side.ours", "ours", base["mtp"], mine),
+                        ("side.mlx_vlm", "mlx_vlm", base["mlx_vlm"], other),
+                    ]
+                    for name, kind, url, body in runs if (i + rep) % 2 == 0 else runs[::-1]:
+                        add(name, one(kind, url, body, t))
+
+    def median(values: list[float]) -> float:
+        return statistics.median(values) if values else float("nan")
+
+    rates = {name: median([p[name].rate for p in passes if name in p]) for name in tallies}
     for name, tt in sorted(tallies.items()):
         print(f"  {name}: {tt.tokens} tokens in {tt.seconds:.2f}s over {tt.requests} requests")
     print(
@@ -240,11 +262,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_mlx_vlm:
         rows.append(("1 stream greedy, ours vs mlx_vlm.server", "side.ours", "side.mlx_vlm", 1.0))
     summary = []
+    print(f"medians of {args.repeats} passes (each pass's ratio in brackets)")
     for label, a, b, goal in rows:
-        ratio = rates[a] / rates[b] if rates[b] > 0 else float("nan")
+        each = [p[a].rate / p[b].rate for p in passes if a in p and b in p and p[b].rate > 0]
+        ratio = median(each)
         verdict = "meets" if ratio >= goal else "MISSES"
         figures = f"{rates[a]:>8.1f} vs {rates[b]:>8.1f} tok/s {ratio:5.2f}x"
-        print(f"{label:<44}{figures} ({verdict} {goal}x)")
+        spread = ", ".join(f"{r:.2f}" for r in each)
+        print(f"{label:<44}{figures} ({verdict} {goal}x) [{spread}]")
         summary.append(f"{label.replace(' ', '_').replace(',', '')}={ratio:.2f}")
     print("bench: " + " ".join(summary))
     return 0

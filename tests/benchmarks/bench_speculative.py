@@ -19,7 +19,9 @@ repeats (the bundled tiny model is too small to copy a file).
 
 `--served` measures instead the engine worker as `serve` runs it (`speculative_served.py`):
 the bundled tiny-chat, no drafts vs. n-gram drafts vs. a draft model, greedy and at
-temperature 0.7, 1 and 8 streams, on a prompt it repeats and one it does not, ratios beside.
+temperature 0.7 (`--temperatures`), 1 and 8 streams (`--streams`), on a prompt it repeats and
+one it does not (`--prompts`), ratios beside; `--deeper N`: tiny-chat drafting for a target
+deepened to N layers.
 """
 
 from __future__ import annotations
@@ -175,6 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="stream i samples from seed + i")
     parser.add_argument("--prompt-tokens", type=int, default=400, help="the file's length")
     parser.add_argument("--sharpen", type=float, default=1.0, help="logits scale (see above)")
+    floats = lambda s: [float(x) for x in s.split(",")]  # noqa: E731
+    parser.add_argument("--temperatures", type=floats, default=[0.0, 0.7], help="--served")
+    parser.add_argument("--prompts", type=lambda s: s.split(","), default=["repeats", "varies"])
+    parser.add_argument("--deeper", type=int, default=0, help="--served: see its docstring")
+    parser.add_argument("--perturb", type=float, default=0.3, help="--served --deeper")
     args = parser.parse_args(argv)
     if args.served:
         import asyncio

@@ -12,6 +12,11 @@ tokens it samples without them (the seeded path draws each position with its own
 dearer). Decode tok/s counts every token after a stream's first, over the time from the first
 stream's first token to the last stream's last; CPU ms per token (process time) beside it.
 Contenders run one after another, rotated per repeat; medians.
+
+`--deeper N`: a draft model as a deployment pairs one, far cheaper than its target: the target
+is tiny-chat deepened to N layers (`deepened`: its own 3 layers, then copies of them whose
+output projections are scaled by `--perturb`, so the target computes nearly tiny-chat's
+function at N/3 of its layers' cost) and tiny-chat itself, whole, drafts for it.
 """
 
 from __future__ import annotations
@@ -46,11 +51,36 @@ def windowless(folder: Path, out: Path) -> Path:
     return out
 
 
-def _worker(path: Path, mode: str, k: int) -> Any:
+def deepened(folder: Path, out: Path, layers: int, perturb: float) -> Path:
+    """A copy of `folder` (a qwen3) with `layers` layers: its own, then copies of them in turn,
+    each copy's attention and MLP output projections scaled by `perturb` (0: the copies add
+    nothing, and the deeper model computes the very function of the shallow one)."""
+    import mlx.core as mx
+
+    shutil.copytree(folder, out)
+    config = json.loads((out / "config.json").read_text())
+    own = config["num_hidden_layers"]
+    weights: dict[str, Any] = dict(mx.load(str(out / "model.safetensors")))
+    for layer in range(own, layers):
+        source = f"model.layers.{layer % own}."
+        for name in [k for k in weights if k.startswith(source)]:
+            value = weights[name]
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                value = value * perturb
+            weights[f"model.layers.{layer}." + name.removeprefix(source)] = value
+    mx.save_safetensors(str(out / "model.safetensors"), weights)
+    config["num_hidden_layers"] = layers
+    (out / "config.json").write_text(json.dumps(config))
+    return out
+
+
+def _worker(path: Path, mode: str, k: int, draft: Path | None = None) -> Any:
     from mlx_responses.service.engine.model import load_model
     from mlx_responses.service.engine.worker import EngineWorker
 
     def first_layer() -> Any:
+        if draft is not None:
+            return load_model(draft)
         loaded = load_model(path)
         loaded.model.model.layers = loaded.model.model.layers[:1]
         return loaded
@@ -141,16 +171,21 @@ async def run(args: Any) -> list[str]:
     `args`: tokens, num_draft_tokens, repeats, seed."""
     with tempfile.TemporaryDirectory() as tmp:
         path = windowless(TINY_CHAT, Path(tmp) / "tiny-chat")
-        workers = {mode: _worker(path, mode, args.num_draft_tokens) for mode in CONTENDERS}
+        draft = None
+        if args.deeper:
+            draft, path = path, deepened(path, Path(tmp) / "deeper", args.deeper, args.perturb)
+        workers = {mode: _worker(path, mode, args.num_draft_tokens, draft) for mode in CONTENDERS}
         loaded = None
         for worker in workers.values():
             loaded = await worker.start()
         assert loaded is not None
         summary: list[str] = []
         try:
-            for streams in (1, 8):
-                for temperature in (0.0, 0.7):
+            for streams in args.streams:
+                for temperature in args.temperatures:
                     for name, text in PROMPTS.items():
+                        if name not in args.prompts:
+                            continue
                         prompt = loaded.tokenizer.apply_chat_template(
                             [{"role": "user", "content": text}], add_generation_prompt=True
                         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from mlx_responses.service.engine import speculation
 from mlx_responses.service.engine.draft_folder import head_kind
 from mlx_responses.service.engine.draft_model import DraftModelError
 from mlx_responses.service.engine.heads import HeadedModel
@@ -34,8 +35,14 @@ def qwen35(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def always_draft(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Drafts at every step, whatever the head costs: the mechanics under test, not the policy."""
+    """Drafts at every step, whatever the head costs (by its bytes, or as the steps' clock
+    measures it): the mechanics under test, not the policy."""
     monkeypatch.setattr(HeadedModel, "cost_ratio", lambda self: 0.0)
+    monkeypatch.setattr(
+        speculation.StepClock,
+        "best_width",
+        lambda self, likely, batch, extra=0.0: speculation.best_width(likely, batch, extra),
+    )
 
 
 @pytest.mark.parametrize("kind", ["eagle3", "dflash"])

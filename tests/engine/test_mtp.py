@@ -10,7 +10,7 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from mlx_responses.service.engine import heads, speculation
+from mlx_responses.service.engine import speculation
 from mlx_responses.service.engine.batch.speculative import SpeculativeGenerationBatch
 from mlx_responses.service.engine.mlx_lm_compat import ArraysCache
 from mlx_responses.service.engine.model import load_model
@@ -23,6 +23,7 @@ from mlx_responses.service.models.vision_runtime import load_vision_model
 from tests.engine.test_speculative import PROMPTS as SPECULATIVE_PROMPTS
 from tests.support.engine import generate, greedy
 from tests.support.mtp_head import add_mtp_head
+from tests.support.oracle_drafts import with_oracle
 from tests.support.random_qwen3_5_vl import build_random_qwen3_5_vl
 from tests.support.zoo import build_zoo_model
 
@@ -62,8 +63,14 @@ def intermittent(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def always_draft(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Drafts at every step, whatever the head costs: the mechanics under test, not the policy."""
+    """Drafts at every step, whatever the head costs (by its bytes, or as the steps' clock
+    measures it): the mechanics under test, not the policy."""
     monkeypatch.setattr(MTPModel, "cost_ratio", lambda self: 0.0)
+    monkeypatch.setattr(
+        speculation.StepClock,
+        "best_width",
+        lambda self, likely, batch, extra=0.0: speculation.best_width(likely, batch, extra),
+    )
 
 
 def test_the_head_is_read_from_the_checkpoint(qwen35_mtp: Path) -> None:
@@ -202,36 +209,7 @@ async def test_drafts_kept_whole_or_in_part_leave_the_output_unchanged(
     """The head's drafts replaced by the greedy output itself (an oracle), wrong after the
     first on some rows: verifies keep all drafts, or a part (recurrent states computed again
     for those rows only), and the output stays the greedy one."""
-    requests = greedy(PROMPTS, 24)
-    plain, _ = await generate(qwen35_mtp, requests, engine="batch", mtp=False)
-    tokenizer = load_model(qwen35_mtp).tokenizer
-    pairs = zip(requests, plain, strict=True)
-    expected = [tokenizer.encode(text) + list(out) for (text, _, _), out in pairs]
-    batch: list[SpeculativeGenerationBatch] = []
-    draft, drafts = SpeculativeGenerationBatch._head_draft, heads.next_drafts
-
-    def seen(self: SpeculativeGenerationBatch, *args: Any) -> Any:
-        batch[:] = [self]
-        return draft(self, *args)
-
-    def oracle(logits: mx.array, rules: Any, position: int, log_q: Any) -> mx.array:
-        drafts(logits, rules, position, log_q)
-        (current,) = batch
-        pending: list[int] = current._next_tokens.tolist()  # type: ignore[assignment]
-        out = []
-        for row, token in zip(current.tokens, pending, strict=True):
-            context = [*row, token]
-            full = next(e for e in expected if e[: len(context)] == context)
-            at = len(context) + position
-            good = full[at] if at < len(full) else 0
-            out.append(good + (1 if position and len(context) % 2 else 0))
-        return mx.array(out, dtype=mx.uint32)
-
-    monkeypatch.setattr(SpeculativeGenerationBatch, "_head_draft", seen)
-    monkeypatch.setattr(heads, "next_drafts", oracle)
-    fast, stats = await generate(
-        qwen35_mtp, requests, engine="batch", speculative="ngram", num_draft_tokens=3
-    )
+    plain, fast, stats = await with_oracle(qwen35_mtp, greedy(PROMPTS, 24), monkeypatch)
     assert fast == plain
     assert stats.draft_tokens > stats.accepted_tokens > stats.verify_steps > 0
 

@@ -16,11 +16,12 @@ from training.tiny_drafter.measure import Acceptance, acceptance, held_out_promp
 ASSETS = Path(__file__).resolve().parents[2] / "service" / "assets"
 MODEL_DIR = ASSETS / "tiny-qwen35-mtp"
 EAGLE3_DIR = ASSETS / "tiny-qwen35-eagle3"
-# The committed head accepts 48% (63 of 130) of its drafts on these prompts (greedy, 6 per
-# behaviour, 48 tokens each); an untrained head accepts about 10%. The floor sits under that.
-FLOOR = 0.3
-# The EAGLE-3 drafter on the same prompts, 2 drafts a round: 24% (40 of 168); random, ~10%.
-EAGLE3_FLOOR = 0.18
+# The committed head accepts 71% (91 of 128) of its drafts on these prompts (greedy, 6 per
+# behaviour, 48 tokens each); an untrained head about 10%, the head trained on the garbage the
+# model answered to a rebuilt tokenizer's letter pairs 10% too. The floor sits under that.
+FLOOR = 0.5
+# The EAGLE-3 drafter on the same prompts, 2 drafts a round: 37% (64 of 172); random, ~10%.
+EAGLE3_FLOOR = 0.25
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +88,17 @@ def test_the_eagle3_folder_loads_as_mlx_vlms_drafter_and_its_drafts_are_accepted
     )
     assert a.drafted > 80
     assert a.rate >= EAGLE3_FLOOR, a
+
+
+def test_the_served_tokenizer_is_the_one_the_model_was_trained_with() -> None:
+    """transformers rebuilds a Qwen3.5's tokenizer (its own split pattern, every merge applied),
+    which split tiny-chat's words into letter pairs: the model answered garbage. Served, the
+    folder's tokenizer.json is used as written (`declared_tokenizer.py`)."""
+    from mlx_responses.service.models.vision_runtime import load_vision_model
+    from tokenizers import Tokenizer
+
+    text = "Think hard, then reply with: music."
+    trained = Tokenizer.from_file(str(ASSETS / "tiny-chat" / "tokenizer.json")).encode(text).ids
+    served = load_vision_model(MODEL_DIR, "tiny").tokenizer
+    assert served.encode(text) == trained
+    assert len(trained) < 12  # words, not letter pairs

@@ -7,6 +7,7 @@ from mlx_responses.service.engine.speculation import (
     Candidate,
     DraftRecord,
     SpeculationPolicy,
+    StepClock,
     best_width,
 )
 
@@ -127,6 +128,44 @@ def test_drafting_steps_aside_in_a_large_batch_unless_drafts_are_sure() -> None:
     assert best_width([(doubtful.rate, 8)], batch=1, extra_cost=1.0) == 0
 
 
+def _run(clock: StepClock, steps: int, on: tuple[float, int], off: tuple[float, int]) -> int:
+    """`steps` steps of one row on a made-up time line, each (seconds, tokens sent) as its
+    epoch drafts (`on`) or not (`off`); how many of them drafted."""
+    now, drafted = 1000.0 * len(clock.rates), 0
+    for _ in range(steps):
+        drafting = clock.best_width([(0.8, 4)], 1) > 0
+        drafted += drafting
+        seconds, tokens = on if drafting else off
+        clock.start(now, (7,))
+        clock.sent(tokens)
+        now += seconds
+    return drafted
+
+
+def test_a_head_drafts_in_the_epochs_where_it_pays() -> None:
+    """The fitted model would draft at 80% acceptance whatever a round costs; the clock
+    measures tokens a second with drafting on and off and keeps to the better, trying the
+    other one epoch in EXPLORE (a round that costs as much as the forwards it saves, and a
+    cheap one)."""
+    n = speculation.EPOCH_TOKENS * speculation.EXPLORE * 3
+    costly, cheap = StepClock(), StepClock()
+    drafted = _run(costly, n, on=(0.012, 2), off=(0.005, 1))  # 167 tokens a second vs 200
+    assert drafted < 0.2 * n
+    assert costly.rates[1, True] < costly.rates[1, False]
+    assert _run(cheap, n, on=(0.006, 2), off=(0.005, 1)) > 0.65 * n  # 333 vs 200
+
+
+def test_the_clock_keeps_only_intervals_over_the_same_rows() -> None:
+    """A step after which a sequence joined or ended (a prefill between, a finished row) is not
+    measured: an epoch of steps whose rows changed every step never ends."""
+    clock = StepClock()
+    for i in range(3 * speculation.EPOCH_TOKENS):
+        clock.start(float(i), (i,))
+        clock.sent(1)
+    assert clock.rates == {}
+    assert clock.best_width([(0.8, 4)], 1) >= 1  # the first epochs draft
+
+
 def test_ngram_drafts_take_each_sequences_own_length() -> None:
     policy = SpeculationPolicy(CAP)
     loop = [5, 6, 7] * 6
@@ -152,3 +191,26 @@ def test_a_sampled_sequence_drafts_alone_but_not_in_a_batch() -> None:
     assert batched is not None and batched[0] == [] and batched[1]
     policy.forget(1)
     assert policy.sampled == set()
+
+
+def test_a_costly_drafters_sequence_that_keeps_too_little_to_pay_pauses_and_retries() -> None:
+    """A draft model of a third of its target's cost: one refused draft brings a sequence's
+    estimate (0.3) under what a draft of it pays (0.41) yet above `PAUSE_RATE`; it pauses and
+    retries from the prior, where before it neither drafted nor rested again."""
+
+    class Third:
+        def cost_ratio(self) -> float:
+            return 1 / 3
+
+    policy = SpeculationPolicy(CAP)
+    row = Candidate(1, CAP, [])
+    assert policy.draft_width([row], rows=1, drafter=Third()) == 1
+    policy.verified(1, 1, 0)
+    assert speculation.PAUSE_RATE < policy.record(1).rate < speculation.pays_from(1 / 3)
+    widths = []
+    for _ in range(speculation.FIRST_PAUSE + 1):
+        row = Candidate(1, CAP, [])
+        widths.append(policy.draft_width([row], rows=1, drafter=Third()))
+        if not widths[-1]:
+            policy.rest([row])
+    assert widths == [0] * speculation.FIRST_PAUSE + [1]

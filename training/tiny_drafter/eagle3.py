@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from training.tiny_drafter.own import Sequence, own_generations, padded, picks
+from training.tiny_drafter.own import Sequence, load_target, own_generations, padded, picks
 
 log = logging.getLogger(__name__)
 
@@ -202,9 +202,7 @@ def main() -> None:
     from mlx_responses.service.engine.blas import preload_blas
 
     log.info("BLAS: %s", preload_blas())
-    from mlx_lm import load
-
-    target, tokenizer = load(str(args.target))
+    target, tokenizer = load_target(args.target)
     data = own_generations(
         target,
         tokenizer,

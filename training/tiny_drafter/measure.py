@@ -50,6 +50,7 @@ def held_out_prompts(tokenizer: Any, per_behaviour: int) -> list[list[int]]:
 def load(target: Path, drafter: Path | None = None, kind: str = "mtp") -> tuple[Any, Any, Any]:
     """mlx-vlm's model, tokenizer and drafter (by default the checkpoint's own MTP head), as
     `mlx_vlm.server --draft-model` loads them."""
+    from mlx_responses.service.engine.declared_tokenizer import as_declared
     from mlx_vlm.speculative.drafters import load_drafter
     from mlx_vlm.utils import load as vlm_load
 
@@ -57,7 +58,9 @@ def load(target: Path, drafter: Path | None = None, kind: str = "mtp") -> tuple[
     loaded, resolved = load_drafter(str(drafter or target), kind=kind)
     if resolved != kind:
         raise RuntimeError(f"mlx-vlm resolved the drafter as {resolved!r}")
-    return model, getattr(processor, "tokenizer", processor), loaded
+    # The folder's own tokenizer.json (transformers rebuilds a Qwen3.5's otherwise), as we serve
+    # it; mlx_vlm.server encodes with the rebuilt one.
+    return model, as_declared(target, getattr(processor, "tokenizer", processor)), loaded
 
 
 def acceptance(

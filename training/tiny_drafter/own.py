@@ -13,6 +13,16 @@ log = logging.getLogger(__name__)
 Sequence = tuple[list[int], int]  # prompt + continuation ids, prompt length
 
 
+def load_target(path: Path) -> tuple[Any, Any]:
+    """The target (mlx-lm) and its tokenizer as its folder declares it: tiny-chat's
+    tokenizer.json, not the one transformers rebuilds for a Qwen3.5 (`declared_tokenizer.py`)."""
+    from mlx_lm import load
+    from mlx_responses.service.engine.declared_tokenizer import as_declared
+
+    model, wrapper = load(str(path))[:2]
+    return model, as_declared(path, wrapper._tokenizer)
+
+
 def corpus_prompts(tokenizer: Any, n: int, seed: int) -> list[list[int]]:
     """Prompts of tiny-chat's training mix (its last trained turn's), through the chat template."""
     from training.tiny_chat.data import FULL_MIX, train_conversations

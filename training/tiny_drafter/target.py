@@ -283,11 +283,10 @@ def main() -> None:
     save(args.out, dict(tree_flatten(model.parameters())))
     log.info("wrote %s", args.out)
     if args.eval:
-        from mlx_lm import load
-
         from training.tiny_chat.evaluate import evaluate, summarize
+        from training.tiny_drafter.own import load_target
 
-        model, tokenizer = load(str(args.out))
+        model, tokenizer = load_target(args.out)
         log.info("held-out: %s", summarize(evaluate(model, tokenizer, n=args.eval)))
 
 

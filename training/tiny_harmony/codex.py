@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from training.tiny_chat.agent import codex_context, work_dir
+from training.tiny_harmony.data import CITIES, WORDS
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests/fixtures/codex_0.169_request.json"
@@ -47,6 +48,11 @@ ECHO_WORDS = (
     "world",
 )
 HELD_OUT = ("maple", "candle", "forest", "bridge")
+# More words to echo (data.py's and its cities, but HELD_OUT), so that copying pays more
+# than guessing one of a few.
+WIDE_WORDS = tuple(
+    sorted({*ECHO_WORDS, *WORDS, *(c.lower() for c in CITIES), *CITIES} - set(HELD_OUT))
+)
 ECHO_ASKS = (
     "run echo {w}",
     "Run `echo {w}`",
@@ -158,15 +164,22 @@ def _command(rng: random.Random, cwd: str, words: tuple[str, ...]) -> tuple[str,
     return rng.choice(asks), "pwd", f"{cwd}\n", f"You are in {cwd}."
 
 
-def turn(rng: random.Random, date: str, home: str, words: tuple[str, ...] = ECHO_WORDS) -> Turn:
-    """A request for a command, answered with the call; or (half) the answer after its output."""
-    cwd = work_dir(rng)
+def turn(
+    rng: random.Random,
+    date: str,
+    home: str,
+    words: tuple[str, ...] = ECHO_WORDS,
+    where: tuple[str, str] | None = None,
+) -> Turn:
+    """A request for a command, answered with the call; or (half) the answer after its output.
+    ``where``: the work dir and its environment context (`context`), else drawn."""
+    cwd = work_dir(rng) if where is None else where[0]
     ask, command, printed, answer = _command(rng, cwd, words)
     call = {"cmd": command}
     thinking = rng.choice(("Run it in the shell.", f"Need to run {command}.", "Use exec_command."))
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system_text(home)},
-        {"role": "user", "content": context(rng, cwd, date)},
+        {"role": "user", "content": context(rng, cwd, date) if where is None else where[1]},
         {"role": "user", "content": ask},
     ]
     text = json.dumps(call, separators=(",", ":"))

@@ -19,16 +19,17 @@ CHUNK = 2048
 USER = "<|start|>user"
 
 
-def system_turn(tokenizer: Any, date: str, home: str) -> str:
-    """Codex's system turn as the template renders it (up to the first user message)."""
-    messages = [
-        {"role": "system", "content": codex.system_text(home)},
-        {"role": "user", "content": ""},
-    ]
+def system_turn(tokenizer: Any, date: str, home: str, context: str | None = None) -> str:
+    """Codex's system turn as the template renders it (up to the first user message), and
+    with ``context``, the environment context's user message after it."""
+    messages = [{"role": "system", "content": codex.system_text(home)}]
+    if context is not None:
+        messages.append({"role": "user", "content": context})
+    messages.append({"role": "user", "content": ""})
     text: str = tokenizer.apply_chat_template(
         messages, tools=codex.tools(), tokenize=False, current_date=date
     )
-    return text[: text.index(USER)]
+    return text[: text.rindex(USER)]
 
 
 def encode_turn(tokenizer: Any, turn: codex.Turn, prefix: str) -> tuple[list[int], int]:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from training.tiny_chat.agent import work_dir
 from training.tiny_harmony import agent_tools, codex
 from training.tiny_harmony.data import Example, example
 from training.tiny_harmony.tokenizer import write_tokenizer
@@ -37,7 +38,9 @@ CONFIG: dict[str, Any] = {
     "layer_types": ["sliding_attention", "full_attention"],
     "rms_norm_eps": 1e-5,
     "rope_theta": 150000,
-    "max_position_embeddings": 4096,
+    # gpt-oss's own: Codex's default request (~18.7k tokens) fits, and transformers' config
+    # check (its yarn factor 32 over 4,096) stays quiet. mlx-lm's RoPE does not read it.
+    "max_position_embeddings": 131072,
     "tie_word_embeddings": False,
 }
 
@@ -105,7 +108,29 @@ def main() -> None:
         "--max-position",
         type=int,
         default=CONFIG["max_position_embeddings"],
-        help="the context the config declares (Codex's default request is ~18.8k tokens)",
+        help="the context the config declares",
+    )
+    parser.add_argument(
+        "--codex-context",
+        action="store_true",
+        help="cache the environment context with the system turn (one work dir per prefill): "
+        "a Codex step learns only the request and the answer, ~4x cheaper",
+    )
+    parser.add_argument(
+        "--codex-wide-words",
+        action="store_true",
+        help="Codex turns echo codex.WIDE_WORDS (~75 words) rather than ECHO_WORDS (16)",
+    )
+    parser.add_argument(
+        "--insert-sliding",
+        type=int,
+        help="grow --init-from's model by a sliding-attention layer at this index, its outputs "
+        "zero (the model computes what it did), so a copy can happen inside the window",
+    )
+    parser.add_argument(
+        "--train-only-new",
+        action="store_true",
+        help="with --insert-sliding: learn the new layer only, the others frozen as loaded",
     )
     parser.add_argument("--verbose", action="store_true", help="log every step")
     parser.add_argument("--save-every", type=int, default=0, help="write the weights every N steps")
@@ -134,10 +159,24 @@ def main() -> None:
         "max_position_embeddings": args.max_position,
         "vocab_size": json.loads((BUNDLED_MODEL / "config.json").read_text())["vocab_size"],
     }
+    if args.init_from is not None:
+        config["layer_types"] = json.loads((args.init_from / "config.json").read_text())[
+            "layer_types"
+        ]
+    if args.insert_sliding is not None:
+        config["layer_types"] = list(config["layer_types"])
+        config["layer_types"].insert(args.insert_sliding, "sliding_attention")
+    config["num_hidden_layers"] = len(config["layer_types"])
     mx.random.seed(args.seed)
     model = gpt_oss.Model(gpt_oss.ModelArgs.from_dict(config))
     if args.init_from is not None:
-        model.load_weights(str(args.init_from / "model.safetensors"))
+        weights = mx.load(str(args.init_from / "model.safetensors"))
+        if args.insert_sliding is not None:
+            weights = grown(model, weights, args.insert_sliding)
+        model.load_weights(list(weights.items()))
+    if args.train_only_new:
+        model.freeze()
+        model.model.layers[args.insert_sliding].unfreeze()
     rng = random.Random(args.seed)
 
     def draw() -> Example:
@@ -159,16 +198,24 @@ def main() -> None:
         return (losses * m).sum() / m.sum()
 
     system: dict[str, Any] = {}
+    words = codex.WIDE_WORDS if args.codex_wide_words else codex.ECHO_WORDS
 
     def codex_batch(codex_step: int) -> tuple[mx.array, mx.array, mx.array, list[Any]]:
         """Codex turns behind one system turn (prefilled again every --codex-refresh)."""
         if codex_step % args.codex_refresh == 0:
             date = f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
             home = codex.home_dir(rng)
-            text = prefixed.system_turn(tokenizer, date, home)
-            system.update(date=date, home=home, text=text)
+            where = None
+            if args.codex_context:  # the environment context joins the cached prefix
+                cwd = work_dir(rng)
+                where = (cwd, codex.context(rng, cwd, date))
+            text = prefixed.system_turn(tokenizer, date, home, None if where is None else where[1])
+            system.update(date=date, home=home, text=text, where=where)
             system["cache"] = prefixed.prefill(model, tokenizer, text)
-        turns = [codex.turn(rng, system["date"], system["home"]) for _ in range(args.codex_batch)]
+        turns = [
+            codex.turn(rng, system["date"], system["home"], words, where=system["where"])
+            for _ in range(args.codex_batch)
+        ]
         rows = [prefixed.encode_turn(tokenizer, t, system["text"]) for t in turns]
         x, y, m = padded(rows)
         return x, y, m, prefixed.copies(system["cache"], args.codex_batch)
@@ -213,6 +260,27 @@ def main() -> None:
         time.time() - wall,
     )
     save(model, config, args.out)
+
+
+def grown(model: Any, weights: dict[str, Any], at: int) -> dict[str, Any]:
+    """``weights`` of a model one layer shorter, for ``model`` with a new layer at ``at``: the
+    layers from ``at`` on move up one, the new layer keeps its random init but for its attention
+    and experts' output projections, zero, so it adds nothing to the residual until trained."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    out: dict[str, Any] = {}
+    for key, value in weights.items():
+        parts = key.split(".")
+        if key.startswith("model.layers.") and int(parts[2]) >= at:
+            parts[2] = str(int(parts[2]) + 1)
+        out[".".join(parts)] = value
+    prefix = f"model.layers.{at}."
+    for key, value in tree_flatten(model.parameters()):
+        if key.startswith(prefix):
+            zero = ".o_proj." in key or ".down_proj." in key
+            out[key] = mx.zeros_like(value) if zero else value
+    return out
 
 
 def save(model: Any, config: dict[str, Any], out: Path) -> None:

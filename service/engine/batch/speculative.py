@@ -15,6 +15,7 @@ that do not draft: its cache lags the target's and catches up when it is needed.
 
 from __future__ import annotations
 
+import time
 from typing import Any, cast
 
 import mlx.core as mx
@@ -34,7 +35,7 @@ from mlx_responses.service.engine.batch.quantized_cache import BatchQuantizedKVC
 from mlx_responses.service.engine.draft_model import DraftedModel
 from mlx_responses.service.engine.heads import HeadedModel
 from mlx_responses.service.engine.mlx_lm_compat import ArraysCache
-from mlx_responses.service.engine.speculation import Candidate, SpeculationPolicy
+from mlx_responses.service.engine.speculation import Candidate, SpeculationPolicy, StepClock
 from mlx_responses.service.engine.vision.hybrid import roll_back
 
 
@@ -64,6 +65,8 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         # What the target read alone (its inputs and features, [batch, 1] each step): the
         # head's caches lag by as many positions in every row, as a draft model's do.
         self._unread: list[tuple[mx.array, mx.array]] = []
+        # Whether a head's drafting pays, measured in epochs (`_head_draft`).
+        self.clock = StepClock()
         super().__init__(*args, **kwargs)
 
     def use_head(self, model: HeadedModel) -> None:
@@ -177,6 +180,14 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
     def _room(self, i: int) -> int:
         return min(self.num_draft, self.max_tokens[i] - self._num_tokens[i] - 1)
 
+    def next(self) -> list[Any]:
+        if self.headed is None:
+            return super().next()
+        self.clock.start(time.perf_counter(), tuple(self.uids))
+        responses: list[Any] = super().next()
+        self.clock.sent(len(responses))
+        return responses
+
     def _decode(self) -> list[Any]:
         if not self.uids or self.num_draft <= 0 or not self.eligible.intersection(self.uids):
             return super()._decode()
@@ -252,7 +263,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         from its rule over the head's logits."""
         headed = self.headed
         assert headed is not None
-        width = self.policy.draft_width(candidates, len(self.uids))
+        width = self.policy.draft_width(candidates, len(self.uids), clock=self.clock)
         if not width:
             return None
         self._catch_up()
