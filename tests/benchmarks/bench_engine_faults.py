@@ -10,10 +10,24 @@ request once they ended; `--rounds` rounds at each stage, one stage after anothe
 printed, by stage: every request ended (200, completed or failed with a message; for "give up"
 a 503 naming the failure during the back-off is allowed), the request after each fault
 completed, the fault fired, and the process's RSS after the stage's rounds against before them
-(each after `--settle` rounds without faults; and at the end against after the warm-up): within
-10%. Not a test.
+(and at the end against after the warm-up): within 10%. Not a test.
+
+Before and after are each read after `--settle` rounds without faults, enough to fill the prompt
+cache's memory tier to its entry bound (`--prompt-cache-max-entries`, 32) from empty: a round
+keeps `--concurrency` + 1 entries, so the default is ceil(32 / 9) + 1 = 5 rounds. The tier is the
+one thing a fault changes by design: a failed step or extraction rebuilds it empty, a cache
+write's failure rebuilds it too, while admission's and disk read's keep it. Read right after the
+rounds, "after" would compare an emptied tier (tens of MiB of KV) with a full one; after the
+settle both hold a full tier of the same prompts' shape, printed beside RSS, so what is left is
+what the faults themselves left behind. Three rounds (27 entries) left the tier short of full.
+MLX's buffer cache (freed buffers kept for reuse; unbounded here, as no --memory-limit is set)
+is printed beside them too. Requests are sent with `store: false`: the responses store keeps
+every stored response by design (up to 1,024), which over a stage's ~1,000 requests grew RSS
+by 15-29 MiB whatever the stage (disk read, which fails nothing, 1.13x), as the soak deletes
+its responses for the same reason.
 
     .venv/bin/python tests/benchmarks/bench_engine_faults.py [--rounds 100] [--concurrency 8]
+        [--stages step extract ...] [--settle 5]
 """
 
 from __future__ import annotations
@@ -32,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import mlx.core as mx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -41,6 +56,7 @@ from mlx_responses.service.engine.batch.scheduler import BatchScheduler
 from mlx_responses.service.engine.prompt_cache.cache import PromptCache
 from mlx_responses.service.engine.prompt_cache.disk import PromptDisk
 from mlx_responses.service.engine.supervision import Restarts
+from mlx_responses.service.flags import PROMPT_CACHE_MAX_ENTRIES
 
 from tests.support.random_model import build_random_model
 from tests.support.stack import Stack
@@ -56,6 +72,7 @@ STAGES: dict[str, tuple[Any, str]] = {
     "give up": (BatchScheduler, "step"),
 }
 MIB = 1 << 20
+MEMORY_ENTRIES = PROMPT_CACHE_MAX_ENTRIES.default  # the memory tier's entry bound
 
 
 def rss() -> int:
@@ -91,7 +108,7 @@ class Fault:
 
 
 def respond(base: str, model: str, text: str) -> tuple[int, dict[str, Any]]:
-    body = {"model": model, "input": text, "max_output_tokens": 16}
+    body = {"model": model, "input": text, "max_output_tokens": 16, "store": False}
     reply = httpx.post(f"{base}/v1/responses", json=body, timeout=300)
     return reply.status_code, reply.json()
 
@@ -116,10 +133,16 @@ def main() -> None:
         "--stages", nargs="+", choices=list(STAGES), default=list(STAGES), help="in this order"
     )
     parser.add_argument(
-        "--settle", type=int, default=3, help="rounds without faults before and after a stage"
+        "--settle",
+        type=int,
+        default=None,
+        help="rounds without faults before and after a stage (default: enough to fill the "
+        "prompt cache's memory tier from empty)",
     )
     parser.add_argument("--warm-up", type=int, default=12, help="rounds without faults first")
     args = parser.parse_args()
+    if args.settle is None:
+        args.settle = -(-MEMORY_ENTRIES // (args.concurrency + 1)) + 1
     logging.disable(logging.CRITICAL)  # each fault logs its traceback: only the figures here
     with tempfile.TemporaryDirectory() as tmp:
         model_path = build_random_model(Path(tmp) / "random-chat", hidden_size=128, layers=4)
@@ -183,11 +206,13 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
     first = rss()
     print(
         f"{args.rounds} rounds of {args.concurrency} concurrent requests at each stage, a fault "
-        f"each round, after {args.warm_up} warm-up rounds without ({first / MIB:.0f} MiB)"
+        f"each round, after {args.warm_up} warm-up rounds without ({first / MIB:.0f} MiB); "
+        f"before and after each stage {args.settle} rounds without"
     )
     print(
         f"{'stage':<12} {'fired':>5} {'completed':>9} {'failed':>6} {'503':>4} {'next ok':>7} "
-        f"{'RSS before':>10} {'after':>6} {'peak':>6} {'after/before':>12}",
+        f"{'RSS before':>10} {'after':>6} {'peak':>6} {'after/before':>12} "
+        f"{'tier before':>11} {'after':>5} {'MLX cache before':>16} {'after':>5}",
         flush=True,
     )
     failed = False
@@ -195,16 +220,23 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
 
     quiet = itertools.count(-1 - args.warm_up, -1)  # distinct prompts: cold, as the others
 
-    def settled() -> int:
-        """RSS after `--settle` rounds without faults (the caches as the faults' rounds leave
-        them differ: a stage's failures rebuild the memory tier, another's keep it)."""
+    def tier() -> int:
+        """The prompt cache's memory tier, in bytes."""
+        runtime = pool.default.runtime
+        return runtime.worker.stats.prompt_cache_bytes if runtime is not None else 0
+
+    def settled() -> tuple[int, int, int]:
+        """RSS and the memory tier's bytes after `--settle` rounds without faults (the caches
+        as the faults' rounds leave them differ: a stage's failures rebuild the memory tier,
+        another's keep it)."""
         for _ in range(args.settle):
             round_(next(quiet), None)
         gc.collect()
-        return rss()
+        return rss(), tier(), mx.get_cache_memory()
 
     for stage in args.stages:
-        before = worst = settled()
+        before, tier_before, freed_before = settled()
+        worst = before
         totals = Counter[str]()
         for _ in range(args.rounds):
             totals += round_(number, stage)
@@ -212,13 +244,15 @@ def run(stack: Stack, args: argparse.Namespace) -> None:
             worst = max(worst, rss())
             if number % 10 == 0:
                 print(f"round {number} ({stage}): RSS {rss() / MIB:.0f} MiB", file=sys.stderr)
-        after = settled()
+        after, tier_after, freed_after = settled()
         worst = max(worst, after)
         # Every request ended and each round's next request completed, or round_ raised.
         print(
             f"{stage:<12} {fault.fired[stage]:>5} {totals['completed']:>9} {totals['failed']:>6} "
             f"{totals['refused']:>4} {args.rounds:>7} {before / MIB:>9.0f}M {after / MIB:>5.0f}M "
-            f"{worst / MIB:>5.0f}M {after / before:>11.3f}x",
+            f"{worst / MIB:>5.0f}M {after / before:>11.3f}x "
+            f"{tier_before / MIB:>6.1f}M {tier_after / MIB:>5.1f}M "
+            f"{freed_before / MIB:>11.1f}M {freed_after / MIB:>5.1f}M",
             flush=True,
         )
         failed |= after > 1.1 * before

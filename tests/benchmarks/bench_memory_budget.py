@@ -14,7 +14,8 @@ x disk tier on/off x `--lengths`, with the limit only, and prints one line a cel
     .venv/bin/python tests/benchmarks/bench_memory_budget.py [--requests 32] [--prompt-tokens 4096]
         [--max-tokens 64] [--headroom-mib 768] [--api responses] [--batch-size 16] [--no-disk]
     .venv/bin/python tests/benchmarks/bench_memory_budget.py --sweep --max-tokens 16 \
-        [--apis responses,chat] [--batch-sizes 8,32] [--lengths 1024,4096,16384]
+        [--apis responses,chat] [--batch-sizes 8,32] [--lengths 1024,4096,16384] \
+        [--requests-by-length 16384:8] [--engine batch]
 """
 
 from __future__ import annotations
@@ -189,6 +190,7 @@ def run(
     api: str = "completions",
     batch_size: int | None = None,
     disk: bool = True,
+    engine: str | None = None,
 ) -> dict[str, Any]:
     port, grpc_port = free_port(), free_port()
     with tempfile.TemporaryDirectory() as cache_dir:
@@ -208,6 +210,8 @@ def run(
             args += ["--max-batch-size", str(batch_size)]
         if limit is not None:
             args += ["--memory-limit", str(limit)]
+        if engine is not None:
+            args += ["--engine", engine]
         server = Process(*args)
         try:
             wait_status(port, 200, server, timeout=180)
@@ -285,6 +289,12 @@ def main() -> None:
     parser.add_argument("--api", choices=APIS, default="completions")
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--no-disk", action="store_true")
+    parser.add_argument(
+        "--engine",
+        choices=("slots", "batch"),
+        default=None,
+        help="the server's --engine (default: its auto, slots on a CPU, batch on a GPU)",
+    )
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--apis", default=",".join(APIS))
     parser.add_argument("--batch-sizes", default="8,32")
@@ -307,7 +317,8 @@ def main() -> None:
         print(
             f"model: qwen3, 8 layers, 4 KiB KV/token, weights {weights / MIB:.1f} MiB, context "
             f"{CONTEXT:,}; {args.requests} requests, max_tokens {args.max_tokens}; limit "
-            f"{limit / MIB:.0f} MiB (goal: peak <= {1.1 * limit / MIB:,.0f} MiB)",
+            f"{limit / MIB:.0f} MiB (goal: peak <= {1.1 * limit / MIB:,.0f} MiB); engine "
+            f"{args.engine or 'auto'}",
             flush=True,
         )
         if args.sweep:
@@ -330,6 +341,7 @@ def main() -> None:
                                 api=api,
                                 batch_size=batch,
                                 disk=disk == "on",
+                                engine=args.engine,
                             )
                             missed += result["peak"] > 1.1 * limit or not result["alive"]
                             cell = f"{api:>11} batch {batch:>2} disk {disk:>3} {length:>6} tok"
@@ -357,6 +369,7 @@ def main() -> None:
                 api=args.api,
                 batch_size=args.batch_size,
                 disk=not args.no_disk,
+                engine=args.engine,
             )
             print(_line(f"{name:>5}", result, value), flush=True)
             if not result["alive"] or not set(result["outcome"]) <= {"completed", "503"}:

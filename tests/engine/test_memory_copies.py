@@ -1,7 +1,8 @@
 """What the memory budget reserves for the copies a step makes (issue #51: peak RSS 1.19x the
 limit on 32 prompts of 4k tokens): a kept entry is trimmed to the budget at once, a copy of a
-live sequence's KV is made only where the budget has room beside the slots that still hold it,
-the disk writer's borrowed entries count, and a long prompt grows the slots once."""
+live sequence's KV is made only where the budget has room beside the slots (or mlx-lm's batch)
+that still hold it, the disk writer's borrowed entries count, and a long prompt grows the slots
+once."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
+from mlx_responses.service.engine import speculation
+from mlx_responses.service.engine.batch.scheduler import BatchScheduler
 from mlx_responses.service.engine.kv_store import KVStore
 from mlx_responses.service.engine.memory.budget import MemoryBudget
 from mlx_responses.service.engine.memory.kv_layout import KVLayout
@@ -19,6 +22,7 @@ from mlx_responses.service.engine.model import load_model
 from mlx_responses.service.engine.prompt_cache.cache import PromptCache
 from mlx_responses.service.engine.prompt_cache.disk import PromptDisk
 from mlx_responses.service.engine.requests import EngineStats
+from mlx_responses.service.engine.scheduler import Admission
 from mlx_responses.service.engine.slots import SlotScheduler
 
 from tests.support.engine import admit, step_tokens
@@ -149,3 +153,44 @@ def test_a_long_prompt_grows_the_slots_once(random_model: Path) -> None:
     # Asked once, at its end (600 prompt tokens and 3 generated): no room, no copy.
     assert asked == [603] and finished[0].prompt_cache is None
     assert finished[0].uid == uid
+
+
+@pytest.mark.parametrize("speculate", [False, True], ids=["plain", "drafting"])
+def test_a_finishing_batch_row_is_copied_only_where_the_budget_has_room(
+    random_model: Path, speculate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mlx-lm's batch (`--engine batch`, the default on a GPU) copies a finishing row's KV
+    out as its entry while the batch's cache still holds the row (until the step's filter):
+    the copy is asked for as the slots' is, on the plain decode step and on a verify's (drafts
+    forced at every step). Before, every finishing row was copied, room or not."""
+    monkeypatch.setattr(
+        speculation, "best_width", lambda found, rows: max((n for _, n in found), default=0)
+    )
+    model = load_model(random_model).model
+    scheduler = BatchScheduler(
+        model,
+        stop_tokens=[],
+        completion_batch_size=4,
+        prefill_batch_size=4,
+        prefill_step_size=128,
+        speculate=speculate,
+    )
+    asked: list[int] = []
+    scheduler.entry_room = lambda tokens: asked.append(tokens) or tokens < 100
+    # Repeating prompts: the random model repeats their last token, which n-grams draft.
+    prompts = [[5, 6, 7, 8] * 20, [9, 10, 11, 12] * 30]
+    for uid, (prompt, tokens) in enumerate(zip(prompts, (3, 6), strict=True)):
+        greedy = Admission(uid, [prompt], tokens, lambda lp: mx.argmax(lp, axis=-1), speculate=True)
+        scheduler.admit(greedy)
+    finished: dict[int, Any] = {}
+    while len(finished) < 2:
+        for token in step_tokens(scheduler):
+            if token.finish_reason is not None:
+                finished[token.uid] = token
+    counts = scheduler.speculation
+    scheduler.close()
+    assert bool(counts and counts.verify_steps) == speculate
+    # 80 + 3 tokens: room, an entry; 120 + 6: none, no copy.
+    assert sorted(asked) == [83, 126]
+    assert finished[0].prompt_cache is not None
+    assert finished[1].prompt_cache is None

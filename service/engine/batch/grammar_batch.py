@@ -9,6 +9,7 @@ parallel, and one `mx.where` applies it to the batch logits.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import llguidance
@@ -54,6 +55,32 @@ class GrammarGenerationBatch(GenerationBatch):
     grammar in the batch is the library's own. A new sequence's first step still runs in
     the library's batch (its processor's own call), before it joins this one.
     """
+
+    # Asked before a finishing row's KV is copied out as its prompt-cache entry (its tokens):
+    # whether the memory budget has room for the copy beside the batch's cache, which holds
+    # the row until the step's filter (`KVStore.entry_room`); no: its response carries none.
+    entry_room: Callable[[int], bool] = staticmethod(lambda tokens: True)
+    _finishing = False  # inside a decode step: extract_cache copies finishing rows
+
+    def next(self) -> list[Any]:
+        self._finishing = True
+        try:
+            return self._decode()
+        finally:
+            self._finishing = False
+
+    def _decode(self) -> list[Any]:
+        """One decode step (mlx-lm's), its finishing rows' entries gated by `entry_room`."""
+        return super().next()  # type: ignore[no-any-return]
+
+    def extract_cache(self, idx: int) -> list[Any]:
+        if self._finishing and not self.entry_room(len(self.tokens[idx])):
+            return None  # type: ignore[return-value]  # mlx-lm's Response takes None
+        return self._copy(idx)
+
+    def _copy(self, idx: int) -> list[Any]:
+        """Row `idx`'s caches, copied out of the batch's."""
+        return super().extract_cache(idx)  # type: ignore[no-any-return]
 
     def _step(self) -> tuple[list[int], list[mx.array]]:
         feed(self.model, self.uids, self.tokens)

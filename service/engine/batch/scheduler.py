@@ -77,7 +77,6 @@ class BatchScheduler:
         self._rows = model if hasattr(model, "enter") else None
         self.takes_embeddings = self._rows is not None
         self.prompt_ends = False
-        self.entry_room: Callable[[int], bool] = lambda tokens: True  # never asked
         self._theirs: dict[int, int] = {}  # our uid -> the generator's
         self._ours: dict[int, int] = {}  # the generator's uid -> ours
 
@@ -93,6 +92,17 @@ class BatchScheduler:
     @property
     def stream(self) -> Any:
         return self._generator.stream
+
+    @property
+    def entry_room(self) -> Callable[[int], bool]:
+        """Asked before a finishing sequence's KV is copied out as its prompt-cache entry
+        (the decode batch asks, `GrammarGenerationBatch.entry_room`)."""
+        batch: GrammarGenerationBatch = self._generator._generation_batch
+        return batch.entry_room
+
+    @entry_room.setter
+    def entry_room(self, room: Callable[[int], bool]) -> None:
+        self._generator._generation_batch.entry_room = room
 
     # --- the Scheduler protocol ------------------------------------------------------------
     def admit(self, admission: Admission) -> None:

@@ -159,9 +159,9 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
         self._catch_up()  # the new rows' draft caches are up to date
         super().extend(batch)
 
-    def extract_cache(self, idx: int) -> list[Any]:
+    def _copy(self, idx: int) -> list[Any]:
         self._catch_up()  # a prompt-cache entry holds both caches at the same position
-        caches: list[Any] = super().extract_cache(idx)
+        caches: list[Any] = super()._copy(idx)
         return caches
 
     def filter(self, keep: list[int]) -> None:
@@ -182,22 +182,22 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
 
     def next(self) -> list[Any]:
         if self.headed is None:
-            return self._decode()
+            return super().next()
         self.clock.start(time.perf_counter(), tuple(self.uids))
-        responses = self._decode()
+        responses: list[Any] = super().next()
         self.clock.sent(len(responses))
         return responses
 
     def _decode(self) -> list[Any]:
         if not self.uids or self.num_draft <= 0 or not self.eligible.intersection(self.uids):
-            return super().next()
+            return super()._decode()
         # Rejected drafts are trimmed off plain caches; with a head, recurrent states are
         # computed again up to the kept positions (`_keep_head`).
         rewinds: tuple[type, ...] = (BatchKVCache, BatchQuantizedKVCache)
         if self.headed is not None:
             rewinds = (*rewinds, ArraysCache)
         if not all(isinstance(c, rewinds) for c in self.prompt_cache):
-            return super().next()
+            return super()._decode()
         # The rows that may draft this step (`which`), as the policy's candidates.
         which = [i for i, uid in enumerate(self.uids) if uid in self.eligible and self._room(i) > 0]
         candidates = [Candidate(self.uids[i], self._room(i), self.tokens[i]) for i in which]
@@ -211,7 +211,7 @@ class SpeculativeGenerationBatch(GrammarGenerationBatch):
                 responses = self._draft(candidates, which)
         if responses is None:
             self.policy.rest(candidates)
-            return super().next()
+            return super()._decode()
         return responses
 
     def _ngram(self, candidates: list[Candidate], which: list[int]) -> list[Any] | None:
