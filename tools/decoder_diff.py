@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -151,18 +150,6 @@ def _decode(bodies: list[tuple[str, Any]]) -> list[tuple[Any, ...]]:
     return answers
 
 
-def _export(rev: str, into: Path) -> Path:
-    root = into / "mlx_responses"
-    shutil.copytree(ROOT / "mlx_responses", root)
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, "http_facade", "service"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
-    return into
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("rev", help="the git revision to compare with")
@@ -174,12 +161,14 @@ def main() -> int:
         path.with_suffix(".out").write_bytes(pickle.dumps(_decode(pickle.loads(path.read_bytes()))))
         return 0
     sys.path.insert(0, str(ROOT))
+    from tools.rev_tree import export
+
     bodies = _bodies(args.mutations)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "bodies.pkl"
         data.write_bytes(pickle.dumps(bodies))
         answers = []
-        for tree in (_export(args.rev, Path(tmp) / "rev"), ROOT):
+        for tree in (export(args.rev, Path(tmp) / "rev"), ROOT):
             env = dict(os.environ)
             if tree != ROOT:  # found before the editable install's finder
                 env["PYTHONPATH"] = os.pathsep.join(

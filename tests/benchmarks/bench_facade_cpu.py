@@ -19,7 +19,6 @@ import argparse
 import importlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tools.rev_tree import export  # noqa: E402
+
 FACADE = "mlx_responses.http_facade"
 # Where each codec lives: the dialect folders, then (before they were siblings) the top level.
 CODECS = {
@@ -297,20 +300,6 @@ def measure(loops: int, repeats: int) -> dict[str, dict[str, float]]:
             "encode": min(_cpu_us(encoding, loops) for _ in range(repeats)),
         }
     return figures
-
-
-def export(rev: str, into: Path) -> Path:
-    """REV's façade and core, laid out as installed (`mlx_responses.http_facade`, ...), with
-    this tree's generated protobuf modules (git does not hold them)."""
-    root = into / "mlx_responses"
-    shutil.copytree(REPO / "mlx_responses", root)
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", rev, "http_facade", "service"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
-    return into
 
 
 def _run(loops: int, repeats: int, tree: Path | None) -> dict[str, dict[str, float]]:
