@@ -5,13 +5,7 @@ from __future__ import annotations
 from mlx_responses.http_facade.kit.cache_hints import LIFETIME_FIELDS
 from mlx_responses.http_facade.kit.decode import INT32_MAX
 from mlx_responses.http_facade.kit.fields import Field, Fields
-from mlx_responses.http_facade.kit.openapi import (
-    OPT_STRING,
-    STRING,
-    array,
-    nullable,
-    obj,
-)
+from mlx_responses.http_facade.kit.openapi import array, ts
 from mlx_responses.http_facade.kit.sampling import (
     MODEL,
     OPENAI_SCALARS,
@@ -45,14 +39,9 @@ IMAGE_NOTE = (
     "`--allow-remote-media`). A text-only model refuses them with a 400 `unsupported_content` "
     "naming `messages[i].content[j].type`."
 )
-breakpoint = obj(("mode",), mode={"const": "explicit"}, ttl=nullable({"enum": ["30m", "12h"]}))
-text_part = obj(
-    ("type", "text"),
-    type={"const": "text"},
-    text=STRING,
-    prompt_cache_breakpoint=nullable(breakpoint),  # cache_hints.py
-)
-content = {"anyOf": [STRING, array(text_part)]}
+# A prompt-cache breakpoint (cache_hints.py) may end a text part.
+PART = "{type: 'text', text: string, prompt_cache_breakpoint?: ?{mode: 'explicit', ttl?: ?TTL}}"
+CONTENT = f"string | {PART}[]"
 # An assistant message's tool call, as the core's function_call item.
 FUNCTION = Shape(None, None, name=must(TEXT), arguments=must(ARGUMENTS, ""))
 TOOL_CALL = Shape(
@@ -61,33 +50,15 @@ TOOL_CALL = Shape(
     function=must(FUNCTION.nested(), to="*"),
     id=must(TEXT, to="call_id"),
 )
-tool_call = TOOL_CALL.schema()
-message = {
-    "anyOf": [
-        {
-            **obj(
-                ("role", "content"),
-                role={"enum": ["system", "developer", "user"]},
-                content=content,
-            ),
-            "description": IMAGE_NOTE,
-        },
-        obj(
-            ("role",),
-            role={"const": "assistant"},
-            content=nullable(content),
-            tool_calls=nullable(array(tool_call)),
-            reasoning_content=OPT_STRING,
-            reasoning=OPT_STRING,
-        ),
-        obj(
-            ("role", "tool_call_id"),
-            role={"const": "tool"},
-            tool_call_id=STRING,
-            content=content,
-        ),
-    ]
-}
+message = ts(
+    f"{{role: 'system' | 'developer' | 'user', content: {CONTENT}}}"
+    f" | {{role: 'assistant', content?: ?({CONTENT}), tool_calls?: ?CALL[],"
+    " reasoning_content?: string|null, reasoning?: string|null}"
+    f" | {{role: 'tool', tool_call_id: string, content?: {CONTENT}}}",
+    TTL={"enum": ["30m", "12h"]},
+    CALL=TOOL_CALL.schema(),
+)
+message["anyOf"][0]["description"] = IMAGE_NOTE
 # response_format's json_schema: its fields under `json_schema`.
 SPEC = Shape(
     None,

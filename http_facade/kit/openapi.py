@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,88 @@ def obj(required: tuple[str, ...] = (), **properties: Schema) -> Schema:
 
 def array(items: Schema) -> Schema:
     return {"type": "array", "items": items}
+
+
+# A schema in a TypeScript-like notation (`ts`): names, 'literals', $Refs and punctuation.
+_TOKENS = re.compile(r"\s*(?:(\$?\w+)|'([^']*)'|(\S))")
+_TYPES = ("string", "integer", "number", "boolean", "object", "null", "array")
+
+
+def ts(text: str, **names: Schema) -> Schema:
+    """The JSON schema `text` writes as a TypeScript type: `string`, `integer`, ... (a type),
+    `'x'` (a constant), `$Name` (a component), `T[]` (an array), `{a: T, b?: T}` (an object, b
+    not required), `{[key]: T}` (a map), `A | B` (literals make an enum, types a type list,
+    anything else anyOf), `?T` (T or null, as anyOf); other names are taken from `names`."""
+    tokens = [(m[1], m[2], m[3]) for m in _TOKENS.finditer(text)]
+    at = 0
+
+    def punct(char: str) -> bool:
+        nonlocal at
+        if at < len(tokens) and tokens[at][2] == char:
+            at += 1
+            return True
+        return False
+
+    def union() -> Schema:
+        members = [postfix()]
+        while punct("|"):
+            members.append(postfix())
+        if len(members) == 1:
+            return members[0]
+        if all(m == NULL or list(m) == ["const"] for m in members):
+            return {"enum": [m.get("const") for m in members]}
+        if all(list(m) == ["type"] and isinstance(m["type"], str) for m in members):
+            return {"type": [m["type"] for m in members]}
+        return {"anyOf": members}
+
+    def postfix() -> Schema:
+        if punct("?"):
+            return nullable(postfix())
+        schema = atom()
+        while punct("["):
+            assert punct("]"), text
+            schema = array(schema)
+        return schema
+
+    def atom() -> Schema:
+        nonlocal at
+        if punct("("):
+            schema = union()
+            assert punct(")"), text
+            return schema
+        if punct("{"):
+            return members()
+        name, literal, char = tokens[at]
+        at += 1
+        if literal is not None or name in ("true", "false"):
+            return {"const": literal if literal is not None else name == "true"}
+        assert name, f"{text}: {char!r} at token {at}"
+        if name.startswith("$"):
+            return ref(name[1:])
+        return {"type": name} if name in _TYPES else names[name]
+
+    def members() -> Schema:
+        nonlocal at
+        if punct("["):
+            at += 1
+            assert punct("]") and punct(":"), text
+            schema = {"type": "object", "additionalProperties": union()}
+            assert punct("}"), text
+            return schema
+        properties, needed = {}, []
+        while not punct("}"):
+            name = tokens[at][0]
+            at += 1
+            if not punct("?"):
+                needed.append(name)
+            assert punct(":"), text
+            properties[name] = union()
+            punct(",")
+        return {"type": "object", "properties": properties, "required": needed}
+
+    schema = union()
+    assert at == len(tokens), f"{text}: left over from token {at}"
+    return schema
 
 
 @dataclass(frozen=True)

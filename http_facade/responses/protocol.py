@@ -8,13 +8,7 @@ from mlx_responses.http_facade.kit.cache_hints import BREAKPOINT_TTLS, LIFETIME_
 from mlx_responses.http_facade.kit.decode import INT32_MAX, expect
 from mlx_responses.http_facade.kit.fields import Field, Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
-from mlx_responses.http_facade.kit.openapi import (
-    STRING,
-    integer,
-    nullable,
-    obj,
-    ref,
-)
+from mlx_responses.http_facade.kit.openapi import integer, ref, ts
 from mlx_responses.http_facade.kit.sampling import MODEL, OPENAI_SCALARS, SAMPLING, TEMPLATE_KWARGS
 from mlx_responses.http_facade.kit.shapes import (
     ARGUMENTS,
@@ -104,30 +98,21 @@ def _texts(message: Any) -> Kind:
 STATUS = enum(ITEM_STATUS)
 # Structured output: its objects' text parts are joined (other entries are skipped).
 OUTPUT = Kind(
-    {
-        "anyOf": [
-            STRING,
-            {"type": "array", "items": {"anyOf": [{"not": {"type": "object"}}, obj(text=STRING)]}},
-        ]
-    },
-    _output,
+    ts("string | (CHUNK | {text?: string})[]", CHUNK={"not": {"type": "object"}}), _output
 )
-breakpoint = obj(
-    ("mode",), mode={"const": "explicit"}, ttl=nullable({"enum": list(BREAKPOINT_TTLS)})
-)
-# A message's content parts (the decoder's by hand: a part's type follows the role).
-PARTS = [
-    obj(
-        ("type", "text"),
-        type={"enum": ["input_text", "output_text", "text"]},
-        text=STRING,
-        prompt_cache_breakpoint=nullable(breakpoint),  # where a reusable prefix ends
+# A message's content parts (the decoder's by hand: a part's type follows the role); a text
+# part may end a reusable prefix, a media part is refused for a text-only model, or a
+# placeholder with --media drop (the core decides).
+CONTENT = Kind(
+    ts(
+        "string | ({type: 'input_text' | 'output_text' | 'text', text: string,"
+        " prompt_cache_breakpoint?: ?{mode: 'explicit', ttl?: ?TTL}}"
+        " | {type: 'refusal', refusal: string} | {type: MEDIA})[]",
+        TTL={"enum": list(BREAKPOINT_TTLS)},
+        MEDIA={"enum": sorted(MEDIA_PARTS)},
     ),
-    obj(("type", "refusal"), type={"const": "refusal"}, refusal=STRING),
-    # Refused for a text-only model, or a placeholder with --media drop (the core decides).
-    obj(("type",), type={"enum": sorted(MEDIA_PARTS)}),
-]
-CONTENT = Kind({"anyOf": [STRING, {"type": "array", "items": {"anyOf": PARTS}}]}, None)
+    None,
+)
 # The message's type is optional (an object with a role is a message): not the shape's kind.
 MESSAGE = Shape(
     None,
@@ -223,25 +208,31 @@ def _conversation(value: Any, param: str) -> str:
     return text
 
 
-CONVERSATION = Kind({"anyOf": [STRING, obj(("id",), id=STRING)]}, _conversation)
-COMPACTION = obj(
-    ("type", "compact_threshold"),
-    type={"const": "compaction"},
-    compact_threshold=integer(1, MAX_COMPACT_THRESHOLD),
-)  # what the core takes: the decoder checks types and ranges
+CONVERSATION = Kind(ts("string | {id: string}"), _conversation)
+# What the core takes: the decoder checks types and ranges.
+COMPACTION = ts("{type: 'compaction', compact_threshold: T}", T=integer(1, MAX_COMPACT_THRESHOLD))
 CONTEXT_MANAGEMENT = array(
     Shape(None, pb.ContextManagement, type=must(TEXT), compact_threshold=opt(INT)).nested(),
     {"type": "array", "items": COMPACTION},
 )
-# A hosted tool: the core refuses it, or drops it under `--hosted-tools drop`.
-hosted_tool = obj(("type",), type={"enum": sorted(HOSTED_TOOLS)})
-# A client-run built-in tool (shell, local_shell, apply_patch): served as the model's call.
-builtin_tool = obj(("type",), type={"enum": list(BUILTIN_TOOL_TYPES)})
+# A hosted tool (the core refuses it, or drops it under `--hosted-tools drop`), or a
+# client-run built-in tool (shell, local_shell, apply_patch): served as the model's call.
+hosted_tool = ts("{type: H}", H={"enum": sorted(HOSTED_TOOLS)})
+builtin_tool = ts("{type: B}", B={"enum": list(BUILTIN_TOOL_TYPES)})
 tools = [function_tool_schema(type_required=True), CUSTOM_TOOL.schema(), hosted_tool, builtin_tool]
 # A namespace's tools are read by hand (one level only).
 NAMESPACE = Shape("namespace", pb.NamespaceTool, name=req(TEXT), description=opt(TEXT))
 namespace = NAMESPACE.schema(tools={"type": "array", "items": {"anyOf": tools}})
 namespace["required"].append("tools")
+tool_choice = tool_choice_schema()["anyOf"]
+tool_choice += [
+    builtin_tool,
+    ts(
+        "{type: 'allowed_tools', mode?: 'auto' | 'required',"
+        " tools: ({type: 'function' | 'custom', name: string} | B)[]}",
+        B=builtin_tool,
+    ),
+]
 
 FIELDS = Fields(
     MODEL,
@@ -295,30 +286,7 @@ FIELDS = Fields(
         "tool_choice",
         "tool_choice",
         "Whether and which tool to call.",
-        schema={
-            "anyOf": [
-                *tool_choice_schema()["anyOf"],
-                builtin_tool,
-                obj(
-                    ("type", "tools"),
-                    type={"const": "allowed_tools"},
-                    mode={"enum": ["auto", "required"]},
-                    tools={
-                        "type": "array",
-                        "items": {
-                            "anyOf": [
-                                obj(
-                                    ("type", "name"),
-                                    type={"enum": ["function", "custom"]},
-                                    name=STRING,
-                                ),
-                                builtin_tool,
-                            ]
-                        },
-                    },
-                ),
-            ]
-        },
+        schema={"anyOf": tool_choice},
     ),
     Field(
         "text",
