@@ -14,7 +14,11 @@ FINISH_REASONS = ["stop", "length", "tool_calls"]
 
 
 def operations() -> dict[Callable[..., Any], Operation]:
-    stream = {"streams": True, "stream_event": "ChatCompletionStreamEvent", "stream_done": True}
+    stream: dict[str, Any] = {
+        "streams": True,
+        "stream_event": "ChatCompletionStreamEvent",
+        "stream_done": True,
+    }
     return {
         routes.create_chat_completion: Operation(
             "ChatCompletionRequest", "ChatCompletion", **stream

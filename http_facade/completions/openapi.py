@@ -13,7 +13,11 @@ from mlx_responses.http_facade.kit.sampling import MAX_N
 
 
 def operations() -> dict[Callable[..., Any], Operation]:
-    stream = {"streams": True, "stream_event": "CompletionStreamEvent", "stream_done": True}
+    stream: dict[str, Any] = {
+        "streams": True,
+        "stream_event": "CompletionStreamEvent",
+        "stream_done": True,
+    }
     return {routes.create_completion: Operation("CompletionRequest", "Completion", **stream)}
 
 

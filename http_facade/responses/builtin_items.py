@@ -252,7 +252,10 @@ def item_from_json(item: dict[str, Any], param: str) -> pb.Item:
 def item_schemas() -> list[Schema]:
     """The OpenAPI schemas of ITEM_TYPES (input and output items alike)."""
     shapes = {kind: shape.schema() for kind, shape in SHAPES.items()}
-    names = {"S": {"enum": [*STATUS, None]}, "ID": {"anyOf": [_named("call_id"), _named("id")]}}
+    names: dict[str, Schema] = {
+        "S": {"enum": [*STATUS, None]},
+        "ID": {"anyOf": [_named("call_id"), _named("id")]},
+    }
     local = ts(
         "{type: 'local_shell_call_output', id?: string|null, call_id?: string|null,"
         " output: string, status?: S}",
