@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from mlx_responses.http_facade.anthropic.cache_control import TTLS
 from mlx_responses.http_facade.kit.decode import INT32_MAX
-from mlx_responses.http_facade.kit.fields import Field, Fields
+from mlx_responses.http_facade.kit.fields import Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import array, integer, nullable, ts
 from mlx_responses.http_facade.kit.openapi import stop_sequences as stop_schema
@@ -87,58 +87,30 @@ thinking_config = ts(
 TEMPERATURE, TOP_P = SAMPLING[:2]
 FIELDS = Fields(
     MODEL,
-    Field(
-        "messages",
-        "messages",
-        "The conversation so far, oldest first.",
-        required=True,
-        schema={**array(message), "minItems": 1},
-    ),
-    Field("system", "system", "The system prompt: a text or text blocks.", schema=texts),
-    Field("max_tokens", "integer", "Output cap.", "max_output_tokens", minimum=1, required=True),
-    Field(
-        "stop_sequences",
-        "stop",
-        "Where generation stops (not in the output).",
-        schema=stop_schema(MAX_STOP_SEQUENCES),
-    ),
+    "messages!: messages = MESSAGES | The conversation so far, oldest first.",
+    "system: system = TEXTS | The system prompt: a text or text blocks.",
+    "max_tokens!: integer 1.. ->max_output_tokens | Output cap.",
+    "stop_sequences: stop = STOP | Where generation stops (not in the output).",
     TEMPERATURE,
     TOP_P,
-    Field(
-        "top_k",
-        "integer",
-        "Sample among the k likeliest tokens.",
-        "top_k",
-        0,
-        INT32_MAX,
-        checked=False,
-        limit=INT32_MAX,
-    ),
-    Field(
-        "tools",
-        "tools",
-        "Client tools, and server tools (refused or dropped by the core).",
-        schema=array({"anyOf": [custom_tool, server_tool]}),
-    ),
-    Field("tool_choice", "tool_choice", "Whether and which tool to call.", schema=tool_choice),
-    Field(
-        "thinking",
-        "thinking",
-        "Extended thinking, as the template's enable_thinking.",
-        schema=thinking_config,
-    ),
+    f"top_k: integer 0..{INT32_MAX} core int32 -> | Sample among the k likeliest tokens.",
+    "tools: tools = TOOLS | Client tools, and server tools (refused or dropped by the core).",
+    "tool_choice: tool_choice = TOOL_CHOICE | Whether and which tool to call.",
+    "thinking: thinking = THINKING | Extended thinking, as the template's enable_thinking.",
     STREAM,
-    Field(
-        "metadata",
-        "metadata",
-        "`user_id`, recorded as the end user.",
-        schema=ts("{user_id?: string|null}"),
-    ),
+    "metadata: metadata = METADATA | `user_id`, recorded as the end user.",
     TEMPLATE_KWARGS,
-    Field(
-        "cache_control", "cache_control", "Automatic caching: marks the last block.", schema=cache
-    ),
-    Field("keep_alive", "keep_alive", schema=KEEP_ALIVE_SCHEMA),
+    "cache_control: cache_control = CACHE | Automatic caching: marks the last block.",
+    "keep_alive: keep_alive = KEEP_ALIVE",
+    MESSAGES={**array(message), "minItems": 1},
+    TEXTS=texts,
+    STOP=stop_schema(MAX_STOP_SEQUENCES),
+    TOOLS=array({"anyOf": [custom_tool, server_tool]}),
+    TOOL_CHOICE=tool_choice,
+    THINKING=thinking_config,
+    METADATA=ts("{user_id?: string|null}"),
+    CACHE=cache,
+    KEEP_ALIVE=KEEP_ALIVE_SCHEMA,
 )
 # count_tokens takes a Messages body without its output cap.
 COUNT_FIELDS = Fields(

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from mlx_responses.http_facade.kit.cache_hints import LIFETIME_FIELDS
-from mlx_responses.http_facade.kit.decode import INT32_MAX
-from mlx_responses.http_facade.kit.fields import Field, Fields
+from mlx_responses.http_facade.kit.fields import Fields
 from mlx_responses.http_facade.kit.openapi import array, ts
 from mlx_responses.http_facade.kit.sampling import (
     MODEL,
@@ -77,38 +76,25 @@ RESPONSE_FORMAT = union(
 
 FIELDS = Fields(
     MODEL,
-    Field(
-        "messages",
-        "messages",
-        "The conversation so far, oldest first.",
-        required=True,
-        schema={**array(message), "minItems": 1},
-    ),
+    "messages!: messages = MESSAGES | The conversation so far, oldest first.",
     *OPENAI_SCALARS,
-    Field(
-        "tools", "tools", "Function tools the model may call.", schema=array(function_tool_schema())
-    ),
-    Field(
-        "tool_choice", "tool_choice", "Whether and which tool to call.", schema=tool_choice_schema()
-    ),
-    Field("response_format", "object", "Structured output.", "text", kind=RESPONSE_FORMAT),
+    "tools: tools = TOOLS | Function tools the model may call.",
+    "tool_choice: tool_choice = TOOL_CHOICE | Whether and which tool to call.",
+    "response_format: object ->text ~ FORMAT | Structured output.",
     STREAM,
     STREAM_OPTIONS,
-    Field("max_tokens", "integer", "Output cap (max_completion_tokens first).", minimum=1),
-    Field("max_completion_tokens", "integer", "Output cap.", minimum=1),
+    "max_tokens: integer 1.. | Output cap (max_completion_tokens first).",
+    "max_completion_tokens: integer 1.. | Output cap.",
     *SAMPLING,
     N,
-    Field("logprobs", "boolean", "Token logprobs in the answer."),
-    Field(
-        "top_logprobs",
-        "integer",
-        "Alternatives per token (needs `logprobs`).",
-        minimum=0,
-        maximum=MAX_TOP_LOGPROBS,
-        checked=False,
-        limit=INT32_MAX,
-    ),
-    Field("reasoning_effort", "string", "Passed to the chat template and the core."),
+    "logprobs: boolean | Token logprobs in the answer.",
+    f"top_logprobs: integer 0..{MAX_TOP_LOGPROBS} core int32 | Alternatives per token (needs"
+    " `logprobs`).",
+    "reasoning_effort: string | Passed to the chat template and the core.",
     TEMPLATE_KWARGS,
     *LIFETIME_FIELDS,
+    MESSAGES={**array(message), "minItems": 1},
+    TOOLS=array(function_tool_schema()),
+    TOOL_CHOICE=tool_choice_schema(),
+    FORMAT=RESPONSE_FORMAT,
 )

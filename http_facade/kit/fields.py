@@ -9,7 +9,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_responses.http_facade.kit.decode import INT64_MAX, NUMBER, expect, integer, number
+from mlx_responses.http_facade.kit.decode import (
+    INT32_MAX,
+    INT64_MAX,
+    NUMBER,
+    expect,
+    integer,
+    number,
+)
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.openapi import Schema, nullable
 from mlx_responses.http_facade.kit.shapes import Kind, put
@@ -120,13 +127,42 @@ class Field:
         return f"must be between {self.minimum} and {self.maximum}"
 
 
+def row(text: str, **names: Any) -> Field:
+    """A field declared on one line: `name[!]: type [lo..hi] [core] [int32] [->[to]] [= S] [~ K]
+    | doc`: ! required, lo..hi its bounds (`core`: the core's to enforce), int32 its proto field's
+    range, -> the core field it fills (its own name unless given), = its schema and ~ its
+    declared shape (`names`' S and K)."""
+    head, _, doc = text.partition(" | ")
+    name, kind, *words = head.split()
+    options: dict[str, Any] = {"required": name.endswith("!:")}
+    for word, after in zip(words, [*words[1:], ""], strict=False):
+        if ".." in word:
+            low, high = (_number(bound) for bound in word.split(".."))
+            options.update(minimum=low, maximum=high)
+        elif word == "core":
+            options["checked"] = False
+        elif word == "int32":
+            options["limit"] = INT32_MAX
+        elif word.startswith("->"):
+            options["to"] = word[2:] or name.rstrip("!:")
+        elif word in ("=", "~"):
+            options["schema" if word == "=" else "kind"] = names[after]
+    return Field(name.rstrip("!:"), kind, doc, **options)
+
+
+def _number(text: str) -> int | float | None:
+    return None if not text else int(text) if text.lstrip("-").isdigit() else float(text)
+
+
 class Fields(tuple[Field, ...]):
-    """A request's fields, in order, indexed by name."""
+    """A request's fields, in order, indexed by name: Field objects or `row`s (of `names`)."""
 
-    def __new__(cls, *fields: Field) -> Fields:
-        return super().__new__(cls, fields)
+    def __new__(cls, *fields: Field | str, **names: Any) -> Fields:
+        rows = (f if isinstance(f, Field) else row(f, **names) for f in fields)
+        return super().__new__(cls, rows)
 
-    def __init__(self, *fields: Field) -> None:
+    def __init__(self, *_: Field | str, **__: Any) -> None:
+        fields = tuple(self)
         self.checks = {f.name: f.checker() for f in fields if f.plain}
         filled = [f for f in fields if f.plain and f.to is not None]
         self.targets = {f.name: f.to for f in filled if f.kind is None}

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from mlx_responses.http_facade.kit.cache_hints import BREAKPOINT_TTLS, LIFETIME_FIELDS
-from mlx_responses.http_facade.kit.decode import INT32_MAX, expect
-from mlx_responses.http_facade.kit.fields import Field, Fields
+from mlx_responses.http_facade.kit.decode import expect
+from mlx_responses.http_facade.kit.fields import Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
-from mlx_responses.http_facade.kit.openapi import integer, ref, ts
+from mlx_responses.http_facade.kit.openapi import Schema, integer, ref, ts
+from mlx_responses.http_facade.kit.openapi import array as list_of
 from mlx_responses.http_facade.kit.sampling import MODEL, OPENAI_SCALARS, SAMPLING, TEMPLATE_KWARGS
 from mlx_responses.http_facade.kit.shapes import (
     ARGUMENTS,
@@ -234,97 +235,43 @@ tool_choice += [
     ),
 ]
 
+INPUT: list[Schema] = [{"type": "string", "minLength": 1}, list_of(ref("InputItem"))]
+INPUT[1]["minItems"] = 1
 FIELDS = Fields(
     MODEL,
-    Field(
-        "input",
-        "input",
-        "A text, or the turn's items: messages, tool calls and outputs, references.",
-        required=True,
-        schema={
-            "anyOf": [
-                {"type": "string", "minLength": 1},
-                {"type": "array", "items": ref("InputItem"), "minItems": 1},
-            ]
-        },
-    ),
-    Field("instructions", "string", "A system message for this turn.", "instructions"),
+    "input!: input = INPUT | A text, or the turn's items: messages, tool calls and outputs,"
+    " references.",
+    "instructions: string -> | A system message for this turn.",
     *OPENAI_SCALARS,
-    Field(
-        "previous_response_id", "string", "The response this turn follows.", "previous_response_id"
-    ),
-    Field("truncation", "string", "Only disabled.", "truncation", schema={"const": "disabled"}),
-    Field("store", "boolean", "Whether the response is stored (default true).", "store"),
-    Field("stream", "boolean", "Whether the answer streams as server-sent events.", "stream"),
-    Field("background", "boolean", "Answer at once, generate in the background.", "background"),
-    Field(
-        "max_output_tokens",
-        "integer",
-        "Output cap, reasoning included.",
-        "max_output_tokens",
-        minimum=1,
-        checked=False,
-    ),
-    Field(
-        "top_logprobs",
-        "integer",
-        "Alternatives per token.",
-        "top_logprobs",
-        minimum=0,
-        maximum=MAX_TOP_LOGPROBS,
-        checked=False,
-        limit=INT32_MAX,
-    ),
+    "previous_response_id: string -> | The response this turn follows.",
+    "truncation: string -> = DISABLED | Only disabled.",
+    "store: boolean -> | Whether the response is stored (default true).",
+    "stream: boolean -> | Whether the answer streams as server-sent events.",
+    "background: boolean -> | Answer at once, generate in the background.",
+    "max_output_tokens: integer 1.. core -> | Output cap, reasoning included.",
+    f"top_logprobs: integer 0..{MAX_TOP_LOGPROBS} core int32 -> | Alternatives per token.",
     *SAMPLING[:4],
-    Field(
-        "tools",
-        "tools",
-        "Tools the model may call: functions, custom tools, namespaces, built-in and hosted ones.",
-        schema={"type": "array", "items": {"anyOf": [*tools, namespace]}},
-    ),
-    Field(
-        "tool_choice",
-        "tool_choice",
-        "Whether and which tool to call.",
-        schema={"anyOf": tool_choice},
-    ),
-    Field(
-        "text",
-        "object",
-        "The output format: text, a JSON object or a JSON schema.",
-        "text",
-        kind=TEXT_CONFIG,
-    ),
-    Field("reasoning", "object", "Reasoning effort and summary.", "reasoning", kind=REASONING),
-    Field(
-        "conversation",
-        "conversation",
-        "The conversation this turn joins (its id).",
-        "conversation",
-        kind=CONVERSATION,
-    ),
-    Field(
-        "context_management",
-        "array",
-        "Compaction once the prompt passes a threshold.",
-        "context_management",
-        kind=CONTEXT_MANAGEMENT,
-    ),
-    Field(
-        "metadata",
-        "object",
-        "Up to 16 string pairs, stored with the response.",
-        "metadata",
-        kind=mapping(TEXT),
-    ),
-    Field(
-        "include",
-        "array",
-        "Extra output to include (logprobs, encrypted reasoning).",
-        "include",
-        kind=array(TEXT),
-    ),
+    "tools: tools = TOOLS | Tools the model may call: functions, custom tools, namespaces,"
+    " built-in and hosted ones.",
+    "tool_choice: tool_choice = TOOL_CHOICE | Whether and which tool to call.",
+    "text: object -> ~ TEXT | The output format: text, a JSON object or a JSON schema.",
+    "reasoning: object -> ~ REASONING | Reasoning effort and summary.",
+    "conversation: conversation -> ~ CONVERSATION | The conversation this turn joins (its id).",
+    "context_management: array -> ~ CM | Compaction once the prompt passes a threshold.",
+    "metadata: object -> ~ METADATA | Up to 16 string pairs, stored with the response.",
+    "include: array -> ~ INCLUDE | Extra output to include (logprobs, encrypted reasoning).",
     TEMPLATE_KWARGS,
-    Field("keep_alive", "keep_alive", schema=KEEP_ALIVE_SCHEMA),
+    "keep_alive: keep_alive = KEEP_ALIVE",
     *LIFETIME_FIELDS,
+    INPUT={"anyOf": INPUT},
+    DISABLED={"const": "disabled"},
+    TOOLS={"type": "array", "items": {"anyOf": [*tools, namespace]}},
+    TOOL_CHOICE={"anyOf": tool_choice},
+    TEXT=TEXT_CONFIG,
+    REASONING=REASONING,
+    CONVERSATION=CONVERSATION,
+    CM=CONTEXT_MANAGEMENT,
+    METADATA=mapping(TEXT),
+    INCLUDE=array(TEXT),
+    KEEP_ALIVE=KEEP_ALIVE_SCHEMA,
 )
