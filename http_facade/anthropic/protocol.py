@@ -11,7 +11,7 @@ from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import array, integer, nullable, ts
 from mlx_responses.http_facade.kit.openapi import stop_sequences as stop_schema
 from mlx_responses.http_facade.kit.sampling import MODEL, SAMPLING, STREAM, TEMPLATE_KWARGS
-from mlx_responses.http_facade.kit.shapes import JSON_TEXT, TEXT, Shape, must, opt
+from mlx_responses.http_facade.kit.shapes import Shape
 from mlx_responses.service.limits import MAX_STOP_SEQUENCES
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -39,9 +39,8 @@ texts = ts("string | {type: 'text', text: string, cache_control?: C}[]", C=cache
 TOOL_USE = Shape(
     "tool_use",
     pb.FunctionCallItem,
-    input=must(JSON_TEXT, {}, "arguments"),
-    id=must(TEXT, to="call_id"),
-    name=must(TEXT),
+    "input!: json = EMPTY -> arguments, id!: text -> call_id, name!: text",
+    EMPTY={},
 )
 # Blocks by role: a user turn carries text and tool results, an assistant turn text,
 # thinking and tool calls, a system turn (Claude Code sends them in `messages`) text.
@@ -66,9 +65,8 @@ message = {
 CUSTOM_TOOL = Shape(
     None,
     pb.FunctionTool,
-    name=must(TEXT),
-    description=opt(TEXT),
-    input_schema=must(JSON_TEXT, {"type": "object"}, "parameters_json"),
+    "name!: text, description?: text, input_schema!: json = OBJECT -> parameters_json",
+    OBJECT={"type": "object"},
 )
 custom_tool = CUSTOM_TOOL.schema(type=nullable({"const": "custom"}), cache_control=cache)
 # Any other type is an Anthropic server tool: the core refuses it, or drops it under

@@ -15,13 +15,7 @@ from mlx_responses.http_facade.kit.sampling import (
     N,
 )
 from mlx_responses.http_facade.kit.shapes import (
-    ARGUMENTS,
-    FLAG,
-    JSON_TEXT,
-    TEXT,
     Shape,
-    must,
-    opt,
     union,
 )
 from mlx_responses.http_facade.kit.tools import function_tool_schema, tool_choice_schema
@@ -42,12 +36,9 @@ IMAGE_NOTE = (
 PART = "{type: 'text', text: string, prompt_cache_breakpoint?: ?{mode: 'explicit', ttl?: ?TTL}}"
 CONTENT = f"string | {PART}[]"
 # An assistant message's tool call, as the core's function_call item.
-FUNCTION = Shape(None, None, name=must(TEXT), arguments=must(ARGUMENTS, ""))
+FUNCTION = Shape(None, None, "name!: text, arguments!: arguments = ''")
 TOOL_CALL = Shape(
-    None,
-    pb.FunctionCallItem,
-    function=must(FUNCTION.nested(), to="*"),
-    id=must(TEXT, to="call_id"),
+    None, pb.FunctionCallItem, "function!: F -> *, id!: text -> call_id", F=FUNCTION.nested()
 )
 message = ts(
     f"{{role: 'system' | 'developer' | 'user', content: {CONTENT}}}"
@@ -62,15 +53,13 @@ message["anyOf"][0]["description"] = IMAGE_NOTE
 SPEC = Shape(
     None,
     None,
-    name=must(TEXT),
-    schema=must(JSON_TEXT, {"type": "object"}, "schema_json"),
-    description=opt(TEXT),
-    strict=opt(FLAG),
+    "name!: text, schema!: json = OBJECT -> schema_json, description?: text, strict?: flag",
+    OBJECT={"type": "object"},
 )
 RESPONSE_FORMAT = union(
     Shape("text", pb.TextFormatText),
     Shape("json_object", pb.TextFormatJsonObject),
-    Shape("json_schema", pb.TextFormatJsonSchema, json_schema=must(SPEC.nested(), to="*")),
+    Shape("json_schema", pb.TextFormatJsonSchema, "json_schema!: S -> *", S=SPEC.nested()),
     unknown="Unknown response_format type {}.",
 )
 

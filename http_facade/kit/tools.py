@@ -8,7 +8,7 @@ from typing import Any
 from mlx_responses.http_facade.kit.decode import expect, one_of, required_str
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.openapi import Schema, ts
-from mlx_responses.http_facade.kit.shapes import FLAG, JSON_TEXT, TEXT, Shape, opt, req
+from mlx_responses.http_facade.kit.shapes import Shape
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -26,10 +26,7 @@ BUILTIN_TOOL_TYPES = ("shell", "local_shell", "apply_patch")
 FUNCTION = Shape(
     None,
     pb.FunctionTool,
-    name=req(TEXT),
-    description=opt(TEXT),
-    parameters=opt(JSON_TEXT, "parameters_json"),
-    strict=opt(FLAG),
+    "name: text, description?: text, parameters?: json -> parameters_json, strict?: flag",
 )
 
 

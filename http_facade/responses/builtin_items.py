@@ -9,7 +9,7 @@ from typing import Any
 
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.openapi import STRING, Schema, ts
-from mlx_responses.http_facade.kit.shapes import Kind, Shape, array, mapping, must, opt, req
+from mlx_responses.http_facade.kit.shapes import Kind, Shape, array, mapping
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -141,71 +141,47 @@ OUTCOME = Kind(
     _outcome,
     container="message",
 )
+PATCH_STATUS = Kind(
+    {"enum": [*PATCH_OUTPUT, None]},
+    lambda value, param: (
+        _choice(PATCH_OUTPUT, value, param, None) or pb.APPLY_PATCH_OUTPUT_STATUS_COMPLETED
+    ),
+)
+# Their kinds, in this module's own wording (`text` a string, `_typed`'s refusals).
+KINDS = {"text": TEXT, "COUNT": COUNT, "STRINGS": STRINGS, "STATUS": ITEM_STATUS}
+KINDS["OUTCOME"], KINDS["PATCH"] = OUTCOME, PATCH_STATUS
+KINDS["ENV"], KINDS["EXEC"] = mapping(TEXT, typed=_typed), Kind({"enum": ["exec"]}, _exec)
 ENTRY = Shape(
     None,
     pb.ShellCallOutputContent,
-    stdout=opt(TEXT),
-    stderr=opt(TEXT),
-    outcome=must(OUTCOME, None),
+    "stdout?: text, stderr?: text, outcome!: OUTCOME = null",
+    **KINDS,
 )
-SHELL_ACTION = Shape(
+SHELL = Shape(
     None,
     pb.ShellCallAction,
-    commands=must(STRINGS),
-    timeout_ms=opt(COUNT),
-    max_output_length=opt(COUNT),
+    "commands!: STRINGS, timeout_ms?: COUNT, max_output_length?: COUNT",
+    **KINDS,
 )
-EXEC_ACTION = Shape(
+EXEC = Shape(
     None,
     pb.LocalShellExecAction,
-    type=opt(Kind({"enum": ["exec"]}, _exec), to=None),
-    command=must(STRINGS),
-    env=opt(mapping(TEXT, typed=_typed)),
-    timeout_ms=opt(COUNT),
-    user=opt(TEXT),
-    working_directory=opt(TEXT),
+    "type?: EXEC -> _, command!: STRINGS, env?: ENV, timeout_ms?: COUNT, user?: text,"
+    " working_directory?: text",
+    **KINDS,
 )
-CALL = {"id": opt(TEXT), "call_id": req(TEXT)}
+KINDS["SHELL"], KINDS["EXEC"] = SHELL.nested(_typed), EXEC.nested(_typed)
+KINDS["ENTRIES"] = array(ENTRY.nested(_typed), typed=_typed)
+CALL = "id?: text, call_id: text"
 # The items whose fields are declared, by type (the Item field each fills).
+SHAPES_DECLARED = {
+    "shell_call": f"action: SHELL, {CALL}, status?: STATUS",
+    "shell_call_output": f"{CALL}, status?: STATUS, output!: ENTRIES, max_output_length?: COUNT",
+    "local_shell_call": f"action: EXEC, {CALL}, status?: STATUS",
+    "apply_patch_call_output": f"{CALL}, status!: PATCH = null, output?: text",
+}
 SHAPES = {
-    "shell_call": Shape(
-        "shell_call",
-        pb.ShellCallItem,
-        action=req(SHELL_ACTION.nested(_typed)),
-        **CALL,
-        status=opt(ITEM_STATUS),
-    ),
-    "shell_call_output": Shape(
-        "shell_call_output",
-        pb.ShellCallOutputItem,
-        **CALL,
-        status=opt(ITEM_STATUS),
-        output=must(array(ENTRY.nested(_typed), typed=_typed)),
-        max_output_length=opt(COUNT),
-    ),
-    "local_shell_call": Shape(
-        "local_shell_call",
-        pb.LocalShellCallItem,
-        action=req(EXEC_ACTION.nested(_typed)),
-        **CALL,
-        status=opt(ITEM_STATUS),
-    ),
-    "apply_patch_call_output": Shape(
-        "apply_patch_call_output",
-        pb.ApplyPatchCallOutputItem,
-        **CALL,
-        status=must(
-            Kind(
-                {"enum": [*PATCH_OUTPUT, None]},
-                lambda value, param: (
-                    _choice(PATCH_OUTPUT, value, param, None)
-                    or pb.APPLY_PATCH_OUTPUT_STATUS_COMPLETED
-                ),
-            ),
-            None,
-        ),
-        output=opt(TEXT),
-    ),
+    k: Shape(k, type(getattr(pb.Item(), k)), text, **KINDS) for k, text in SHAPES_DECLARED.items()
 }
 
 

@@ -12,20 +12,12 @@ from mlx_responses.http_facade.kit.openapi import Schema, integer, ref, ts
 from mlx_responses.http_facade.kit.openapi import array as list_of
 from mlx_responses.http_facade.kit.sampling import MODEL, OPENAI_SCALARS, SAMPLING, TEMPLATE_KWARGS
 from mlx_responses.http_facade.kit.shapes import (
-    ARGUMENTS,
-    FLAG,
-    INT,
-    JSON_TEXT,
     TEXT,
     Kind,
-    Prop,
     Shape,
     array,
     enum,
     mapping,
-    must,
-    opt,
-    req,
     union,
 )
 from mlx_responses.http_facade.kit.tools import (
@@ -115,79 +107,42 @@ CONTENT = Kind(
     None,
 )
 # The message's type is optional (an object with a role is a message): not the shape's kind.
+KINDS = {"STATUS": STATUS, "OUTPUT": OUTPUT, "ROLE": enum(ROLES), "CONTENT": CONTENT}
+KINDS.update(RT=_texts(pb.ReasoningText), ST=_texts(pb.SummaryText))
 MESSAGE = Shape(
-    None,
-    pb.MessageItem,
-    role=must(enum(ROLES)),
-    id=opt(TEXT),
-    status=opt(STATUS),
-    content=must(CONTENT),
+    None, pb.MessageItem, "role!: ROLE, id?: text, status?: STATUS, content!: CONTENT", **KINDS
 )
-CALL = {"status": opt(STATUS), "id": opt(TEXT), "call_id": req(TEXT)}
-# Input items by type, and the Item field each fills; messages and references apart.
+CALL = "status?: STATUS, id?: text, call_id: text"
+# Input items by type (each fills the Item field of its name); messages and references apart.
+# A compaction's status is checked, not kept; a compaction_trigger is a beta extension
+# (x-codex-beta-features: remote_compaction_v2), outside the document.
+ITEMS_DECLARED = {
+    "function_call": f"{CALL}, name: text, arguments!: arguments = '', namespace?: text",
+    "function_call_output": f"{CALL}, output!: OUTPUT",
+    "custom_tool_call": f"{CALL}, name: text, input!: text = '', namespace?: text",
+    "custom_tool_call_output": f"{CALL}, output!: OUTPUT",
+    "reasoning": "status?: STATUS, id?: text, content?: RT, summary?: ST, encrypted_content?: text",
+    "compaction": "status?: STATUS -> _, id?: text, encrypted_content: text",
+    "compaction_trigger": "status?: STATUS -> _",
+}
 ITEMS = {
-    "function_call": Shape(
-        "function_call",
-        pb.FunctionCallItem,
-        **CALL,
-        name=req(TEXT),
-        arguments=must(ARGUMENTS, ""),
-        namespace=opt(TEXT),
-    ),
-    "function_call_output": Shape(
-        "function_call_output", pb.FunctionCallOutputItem, **CALL, output=must(OUTPUT)
-    ),
-    "custom_tool_call": Shape(
-        "custom_tool_call",
-        pb.CustomToolCallItem,
-        **CALL,
-        name=req(TEXT),
-        input=must(TEXT, ""),
-        namespace=opt(TEXT),
-    ),
-    "custom_tool_call_output": Shape(
-        "custom_tool_call_output", pb.CustomToolCallOutputItem, **CALL, output=must(OUTPUT)
-    ),
-    "reasoning": Shape(
-        "reasoning",
-        pb.ReasoningItem,
-        status=opt(STATUS),
-        id=opt(TEXT),
-        content=opt(_texts(pb.ReasoningText)),
-        summary=opt(_texts(pb.SummaryText)),
-        encrypted_content=opt(TEXT),
-    ),
-    # A compaction's status is checked, not kept.
-    "compaction": Shape(
-        "compaction",
-        pb.CompactionItem,
-        status=opt(STATUS, None),
-        id=opt(TEXT),
-        encrypted_content=req(TEXT),
-    ),
-    # A beta extension (x-codex-beta-features: remote_compaction_v2), outside the document.
-    "compaction_trigger": Shape(
-        "compaction_trigger", pb.CompactionTriggerItem, status=opt(STATUS, None)
-    ),
+    k: Shape(k, type(getattr(pb.Item(), k)), text, **KINDS) for k, text in ITEMS_DECLARED.items()
 }
 SYNTAX = enum({"lark": "lark", "regex": "regex"}, "lark or regex", strings=True)
-GRAMMAR = Shape("grammar", pb.CustomToolGrammar, syntax=req(SYNTAX), definition=req(TEXT))
+GRAMMAR = Shape("grammar", pb.CustomToolGrammar, "syntax: SYNTAX, definition: text", SYNTAX=SYNTAX)
 CUSTOM_FORMAT = union(
     Shape("text", pb.CustomToolText),
     GRAMMAR,
     unknown="Unknown custom tool format type {}: expected text or grammar.",
 )
 CUSTOM_TOOL = Shape(
-    "custom", pb.CustomTool, name=req(TEXT), description=opt(TEXT), format=opt(CUSTOM_FORMAT, "*")
+    "custom", pb.CustomTool, "name: text, description?: text, format?: F -> *", F=CUSTOM_FORMAT
 )
 # text.format's json_schema: `schema` as JSON text, `name`, `description`, `strict`.
 JSON_SCHEMA = Shape(
     "json_schema",
     pb.TextFormatJsonSchema,
-    schema=must(JSON_TEXT, to="schema_json"),
-    name=must(TEXT, ""),
-    description=opt(TEXT),
-    strict=opt(FLAG),
+    "schema!: json -> schema_json, name!: text = '', description?: text, strict?: flag",
 )
 FORMAT = union(
     Shape("text", pb.TextFormatText),
@@ -195,9 +150,9 @@ FORMAT = union(
     JSON_SCHEMA,
     unknown="Unknown text.format type {}.",
 )
-TEXT_CONFIG = Shape(None, pb.TextConfig, format=Prop(FORMAT, to="*"), verbosity=opt(TEXT)).nested()
+TEXT_CONFIG = Shape(None, pb.TextConfig, "format?: F -> *, verbosity?: text", F=FORMAT).nested()
 SUMMARIES = Kind({"enum": list(REASONING_SUMMARIES)}, TEXT.check)  # the core checks the names
-REASONING = Shape(None, pb.ReasoningConfig, effort=opt(TEXT), summary=opt(SUMMARIES)).nested()
+REASONING = Shape(None, pb.ReasoningConfig, "effort?: text, summary?: S", S=SUMMARIES).nested()
 
 
 def _conversation(value: Any, param: str) -> str:
@@ -213,7 +168,7 @@ CONVERSATION = Kind(ts("string | {id: string}"), _conversation)
 # What the core takes: the decoder checks types and ranges.
 COMPACTION = ts("{type: 'compaction', compact_threshold: T}", T=integer(1, MAX_COMPACT_THRESHOLD))
 CONTEXT_MANAGEMENT = array(
-    Shape(None, pb.ContextManagement, type=must(TEXT), compact_threshold=opt(INT)).nested(),
+    Shape(None, pb.ContextManagement, "type!: text, compact_threshold?: int").nested(),
     {"type": "array", "items": COMPACTION},
 )
 # A hosted tool (the core refuses it, or drops it under `--hosted-tools drop`), or a
@@ -222,7 +177,7 @@ hosted_tool = ts("{type: H}", H={"enum": sorted(HOSTED_TOOLS)})
 builtin_tool = ts("{type: B}", B={"enum": list(BUILTIN_TOOL_TYPES)})
 tools = [function_tool_schema(type_required=True), CUSTOM_TOOL.schema(), hosted_tool, builtin_tool]
 # A namespace's tools are read by hand (one level only).
-NAMESPACE = Shape("namespace", pb.NamespaceTool, name=req(TEXT), description=opt(TEXT))
+NAMESPACE = Shape("namespace", pb.NamespaceTool, "name: text, description?: text")
 namespace = NAMESPACE.schema(tools={"type": "array", "items": {"anyOf": tools}})
 namespace["required"].append("tools")
 tool_choice = tool_choice_schema()["anyOf"]
