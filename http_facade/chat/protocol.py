@@ -14,10 +14,7 @@ from mlx_responses.http_facade.kit.sampling import (
     TEMPLATE_KWARGS,
     N,
 )
-from mlx_responses.http_facade.kit.shapes import (
-    Shape,
-    union,
-)
+from mlx_responses.http_facade.kit.shapes import Shape, union
 from mlx_responses.http_facade.kit.tools import function_tool_schema, tool_choice_schema
 from mlx_responses.service.limits import MAX_TOP_LOGPROBS
 

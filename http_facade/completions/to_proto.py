@@ -6,18 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_responses.http_facade.completions.protocol import (
-    DEFAULT_MAX_TOKENS,
-    FIELDS,
-    MAX_PROMPTS,
-)
+from mlx_responses.http_facade.completions.protocol import DEFAULT_MAX_TOKENS, FIELDS, MAX_PROMPTS
 from mlx_responses.http_facade.kit.decode import expect
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.fields import fill, read, required
-from mlx_responses.http_facade.kit.sampling import (
-    include_usage,
-    stop_and_keep_alive,
-)
+from mlx_responses.http_facade.kit.sampling import include_usage, stop_and_keep_alive
 
 from mlx_responses.v1 import responses_pb2 as pb
 

@@ -26,16 +26,6 @@ def integer(minimum: int = INT64_MIN, maximum: int = INT64_MAX) -> Schema:
     return {"type": "integer", "minimum": minimum, "maximum": maximum}
 
 
-def number(minimum: float | None = None, maximum: float | None = None) -> Schema:
-    """A number, with the range the core enforces."""
-    schema: Schema = {"type": "number"}
-    if minimum is not None:
-        schema["minimum"] = minimum
-    if maximum is not None:
-        schema["maximum"] = maximum
-    return schema
-
-
 def stop_sequences(limit: int) -> Schema:
     """`stop`: one string or up to `limit` strings, none of them empty (the core's check)."""
     one = NON_EMPTY_STRING

@@ -199,12 +199,6 @@ class Shape:
             for to in [name if p.to == "" else p.to]
         ]
 
-    def build(self, value: dict[str, Any], param: str) -> Any:
-        """`value` (an object) as the shape's proto message."""
-        message = self.message()
-        self.fill(message, value, param)
-        return message
-
     def build_in(self, outer: Any, field: str, value: dict[str, Any], param: str) -> Any:
         """A new `outer` message whose `field` (a message of this shape) `value` fills."""
         message = outer()

@@ -11,15 +11,7 @@ from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import Schema, integer, ref, ts
 from mlx_responses.http_facade.kit.openapi import array as list_of
 from mlx_responses.http_facade.kit.sampling import MODEL, OPENAI_SCALARS, SAMPLING, TEMPLATE_KWARGS
-from mlx_responses.http_facade.kit.shapes import (
-    TEXT,
-    Kind,
-    Shape,
-    array,
-    enum,
-    mapping,
-    union,
-)
+from mlx_responses.http_facade.kit.shapes import TEXT, Kind, Shape, array, enum, mapping, union
 from mlx_responses.http_facade.kit.tools import (
     BUILTIN_TOOL_TYPES,
     function_tool_schema,

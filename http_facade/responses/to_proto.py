@@ -7,11 +7,7 @@ import json
 from typing import Any
 
 from mlx_responses.http_facade.kit.cache_hints import check_breakpoint, input_breakpoints, lifetimes
-from mlx_responses.http_facade.kit.decode import (
-    expect,
-    one_of,
-    required_str,
-)
+from mlx_responses.http_facade.kit.decode import expect, one_of, required_str
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.fields import fill, fill_shaped, read, required
 from mlx_responses.http_facade.kit.keep_alive import read_keep_alive
