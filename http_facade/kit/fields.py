@@ -1,7 +1,7 @@
-"""A dialect's request fields, each declared once: its JSON type, bounds, the core field it
-fills and its doc line. The decoder's checks and the field's OpenAPI schema are both read from
-the declaration (as vLLM's per-API `protocol.py` models are); structured fields (items, tools,
-content parts) carry the schema of what their hand-written decoder takes."""
+"""A dialect's request fields, each declared once, on one line (`row`): its JSON type, bounds,
+the core field it fills and its doc line. The decoder's checks and the field's OpenAPI schema
+are both read from the declaration (as vLLM's per-API `protocol.py` models are); structured
+fields (items, tools, content parts) carry the schema of what their hand-written decoder takes."""
 
 from __future__ import annotations
 

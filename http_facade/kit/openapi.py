@@ -80,12 +80,21 @@ def ts(text: str, **names: Schema) -> Schema:
     tokens = [(m[1], m[2], m[3]) for m in _TOKENS.finditer(text)]
     at = 0
 
-    def punct(char: str) -> bool:
+    def punct(char: str, needed: bool = False) -> bool:
         nonlocal at
         if at < len(tokens) and tokens[at][2] == char:
             at += 1
             return True
+        if needed:
+            raise ValueError(f"{text!r}: expected {char!r} at token {at}")
         return False
+
+    def word() -> tuple[str | None, str | None]:
+        nonlocal at
+        if at == len(tokens) or tokens[at][2] is not None:
+            raise ValueError(f"{text!r}: expected a name or a literal at token {at}")
+        at += 1
+        return tokens[at - 1][:2]
 
     def union() -> Schema:
         members = [postfix()]
@@ -104,48 +113,45 @@ def ts(text: str, **names: Schema) -> Schema:
             return nullable(postfix())
         schema = atom()
         while punct("["):
-            assert punct("]"), text
+            punct("]", needed=True)
             schema = array(schema)
         return schema
 
     def atom() -> Schema:
-        nonlocal at
         if punct("("):
             schema = union()
-            assert punct(")"), text
+            punct(")", needed=True)
             return schema
         if punct("{"):
             return members()
-        name, literal, char = tokens[at]
-        at += 1
+        name, literal = word()
         if literal is not None or name in ("true", "false"):
             return {"const": literal if literal is not None else name == "true"}
-        assert name, f"{text}: {char!r} at token {at}"
-        if name.startswith("$"):
+        if name is not None and name.startswith("$"):
             return ref(name[1:])
-        return {"type": name} if name in _TYPES else names[name]
+        return {"type": name} if name in _TYPES else names[str(name)]
 
     def members() -> Schema:
-        nonlocal at
         if punct("["):
-            at += 1
-            assert punct("]") and punct(":"), text
+            word()
+            punct("]", needed=True)
+            punct(":", needed=True)
             schema = {"type": "object", "additionalProperties": union()}
-            assert punct("}"), text
+            punct("}", needed=True)
             return schema
         properties, needed = {}, []
         while not punct("}"):
-            name = tokens[at][0]
-            at += 1
+            name = str(word()[0])
             if not punct("?"):
                 needed.append(name)
-            assert punct(":"), text
+            punct(":", needed=True)
             properties[name] = union()
             punct(",")
         return {"type": "object", "properties": properties, "required": needed}
 
     schema = union()
-    assert at == len(tokens), f"{text}: left over from token {at}"
+    if at != len(tokens):
+        raise ValueError(f"{text!r}: left over from token {at}")
     return schema
 
 

@@ -1,8 +1,9 @@
 """Object shapes, declared once: each property's JSON type, presence and the proto field it
 fills. A shape's decoder (`Shape.fill`) and its OpenAPI schema (`Shape.schema`) are both read
 from the declaration, for the structured parts of a request (items, tools, formats) as
-`fields.py` does for a request's top-level fields. A shape fills its proto message in place
-(nested shapes their sub-messages): no message is built to be copied."""
+`fields.py` does for a request's top-level fields; a shape's properties are one text (`Shape`).
+A shape fills its proto message in place (nested shapes their sub-messages): no message is
+built to be copied."""
 
 from __future__ import annotations
 
