@@ -8,7 +8,7 @@ from typing import Any
 
 from mlx_responses.http_facade.chat.protocol import FIELDS, TOOL_CALL
 from mlx_responses.http_facade.kit.cache_hints import chat_breakpoints, lifetimes
-from mlx_responses.http_facade.kit.decode import expect
+from mlx_responses.http_facade.kit.decode import expect, proto_names
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.fields import fill, fill_shaped, read, required
 from mlx_responses.http_facade.kit.media import IMAGE_DETAILS, MediaPaths, url_image
@@ -23,11 +23,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 MESSAGE_ROLES = ("system", "developer", "user", "assistant", "tool")
-ROLES: dict[str, pb.Role] = {
-    "system": pb.ROLE_SYSTEM,
-    "developer": pb.ROLE_DEVELOPER,
-    "user": pb.ROLE_USER,
-}
+ROLES = proto_names(pb.Role, "system", "developer", "user")
 # Chat content part types that carry media other than images; refused here.
 CHAT_MEDIA_PARTS = {"input_audio", "file"}
 

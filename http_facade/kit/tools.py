@@ -5,18 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlx_responses.http_facade.kit.decode import expect, one_of, required_str
+from mlx_responses.http_facade.kit.decode import expect, one_of, proto_names, required_str
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.openapi import Schema, ts
 from mlx_responses.http_facade.kit.shapes import Shape
 
 from mlx_responses.v1 import responses_pb2 as pb
 
-TOOL_CHOICE_MODES = {
-    "none": pb.TOOL_CHOICE_MODE_NONE,
-    "auto": pb.TOOL_CHOICE_MODE_AUTO,
-    "required": pb.TOOL_CHOICE_MODE_REQUIRED,
-}
+TOOL_CHOICE_MODES = proto_names(pb.ToolChoiceMode, "none", "auto", "required")
 # Client-run built-in tools (Responses' shell, local_shell, apply_patch): a tool_choice may
 # name one by its type.
 BUILTIN_TOOL_TYPES = ("shell", "local_shell", "apply_patch")

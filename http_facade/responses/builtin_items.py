@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlx_responses.http_facade.kit.decode import proto_names
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.openapi import STRING, Schema, ts
 from mlx_responses.http_facade.kit.shapes import Kind, Shape, array, mapping
@@ -22,20 +23,9 @@ ITEM_TYPES = (
     "apply_patch_call",
     "apply_patch_call_output",
 )
-STATUS = {
-    "in_progress": pb.ITEM_STATUS_IN_PROGRESS,
-    "completed": pb.ITEM_STATUS_COMPLETED,
-    "incomplete": pb.ITEM_STATUS_INCOMPLETE,
-}
-OPERATIONS = {
-    "create_file": pb.APPLY_PATCH_OPERATION_TYPE_CREATE_FILE,
-    "update_file": pb.APPLY_PATCH_OPERATION_TYPE_UPDATE_FILE,
-    "delete_file": pb.APPLY_PATCH_OPERATION_TYPE_DELETE_FILE,
-}
-PATCH_OUTPUT = {
-    "completed": pb.APPLY_PATCH_OUTPUT_STATUS_COMPLETED,
-    "failed": pb.APPLY_PATCH_OUTPUT_STATUS_FAILED,
-}
+STATUS = proto_names(pb.ItemStatus, "in_progress", "completed", "incomplete")
+OPERATIONS = proto_names(pb.ApplyPatchOperationType, "create_file", "update_file", "delete_file")
+PATCH_OUTPUT = proto_names(pb.ApplyPatchOutputStatus, "completed", "failed")
 
 
 def _typed(value: Any, kind: type | tuple[type, ...], param: str, what: str) -> Any:

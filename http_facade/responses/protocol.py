@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlx_responses.http_facade.kit.cache_hints import BREAKPOINT_TTLS, LIFETIME_FIELDS
-from mlx_responses.http_facade.kit.decode import expect
+from mlx_responses.http_facade.kit.decode import expect, proto_names
 from mlx_responses.http_facade.kit.fields import Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import Schema, integer, ref, ts
@@ -43,17 +43,8 @@ HOSTED_TOOLS = {
     "tool_search",
 }
 MEDIA_PARTS = {"input_audio"}  # input_image and input_file reach the core (media_parts.py)
-ROLES = {
-    "user": pb.ROLE_USER,
-    "assistant": pb.ROLE_ASSISTANT,
-    "system": pb.ROLE_SYSTEM,
-    "developer": pb.ROLE_DEVELOPER,
-}
-ITEM_STATUS = {
-    "in_progress": pb.ITEM_STATUS_IN_PROGRESS,
-    "completed": pb.ITEM_STATUS_COMPLETED,
-    "incomplete": pb.ITEM_STATUS_INCOMPLETE,
-}
+ROLES = proto_names(pb.Role, "user", "assistant", "system", "developer")
+ITEM_STATUS = proto_names(pb.ItemStatus, "in_progress", "completed", "incomplete")
 
 
 def _output(value: Any, param: str) -> str:
