@@ -348,7 +348,6 @@ def messages_from_json(
         expect(metadata, dict, "metadata", "an object")
         if metadata.get("user_id") is not None:
             params.user = expect(metadata["user_id"], str, "metadata.user_id", "a string")
-    params.stream = bool(values.get("stream"))
     read_keep_alive(body, params)
     return params
 

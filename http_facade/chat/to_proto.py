@@ -195,7 +195,6 @@ def chat_from_json(body: Any) -> ChatRequest:
         chat_breakpoints(body["messages"], lambda m: messages_to_items(m, chat_media()))
     )
     lifetimes(body, params)
-    params.stream = bool(values.get("stream"))
     cap = values.get("max_completion_tokens") or values.get("max_tokens")
     if cap is not None:
         params.max_output_tokens = cap

@@ -65,7 +65,6 @@ def completion_from_json(body: Any) -> CompletionRequest:
     if logprobs is not None:
         base.include.append(LOGPROBS_INCLUDE)
         base.top_logprobs = logprobs
-    base.stream = bool(values.get("stream"))
     prompts = []
     for text in _prompts(body["prompt"]):
         params = pb.CreateResponseParams()

@@ -18,7 +18,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 MAX_N = 16
 
 MODEL = row("model!: string -> | The model to answer.")
-STREAM = row("stream: boolean | Whether the answer streams as server-sent events.")
+STREAM = row("stream: boolean -> | Whether the answer streams as server-sent events.")
 USER = row("user: string -> | An id of the end user, recorded with the turn.")
 # Responses' and Chat's: who asks, which prefix, which tier, how many calls at once.
 OPENAI_SCALARS = (

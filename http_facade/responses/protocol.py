@@ -10,7 +10,13 @@ from mlx_responses.http_facade.kit.fields import Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import Schema, integer, ref, ts
 from mlx_responses.http_facade.kit.openapi import array as list_of
-from mlx_responses.http_facade.kit.sampling import MODEL, OPENAI_SCALARS, SAMPLING, TEMPLATE_KWARGS
+from mlx_responses.http_facade.kit.sampling import (
+    MODEL,
+    OPENAI_SCALARS,
+    SAMPLING,
+    STREAM,
+    TEMPLATE_KWARGS,
+)
 from mlx_responses.http_facade.kit.shapes import TEXT, Kind, Shape, array, enum, mapping, union
 from mlx_responses.http_facade.kit.tools import (
     BUILTIN_TOOL_TYPES,
@@ -184,7 +190,7 @@ FIELDS = Fields(
     "previous_response_id: string -> | The response this turn follows.",
     "truncation: string -> = DISABLED | Only disabled.",
     "store: boolean -> | Whether the response is stored (default true).",
-    "stream: boolean -> | Whether the answer streams as server-sent events.",
+    STREAM,
     "background: boolean -> | Answer at once, generate in the background.",
     "max_output_tokens: integer 1.. core -> | Output cap, reasoning included.",
     f"top_logprobs: integer 0..{MAX_TOP_LOGPROBS} core int32 -> | Alternatives per token.",
