@@ -170,39 +170,27 @@ class Fields(tuple[Field, ...]):
         self.shaped = {f.name: (f.to or "", f.kind) for f in filled if f.kind is not None}
         self.required = tuple(f.name for f in fields if f.required)
 
+    def decode(
+        self, body: Any, params: Any, missing: str = "Missing required parameter: '{}'."
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """`body` (a JSON object holding every required field: `missing` formats a refusal)
+        and the checked value of each plain field it gives (not null, in its order), each set
+        on `params` where it fills a core field; the structured ones are the dialect's."""
+        if not isinstance(body, dict):
+            raise invalid("The request body must be a JSON object.", None, "invalid_type")
+        for name in self.required:
+            if body.get(name) is None:
+                raise invalid(missing.format(name), name, "missing_required_parameter")
+        checks, targets = self.checks, self.targets
+        values = {k: checks[k](v) for k, v in body.items() if v is not None and k in checks}
+        for name, value in values.items():
+            if (to := targets.get(name)) is not None:
+                setattr(params, to, value)
+        return body, values
+
 
 def _admits_null(schema: Schema) -> bool:
     return {"type": "null"} in schema.get("anyOf", ())
-
-
-def required(fields: Fields, body: Any, missing: str) -> dict[str, Any]:
-    """`body` as a JSON object holding every required field (`missing` formats a refusal)."""
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.", None, "invalid_type")
-    for name in fields.required:
-        if body.get(name) is None:
-            raise invalid(missing.format(name), name, "missing_required_parameter")
-    return body
-
-
-def read(fields: Fields, body: dict[str, Any]) -> dict[str, Any]:
-    """The checked value of each plain field the body gives (not null); the structured ones
-    are left to the dialect's hand-written decoders."""
-    checks = fields.checks
-    return {
-        name: checks[name](value)
-        for name, value in body.items()
-        if value is not None and name in checks
-    }
-
-
-def fill(fields: Fields, values: dict[str, Any], params: Any) -> None:
-    """Sets `params`' core field of each plain field that fills one and has a value."""
-    targets = fields.targets
-    for name, value in values.items():
-        to = targets.get(name)
-        if to is not None:
-            setattr(params, to, value)
 
 
 def fill_shaped(fields: Fields, values: dict[str, Any], params: Any) -> None:
