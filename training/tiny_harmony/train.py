@@ -13,6 +13,7 @@ import argparse
 import json
 import logging
 import random
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -132,8 +133,33 @@ def main() -> None:
         action="store_true",
         help="with --insert-sliding: learn the new layer only, the others frozen as loaded",
     )
+    parser.add_argument(
+        "--distill",
+        action="store_true",
+        help="with --init-from: the short conversations' steps learn the loaded model's own "
+        "next-token distributions (KL on the learned turn) instead of the data's tokens, so "
+        "what it did there stays as it was while Codex steps teach the rest",
+    )
+    parser.add_argument(
+        "--distill-weight",
+        type=float,
+        default=0.0,
+        help="with --distill: every Codex step also learns a batch of short conversations' "
+        "KL, times this (one objective, so Adam does not drown the small KL steps)",
+    )
+    parser.add_argument(
+        "--teacher", type=Path, help="--distill's model (default: --init-from's weights)"
+    )
+    parser.add_argument(
+        "--train-layer", type=int, help="learn this layer only, the others frozen as loaded"
+    )
     parser.add_argument("--verbose", action="store_true", help="log every step")
     parser.add_argument("--save-every", type=int, default=0, help="write the weights every N steps")
+    parser.add_argument(
+        "--keep-checkpoints",
+        action="store_true",
+        help="with --save-every: also copy each save to OUT-STEP beside --out",
+    )
     parser.add_argument(
         "--codex-refresh", type=int, default=3, help="Codex steps between system-turn prefills"
     )
@@ -175,8 +201,17 @@ def main() -> None:
             weights = grown(model, weights, args.insert_sliding)
         model.load_weights(list(weights.items()))
     if args.train_only_new:
+        args.train_layer = args.insert_sliding
+    if args.train_layer is not None:
         model.freeze()
-        model.model.layers[args.insert_sliding].unfreeze()
+        model.model.layers[args.train_layer].unfreeze()
+    teacher = None
+    if args.distill:
+        source = args.teacher or args.init_from
+        teacher_config = json.loads((source / "config.json").read_text())
+        teacher = gpt_oss.Model(gpt_oss.ModelArgs.from_dict(teacher_config))
+        teacher.load_weights(str(source / "model.safetensors"))
+        teacher.freeze()
     rng = random.Random(args.seed)
 
     def draw() -> Example:
@@ -196,6 +231,13 @@ def main() -> None:
         logits = model(x, cache=cache)
         losses = nn.losses.cross_entropy(logits, y, reduction="none")
         return (losses * m).sum() / m.sum()
+
+    def distill_fn(model: nn.Module, x: mx.array, want: mx.array, m: mx.array) -> mx.array:
+        """KL(the loaded model's distribution || this one's) on the learned turn."""
+        logits = model(x)
+        mine = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        kl = (mx.exp(want) * (want - mine)).sum(axis=-1)
+        return (kl * m).sum() / m.sum()
 
     system: dict[str, Any] = {}
     words = codex.WIDE_WORDS if args.codex_wide_words else codex.ECHO_WORDS
@@ -229,6 +271,20 @@ def main() -> None:
     )
     optimizer = optim.AdamW(learning_rate=schedule, weight_decay=0.01)
     step_fn = nn.value_and_grad(model, loss_fn)
+    distill_step = nn.value_and_grad(model, distill_fn)
+
+    def joint_fn(model: nn.Module, rows: Any, short: Any) -> mx.array:
+        """A Codex batch's loss plus --distill-weight times a short batch's KL."""
+        return loss_fn(model, *rows) + args.distill_weight * distill_fn(model, *short)
+
+    joint_step = nn.value_and_grad(model, joint_fn)
+
+    def short_batch() -> tuple[mx.array, mx.array, mx.array]:
+        assert teacher is not None
+        x, _, m = batch()
+        logits = teacher(x)
+        return x, mx.stop_gradient(logits - mx.logsumexp(logits, axis=-1, keepdims=True)), m
+
     started, wall = time.process_time(), time.time()
     step = 0
     codex_steps = 0
@@ -236,7 +292,12 @@ def main() -> None:
         if args.codex_every and step % args.codex_every == 0:
             x, y, m, cache = codex_batch(codex_steps)
             codex_steps += 1
-            loss, grads = step_fn(model, x, y, m, cache)
+            if args.distill_weight:
+                loss, grads = joint_step(model, (x, y, m, cache), short_batch())
+            else:
+                loss, grads = step_fn(model, x, y, m, cache)
+        elif teacher is not None:
+            loss, grads = distill_step(model, *short_batch())
         else:
             x, y, m = batch()
             loss, grads = step_fn(model, x, y, m)
@@ -248,6 +309,9 @@ def main() -> None:
             )
         if args.save_every and step % args.save_every == 0:
             save(model, config, args.out)
+            if args.keep_checkpoints:
+                kept = args.out.parent / f"{args.out.name}-{step}"
+                shutil.copytree(args.out, kept, dirs_exist_ok=True)
         if (
             time.process_time() - started > args.cpu_seconds
             or time.time() - wall > args.wall_seconds
