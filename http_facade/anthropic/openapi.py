@@ -9,20 +9,9 @@ from mlx_responses.http_facade.anthropic import routes
 from mlx_responses.http_facade.anthropic.protocol import COUNT_FIELDS, FIELDS
 from mlx_responses.http_facade.kit.errors import ANTHROPIC_ERROR_TYPES
 from mlx_responses.http_facade.kit.fields import request_schema
-from mlx_responses.http_facade.kit.openapi import (
-    INTEGER,
-    OBJECT,
-    OPT_STRING,
-    STRING,
-    Operation,
-    Schema,
-    array,
-    obj,
-    ref,
-)
+from mlx_responses.http_facade.kit.openapi import Operation, Schema, ts
 
 DESCRIPTION = "Unknown fields are accepted and ignored. Nothing is stored."
-STOP_REASONS = ["end_turn", "max_tokens", "stop_sequence", "tool_use"]
 
 
 def operations() -> dict[Callable[..., Any], Operation]:
@@ -40,99 +29,42 @@ def operations() -> dict[Callable[..., Any], Operation]:
     }
 
 
-def _content_block() -> Schema:
-    return {
-        "anyOf": [
-            obj(("type", "text"), type={"const": "text"}, text=STRING),
-            obj(
-                ("type", "thinking", "signature"),
-                type={"const": "thinking"},
-                thinking=STRING,
-                signature=STRING,
-            ),
-            obj(
-                ("type", "id", "name", "input"),
-                type={"const": "tool_use"},
-                id=STRING,
-                name=STRING,
-                input=OBJECT,
-            ),
-        ]
-    }
-
-
-def _stream_event() -> Schema:
-    delta = {
-        "anyOf": [
-            obj(("type", "text"), type={"const": "text_delta"}, text=STRING),
-            obj(("type", "thinking"), type={"const": "thinking_delta"}, thinking=STRING),
-            obj(("type", "signature"), type={"const": "signature_delta"}, signature=STRING),
-            obj(("type", "partial_json"), type={"const": "input_json_delta"}, partial_json=STRING),
-        ]
-    }
-    return {
-        "anyOf": [
-            obj(("type", "message"), type={"const": "message_start"}, message=OBJECT),
-            obj(("type",), type={"enum": ["ping", "message_stop"]}),
-            obj(
-                ("type", "index", "content_block"),
-                type={"const": "content_block_start"},
-                index=INTEGER,
-                content_block=_content_block(),
-            ),
-            obj(
-                ("type", "index", "delta"),
-                type={"const": "content_block_delta"},
-                index=INTEGER,
-                delta=delta,
-            ),
-            obj(("type", "index"), type={"const": "content_block_stop"}, index=INTEGER),
-            obj(
-                ("type", "delta", "usage"),
-                type={"const": "message_delta"},
-                delta=obj(
-                    ("stop_reason", "stop_sequence"),
-                    stop_reason={"enum": STOP_REASONS},
-                    stop_sequence=OPT_STRING,
-                ),
-                usage=ref("AnthropicUsage"),
-            ),
-            ref("AnthropicError"),
-        ]
-    }
+BLOCK = (
+    "{type: 'text', text: string} | {type: 'thinking', thinking: string, signature: string}"
+    " | {type: 'tool_use', id: string, name: string, input: object}"
+)
+DELTA = (
+    "{type: 'text_delta', text: string} | {type: 'thinking_delta', thinking: string}"
+    " | {type: 'signature_delta', signature: string}"
+    " | {type: 'input_json_delta', partial_json: string}"
+)
+EVENT = (
+    "{type: 'message_start', message: object} | {type: 'ping' | 'message_stop'}"
+    f" | {{type: 'content_block_start', index: integer, content_block: {BLOCK}}}"
+    f" | {{type: 'content_block_delta', index: integer, delta: {DELTA}}}"
+    " | {type: 'content_block_stop', index: integer} | {type: 'message_delta',"
+    " delta: {stop_reason: STOP, stop_sequence: string|null}, usage: $AnthropicUsage}"
+    " | $AnthropicError"
+)
 
 
 def schemas() -> dict[str, Schema]:
+    stop = {"enum": ["end_turn", "max_tokens", "stop_sequence", "tool_use"]}
+    errors = {"enum": sorted({*ANTHROPIC_ERROR_TYPES.values(), "invalid_request_error"})}
     return {
         "AnthropicMessageRequest": request_schema(FIELDS, DESCRIPTION),
         "AnthropicCountTokensRequest": request_schema(COUNT_FIELDS, DESCRIPTION),
-        "AnthropicUsage": obj(
-            ("input_tokens", "output_tokens"),
-            input_tokens=INTEGER,
-            output_tokens=INTEGER,
-            cache_read_input_tokens=INTEGER,
-            cache_creation_input_tokens=INTEGER,
+        "AnthropicUsage": ts(
+            "{input_tokens: integer, output_tokens: integer, cache_read_input_tokens?: integer,"
+            " cache_creation_input_tokens?: integer}"
         ),
-        "AnthropicMessage": obj(
-            ("id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"),
-            id=STRING,
-            type={"const": "message"},
-            role={"const": "assistant"},
-            model=STRING,
-            content=array(_content_block()),
-            stop_reason={"enum": STOP_REASONS},
-            stop_sequence=OPT_STRING,
-            usage=ref("AnthropicUsage"),
+        "AnthropicMessage": ts(
+            "{id: string, type: 'message', role: 'assistant', model: string,"
+            f" content: ({BLOCK})[], stop_reason: STOP, stop_sequence: string|null,"
+            " usage: $AnthropicUsage}",
+            STOP=stop,
         ),
-        "AnthropicStreamEvent": _stream_event(),
-        "AnthropicTokenCount": obj(("input_tokens",), input_tokens=INTEGER),
-        "AnthropicError": obj(
-            ("type", "error"),
-            type={"const": "error"},
-            error=obj(
-                ("type", "message"),
-                type={"enum": sorted({*ANTHROPIC_ERROR_TYPES.values(), "invalid_request_error"})},
-                message=STRING,
-            ),
-        ),
+        "AnthropicStreamEvent": ts(EVENT, STOP=stop),
+        "AnthropicTokenCount": ts("{input_tokens: integer}"),
+        "AnthropicError": ts("{type: 'error', error: {type: E, message: string}}", E=errors),
     }

@@ -6,20 +6,12 @@ from dataclasses import replace
 
 from mlx_responses.http_facade.anthropic.cache_control import TTLS
 from mlx_responses.http_facade.kit.decode import INT32_MAX
-from mlx_responses.http_facade.kit.fields import Field, Fields
+from mlx_responses.http_facade.kit.fields import Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
-from mlx_responses.http_facade.kit.openapi import (
-    BOOLEAN,
-    OPT_STRING,
-    STRING,
-    array,
-    integer,
-    nullable,
-    obj,
-)
+from mlx_responses.http_facade.kit.openapi import array, integer, nullable, ts
 from mlx_responses.http_facade.kit.openapi import stop_sequences as stop_schema
 from mlx_responses.http_facade.kit.sampling import MODEL, SAMPLING, STREAM, TEMPLATE_KWARGS
-from mlx_responses.http_facade.kit.shapes import JSON_TEXT, TEXT, Shape, must, opt
+from mlx_responses.http_facade.kit.shapes import Shape
 from mlx_responses.service.limits import MAX_STOP_SEQUENCES
 
 from mlx_responses.v1 import responses_pb2 as pb
@@ -41,43 +33,31 @@ IMAGE_NOTE = (
 )
 # A cache breakpoint (`cache_control.py`): on text, tool_use and tool_result blocks, tools
 # and the body itself.
-cache = nullable(obj(("type",), type={"const": "ephemeral"}, ttl=nullable({"enum": list(TTLS)})))
-text = obj(("type", "text"), type={"const": "text"}, text=STRING, cache_control=cache)
-texts = {"anyOf": [STRING, array(text)]}
-thinking = obj(("type", "thinking"), type={"const": "thinking"}, thinking=STRING)
-redacted = obj(("type",), type={"const": "redacted_thinking"})
+cache = ts("?{type: 'ephemeral', ttl?: ?T}", T={"enum": list(TTLS)})
+texts = ts("string | {type: 'text', text: string, cache_control?: C}[]", C=cache)
 # An assistant's tool call, as the core's function_call item.
 TOOL_USE = Shape(
     "tool_use",
     pb.FunctionCallItem,
-    input=must(JSON_TEXT, {}, "arguments"),
-    id=must(TEXT, to="call_id"),
-    name=must(TEXT),
-)
-tool_use = TOOL_USE.schema(cache_control=cache)
-tool_result = obj(
-    ("type", "tool_use_id"),
-    type={"const": "tool_result"},
-    tool_use_id=STRING,
-    content=nullable(texts),
-    is_error=nullable(BOOLEAN),
-    cache_control=cache,
+    "input!: json = EMPTY -> arguments, id!: text -> call_id, name!: text",
+    EMPTY={},
 )
 # Blocks by role: a user turn carries text and tool results, an assistant turn text,
 # thinking and tool calls, a system turn (Claude Code sends them in `messages`) text.
-blocks = {
-    "user": [text, tool_result],
-    "assistant": [text, thinking, redacted, tool_use],
-    "system": [text],
+TEXT_BLOCK = "{type: 'text', text: string, cache_control?: C}"
+BLOCKS = {
+    "user": f"{TEXT_BLOCK} | {{type: 'tool_result', tool_use_id: string, content?: ?T,"
+    " is_error?: ?boolean, cache_control?: C}",
+    "assistant": f"{TEXT_BLOCK} | {{type: 'thinking', thinking: string}}"
+    " | {type: 'redacted_thinking'} | U",
+    "system": "TEXT",
 }
+names = {"C": cache, "T": texts, "U": TOOL_USE.schema(cache_control=cache)}
+names["TEXT"] = {"anyOf": [ts(TEXT_BLOCK, **names)]}
 message = {
     "anyOf": [
-        obj(
-            ("role", "content"),
-            role={"const": role},
-            content={"anyOf": [STRING, array({"anyOf": kinds})]},
-        )
-        for role, kinds in blocks.items()
+        ts(f"{{role: '{role}', content: string | ({kinds})[]}}", **names)
+        for role, kinds in BLOCKS.items()
     ],
     "description": IMAGE_NOTE,
 }
@@ -85,95 +65,50 @@ message = {
 CUSTOM_TOOL = Shape(
     None,
     pb.FunctionTool,
-    name=must(TEXT),
-    description=opt(TEXT),
-    input_schema=must(JSON_TEXT, {"type": "object"}, "parameters_json"),
+    "name!: text, description?: text, input_schema!: json = OBJECT -> parameters_json",
+    OBJECT={"type": "object"},
 )
 custom_tool = CUSTOM_TOOL.schema(type=nullable({"const": "custom"}), cache_control=cache)
 # Any other type is an Anthropic server tool: the core refuses it, or drops it under
 # `--hosted-tools drop`.
-server_tool = obj(("type",), type={"type": "string", "not": {"const": "custom"}})
-tool_choice = {
-    "anyOf": [
-        obj(
-            ("type",),
-            type={"enum": sorted(TOOL_CHOICE_MODES)},
-            disable_parallel_tool_use=nullable(BOOLEAN),
-        ),
-        obj(
-            ("type", "name"),
-            type={"const": "tool"},
-            name=STRING,
-            disable_parallel_tool_use=nullable(BOOLEAN),
-        ),
-    ]
-}
-thinking_config = {
-    "anyOf": [
-        obj(
-            ("type", "budget_tokens"),
-            type={"const": "enabled"},
-            budget_tokens=integer(1),
-        ),
-        obj(("type",), type={"enum": ["adaptive", "between_tools", "disabled"]}),
-    ]
-}
+server_tool = ts("{type: T}", T={"type": "string", "not": {"const": "custom"}})
+tool_choice = ts(
+    "{type: M, disable_parallel_tool_use?: ?boolean}"
+    " | {type: 'tool', name: string, disable_parallel_tool_use?: ?boolean}",
+    M={"enum": sorted(TOOL_CHOICE_MODES)},
+)
+thinking_config = ts(
+    "{type: 'enabled', budget_tokens: B} | {type: 'adaptive' | 'between_tools' | 'disabled'}",
+    B=integer(1),
+)
 
 TEMPERATURE, TOP_P = SAMPLING[:2]
 FIELDS = Fields(
     MODEL,
-    Field(
-        "messages",
-        "messages",
-        "The conversation so far, oldest first.",
-        required=True,
-        schema={**array(message), "minItems": 1},
-    ),
-    Field("system", "system", "The system prompt: a text or text blocks.", schema=texts),
-    Field("max_tokens", "integer", "Output cap.", "max_output_tokens", minimum=1, required=True),
-    Field(
-        "stop_sequences",
-        "stop",
-        "Where generation stops (not in the output).",
-        schema=stop_schema(MAX_STOP_SEQUENCES),
-    ),
+    "messages!: messages = MESSAGES | The conversation so far, oldest first.",
+    "system: system = TEXTS | The system prompt: a text or text blocks.",
+    "max_tokens!: integer 1.. ->max_output_tokens | Output cap.",
+    "stop_sequences: stop = STOP | Where generation stops (not in the output).",
     TEMPERATURE,
     TOP_P,
-    Field(
-        "top_k",
-        "integer",
-        "Sample among the k likeliest tokens.",
-        "top_k",
-        0,
-        INT32_MAX,
-        checked=False,
-        limit=INT32_MAX,
-    ),
-    Field(
-        "tools",
-        "tools",
-        "Client tools, and server tools (refused or dropped by the core).",
-        schema=array({"anyOf": [custom_tool, server_tool]}),
-    ),
-    Field("tool_choice", "tool_choice", "Whether and which tool to call.", schema=tool_choice),
-    Field(
-        "thinking",
-        "thinking",
-        "Extended thinking, as the template's enable_thinking.",
-        schema=thinking_config,
-    ),
+    f"top_k: integer 0..{INT32_MAX} core int32 -> | Sample among the k likeliest tokens.",
+    "tools: tools = TOOLS | Client tools, and server tools (refused or dropped by the core).",
+    "tool_choice: tool_choice = TOOL_CHOICE | Whether and which tool to call.",
+    "thinking: thinking = THINKING | Extended thinking, as the template's enable_thinking.",
     STREAM,
-    Field(
-        "metadata",
-        "metadata",
-        "`user_id`, recorded as the end user.",
-        schema=obj(user_id=OPT_STRING),
-    ),
+    "metadata: metadata = METADATA | `user_id`, recorded as the end user.",
     TEMPLATE_KWARGS,
-    Field(
-        "cache_control", "cache_control", "Automatic caching: marks the last block.", schema=cache
-    ),
-    Field("keep_alive", "keep_alive", schema=KEEP_ALIVE_SCHEMA),
+    "cache_control: cache_control = CACHE | Automatic caching: marks the last block.",
+    "keep_alive: keep_alive = KEEP_ALIVE",
+    MESSAGES={**array(message), "minItems": 1},
+    TEXTS=texts,
+    STOP=stop_schema(MAX_STOP_SEQUENCES),
+    TOOLS=array({"anyOf": [custom_tool, server_tool]}),
+    TOOL_CHOICE=tool_choice,
+    THINKING=thinking_config,
+    METADATA=ts("{user_id?: string|null}"),
+    CACHE=cache,
+    KEEP_ALIVE=KEEP_ALIVE_SCHEMA,
 )
 # count_tokens takes a Messages body without its output cap.
 COUNT_FIELDS = Fields(

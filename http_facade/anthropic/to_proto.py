@@ -16,7 +16,6 @@ from mlx_responses.http_facade.anthropic.protocol import (
 from mlx_responses.http_facade.kit.cache_hints import input_point
 from mlx_responses.http_facade.kit.decode import expect, flag, integer, lookup
 from mlx_responses.http_facade.kit.errors import invalid
-from mlx_responses.http_facade.kit.fields import fill, read, required
 from mlx_responses.http_facade.kit.keep_alive import read_keep_alive
 from mlx_responses.http_facade.kit.media import MediaPaths, url_image
 from mlx_responses.http_facade.kit.sampling import stop_sequences, template_kwargs
@@ -325,10 +324,8 @@ def messages_from_json(
     CreateResponseParams; unknown fields are ignored. `media`, if given, learns where the
     request's images stood."""
     fields = COUNT_FIELDS if count_only else FIELDS
-    body = required(fields, body, "{}: Field required")
-    values = read(fields, body)
     params = pb.CreateResponseParams(store=False)
-    fill(fields, values, params)
+    body, _ = fields.decode(body, params, "{}: Field required")
     breakpoints: list[pb.CacheBreakpoint] = []
     media = media if media is not None else anthropic_media()
     params.input.extend(messages_to_items(body, media, breakpoints))
@@ -348,7 +345,6 @@ def messages_from_json(
         expect(metadata, dict, "metadata", "an object")
         if metadata.get("user_id") is not None:
             params.user = expect(metadata["user_id"], str, "metadata.user_id", "a string")
-    params.stream = bool(values.get("stream"))
     read_keep_alive(body, params)
     return params
 

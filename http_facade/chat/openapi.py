@@ -8,31 +8,21 @@ from typing import Any
 from mlx_responses.http_facade.chat import routes
 from mlx_responses.http_facade.chat.protocol import FIELDS
 from mlx_responses.http_facade.kit.fields import request_schema
-from mlx_responses.http_facade.kit.openapi import (
-    INTEGER,
-    NUMBER,
-    OPT_STRING,
-    STRING,
-    Operation,
-    Schema,
-    array,
-    nullable,
-    obj,
-    ref,
-)
+from mlx_responses.http_facade.kit.openapi import INTEGER, Operation, Schema, ts
 
 FINISH_REASONS = ["stop", "length", "tool_calls"]
 
 
 def operations() -> dict[Callable[..., Any], Operation]:
+    stream: dict[str, Any] = {
+        "streams": True,
+        "stream_event": "ChatCompletionStreamEvent",
+        "stream_done": True,
+    }
     return {
         routes.create_chat_completion: Operation(
-            "ChatCompletionRequest",
-            "ChatCompletion",
-            streams=True,
-            stream_event="ChatCompletionStreamEvent",
-            stream_done=True,
-        ),
+            "ChatCompletionRequest", "ChatCompletion", **stream
+        )
     }
 
 
@@ -49,93 +39,56 @@ def _request() -> Schema:
     )
 
 
-def _logprobs() -> Schema:
-    top = obj(("token", "logprob", "bytes"), token=STRING, logprob=NUMBER, bytes=array(INTEGER))
-    token = {**top, "properties": {**top["properties"], "top_logprobs": array(top)}}
-    return nullable(obj(("content",), content=array(token), refusal={"type": "null"}))
-
-
-def _usage() -> Schema:
-    return obj(
-        ("prompt_tokens", "completion_tokens", "total_tokens"),
-        prompt_tokens=INTEGER,
-        completion_tokens=INTEGER,
-        total_tokens=INTEGER,
-        prompt_tokens_details=obj(
-            ("cached_tokens",), cached_tokens=INTEGER, cache_write_tokens=INTEGER
-        ),
-        completion_tokens_details=obj(
-            ("reasoning_tokens",),
-            reasoning_tokens=INTEGER,
-            accepted_prediction_tokens=INTEGER,
-            rejected_prediction_tokens=INTEGER,
-        ),
-    )
+# A choice's token logprobs, its usage, and the fields an answer and its chunks share.
+LOGPROBS = "?{content: TOKEN[], refusal?: null}"
+TOP = "token: string, logprob: number, bytes: integer[]"
+USAGE = (
+    "{prompt_tokens: integer, completion_tokens: integer, total_tokens: integer,"
+    " prompt_tokens_details?: {cached_tokens: integer, cache_write_tokens?: integer},"
+    " completion_tokens_details?: {reasoning_tokens: integer, accepted_prediction_tokens?:"
+    " integer, rejected_prediction_tokens?: integer}}"
+)
+COMMON = "id: string, created: integer, model: string, system_fingerprint?: string"
+REQUIRED = ["id", "object", "created", "model", "choices"]
 
 
 def schemas() -> dict[str, Schema]:
-    tool_call = obj(
-        ("id", "type", "function"),
-        id=STRING,
-        type={"const": "function"},
-        function=obj(("name", "arguments"), name=STRING, arguments=STRING),
+    names = {"TOKEN": ts(f"{{{TOP}, top_logprobs?: {{{TOP}}}[]}}"), "F": {"enum": FINISH_REASONS}}
+    message = (
+        "{role: 'assistant', content: string|null, refusal?: string|null, reasoning?: string,"
+        " reasoning_content?: string, tool_calls?: {id: string, type: 'function', function:"
+        " {name: string, arguments: string}}[]}"
     )
-    message = obj(
-        ("role", "content"),
-        role={"const": "assistant"},
-        content=OPT_STRING,
-        refusal=OPT_STRING,
-        reasoning=STRING,
-        reasoning_content=STRING,
-        tool_calls=array(tool_call),
+    delta = (
+        "{role?: 'assistant', content?: string, reasoning?: string, reasoning_content?: string,"
+        " tool_calls?: {index: integer, id?: string, type?: 'function', function?: {name?:"
+        " string, arguments?: string}}[]}"
     )
-    choice = obj(
-        ("index", "message", "finish_reason", "logprobs"),
-        index=INTEGER,
-        message=message,
-        logprobs=_logprobs(),
-        finish_reason={"enum": FINISH_REASONS},
+    answer = ts(
+        "{object: 'chat.completion', choices: {index: integer, message: M, logprobs?: L,"
+        f" finish_reason: F}}[], usage: $ChatUsage, service_tier?: string, {COMMON}}}",
+        M=ts(message),
+        L=ts(LOGPROBS, **names),
+        **names,
     )
-    chunk_tool_call = obj(
-        ("index",),
-        index=INTEGER,
-        id=STRING,
-        type={"const": "function"},
-        function=obj(name=STRING, arguments=STRING),
+    chunk = ts(
+        "{object: 'chat.completion.chunk', choices: {index: integer, delta: D, logprobs?: L,"
+        f" finish_reason: ?F}}[], usage?: $ChatUsage, {COMMON}}}",
+        D=ts(delta),
+        L=ts(LOGPROBS, **names),
+        **names,
     )
-    delta = obj(
-        role={"const": "assistant"},
-        content=STRING,
-        reasoning=STRING,
-        reasoning_content=STRING,
-        tool_calls=array(chunk_tool_call),
-    )
-    chunk_choice = obj(
-        ("index", "delta", "finish_reason"),
-        index=INTEGER,
-        delta=delta,
-        logprobs=_logprobs(),
-        finish_reason=nullable({"enum": FINISH_REASONS}),
-    )
-    common = {"id": STRING, "created": INTEGER, "model": STRING, "system_fingerprint": STRING}
+    answer["properties"]["choices"]["items"]["required"] = [
+        "index",
+        "message",
+        "finish_reason",
+        "logprobs",
+    ]
     return {
         "ChatCompletionRequest": _request(),
-        "ChatUsage": _usage(),
-        "ChatCompletion": obj(
-            ("id", "object", "created", "model", "choices", "usage"),
-            object={"const": "chat.completion"},
-            choices=array(choice),
-            usage=ref("ChatUsage"),
-            service_tier=STRING,
-            **common,
-        ),
+        "ChatUsage": ts(USAGE),
+        "ChatCompletion": {**answer, "required": [*REQUIRED, "usage"]},
         # A stream the core breaks off ends with an error frame (no [DONE]).
-        "ChatCompletionStreamEvent": {"anyOf": [ref("ChatCompletionChunk"), ref("Error")]},
-        "ChatCompletionChunk": obj(
-            ("id", "object", "created", "model", "choices"),
-            object={"const": "chat.completion.chunk"},
-            choices=array(chunk_choice),
-            usage=ref("ChatUsage"),
-            **common,
-        ),
+        "ChatCompletionStreamEvent": ts("$ChatCompletionChunk | $Error"),
+        "ChatCompletionChunk": {**chunk, "required": REQUIRED},
     }

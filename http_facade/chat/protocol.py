@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 from mlx_responses.http_facade.kit.cache_hints import LIFETIME_FIELDS
-from mlx_responses.http_facade.kit.decode import INT32_MAX
-from mlx_responses.http_facade.kit.fields import Field, Fields
-from mlx_responses.http_facade.kit.openapi import (
-    OPT_STRING,
-    STRING,
-    array,
-    nullable,
-    obj,
-)
+from mlx_responses.http_facade.kit.fields import Fields
+from mlx_responses.http_facade.kit.openapi import array, ts
 from mlx_responses.http_facade.kit.sampling import (
     MODEL,
     OPENAI_SCALARS,
@@ -21,16 +14,7 @@ from mlx_responses.http_facade.kit.sampling import (
     TEMPLATE_KWARGS,
     N,
 )
-from mlx_responses.http_facade.kit.shapes import (
-    ARGUMENTS,
-    FLAG,
-    JSON_TEXT,
-    TEXT,
-    Shape,
-    must,
-    opt,
-    union,
-)
+from mlx_responses.http_facade.kit.shapes import Shape, union
 from mlx_responses.http_facade.kit.tools import function_tool_schema, tool_choice_schema
 from mlx_responses.service.limits import MAX_TOP_LOGPROBS
 
@@ -45,99 +29,58 @@ IMAGE_NOTE = (
     "`--allow-remote-media`). A text-only model refuses them with a 400 `unsupported_content` "
     "naming `messages[i].content[j].type`."
 )
-breakpoint = obj(("mode",), mode={"const": "explicit"}, ttl=nullable({"enum": ["30m", "12h"]}))
-text_part = obj(
-    ("type", "text"),
-    type={"const": "text"},
-    text=STRING,
-    prompt_cache_breakpoint=nullable(breakpoint),  # cache_hints.py
-)
-content = {"anyOf": [STRING, array(text_part)]}
+# A prompt-cache breakpoint (cache_hints.py) may end a text part.
+PART = "{type: 'text', text: string, prompt_cache_breakpoint?: ?{mode: 'explicit', ttl?: ?TTL}}"
+CONTENT = f"string | {PART}[]"
 # An assistant message's tool call, as the core's function_call item.
-FUNCTION = Shape(None, None, name=must(TEXT), arguments=must(ARGUMENTS, ""))
+FUNCTION = Shape(None, None, "name!: text, arguments!: arguments = ''")
 TOOL_CALL = Shape(
-    None,
-    pb.FunctionCallItem,
-    function=must(FUNCTION.nested(), to="*"),
-    id=must(TEXT, to="call_id"),
+    None, pb.FunctionCallItem, "function!: F -> *, id!: text -> call_id", F=FUNCTION.nested()
 )
-tool_call = TOOL_CALL.schema()
-message = {
-    "anyOf": [
-        {
-            **obj(
-                ("role", "content"),
-                role={"enum": ["system", "developer", "user"]},
-                content=content,
-            ),
-            "description": IMAGE_NOTE,
-        },
-        obj(
-            ("role",),
-            role={"const": "assistant"},
-            content=nullable(content),
-            tool_calls=nullable(array(tool_call)),
-            reasoning_content=OPT_STRING,
-            reasoning=OPT_STRING,
-        ),
-        obj(
-            ("role", "tool_call_id"),
-            role={"const": "tool"},
-            tool_call_id=STRING,
-            content=content,
-        ),
-    ]
-}
+message = ts(
+    f"{{role: 'system' | 'developer' | 'user', content: {CONTENT}}}"
+    f" | {{role: 'assistant', content?: ?({CONTENT}), tool_calls?: ?CALL[],"
+    " reasoning_content?: string|null, reasoning?: string|null}"
+    f" | {{role: 'tool', tool_call_id: string, content?: {CONTENT}}}",
+    TTL={"enum": ["30m", "12h"]},
+    CALL=TOOL_CALL.schema(),
+)
+message["anyOf"][0]["description"] = IMAGE_NOTE
 # response_format's json_schema: its fields under `json_schema`.
 SPEC = Shape(
     None,
     None,
-    name=must(TEXT),
-    schema=must(JSON_TEXT, {"type": "object"}, "schema_json"),
-    description=opt(TEXT),
-    strict=opt(FLAG),
+    "name!: text, schema!: json = OBJECT -> schema_json, description?: text, strict?: flag",
+    OBJECT={"type": "object"},
 )
 RESPONSE_FORMAT = union(
     Shape("text", pb.TextFormatText),
     Shape("json_object", pb.TextFormatJsonObject),
-    Shape("json_schema", pb.TextFormatJsonSchema, json_schema=must(SPEC.nested(), to="*")),
+    Shape("json_schema", pb.TextFormatJsonSchema, "json_schema!: S -> *", S=SPEC.nested()),
     unknown="Unknown response_format type {}.",
 )
 
 FIELDS = Fields(
     MODEL,
-    Field(
-        "messages",
-        "messages",
-        "The conversation so far, oldest first.",
-        required=True,
-        schema={**array(message), "minItems": 1},
-    ),
+    "messages!: messages = MESSAGES | The conversation so far, oldest first.",
     *OPENAI_SCALARS,
-    Field(
-        "tools", "tools", "Function tools the model may call.", schema=array(function_tool_schema())
-    ),
-    Field(
-        "tool_choice", "tool_choice", "Whether and which tool to call.", schema=tool_choice_schema()
-    ),
-    Field("response_format", "object", "Structured output.", "text", kind=RESPONSE_FORMAT),
+    "tools: tools = TOOLS | Function tools the model may call.",
+    "tool_choice: tool_choice = TOOL_CHOICE | Whether and which tool to call.",
+    "response_format: object ->text ~ FORMAT | Structured output.",
     STREAM,
     STREAM_OPTIONS,
-    Field("max_tokens", "integer", "Output cap (max_completion_tokens first).", minimum=1),
-    Field("max_completion_tokens", "integer", "Output cap.", minimum=1),
+    "max_tokens: integer 1.. | Output cap (max_completion_tokens first).",
+    "max_completion_tokens: integer 1.. | Output cap.",
     *SAMPLING,
     N,
-    Field("logprobs", "boolean", "Token logprobs in the answer."),
-    Field(
-        "top_logprobs",
-        "integer",
-        "Alternatives per token (needs `logprobs`).",
-        minimum=0,
-        maximum=MAX_TOP_LOGPROBS,
-        checked=False,
-        limit=INT32_MAX,
-    ),
-    Field("reasoning_effort", "string", "Passed to the chat template and the core."),
+    "logprobs: boolean | Token logprobs in the answer.",
+    f"top_logprobs: integer 0..{MAX_TOP_LOGPROBS} core int32 | Alternatives per token (needs"
+    " `logprobs`).",
+    "reasoning_effort: string | Passed to the chat template and the core.",
     TEMPLATE_KWARGS,
     *LIFETIME_FIELDS,
+    MESSAGES={**array(message), "minItems": 1},
+    TOOLS=array(function_tool_schema()),
+    TOOL_CHOICE=tool_choice_schema(),
+    FORMAT=RESPONSE_FORMAT,
 )

@@ -8,9 +8,9 @@ from typing import Any
 
 from mlx_responses.http_facade.chat.protocol import FIELDS, TOOL_CALL
 from mlx_responses.http_facade.kit.cache_hints import chat_breakpoints, lifetimes
-from mlx_responses.http_facade.kit.decode import expect
+from mlx_responses.http_facade.kit.decode import expect, proto_names
 from mlx_responses.http_facade.kit.errors import invalid
-from mlx_responses.http_facade.kit.fields import fill, fill_shaped, read, required
+from mlx_responses.http_facade.kit.fields import fill_shaped
 from mlx_responses.http_facade.kit.media import IMAGE_DETAILS, MediaPaths, url_image
 from mlx_responses.http_facade.kit.sampling import (
     include_usage,
@@ -23,11 +23,7 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 MESSAGE_ROLES = ("system", "developer", "user", "assistant", "tool")
-ROLES: dict[str, pb.Role] = {
-    "system": pb.ROLE_SYSTEM,
-    "developer": pb.ROLE_DEVELOPER,
-    "user": pb.ROLE_USER,
-}
+ROLES = proto_names(pb.Role, "system", "developer", "user")
 # Chat content part types that carry media other than images; refused here.
 CHAT_MEDIA_PARTS = {"input_audio", "file"}
 
@@ -187,11 +183,9 @@ def function_tools(value: Any) -> list[pb.Tool]:
 def chat_from_json(body: Any) -> ChatRequest:
     """A chat completions body (chat/protocol.py declares it) as a ChatRequest; unknown fields
     are ignored."""
-    body = required(FIELDS, body, "Missing required parameter: '{}'.")
-    values = read(FIELDS, body)
     # Chat completions are not stored: a turn lives in the client's message list.
     params = pb.CreateResponseParams(store=False)
-    fill(FIELDS, values, params)
+    body, values = FIELDS.decode(body, params)
     media = chat_media()
     params.input.extend(messages_to_items(body["messages"], media))
     # The items of a prefix of the messages, images allowed (their paths are not kept).
@@ -199,7 +193,6 @@ def chat_from_json(body: Any) -> ChatRequest:
         chat_breakpoints(body["messages"], lambda m: messages_to_items(m, chat_media()))
     )
     lifetimes(body, params)
-    params.stream = bool(values.get("stream"))
     cap = values.get("max_completion_tokens") or values.get("max_tokens")
     if cap is not None:
         params.max_output_tokens = cap

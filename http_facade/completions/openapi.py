@@ -8,30 +8,17 @@ from typing import Any
 from mlx_responses.http_facade.completions import routes
 from mlx_responses.http_facade.completions.protocol import FIELDS
 from mlx_responses.http_facade.kit.fields import request_schema
-from mlx_responses.http_facade.kit.openapi import (
-    INTEGER,
-    NUMBER,
-    STRING,
-    Operation,
-    Schema,
-    array,
-    nullable,
-    obj,
-    ref,
-)
+from mlx_responses.http_facade.kit.openapi import INTEGER, Operation, Schema, ts
 from mlx_responses.http_facade.kit.sampling import MAX_N
 
 
 def operations() -> dict[Callable[..., Any], Operation]:
-    return {
-        routes.create_completion: Operation(
-            "CompletionRequest",
-            "Completion",
-            streams=True,
-            stream_event="CompletionStreamEvent",
-            stream_done=True,
-        ),
+    stream: dict[str, Any] = {
+        "streams": True,
+        "stream_event": "CompletionStreamEvent",
+        "stream_done": True,
     }
+    return {routes.create_completion: Operation("CompletionRequest", "Completion", **stream)}
 
 
 def _best_of() -> Schema:
@@ -40,9 +27,7 @@ def _best_of() -> Schema:
         {"properties": {"n": {"const": n}, "best_of": {"const": n}}, "required": ["n"]}
         for n in range(1, MAX_N + 1)
     ]
-    default = {
-        "properties": {"n": {"type": "null"}, "best_of": {"const": 1}},
-    }
+    default = {"properties": {"n": {"type": "null"}, "best_of": {"const": 1}}}
     return {
         "if": {"required": ["best_of"], "properties": {"best_of": {"not": {"type": "null"}}}},
         "then": {"anyOf": [*same, default]},
@@ -66,38 +51,18 @@ def _request() -> Schema:
 
 
 def schemas() -> dict[str, Schema]:
-    logprobs = nullable(
-        obj(
-            ("tokens", "token_logprobs", "top_logprobs", "text_offset"),
-            tokens=array(STRING),
-            token_logprobs=array(NUMBER),
-            top_logprobs=array({"type": "object", "additionalProperties": NUMBER}),
-            text_offset=array(INTEGER),
-        )
-    )
-    choice = obj(
-        ("index", "text", "logprobs", "finish_reason"),
-        index=INTEGER,
-        text=STRING,
-        logprobs=logprobs,
-        finish_reason=nullable({"enum": ["stop", "length"]}),
+    choice = (
+        "{index: integer, text: string, logprobs: ?{tokens: string[], token_logprobs: number[],"
+        " top_logprobs: {[k]: number}[], text_offset: integer[]},"
+        " finish_reason: ?('stop'|'length')}"
     )
     return {
         "CompletionRequest": _request(),
         # A stream the core breaks off ends with an error frame (no [DONE]).
-        "CompletionStreamEvent": {"anyOf": [ref("Completion"), ref("Error")]},
-        "Completion": obj(
-            ("id", "object", "created", "model", "choices"),
-            id=STRING,
-            object={"const": "text_completion"},
-            created=INTEGER,
-            model=STRING,
-            choices=array(choice),
-            usage=obj(
-                ("prompt_tokens", "completion_tokens", "total_tokens"),
-                prompt_tokens=INTEGER,
-                completion_tokens=INTEGER,
-                total_tokens=INTEGER,
-            ),
+        "CompletionStreamEvent": ts("$Completion | $Error"),
+        "Completion": ts(
+            "{id: string, object: 'text_completion', created: integer, model: string,"
+            f" choices: {choice}[], usage?: {{prompt_tokens: integer, completion_tokens: integer,"
+            " total_tokens: integer}}"
         ),
     }

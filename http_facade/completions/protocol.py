@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlx_responses.http_facade.kit.fields import Field, Fields
+from mlx_responses.http_facade.kit.fields import Fields
 from mlx_responses.http_facade.kit.openapi import array
 from mlx_responses.http_facade.kit.sampling import (
     MAX_N,
@@ -21,27 +21,16 @@ PROMPT = {"type": "string", "minLength": 1}
 
 FIELDS = Fields(
     MODEL,
-    Field(
-        "prompt",
-        "prompt",
-        "Raw text to continue, or up to 16 texts (each answered `n` times).",
-        required=True,
-        schema={"anyOf": [PROMPT, {**array(PROMPT), "minItems": 1, "maxItems": MAX_PROMPTS}]},
-    ),
-    Field("suffix", "null", "Insertion is not supported."),
-    Field(
-        "max_tokens",
-        "integer",
-        f"Output cap (default {DEFAULT_MAX_TOKENS}).",
-        "max_output_tokens",
-        minimum=1,
-    ),
+    "prompt!: prompt = P | Raw text to continue, or up to 16 texts (each answered `n` times).",
+    "suffix: null | Insertion is not supported.",
+    f"max_tokens: integer 1.. ->max_output_tokens | Output cap (default {DEFAULT_MAX_TOKENS}).",
     *SAMPLING,
     N,
-    Field("best_of", "integer", "Only `n` itself.", minimum=1, maximum=MAX_N, checked=False),
-    Field("logprobs", "integer", "Alternatives per token.", minimum=0, maximum=MAX_LOGPROBS),
-    Field("echo", "boolean", "The prompt leads the text."),
+    f"best_of: integer 1..{MAX_N} core | Only `n` itself.",
+    f"logprobs: integer 0..{MAX_LOGPROBS} | Alternatives per token.",
+    "echo: boolean | The prompt leads the text.",
     STREAM,
     STREAM_OPTIONS,
     USER,
+    P={"anyOf": [PROMPT, {**array(PROMPT), "minItems": 1, "maxItems": MAX_PROMPTS}]},
 )

@@ -6,18 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_responses.http_facade.completions.protocol import (
-    DEFAULT_MAX_TOKENS,
-    FIELDS,
-    MAX_PROMPTS,
-)
+from mlx_responses.http_facade.completions.protocol import DEFAULT_MAX_TOKENS, FIELDS, MAX_PROMPTS
 from mlx_responses.http_facade.kit.decode import expect
 from mlx_responses.http_facade.kit.errors import invalid
-from mlx_responses.http_facade.kit.fields import fill, read, required
-from mlx_responses.http_facade.kit.sampling import (
-    include_usage,
-    stop_and_keep_alive,
-)
+from mlx_responses.http_facade.kit.sampling import include_usage, stop_and_keep_alive
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -54,8 +46,8 @@ def _prompts(value: Any) -> list[str]:
 
 def completion_from_json(body: Any) -> CompletionRequest:
     """A legacy completions body; unknown fields are ignored."""
-    body = required(FIELDS, body, "Missing required parameter: '{}'.")
-    values = read(FIELDS, body)
+    base = pb.CreateResponseParams(store=False, max_output_tokens=DEFAULT_MAX_TOKENS)
+    body, values = FIELDS.decode(body, base)
     n = values.get("n") or 1
     if values.get("best_of") is not None and values.get("best_of") != n:
         raise invalid("'best_of' other than 'n' is not supported.", "best_of", "unsupported_value")
@@ -66,13 +58,10 @@ def completion_from_json(body: Any) -> CompletionRequest:
             "echo",
             "unsupported_value",
         )
-    base = pb.CreateResponseParams(store=False, max_output_tokens=DEFAULT_MAX_TOKENS)
-    fill(FIELDS, values, base)
     stop_and_keep_alive(body, base)
     if logprobs is not None:
         base.include.append(LOGPROBS_INCLUDE)
         base.top_logprobs = logprobs
-    base.stream = bool(values.get("stream"))
     prompts = []
     for text in _prompts(body["prompt"]):
         params = pb.CreateResponseParams()

@@ -7,7 +7,6 @@ from typing import Any
 
 from mlx_responses.http_facade.embeddings.protocol import FIELDS, MAX_INPUTS, TOKEN_ID_MAX
 from mlx_responses.http_facade.kit.errors import invalid
-from mlx_responses.http_facade.kit.fields import fill, read, required
 from mlx_responses.http_facade.kit.keep_alive import keep_alive_from
 
 from mlx_responses.v1 import embeddings_service_pb2 as em
@@ -57,12 +56,11 @@ def inputs_from_json(value: Any) -> list[em.EmbeddingInput]:
 def embeddings_from_json(body: Any) -> EmbeddingsRequest:
     """An Embeddings body (embeddings/protocol.py declares it); unknown fields are ignored (as
     OpenAI's SDKs may send more)."""
-    body = required(FIELDS, body, "Missing required parameter: '{}'.")
-    values = read(FIELDS, body)
+    request = em.CreateEmbeddingsRequest()
+    body, values = FIELDS.decode(body, request)
     if not values.get("model"):
         raise invalid("Invalid 'model': expected a non-empty string.", "model", "invalid_type")
-    request = em.CreateEmbeddingsRequest(inputs=inputs_from_json(body["input"]))
-    fill(FIELDS, values, request)
+    request.inputs.extend(inputs_from_json(body["input"]))
     keep = keep_alive_from(body)
     if keep is not None:
         request.keep_alive_seconds = keep

@@ -3,6 +3,7 @@ naming the parameter (OpenAI's `invalid_type` / `invalid_value` errors)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from mlx_responses.http_facade.kit.errors import invalid
@@ -10,6 +11,12 @@ from mlx_responses.http_facade.kit.errors import invalid
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
 NUMBER = (int, float)
+
+
+def proto_names(enum: Any, *names: str) -> dict[str, Any]:
+    """Wire names as the values of a proto enum (`user` is pb.Role's ROLE_USER), in order."""
+    prefix = re.sub(r"(?<!^)(?=[A-Z])", "_", enum.DESCRIPTOR.name).upper()
+    return {name: enum.Value(f"{prefix}_{name.upper()}") for name in names}
 
 
 def lookup(table: dict[str, Any], value: Any) -> Any:

@@ -1,7 +1,7 @@
-"""A dialect's request fields, each declared once: its JSON type, bounds, the core field it
-fills and its doc line. The decoder's checks and the field's OpenAPI schema are both read from
-the declaration (as vLLM's per-API `protocol.py` models are); structured fields (items, tools,
-content parts) carry the schema of what their hand-written decoder takes."""
+"""A dialect's request fields, each declared once, on one line (`row`): its JSON type, bounds,
+the core field it fills and its doc line. The decoder's checks and the field's OpenAPI schema
+are both read from the declaration (as vLLM's per-API `protocol.py` models are); structured
+fields (items, tools, content parts) carry the schema of what their hand-written decoder takes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_responses.http_facade.kit.decode import INT64_MAX, NUMBER, expect, integer, number
+from mlx_responses.http_facade.kit.decode import (
+    INT32_MAX,
+    INT64_MAX,
+    NUMBER,
+    expect,
+    integer,
+    number,
+)
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.openapi import Schema, nullable
 from mlx_responses.http_facade.kit.shapes import Kind, put
@@ -120,13 +127,42 @@ class Field:
         return f"must be between {self.minimum} and {self.maximum}"
 
 
+def row(text: str, **names: Any) -> Field:
+    """A field declared on one line: `name[!]: type [lo..hi] [core] [int32] [->[to]] [= S] [~ K]
+    | doc`: ! required, lo..hi its bounds (`core`: the core's to enforce), int32 its proto field's
+    range, -> the core field it fills (its own name unless given), = its schema and ~ its
+    declared shape (`names`' S and K)."""
+    head, _, doc = text.partition(" | ")
+    name, kind, *words = head.split()
+    options: dict[str, Any] = {"required": name.endswith("!:")}
+    for word, after in zip(words, [*words[1:], ""], strict=False):
+        if ".." in word:
+            low, high = (_number(bound) for bound in word.split(".."))
+            options.update(minimum=low, maximum=high)
+        elif word == "core":
+            options["checked"] = False
+        elif word == "int32":
+            options["limit"] = INT32_MAX
+        elif word.startswith("->"):
+            options["to"] = word[2:] or name.rstrip("!:")
+        elif word in ("=", "~"):
+            options["schema" if word == "=" else "kind"] = names[after]
+    return Field(name.rstrip("!:"), kind, doc, **options)
+
+
+def _number(text: str) -> int | float | None:
+    return None if not text else int(text) if text.lstrip("-").isdigit() else float(text)
+
+
 class Fields(tuple[Field, ...]):
-    """A request's fields, in order, indexed by name."""
+    """A request's fields, in order, indexed by name: Field objects or `row`s (of `names`)."""
 
-    def __new__(cls, *fields: Field) -> Fields:
-        return super().__new__(cls, fields)
+    def __new__(cls, *fields: Field | str, **names: Any) -> Fields:
+        rows = (f if isinstance(f, Field) else row(f, **names) for f in fields)
+        return super().__new__(cls, rows)
 
-    def __init__(self, *fields: Field) -> None:
+    def __init__(self, *_: Field | str, **__: Any) -> None:
+        fields = tuple(self)
         self.checks = {f.name: f.checker() for f in fields if f.plain}
         filled = [f for f in fields if f.plain and f.to is not None]
         self.targets = {f.name: f.to for f in filled if f.kind is None}
@@ -134,39 +170,27 @@ class Fields(tuple[Field, ...]):
         self.shaped = {f.name: (f.to or "", f.kind) for f in filled if f.kind is not None}
         self.required = tuple(f.name for f in fields if f.required)
 
+    def decode(
+        self, body: Any, params: Any, missing: str = "Missing required parameter: '{}'."
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """`body` (a JSON object holding every required field: `missing` formats a refusal)
+        and the checked value of each plain field it gives (not null, in its order), each set
+        on `params` where it fills a core field; the structured ones are the dialect's."""
+        if not isinstance(body, dict):
+            raise invalid("The request body must be a JSON object.", None, "invalid_type")
+        for name in self.required:
+            if body.get(name) is None:
+                raise invalid(missing.format(name), name, "missing_required_parameter")
+        checks, targets = self.checks, self.targets
+        values = {k: checks[k](v) for k, v in body.items() if v is not None and k in checks}
+        for name, value in values.items():
+            if (to := targets.get(name)) is not None:
+                setattr(params, to, value)
+        return body, values
+
 
 def _admits_null(schema: Schema) -> bool:
     return {"type": "null"} in schema.get("anyOf", ())
-
-
-def required(fields: Fields, body: Any, missing: str) -> dict[str, Any]:
-    """`body` as a JSON object holding every required field (`missing` formats a refusal)."""
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.", None, "invalid_type")
-    for name in fields.required:
-        if body.get(name) is None:
-            raise invalid(missing.format(name), name, "missing_required_parameter")
-    return body
-
-
-def read(fields: Fields, body: dict[str, Any]) -> dict[str, Any]:
-    """The checked value of each plain field the body gives (not null); the structured ones
-    are left to the dialect's hand-written decoders."""
-    checks = fields.checks
-    return {
-        name: checks[name](value)
-        for name, value in body.items()
-        if value is not None and name in checks
-    }
-
-
-def fill(fields: Fields, values: dict[str, Any], params: Any) -> None:
-    """Sets `params`' core field of each plain field that fills one and has a value."""
-    targets = fields.targets
-    for name, value in values.items():
-        to = targets.get(name)
-        if to is not None:
-            setattr(params, to, value)
 
 
 def fill_shaped(fields: Fields, values: dict[str, Any], params: Any) -> None:

@@ -19,18 +19,14 @@ from aiohttp import web
 from mlx_responses.http_facade.kit import errors, models
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
 from mlx_responses.http_facade.kit.openapi import (
-    BOOLEAN,
-    INTEGER,
     JSON,
-    OPT_STRING,
     SSE,
     STRING,
     Operation,
     Schema,
-    nullable,
-    obj,
     ref,
     sse_event,
+    ts,
 )
 
 OPENAPI_VERSION = "3.1.0"
@@ -61,37 +57,18 @@ def _server_schemas() -> dict[str, Schema]:
     )
     return {
         # POST /v1/models/{model}/load: an empty body keeps the server's --keep-alive.
-        "LoadModelRequest": obj(keep_alive=KEEP_ALIVE_SCHEMA),
-        "Model": obj(
-            ("id", "object", "created", "owned_by"),
-            id=STRING,
-            object={"const": "model"},
-            created=INTEGER,
-            owned_by=STRING,
-            context_length=INTEGER,
-            loaded=BOOLEAN,
-            memory_bytes=INTEGER,
-            expires_at=nullable(INTEGER),
-            pinned=BOOLEAN,
-            failure=nullable(
-                obj(("message", "reload_after"), message=STRING, reload_after=INTEGER)
-            ),
+        "LoadModelRequest": ts("{keep_alive?: K}", K=KEEP_ALIVE_SCHEMA),
+        "Model": ts(
+            "{id: string, object: 'model', created: integer, owned_by: string,"
+            " context_length?: integer, loaded?: boolean, memory_bytes?: integer,"
+            " expires_at?: ?integer, pinned?: boolean,"
+            " failure?: ?{message: string, reload_after: integer}}"
         ),
-        "ModelList": obj(
-            ("object", "data"),
-            object={"const": "list"},
-            data={"type": "array", "items": ref("Model")},
-        ),
-        "Health": obj(("status",), status={"enum": ["ok", "unavailable"]}),
-        "Error": obj(
-            ("error",),
-            error=obj(
-                ("message", "type", "param", "code"),
-                message=STRING,
-                type={"enum": error_types},
-                param=OPT_STRING,
-                code=OPT_STRING,
-            ),
+        "ModelList": ts("{object: 'list', data: $Model[]}"),
+        "Health": ts("{status: 'ok' | 'unavailable'}"),
+        "Error": ts(
+            "{error: {message: string, type: T, param: string|null, code: string|null}}",
+            T={"enum": error_types},
         ),
     }
 

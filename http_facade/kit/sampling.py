@@ -7,56 +7,48 @@ import json
 from typing import Any
 
 from mlx_responses.http_facade.kit.decode import expect, flag
-from mlx_responses.http_facade.kit.fields import Field
+from mlx_responses.http_facade.kit.fields import row
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA, read_keep_alive
-from mlx_responses.http_facade.kit.openapi import BOOLEAN, nullable, obj
 from mlx_responses.http_facade.kit.openapi import stop_sequences as stop_schema
+from mlx_responses.http_facade.kit.openapi import ts
 from mlx_responses.service.limits import MAX_STOP_SEQUENCES
 
 from mlx_responses.v1 import responses_pb2 as pb
 
 MAX_N = 16
 
-MODEL = Field("model", "string", "The model to answer.", to="model", required=True)
-STREAM = Field("stream", "boolean", "Whether the answer streams as server-sent events.")
-USER = Field("user", "string", "An id of the end user, recorded with the turn.", to="user")
+MODEL = row("model!: string -> | The model to answer.")
+STREAM = row("stream: boolean -> | Whether the answer streams as server-sent events.")
+USER = row("user: string -> | An id of the end user, recorded with the turn.")
 # Responses' and Chat's: who asks, which prefix, which tier, how many calls at once.
 OPENAI_SCALARS = (
     USER,
-    Field("safety_identifier", "string", "An id of the end user, recorded.", "safety_identifier"),
-    Field(
-        "prompt_cache_key", "string", "Routes and names a shared prompt prefix.", "prompt_cache_key"
-    ),
-    Field("service_tier", "string", "Echoed.", "service_tier"),
-    Field(
-        "parallel_tool_calls", "boolean", "Several tool calls in one turn.", "parallel_tool_calls"
-    ),
+    row("safety_identifier: string -> | An id of the end user, recorded."),
+    row("prompt_cache_key: string -> | Routes and names a shared prompt prefix."),
+    row("service_tier: string -> | Echoed."),
+    row("parallel_tool_calls: boolean -> | Several tool calls in one turn."),
 )
-N = Field("n", "integer", "How many choices to generate.", minimum=1, maximum=MAX_N)
-STREAM_OPTIONS = Field(
-    "stream_options",
-    "object",
-    "`include_usage`: a last chunk carries the usage.",
-    schema=obj(include_usage=nullable(BOOLEAN)),
+N = row(f"n: integer 1..{MAX_N} | How many choices to generate.")
+STREAM_OPTIONS = row(
+    "stream_options: object = S | `include_usage`: a last chunk carries the usage.",
+    S=ts("{include_usage?: ?boolean}"),
 )
-TEMPLATE_KWARGS = Field(
-    "chat_template_kwargs", "object", "Extra arguments of the model's chat template (vLLM's)."
+TEMPLATE_KWARGS = row(
+    "chat_template_kwargs: object | Extra arguments of the model's chat template (vLLM's)."
 )
 # The core enforces the ranges of the sampling fields (the façade checks type and proto range).
 SAMPLING = (
-    Field("temperature", "number", "Sampling temperature.", "temperature", 0, 2, checked=False),
-    Field("top_p", "number", "Nucleus sampling mass.", "top_p", 0, 1, checked=False),
-    Field("presence_penalty", "number", "", "presence_penalty", -2, 2, checked=False),
-    Field("frequency_penalty", "number", "", "frequency_penalty", -2, 2, checked=False),
-    Field(
-        "stop",
-        "stop",
-        "Where generation stops: a string or up to "
-        f"{MAX_STOP_SEQUENCES} strings (not in the output).",
-        schema=stop_schema(MAX_STOP_SEQUENCES),
+    row("temperature: number 0..2 core -> | Sampling temperature."),
+    row("top_p: number 0..1 core -> | Nucleus sampling mass."),
+    row("presence_penalty: number -2..2 core ->"),
+    row("frequency_penalty: number -2..2 core ->"),
+    row(
+        f"stop: stop = S | Where generation stops: a string or up to {MAX_STOP_SEQUENCES} strings"
+        " (not in the output).",
+        S=stop_schema(MAX_STOP_SEQUENCES),
     ),
-    Field("seed", "integer", "Makes sampling reproducible.", "seed"),
-    Field("keep_alive", "keep_alive", schema=KEEP_ALIVE_SCHEMA),
+    row("seed: integer -> | Makes sampling reproducible."),
+    row("keep_alive: keep_alive = S", S=KEEP_ALIVE_SCHEMA),
 )
 
 

@@ -1,12 +1,14 @@
 """Object shapes, declared once: each property's JSON type, presence and the proto field it
 fills. A shape's decoder (`Shape.fill`) and its OpenAPI schema (`Shape.schema`) are both read
 from the declaration, for the structured parts of a request (items, tools, formats) as
-`fields.py` does for a request's top-level fields. A shape fills its proto message in place
-(nested shapes their sub-messages): no message is built to be copied."""
+`fields.py` does for a request's top-level fields; a shape's properties are one text (`Shape`).
+A shape fills its proto message in place (nested shapes their sub-messages): no message is
+built to be copied."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +55,8 @@ ARGUMENTS = Kind(
     ),
     str,
 )
+# The kinds a shape names without passing them.
+KINDS = {"text": TEXT, "flag": FLAG, "int": INT, "json": JSON_TEXT, "arguments": ARGUMENTS}
 
 
 def enum(table: dict[str, Any], expected: str | None = None, strings: bool = False) -> Kind:
@@ -149,14 +153,39 @@ def put(target: Any, to: str, value: Any, container: str) -> None:
             entries[key] = entry
 
 
-class Shape:
-    """An object of `props` (its `type` the constant `kind`, where it has one), decoded into a
-    `message` (a proto class, or a factory of one)."""
+# A property declared as `name[?|!]: KIND [= DEFAULT] [-> to]` (see `Shape`).
+_PROP = re.compile(r"(\w+)([?!]?):\s*(\w+)(?:\s*=\s*('[^']*'|\w+))?(?:\s*->\s*([\w*]+))?")
+PRESENCE = {"?": OPTIONAL, "!": TYPED, "": REQUIRED}
 
-    def __init__(self, kind: str | None, message: Any, **props: Prop) -> None:
+
+def props(text: str, names: dict[str, Any]) -> dict[str, Prop]:
+    """The properties `text` declares, their kinds and defaults named in `names` or KINDS."""
+    out = {}
+    for declared in filter(None, (part.strip() for part in text.split(","))):
+        match = _PROP.fullmatch(declared)
+        if match is None:
+            raise ValueError(f"not a property: {declared!r}")
+        name, mark, kind, default, to = match.groups()
+        value = NO_DEFAULT if default is None else {"''": "", "null": None}.get(default)
+        if default is not None and default not in ("''", "null"):
+            value = names[default]
+        where = "" if to is None else None if to == "_" else to
+        out[name] = Prop(names.get(kind) or KINDS[kind], PRESENCE[mark], where, value)
+    return out
+
+
+class Shape:
+    """An object of properties (its `type` the constant `kind`, where it has one), decoded into
+    a `message` (a proto class, or a factory of one). `text` declares them, comma-separated:
+    `name: K` required, `name?: K` optional (null is absent), `name!: K` without null (absent:
+    `= D`, its default, or else refused by K's check); `-> to` the proto field it fills (its own
+    name unless given; `*` the message itself, `_` none: checked only); K and D are `names`' or
+    KINDS' (text, flag, int, json, arguments)."""
+
+    def __init__(self, kind: str | None, message: Any, text: str = "", /, **names: Any) -> None:
         self.kind = kind
         self.message = message
-        self.props = props
+        self.props = props(text, names)
         self._steps = [
             (
                 name,
@@ -166,16 +195,10 @@ class Shape:
                 p.default,
                 p.kind,
             )
-            for name, p in props.items()
+            for name, p in self.props.items()
             if p.kind.check is not None or p.kind.fill is not None
             for to in [name if p.to == "" else p.to]
         ]
-
-    def build(self, value: dict[str, Any], param: str) -> Any:
-        """`value` (an object) as the shape's proto message."""
-        message = self.message()
-        self.fill(message, value, param)
-        return message
 
     def build_in(self, outer: Any, field: str, value: dict[str, Any], param: str) -> Any:
         """A new `outer` message whose `field` (a message of this shape) `value` fills."""
@@ -243,18 +266,3 @@ def union(*shapes: Shape, unknown: str) -> Kind:
         chosen.SetInParent()
 
     return Kind({"anyOf": [s.schema() for s in shapes]}, fill=fill)
-
-
-def opt(kind: Kind, to: str | None = "") -> Prop:
-    """An optional property: null is absent."""
-    return Prop(kind, OPTIONAL, to)
-
-
-def req(kind: Kind, to: str | None = "") -> Prop:
-    """A required property: absent or null is a missing parameter."""
-    return Prop(kind, REQUIRED, to)
-
-
-def must(kind: Kind, default: Any = NO_DEFAULT, to: str | None = "") -> Prop:
-    """A property without null: absent takes `default`; with none, its type check refuses it."""
-    return Prop(kind, TYPED, to, default)

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlx_responses.http_facade.kit.decode import expect, one_of, required_str
+from mlx_responses.http_facade.kit.decode import expect, one_of, proto_names, required_str
 from mlx_responses.http_facade.kit.errors import invalid
-from mlx_responses.http_facade.kit.openapi import STRING, Schema, array, obj
-from mlx_responses.http_facade.kit.shapes import FLAG, JSON_TEXT, TEXT, Shape, opt, req
+from mlx_responses.http_facade.kit.openapi import Schema, ts
+from mlx_responses.http_facade.kit.shapes import Shape
 
 from mlx_responses.v1 import responses_pb2 as pb
 
-TOOL_CHOICE_MODES = {
-    "none": pb.TOOL_CHOICE_MODE_NONE,
-    "auto": pb.TOOL_CHOICE_MODE_AUTO,
-    "required": pb.TOOL_CHOICE_MODE_REQUIRED,
-}
+TOOL_CHOICE_MODES = proto_names(pb.ToolChoiceMode, "none", "auto", "required")
 # Client-run built-in tools (Responses' shell, local_shell, apply_patch): a tool_choice may
 # name one by its type.
 BUILTIN_TOOL_TYPES = ("shell", "local_shell", "apply_patch")
@@ -26,10 +22,7 @@ BUILTIN_TOOL_TYPES = ("shell", "local_shell", "apply_patch")
 FUNCTION = Shape(
     None,
     pb.FunctionTool,
-    name=req(TEXT),
-    description=opt(TEXT),
-    parameters=opt(JSON_TEXT, "parameters_json"),
-    strict=opt(FLAG),
+    "name: text, description?: text, parameters?: json -> parameters_json, strict?: flag",
 )
 
 
@@ -105,33 +98,18 @@ def function_tool_schema(type_required: bool = False) -> Schema:
 
     Chat's `type` defaults to function; Responses requires it.
     """
-    kind = ("type",) if type_required else ()
-    function = {"const": "function"}
-    nested = obj((*kind, "function"), type=function, function=FUNCTION.schema())
-    flat = FUNCTION.schema(type=function, function={"type": "null"})
-    return {"anyOf": [nested, {**flat, "required": [*kind, *flat["required"]]}]}
+    kind = "" if type_required else "?"
+    nested = ts(f"{{type{kind}: 'function', function: F}}", F=FUNCTION.schema())
+    flat = FUNCTION.schema(type={"const": "function"}, function={"type": "null"})
+    return {"anyOf": [nested, {**flat, "required": [*nested["required"][:-1], *flat["required"]]}]}
 
 
 def tool_choice_schema() -> Schema:
     """What `tool_choice` takes."""
-    named = obj(("name",), name=STRING)
-    return {
-        "anyOf": [
-            {"enum": sorted(TOOL_CHOICE_MODES)},
-            obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING),
-            obj(
-                ("type", "function"),
-                type={"const": "function"},
-                name={"type": "null"},
-                function=named,
-            ),
-            obj(
-                ("type", "tools"),
-                type={"const": "allowed_tools"},
-                mode={"enum": ["auto", "required"]},
-                tools=array(
-                    obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING)
-                ),
-            ),
-        ]
-    }
+    return ts(
+        "MODES | {type: 'function' | 'custom', name: string}"
+        " | {type: 'function', name?: null, function: {name: string}}"
+        " | {type: 'allowed_tools', mode?: 'auto' | 'required',"
+        " tools: {type: 'function' | 'custom', name: string}[]}",
+        MODES={"enum": sorted(TOOL_CHOICE_MODES)},
+    )

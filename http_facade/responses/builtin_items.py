@@ -1,17 +1,17 @@
-"""JSON <-> proto for the built-in client tools `shell`, `local_shell`, `apply_patch`: the tools,
+"""JSON -> proto for the built-in client tools `shell`, `local_shell`, `apply_patch`: the tools,
 their calls and the client's outputs, in the shapes of the OpenAI Python SDK's types
 (`openai.types.responses`: FunctionShellTool, ResponseFunctionShellToolCall(Output),
-LocalShellCall(Output), ResponseApplyPatchToolCall(Output)). Pure."""
+LocalShellCall(Output), ResponseApplyPatchToolCall(Output)); from_proto.py encodes them."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from mlx_responses.http_facade.kit.decode import proto_names
 from mlx_responses.http_facade.kit.errors import invalid
-from mlx_responses.http_facade.kit.openapi import OPT_STRING, STRING, Schema, obj
-from mlx_responses.http_facade.kit.shapes import Kind, Shape, array, mapping, must, opt, req
+from mlx_responses.http_facade.kit.openapi import STRING, Schema, ts
+from mlx_responses.http_facade.kit.shapes import Kind, Shape, array, mapping
 
-from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 
 TOOL_TYPES = ("shell", "local_shell", "apply_patch")
@@ -23,31 +23,11 @@ ITEM_TYPES = (
     "apply_patch_call",
     "apply_patch_call_output",
 )
-STATUS = {
-    "in_progress": pb.ITEM_STATUS_IN_PROGRESS,
-    "completed": pb.ITEM_STATUS_COMPLETED,
-    "incomplete": pb.ITEM_STATUS_INCOMPLETE,
-}
-STATUS_NAME = {v: k for k, v in STATUS.items()}
-OPERATIONS = {
-    "create_file": pb.APPLY_PATCH_OPERATION_TYPE_CREATE_FILE,
-    "update_file": pb.APPLY_PATCH_OPERATION_TYPE_UPDATE_FILE,
-    "delete_file": pb.APPLY_PATCH_OPERATION_TYPE_DELETE_FILE,
-}
-OPERATION_NAME = {v: k for k, v in OPERATIONS.items()}
-PATCH_OUTPUT = {
-    "completed": pb.APPLY_PATCH_OUTPUT_STATUS_COMPLETED,
-    "failed": pb.APPLY_PATCH_OUTPUT_STATUS_FAILED,
-}
-PATCH_OUTPUT_NAME = {v: k for k, v in PATCH_OUTPUT.items()}
-SHELL_COMMAND_EVENTS = (
-    ev.EVENT_TYPE_SHELL_CALL_COMMAND_ADDED,
-    ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA,
-    ev.EVENT_TYPE_SHELL_CALL_COMMAND_DONE,
-)
+STATUS = proto_names(pb.ItemStatus, "in_progress", "completed", "incomplete")
+OPERATIONS = proto_names(pb.ApplyPatchOperationType, "create_file", "update_file", "delete_file")
+PATCH_OUTPUT = proto_names(pb.ApplyPatchOutputStatus, "completed", "failed")
 
 
-# --- JSON -> proto -------------------------------------------------------------------------
 def _typed(value: Any, kind: type | tuple[type, ...], param: str, what: str) -> Any:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise invalid(f"Invalid type for '{param}': expected {what}.", param, "invalid_type")
@@ -143,85 +123,55 @@ STRINGS = array(TEXT, what="an array of strings", typed=_typed)
 ITEM_STATUS = Kind({"enum": list(STATUS)}, lambda value, param: _choice(STATUS, value, param, 0))
 # Absent or null: empty output, exit code 0.
 OUTCOME = Kind(
-    {
-        "anyOf": [
-            obj(  # an absent or null exit_code is 0
-                ("type",),
-                type={"const": "exit"},
-                exit_code={"type": ["integer", "null"], "minimum": INT32[0], "maximum": INT32[1]},
-            ),
-            obj(("type",), type={"const": "timeout"}),
-            {"type": "null"},
-        ]
-    },
+    # an absent or null exit_code is 0
+    ts(
+        "{type: 'exit', exit_code?: C} | {type: 'timeout'} | null",
+        C={"type": ["integer", "null"], "minimum": INT32[0], "maximum": INT32[1]},
+    ),
     _outcome,
     container="message",
 )
+PATCH_STATUS = Kind(
+    {"enum": [*PATCH_OUTPUT, None]},
+    lambda value, param: (
+        _choice(PATCH_OUTPUT, value, param, None) or pb.APPLY_PATCH_OUTPUT_STATUS_COMPLETED
+    ),
+)
+# Their kinds, in this module's own wording (`text` a string, `_typed`'s refusals).
+KINDS = {"text": TEXT, "COUNT": COUNT, "STRINGS": STRINGS, "STATUS": ITEM_STATUS}
+KINDS["OUTCOME"], KINDS["PATCH"] = OUTCOME, PATCH_STATUS
+KINDS["ENV"], KINDS["EXEC"] = mapping(TEXT, typed=_typed), Kind({"enum": ["exec"]}, _exec)
 ENTRY = Shape(
     None,
     pb.ShellCallOutputContent,
-    stdout=opt(TEXT),
-    stderr=opt(TEXT),
-    outcome=must(OUTCOME, None),
+    "stdout?: text, stderr?: text, outcome!: OUTCOME = null",
+    **KINDS,
 )
-SHELL_ACTION = Shape(
+SHELL = Shape(
     None,
     pb.ShellCallAction,
-    commands=must(STRINGS),
-    timeout_ms=opt(COUNT),
-    max_output_length=opt(COUNT),
+    "commands!: STRINGS, timeout_ms?: COUNT, max_output_length?: COUNT",
+    **KINDS,
 )
-EXEC_ACTION = Shape(
+EXEC = Shape(
     None,
     pb.LocalShellExecAction,
-    type=opt(Kind({"enum": ["exec"]}, _exec), to=None),
-    command=must(STRINGS),
-    env=opt(mapping(TEXT, typed=_typed)),
-    timeout_ms=opt(COUNT),
-    user=opt(TEXT),
-    working_directory=opt(TEXT),
+    "type?: EXEC -> _, command!: STRINGS, env?: ENV, timeout_ms?: COUNT, user?: text,"
+    " working_directory?: text",
+    **KINDS,
 )
-CALL = {"id": opt(TEXT), "call_id": req(TEXT)}
+KINDS["SHELL"], KINDS["EXEC"] = SHELL.nested(_typed), EXEC.nested(_typed)
+KINDS["ENTRIES"] = array(ENTRY.nested(_typed), typed=_typed)
+CALL = "id?: text, call_id: text"
 # The items whose fields are declared, by type (the Item field each fills).
+SHAPES_DECLARED = {
+    "shell_call": f"action: SHELL, {CALL}, status?: STATUS",
+    "shell_call_output": f"{CALL}, status?: STATUS, output!: ENTRIES, max_output_length?: COUNT",
+    "local_shell_call": f"action: EXEC, {CALL}, status?: STATUS",
+    "apply_patch_call_output": f"{CALL}, status!: PATCH = null, output?: text",
+}
 SHAPES = {
-    "shell_call": Shape(
-        "shell_call",
-        pb.ShellCallItem,
-        action=req(SHELL_ACTION.nested(_typed)),
-        **CALL,
-        status=opt(ITEM_STATUS),
-    ),
-    "shell_call_output": Shape(
-        "shell_call_output",
-        pb.ShellCallOutputItem,
-        **CALL,
-        status=opt(ITEM_STATUS),
-        output=must(array(ENTRY.nested(_typed), typed=_typed)),
-        max_output_length=opt(COUNT),
-    ),
-    "local_shell_call": Shape(
-        "local_shell_call",
-        pb.LocalShellCallItem,
-        action=req(EXEC_ACTION.nested(_typed)),
-        **CALL,
-        status=opt(ITEM_STATUS),
-    ),
-    "apply_patch_call_output": Shape(
-        "apply_patch_call_output",
-        pb.ApplyPatchCallOutputItem,
-        **CALL,
-        status=must(
-            Kind(
-                {"enum": [*PATCH_OUTPUT, None]},
-                lambda value, param: (
-                    _choice(PATCH_OUTPUT, value, param, None)
-                    or pb.APPLY_PATCH_OUTPUT_STATUS_COMPLETED
-                ),
-            ),
-            None,
-        ),
-        output=opt(TEXT),
-    ),
+    k: Shape(k, type(getattr(pb.Item(), k)), text, **KINDS) for k, text in SHAPES_DECLARED.items()
 }
 
 
@@ -265,126 +215,34 @@ def item_from_json(item: dict[str, Any], param: str) -> pb.Item:
     return pb.Item(apply_patch_call=_apply_patch_call(item, param))
 
 
-# --- proto -> JSON -------------------------------------------------------------------------
-def _opt(message: Any, name: str) -> Any:
-    return getattr(message, name) if message.HasField(name) else None
-
-
-def _outcome_json(outcome: pb.ShellCallOutcome) -> dict[str, Any]:
-    if outcome.WhichOneof("outcome") == "timeout":
-        return {"type": "timeout"}
-    return {"type": "exit", "exit_code": outcome.exit_code}
-
-
-def item_to_json(item: pb.Item) -> dict[str, Any] | None:
-    """A built-in call or output item as its JSON; None for any other item."""
-    kind = item.WhichOneof("item")
-    if kind not in ITEM_TYPES:
-        return None
-    message = getattr(item, kind)
-    out: dict[str, Any] = {"id": message.id, "type": kind, "call_id": message.call_id}
-    if kind == "shell_call":
-        action = message.action
-        out["action"] = {
-            "commands": list(action.commands),
-            "timeout_ms": _opt(action, "timeout_ms"),
-            "max_output_length": _opt(action, "max_output_length"),
-        }
-        out["environment"] = None
-    elif kind == "shell_call_output":
-        out["output"] = [
-            {"stdout": e.stdout, "stderr": e.stderr, "outcome": _outcome_json(e.outcome)}
-            for e in message.output
-        ]
-        out["max_output_length"] = _opt(message, "max_output_length")
-    elif kind == "local_shell_call":
-        action = message.action
-        out["action"] = {
-            "type": "exec",
-            "command": list(action.command),
-            "env": dict(action.env),
-            "timeout_ms": _opt(action, "timeout_ms"),
-            "user": _opt(action, "user"),
-            "working_directory": _opt(action, "working_directory"),
-        }
-    elif kind == "local_shell_call_output":
-        out["output"] = message.output
-    elif kind == "apply_patch_call":
-        op = message.operation
-        operation: dict[str, Any] = {"type": OPERATION_NAME.get(op.type), "path": op.path}
-        if op.HasField("diff"):
-            operation["diff"] = op.diff
-        out["operation"] = operation
-    else:
-        out["status"] = PATCH_OUTPUT_NAME.get(message.status, "completed")
-        out["output"] = _opt(message, "output")
-        return out
-    out["status"] = STATUS_NAME.get(message.status, "completed")
-    return out
-
-
-def tool_to_json(tool: pb.Tool) -> dict[str, Any] | None:
-    """A built-in tool as offered; None for any other tool."""
-    kind = tool.WhichOneof("tool")
-    if kind == "shell":
-        return {"type": "shell", "environment": {"type": "local"}}
-    if kind in TOOL_TYPES:
-        return {"type": kind}
-    return None
-
-
-def shell_command_event(event: ev.ResponseEvent) -> dict[str, Any]:
-    """The fields of a `response.shell_call_command.*` event (its command's index in
-    `content_index`)."""
-    if event.type == ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA:
-        d = event.text_delta
-        return {"output_index": d.output_index, "command_index": d.content_index, "delta": d.delta}
-    t = event.text_done
-    return {"output_index": t.output_index, "command_index": t.content_index, "command": t.text}
-
-
 def item_schemas() -> list[Schema]:
     """The OpenAPI schemas of ITEM_TYPES (input and output items alike)."""
-    status = {"enum": [*STATUS, None]}
-    # A V4A diff for a file created or updated; a deletion needs none.
-    operation = {
-        "anyOf": [
-            obj(
-                ("type", "path", "diff"),
-                type={"enum": ["create_file", "update_file"]},
-                path=STRING,
-                diff=STRING,
-            ),
-            obj(("type", "path"), type={"const": "delete_file"}, path=STRING, diff=OPT_STRING),
-        ]
-    }
     shapes = {kind: shape.schema() for kind, shape in SHAPES.items()}
+    names: dict[str, Schema] = {
+        "S": {"enum": [*STATUS, None]},
+        "ID": {"anyOf": [_named("call_id"), _named("id")]},
+    }
+    local = ts(
+        "{type: 'local_shell_call_output', id?: string|null, call_id?: string|null,"
+        " output: string, status?: S}",
+        **names,
+    )
+    # A V4A diff for a file created or updated; a deletion needs none.
+    patch = ts(
+        "{type: 'apply_patch_call', id?: string|null, call_id: string, status?: S, operation:"
+        " {type: 'create_file' | 'update_file', path: string, diff: string}"
+        " | {type: 'delete_file', path: string, diff?: string|null}}",
+        **names,
+    )
     return [
         shapes["shell_call"],
         shapes["shell_call_output"],
         shapes["local_shell_call"],
-        {
-            **obj(
-                ("type", "output"),
-                type={"const": "local_shell_call_output"},
-                id=OPT_STRING,
-                call_id=OPT_STRING,
-                output=STRING,
-                status=status,
-            ),
-            "anyOf": [
-                {"required": ["call_id"], "properties": {"call_id": STRING}},
-                {"required": ["id"], "properties": {"id": STRING}},
-            ],
-            "description": "`id` names the call when `call_id` is absent.",
-        },
-        obj(
-            ("type", "call_id", "operation"),
-            type={"const": "apply_patch_call"},
-            id=OPT_STRING,
-            call_id=STRING,
-            status=status,
-            operation=operation,
-        ),
+        {**local, **names["ID"], "description": "`id` names the call when `call_id` is absent."},
+        patch,
         shapes["apply_patch_call_output"],
     ]
+
+
+def _named(key: str) -> Schema:
+    return {"required": [key], "properties": {key: STRING}}

@@ -63,6 +63,13 @@ EVENT_NAMES = {
     ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DELTA: "response.reasoning_summary_text.delta",
     ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DONE: "response.reasoning_summary_text.done",
 }
+OPERATION_NAME = {v: k for k, v in builtin_items.OPERATIONS.items()}
+PATCH_OUTPUT_NAME = {v: k for k, v in builtin_items.PATCH_OUTPUT.items()}
+SHELL_COMMAND_EVENTS = (
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_ADDED,
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA,
+    ev.EVENT_TYPE_SHELL_CALL_COMMAND_DONE,
+)
 # Summary text events carry the summary index where other text events carry content_index.
 SUMMARY_TEXT = {
     ev.EVENT_TYPE_REASONING_SUMMARY_TEXT_DELTA,
@@ -182,7 +189,7 @@ def item_to_json(item: pb.Item) -> dict[str, Any]:
             "call_id": co.call_id,
             "output": co.output,
         }
-    builtin = builtin_items.item_to_json(item)
+    builtin = builtin_item_to_json(item)
     if builtin is not None:
         return builtin
     if kind == "compaction_trigger":
@@ -198,7 +205,7 @@ def tool_to_json(tool: pb.Tool) -> dict[str, Any]:
     kind = tool.WhichOneof("tool")
     if kind == "hosted":
         return {"type": tool.hosted.type}
-    builtin = builtin_items.tool_to_json(tool)
+    builtin = builtin_tool_to_json(tool)
     if builtin is not None:
         return builtin
     if kind == "custom":
@@ -317,6 +324,79 @@ def _opt(message: Any, name: str) -> Any:
     return getattr(message, name) if message.HasField(name) else None
 
 
+def _outcome_json(outcome: pb.ShellCallOutcome) -> dict[str, Any]:
+    if outcome.WhichOneof("outcome") == "timeout":
+        return {"type": "timeout"}
+    return {"type": "exit", "exit_code": outcome.exit_code}
+
+
+def builtin_item_to_json(item: pb.Item) -> dict[str, Any] | None:
+    """A built-in call or output item as its JSON; None for any other item."""
+    kind = item.WhichOneof("item")
+    if kind not in builtin_items.ITEM_TYPES:
+        return None
+    message = getattr(item, kind)
+    out: dict[str, Any] = {"id": message.id, "type": kind, "call_id": message.call_id}
+    if kind == "shell_call":
+        action = message.action
+        out["action"] = {
+            "commands": list(action.commands),
+            "timeout_ms": _opt(action, "timeout_ms"),
+            "max_output_length": _opt(action, "max_output_length"),
+        }
+        out["environment"] = None
+    elif kind == "shell_call_output":
+        out["output"] = [
+            {"stdout": e.stdout, "stderr": e.stderr, "outcome": _outcome_json(e.outcome)}
+            for e in message.output
+        ]
+        out["max_output_length"] = _opt(message, "max_output_length")
+    elif kind == "local_shell_call":
+        action = message.action
+        out["action"] = {
+            "type": "exec",
+            "command": list(action.command),
+            "env": dict(action.env),
+            "timeout_ms": _opt(action, "timeout_ms"),
+            "user": _opt(action, "user"),
+            "working_directory": _opt(action, "working_directory"),
+        }
+    elif kind == "local_shell_call_output":
+        out["output"] = message.output
+    elif kind == "apply_patch_call":
+        op = message.operation
+        operation: dict[str, Any] = {"type": OPERATION_NAME.get(op.type), "path": op.path}
+        if op.HasField("diff"):
+            operation["diff"] = op.diff
+        out["operation"] = operation
+    else:
+        out["status"] = PATCH_OUTPUT_NAME.get(message.status, "completed")
+        out["output"] = _opt(message, "output")
+        return out
+    out["status"] = ITEM_STATUS.get(message.status, "completed")
+    return out
+
+
+def builtin_tool_to_json(tool: pb.Tool) -> dict[str, Any] | None:
+    """A built-in tool as offered; None for any other tool."""
+    kind = tool.WhichOneof("tool")
+    if kind == "shell":
+        return {"type": "shell", "environment": {"type": "local"}}
+    if kind in builtin_items.TOOL_TYPES:
+        return {"type": kind}
+    return None
+
+
+def shell_command_event(event: ev.ResponseEvent) -> dict[str, Any]:
+    """The fields of a `response.shell_call_command.*` event (its command's index in
+    `content_index`)."""
+    if event.type == ev.EVENT_TYPE_SHELL_CALL_COMMAND_DELTA:
+        d = event.text_delta
+        return {"output_index": d.output_index, "command_index": d.content_index, "delta": d.delta}
+    t = event.text_done
+    return {"output_index": t.output_index, "command_index": t.content_index, "command": t.text}
+
+
 def response_to_json(r: pb.Response) -> dict[str, Any]:
     """The whole Response resource; `background` only on background responses (seed)."""
     out: dict[str, Any] = {
@@ -384,8 +464,8 @@ def event_to_json(event: ev.ResponseEvent) -> dict[str, Any]:
             content_index=p.content_index,
             part=part_to_json(p.part),
         )
-    elif event.type in builtin_items.SHELL_COMMAND_EVENTS:
-        out.update(builtin_items.shell_command_event(event))
+    elif event.type in SHELL_COMMAND_EVENTS:
+        out.update(shell_command_event(event))
     elif kind == "text_delta":
         d = event.text_delta
         out.update(item_id=d.item_id, output_index=d.output_index)

@@ -7,24 +7,16 @@ from typing import Any
 
 from mlx_responses.http_facade.kit.fields import request_schema
 from mlx_responses.http_facade.kit.openapi import (
-    BOOLEAN,
-    INTEGER,
-    NUMBER,
-    OPT_STRING,
-    STRING,
+    NULL,
     Operation,
     Schema,
+    array,
     integer,
+    nullable,
     ref,
+    ts,
 )
-from mlx_responses.http_facade.kit.openapi import nullable as _nullable
-from mlx_responses.http_facade.kit.openapi import obj as _obj
-from mlx_responses.http_facade.responses import (
-    builtin_items,
-    conversations,
-    from_proto,
-    routes,
-)
+from mlx_responses.http_facade.responses import builtin_items, conversations, from_proto, routes
 from mlx_responses.http_facade.responses.protocol import FIELDS, ITEMS, MESSAGE
 from mlx_responses.service.limits import (
     MAX_ITEMS_PER_CALL,
@@ -37,268 +29,123 @@ from mlx_responses.v1 import responses_pb2 as pb
 
 
 def _request_schemas() -> dict[str, Schema]:
-    message = MESSAGE.schema(type=_nullable({"const": "message"}))
-    create = request_schema(
-        FIELDS,
-        "Unknown fields are accepted and ignored.",
-        # One history at a time: a chain or a conversation.
-        **{
-            "not": {
-                "required": ["previous_response_id", "conversation"],
-                "properties": {
-                    "previous_response_id": {"type": "string"},
-                    "conversation": {"not": {"type": "null"}},
-                },
-            }
-        },
-    )
-    compact = {
-        "allOf": [ref("CreateResponseRequest")],
-        "properties": {"keep_tokens": _nullable(integer(0))},
-    }
+    # One history at a time: a chain or a conversation.
+    one = ts("{previous_response_id: string, conversation: C}", C={"not": NULL})
+    one = {"required": one["required"], "properties": one["properties"]}
+    create = request_schema(FIELDS, "Unknown fields are accepted and ignored.", **{"not": one})
     # Without a type, an object with an `id` (and no `role`) is a reference.
-    item_reference = {
-        "anyOf": [
-            _obj(("type", "id"), type={"const": "item_reference"}, id=STRING),
-            {**_obj(("id",), type={"type": "null"}, id=STRING), "not": {"required": ["role"]}},
-        ]
-    }
+    reference = ts(
+        "{type: 'item_reference', id: string} | R",
+        R={**ts("{type?: null, id: string}"), "not": {"required": ["role"]}},
+    )
     whole_items = [
-        message,
+        MESSAGE.schema(type=nullable({"const": "message"})),
         *(ITEMS[kind].schema() for kind in ITEMS if kind != "compaction_trigger"),
         *builtin_items.item_schemas(),
     ]
     # A conversation holds whole items: no references, no compaction triggers.
-    items = {
-        "type": "array",
-        "items": {"anyOf": whole_items},
-        "maxItems": MAX_ITEMS_PER_CALL,
-    }
+    items = {**array({"anyOf": whole_items}), "maxItems": MAX_ITEMS_PER_CALL}
     metadata = {
-        "type": "object",
-        "additionalProperties": {"type": "string", "maxLength": MAX_METADATA_VALUE},
+        **ts("{[k]: V}", V={"type": "string", "maxLength": MAX_METADATA_VALUE}),
         "propertyNames": {"maxLength": MAX_METADATA_KEY},
         "maxProperties": MAX_METADATA_PAIRS,
     }
     return {
-        "InputItem": {"anyOf": [*whole_items, item_reference]},
+        "InputItem": {"anyOf": [*whole_items, reference]},
         "CreateResponseRequest": create,
-        "CompactRequest": compact,
-        "CreateConversationRequest": _obj(items=_nullable(items), metadata=_nullable(metadata)),
+        "CompactRequest": {
+            "allOf": [ref("CreateResponseRequest")],
+            "properties": {"keep_tokens": nullable(integer(0))},
+        },
+        "CreateConversationRequest": ts("{items?: ?I, metadata?: ?M}", I=items, M=metadata),
         # A null metadata clears it.
-        "UpdateConversationRequest": _obj(("metadata",), metadata=_nullable(metadata)),
-        "AddConversationItemsRequest": _obj(("items",), items=items),
+        "UpdateConversationRequest": ts("{metadata: ?M}", M=metadata),
+        "AddConversationItemsRequest": ts("{items: I}", I=items),
     }
+
+
+OUTPUT_ITEMS = {  # each output item's fields beside its id, type and status
+    "message": "role: ROLE, content: PART[]",
+    "function_call": "call_id: string, name: string, arguments: string",
+    "custom_tool_call": "call_id: string, name: string, input: string",
+    "function_call_output": "call_id: string, output: string",
+    "reasoning": "summary: TEXTS, content: TEXTS, encrypted_content?: string",
+    "custom_tool_call_output": "call_id: string, output: string",
+}
 
 
 def _response_schemas() -> dict[str, Schema]:
-    builtin_tool = _obj(("type",), type={"enum": list(builtin_items.TOOL_TYPES)})
-    item_status = {"enum": sorted(set(from_proto.ITEM_STATUS.values()))}
-    logprob = _obj(
-        ("token", "logprob", "bytes"),
-        token=STRING,
-        logprob=NUMBER,
-        bytes={"type": "array", "items": INTEGER},
-        top_logprobs={"type": "array"},
-    )
-    part = {
-        "anyOf": [
-            _obj(
-                ("type", "text", "annotations", "logprobs"),
-                type={"const": "output_text"},
-                text=STRING,
-                annotations={"type": "array"},
-                logprobs={"type": "array", "items": logprob},
-            ),
-            _obj(("type", "refusal"), type={"const": "refusal"}, refusal=STRING),
-            _obj(("type", "text"), type={"enum": ["input_text", "reasoning_text"]}, text=STRING),
-        ]
+    builtin = ts("{type: B}", B={"enum": list(builtin_items.TOOL_TYPES)})
+    names = {
+        "STATUS": _enum(from_proto.ITEM_STATUS.values()),
+        "ROLE": _enum(from_proto.ROLE.values()),
+        "TEXTS": ts("{type: string, text: string}[]"),
+        "PART": ts(
+            "{type: 'output_text', text: string, annotations: array, logprobs: {token: string,"
+            " logprob: number, bytes: integer[], top_logprobs?: array}[]}"
+            " | {type: 'refusal', refusal: string}"
+            " | {type: 'input_text' | 'reasoning_text', text: string}"
+        ),
+        "S": _enum(from_proto.status_name(v) for v in pb.ResponseStatus.values()),
+        "MODES": _enum(from_proto.TOOL_CHOICE.values()),
+        "B": builtin,
+        "EVENTS": _enum(from_proto.EVENT_NAMES.values()),
     }
-    texts = {"type": "array", "items": _obj(("type", "text"), type=STRING, text=STRING)}
-    item = {
-        "anyOf": [
-            _obj(
-                ("id", "type", "status", "role", "content"),
-                id=STRING,
-                type={"const": "message"},
-                status=item_status,
-                role={"enum": sorted(set(from_proto.ROLE.values()))},
-                content={"type": "array", "items": part},
-            ),
-            _obj(
-                ("id", "type", "status", "call_id", "name", "arguments"),
-                id=STRING,
-                type={"const": "function_call"},
-                status=item_status,
-                call_id=STRING,
-                name=STRING,
-                arguments=STRING,
-            ),
-            _obj(
-                ("id", "type", "status", "call_id", "name", "input"),
-                id=STRING,
-                type={"const": "custom_tool_call"},
-                status=item_status,
-                call_id=STRING,
-                name=STRING,
-                input=STRING,
-            ),
-            _obj(
-                ("id", "type", "status", "call_id", "output"),
-                id=STRING,
-                type={"const": "function_call_output"},
-                status=item_status,
-                call_id=STRING,
-                output=STRING,
-            ),
-            _obj(
-                ("id", "type", "status", "summary", "content"),
-                id=STRING,
-                type={"const": "reasoning"},
-                status=item_status,
-                summary=texts,
-                content=texts,
-                encrypted_content=STRING,
-            ),
-            _obj(
-                ("id", "type", "status", "call_id", "output"),
-                id=STRING,
-                type={"const": "custom_tool_call_output"},
-                status=item_status,
-                call_id=STRING,
-                output=STRING,
-            ),
-            _obj(
-                ("id", "type", "encrypted_content"),
-                id=STRING,
-                type={"const": "compaction"},
-                encrypted_content=STRING,
-            ),
-            *builtin_items.item_schemas(),
-        ]
-    }
-    usage = _obj(
-        ("input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details"),
-        input_tokens=INTEGER,
-        input_tokens_details=_obj(
-            ("cached_tokens",), cached_tokens=INTEGER, cache_write_tokens=INTEGER
-        ),
-        output_tokens=INTEGER,
-        output_tokens_details=_obj(
-            ("reasoning_tokens",),
-            reasoning_tokens=INTEGER,
-            accepted_prediction_tokens=INTEGER,
-            rejected_prediction_tokens=INTEGER,
-        ),
-        total_tokens=INTEGER,
+    item = [
+        ts(f"{{id: string, type: '{kind}', status: STATUS, {rest}}}", **names)
+        for kind, rest in OUTPUT_ITEMS.items()
+    ]
+    item.append(ts("{id: string, type: 'compaction', encrypted_content: string}"))
+    response = ts(
+        "{id: string, object: 'response', created_at: integer, status: S, completed_at: ?integer,"
+        " error: ?{code: string, message: string}, incomplete_details: ?{reason: string},"
+        " instructions: string|null, max_output_tokens: ?integer, model: string,"
+        " output: $OutputItem[], parallel_tool_calls: boolean, previous_response_id: string|null,"
+        " conversation?: ?{id: string}, reasoning: {effort?: string|null, summary?: string|null},"
+        " service_tier?: string, store: boolean, temperature: number,"
+        " text: {format: {type: string}},"
+        " tool_choice: MODES | {type: 'function' | 'custom', name: string} | B,"
+        " tools: ({type: string, name: string} | B)[], top_logprobs?: integer, top_p: number,"
+        " truncation: string, usage: $Usage, user?: string|null, metadata: {[k]: string},"
+        " background?: true}",
+        **names,
     )
-    statuses = sorted({from_proto.status_name(v) for v in pb.ResponseStatus.values()})
-    response = _obj(
-        (
-            *("id", "object", "created_at", "status", "completed_at", "error"),
-            *("incomplete_details", "instructions", "max_output_tokens", "model", "output"),
-            *("parallel_tool_calls", "previous_response_id", "reasoning", "store"),
-            *("temperature", "text", "tool_choice", "tools", "top_p", "truncation", "usage"),
-            "metadata",
-        ),
-        id=STRING,
-        object={"const": "response"},
-        created_at=INTEGER,
-        status={"enum": statuses},
-        completed_at=_nullable(INTEGER),
-        error=_nullable(_obj(("code", "message"), code=STRING, message=STRING)),
-        incomplete_details=_nullable(_obj(("reason",), reason=STRING)),
-        instructions=OPT_STRING,
-        max_output_tokens=_nullable(INTEGER),
-        model=STRING,
-        output={"type": "array", "items": ref("OutputItem")},
-        parallel_tool_calls=BOOLEAN,
-        previous_response_id=OPT_STRING,
-        conversation=_nullable(_obj(("id",), id=STRING)),
-        reasoning=_obj(effort=OPT_STRING, summary=OPT_STRING),
-        service_tier=STRING,
-        store=BOOLEAN,
-        temperature=NUMBER,
-        text=_obj(("format",), format=_obj(("type",), type=STRING)),
-        tool_choice={
-            "anyOf": [
-                {"enum": sorted(set(from_proto.TOOL_CHOICE.values()))},
-                _obj(("type", "name"), type={"enum": ["function", "custom"]}, name=STRING),
-                builtin_tool,
-            ]
-        },
-        tools={
-            "type": "array",
-            "items": {"anyOf": [_obj(("type", "name"), type=STRING, name=STRING), builtin_tool]},
-        },
-        top_logprobs=INTEGER,
-        top_p=NUMBER,
-        truncation=STRING,
-        usage=ref("Usage"),
-        user=OPT_STRING,
-        metadata={"type": "object", "additionalProperties": STRING},
-        background={"const": True},
-    )
-    event = _obj(
-        ("type", "sequence_number"),
-        type={"enum": sorted(from_proto.EVENT_NAMES.values())},
-        sequence_number=INTEGER,
-        response=ref("Response"),
-        item=ref("OutputItem"),
-        output_index=INTEGER,
-        content_index=INTEGER,
-        summary_index=INTEGER,
-        item_id=STRING,
-        delta=STRING,
-        text=STRING,
-        input=STRING,
-        command_index=INTEGER,
-        command=STRING,
+    event = ts(
+        "{type: EVENTS, sequence_number: integer, response?: $Response, item?: $OutputItem,"
+        " output_index?: integer, content_index?: integer, summary_index?: integer,"
+        " item_id?: string, delta?: string, text?: string, input?: string,"
+        " command_index?: integer, command?: string}",
+        **names,
     )
     return {
-        "OutputItem": item,
-        "ItemList": _obj(
-            ("object", "data", "first_id", "last_id", "has_more"),
-            object={"const": "list"},
-            data={"type": "array", "items": ref("OutputItem")},
-            first_id=OPT_STRING,
-            last_id=OPT_STRING,
-            has_more=BOOLEAN,
+        "OutputItem": {"anyOf": [*item, *builtin_items.item_schemas()]},
+        "ItemList": ts(
+            "{object: 'list', data: $OutputItem[], first_id: string|null,"
+            " last_id: string|null, has_more: boolean}"
         ),
-        "Conversation": _obj(
-            ("id", "object", "created_at", "metadata"),
-            id=STRING,
-            object={"const": "conversation"},
-            created_at=INTEGER,
-            metadata={"type": "object", "additionalProperties": STRING},
+        "Conversation": ts(
+            "{id: string, object: 'conversation', created_at: integer, metadata: {[k]: string}}"
         ),
-        "DeletedConversation": _obj(
-            ("id", "object", "deleted"),
-            id=STRING,
-            object={"const": "conversation.deleted"},
-            deleted=BOOLEAN,
+        "DeletedConversation": ts("{id: string, object: 'conversation.deleted', deleted: boolean}"),
+        "Usage": ts(
+            "{input_tokens: integer, input_tokens_details: {cached_tokens: integer,"
+            " cache_write_tokens?: integer}, output_tokens: integer, output_tokens_details:"
+            " {reasoning_tokens: integer, accepted_prediction_tokens?: integer,"
+            " rejected_prediction_tokens?: integer}, total_tokens?: integer}"
         ),
-        "Usage": usage,
         "Response": response,
         "ResponseStreamEvent": event,
-        "DeletedResponse": _obj(
-            ("id", "object", "deleted"), id=STRING, object={"const": "response"}, deleted=BOOLEAN
-        ),
-        "InputTokens": _obj(
-            ("object", "input_tokens"),
-            object={"const": "response.input_tokens"},
-            input_tokens=INTEGER,
-        ),
-        "Compaction": _obj(
-            ("id", "object", "created_at", "model", "output", "usage"),
-            id=STRING,
-            object={"const": "response.compaction"},
-            created_at=INTEGER,
-            model=STRING,
-            output={"type": "array", "items": ref("OutputItem")},
-            usage=ref("Usage"),
+        "DeletedResponse": ts("{id: string, object: 'response', deleted: boolean}"),
+        "InputTokens": ts("{object: 'response.input_tokens', input_tokens: integer}"),
+        "Compaction": ts(
+            "{id: string, object: 'response.compaction', created_at: integer, model: string,"
+            " output: $OutputItem[], usage: $Usage}"
         ),
     }
+
+
+def _enum(values: Any) -> Schema:
+    return {"enum": sorted(set(values))}
 
 
 def operations() -> dict[Callable[..., Any], Operation]:

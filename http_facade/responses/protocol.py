@@ -5,34 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from mlx_responses.http_facade.kit.cache_hints import BREAKPOINT_TTLS, LIFETIME_FIELDS
-from mlx_responses.http_facade.kit.decode import INT32_MAX, expect
-from mlx_responses.http_facade.kit.fields import Field, Fields
+from mlx_responses.http_facade.kit.decode import expect, proto_names
+from mlx_responses.http_facade.kit.fields import Fields
 from mlx_responses.http_facade.kit.keep_alive import KEEP_ALIVE_SCHEMA
-from mlx_responses.http_facade.kit.openapi import (
-    STRING,
-    integer,
-    nullable,
-    obj,
-    ref,
+from mlx_responses.http_facade.kit.openapi import Schema, integer, ref, ts
+from mlx_responses.http_facade.kit.openapi import array as list_of
+from mlx_responses.http_facade.kit.sampling import (
+    MODEL,
+    OPENAI_SCALARS,
+    SAMPLING,
+    STREAM,
+    TEMPLATE_KWARGS,
 )
-from mlx_responses.http_facade.kit.sampling import MODEL, OPENAI_SCALARS, SAMPLING, TEMPLATE_KWARGS
-from mlx_responses.http_facade.kit.shapes import (
-    ARGUMENTS,
-    FLAG,
-    INT,
-    JSON_TEXT,
-    TEXT,
-    Kind,
-    Prop,
-    Shape,
-    array,
-    enum,
-    mapping,
-    must,
-    opt,
-    req,
-    union,
-)
+from mlx_responses.http_facade.kit.shapes import TEXT, Kind, Shape, array, enum, mapping, union
 from mlx_responses.http_facade.kit.tools import (
     BUILTIN_TOOL_TYPES,
     function_tool_schema,
@@ -64,17 +49,8 @@ HOSTED_TOOLS = {
     "tool_search",
 }
 MEDIA_PARTS = {"input_audio"}  # input_image and input_file reach the core (media_parts.py)
-ROLES = {
-    "user": pb.ROLE_USER,
-    "assistant": pb.ROLE_ASSISTANT,
-    "system": pb.ROLE_SYSTEM,
-    "developer": pb.ROLE_DEVELOPER,
-}
-ITEM_STATUS = {
-    "in_progress": pb.ITEM_STATUS_IN_PROGRESS,
-    "completed": pb.ITEM_STATUS_COMPLETED,
-    "incomplete": pb.ITEM_STATUS_INCOMPLETE,
-}
+ROLES = proto_names(pb.Role, "user", "assistant", "system", "developer")
+ITEM_STATUS = proto_names(pb.ItemStatus, "in_progress", "completed", "incomplete")
 
 
 def _output(value: Any, param: str) -> str:
@@ -104,104 +80,58 @@ def _texts(message: Any) -> Kind:
 STATUS = enum(ITEM_STATUS)
 # Structured output: its objects' text parts are joined (other entries are skipped).
 OUTPUT = Kind(
-    {
-        "anyOf": [
-            STRING,
-            {"type": "array", "items": {"anyOf": [{"not": {"type": "object"}}, obj(text=STRING)]}},
-        ]
-    },
-    _output,
+    ts("string | (CHUNK | {text?: string})[]", CHUNK={"not": {"type": "object"}}), _output
 )
-breakpoint = obj(
-    ("mode",), mode={"const": "explicit"}, ttl=nullable({"enum": list(BREAKPOINT_TTLS)})
-)
-# A message's content parts (the decoder's by hand: a part's type follows the role).
-PARTS = [
-    obj(
-        ("type", "text"),
-        type={"enum": ["input_text", "output_text", "text"]},
-        text=STRING,
-        prompt_cache_breakpoint=nullable(breakpoint),  # where a reusable prefix ends
+# A message's content parts (the decoder's by hand: a part's type follows the role); a text
+# part may end a reusable prefix, a media part is refused for a text-only model, or a
+# placeholder with --media drop (the core decides).
+CONTENT = Kind(
+    ts(
+        "string | ({type: 'input_text' | 'output_text' | 'text', text: string,"
+        " prompt_cache_breakpoint?: ?{mode: 'explicit', ttl?: ?TTL}}"
+        " | {type: 'refusal', refusal: string} | {type: MEDIA})[]",
+        TTL={"enum": list(BREAKPOINT_TTLS)},
+        MEDIA={"enum": sorted(MEDIA_PARTS)},
     ),
-    obj(("type", "refusal"), type={"const": "refusal"}, refusal=STRING),
-    # Refused for a text-only model, or a placeholder with --media drop (the core decides).
-    obj(("type",), type={"enum": sorted(MEDIA_PARTS)}),
-]
-CONTENT = Kind({"anyOf": [STRING, {"type": "array", "items": {"anyOf": PARTS}}]}, None)
-# The message's type is optional (an object with a role is a message): not the shape's kind.
-MESSAGE = Shape(
     None,
-    pb.MessageItem,
-    role=must(enum(ROLES)),
-    id=opt(TEXT),
-    status=opt(STATUS),
-    content=must(CONTENT),
 )
-CALL = {"status": opt(STATUS), "id": opt(TEXT), "call_id": req(TEXT)}
-# Input items by type, and the Item field each fills; messages and references apart.
+# The message's type is optional (an object with a role is a message): not the shape's kind.
+KINDS = {"STATUS": STATUS, "OUTPUT": OUTPUT, "ROLE": enum(ROLES), "CONTENT": CONTENT}
+KINDS.update(RT=_texts(pb.ReasoningText), ST=_texts(pb.SummaryText))
+MESSAGE = Shape(
+    None, pb.MessageItem, "role!: ROLE, id?: text, status?: STATUS, content!: CONTENT", **KINDS
+)
+CALL = "status?: STATUS, id?: text, call_id: text"
+# Input items by type (each fills the Item field of its name); messages and references apart.
+# A compaction's status is checked, not kept; a compaction_trigger is a beta extension
+# (x-codex-beta-features: remote_compaction_v2), outside the document.
+ITEMS_DECLARED = {
+    "function_call": f"{CALL}, name: text, arguments!: arguments = '', namespace?: text",
+    "function_call_output": f"{CALL}, output!: OUTPUT",
+    "custom_tool_call": f"{CALL}, name: text, input!: text = '', namespace?: text",
+    "custom_tool_call_output": f"{CALL}, output!: OUTPUT",
+    "reasoning": "status?: STATUS, id?: text, content?: RT, summary?: ST, encrypted_content?: text",
+    "compaction": "status?: STATUS -> _, id?: text, encrypted_content: text",
+    "compaction_trigger": "status?: STATUS -> _",
+}
 ITEMS = {
-    "function_call": Shape(
-        "function_call",
-        pb.FunctionCallItem,
-        **CALL,
-        name=req(TEXT),
-        arguments=must(ARGUMENTS, ""),
-        namespace=opt(TEXT),
-    ),
-    "function_call_output": Shape(
-        "function_call_output", pb.FunctionCallOutputItem, **CALL, output=must(OUTPUT)
-    ),
-    "custom_tool_call": Shape(
-        "custom_tool_call",
-        pb.CustomToolCallItem,
-        **CALL,
-        name=req(TEXT),
-        input=must(TEXT, ""),
-        namespace=opt(TEXT),
-    ),
-    "custom_tool_call_output": Shape(
-        "custom_tool_call_output", pb.CustomToolCallOutputItem, **CALL, output=must(OUTPUT)
-    ),
-    "reasoning": Shape(
-        "reasoning",
-        pb.ReasoningItem,
-        status=opt(STATUS),
-        id=opt(TEXT),
-        content=opt(_texts(pb.ReasoningText)),
-        summary=opt(_texts(pb.SummaryText)),
-        encrypted_content=opt(TEXT),
-    ),
-    # A compaction's status is checked, not kept.
-    "compaction": Shape(
-        "compaction",
-        pb.CompactionItem,
-        status=opt(STATUS, None),
-        id=opt(TEXT),
-        encrypted_content=req(TEXT),
-    ),
-    # A beta extension (x-codex-beta-features: remote_compaction_v2), outside the document.
-    "compaction_trigger": Shape(
-        "compaction_trigger", pb.CompactionTriggerItem, status=opt(STATUS, None)
-    ),
+    k: Shape(k, type(getattr(pb.Item(), k)), text, **KINDS) for k, text in ITEMS_DECLARED.items()
 }
 SYNTAX = enum({"lark": "lark", "regex": "regex"}, "lark or regex", strings=True)
-GRAMMAR = Shape("grammar", pb.CustomToolGrammar, syntax=req(SYNTAX), definition=req(TEXT))
+GRAMMAR = Shape("grammar", pb.CustomToolGrammar, "syntax: SYNTAX, definition: text", SYNTAX=SYNTAX)
 CUSTOM_FORMAT = union(
     Shape("text", pb.CustomToolText),
     GRAMMAR,
     unknown="Unknown custom tool format type {}: expected text or grammar.",
 )
 CUSTOM_TOOL = Shape(
-    "custom", pb.CustomTool, name=req(TEXT), description=opt(TEXT), format=opt(CUSTOM_FORMAT, "*")
+    "custom", pb.CustomTool, "name: text, description?: text, format?: F -> *", F=CUSTOM_FORMAT
 )
 # text.format's json_schema: `schema` as JSON text, `name`, `description`, `strict`.
 JSON_SCHEMA = Shape(
     "json_schema",
     pb.TextFormatJsonSchema,
-    schema=must(JSON_TEXT, to="schema_json"),
-    name=must(TEXT, ""),
-    description=opt(TEXT),
-    strict=opt(FLAG),
+    "schema!: json -> schema_json, name!: text = '', description?: text, strict?: flag",
 )
 FORMAT = union(
     Shape("text", pb.TextFormatText),
@@ -209,9 +139,9 @@ FORMAT = union(
     JSON_SCHEMA,
     unknown="Unknown text.format type {}.",
 )
-TEXT_CONFIG = Shape(None, pb.TextConfig, format=Prop(FORMAT, to="*"), verbosity=opt(TEXT)).nested()
+TEXT_CONFIG = Shape(None, pb.TextConfig, "format?: F -> *, verbosity?: text", F=FORMAT).nested()
 SUMMARIES = Kind({"enum": list(REASONING_SUMMARIES)}, TEXT.check)  # the core checks the names
-REASONING = Shape(None, pb.ReasoningConfig, effort=opt(TEXT), summary=opt(SUMMARIES)).nested()
+REASONING = Shape(None, pb.ReasoningConfig, "effort?: text, summary?: S", S=SUMMARIES).nested()
 
 
 def _conversation(value: Any, param: str) -> str:
@@ -223,140 +153,69 @@ def _conversation(value: Any, param: str) -> str:
     return text
 
 
-CONVERSATION = Kind({"anyOf": [STRING, obj(("id",), id=STRING)]}, _conversation)
-COMPACTION = obj(
-    ("type", "compact_threshold"),
-    type={"const": "compaction"},
-    compact_threshold=integer(1, MAX_COMPACT_THRESHOLD),
-)  # what the core takes: the decoder checks types and ranges
+CONVERSATION = Kind(ts("string | {id: string}"), _conversation)
+# What the core takes: the decoder checks types and ranges.
+COMPACTION = ts("{type: 'compaction', compact_threshold: T}", T=integer(1, MAX_COMPACT_THRESHOLD))
 CONTEXT_MANAGEMENT = array(
-    Shape(None, pb.ContextManagement, type=must(TEXT), compact_threshold=opt(INT)).nested(),
+    Shape(None, pb.ContextManagement, "type!: text, compact_threshold?: int").nested(),
     {"type": "array", "items": COMPACTION},
 )
-# A hosted tool: the core refuses it, or drops it under `--hosted-tools drop`.
-hosted_tool = obj(("type",), type={"enum": sorted(HOSTED_TOOLS)})
-# A client-run built-in tool (shell, local_shell, apply_patch): served as the model's call.
-builtin_tool = obj(("type",), type={"enum": list(BUILTIN_TOOL_TYPES)})
+# A hosted tool (the core refuses it, or drops it under `--hosted-tools drop`), or a
+# client-run built-in tool (shell, local_shell, apply_patch): served as the model's call.
+hosted_tool = ts("{type: H}", H={"enum": sorted(HOSTED_TOOLS)})
+builtin_tool = ts("{type: B}", B={"enum": list(BUILTIN_TOOL_TYPES)})
 tools = [function_tool_schema(type_required=True), CUSTOM_TOOL.schema(), hosted_tool, builtin_tool]
 # A namespace's tools are read by hand (one level only).
-NAMESPACE = Shape("namespace", pb.NamespaceTool, name=req(TEXT), description=opt(TEXT))
+NAMESPACE = Shape("namespace", pb.NamespaceTool, "name: text, description?: text")
 namespace = NAMESPACE.schema(tools={"type": "array", "items": {"anyOf": tools}})
 namespace["required"].append("tools")
+tool_choice = tool_choice_schema()["anyOf"]
+tool_choice += [
+    builtin_tool,
+    ts(
+        "{type: 'allowed_tools', mode?: 'auto' | 'required',"
+        " tools: ({type: 'function' | 'custom', name: string} | B)[]}",
+        B=builtin_tool,
+    ),
+]
 
+INPUT: list[Schema] = [{"type": "string", "minLength": 1}, list_of(ref("InputItem"))]
+INPUT[1]["minItems"] = 1
 FIELDS = Fields(
     MODEL,
-    Field(
-        "input",
-        "input",
-        "A text, or the turn's items: messages, tool calls and outputs, references.",
-        required=True,
-        schema={
-            "anyOf": [
-                {"type": "string", "minLength": 1},
-                {"type": "array", "items": ref("InputItem"), "minItems": 1},
-            ]
-        },
-    ),
-    Field("instructions", "string", "A system message for this turn.", "instructions"),
+    "input!: input = INPUT | A text, or the turn's items: messages, tool calls and outputs,"
+    " references.",
+    "instructions: string -> | A system message for this turn.",
     *OPENAI_SCALARS,
-    Field(
-        "previous_response_id", "string", "The response this turn follows.", "previous_response_id"
-    ),
-    Field("truncation", "string", "Only disabled.", "truncation", schema={"const": "disabled"}),
-    Field("store", "boolean", "Whether the response is stored (default true).", "store"),
-    Field("stream", "boolean", "Whether the answer streams as server-sent events.", "stream"),
-    Field("background", "boolean", "Answer at once, generate in the background.", "background"),
-    Field(
-        "max_output_tokens",
-        "integer",
-        "Output cap, reasoning included.",
-        "max_output_tokens",
-        minimum=1,
-        checked=False,
-    ),
-    Field(
-        "top_logprobs",
-        "integer",
-        "Alternatives per token.",
-        "top_logprobs",
-        minimum=0,
-        maximum=MAX_TOP_LOGPROBS,
-        checked=False,
-        limit=INT32_MAX,
-    ),
+    "previous_response_id: string -> | The response this turn follows.",
+    "truncation: string -> = DISABLED | Only disabled.",
+    "store: boolean -> | Whether the response is stored (default true).",
+    STREAM,
+    "background: boolean -> | Answer at once, generate in the background.",
+    "max_output_tokens: integer 1.. core -> | Output cap, reasoning included.",
+    f"top_logprobs: integer 0..{MAX_TOP_LOGPROBS} core int32 -> | Alternatives per token.",
     *SAMPLING[:4],
-    Field(
-        "tools",
-        "tools",
-        "Tools the model may call: functions, custom tools, namespaces, built-in and hosted ones.",
-        schema={"type": "array", "items": {"anyOf": [*tools, namespace]}},
-    ),
-    Field(
-        "tool_choice",
-        "tool_choice",
-        "Whether and which tool to call.",
-        schema={
-            "anyOf": [
-                *tool_choice_schema()["anyOf"],
-                builtin_tool,
-                obj(
-                    ("type", "tools"),
-                    type={"const": "allowed_tools"},
-                    mode={"enum": ["auto", "required"]},
-                    tools={
-                        "type": "array",
-                        "items": {
-                            "anyOf": [
-                                obj(
-                                    ("type", "name"),
-                                    type={"enum": ["function", "custom"]},
-                                    name=STRING,
-                                ),
-                                builtin_tool,
-                            ]
-                        },
-                    },
-                ),
-            ]
-        },
-    ),
-    Field(
-        "text",
-        "object",
-        "The output format: text, a JSON object or a JSON schema.",
-        "text",
-        kind=TEXT_CONFIG,
-    ),
-    Field("reasoning", "object", "Reasoning effort and summary.", "reasoning", kind=REASONING),
-    Field(
-        "conversation",
-        "conversation",
-        "The conversation this turn joins (its id).",
-        "conversation",
-        kind=CONVERSATION,
-    ),
-    Field(
-        "context_management",
-        "array",
-        "Compaction once the prompt passes a threshold.",
-        "context_management",
-        kind=CONTEXT_MANAGEMENT,
-    ),
-    Field(
-        "metadata",
-        "object",
-        "Up to 16 string pairs, stored with the response.",
-        "metadata",
-        kind=mapping(TEXT),
-    ),
-    Field(
-        "include",
-        "array",
-        "Extra output to include (logprobs, encrypted reasoning).",
-        "include",
-        kind=array(TEXT),
-    ),
+    "tools: tools = TOOLS | Tools the model may call: functions, custom tools, namespaces,"
+    " built-in and hosted ones.",
+    "tool_choice: tool_choice = TOOL_CHOICE | Whether and which tool to call.",
+    "text: object -> ~ TEXT | The output format: text, a JSON object or a JSON schema.",
+    "reasoning: object -> ~ REASONING | Reasoning effort and summary.",
+    "conversation: conversation -> ~ CONVERSATION | The conversation this turn joins (its id).",
+    "context_management: array -> ~ CM | Compaction once the prompt passes a threshold.",
+    "metadata: object -> ~ METADATA | Up to 16 string pairs, stored with the response.",
+    "include: array -> ~ INCLUDE | Extra output to include (logprobs, encrypted reasoning).",
     TEMPLATE_KWARGS,
-    Field("keep_alive", "keep_alive", schema=KEEP_ALIVE_SCHEMA),
+    "keep_alive: keep_alive = KEEP_ALIVE",
     *LIFETIME_FIELDS,
+    INPUT={"anyOf": INPUT},
+    DISABLED={"const": "disabled"},
+    TOOLS={"type": "array", "items": {"anyOf": [*tools, namespace]}},
+    TOOL_CHOICE={"anyOf": tool_choice},
+    TEXT=TEXT_CONFIG,
+    REASONING=REASONING,
+    CONVERSATION=CONVERSATION,
+    CM=CONTEXT_MANAGEMENT,
+    METADATA=mapping(TEXT),
+    INCLUDE=array(TEXT),
+    KEEP_ALIVE=KEEP_ALIVE_SCHEMA,
 )

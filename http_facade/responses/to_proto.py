@@ -7,13 +7,9 @@ import json
 from typing import Any
 
 from mlx_responses.http_facade.kit.cache_hints import check_breakpoint, input_breakpoints, lifetimes
-from mlx_responses.http_facade.kit.decode import (
-    expect,
-    one_of,
-    required_str,
-)
+from mlx_responses.http_facade.kit.decode import expect, one_of, required_str
 from mlx_responses.http_facade.kit.errors import invalid
-from mlx_responses.http_facade.kit.fields import fill, fill_shaped, read, required
+from mlx_responses.http_facade.kit.fields import fill_shaped
 from mlx_responses.http_facade.kit.keep_alive import read_keep_alive
 from mlx_responses.http_facade.kit.tools import function_tool, tool_choice
 from mlx_responses.http_facade.responses import builtin_items
@@ -149,10 +145,8 @@ def params_from_json(body: Any) -> pb.CreateResponseParams:
 
     Unknown fields are ignored: real clients send fields this server does not act on.
     """
-    body = required(FIELDS, body, "Missing required parameter: '{}'.")
-    values = read(FIELDS, body)
     params = pb.CreateResponseParams()
-    fill(FIELDS, values, params)
+    body, values = FIELDS.decode(body, params)
     params.input.extend(_input(body["input"]))
     params.cache_breakpoints.extend(input_breakpoints(body["input"]))
     lifetimes(body, params)

@@ -11,7 +11,7 @@ from typing import Any
 import llguidance
 import pytest
 from mlx_responses.http_facade.kit.errors import OpenAIError
-from mlx_responses.http_facade.responses import builtin_items
+from mlx_responses.http_facade.responses import from_proto
 from mlx_responses.http_facade.responses.from_proto import event_to_json
 from mlx_responses.http_facade.responses.to_proto import item_from_json, params_from_json
 from mlx_responses.service.errors import ServiceError
@@ -294,7 +294,7 @@ ITEMS: list[dict[str, Any]] = [
 @pytest.mark.parametrize("item", ITEMS, ids=[i["type"] for i in ITEMS])
 def test_items_round_trip_in_the_sdk_shapes(item: dict[str, Any]) -> None:
     decoded = item_from_json(item, "input[0]")
-    assert builtin_items.item_to_json(decoded) == item
+    assert from_proto.builtin_item_to_json(decoded) == item
     TypeAdapter(ResponseInputItemParam).validate_python(item)
     parsed = TypeAdapter(ResponseOutputItem).validate_python(item)
     if item["type"] != "local_shell_call_output":  # an output item only from the SDK's side
