@@ -57,11 +57,14 @@ SAMPLED_BATCH = 1
 # with drafting on, or off (in tokens, not steps: a round sends several, and an epoch that
 # drafts must not take more of the time than one that does not); each epoch's tokens a second
 # folds into its mode's estimate with EPOCH_WEIGHT; the better mode runs, the other one epoch
-# in EXPLORE, and "on" must beat "off" by CLOCK_MARGIN (the estimates are noisy on a shared
-# machine, and drafting that loses costs more).
+# in EXPLORE, that interval doubling (up to LONGEST_EXPLORE) each time the trial leaves the
+# choice as it was, back to EXPLORE when it turns it; and "on" must beat "off" by
+# CLOCK_MARGIN (the estimates are noisy on a shared machine, and drafting that loses costs
+# more).
 EPOCH_TOKENS = 48
 EPOCH_WEIGHT = 0.5
 EXPLORE = 8
+LONGEST_EXPLORE = 64
 CLOCK_MARGIN = 1.05
 # A draft model's cache lags the target's on steps that do not draft; it catches up in one
 # forward over the missed tokens when needed, or when it lags this far (bounds that forward).
@@ -113,14 +116,19 @@ class StepClock:
     next step's, its tokens those it sent; a step after which a sequence joined or ended is
     left out) until they sent `EPOCH_TOKENS`, then its tokens a second fold into its mode's
     estimate. Both modes are
-    tried first; then the better one runs, the other one epoch in `EXPLORE`. Within an "on"
-    epoch the fitted cost model sizes each step's drafts (`best_width`)."""
+    tried first; then the better one runs, the other one epoch in `EXPLORE` (less often while
+    those trials leave the choice as it was: `LONGEST_EXPLORE`). Within an "on" epoch the
+    fitted cost model sizes each step's drafts (`best_width`). The seconds are the caller's:
+    a CPU's scheduler gives the process's CPU seconds (what a step costs whatever the
+    neighbours' load), a GPU's wall seconds."""
 
     def __init__(self) -> None:
         self.rates: dict[tuple[int, bool], float] = {}  # (batch, drafting) -> tokens a second
         self._open: tuple[float, tuple[int, ...], int] | None = None  # start, rows, tokens
         self._epochs: dict[int, tuple[bool, int, float, int]] = {}  # mode, steps, s, tokens
-        self._count: dict[int, int] = {}  # epochs run per batch size
+        self._since: dict[int, int] = {}  # epochs per batch size since the last trial
+        self._every: dict[int, int] = {}  # per batch size: a trial of the other mode every
+        self._trial: dict[int, bool] = {}  # the choice a trial running per batch size tests
 
     def start(self, now: float, rows: tuple[int, ...]) -> None:
         """A step of `rows` (their uids) starts at `now`: the one before is measured."""
@@ -147,8 +155,18 @@ class StepClock:
         if on is None or off is None:
             return on is None  # try drafting first, then without
         better = on > CLOCK_MARGIN * off
-        n = self._count.get(batch, 0)
-        return (not better) if n % EXPLORE == EXPLORE - 1 else better
+        every = self._every.get(batch, EXPLORE)
+        tested = self._trial.pop(batch, None)
+        if tested is not None:  # a trial just ended: it left the choice, or turned it
+            every = min(LONGEST_EXPLORE, 2 * every) if tested == better else EXPLORE
+            self._every[batch] = every
+        since = self._since.get(batch, 0) + 1
+        if since >= every:
+            self._since[batch] = 0
+            self._trial[batch] = better
+            return not better
+        self._since[batch] = since
+        return better
 
     def _fold(self, batch: int, seconds: float, tokens: int) -> None:
         mode = self.drafting(batch)
@@ -160,7 +178,6 @@ class StepClock:
         rate = sent / total if total > 0 else 0.0
         known = self.rates.get((batch, mode))
         self.rates[batch, mode] = rate if known is None else known + EPOCH_WEIGHT * (rate - known)
-        self._count[batch] = self._count.get(batch, 0) + 1
         self._epochs[batch] = (self._next_mode(batch), 0, 0.0, 0)
 
     def best_width(

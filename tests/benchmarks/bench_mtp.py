@@ -15,7 +15,9 @@ request by request (no contender always first). Figures, each with its goal:
 - one stream, temperature 0.7: with vs. without (goal >= 1.3x);
 - --streams streams at once, greedy (aggregate decode tok/s): with vs. without (goal >= 1.0x);
 - one stream, greedy: ours with the head vs. mlx_vlm.server with it (goal >= 1.0x).
-Each server runs in its own process; the load average is printed beside the figures. The
+Each server runs in its own process; the load average is printed beside the figures, and
+each contender's server CPU milliseconds per generated token (all its threads and processes,
+prefill included: a steadier figure than wall time on a shared machine). The
 passes (`--repeats`, 3) run back to back in the same servers: each figure is the median of the
 passes' ratios (a shared machine's bursts fall on one pass).
 
@@ -45,6 +47,7 @@ from bench_serving import (  # noqa: E402
     BIN,
     HTTP_TIMEOUT,
     StreamResult,
+    cpu_seconds,
     free_port,
     load_average,
     run_concurrent,
@@ -116,18 +119,29 @@ def wait_vlm(proc: Any, port: int, folder: Path, timeout: float) -> None:
 
 
 class Tally:
-    """A contender's streamed requests: tokens after the first, and their decode seconds."""
+    """A contender's streamed requests: tokens after the first, and their decode seconds; its
+    server's CPU seconds over the requests (prefill, façade and all: steadier than wall time on
+    a shared machine) and their tokens."""
 
     def __init__(self) -> None:
         self.tokens = 0
         self.seconds = 0.0
         self.requests = 0
+        self.cpu = 0.0
+        self.generated = 0
 
-    def add(self, result: StreamResult) -> None:
+    def add(self, result: StreamResult, cpu: float) -> None:
         self.requests += 1
+        self.cpu += cpu
+        self.generated += result.tokens
         if result.first is not None and result.last is not None and result.tokens > 1:
             self.tokens += result.tokens - 1
             self.seconds += result.last - result.first
+
+    @property
+    def cpu_ms(self) -> float:
+        """The server's CPU milliseconds per generated token."""
+        return 1e3 * self.cpu / self.generated if self.generated else float("nan")
 
     @property
     def rate(self) -> float:
@@ -178,9 +192,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         passes[rep].setdefault(name, Tally())
         return tallies.setdefault(name, Tally())
 
-    def add(name: str, result: StreamResult) -> None:
-        tally(name).add(result)
-        passes[rep][name].add(result)
+    def add(name: str, result: StreamResult, cpu: float) -> None:
+        tally(name).add(result, cpu)
+        passes[rep][name].add(result, cpu)
+
+    def timed(name: str, pid: int, kind: str, url: str, body: dict[str, Any]) -> None:
+        """One streamed request, with its server's CPU seconds."""
+        before = cpu_seconds(pid)
+        result = one(kind, url, body, t)
+        add(name, result, cpu_seconds(pid) - before)
 
     started = time.strftime("%H:%M")
     load_before = load_average()
@@ -198,7 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     order = ("mtp", "off") if (i + rep) % 2 == 0 else ("off", "mtp")
                     for which in order:
                         body = ours(alias, chat, args.tokens, temperature)
-                        add(f"{which}.{label}.1", one("ours", base[which], body, t))
+                        pid = (mtp if which == "mtp" else off).pid
+                        timed(f"{which}.{label}.1", pid, "ours", base[which], body)
             for r in range(max(1, args.requests // n)):
                 group = [chats[(r * n + i) % len(chats)] for i in range(n)]
                 for which in ("mtp", "off") if (r + rep) % 2 == 0 else ("off", "mtp"):
@@ -209,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         agg.tokens += sum(max(0, k - 1) for k in run.tokens)
                         agg.seconds += run.decode_window
                         agg.requests += len(bodies)
+                        agg.cpu += run.server_cpu
+                        agg.generated += sum(run.tokens)
     if not args.no_mlx_vlm:
         vlm_argv = [
             sys.executable,
@@ -238,18 +261,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                     mine = ours(alias, chat, args.tokens, 0.0)
                     other = theirs(folder, chat, args.tokens, 0.0)
                     runs = [
-                        ("side.ours", "ours", base["mtp"], mine),
-                        ("side.mlx_vlm", "mlx_vlm", base["mlx_vlm"], other),
+                        ("side.ours", mtp.pid, "ours", base["mtp"], mine),
+                        ("side.mlx_vlm", vlm.pid, "mlx_vlm", base["mlx_vlm"], other),
                     ]
-                    for name, kind, url, body in runs if (i + rep) % 2 == 0 else runs[::-1]:
-                        add(name, one(kind, url, body, t))
+                    for name, pid, kind, url, body in runs if (i + rep) % 2 == 0 else runs[::-1]:
+                        timed(name, pid, kind, url, body)
 
     def median(values: list[float]) -> float:
         return statistics.median(values) if values else float("nan")
 
     rates = {name: median([p[name].rate for p in passes if name in p]) for name in tallies}
     for name, tt in sorted(tallies.items()):
-        print(f"  {name}: {tt.tokens} tokens in {tt.seconds:.2f}s over {tt.requests} requests")
+        print(
+            f"  {name}: {tt.tokens} tokens in {tt.seconds:.2f}s over {tt.requests} requests, "
+            f"server CPU {tt.cpu_ms:.2f} ms a token"
+        )
     print(
         f"\nmodel {folder.name}, {len(chats)} conversations, <= {args.tokens} tokens each, "
         f"started {started}, load {load_before:.2f} before, {load_average():.2f} after"
@@ -269,7 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         verdict = "meets" if ratio >= goal else "MISSES"
         figures = f"{rates[a]:>8.1f} vs {rates[b]:>8.1f} tok/s {ratio:5.2f}x"
         spread = ", ".join(f"{r:.2f}" for r in each)
-        print(f"{label:<44}{figures} ({verdict} {goal}x) [{spread}]")
+        cpu = f"CPU {tallies[a].cpu_ms:.2f} vs {tallies[b].cpu_ms:.2f} ms/token"
+        print(f"{label:<44}{figures} ({verdict} {goal}x) [{spread}]; {cpu}")
         summary.append(f"{label.replace(' ', '_').replace(',', '')}={ratio:.2f}")
     print("bench: " + " ".join(summary))
     return 0

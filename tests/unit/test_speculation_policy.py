@@ -128,10 +128,17 @@ def test_drafting_steps_aside_in_a_large_batch_unless_drafts_are_sure() -> None:
     assert best_width([(doubtful.rate, 8)], batch=1, extra_cost=1.0) == 0
 
 
-def _run(clock: StepClock, steps: int, on: tuple[float, int], off: tuple[float, int]) -> int:
-    """`steps` steps of one row on a made-up time line, each (seconds, tokens sent) as its
-    epoch drafts (`on`) or not (`off`); how many of them drafted."""
-    now, drafted = 1000.0 * len(clock.rates), 0
+def _run(
+    clock: StepClock,
+    steps: int,
+    on: tuple[float, int],
+    off: tuple[float, int],
+    start: float | None = None,
+) -> int:
+    """`steps` steps of one row on a made-up time line (from `start`, else a fresh one), each
+    (seconds, tokens sent) as its epoch drafts (`on`) or not (`off`); how many of them
+    drafted."""
+    now, drafted = 1000.0 * len(clock.rates) if start is None else start, 0
     for _ in range(steps):
         drafting = clock.best_width([(0.8, 4)], 1) > 0
         drafted += drafting
@@ -153,6 +160,19 @@ def test_a_head_drafts_in_the_epochs_where_it_pays() -> None:
     assert drafted < 0.2 * n
     assert costly.rates[1, True] < costly.rates[1, False]
     assert _run(cheap, n, on=(0.006, 2), off=(0.005, 1)) > 0.65 * n  # 333 vs 200
+
+
+def test_trials_of_drafting_that_keeps_losing_come_less_often() -> None:
+    """Each trial that leaves the choice as it was puts the next one twice as far (up to
+    LONGEST_EXPLORE epochs): drafting that loses is tried on a few percent of the steps,
+    not one epoch in EXPLORE for ever (7% of them here); one that starts to pay is still
+    found."""
+    n = speculation.EPOCH_TOKENS * speculation.LONGEST_EXPLORE * 4
+    clock = StepClock()
+    assert _run(clock, n, on=(0.012, 2), off=(0.005, 1), start=0.0) < 0.03 * n
+    # Drafting pays from now on (a later part of the same time line): the next trial, at most
+    # LONGEST_EXPLORE epochs away, turns the choice.
+    assert _run(clock, n, on=(0.002, 2), off=(0.005, 1), start=1000.0) > 0.65 * n
 
 
 def test_the_clock_keeps_only_intervals_over_the_same_rows() -> None:

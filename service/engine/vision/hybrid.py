@@ -20,8 +20,8 @@ update and convolution), so a row decodes as mlx-vlm's own step decodes it; only
 layer's cache handling is restated here for mlx-lm's `ArraysCache` (mlx-vlm's layer calls
 methods of its own cache class), and the layer loop, without mlx-vlm's per-row detours. A
 speculative verify records each linear layer's state after every position (mlx-vlm's
-`state_steps`), so a rejected draft rolls the states back without a second forward
-(`roll_back`).
+`state_steps` on Metal; without it, the decode's own compiled step a position), so a rejected
+draft rolls the states back without a second forward (`roll_back`).
 """
 
 from __future__ import annotations
@@ -264,25 +264,67 @@ def _linear(
     recurrent = cache[1] if cache is not None else None
     if recurrent is not None and recurrent.shape[0] != rows:
         recurrent = None
-    steps = {} if record is None or cache is None else {"state_steps": width}
-    out, recurrent, *states = gated_delta_update(
-        q,
-        k,
-        v,
-        a,
-        b,
-        attn.A_log,
-        attn.dt_bias,
-        state=recurrent,
-        mask=mask,
-        use_kernel=not attn.training,
-        **steps,
-    )
-    if states and record is not None:  # mlx-vlm's update gave the state after each position
-        record.append((cache, conv_input, states[0]))
+    kernel = not attn.training and mx.default_device() == mx.gpu and mx.metal.is_available()
+    if record is not None and cache is not None and not kernel:  # the state at each position
+        out, recurrent, states = _recorded_update(
+            attn, q, k, v, a=a, b=b, state=recurrent, mask=mask
+        )
+        record.append((cache, conv_input, states))
+    else:
+        steps = {} if record is None or cache is None else {"state_steps": width}
+        out, recurrent, *kept = gated_delta_update(
+            q,
+            k,
+            v,
+            a,
+            b,
+            attn.A_log,
+            attn.dt_bias,
+            state=recurrent,
+            mask=mask,
+            use_kernel=not attn.training,
+            **steps,
+        )
+        if kept and record is not None:  # mlx-vlm's kernel gave the state at each position
+            record.append((cache, conv_input, kept[0]))
     if cache is not None:
         cache[1] = recurrent
         cache.advance(width)
     out = attn.norm(out, z)
     result: mx.array = attn.out_proj(out.reshape(rows, width, -1))
     return result
+
+
+def _recorded_update(
+    attn: Any,
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    *,
+    a: mx.array,
+    b: mx.array,
+    state: mx.array | None,
+    mask: mx.array | None,
+) -> tuple[mx.array, mx.array, mx.array]:
+    """mlx-vlm's gated-delta update over `q`'s positions without its Metal kernel, keeping the
+    state after each: its outputs, last state and the states ([rows, width, ...]). One
+    compiled step a position, the one a one-token decode takes there (mlx-vlm's
+    `gated_delta_ops`), so a verify's recurrent arithmetic is the decode's, position by
+    position; mlx-vlm's `state_steps` fallback restates that step uncompiled (a verify over 5
+    positions: 1,294 graph nodes, 1,114 this way; on a CPU each costs microseconds)."""
+    from mlx_vlm.models.qwen3_5.gated_delta import _compute_g_beta, _gated_delta_step_ops
+
+    g, beta = _compute_g_beta(attn.A_log, a, b, attn.dt_bias)
+    rows, width, k_heads, k_dim = q.shape
+    v_heads, v_dim = v.shape[-2:]
+    if state is None:
+        state = mx.zeros((rows, v_heads, v_dim, k_dim), dtype=mx.float32)
+    if (repeat := v_heads // k_heads) > 1:
+        q, k = mx.repeat(q, repeat, -2), mx.repeat(k, repeat, -2)
+    ys, states = [], []
+    for t in range(width):
+        at = None if mask is None else mask[:, t]
+        y, state = _gated_delta_step_ops(q[:, t], k[:, t], v[:, t], g[:, t], beta[:, t], state, at)
+        ys.append(y)
+        states.append(state)
+    return mx.stack(ys, axis=1), state, mx.stack(states, axis=1)
