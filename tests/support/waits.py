@@ -5,8 +5,9 @@ loaded the machine), never a sleep it hopes is long enough."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -29,12 +30,19 @@ def until(
 
 
 async def until_async(
-    condition: Callable[[], T], what: str, timeout: float = DEADLINE_S, every: float = EVERY_S
+    condition: Callable[[], T | Awaitable[T]],
+    what: str,
+    timeout: float = DEADLINE_S,
+    every: float = EVERY_S,
 ) -> T:
-    """`until` on an event loop: the loop runs on between polls."""
+    """`until` on an event loop (the loop runs on between polls); `condition` may be async."""
     deadline = time.monotonic() + timeout
-    while not (value := condition()):
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value  # type: ignore[return-value]
         if time.monotonic() >= deadline:
             raise AssertionError(f"never held within {timeout:.0f} s: {what}")
         await asyncio.sleep(every)
-    return value
