@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import functools
 import gc
 import itertools
 import logging
 import math
-import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable
@@ -636,9 +634,10 @@ class ModelPool:
         del runtime
         gc.collect()  # the model's arrays sit in reference cycles (modules, closures)
         import mlx.core as mx
+        from mlx_responses.service.engine.memory.device import trim_heap
 
         mx.clear_cache()
-        await asyncio.to_thread(_trim_heap)
+        await asyncio.to_thread(trim_heap)
         model.draining = False
         model.memory_bytes = 0
         self.metrics.model_unloaded(model.id, reason)
@@ -699,16 +698,6 @@ def _refuse_failed(model: ServedModel) -> None:
         f"The model '{model.id}' was unloaded after its engine failed repeatedly "
         f"({failure.message}); it loads again on a request in {wait}s.",
     )
-
-
-def _trim_heap() -> None:
-    """Hands the C heap's free pages back to the system. glibc serves allocations below its
-    mmap threshold (raised to the size of each large block freed, up to 32 MiB) from its
-    arenas, and keeps them there once freed: MLX's CPU buffers of a model loaded a second time
-    would stay in the process's RSS after it unloads. Linux only (macOS's Metal buffers go)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _with_format_stops(load: Callable[[], LoadedModel]) -> Callable[[], LoadedModel]:

@@ -103,6 +103,8 @@ async def test_an_injected_failure_fails_only_what_it_must_and_the_next_requests
 ) -> None:
     loaded = await engine.start()
     prompts = [loaded.tokenizer.encode(f"{i}. {TEXT}") for i in range(3)]
+    trims: list[None] = []
+    monkeypatch.setattr(worker_module, "trim_heap", lambda: trims.append(None))
     _inject(monkeypatch, stage)
     ends = await _run(engine, prompts)
     for reason, error, _ in ends:
@@ -115,8 +117,10 @@ async def test_an_injected_failure_fails_only_what_it_must_and_the_next_requests
         assert [reason for reason, _, _ in ends] == ["length"] * 3
         assert engine.stats.engine_restarts == 0
         assert engine.stats.prompt_cache_failures == 1
-    again = await _run(engine, prompts)
+    again = await _run(engine, prompts)  # served by the new scheduler: the restart is over
     assert [reason for reason, _, _ in again] == ["length"] * 3
+    # A restart hands the dropped scheduler's and caches' heap back to the system.
+    assert len(trims) == (1 if restarts else 0)
     if not restarts:  # a cold prefill (or an entry not kept): the same greedy tokens
         assert [ids for _, _, ids in again] == [ids for _, _, ids in ends]
     assert engine.alive and engine.failure is None

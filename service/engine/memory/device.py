@@ -120,6 +120,16 @@ def bound_heap() -> None:
             ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD)
 
 
+def trim_heap() -> None:
+    """Hands the C heap's free pages back to the system, after a model unloads or an engine
+    rebuilt its scheduler and caches. glibc keeps freed blocks below its mmap threshold in its
+    arenas: MLX's CPU buffers of the caches dropped (a model's arrays, a failed engine's KV)
+    would stay in the process's RSS. Linux only (macOS's Metal buffers are not the C heap's)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def apply_mlx_limits(limit: int, runtime: int) -> None:
     """Sets MLX's allocator limits from the budget: memory (the budget less the runtime),
     its buffer cache, and on Metal the wired limit."""
