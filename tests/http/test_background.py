@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from tests.support.stack import Stack
+from tests.support.waits import until
 
 
 def _create(stack: Stack, **fields: Any) -> httpx.Response:
@@ -62,11 +63,10 @@ def test_sdk_background_and_retrieve(stack: Stack) -> None:
         model=stack.settings.models[0].name, input="Reply with: world", background=True
     )
     assert resp.status == "queued" and resp.background is True
-    for _ in range(500):
-        resp = client.responses.retrieve(resp.id)
-        if resp.status == "completed":
-            break
-        time.sleep(0.02)
+    rid = resp.id
+    resp = until(
+        lambda: (r := client.responses.retrieve(rid)).status == "completed" and r, "completed"
+    )
     assert resp.output_text == "world"
 
 
@@ -185,10 +185,7 @@ def test_full_queue_is_503_at_create(make_stack: Any, random_model: Path) -> Non
     # (tests/http/test_background_admission.py has the details).
     stack = make_stack(model=random_model, max_batch_size=1, max_queued_requests=0)
     holder = _long(stack).json()
-    for _ in range(500):
-        if stack.engine_stats.generated_tokens > 0:
-            break
-        time.sleep(0.01)
+    until(lambda: stack.engine_stats.generated_tokens > 0, "the holder generating")
     error = _error(_create(stack, input="x", max_output_tokens=4), 503)
     assert error["code"] == "server_overloaded"
     httpx.post(f"{stack.base_url}/v1/responses/{holder['id']}/cancel", timeout=30)
@@ -216,22 +213,22 @@ def test_a_poll_sees_no_final_before_it_is_kept(make_stack: Any, random_model: P
     assert stack.core is not None
     jobs = stack.core.jobs
     keep = jobs._keep
+    ended, release = threading.Event(), threading.Event()
 
-    async def slow_keep(job: Any, final: Any) -> None:
-        await asyncio.sleep(0.5)
+    async def held_keep(job: Any, final: Any) -> None:
+        ended.set()  # the generation ended; its final waits to be kept
+        await asyncio.to_thread(release.wait, 60)
         await keep(job, final)
 
-    jobs._keep = slow_keep  # type: ignore[method-assign]
-    job = _create(stack, input="x", max_output_tokens=400)
-    seen = set()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        status = httpx.get(f"{stack.base_url}/v1/responses/{job.json()['id']}").json()["status"]
-        seen.add(status)
-        if status not in ("queued", "in_progress"):
-            break
-        time.sleep(0.02)
-    assert status == "failed" and seen <= {"queued", "in_progress", "failed"}, seen
+    jobs._keep = held_keep  # type: ignore[method-assign]
+    rid = _create(stack, input="x", max_output_tokens=400).json()["id"]
+    url = f"{stack.base_url}/v1/responses/{rid}"
+    until(ended.is_set, "the generation ended")
+    try:
+        assert httpx.get(url, timeout=30).json()["status"] == "in_progress"
+    finally:
+        release.set()
+    assert _poll(stack, rid)["status"] == "failed"
 
 
 def test_conversation_turn_appended_when_job_finishes(stack: Stack) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from mlx_responses.v1 import jobs_service_pb2 as jobs
 from mlx_responses.v1 import jobs_service_pb2_grpc as jobs_grpc
 from mlx_responses.v1 import responses_pb2 as pb
 from tests.support.stack import Stack
+from tests.support.waits import until
 
 
 def _post(stack: Stack, **fields: Any) -> httpx.Response:
@@ -27,13 +27,6 @@ def _post(stack: Stack, **fields: Any) -> httpx.Response:
 def _status(stack: Stack, rid: str) -> str:
     status: str = httpx.get(f"{stack.base_url}/v1/responses/{rid}", timeout=30).json()["status"]
     return status
-
-
-def _wait(predicate: Any, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_a_create_whose_caller_leaves_still_runs(
@@ -63,7 +56,7 @@ def test_a_create_whose_caller_leaves_still_runs(
         runtime = pool[model_path.name].runtime
         return runtime is not None and runtime.worker.stats.completed == 1
 
-    _wait(ran)
+    until(ran, "the tiny model's job ran")
 
 
 @pytest.fixture
@@ -74,26 +67,34 @@ def one_slot(make_stack: Any, random_model: Path) -> Stack:
 
 def test_in_progress_only_once_the_engine_takes_the_job(one_slot: Stack) -> None:
     holder = _post(one_slot, background=True, max_output_tokens=100000).json()
-    _wait(lambda: _status(one_slot, holder["id"]) == "in_progress")
+    until(lambda: _status(one_slot, holder["id"]) == "in_progress", "the holder running")
     job = _post(one_slot, background=True, max_output_tokens=4).json()
     assert job["status"] == "queued"
-    time.sleep(0.5)  # the job waits for the only batch slot
+    # The job reached the engine and waits for the only batch slot: the engine decodes on
+    # for the holder alone, pass after pass, and the job stays queued.
+    assert one_slot.core is not None
+    worker = one_slot.core.models.default.runtime.worker  # type: ignore[union-attr]
+    stats = one_slot.engine_stats
+    until(lambda: worker.in_flight == 2, "the job submitted to the engine")
+    steps = stats.decode_steps
+    until(lambda: stats.decode_steps >= steps + 8, "the engine decoding on")
+    assert (stats.running, stats.batch_size) == (1, 1)  # the holder decodes alone
     assert _status(one_slot, job["id"]) == "queued"
     httpx.post(f"{one_slot.base_url}/v1/responses/{holder['id']}/cancel", timeout=30)
-    _wait(lambda: _status(one_slot, job["id"]) not in ("queued",))
+    until(lambda: _status(one_slot, job["id"]) != "queued", "the job taken")
     final = one_slot
-    _wait(lambda: _status(final, job["id"]) in ("completed", "incomplete"))
+    until(lambda: _status(final, job["id"]) in ("completed", "incomplete"), "the job done")
 
 
 def test_a_full_queue_is_503_at_create(make_stack: Any, random_model: Path) -> None:
     stack: Stack = make_stack(model=random_model, max_batch_size=1, max_queued_requests=0)
     holder = _post(stack, background=True, max_output_tokens=100000).json()
-    _wait(lambda: stack.engine_stats.generated_tokens > 0)
+    until(lambda: stack.engine_stats.generated_tokens > 0, "the holder decoding")
     refused = _post(stack, background=True, max_output_tokens=4)
     assert refused.status_code == 503, refused.text
     assert refused.json()["error"]["code"] == "server_overloaded"
     httpx.post(f"{stack.base_url}/v1/responses/{holder['id']}/cancel", timeout=30)
-    _wait(lambda: stack.engine_stats.active == 0)
+    until(lambda: stack.engine_stats.active == 0, "the engine idle")
     accepted = _post(stack, background=True, max_output_tokens=4)
     assert accepted.status_code == 200, accepted.text
 
@@ -129,5 +130,5 @@ def test_a_create_whose_socket_closes_after_the_body_still_runs(stack: Stack) ->
         data: list[dict[str, Any]] = httpx.get(items_url, timeout=30).json()["data"]
         return [i for i in data if i.get("role") == "assistant"]
 
-    _wait(lambda: bool(turn()), timeout=30)
+    until(turn, "the turn appended")
     assert turn()[0]["content"][0]["text"] == "hello"

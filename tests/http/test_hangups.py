@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 
 from tests.support.stack import Stack
+from tests.support.waits import until
 
 HANGUPS = 24
 
@@ -57,6 +58,14 @@ def _status_counts(stack: Stack, route: str = "/v1/responses") -> dict[str, floa
     return counts
 
 
+def _answered(
+    stack: Stack, before: dict[str, float], n: int, route: str = "/v1/responses"
+) -> dict[str, float] | None:
+    """The route's counts by status, once `n` more requests than `before` have been answered."""
+    counts = _status_counts(stack, route)
+    return counts if sum(counts.values()) >= sum(before.values()) + n else None
+
+
 def test_hang_ups_mid_stream_are_not_500s(
     random_stack: Stack, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -71,16 +80,12 @@ def test_hang_ups_mid_stream_are_not_500s(
         time.sleep(0.01)
     for thread in threads:
         thread.join(60)
-    time.sleep(0.5)
-    after = _status_counts(random_stack)
+    # Every hang-up has been answered (counted once its handler ended) and left the engine.
+    after = until(lambda: _answered(random_stack, before, HANGUPS), "every hang-up answered")
+    until(lambda: random_stack.engine_stats.active == 0, "the engine idle")
     assert after.get("500", 0) == before.get("500", 0), after
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == []
-    stats = random_stack.engine_stats
-    deadline = time.monotonic() + 10
-    while stats.active and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert stats.active == 0
 
 
 @pytest.mark.parametrize("route", ["/v1/responses", "/v1/chat/completions", "/v1/messages"])
@@ -120,8 +125,7 @@ def test_a_write_to_a_closing_transport_is_a_hang_up(
         for _ in reply.iter_bytes():
             pass
     monkeypatch.undo()
-    time.sleep(0.3)
-    after = _status_counts(random_stack, route)
+    after = until(lambda: _answered(random_stack, before, 1, route), "the request answered")
     assert after.get("500", 0) == before.get("500", 0), after
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
@@ -148,10 +152,7 @@ def test_a_foreground_create_follows_its_client(random_stack: Stack, route: str,
     (non-streamed) create whose socket closes, right after its body or while it generates,
     frees the engine."""
     stats = random_stack.engine_stats
-    deadline = time.monotonic() + 10
-    while stats.active and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert stats.active == 0
+    until(lambda: stats.active == 0, "the engine idle")
     fields: dict[str, object] = {
         "/v1/responses": {"input": "go on forever", "max_output_tokens": 100000},
         "/v1/chat/completions": {
@@ -166,22 +167,18 @@ def test_a_foreground_create_follows_its_client(random_stack: Stack, route: str,
         + f"Content-Length: {len(body)}\r\n\r\n".encode()
         + body
     )
-    tokens = stats.generated_tokens
+    tokens, completed, cancelled = stats.generated_tokens, stats.completed, stats.cancelled
+    before = _status_counts(random_stack, route)
     with socket.create_connection(("127.0.0.1", random_stack.http_port), timeout=30) as sock:
         sock.sendall(request)
         if when == "mid_generation":
-
-            def generating() -> bool:
-                return stats.active == 1 and stats.generated_tokens > tokens
-
-            deadline = time.monotonic() + 10
-            while not generating() and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert generating()
-    time.sleep(1.0)  # time enough to start, had it outlived its client
-    # A cancelled sequence leaves before the next decode step; one that outlived its client
-    # would decode the rest of the 4,096-token context (~8 s here).
-    deadline = time.monotonic() + 2
-    while stats.active and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert stats.active == 0, "the engine still generates for a client that left"
+            until(lambda: stats.active == 1 and stats.generated_tokens > tokens, "it generates")
+    # Its handler ended with its client ("cancelled", counted at once); one that outlived its
+    # client would be counted 200 once it had decoded the rest of the 4,096-token context.
+    after = until(lambda: _answered(random_stack, before, 1, route), "the request answered")
+    assert after.get("cancelled", 0) == before.get("cancelled", 0) + 1, after
+    # The engine let it go: cancelled, never run to its end.
+    until(lambda: stats.active == 0, "the engine idle")
+    assert stats.completed == completed, "the engine generated on for a client that left"
+    if when == "mid_generation":
+        assert stats.cancelled == cancelled + 1

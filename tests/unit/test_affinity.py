@@ -13,6 +13,7 @@ from mlx_responses.http_facade.kit.core_load import LoadCounter
 from mlx_responses.http_facade.kit.core_pool import BUSY_SLACK, CorePool, PooledCore
 
 from mlx_responses.v1 import responses_pb2 as pb
+from tests.support.waits import until_async
 
 
 class _Client:
@@ -155,7 +156,7 @@ async def test_the_load_counter_counts_generation_calls_in_flight() -> None:
             assert load.in_flight == 1
             release.set()
             assert await call.read() is grpc.aio.EOF
-            await asyncio.sleep(0.05)  # the done callback runs on the loop
-            assert load.in_flight == 0
+            # The call's done callback (run on the loop) releases it.
+            await until_async(lambda: load.in_flight == 0, "the finished call released")
     finally:
         await server.stop(None)

@@ -21,6 +21,8 @@ from mlx_responses.service.engine.stream import GenerationStream
 from mlx_responses.service.models.processors import REPLAY, build_processors, request_specs
 from mlx_responses.service.text.grammars import GrammarFactory
 
+from tests.support.waits import until_async
+
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
 
@@ -130,9 +132,7 @@ async def test_a_stalled_step_fails_the_requests_in_flight(loaded: LoadedModel) 
     chunk: Chunk = await asyncio.wait_for(stream._queue.get(), 5)
     assert chunk.finish_reason == "error" and "stalled" in (chunk.error or "")
     assert engine.alive is False
-    for _ in range(50):  # the listeners hear it right after the streams
-        if not heard:
-            await asyncio.sleep(0.01)
+    await until_async(lambda: heard, "the listeners hear it (right after the streams)")
     assert len(heard) == 1 and "--distributed-timeout" in heard[0]
     with pytest.raises(GroupLost):
         leader.send([], True, None)

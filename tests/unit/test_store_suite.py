@@ -38,6 +38,7 @@ from mlx_responses.v1 import events_pb2 as ev
 from mlx_responses.v1 import responses_pb2 as pb
 from mlx_responses.v1 import storage_service_pb2 as st
 from tests.support.redis_server import RedisServer
+from tests.support.waits import DEADLINE_S, until_async
 
 
 class Clock:
@@ -366,6 +367,18 @@ async def test_concurrent_puts_from_two_replicas_hold_the_limits(backend: Backen
     assert occupancy.entries + occupancy.evictions == 200
 
 
+async def _subscribed(board: JobBoard) -> None:
+    """Until the board's cancel subscription, set up in the background, is live: Redis counts
+    it (a cancel published before would be lost); the memory board hears from its listen on."""
+    if isinstance(board, RedisJobBoard):
+        channel = board._channel
+
+        async def counted() -> bool:
+            return bool((await board._client.pubsub_numsub(channel))[0][1])
+
+        await until_async(counted, "the cancel subscription live")
+
+
 async def test_job_board_views_kept_objects_and_cancel_requests(backend: Backend) -> None:
     owner, other = backend.board(), backend.board()
     heard: list[str] = []
@@ -376,7 +389,7 @@ async def test_job_board_views_kept_objects_and_cancel_requests(backend: Backend
         got_one.set()
 
     await owner.listen(on_cancel)
-    await asyncio.sleep(0.1)  # the subscription is set up in the background
+    await _subscribed(owner)
     view = pb.Response(id="resp_j", status=pb.RESPONSE_STATUS_QUEUED, background=True)
     assert await owner.admit(view, 100, 8, 10_000, 10) is Admission.ADMITTED
     view.status = pb.RESPONSE_STATUS_IN_PROGRESS
@@ -384,7 +397,7 @@ async def test_job_board_views_kept_objects_and_cancel_requests(backend: Backend
     seen = await other.view("resp_j")
     assert seen is not None and seen.status == pb.RESPONSE_STATUS_IN_PROGRESS
     await other.request_cancel("resp_j")
-    await asyncio.wait_for(got_one.wait(), 5)
+    await asyncio.wait_for(got_one.wait(), DEADLINE_S)
     assert heard == ["resp_j"]
     if backend.name == "redis":
         # The fallback for a lost message: the owner's heartbeat sees the cancel key.
