@@ -19,6 +19,7 @@ from mlx_responses.service.engine.requests import QueueFullError
 
 from tests.support.random_model import build_random_model
 from tests.support.stack import Stack
+from tests.support.waits import until
 
 WORDS = ["rain", "snow", "wind", "sun", "cloud", "storm", "moon", "star", "tree", "river", "bird"]
 SMALL_CONTEXT = 384
@@ -583,10 +584,7 @@ def test_cancel_stops_a_job_while_it_compacts(random_stack: Stack) -> None:
     assert cancelled.json()["status"] == "cancelled"
     assert _poll(random_stack, queued["id"])["status"] == "cancelled"
     # The summary generation left the engine.
-    deadline = time.monotonic() + 10
-    while random_stack.engine_stats.active and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert random_stack.engine_stats.active == 0
+    until(lambda: random_stack.engine_stats.active == 0, "the engine holds no sequence")
 
 
 def test_cancel_stops_a_foreground_stream_while_it_compacts(random_stack: Stack) -> None:
@@ -630,7 +628,4 @@ def test_cancel_stops_a_foreground_stream_while_it_compacts(random_stack: Stack)
     assert types == ["response.created", "response.in_progress", "response.failed"]
     assert events[-1]["response"] == final
     assert rid not in pipeline.in_flight
-    deadline = time.monotonic() + 10
-    while random_stack.engine_stats.active and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert random_stack.engine_stats.active == 0
+    until(lambda: random_stack.engine_stats.active == 0, "the engine holds no sequence")

@@ -16,6 +16,7 @@ from mlx_responses.service.config import BUNDLED_MODEL
 
 from tests.support.hold import held_until
 from tests.support.stack import Stack
+from tests.support.waits import until
 
 
 def _stream(stack: Stack, tokens: int, results: list[dict[str, Any]]) -> None:
@@ -54,10 +55,7 @@ def test_full_queue_answers_503(make_stack: Any, random_model: Path) -> None:
     runner.start()
     try:
         # Wait until the long request holds the only slot.
-        for _ in range(500):
-            if stack.engine_stats.generated_tokens > 0:
-                break
-            threading.Event().wait(0.01)
+        until(lambda: stack.engine_stats.generated_tokens > 0, "the long request decodes")
         reply = httpx.post(
             f"{stack.base_url}/v1/responses",
             json={"model": random_model.name, "input": "x", "max_output_tokens": 4},

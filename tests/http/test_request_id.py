@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 
 import httpx
 import pytest
 from mlx_responses.launcher.logs import RequestIdFilter
 
 from tests.support.stack import Stack
+from tests.support.waits import until
 
 GENERATED = re.compile(r"req_[0-9a-f]{32}")
 
@@ -72,13 +72,15 @@ def test_streamed_response_carries_it_and_core_logs_it(
         assert reply.status_code == 200
         assert reply.headers["x-request-id"] == "trace-stream-1"
         reply.read()
-    deadline = time.monotonic() + 10
-    while True:  # the access line follows the stream's last byte
-        ours = [r for r in caplog.records if getattr(r, "request_id", None) == "trace-stream-1"]
-        loggers = {r.name for r in ours}
-        if "mlx_responses.http_facade.access" in loggers or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
+
+    def loggers_of_ours() -> set[str]:
+        return {
+            r.name for r in caplog.records if getattr(r, "request_id", None) == "trace-stream-1"
+        }
+
+    # The access line follows the stream's last byte.
+    until(lambda: "mlx_responses.http_facade.access" in loggers_of_ours(), "the access line")
+    loggers = loggers_of_ours()
     # The core's own log line (set from gRPC metadata on its side) and the façade's access line.
     assert "mlx_responses.service.responses.pipeline" in loggers
     assert "mlx_responses.http_facade.access" in loggers

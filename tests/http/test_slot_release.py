@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 from mlx_responses.service.engine.requests import SamplingParams
 
 from tests.support.stack import Stack
+from tests.support.waits import until_async
 
 
 def test_cancel_frees_the_slot_within_one_decode_step(random_stack: Stack) -> None:
@@ -25,10 +23,8 @@ def test_cancel_frees_the_slot_within_one_decode_step(random_stack: Stack) -> No
         # What a disconnect ends in: the RPC's cancellation cancels the engine stream.
         steps_at_cancel = stats.decode_steps
         stream.cancel()
-        deadline = time.monotonic() + 10
-        while stats.active and time.monotonic() < deadline:
-            await asyncio.sleep(0.001)
-        return steps_at_cancel, stats.decode_steps, "freed" if not stats.active else "taken"
+        await until_async(lambda: not stats.active, "the cancelled stream's slot", every=0.001)
+        return steps_at_cancel, stats.decode_steps, "freed"
 
     before, after, slot = random_stack.run(run())
     assert slot == "freed"
