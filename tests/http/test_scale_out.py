@@ -24,6 +24,7 @@ from mlx_responses.v1 import storage_service_pb2 as st
 from mlx_responses.v1 import storage_service_pb2_grpc as st_grpc
 from tests.support.redis_server import RedisServer
 from tests.support.topology import Topology
+from tests.support.waits import until
 
 
 @pytest.fixture(scope="module")
@@ -209,9 +210,7 @@ def test_pool_routes_by_cache_around_an_unhealthy_core(topo: Topology) -> None:
     """--core-routing cache (the default): one prompt start, one core; a chain follows its
     first turn; a core that stops serving hands its prompts to the other and gets them back."""
     pool = topo.pool()
-    deadline = time.monotonic() + 10
-    while not all(core.serving for core in pool.cores) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(lambda: all(core.serving for core in pool.cores), "every core serves")
     starts = [f"go {i}" for i in range(16)]
     owners = {start: _served_by(topo, "pool", input=start)[1] for start in starts}
     assert set(owners.values()) == {"a", "b"}  # 16 prompt starts spread over both cores
@@ -226,17 +225,13 @@ def test_pool_routes_by_cache_around_an_unhealthy_core(topo: Topology) -> None:
     not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
     topo.run(topo.servers["a"].health.set("", not_serving))
     try:
-        deadline = time.monotonic() + 10
-        while pool.cores[0].serving and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: not pool.cores[0].serving, "the pool sees core a not serving")
         moved = [s for s in starts if owners[s] == "a"][:3]
         assert [_served_by(topo, "pool", input=s)[1] for s in moved] == ["b"] * len(moved)
         assert httpx.get(f"{topo.url('pool')}/health", timeout=10).status_code == 200
     finally:
         topo.run(topo.servers["a"].set_serving())
-    deadline = time.monotonic() + 10
-    while not pool.cores[0].serving and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(lambda: pool.cores[0].serving, "the pool sees core a serving again")
     assert {s: _served_by(topo, "pool", input=s)[1] for s in starts[:6]} == {
         s: owners[s] for s in starts[:6]
     }
@@ -387,9 +382,7 @@ def test_affinity_survives_a_core_leaving(random_model: Path, redis_server: Redi
     topo.start()
     try:
         pool = topo.pool()
-        deadline = time.monotonic() + 10
-        while not all(core.serving for core in pool.cores) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: all(core.serving for core in pool.cores), "every core serves")
 
         def served(start: str, names: tuple[str, ...]) -> tuple[str, int]:
             before = {name: topo.generated(name) for name in names}
@@ -402,10 +395,7 @@ def test_affinity_survives_a_core_leaving(random_model: Path, redis_server: Redi
         owners = {start: served(start, topo.names)[0] for start in starts}
         assert set(owners.values()) == {"a", "b", "c"}
         topo.run(topo.servers.pop("a").shutdown(1))
-        deadline = time.monotonic() + 10
-        while pool.cores[0].serving and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not pool.cores[0].serving
+        until(lambda: not pool.cores[0].serving, "the pool sees core a gone")
 
         for start in starts:
             where, read = served(start, ("b", "c"))
