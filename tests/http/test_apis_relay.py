@@ -3,24 +3,19 @@ request ids travel."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.support.stack import Stack
+from tests.support.waits import until
 
 USER: Any = [{"role": "user", "content": "Tell me about the sea."}]
 
 
-def _wait_idle(stack: Stack, timeout: float = 15) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not stack.engine_stats.active:
-            return True
-        time.sleep(0.02)
-    return False
+def _wait_idle(stack: Stack) -> bool:
+    return until(lambda: not stack.engine_stats.active, "the engine holds no sequence")
 
 
 def test_n_choices_decode_in_one_batch(random_stack: Stack) -> None:
