@@ -19,6 +19,7 @@ from mlx_responses.v1 import storage_service_pb2 as st
 from mlx_responses.v1 import storage_service_pb2_grpc as st_grpc
 from tests.support.processes import free_port, process, wait_status
 from tests.support.random_model import build_random_model
+from tests.support.waits import until
 
 pytestmark = pytest.mark.e2e
 
@@ -143,7 +144,7 @@ def test_sigterm_drains_then_cancels_and_exits_zero(endless_model: Path) -> None
         assert started.wait(60) and short_started.wait(60)
         began = time.monotonic()
         proc.signal(signal.SIGTERM)
-        time.sleep(0.5)
+        until(lambda: "shutting down" in proc.output(), "the server began its shutdown")
         # No new work is accepted while draining.
         with pytest.raises(httpx.HTTPError):
             httpx.post(f"{base}/v1/responses", json=_long(random_model.name, 4), timeout=5)
