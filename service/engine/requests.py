@@ -79,12 +79,14 @@ class Chunk:
 class DiskHealth:
     """The prompt cache's disk tier as /metrics reports it (prompt_cache/disk.py): what it dropped
     as unreadable, by kind ("row": an index row, "file": an entry file, "junk": something
-    under entries/ that is no entry), writes that failed, and why it is degraded (None: it
-    is not; "disk_full", "read_only": writes paused, reads go on; "unavailable": the folder
-    or its index could not be opened, the tier is off)."""
+    under entries/ that is no entry), writes that failed, entries not written because the
+    writer was behind, and why it is degraded (None: it is not; "disk_full", "read_only":
+    writes paused, reads go on; "unavailable": the folder or its index could not be opened,
+    the tier is off)."""
 
     dropped: dict[str, int] = field(default_factory=dict)
     write_errors: int = 0
+    skipped: int = 0
     degraded: str | None = None
 
     def drop(self, kind: str) -> None:

@@ -1,6 +1,6 @@
 """/metrics for the prompt cache's disk tier: what it dropped as unreadable, the writes that
-failed, and whether it is degraded (a full disk, a read-only folder, an index it could not
-open)."""
+failed or were skipped (the writer behind), and whether it is degraded (a full disk, a
+read-only folder, an index it could not open)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ class DiskCounters(Protocol):
 
     dropped: dict[str, int]
     write_errors: int
+    skipped: int
     degraded: str | None
 
 
@@ -32,6 +33,11 @@ def _families(models: Sequence[tuple[str, DiskCounters]]) -> Iterator[Metric]:
         "Disk-tier writes, touches and deletes that failed.",
         labels=("model_name",),
     )
+    skipped = CounterMetricFamily(
+        f"{PREFIX}prompt_disk_writes_skipped",
+        "Disk-tier entries not written because the writer was behind (its queue full).",
+        labels=("model_name",),
+    )
     degraded = GaugeMetricFamily(
         f"{PREFIX}prompt_disk_degraded",
         "1 while the disk tier is degraded, by reason (disk_full, read_only: writes "
@@ -42,9 +48,10 @@ def _families(models: Sequence[tuple[str, DiskCounters]]) -> Iterator[Metric]:
         for kind, count in sorted(health.dropped.items()):
             dropped.add_metric([name, kind], count)
         errors.add_metric([name], health.write_errors)
+        skipped.add_metric([name], health.skipped)
         if health.degraded is not None:
             degraded.add_metric([name, health.degraded], 1)
-    yield from (dropped, errors, degraded)
+    yield from (dropped, errors, skipped, degraded)
 
 
 def watch_prompt_disk(metrics: CoreMetrics, model_name: str, health: DiskCounters) -> None:

@@ -124,6 +124,19 @@ async def test_a_full_or_read_only_disk_pauses_writes_and_reads_go_on(
     assert not [p for p in (folder / "entries").iterdir() if ".tmp" in p.name]
 
 
+async def test_entries_the_writer_is_behind_for_are_skipped_and_counted(
+    random_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write is skipped, not queued, while the writer has its queue full (here: always);
+    the skip is counted, as a write's failure is, and the requests are served all the same."""
+    monkeypatch.setattr(prompt_disk, "MAX_PENDING", 0)
+    prompts = _prompts(random_model)
+    out, disk = await _run(random_model, prompts, tmp_path)
+    assert disk is not None and disk.writes == 0
+    assert disk.health.skipped == len(prompts) and disk.health.write_errors == 0
+    assert len(out) == len(prompts) and not list((tmp_path / "entries").iterdir())
+
+
 async def test_metrics_report_drops_write_errors_and_degradation() -> None:
     from mlx_responses.service.engine.requests import DiskHealth
     from mlx_responses.service.metrics import CoreMetrics, Snapshot
@@ -133,10 +146,11 @@ async def test_metrics_report_drops_write_errors_and_degradation() -> None:
         return Snapshot(models=[], jobs={}, stores={}, mlx_memory=None)
 
     metrics = CoreMetrics(snapshot)
-    health = DiskHealth(write_errors=3, degraded="disk_full")
+    health = DiskHealth(write_errors=3, skipped=4, degraded="disk_full")
     health.drop("row")
     watch_prompt_disk(metrics, "m", health)
     text = (await metrics.render()).decode()
     assert 'mlx_responses_prompt_disk_dropped_total{kind="row",model_name="m"} 1.0' in text
     assert 'mlx_responses_prompt_disk_write_errors_total{model_name="m"} 3.0' in text
+    assert 'mlx_responses_prompt_disk_writes_skipped_total{model_name="m"} 4.0' in text
     assert 'mlx_responses_prompt_disk_degraded{model_name="m",reason="disk_full"} 1.0' in text

@@ -250,6 +250,7 @@ class PromptDisk:
             return False  # the disk is full or read-only: retried after the pause
         with self._lock:
             if self._pending >= MAX_PENDING:
+                self.health.skipped += 1
                 log.debug("prompt disk: writer busy, an entry of %d tokens skipped", len(tokens))
                 return False
         layers: list[list[Any]] = []
