@@ -31,7 +31,7 @@ from mlx_responses.http_facade.kit.errors import (
     speaks_anthropic,
 )
 from mlx_responses.http_facade.kit.hangups import hangup_middleware
-from mlx_responses.http_facade.kit.metrics import MetricsSource, install_metrics
+from mlx_responses.http_facade.kit.metrics import METRICS, MetricsSource, install_metrics
 from mlx_responses.http_facade.kit.models import add_model_routes
 from mlx_responses.http_facade.kit.openapi_document import ApiPart, install_openapi
 from mlx_responses.http_facade.kit.protocol_errors import FacadeRunner
@@ -148,6 +148,8 @@ def create_app(
             _addresses(core_addresses), ca, by_cache=settings.core_routing == "cache"
         )
         await app[CORES].start()
+        cores = app[CORES].cores
+        app[METRICS].watch_cores(lambda: [(core.address, core.serving) for core in cores])
         yield
         await app[CORES].close()
 

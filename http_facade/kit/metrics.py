@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 from aiohttp import web
 from prometheus_client import (
@@ -15,10 +15,13 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 PREFIX = "mlx_responses_"
 # Another registry's exposition (the core's, when both run in one process).
 MetricsSource = Callable[[], Awaitable[bytes]]
+# The cores the façade routes to: (address, whether its health watch last said SERVING).
+CoreStates = Callable[[], Sequence[tuple[str, bool]]]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -56,11 +59,33 @@ class FacadeMetrics:
             registry=self.registry,
         )
 
+    def watch_cores(self, states: CoreStates) -> None:
+        """Reports each core's serving state as the façade's health watch last saw it."""
+        self.registry.register(_Cores(states))
+
     async def render(self) -> bytes:
         body = generate_latest(self.registry)
         if self.extra is not None:
             body += await self.extra()
         return body
+
+
+class _Cores:
+    """A collector of the cores' serving states, read at each scrape."""
+
+    def __init__(self, states: CoreStates) -> None:
+        self.states = states
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            f"{PREFIX}core_serving",
+            "1 while the façade's health watch on a core says it serves, else 0 (the façade "
+            "routes requests to the serving cores).",
+            labels=("core",),
+        )
+        for address, serving in self.states():
+            family.add_metric([address], 1.0 if serving else 0.0)
+        yield family
 
 
 METRICS = web.AppKey("metrics", FacadeMetrics)

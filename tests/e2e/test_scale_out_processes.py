@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
 from tests.e2e.test_processes import _free_port, _process, _wait_healthy
 from tests.support.processes import wait_serving
 from tests.support.redis_server import RedisServer
+from tests.support.waits import until
 
 pytestmark = pytest.mark.e2e
 
@@ -46,7 +47,10 @@ def test_two_core_processes_share_redis_behind_one_facade(
         # One core goes away: the façade routes every request to the other.
         first.terminate()
         first.wait(15)
-        time.sleep(1)  # the façade's Health.Watch on it has ended by now (it retries at 0.5 s)
+        # The façade's health watch on it has ended: its /metrics says so.
+        down = f'mlx_responses_core_serving{{core="127.0.0.1:{one}"}} 0.0'
+        metrics = f"http://127.0.0.1:{http}/metrics"
+        until(lambda: down in httpx.get(metrics, timeout=10).text, "the façade saw core one go")
         for word in ("cat", "dog", "sun"):
             reply = client.responses.create(
                 model=model_path.name,

@@ -206,6 +206,10 @@ def test_cancel_of_a_foreground_stream_crosses_replicas(topo: Topology, store: b
     assert unknown.status_code == 404
 
 
+def _metrics(topo: Topology, name: str) -> str:
+    return httpx.get(f"{topo.url(name)}/metrics", timeout=10).text
+
+
 def test_pool_routes_by_cache_around_an_unhealthy_core(topo: Topology) -> None:
     """--core-routing cache (the default): one prompt start, one core; a chain follows its
     first turn; a core that stops serving hands its prompts to the other and gets them back."""
@@ -225,7 +229,10 @@ def test_pool_routes_by_cache_around_an_unhealthy_core(topo: Topology) -> None:
     not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
     topo.run(topo.servers["a"].health.set("", not_serving))
     try:
-        until(lambda: not pool.cores[0].serving, "the pool sees core a not serving")
+        # The façade's /metrics reports what its health watch saw.
+        down = f'mlx_responses_core_serving{{core="{pool.cores[0].address}"}} 0.0'
+        until(lambda: down in _metrics(topo, "pool"), "the pool reports core a not serving")
+        assert f'core_serving{{core="{pool.cores[1].address}"}} 1.0' in _metrics(topo, "pool")
         moved = [s for s in starts if owners[s] == "a"][:3]
         assert [_served_by(topo, "pool", input=s)[1] for s in moved] == ["b"] * len(moved)
         assert httpx.get(f"{topo.url('pool')}/health", timeout=10).status_code == 200
