@@ -250,6 +250,15 @@ class Shape:
         return Kind(self.schema(**extra), fill=fill)
 
 
+def field_shapes(parent: Any, declared: dict[str, str], **names: Any) -> dict[str, Shape]:
+    """One shape per field of `parent` (a proto class) that `declared` names: its kind the
+    field's name, its message the field's type, its properties the declared text."""
+    return {
+        name: Shape(name, type(getattr(parent(), name)), text, **names)
+        for name, text in declared.items()
+    }
+
+
 def union(*shapes: Shape, unknown: str) -> Kind:
     """An object that is one of `shapes`, told by its `type`: it fills the sub-message of the
     oneof field its type names; `unknown` words the refusal of another type ({})."""

@@ -10,7 +10,7 @@ from typing import Any
 from mlx_responses.http_facade.kit.decode import proto_names
 from mlx_responses.http_facade.kit.errors import invalid
 from mlx_responses.http_facade.kit.openapi import STRING, Schema, ts
-from mlx_responses.http_facade.kit.shapes import Kind, Shape, array, mapping
+from mlx_responses.http_facade.kit.shapes import Kind, Shape, array, field_shapes, mapping
 
 from mlx_responses.v1 import responses_pb2 as pb
 
@@ -170,9 +170,7 @@ SHAPES_DECLARED = {
     "local_shell_call": f"action: EXEC, {CALL}, status?: STATUS",
     "apply_patch_call_output": f"{CALL}, status!: PATCH = null, output?: text",
 }
-SHAPES = {
-    k: Shape(k, type(getattr(pb.Item(), k)), text, **KINDS) for k, text in SHAPES_DECLARED.items()
-}
+SHAPES = field_shapes(pb.Item, SHAPES_DECLARED, **KINDS)
 
 
 def _apply_patch_call(item: dict[str, Any], param: str) -> pb.ApplyPatchCallItem:

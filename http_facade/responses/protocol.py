@@ -17,7 +17,16 @@ from mlx_responses.http_facade.kit.sampling import (
     STREAM,
     TEMPLATE_KWARGS,
 )
-from mlx_responses.http_facade.kit.shapes import TEXT, Kind, Shape, array, enum, mapping, union
+from mlx_responses.http_facade.kit.shapes import (
+    TEXT,
+    Kind,
+    Shape,
+    array,
+    enum,
+    field_shapes,
+    mapping,
+    union,
+)
 from mlx_responses.http_facade.kit.tools import (
     BUILTIN_TOOL_TYPES,
     function_tool_schema,
@@ -114,9 +123,7 @@ ITEMS_DECLARED = {
     "compaction": "status?: STATUS -> _, id?: text, encrypted_content: text",
     "compaction_trigger": "status?: STATUS -> _",
 }
-ITEMS = {
-    k: Shape(k, type(getattr(pb.Item(), k)), text, **KINDS) for k, text in ITEMS_DECLARED.items()
-}
+ITEMS = field_shapes(pb.Item, ITEMS_DECLARED, **KINDS)
 SYNTAX = enum({"lark": "lark", "regex": "regex"}, "lark or regex", strings=True)
 GRAMMAR = Shape("grammar", pb.CustomToolGrammar, "syntax: SYNTAX, definition: text", SYNTAX=SYNTAX)
 CUSTOM_FORMAT = union(
