@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import itertools
 import logging
 import math
@@ -632,12 +631,9 @@ class ModelPool:
         started = time.perf_counter()
         await runtime.worker.unload()  # the disk tier's queued writes are written by then
         del runtime
-        gc.collect()  # the model's arrays sit in reference cycles (modules, closures)
-        import mlx.core as mx
-        from mlx_responses.service.engine.memory.device import trim_heap
+        from mlx_responses.service.engine.memory.device import give_back_memory
 
-        mx.clear_cache()
-        await asyncio.to_thread(trim_heap)
+        await asyncio.to_thread(give_back_memory)
         model.draining = False
         model.memory_bytes = 0
         self.metrics.model_unloaded(model.id, reason)

@@ -104,7 +104,7 @@ async def test_an_injected_failure_fails_only_what_it_must_and_the_next_requests
     loaded = await engine.start()
     prompts = [loaded.tokenizer.encode(f"{i}. {TEXT}") for i in range(3)]
     trims: list[None] = []
-    monkeypatch.setattr(worker_module, "trim_heap", lambda: trims.append(None))
+    monkeypatch.setattr(worker_module, "give_back_memory", lambda: trims.append(None))
     _inject(monkeypatch, stage)
     ends = await _run(engine, prompts)
     for reason, error, _ in ends:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import logging
 import os
 import subprocess
@@ -120,11 +121,15 @@ def bound_heap() -> None:
             ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD)
 
 
-def trim_heap() -> None:
-    """Hands the C heap's free pages back to the system, after a model unloads or an engine
-    rebuilt its scheduler and caches. glibc keeps freed blocks below its mmap threshold in its
-    arenas: MLX's CPU buffers of the caches dropped (a model's arrays, a failed engine's KV)
-    would stay in the process's RSS. Linux only (macOS's Metal buffers are not the C heap's)."""
+def give_back_memory() -> None:
+    """Hands what dropped arrays held back to the system, after a model unloads or an engine
+    rebuilt its scheduler and caches: their reference cycles collected (a model's arrays sit in
+    cycles of modules and closures), MLX's buffer cache emptied, the C heap's free pages
+    trimmed. glibc keeps freed blocks below its mmap threshold in its arenas: MLX's CPU buffers
+    of the caches dropped (a model's arrays, a failed engine's KV) would stay in the process's
+    RSS. The trim is Linux only (macOS's Metal buffers are not the C heap's)."""
+    gc.collect()
+    mx.clear_cache()
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL("libc.so.6").malloc_trim(0)
