@@ -38,6 +38,7 @@ from mlx_responses.v1 import storage_service_pb2_grpc as st_grpc
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack
 from tests.support.topology import Topology
+from tests.support.waits import until
 
 OWNER = "sk-owner-4f1a9c0d7e"
 OTHER = "sk-other-b83e51aa20"
@@ -183,10 +184,7 @@ def _create(stack: Stack, **fields: Any) -> Any:
 
 
 def _wait(stack: Stack, rid: str, done: Callable[[str], bool]) -> None:
-    deadline = time.monotonic() + 60
-    while not done(_ok(stack, "GET", f"/v1/responses/{rid}")["status"]):
-        assert time.monotonic() < deadline, rid
-        time.sleep(0.05)
+    until(lambda: done(_ok(stack, "GET", f"/v1/responses/{rid}")["status"]), rid)
 
 
 def _events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack
+from tests.support.waits import until
 
 
 def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -103,14 +103,12 @@ def test_requests_tokens_and_latency_histograms_move(own_stack: Stack) -> None:
     )
 
 
-def _wait_for(url: str, predicate: object, timeout: float = 30) -> dict:  # type: ignore[type-arg]
-    deadline = time.monotonic() + timeout
-    while True:
+def _wait_for(url: str, predicate: object) -> dict:  # type: ignore[type-arg]
+    def reached() -> dict | None:  # type: ignore[type-arg]
         samples = scrape(url)
-        if predicate(samples):  # type: ignore[operator]
-            return samples
-        assert time.monotonic() < deadline, "the metrics never reached the expected state"
-        time.sleep(0.05)
+        return samples if predicate(samples) else None  # type: ignore[operator]
+
+    return until(reached, "the metrics reached the expected state")
 
 
 def test_running_batch_and_background_gauges(own_stack: Stack) -> None:
