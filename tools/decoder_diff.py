@@ -13,7 +13,6 @@ observable:
 from __future__ import annotations
 
 import argparse
-import os
 import pickle
 import subprocess
 import sys
@@ -161,7 +160,7 @@ def main() -> int:
         path.with_suffix(".out").write_bytes(pickle.dumps(_decode(pickle.loads(path.read_bytes()))))
         return 0
     sys.path.insert(0, str(ROOT))
-    from tools.rev_tree import export
+    from tools.rev_tree import export, importing
 
     bodies = _bodies(args.mutations)
     with tempfile.TemporaryDirectory() as tmp:
@@ -169,13 +168,8 @@ def main() -> int:
         data.write_bytes(pickle.dumps(bodies))
         answers = []
         for tree in (export(args.rev, Path(tmp) / "rev"), ROOT):
-            env = dict(os.environ)
-            if tree != ROOT:  # found before the editable install's finder
-                env["PYTHONPATH"] = os.pathsep.join(
-                    filter(None, [str(tree), env.get("PYTHONPATH")])
-                )
             command = [sys.executable, str(Path(__file__).resolve()), args.rev, f"--decode={data}"]
-            subprocess.run(command, env=env, cwd=tree, check=True)
+            subprocess.run(command, env=importing(tree), cwd=tree, check=True)
             answers.append(pickle.loads(data.with_suffix(".out").read_bytes()))
     differ = [i for i, (a, b) in enumerate(zip(*answers, strict=True)) if a != b]
     for i in differ[:20]:

@@ -7,7 +7,6 @@ are byte-equal (as the app serves it: json.dumps of the document), else where th
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -42,16 +41,13 @@ def main(rev: str) -> int:
         sys.stdout.write(_document())
         return 0
     sys.path.insert(0, str(ROOT))
-    from tools.rev_tree import export
+    from tools.rev_tree import export, importing
 
     texts = []
     with tempfile.TemporaryDirectory() as tmp:
         for tree in (export(rev, Path(tmp) / "rev"), ROOT):
-            env = dict(os.environ)
-            if tree != ROOT:
-                paths = [str(tree), env.get("PYTHONPATH")]
-                env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
             command = [sys.executable, str(Path(__file__).resolve()), "--dump"]
+            env = importing(tree)
             done = subprocess.run(command, env=env, cwd=tree, check=True, stdout=subprocess.PIPE)
             texts.append(done.stdout.decode())
     if texts[0] == texts[1]:

@@ -3,6 +3,7 @@ façade's CPU benchmark and tools/decoder_diff.py compare two trees)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,3 +23,12 @@ def export(rev: str, into: Path) -> Path:
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
     return into
+
+
+def importing(tree: Path | None) -> dict[str, str]:
+    """The environment of a child process that imports `tree`'s façade and core (an `export`,
+    found before the editable install's finder); None: this tree's, the environment as it is."""
+    env = dict(os.environ)
+    if tree is not None and tree != ROOT:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
+    return env

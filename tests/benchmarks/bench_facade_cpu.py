@@ -30,7 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tools.rev_tree import export  # noqa: E402
+from tools.rev_tree import export, importing  # noqa: E402
 
 FACADE = "mlx_responses.http_facade"
 # Where each codec lives: the dialect folders, then (before they were siblings) the top level.
@@ -303,11 +303,9 @@ def measure(loops: int, repeats: int) -> dict[str, dict[str, float]]:
 
 
 def _run(loops: int, repeats: int, tree: Path | None) -> dict[str, dict[str, float]]:
-    env = dict(os.environ)
-    if tree is not None:  # found before the editable install's finder
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     args = [sys.executable, __file__, "--json", f"--loops={loops}", f"--repeats={repeats}"]
     cwd = tree or REPO
+    env = importing(tree)
     out = subprocess.run(args, env=env, cwd=cwd, check=True, capture_output=True, text=True)
     result = json.loads(out.stdout)
     print(f"measured {result.pop('tree')}")
